@@ -1,0 +1,55 @@
+"""distlock: distributed locks you can trust, one sync and asyncio API over many coordination systems.
+
+>>> import distlock
+>>> with distlock.connect("memory://") as store:
+...     with store.lock("jobs/nightly", ttl=30) as lock:
+...         assert lock.fence is not None
+
+See README.md for every lock kind and backend.
+"""
+
+from __future__ import annotations
+
+from ._async.locks import AsyncLock, AsyncMultiLock, AsyncReadWriteLock, AsyncSemaphore
+from ._async.store import AsyncStore, connect_async
+from ._core.types import HolderInfo, LockInfo
+from ._errors import (
+    AcquireTimeout,
+    BackendError,
+    ConfigError,
+    LockError,
+    LockLost,
+    NotHeld,
+    QuorumError,
+    UnsupportedFeature,
+)
+from ._sync.locks import Lock, MultiLock, ReadWriteLock, Semaphore
+from ._sync.store import Store, connect
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AcquireTimeout",
+    "AsyncLock",
+    "AsyncMultiLock",
+    "AsyncReadWriteLock",
+    "AsyncSemaphore",
+    "AsyncStore",
+    "BackendError",
+    "ConfigError",
+    "HolderInfo",
+    "Lock",
+    "LockError",
+    "LockInfo",
+    "LockLost",
+    "MultiLock",
+    "NotHeld",
+    "QuorumError",
+    "ReadWriteLock",
+    "Semaphore",
+    "Store",
+    "UnsupportedFeature",
+    "__version__",
+    "connect",
+    "connect_async",
+]

@@ -1,0 +1,3 @@
+from distlock.cli import main
+
+main()

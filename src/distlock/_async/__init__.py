@@ -1,0 +1,1 @@
+"""Asyncio implementation: the single source of truth; ``_sync`` is generated from it."""

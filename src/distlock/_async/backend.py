@@ -1,0 +1,98 @@
+"""What a backend is: a few atomic, single-attempt operations. Everything else is written once above it.
+
+A backend module lives in ``_async/backends/<name>.py``, defines ``class Backend(AsyncBackend)`` and
+``class Attempt(AsyncAttempt)``, and is turned into its sync twin by ``scripts/gen_sync.py``.
+The lock objects (``locks.py``) and the store (``store.py``) do blocking with deadlines, reentrancy,
+renewal, the lost signal and bookkeeping; a backend only answers:
+
+* ``attempt(claim).try_acquire()``  one try; a :class:`Grant` says acquired (+ fence) or not (+ a hint).
+* ``attempt.wait(grant, timeout)``   block until something changed that may let us in (push), or timeout.
+* ``attempt.abandon()``              after a failed, timed-out, cancelled or errored acquire: delete every
+                                      trace of this claim (queue entry, a holding whose reply was lost, its
+                                      lease). Must be idempotent and safe to call in any state (SAFETY F10).
+* ``release(claim)``                 compare-and-delete by token; False if it was no longer held.
+* ``renew(claims)``                  extend many leases in one round trip per tick; one bool per claim.
+* ``holds(claim)``                   is this claim still a live holder (``owned()``)?
+* ``inspect`` / ``list`` / ``break_lock`` for admin and the CLI.
+
+Backends with sessions instead of per-lock leases (ZooKeeper, etcd) set ``needs_renewal=False`` in their
+capabilities and report a lost session by calling ``self.lost(token)`` from any thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .._core.types import Capabilities, Claim, Grant, LockInfo
+from .._url import StoreConfig
+
+
+class AsyncAttempt:
+    """State of one acquisition from the first try to success or abandonment."""
+
+    def __init__(self, backend: AsyncBackend, claim: Claim) -> None:
+        self.backend = backend
+        self.claim = claim
+
+    async def try_acquire(self) -> Grant:
+        raise NotImplementedError
+
+    async def wait(self, grant: Grant, timeout: float | None) -> None:
+        raise NotImplementedError
+
+    async def abandon(self) -> None:
+        raise NotImplementedError
+
+
+class AsyncBackend:
+    """Base class of every backend. Subclasses set ``capabilities`` and implement the operations."""
+
+    capabilities = Capabilities()
+
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.scheme = config.scheme
+        self._loss_handler: Callable[[str, str], None] | None = None
+
+    @classmethod
+    async def open(cls, config: StoreConfig) -> AsyncBackend:
+        """Connect (with a bounded timeout: an unreachable host raises BackendError, never hangs)."""
+        raise NotImplementedError
+
+    # -- called by the store -------------------------------------------------------------------------
+    def set_loss_handler(self, handler: Callable[[str, str], None]) -> None:
+        self._loss_handler = handler
+
+    def lost(self, token: str, reason: str) -> None:
+        """A backend learned that a holding is gone (session expired, lease revoked). Any thread."""
+        if self._loss_handler is not None:
+            self._loss_handler(token, reason)
+
+    # -- the operations ------------------------------------------------------------------------------
+    def attempt(self, claim: Claim) -> AsyncAttempt:
+        raise NotImplementedError
+
+    async def release(self, claim: Claim) -> bool:
+        raise NotImplementedError
+
+    async def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        raise NotImplementedError
+
+    async def holds(self, claim: Claim) -> bool:
+        raise NotImplementedError
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        raise NotImplementedError
+
+    async def list(self, prefix: str) -> list[LockInfo]:
+        raise NotImplementedError
+
+    async def break_lock(self, name: str) -> bool:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The URL with credentials redacted (for repr and messages)."""
+        return self.config.redacted

@@ -1,0 +1,1 @@
+"""Backends, one module each (see ``backend.py`` for the contract)."""

@@ -1,0 +1,399 @@
+"""The lock objects users hold: lock, rlock, read/write halves of an rwlock, semaphore, multilock.
+
+One object may be shared by many threads (sync) or tasks (async); each *owner* (the thread or task that
+called ``acquire``) has its own holding with its own token, fence and lost event. So two threads sharing
+one ``store.lock("x")`` exclude each other, and a thread can never release another thread's holding.
+Reentrancy (``rlock``) is a per-owner count kept here, with no I/O on re-entry (as Curator does).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from .. import _rt_async as rt
+from .._core import ids
+from .._core.timing import Deadline, monotonic
+from .._core.types import Claim, Mode
+from .._core.validate import check_name, check_permits, check_seconds, check_timeout
+from .._errors import AcquireTimeout, LockError, LockLost, NotHeld
+
+if TYPE_CHECKING:
+    from .store import AsyncStore
+
+log = logging.getLogger("distlock")
+
+LostCallback = Callable[[Any], object]
+
+
+class _Scoped:
+    """``with lock:`` / ``async with lock:`` for every lock object.
+
+    Enter: acquire within the object's ``timeout`` or raise ``AcquireTimeout`` (never run the body without
+    the lock: PEERS, python-etcd3 #599). Exit: release; if the lock was lost meanwhile, ``LockLost`` is
+    raised, unless the body already raised (its exception wins and is not masked).
+    """
+
+    name: str
+    timeout: float | None
+    _store: AsyncStore
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        raise NotImplementedError
+
+    async def release(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        if not await self.acquire(timeout=self.timeout):
+            raise AcquireTimeout(f"not acquired within {self.timeout}s", name=self.name, backend=self._store.scheme)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            await self.release()
+            return
+        try:
+            await self.release()
+        except LockError as err:
+            log.warning("release after an error in the body failed: %s", err)
+
+
+@dataclass(eq=False)
+class Holding:
+    """One owner's hold of one lock object: what the renewer extends and the lost signal reports."""
+
+    lock: AsyncLock
+    claim: Claim
+    fence: int | None
+    expires_at: float  # monotonic; the lease as this process last confirmed it
+    renew_at: float
+    auto_renew: bool
+    count: int = 1
+    lost: rt.Event = field(default_factory=rt.Event)
+    lost_reason: str = ""
+
+
+class AsyncLock(_Scoped):
+    """A mutex (``store.lock``), reentrant mutex (``store.rlock``) or one half of a read-write lock.
+
+    ``acquire(blocking=True, timeout=None)`` follows :meth:`threading.Lock.acquire`; ``timeout=None``
+    waits forever. ``with lock:`` acquires within the object's ``timeout`` or raises ``AcquireTimeout``.
+    """
+
+    kind = "lock"
+
+    def __init__(
+        self,
+        store: AsyncStore,
+        name: str,
+        *,
+        mode: Mode = Mode.EXCLUSIVE,
+        ttl: float = 30.0,
+        timeout: float | None = None,
+        auto_renew: bool = True,
+        on_lost: LostCallback | None = None,
+        reentrant: bool = False,
+        permits: int = 1,
+        fair: bool = False,
+    ) -> None:
+        backend = store.scheme
+        self.name = check_name(name, backend=backend)
+        self.ttl = check_seconds(ttl, "ttl", name=name, backend=backend)
+        self.timeout = check_timeout(timeout, name=name, backend=backend)
+        self.permits = check_permits(permits, name=name, backend=backend)
+        self.mode = mode
+        self.auto_renew = bool(auto_renew)
+        self.reentrant = reentrant
+        self.fair = bool(fair)
+        store._check_supported(self.name, mode, self.fair)
+        self._store = store
+        self._holds: dict[object, list[Holding]] = {}
+        self._guard = threading.Lock()  # protects _holds; never held across I/O
+        self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
+        self._last: Holding | None = None
+        self._idle_lost: rt.Event | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {self.mode.value} on {self._store.scheme}>"
+
+    # -- acquire ---------------------------------------------------------------------------------------
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        """Acquire; True on success, False if not acquired in time (``blocking=False``: one attempt)."""
+        wait = check_timeout(timeout, name=self.name, backend=self._store.scheme) if blocking else 0.0
+        key = rt.owner_key()
+        with self._guard:
+            mine = self._holds.get(key)
+            if mine and self.mode is not Mode.SEMAPHORE:
+                current = mine[-1]
+                if not self.reentrant:
+                    raise LockError(
+                        "already held by this owner (use store.rlock() for a reentrant lock)",
+                        name=self.name,
+                        backend=self._store.scheme,
+                    )
+                if not current.lost.is_set():
+                    current.count += 1
+                    return True
+        if mine and self.mode is not Mode.SEMAPHORE:
+            raise LockLost(
+                f"cannot re-enter: the holding was lost ({mine[-1].lost_reason})",
+                name=self.name,
+                backend=self._store.scheme,
+            )
+        claim = Claim(
+            name=self.name,
+            mode=self.mode,
+            token=ids.new_token(),
+            owner=ids.owner_id(rt.owner_label()),
+            ttl=self.ttl,
+            permits=self.permits,
+            fair=self.fair,
+        )
+        result = await self._store._acquire(claim, Deadline.after(wait))
+        if result is None:
+            return False
+        grant, started = result
+        valid = grant.valid_for if grant.valid_for is not None else claim.ttl
+        holding = Holding(
+            lock=self,
+            claim=claim,
+            fence=grant.fence,
+            expires_at=started + valid,
+            renew_at=started + claim.ttl / 3.0,
+            auto_renew=self.auto_renew,
+        )
+        with self._guard:
+            self._holds.setdefault(key, []).append(holding)
+            self._last = holding
+        self._store._register(holding)
+        return True
+
+    # -- release ---------------------------------------------------------------------------------------
+    async def release(self) -> None:
+        """Release this owner's holding. ``NotHeld`` if it holds nothing, ``LockLost`` if it was lost."""
+        key = rt.owner_key()
+        with self._guard:
+            mine = self._holds.get(key)
+            if not mine:
+                raise NotHeld("release() by an owner that does not hold it", name=self.name, backend=self._store.scheme)
+            holding = mine[-1]
+            if holding.count > 1:
+                holding.count -= 1
+                return
+        self._store._check_expiry(holding)
+        # The round trip runs to completion even if the caller is cancelled: a half-done release must not
+        # leave the lock looking free while it is held (or the reverse).
+        released = await rt.shielded(self._store._release(holding))
+        with self._guard:
+            mine = self._holds.get(key)
+            if mine and holding in mine:
+                mine.remove(holding)
+                if not mine:
+                    del self._holds[key]
+        if holding.lost.is_set() or not released:
+            if not holding.lost.is_set():
+                self._store._lose(holding, "the lease was gone when release() reached the backend")
+            raise LockLost(f"lost before release: {holding.lost_reason}", name=self.name, backend=self._store.scheme)
+
+    # -- renewal and state -----------------------------------------------------------------------------
+    async def extend(self, ttl: float | None = None) -> None:
+        """Renew this owner's lease now, optionally with a new TTL (which later renewals keep)."""
+        holding = self._own_holding()
+        new_ttl = self.ttl if ttl is None else check_seconds(ttl, "ttl", name=self.name, backend=self._store.scheme)
+        self._store._check_expiry(holding)
+        if holding.lost.is_set():
+            raise LockLost(f"lost: {holding.lost_reason}", name=self.name, backend=self._store.scheme)
+        claim = replace(holding.claim, ttl=new_ttl)
+        started = monotonic()
+        ok = (await self._store._backend.renew([claim]))[0]
+        if not ok:
+            self._store._lose(holding, "extend() found the lease gone")
+            raise LockLost("lost: extend() found the lease gone", name=self.name, backend=self._store.scheme)
+        holding.claim = claim
+        holding.expires_at = started + new_ttl
+        holding.renew_at = started + new_ttl / 3.0
+
+    async def locked(self) -> bool:
+        """Does anyone hold this name right now (asks the backend)?"""
+        info = await self._store.inspect(self.name)
+        return info is not None and bool(info.holders)
+
+    async def owned(self) -> bool:
+        """Does this owner still hold it? Checked with the backend; a negative answer sets ``lost``."""
+        with self._guard:
+            mine = self._holds.get(rt.owner_key())
+        if not mine:
+            return False
+        holding = mine[-1]
+        self._store._check_expiry(holding)
+        if holding.lost.is_set():
+            return False
+        if await self._store._backend.holds(holding.claim):
+            return True
+        self._store._lose(holding, "the backend no longer lists this holder")
+        return False
+
+    @property
+    def fence(self) -> int | None:
+        """The fencing token of this owner's current holding (SPEC section 5), else None."""
+        with self._guard:
+            mine = self._holds.get(rt.owner_key())
+        return mine[-1].fence if mine else None
+
+    @property
+    def lost(self) -> rt.Event:
+        """Set when this owner's holding (or, outside an owner, the latest holding) is lost."""
+        with self._guard:
+            mine = self._holds.get(rt.owner_key())
+            holding = mine[-1] if mine else self._last
+            if holding is not None:
+                return holding.lost
+            if self._idle_lost is None:
+                self._idle_lost = rt.Event()
+            return self._idle_lost
+
+    def on_lost(self, callback: LostCallback) -> LostCallback:
+        """Register ``callback(lock)``, called once per lost holding, off the critical path."""
+        self._callbacks.append(callback)
+        return callback
+
+    def _own_holding(self) -> Holding:
+        with self._guard:
+            mine = self._holds.get(rt.owner_key())
+        if not mine:
+            raise NotHeld("not held by this owner", name=self.name, backend=self._store.scheme)
+        return mine[-1]
+
+    def _forget(self, holding: Holding) -> None:
+        with self._guard:
+            for key, mine in list(self._holds.items()):
+                if holding in mine:
+                    mine.remove(holding)
+                    if not mine:
+                        del self._holds[key]
+
+    def _held(self) -> list[Holding]:
+        with self._guard:
+            return [h for mine in self._holds.values() for h in mine]
+
+
+class AsyncSemaphore(AsyncLock):
+    """At most ``permits`` holders; each permit is its own lease. One owner may hold several permits."""
+
+    kind = "semaphore"
+
+
+class AsyncReadWriteLock:
+    """``rw.read`` and ``rw.write`` are lock objects on one name: many readers or one writer.
+
+    A waiting writer blocks new readers, so a stream of readers cannot starve it.
+    """
+
+    def __init__(self, store: AsyncStore, name: str, **options: Any) -> None:
+        self.name = name
+        self.read = AsyncLock(store, name, mode=Mode.READ, **options)
+        self.read.kind = "read"
+        self.write = AsyncLock(store, name, mode=Mode.WRITE, **options)
+        self.write.kind = "write"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+class AsyncMultiLock(_Scoped):
+    """All of several locks or none, acquired in one global order (sorted names), so no deadlock."""
+
+    kind = "multilock"
+
+    def __init__(self, store: AsyncStore, names: list[str], **options: Any) -> None:
+        if isinstance(names, str) or not names:
+            raise LockError("multilock needs a non-empty list of names", backend=store.scheme)
+        unique = sorted({check_name(n, backend=store.scheme) for n in names})
+        self.names = unique
+        self.timeout = check_timeout(options.pop("timeout", None), backend=store.scheme)
+        self._store = store
+        self._locks = [AsyncLock(store, n, timeout=self.timeout, **options) for n in unique]
+        self.name = ",".join(unique)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.names!r}>"
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        deadline = Deadline.after(check_timeout(timeout, backend=self._store.scheme) if blocking else 0.0)
+        taken: list[AsyncLock] = []
+        try:
+            for lock in self._locks:
+                left = deadline.remaining()
+                if not await lock.acquire(blocking=left is None or left > 0, timeout=left):
+                    await self._release_all(taken)
+                    return False
+                taken.append(lock)
+        except BaseException:
+            await rt.shielded(self._release_all(taken))
+            raise
+        return True
+
+    async def _release_all(self, taken: list[AsyncLock]) -> None:
+        for lock in reversed(taken):
+            try:
+                await lock.release()
+            except LockError as err:
+                log.warning("multilock: releasing %r after a failed acquire: %s", lock.name, err)
+
+    async def release(self) -> None:
+        """Release every name; ``LockLost`` (after releasing the rest) if any of them was lost."""
+        first_error: LockError | None = None
+        for lock in reversed(self._locks):
+            try:
+                await lock.release()
+            except LockError as err:
+                first_error = first_error or err
+        if first_error is not None:
+            raise first_error
+
+    async def extend(self, ttl: float | None = None) -> None:
+        for lock in self._locks:
+            await lock.extend(ttl)
+
+    async def locked(self) -> bool:
+        for lock in self._locks:
+            if await lock.locked():
+                return True
+        return False
+
+    async def owned(self) -> bool:
+        for lock in self._locks:
+            if not await lock.owned():
+                return False
+        return True
+
+    @property
+    def fences(self) -> dict[str, int | None]:
+        """Per-name fencing tokens of the current holding: guard each resource with its own name's fence."""
+        return {lock.name: lock.fence for lock in self._locks}
+
+    @property
+    def fence(self) -> int | None:
+        """The largest per-name fence (use :attr:`fences` to guard resources by name)."""
+        values = [f for f in self.fences.values() if f is not None]
+        return max(values) if values else None
+
+    @property
+    def lost(self) -> rt.Event:
+        """The lost event of the first name whose holding is lost (else of the first name)."""
+        for lock in self._locks:
+            if lock.lost.is_set():
+                return lock.lost
+        return self._locks[0].lost
+
+    def on_lost(self, callback: LostCallback) -> LostCallback:
+        for lock in self._locks:
+            lock.on_lost(callback)
+        return callback

@@ -1,0 +1,404 @@
+"""The store: one connection to one backend, the lock factories, the acquire loop and the renewer.
+
+Written once for both sides: this file is the async source, ``_sync/store.py`` is generated from it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect as _inspect
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from .. import _rt_async as rt
+from .._core.timing import Deadline, monotonic
+from .._core.types import Claim, Grant, LockInfo, Mode
+from .._core.validate import check_name
+from .._errors import ConfigError, LockError, UnsupportedFeature
+from .._url import StoreConfig, parse_url
+from .backend import AsyncAttempt, AsyncBackend
+from .locks import AsyncLock, AsyncMultiLock, AsyncReadWriteLock, AsyncSemaphore, Holding, LostCallback
+
+log = logging.getLogger("distlock")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: backend name -> (module under ./backends, the extra that installs its driver)
+BACKENDS: dict[str, tuple[str, str | None]] = {
+    "memory": ("sqlite", None),
+    "sqlite": ("sqlite", None),
+    "redis": ("redis", "redis"),
+    "redlock": ("redlock", "redis"),
+    "zookeeper": ("zookeeper", "zookeeper"),
+    "etcd": ("etcd", "etcd"),
+    "mysql": ("mysql", "mysql"),
+    "postgres": ("postgres", "postgres"),
+}
+
+#: modules of drivers whose absence means "install the extra"
+_DRIVER_MODULES = {"redis", "kazoo", "httpx", "pymysql", "psycopg", "psycopg_binary"}
+
+
+def _backend_class(config: StoreConfig) -> type[AsyncBackend]:
+    module_name, extra = BACKENDS[config.backend]
+    try:
+        module = importlib.import_module(f"{__package__}.backends.{module_name}")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in _DRIVER_MODULES and extra:
+            raise ConfigError(
+                f"the {config.backend} backend needs its driver: pip install 'distlock[{extra}]'",
+                backend=config.scheme,
+            ) from None
+        if exc.name and exc.name.startswith(f"{__package__}.backends"):
+            raise UnsupportedFeature(
+                f"the {config.backend} backend is not available in this version", backend=config.scheme
+            ) from None
+        raise
+    cls: type[AsyncBackend] = module.Backend
+    return cls
+
+
+async def connect_async(url: str | None = None, **options: Any) -> AsyncStore:
+    """Open a store. ``url=None``: ``$DISTLOCK_URL``, else the SQLite file in the user's state dir."""
+    config = parse_url(url, options)
+    backend = await _backend_class(config).open(config)
+    return AsyncStore(backend)
+
+
+class _Renewer:
+    """One background worker per store that renews every held lease, batched per tick (SPEC section 3).
+
+    Each holding is due at ``renew_at`` (ttl/3 after its last confirmation); a tick renews every holding
+    due within the next half interval, so locks taken at different times share round trips. A holding
+    whose local lease estimate has run out (the process was paused, renewals kept failing) is lost at
+    once, before any renewal is tried: a lease that ran out may have been granted to someone else.
+    """
+
+    def __init__(self, store: AsyncStore) -> None:
+        self._store = store
+        self._holds: set[Holding] = set()
+        self._guard = threading.Lock()
+        self._waker: rt.Waker | None = None
+        self._worker: rt.Background | None = None
+        self._closing = False
+
+    def add(self, holding: Holding) -> None:
+        with self._guard:
+            self._holds.add(holding)
+        if self._worker is None or not self._worker.alive():
+            self._waker = rt.Waker()
+            self._worker = rt.Background(self._run, name=f"distlock-renewer-{self._store.scheme}")
+        elif self._waker is not None:
+            self._waker.notify()
+
+    def discard(self, holding: Holding) -> None:
+        with self._guard:
+            self._holds.discard(holding)
+
+    def snapshot(self) -> list[Holding]:
+        with self._guard:
+            return list(self._holds)
+
+    async def _run(self) -> None:
+        backend = self._store._backend
+        needs_renewal = backend.capabilities.needs_renewal
+        while not self._closing:
+            now = monotonic()
+            holds = self.snapshot()
+            for h in holds:
+                if now >= h.expires_at and needs_renewal:
+                    self._store._lose(h, "lease ran out before it could be renewed (process paused or backend down)")
+            holds = [h for h in holds if not h.lost.is_set()]
+            due = [h for h in holds if h.auto_renew and needs_renewal and h.renew_at <= now + h.claim.ttl / 6.0]
+            if due:
+                started = monotonic()
+                try:
+                    results = await backend.renew([h.claim for h in due])
+                except LockError as err:
+                    log.warning("renewal of %d lease(s) failed, retrying: %s", len(due), err)
+                    for h in due:
+                        h.renew_at = monotonic() + min(1.0, h.claim.ttl / 10.0)
+                except Exception as err:
+                    log.exception("renewal crashed, retrying: %s", err)
+                    for h in due:
+                        h.renew_at = monotonic() + min(1.0, h.claim.ttl / 10.0)
+                else:
+                    for h, ok in zip(due, results, strict=True):
+                        if ok:
+                            h.expires_at = started + h.claim.ttl
+                            h.renew_at = started + h.claim.ttl / 3.0
+                        else:
+                            self._store._lose(h, "renewal refused: the lease had expired or was taken")
+            pending = [h for h in self.snapshot() if not h.lost.is_set()]
+            if not pending:
+                wait: float | None = None
+            else:
+                nxt = min(min(h.renew_at if h.auto_renew and needs_renewal else h.expires_at, h.expires_at)
+                          for h in pending)  # fmt: skip
+                wait = max(0.0, nxt - monotonic())
+            assert self._waker is not None
+            await self._waker.wait(wait)
+
+    async def stop(self) -> None:
+        self._closing = True
+        if self._waker is not None:
+            self._waker.notify()
+        if self._worker is not None:
+            await self._worker.join(5.0)
+
+
+class AsyncStore:
+    """A connection to one backend and the factory of lock objects. Thread-safe; one per process is the norm.
+
+    Use as a context manager, or call :meth:`aclose`: that releases what is still held and stops the
+    renewer.
+    """
+
+    def __init__(self, backend: AsyncBackend) -> None:
+        self._backend = backend
+        self.scheme = backend.scheme
+        self.capabilities = backend.capabilities
+        self._renewer = _Renewer(self)
+        self._by_token: dict[str, Holding] = {}
+        self._guard = threading.Lock()
+        self._dispatcher = rt.Dispatcher()
+        self._closed = False
+        backend.set_loss_handler(self._backend_lost)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._backend.describe()}>"
+
+    # -- factories -------------------------------------------------------------------------------------
+    def lock(
+        self,
+        name: str,
+        ttl: float = 30.0,
+        timeout: float | None = None,
+        auto_renew: bool = True,
+        on_lost: LostCallback | None = None,
+        *,
+        fair: bool = False,
+    ) -> AsyncLock:
+        """A mutex. Re-acquiring it from the owner that holds it raises ``LockError`` (use :meth:`rlock`)."""
+        return AsyncLock(self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair)
+
+    def rlock(
+        self,
+        name: str,
+        ttl: float = 30.0,
+        timeout: float | None = None,
+        auto_renew: bool = True,
+        on_lost: LostCallback | None = None,
+        *,
+        fair: bool = False,
+    ) -> AsyncLock:
+        """A reentrant mutex: counted per owner (thread, or asyncio task on the async side)."""
+        lock = AsyncLock(
+            self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, reentrant=True, fair=fair
+        )
+        lock.kind = "rlock"
+        return lock
+
+    def rwlock(
+        self,
+        name: str,
+        ttl: float = 30.0,
+        timeout: float | None = None,
+        auto_renew: bool = True,
+        on_lost: LostCallback | None = None,
+        *,
+        fair: bool = False,
+    ) -> AsyncReadWriteLock:
+        """A read-write lock: ``rw.read`` (shared) and ``rw.write`` (exclusive); writers are not starved."""
+        return AsyncReadWriteLock(
+            self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair
+        )
+
+    def semaphore(
+        self,
+        name: str,
+        permits: int = 3,
+        ttl: float = 30.0,
+        timeout: float | None = None,
+        auto_renew: bool = True,
+        on_lost: LostCallback | None = None,
+        *,
+        fair: bool = False,
+    ) -> AsyncSemaphore:
+        """At most ``permits`` holders at once; each permit is its own lease."""
+        return AsyncSemaphore(
+            self,
+            name,
+            mode=Mode.SEMAPHORE,
+            permits=permits,
+            ttl=ttl,
+            timeout=timeout,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            fair=fair,
+        )
+
+    def multilock(
+        self,
+        names: Sequence[str],
+        ttl: float = 30.0,
+        timeout: float | None = None,
+        auto_renew: bool = True,
+        on_lost: LostCallback | None = None,
+        *,
+        fair: bool = False,
+    ) -> AsyncMultiLock:
+        """All of ``names`` or none, taken in sorted order so two multilocks cannot deadlock."""
+        return AsyncMultiLock(
+            self, list(names), ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair
+        )
+
+    def synchronized(self, name: str, **lock_options: Any) -> Callable[[F], F]:
+        """Decorator: run the function while holding ``store.lock(name, **lock_options)``.
+
+        ``kind="rlock"`` makes it reentrant (recursive functions). With the async store, decorate
+        ``async def`` functions.
+        """
+        kind = lock_options.pop("kind", "lock")
+        if kind not in ("lock", "rlock"):
+            raise ConfigError(f"synchronized(kind=...) must be 'lock' or 'rlock', not {kind!r}", backend=self.scheme)
+        lock = self.rlock(name, **lock_options) if kind == "rlock" else self.lock(name, **lock_options)
+
+        def decorate(fn: F) -> F:
+            if rt.IS_ASYNC and not _inspect.iscoroutinefunction(fn):
+                raise ConfigError("the async store's synchronized() decorates async functions", backend=self.scheme)
+
+            @functools.wraps(fn)
+            async def wrapper(*args: Any, **kwargs: Any) -> Any:
+                async with lock:
+                    return await fn(*args, **kwargs)
+
+            wrapper.lock = lock  # type: ignore[attr-defined]
+            return wrapper  # type: ignore[return-value]
+
+        return decorate
+
+    # -- admin -----------------------------------------------------------------------------------------
+    async def inspect(self, name: str) -> LockInfo | None:
+        """Who holds ``name`` now (owner ids, fences, seconds left), or None if nobody does."""
+        return await self._backend.inspect(check_name(name, backend=self.scheme))
+
+    async def list(self, prefix: str = "") -> list[LockInfo]:
+        """Every held lock whose name starts with ``prefix``."""
+        if not isinstance(prefix, str) or "\x00" in prefix:
+            raise ConfigError("prefix must be a str without NUL bytes", backend=self.scheme)
+        return await self._backend.list(prefix)
+
+    async def break_lock(self, name: str) -> bool:
+        """Admin force release of every holding of ``name``; holders see ``lost``. True if anything was held."""
+        return await self._backend.break_lock(check_name(name, backend=self.scheme))
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Release everything still held, stop the renewer, close the connection. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for holding in self._renewer.snapshot():
+            try:
+                await self._backend.release(holding.claim)
+            except LockError as err:
+                log.warning("close: could not release %r: %s", holding.claim.name, err)
+            self._forget(holding)
+        await self._renewer.stop()
+        await self._backend.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # -- used by the lock objects ----------------------------------------------------------------------
+    def _check_supported(self, name: str, mode: Mode, fair: bool) -> None:
+        caps = self.capabilities
+        if mode not in caps.modes:
+            raise UnsupportedFeature(f"{mode.value} locks are not supported here", name=name, backend=self.scheme)
+        if fair and not (caps.fair or caps.always_fair):
+            raise UnsupportedFeature("fair=True (FIFO) is not supported here", name=name, backend=self.scheme)
+        if self._closed:
+            raise LockError("the store is closed", name=name, backend=self.scheme)
+
+    async def _acquire(self, claim: Claim, deadline: Deadline) -> tuple[Grant, float] | None:
+        """Try until granted or the deadline passes. Returns (grant, monotonic start of the winning try).
+
+        On any way out without the lock (timeout, error, cancellation) the attempt is abandoned, which
+        removes whatever the backend may have written for it, even a holding whose reply was lost (F10).
+        """
+        if self._closed:
+            raise LockError("the store is closed", name=claim.name, backend=self.scheme)
+        attempt: AsyncAttempt = self._backend.attempt(claim)
+        try:
+            while True:
+                started = monotonic()
+                grant = await attempt.try_acquire()
+                if grant.acquired:
+                    return grant, started
+                left = deadline.remaining()
+                if left is not None and left <= 0:
+                    await rt.shielded(attempt.abandon())
+                    return None
+                await attempt.wait(grant, left)
+        except BaseException:
+            try:
+                await rt.shielded(attempt.abandon())
+            except Exception as err:  # noqa: BLE001 - report the original error, not the clean-up's
+                log.warning("could not clean up after a failed acquire of %r: %s", claim.name, err)
+            raise
+
+    async def _release(self, holding: Holding) -> bool:
+        try:
+            return await self._backend.release(holding.claim)
+        finally:
+            self._forget(holding)
+
+    def _register(self, holding: Holding) -> None:
+        with self._guard:
+            self._by_token[holding.claim.token] = holding
+        self._renewer.add(holding)
+
+    def _forget(self, holding: Holding) -> None:
+        with self._guard:
+            self._by_token.pop(holding.claim.token, None)
+        self._renewer.discard(holding)
+
+    def _check_expiry(self, holding: Holding) -> None:
+        """Lose a holding whose lease ran out locally (e.g. the process was paused past its TTL)."""
+        if not holding.lost.is_set() and self.capabilities.needs_renewal and monotonic() >= holding.expires_at:
+            self._lose(holding, "lease ran out (process paused or renewals failed)")
+
+    def _lose(self, holding: Holding, reason: str) -> None:
+        """Mark a holding lost: set its event, stop renewing it, call the callbacks once, off the critical path."""
+        if holding.lost.is_set():
+            return
+        holding.lost_reason = reason
+        holding.lost.set()
+        self._forget(holding)
+        log.warning("lock %r lost: %s", holding.claim.name, reason)
+        for cb in list(holding.lock._callbacks):
+            self._dispatcher.run_callback(_safe_callback, cb, holding.lock)
+
+    def _backend_lost(self, token: str, reason: str) -> None:
+        with self._guard:
+            holding = self._by_token.get(token)
+        if holding is not None:
+            self._dispatcher.call(lambda: self._lose(holding, reason))
+
+
+def _safe_callback(cb: LostCallback, lock: object) -> object:
+    try:
+        return cb(lock)
+    except Exception:
+        log.exception("on_lost callback %r raised", cb)
+        return None

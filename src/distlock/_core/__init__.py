@@ -1,0 +1,1 @@
+"""I/O-free logic shared by the sync and async sides and by every backend."""

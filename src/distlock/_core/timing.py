@@ -1,0 +1,72 @@
+"""Deadlines, backoff and renewal timing. Every function takes ``now`` so tests can inject a clock."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+monotonic = time.monotonic
+
+
+@dataclass
+class Deadline:
+    """A point on the monotonic clock; ``None`` timeout = never."""
+
+    at: float | None
+
+    @classmethod
+    def after(cls, timeout: float | None, now: float | None = None) -> Deadline:
+        if timeout is None:
+            return cls(None)
+        return cls((monotonic() if now is None else now) + timeout)
+
+    def remaining(self, now: float | None = None) -> float | None:
+        if self.at is None:
+            return None
+        return max(0.0, self.at - (monotonic() if now is None else now))
+
+    def expired(self, now: float | None = None) -> bool:
+        r = self.remaining(now)
+        return r is not None and r <= 0.0
+
+
+@dataclass
+class Backoff:
+    """Capped exponential backoff with full jitter, for backends without a push wake-up across processes.
+
+    Starts small so a quick hand-off is seen quickly; the cap keeps an idle waiter cheap. Jitter keeps a
+    crowd of waiters from re-trying in step (the herd).
+    """
+
+    first: float = 0.002
+    cap: float = 0.05
+    factor: float = 1.6
+    _next: float = field(default=0.0, init=False)
+    rng: random.Random = field(default_factory=random.Random, repr=False)
+
+    def next_delay(self) -> float:
+        self._next = self.first if self._next == 0.0 else min(self.cap, self._next * self.factor)
+        return self.rng.uniform(self._next / 2, self._next)
+
+    def reset(self) -> None:
+        self._next = 0.0
+
+
+def wait_slice(hint: float | None, backoff: float | None, deadline_left: float | None, cap: float) -> float:
+    """How long one wait may last: the smallest of the backend's hint, the backoff, the deadline and ``cap``."""
+    candidates = [cap]
+    for c in (hint, backoff, deadline_left):
+        if c is not None:
+            candidates.append(c)
+    return max(0.0, min(candidates))
+
+
+def renew_interval(ttl: float) -> float:
+    """Renew every ttl/3 (SAFETY F1): two renewals can fail before the lease runs out."""
+    return ttl / 3.0
+
+
+def validity(ttl: float, elapsed: float) -> float:
+    """Redlock validity (SAFETY F3): TTL - elapsed - drift, drift = 1% of TTL + 2 ms."""
+    return ttl - elapsed - (ttl * 0.01 + 0.002)

@@ -1,0 +1,108 @@
+"""Plain data passed between the lock objects and the backends. No I/O here.
+
+The contract between the two layers (see ``_async/backend.py`` for the methods):
+
+* A lock object turns one acquisition into a :class:`Claim`: the lock name, the :class:`Mode`,
+  a fresh random token, the owner id, the lease TTL, the permit limit and the fairness flag.
+* The backend answers single attempts with a :class:`Grant`: acquired (with the fence) or not
+  (with a hint of how long waiting is worth before the next attempt).
+* Everything else (blocking, deadlines, reentrancy, renewal, the lost signal) lives above.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Mode(enum.StrEnum):
+    """What a claim asks for. One name may be used with one family of modes at a time."""
+
+    EXCLUSIVE = "lock"  # mutex / rlock / each name of a multilock
+    READ = "read"  # rwlock.read: shares with other readers
+    WRITE = "write"  # rwlock.write: excludes everyone; waiting writers block new readers
+    SEMAPHORE = "semaphore"  # at most ``permits`` holders
+
+    @property
+    def shared(self) -> bool:
+        return self in (Mode.READ, Mode.SEMAPHORE)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One acquisition attempt, from the first try to the release.
+
+    ``token`` authorises release/renewal: random, >= 128 bits, per acquisition (SPEC section 4).
+    ``owner`` is informational only (``host:pid:thread-or-task``) and never used for authorisation.
+    """
+
+    name: str
+    mode: Mode
+    token: str
+    owner: str
+    ttl: float
+    permits: int = 1
+    fair: bool = False
+
+
+@dataclass(frozen=True)
+class Grant:
+    """The answer to one attempt.
+
+    ``retry_after``: seconds after which trying again is worth it even without a wake-up
+    (typically the current holder's remaining lease); ``None`` if the backend cannot tell.
+    """
+
+    acquired: bool
+    fence: int | None = None
+    retry_after: float | None = None
+    valid_for: float | None = None  # lease validity counted from the attempt's start; None = the claim's TTL
+
+
+GRANTED_NO_FENCE = Grant(True)
+
+
+@dataclass(frozen=True)
+class HolderInfo:
+    owner: str
+    fence: int | None
+    mode: str
+    ttl_left: float | None  # seconds left on the lease; None where the backend has sessions, not TTLs
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """What :meth:`Store.inspect` and :meth:`Store.list` report. Tokens are never exposed."""
+
+    name: str
+    kind: str
+    holders: tuple[HolderInfo, ...]
+    waiters: int | None = None  # None where the backend cannot tell
+
+    def to_json(self) -> dict[str, object]:
+        """The stable ``--json`` layout of the CLI (documented in docs/cli.md)."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "waiters": self.waiters,
+            "holders": [
+                {
+                    "owner": h.owner,
+                    "fence": h.fence,
+                    "mode": h.mode,
+                    "ttl_left": None if h.ttl_left is None else round(h.ttl_left, 3),
+                }
+                for h in self.holders
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can give; checked when a lock object is built (``UnsupportedFeature``)."""
+
+    modes: frozenset[Mode] = field(default_factory=lambda: frozenset(Mode))
+    fair: bool = True  # supports fair=True (FIFO) at all
+    always_fair: bool = False  # FIFO whatever the option says (ZooKeeper, etcd)
+    needs_renewal: bool = True  # leases that the store's renewer must extend (False: sessions)
+    max_name_bytes: int | None = None  # longer names are mapped by the backend (hash), never truncated

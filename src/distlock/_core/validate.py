@@ -1,0 +1,64 @@
+"""Argument checks done before anything touches a backend (SPEC section 7: bad input changes nothing)."""
+
+from __future__ import annotations
+
+import math
+
+from .._errors import ConfigError
+
+#: Longest name accepted at all. Backends with smaller limits map longer names (by full hash).
+MAX_NAME_CHARS = 1024
+
+
+def check_name(name: object, *, backend: str | None = None) -> str:
+    if not isinstance(name, str):
+        raise ConfigError(f"lock name must be a str, not {type(name).__name__}", backend=backend)
+    if not name:
+        raise ConfigError("lock name must not be empty", backend=backend)
+    if "\x00" in name:
+        raise ConfigError("lock name must not contain a NUL byte", name=name.replace("\x00", "\\0"), backend=backend)
+    if len(name) > MAX_NAME_CHARS:
+        raise ConfigError(
+            f"lock name is {len(name)} characters; the limit is {MAX_NAME_CHARS}",
+            name=name[:40] + "...",
+            backend=backend,
+        )
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError("lock name is not valid UTF-8 text (lone surrogate)", backend=backend) from None
+    return name
+
+
+def check_seconds(value: object, what: str, *, name: str | None = None, backend: str | None = None) -> float:
+    """A positive, finite number of seconds (TTLs)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{what} must be a number of seconds, not {type(value).__name__}", name=name, backend=backend)
+    f = float(value)
+    if math.isnan(f) or math.isinf(f) or f <= 0:
+        raise ConfigError(
+            f"{what} must be a positive finite number of seconds, got {value!r}", name=name, backend=backend
+        )
+    return f
+
+
+def check_timeout(value: object, *, name: str | None = None, backend: str | None = None) -> float | None:
+    """``None`` (wait forever) or a finite number >= 0 (0 = one attempt)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"timeout must be None or seconds, not {type(value).__name__}", name=name, backend=backend)
+    f = float(value)
+    if math.isnan(f) or f < 0:
+        raise ConfigError(f"timeout must be None or >= 0 seconds, got {value!r}", name=name, backend=backend)
+    if math.isinf(f):
+        return None
+    return f
+
+
+def check_permits(value: object, *, name: str | None = None, backend: str | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"permits must be an int, not {type(value).__name__}", name=name, backend=backend)
+    if value < 1:
+        raise ConfigError(f"permits must be >= 1, got {value}", name=name, backend=backend)
+    return value

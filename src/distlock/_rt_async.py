@@ -1,0 +1,133 @@
+"""Runtime primitives for the asyncio side.
+
+``_async/*.py`` is written once against these names; ``scripts/gen_sync.py`` generates ``_sync/*.py``,
+which imports the same names from :mod:`distlock._rt_sync`. The two runtime modules are the only code
+that is written twice on purpose: they are the difference between threads and tasks, nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+Event = asyncio.Event
+Mutex = asyncio.Lock
+IS_ASYNC = True
+
+
+async def sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+async def run_blocking(fn: Callable[..., T], *args: Any) -> T:
+    """Run a blocking driver call off the event loop (SQLite, kazoo)."""
+    return await asyncio.to_thread(functools.partial(fn, *args))
+
+
+def owner_key() -> object:
+    """Who owns a reentrant hold: the current asyncio task (never the thread: PEERS, redis-py asyncio)."""
+    task = asyncio.current_task()
+    return task if task is not None else threading.get_ident()
+
+
+def owner_label() -> str:
+    task = asyncio.current_task()
+    if task is None:
+        return f"thread-{threading.get_ident()}"
+    return f"task-{id(task):x}"
+
+
+class Waker:
+    """A wake-up flag that any thread may raise and one waiter consumes."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        try:
+            if threading.get_ident() == getattr(self._loop, "_thread_id", None):
+                self._event.set()
+            else:
+                self._loop.call_soon_threadsafe(self._event.set)
+        except RuntimeError:  # loop closed: nobody is waiting any more
+            pass
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait until notified or ``timeout``; True if notified. Consumes the notification."""
+        if not self._event.is_set():
+            try:
+                await asyncio.wait_for(self._event.wait(), timeout)
+            except TimeoutError:
+                return False
+        self._event.clear()
+        return True
+
+
+class Dispatcher:
+    """Runs callbacks in the store's own context (the event loop), from any thread."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+
+    def call(self, fn: Callable[[], object]) -> None:
+        try:
+            self._loop.call_soon_threadsafe(fn)
+        except RuntimeError:
+            pass
+
+    def run_callback(self, cb: Callable[..., object], *args: Any) -> None:
+        """Call a user callback off the critical path; coroutine functions become tasks."""
+
+        def _go() -> None:
+            result = cb(*args)
+            if asyncio.iscoroutine(result):
+                self._loop.create_task(result)
+
+        self.call(_go)
+
+
+class Background:
+    """One background worker (the store's renewer): an asyncio task."""
+
+    def __init__(self, fn: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+        self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(fn(), name=name)
+
+    async def join(self, timeout: float | None = None) -> None:
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), timeout)
+        except (TimeoutError, asyncio.CancelledError):
+            self._task.cancel()
+            try:
+                await self._task
+            except BaseException:  # noqa: BLE001 - the worker is being torn down
+                pass
+
+    def alive(self) -> bool:
+        return not self._task.done()
+
+
+async def shielded(aw: Awaitable[T]) -> T:
+    """Await ``aw`` to completion even if the caller is cancelled meanwhile, then re-raise the cancellation.
+
+    Used for clean-up that must not be cut in half: removing a queued entry after a failed acquire, and
+    the release round trip (a half-done release would leave the lock looking free while it is held).
+    """
+    task = asyncio.ensure_future(aw)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done() and task.cancelled():
+                raise
+            cancelled = True
+    if cancelled:
+        task.exception()  # retrieved: a clean-up failure must not be logged as "never retrieved"
+        raise asyncio.CancelledError
+    return task.result()

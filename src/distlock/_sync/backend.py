@@ -1,0 +1,99 @@
+# GENERATED from src/distlock/_async/backend.py by scripts/gen_sync.py: edit that file, not this one.
+"""What a backend is: a few atomic, single-attempt operations. Everything else is written once above it.
+
+A backend module lives in ``_async/backends/<name>.py``, defines ``class Backend(AsyncBackend)`` and
+``class Attempt(AsyncAttempt)``, and is turned into its sync twin by ``scripts/gen_sync.py``.
+The lock objects (``locks.py``) and the store (``store.py``) do blocking with deadlines, reentrancy,
+renewal, the lost signal and bookkeeping; a backend only answers:
+
+* ``attempt(claim).try_acquire()``  one try; a :class:`Grant` says acquired (+ fence) or not (+ a hint).
+* ``attempt.wait(grant, timeout)``   block until something changed that may let us in (push), or timeout.
+* ``attempt.abandon()``              after a failed, timed-out, cancelled or errored acquire: delete every
+                                      trace of this claim (queue entry, a holding whose reply was lost, its
+                                      lease). Must be idempotent and safe to call in any state (SAFETY F10).
+* ``release(claim)``                 compare-and-delete by token; False if it was no longer held.
+* ``renew(claims)``                  extend many leases in one round trip per tick; one bool per claim.
+* ``holds(claim)``                   is this claim still a live holder (``owned()``)?
+* ``inspect`` / ``list`` / ``break_lock`` for admin and the CLI.
+
+Backends with sessions instead of per-lock leases (ZooKeeper, etcd) set ``needs_renewal=False`` in their
+capabilities and report a lost session by calling ``self.lost(token)`` from any thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .._core.types import Capabilities, Claim, Grant, LockInfo
+from .._url import StoreConfig
+
+
+class SyncAttempt:
+    """State of one acquisition from the first try to success or abandonment."""
+
+    def __init__(self, backend: SyncBackend, claim: Claim) -> None:
+        self.backend = backend
+        self.claim = claim
+
+    def try_acquire(self) -> Grant:
+        raise NotImplementedError
+
+    def wait(self, grant: Grant, timeout: float | None) -> None:
+        raise NotImplementedError
+
+    def abandon(self) -> None:
+        raise NotImplementedError
+
+
+class SyncBackend:
+    """Base class of every backend. Subclasses set ``capabilities`` and implement the operations."""
+
+    capabilities = Capabilities()
+
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.scheme = config.scheme
+        self._loss_handler: Callable[[str, str], None] | None = None
+
+    @classmethod
+    def open(cls, config: StoreConfig) -> SyncBackend:
+        """Connect (with a bounded timeout: an unreachable host raises BackendError, never hangs)."""
+        raise NotImplementedError
+
+    # -- called by the store -------------------------------------------------------------------------
+    def set_loss_handler(self, handler: Callable[[str, str], None]) -> None:
+        self._loss_handler = handler
+
+    def lost(self, token: str, reason: str) -> None:
+        """A backend learned that a holding is gone (session expired, lease revoked). Any thread."""
+        if self._loss_handler is not None:
+            self._loss_handler(token, reason)
+
+    # -- the operations ------------------------------------------------------------------------------
+    def attempt(self, claim: Claim) -> SyncAttempt:
+        raise NotImplementedError
+
+    def release(self, claim: Claim) -> bool:
+        raise NotImplementedError
+
+    def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        raise NotImplementedError
+
+    def holds(self, claim: Claim) -> bool:
+        raise NotImplementedError
+
+    def inspect(self, name: str) -> LockInfo | None:
+        raise NotImplementedError
+
+    def list(self, prefix: str) -> list[LockInfo]:
+        raise NotImplementedError
+
+    def break_lock(self, name: str) -> bool:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The URL with credentials redacted (for repr and messages)."""
+        return self.config.redacted

@@ -1,0 +1,219 @@
+"""Store URLs -> :class:`StoreConfig`, and credential scrubbing.
+
+One parser for every backend (SPEC section 2). Multi-host URLs (``redlock://h1:6379,h2:6379``,
+``zookeeper://h1:2181,h2:2181/chroot``) are split here, so backends receive a list of
+``(host, port)`` pairs and never parse URLs themselves. Query parameters are backend options;
+the backend pops the ones it knows and :meth:`StoreConfig.reject_unknown` turns leftovers into a
+``ConfigError`` (a typo must not be ignored silently).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from ._errors import ConfigError
+
+#: scheme -> canonical backend name (aliases collapse here)
+SCHEMES: dict[str, str] = {
+    "memory": "memory",
+    "sqlite": "sqlite",
+    "redis": "redis",
+    "rediss": "redis",
+    "unix": "redis",
+    "redlock": "redlock",
+    "redlocks": "redlock",
+    "zookeeper": "zookeeper",
+    "zk": "zookeeper",
+    "etcd": "etcd",
+    "etcds": "etcd",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+    "postgresql": "postgres",
+    "postgres": "postgres",
+}
+
+DEFAULT_PORTS: dict[str, int] = {
+    "redis": 6379,
+    "redlock": 6379,
+    "zookeeper": 2181,
+    "etcd": 2379,
+    "mysql": 3306,
+    "postgres": 5432,
+}
+
+TLS_SCHEMES = frozenset({"rediss", "redlocks", "etcds"})
+
+_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:@/]*)(?::(?P<pw>[^@/]*))?@", re.I)
+_PARAM_SECRET = re.compile(r"(?P<key>(?:password|passwd|pw|secret|token)=)[^&\s]*", re.I)
+
+
+def redact(url: str) -> str:
+    """Return ``url`` with its password (and secret-looking query values) replaced by ``***``."""
+
+    def _userinfo(m: re.Match[str]) -> str:
+        if m.group("pw") is None:
+            return m.group(0)
+        return f"{m.group('scheme')}{m.group('user')}:***@"
+
+    return _PARAM_SECRET.sub(lambda m: m.group("key") + "***", _USERINFO.sub(_userinfo, url))
+
+
+def scrub(text: str, *secrets: str | None) -> str:
+    """Remove URLs' passwords and each given secret from a message (driver errors may echo them)."""
+    out = redact(text)
+    for secret in secrets:
+        if secret:
+            out = out.replace(secret, "***")
+    return out
+
+
+def default_url() -> str:
+    """``DISTLOCK_URL``, else the SQLite file in the user's state dir (SPEC section 2)."""
+    env = os.environ.get("DISTLOCK_URL")
+    if env:
+        return env
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return "sqlite:///" + str(Path(state) / "distlock" / "locks.db")
+
+
+@dataclass
+class StoreConfig:
+    """A parsed store URL. ``password`` is kept out of ``repr``."""
+
+    scheme: str
+    backend: str
+    hosts: list[tuple[str, int]]
+    username: str | None
+    password: str | None = field(repr=False)
+    path: str
+    params: dict[str, str]
+    url: str = field(repr=False)
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme in TLS_SCHEMES
+
+    @property
+    def redacted(self) -> str:
+        return redact(self.url)
+
+    def pop(self, key: str, default: str | None = None) -> str | None:
+        return self.params.pop(key, default)
+
+    def pop_float(self, key: str, default: float) -> float:
+        raw = self.params.pop(key, None)
+        if raw is None:
+            return default
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ConfigError(f"URL option {key}={raw!r} is not a number", backend=self.scheme) from None
+        if not value > 0 or value == float("inf"):
+            raise ConfigError(f"URL option {key}={raw!r} must be a positive finite number", backend=self.scheme)
+        return value
+
+    def pop_int(self, key: str, default: int) -> int:
+        raw = self.params.pop(key, None)
+        if raw is None:
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"URL option {key}={raw!r} is not an integer", backend=self.scheme) from None
+
+    def pop_bool(self, key: str, default: bool) -> bool:
+        raw = self.params.pop(key, None)
+        if raw is None:
+            return default
+        low = raw.lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"URL option {key}={raw!r} is not a boolean", backend=self.scheme)
+
+    def reject_unknown(self) -> None:
+        if self.params:
+            names = ", ".join(sorted(self.params))
+            raise ConfigError(f"unknown URL option(s) for {self.backend}: {names}", backend=self.scheme)
+
+
+def parse_url(url: str | None, options: dict[str, object] | None = None) -> StoreConfig:
+    """Parse a store URL (``None`` -> :func:`default_url`); keyword ``options`` override query parameters."""
+    if url is None:
+        url = default_url()
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError("store URL must be a non-empty string")
+    if "\x00" in url:
+        raise ConfigError("store URL contains a NUL byte")
+    m = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$", url, re.S)
+    if not m:
+        raise ConfigError(f"not a store URL (expected scheme://...): {redact(url)!r}")
+    scheme = m.group(1).lower()
+    if scheme not in SCHEMES:
+        known = ", ".join(sorted(SCHEMES))
+        raise ConfigError(f"unknown URL scheme {scheme!r} (known: {known})", backend=scheme)
+    backend = SCHEMES[scheme]
+    parts = urlsplit(url)
+    params = dict(parse_qsl(parts.query, keep_blank_values=True))
+    for key, value in (options or {}).items():
+        params[key] = str(value).lower() if isinstance(value, bool) else str(value)
+
+    netloc = parts.netloc
+    username = password = None
+    if "@" in netloc:
+        userinfo, netloc = netloc.rsplit("@", 1)
+        user, sep, pw = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(pw) if sep else None
+
+    hosts: list[tuple[str, int]] = []
+    if backend in DEFAULT_PORTS and scheme != "unix":
+        if not netloc:
+            raise ConfigError(f"{scheme}:// URL needs a host", backend=scheme)
+        for item in netloc.split(","):
+            hosts.append(_host_port(item, DEFAULT_PORTS[backend], scheme))
+    path = unquote(parts.path)
+    if backend == "sqlite":
+        # SQLAlchemy convention: sqlite:///rel/path.db (relative), sqlite:////abs/path.db (absolute)
+        if netloc:
+            raise ConfigError(
+                "sqlite URL takes no host: use sqlite:///relative.db or sqlite:////abs.db", backend=scheme
+            )
+        path = path[1:] if path.startswith("/") else path
+        if not path:
+            raise ConfigError("sqlite URL needs a file path", backend=scheme)
+    return StoreConfig(
+        scheme=scheme,
+        backend=backend,
+        hosts=hosts,
+        username=username,
+        password=password,
+        path=path,
+        params=params,
+        url=url,
+    )
+
+
+def _host_port(item: str, default_port: int, scheme: str) -> tuple[str, int]:
+    item = item.strip()
+    if item.startswith("["):  # [::1]:port
+        host, _, rest = item[1:].partition("]")
+        port_s = rest[1:] if rest.startswith(":") else ""
+    else:
+        host, _, port_s = item.rpartition(":") if ":" in item else (item, "", "")
+    if not host:
+        raise ConfigError(f"empty host in {scheme}:// URL", backend=scheme)
+    if not port_s:
+        return host, default_port
+    try:
+        port = int(port_s)
+    except ValueError:
+        raise ConfigError(f"bad port {port_s!r} in {scheme}:// URL", backend=scheme) from None
+    if not 0 < port < 65536:
+        raise ConfigError(f"port {port} out of range in {scheme}:// URL", backend=scheme)
+    return host, port

@@ -1,0 +1,364 @@
+"""The behaviour every backend must show, on the async API; ``tests/_sync/`` is generated from this file.
+
+Parametrized over every backend plugin (tests/plugins/). Timings are generous bounds on waits, never
+speed assertions: a lock that is not handed over within its TTL is broken, not slow.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import distlock
+from distlock import ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
+from tests.concurrency_async import other_owner, run_all, sleep
+
+from ..support import monotonic
+
+
+async def test_acquire_release_and_fences_increase(async_store: distlock.AsyncStore, name: str) -> None:
+    lock = async_store.lock(name, ttl=10)
+    fences = []
+    for _ in range(3):
+        assert await lock.acquire()
+        assert await lock.owned()
+        assert await lock.locked()
+        fences.append(lock.fence)
+        await lock.release()
+        assert lock.fence is None
+    assert all(isinstance(f, int) for f in fences)
+    assert fences == sorted(fences) and len(set(fences)) == 3
+    assert not await lock.locked()
+
+
+async def test_two_lock_objects_exclude_each_other(async_store: distlock.AsyncStore, name: str) -> None:
+    a = async_store.lock(name, ttl=10)
+    b = async_store.lock(name, ttl=10)
+    assert await a.acquire()
+    assert not await b.acquire(blocking=False)
+    started = monotonic()
+    assert not await b.acquire(timeout=0.3)
+    assert monotonic() - started >= 0.29
+    await a.release()
+    assert await b.acquire(timeout=5)
+    assert b.fence is not None and a.fence is None
+    await b.release()
+
+
+async def test_shared_object_excludes_other_owner(async_store: distlock.AsyncStore, name: str) -> None:
+    lock = async_store.lock(name, ttl=10)
+    assert await lock.acquire()
+
+    async def other() -> bool:
+        return await lock.acquire(timeout=0.2)
+
+    assert not await other_owner(other)
+
+    async def other_release() -> None:
+        await lock.release()
+
+    with pytest.raises(NotHeld):
+        await other_owner(other_release)
+    assert await lock.owned()
+    await lock.release()
+
+
+async def test_reacquire_by_holder_raises_for_lock_but_counts_for_rlock(
+    async_store: distlock.AsyncStore, name: str
+) -> None:
+    lock = async_store.lock(name, ttl=10)
+    async with lock:
+        with pytest.raises(LockError):
+            await lock.acquire()
+    rlock = async_store.rlock(name + "-r", ttl=10)
+    assert await rlock.acquire()
+    fence = rlock.fence
+    assert await rlock.acquire()
+    assert rlock.fence == fence  # re-entry keeps the fence
+    await rlock.release()
+    assert await rlock.owned()  # still held once
+    assert not await other_owner(lambda: async_store.lock(name + "-r").acquire(blocking=False))
+    await rlock.release()
+    assert not await rlock.locked()
+    with pytest.raises(NotHeld):
+        await rlock.release()
+
+
+async def test_context_manager_raises_on_timeout(async_store: distlock.AsyncStore, name: str) -> None:
+    holder = async_store.lock(name, ttl=10)
+    await holder.acquire()
+    ran = False
+    with pytest.raises(distlock.AcquireTimeout):
+        async with async_store.lock(name, timeout=0.2):
+            ran = True
+    assert not ran  # the body never runs without the lock
+    await holder.release()
+
+
+async def test_release_without_holding_raises_not_held(async_store: distlock.AsyncStore, name: str) -> None:
+    with pytest.raises(NotHeld):
+        await async_store.lock(name).release()
+    with pytest.raises(NotHeld):
+        await async_store.lock(name).extend()
+
+
+async def test_lease_expires_without_renewal_and_loser_cannot_release_winner(
+    async_store: distlock.AsyncStore, name: str
+) -> None:
+    calls: list[object] = []
+    first = async_store.lock(name, ttl=0.5, auto_renew=False, on_lost=calls.append)
+    assert await first.acquire()
+    old_fence = first.fence
+    second = async_store.lock(name, ttl=10)
+    assert await second.acquire(timeout=5)  # frees itself within the TTL
+    assert second.fence is not None and old_fence is not None and second.fence > old_fence
+    with pytest.raises(LockLost):
+        await first.release()
+    assert first.lost.is_set()
+    assert await second.owned()  # the loser's release did not touch the winner
+    await second.release()
+    for _ in range(50):
+        if calls:
+            break
+        await sleep(0.02)
+    assert calls == [first]
+
+
+async def test_renewal_keeps_lock_for_five_ttls(async_store: distlock.AsyncStore, name: str) -> None:
+    lock = async_store.lock(name, ttl=0.6)
+    assert await lock.acquire()
+    await sleep(3.0)
+    assert not lock.lost.is_set()
+    assert await lock.owned()
+    assert not await async_store.lock(name).acquire(blocking=False)
+    await lock.release()
+
+
+async def test_extend_sets_a_new_ttl(async_store: distlock.AsyncStore, name: str) -> None:
+    lock = async_store.lock(name, ttl=0.5, auto_renew=False)
+    assert await lock.acquire()
+    await lock.extend(5)
+    await sleep(0.8)
+    assert await lock.owned()
+    await lock.release()
+
+
+async def test_waiter_is_handed_the_lock_on_release(async_store: distlock.AsyncStore, name: str) -> None:
+    got: list[float] = []
+
+    async def holder() -> None:
+        lock = async_store.lock(name, ttl=30)
+        assert await lock.acquire()
+        await sleep(0.4)
+        got.append(monotonic())
+        await lock.release()
+
+    async def waiter() -> None:
+        await sleep(0.1)
+        lock = async_store.lock(name, ttl=30)
+        assert await lock.acquire(timeout=20)
+        got.append(monotonic())
+        await lock.release()
+
+    await run_all(holder, waiter)
+    released_at, acquired_at = got
+    assert acquired_at >= released_at
+    assert acquired_at - released_at < 10  # long before the 30 s lease: woken, not expired
+
+
+async def test_timed_out_acquire_leaves_nothing_behind(async_store: distlock.AsyncStore, name: str) -> None:
+    holder = async_store.lock(name, ttl=10)
+    await holder.acquire()
+    for kind in ("lock", "write"):
+        other = async_store.rwlock(name).write if kind == "write" else async_store.lock(name)
+        assert not await other_owner(lambda o=other: o.acquire(timeout=0.2))  # type: ignore[misc]
+    info = await async_store.inspect(name)
+    assert info is not None and len(info.holders) == 1
+    assert info.waiters in (0, None)
+    await holder.release()
+    assert await async_store.inspect(name) is None
+
+
+async def test_rwlock_readers_share_writers_exclude(async_store: distlock.AsyncStore, name: str) -> None:
+    rw1 = async_store.rwlock(name, ttl=10)
+    rw2 = async_store.rwlock(name, ttl=10)
+    assert await rw1.read.acquire()
+    assert await rw2.read.acquire(blocking=False)
+    assert not await rw2.write.acquire(timeout=0.2)
+    await rw1.read.release()
+    await rw2.read.release()
+    assert await rw1.write.acquire(timeout=5)
+    assert not await rw2.read.acquire(timeout=0.2)
+    assert not await rw2.write.acquire(blocking=False)
+    await rw1.write.release()
+
+
+async def test_rwlock_waiting_writer_is_not_starved(async_store: distlock.AsyncStore, name: str) -> None:
+    order: list[str] = []
+
+    async def first_reader() -> None:
+        reader = async_store.rwlock(name, ttl=10).read
+        assert await reader.acquire()
+        await sleep(0.7)
+        await reader.release()
+
+    async def writer() -> None:
+        await sleep(0.1)
+        write = async_store.rwlock(name, ttl=10).write
+        assert await write.acquire(timeout=20)
+        order.append("writer")
+        await sleep(0.2)
+        await write.release()
+
+    async def late_reader() -> None:
+        await sleep(0.4)  # the writer is waiting by now
+        late = async_store.rwlock(name, ttl=10).read
+        assert not await late.acquire(blocking=False)  # a queued writer blocks new readers
+        assert await late.acquire(timeout=20)
+        order.append("reader")
+        await late.release()
+
+    await run_all(first_reader, writer, late_reader)
+    assert order == ["writer", "reader"]
+
+
+async def test_semaphore_never_exceeds_permits(async_store: distlock.AsyncStore, name: str) -> None:
+    sems = [async_store.semaphore(name, permits=2, ttl=10) for _ in range(3)]
+    assert await sems[0].acquire(blocking=False)
+    assert await sems[1].acquire(blocking=False)
+    assert not await sems[2].acquire(timeout=0.2)
+    info = await async_store.inspect(name)
+    assert info is not None and len(info.holders) == 2 and info.kind == "semaphore"
+    await sems[0].release()
+    assert await sems[2].acquire(timeout=5)
+    await sems[1].release()
+    await sems[2].release()
+
+
+async def test_semaphore_contention_holds_at_most_n(async_store: distlock.AsyncStore, name: str) -> None:
+    inside = 0
+    peak = 0
+
+    async def worker() -> None:
+        nonlocal inside, peak
+        sem = async_store.semaphore(name, permits=2, ttl=10)
+        for _ in range(3):
+            assert await sem.acquire(timeout=30)
+            inside += 1
+            peak = max(peak, inside)
+            await sleep(0.02)
+            inside -= 1
+            await sem.release()
+
+    await run_all(*[worker] * 5)
+    assert peak <= 2
+    assert peak >= 1
+
+
+async def test_multilock_all_or_nothing(async_store: distlock.AsyncStore, name: str) -> None:
+    names = [name + "-b", name + "-a", name + "-c"]
+    blocker = async_store.lock(name + "-c", ttl=10)
+    await blocker.acquire()
+    multi = async_store.multilock(names, ttl=10)
+    assert not await multi.acquire(timeout=0.3)
+    for n in names[:2]:
+        assert await async_store.inspect(n) is None  # nothing half-taken is left behind
+    await blocker.release()
+    async with multi:
+        assert set(multi.fences) == set(names)
+        assert multi.fence == max(f for f in multi.fences.values() if f is not None)
+        for n in names:
+            assert await async_store.inspect(n) is not None
+    for n in names:
+        assert await async_store.inspect(n) is None
+
+
+async def test_multilocks_in_opposite_orders_do_not_deadlock(async_store: distlock.AsyncStore, name: str) -> None:
+    a, b = name + "-a", name + "-b"
+
+    async def worker(names: list[str]) -> int:
+        done = 0
+        for _ in range(5):
+            async with async_store.multilock(names, ttl=10, timeout=30):
+                done += 1
+        return done
+
+    assert await run_all(lambda: worker([a, b]), lambda: worker([b, a])) == [5, 5]
+
+
+async def test_inspect_list_and_break(async_store: distlock.AsyncStore, name: str) -> None:
+    lock = async_store.lock(name + "/x", ttl=10)
+    await lock.acquire()
+    info = await async_store.inspect(name + "/x")
+    assert info is not None
+    (holder,) = info.holders
+    assert holder.fence == lock.fence
+    assert holder.owner.count(":") >= 2  # host:pid:thread-or-task
+    assert holder.ttl_left is None or 0 < holder.ttl_left <= 10
+    listed = [i.name for i in await async_store.list(name)]
+    assert listed == [name + "/x"]
+    assert await async_store.break_lock(name + "/x")
+    assert await async_store.inspect(name + "/x") is None
+    assert not await lock.owned()
+    assert lock.lost.is_set()
+    with pytest.raises(LockLost):
+        await lock.release()
+    assert not await async_store.break_lock(name + "/x")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"name": ""},
+        {"name": "a\x00b"},
+        {"name": 42},
+        {"ttl": 0},
+        {"ttl": -1},
+        {"ttl": math.nan},
+        {"ttl": math.inf},
+        {"timeout": -1},
+        {"timeout": math.nan},
+    ],
+)
+async def test_bad_input_is_a_config_error_and_changes_nothing(
+    async_store: distlock.AsyncStore, name: str, bad: dict[str, object]
+) -> None:
+    args: dict[str, object] = {"name": name, "ttl": 10.0, "timeout": None, **bad}
+    with pytest.raises(ConfigError) as err:
+        async_store.lock(**args)  # type: ignore[arg-type]
+    assert "\n" not in str(err.value)
+    assert await async_store.list(name) == []
+
+
+async def test_bad_permits_and_acquire_timeout(async_store: distlock.AsyncStore, name: str) -> None:
+    for permits in (0, -3):
+        with pytest.raises(ConfigError):
+            async_store.semaphore(name, permits=permits)
+    lock = async_store.lock(name)
+    with pytest.raises(ConfigError):
+        await lock.acquire(timeout=-1)
+    assert await async_store.inspect(name) is None
+
+
+async def test_long_and_unicode_names_do_not_collide(async_store: distlock.AsyncStore, name: str) -> None:
+    long_a = name + "a" * 900 + "1"
+    long_b = name + "a" * 900 + "2"
+    la, lb = async_store.lock(long_a, ttl=10), async_store.lock(long_b, ttl=10)
+    assert await la.acquire(blocking=False)
+    assert await lb.acquire(blocking=False)  # mapped, never truncated into one key
+    uni = async_store.lock(name + "/ключ/鍵/🔒", ttl=10)
+    assert await uni.acquire(blocking=False)
+    for lock in (la, lb, uni):
+        await lock.release()
+
+
+async def test_fair_option_is_checked_at_construction(async_store: distlock.AsyncStore, name: str) -> None:
+    caps = async_store.capabilities
+    if caps.fair or caps.always_fair:
+        lock = async_store.lock(name, fair=True)
+        assert await lock.acquire(timeout=5)
+        await lock.release()
+    else:
+        with pytest.raises(UnsupportedFeature):
+            async_store.lock(name, fair=True)

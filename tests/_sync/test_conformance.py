@@ -1,0 +1,365 @@
+# GENERATED from tests/_async/test_conformance.py by scripts/gen_sync.py: edit that file, not this one.
+"""The behaviour every backend must show, on the async API; ``tests/_sync/`` is generated from this file.
+
+Parametrized over every backend plugin (tests/plugins/). Timings are generous bounds on waits, never
+speed assertions: a lock that is not handed over within its TTL is broken, not slow.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import distlock
+from distlock import ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
+from tests.concurrency_sync import other_owner, run_all, sleep
+
+from ..support import monotonic
+
+
+def test_acquire_release_and_fences_increase(sync_store: distlock.Store, name: str) -> None:
+    lock = sync_store.lock(name, ttl=10)
+    fences = []
+    for _ in range(3):
+        assert lock.acquire()
+        assert lock.owned()
+        assert lock.locked()
+        fences.append(lock.fence)
+        lock.release()
+        assert lock.fence is None
+    assert all(isinstance(f, int) for f in fences)
+    assert fences == sorted(fences) and len(set(fences)) == 3
+    assert not lock.locked()
+
+
+def test_two_lock_objects_exclude_each_other(sync_store: distlock.Store, name: str) -> None:
+    a = sync_store.lock(name, ttl=10)
+    b = sync_store.lock(name, ttl=10)
+    assert a.acquire()
+    assert not b.acquire(blocking=False)
+    started = monotonic()
+    assert not b.acquire(timeout=0.3)
+    assert monotonic() - started >= 0.29
+    a.release()
+    assert b.acquire(timeout=5)
+    assert b.fence is not None and a.fence is None
+    b.release()
+
+
+def test_shared_object_excludes_other_owner(sync_store: distlock.Store, name: str) -> None:
+    lock = sync_store.lock(name, ttl=10)
+    assert lock.acquire()
+
+    def other() -> bool:
+        return lock.acquire(timeout=0.2)
+
+    assert not other_owner(other)
+
+    def other_release() -> None:
+        lock.release()
+
+    with pytest.raises(NotHeld):
+        other_owner(other_release)
+    assert lock.owned()
+    lock.release()
+
+
+def test_reacquire_by_holder_raises_for_lock_but_counts_for_rlock(
+    sync_store: distlock.Store, name: str
+) -> None:
+    lock = sync_store.lock(name, ttl=10)
+    with lock:
+        with pytest.raises(LockError):
+            lock.acquire()
+    rlock = sync_store.rlock(name + "-r", ttl=10)
+    assert rlock.acquire()
+    fence = rlock.fence
+    assert rlock.acquire()
+    assert rlock.fence == fence  # re-entry keeps the fence
+    rlock.release()
+    assert rlock.owned()  # still held once
+    assert not other_owner(lambda: sync_store.lock(name + "-r").acquire(blocking=False))
+    rlock.release()
+    assert not rlock.locked()
+    with pytest.raises(NotHeld):
+        rlock.release()
+
+
+def test_context_manager_raises_on_timeout(sync_store: distlock.Store, name: str) -> None:
+    holder = sync_store.lock(name, ttl=10)
+    holder.acquire()
+    ran = False
+    with pytest.raises(distlock.AcquireTimeout):
+        with sync_store.lock(name, timeout=0.2):
+            ran = True
+    assert not ran  # the body never runs without the lock
+    holder.release()
+
+
+def test_release_without_holding_raises_not_held(sync_store: distlock.Store, name: str) -> None:
+    with pytest.raises(NotHeld):
+        sync_store.lock(name).release()
+    with pytest.raises(NotHeld):
+        sync_store.lock(name).extend()
+
+
+def test_lease_expires_without_renewal_and_loser_cannot_release_winner(
+    sync_store: distlock.Store, name: str
+) -> None:
+    calls: list[object] = []
+    first = sync_store.lock(name, ttl=0.5, auto_renew=False, on_lost=calls.append)
+    assert first.acquire()
+    old_fence = first.fence
+    second = sync_store.lock(name, ttl=10)
+    assert second.acquire(timeout=5)  # frees itself within the TTL
+    assert second.fence is not None and old_fence is not None and second.fence > old_fence
+    with pytest.raises(LockLost):
+        first.release()
+    assert first.lost.is_set()
+    assert second.owned()  # the loser's release did not touch the winner
+    second.release()
+    for _ in range(50):
+        if calls:
+            break
+        sleep(0.02)
+    assert calls == [first]
+
+
+def test_renewal_keeps_lock_for_five_ttls(sync_store: distlock.Store, name: str) -> None:
+    lock = sync_store.lock(name, ttl=0.6)
+    assert lock.acquire()
+    sleep(3.0)
+    assert not lock.lost.is_set()
+    assert lock.owned()
+    assert not sync_store.lock(name).acquire(blocking=False)
+    lock.release()
+
+
+def test_extend_sets_a_new_ttl(sync_store: distlock.Store, name: str) -> None:
+    lock = sync_store.lock(name, ttl=0.5, auto_renew=False)
+    assert lock.acquire()
+    lock.extend(5)
+    sleep(0.8)
+    assert lock.owned()
+    lock.release()
+
+
+def test_waiter_is_handed_the_lock_on_release(sync_store: distlock.Store, name: str) -> None:
+    got: list[float] = []
+
+    def holder() -> None:
+        lock = sync_store.lock(name, ttl=30)
+        assert lock.acquire()
+        sleep(0.4)
+        got.append(monotonic())
+        lock.release()
+
+    def waiter() -> None:
+        sleep(0.1)
+        lock = sync_store.lock(name, ttl=30)
+        assert lock.acquire(timeout=20)
+        got.append(monotonic())
+        lock.release()
+
+    run_all(holder, waiter)
+    released_at, acquired_at = got
+    assert acquired_at >= released_at
+    assert acquired_at - released_at < 10  # long before the 30 s lease: woken, not expired
+
+
+def test_timed_out_acquire_leaves_nothing_behind(sync_store: distlock.Store, name: str) -> None:
+    holder = sync_store.lock(name, ttl=10)
+    holder.acquire()
+    for kind in ("lock", "write"):
+        other = sync_store.rwlock(name).write if kind == "write" else sync_store.lock(name)
+        assert not other_owner(lambda o=other: o.acquire(timeout=0.2))  # type: ignore[misc]
+    info = sync_store.inspect(name)
+    assert info is not None and len(info.holders) == 1
+    assert info.waiters in (0, None)
+    holder.release()
+    assert sync_store.inspect(name) is None
+
+
+def test_rwlock_readers_share_writers_exclude(sync_store: distlock.Store, name: str) -> None:
+    rw1 = sync_store.rwlock(name, ttl=10)
+    rw2 = sync_store.rwlock(name, ttl=10)
+    assert rw1.read.acquire()
+    assert rw2.read.acquire(blocking=False)
+    assert not rw2.write.acquire(timeout=0.2)
+    rw1.read.release()
+    rw2.read.release()
+    assert rw1.write.acquire(timeout=5)
+    assert not rw2.read.acquire(timeout=0.2)
+    assert not rw2.write.acquire(blocking=False)
+    rw1.write.release()
+
+
+def test_rwlock_waiting_writer_is_not_starved(sync_store: distlock.Store, name: str) -> None:
+    order: list[str] = []
+
+    def first_reader() -> None:
+        reader = sync_store.rwlock(name, ttl=10).read
+        assert reader.acquire()
+        sleep(0.7)
+        reader.release()
+
+    def writer() -> None:
+        sleep(0.1)
+        write = sync_store.rwlock(name, ttl=10).write
+        assert write.acquire(timeout=20)
+        order.append("writer")
+        sleep(0.2)
+        write.release()
+
+    def late_reader() -> None:
+        sleep(0.4)  # the writer is waiting by now
+        late = sync_store.rwlock(name, ttl=10).read
+        assert not late.acquire(blocking=False)  # a queued writer blocks new readers
+        assert late.acquire(timeout=20)
+        order.append("reader")
+        late.release()
+
+    run_all(first_reader, writer, late_reader)
+    assert order == ["writer", "reader"]
+
+
+def test_semaphore_never_exceeds_permits(sync_store: distlock.Store, name: str) -> None:
+    sems = [sync_store.semaphore(name, permits=2, ttl=10) for _ in range(3)]
+    assert sems[0].acquire(blocking=False)
+    assert sems[1].acquire(blocking=False)
+    assert not sems[2].acquire(timeout=0.2)
+    info = sync_store.inspect(name)
+    assert info is not None and len(info.holders) == 2 and info.kind == "semaphore"
+    sems[0].release()
+    assert sems[2].acquire(timeout=5)
+    sems[1].release()
+    sems[2].release()
+
+
+def test_semaphore_contention_holds_at_most_n(sync_store: distlock.Store, name: str) -> None:
+    inside = 0
+    peak = 0
+
+    def worker() -> None:
+        nonlocal inside, peak
+        sem = sync_store.semaphore(name, permits=2, ttl=10)
+        for _ in range(3):
+            assert sem.acquire(timeout=30)
+            inside += 1
+            peak = max(peak, inside)
+            sleep(0.02)
+            inside -= 1
+            sem.release()
+
+    run_all(*[worker] * 5)
+    assert peak <= 2
+    assert peak >= 1
+
+
+def test_multilock_all_or_nothing(sync_store: distlock.Store, name: str) -> None:
+    names = [name + "-b", name + "-a", name + "-c"]
+    blocker = sync_store.lock(name + "-c", ttl=10)
+    blocker.acquire()
+    multi = sync_store.multilock(names, ttl=10)
+    assert not multi.acquire(timeout=0.3)
+    for n in names[:2]:
+        assert sync_store.inspect(n) is None  # nothing half-taken is left behind
+    blocker.release()
+    with multi:
+        assert set(multi.fences) == set(names)
+        assert multi.fence == max(f for f in multi.fences.values() if f is not None)
+        for n in names:
+            assert sync_store.inspect(n) is not None
+    for n in names:
+        assert sync_store.inspect(n) is None
+
+
+def test_multilocks_in_opposite_orders_do_not_deadlock(sync_store: distlock.Store, name: str) -> None:
+    a, b = name + "-a", name + "-b"
+
+    def worker(names: list[str]) -> int:
+        done = 0
+        for _ in range(5):
+            with sync_store.multilock(names, ttl=10, timeout=30):
+                done += 1
+        return done
+
+    assert run_all(lambda: worker([a, b]), lambda: worker([b, a])) == [5, 5]
+
+
+def test_inspect_list_and_break(sync_store: distlock.Store, name: str) -> None:
+    lock = sync_store.lock(name + "/x", ttl=10)
+    lock.acquire()
+    info = sync_store.inspect(name + "/x")
+    assert info is not None
+    (holder,) = info.holders
+    assert holder.fence == lock.fence
+    assert holder.owner.count(":") >= 2  # host:pid:thread-or-task
+    assert holder.ttl_left is None or 0 < holder.ttl_left <= 10
+    listed = [i.name for i in sync_store.list(name)]
+    assert listed == [name + "/x"]
+    assert sync_store.break_lock(name + "/x")
+    assert sync_store.inspect(name + "/x") is None
+    assert not lock.owned()
+    assert lock.lost.is_set()
+    with pytest.raises(LockLost):
+        lock.release()
+    assert not sync_store.break_lock(name + "/x")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"name": ""},
+        {"name": "a\x00b"},
+        {"name": 42},
+        {"ttl": 0},
+        {"ttl": -1},
+        {"ttl": math.nan},
+        {"ttl": math.inf},
+        {"timeout": -1},
+        {"timeout": math.nan},
+    ],
+)
+def test_bad_input_is_a_config_error_and_changes_nothing(
+    sync_store: distlock.Store, name: str, bad: dict[str, object]
+) -> None:
+    args: dict[str, object] = {"name": name, "ttl": 10.0, "timeout": None, **bad}
+    with pytest.raises(ConfigError) as err:
+        sync_store.lock(**args)  # type: ignore[arg-type]
+    assert "\n" not in str(err.value)
+    assert sync_store.list(name) == []
+
+
+def test_bad_permits_and_acquire_timeout(sync_store: distlock.Store, name: str) -> None:
+    for permits in (0, -3):
+        with pytest.raises(ConfigError):
+            sync_store.semaphore(name, permits=permits)
+    lock = sync_store.lock(name)
+    with pytest.raises(ConfigError):
+        lock.acquire(timeout=-1)
+    assert sync_store.inspect(name) is None
+
+
+def test_long_and_unicode_names_do_not_collide(sync_store: distlock.Store, name: str) -> None:
+    long_a = name + "a" * 900 + "1"
+    long_b = name + "a" * 900 + "2"
+    la, lb = sync_store.lock(long_a, ttl=10), sync_store.lock(long_b, ttl=10)
+    assert la.acquire(blocking=False)
+    assert lb.acquire(blocking=False)  # mapped, never truncated into one key
+    uni = sync_store.lock(name + "/ключ/鍵/🔒", ttl=10)
+    assert uni.acquire(blocking=False)
+    for lock in (la, lb, uni):
+        lock.release()
+
+
+def test_fair_option_is_checked_at_construction(sync_store: distlock.Store, name: str) -> None:
+    caps = sync_store.capabilities
+    if caps.fair or caps.always_fair:
+        lock = sync_store.lock(name, fair=True)
+        assert lock.acquire(timeout=5)
+        lock.release()
+    else:
+        with pytest.raises(UnsupportedFeature):
+            sync_store.lock(name, fair=True)

@@ -1,0 +1,1 @@
+"""Backend plugins for the test matrix (see tests/conftest.py)."""
