@@ -79,7 +79,10 @@ class Attempt(AsyncAttempt):
         self._key = (backend.db_key, claim.name)
 
     async def try_acquire(self) -> Grant:
-        return await self.backend._call(self.backend._try_acquire, self.claim)
+        grant = await self.backend._call(self.backend._try_acquire, self.claim)
+        if grant.acquired:
+            self._unwatch()
+        return grant
 
     async def wait(self, grant: Grant, timeout: float | None) -> None:
         if self._waker is None:
@@ -90,10 +93,13 @@ class Attempt(AsyncAttempt):
             self._backoff.reset()
 
     async def abandon(self) -> None:
+        self._unwatch()
+        await self.backend._call(self.backend._abandon, self.claim)
+
+    def _unwatch(self) -> None:
         if self._waker is not None:
             _Shared.unwatch(self._key, self._waker)
             self._waker = None
-        await self.backend._call(self.backend._abandon, self.claim)
 
 
 class Backend(AsyncBackend):

@@ -80,7 +80,10 @@ class Attempt(SyncAttempt):
         self._key = (backend.db_key, claim.name)
 
     def try_acquire(self) -> Grant:
-        return self.backend._call(self.backend._try_acquire, self.claim)
+        grant = self.backend._call(self.backend._try_acquire, self.claim)
+        if grant.acquired:
+            self._unwatch()
+        return grant
 
     def wait(self, grant: Grant, timeout: float | None) -> None:
         if self._waker is None:
@@ -91,10 +94,13 @@ class Attempt(SyncAttempt):
             self._backoff.reset()
 
     def abandon(self) -> None:
+        self._unwatch()
+        self.backend._call(self.backend._abandon, self.claim)
+
+    def _unwatch(self) -> None:
         if self._waker is not None:
             _Shared.unwatch(self._key, self._waker)
             self._waker = None
-        self.backend._call(self.backend._abandon, self.claim)
 
 
 class Backend(SyncBackend):
