@@ -10,6 +10,8 @@ See README.md for every lock kind and backend.
 
 from __future__ import annotations
 
+import logging
+
 from ._async.locks import AsyncLock, AsyncMultiLock, AsyncReadWriteLock, AsyncSemaphore
 from ._async.store import AsyncStore, connect_async
 from ._core.types import HolderInfo, LockInfo
@@ -27,6 +29,9 @@ from ._sync.locks import Lock, MultiLock, ReadWriteLock, Semaphore
 from ._sync.store import Store, connect
 
 __version__ = "0.1.0"
+
+# a library logs, the application decides where it goes (lost locks are logged as warnings)
+logging.getLogger("distlock").addHandler(logging.NullHandler())
 
 __all__ = [
     "AcquireTimeout",

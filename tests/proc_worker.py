@@ -1,0 +1,64 @@
+"""A lock-holding child process for the multi-process and fault tests (``python -m tests.proc_worker ...``).
+
+Modes:
+  counter URL NAME N WORKDIR ID  -- N times: acquire, read-modify-write WORKDIR/counter, log (start, end, fence)
+  hold URL NAME TTL WORKDIR      -- acquire, print "ACQUIRED <fence>", wait until WORKDIR/stop exists, then print
+                                    "LOST <0|1>" and "RELEASE <ok|LockLost|NotHeld>" and exit
+Lines go to stdout, flushed, so the test can follow along.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import distlock
+
+
+def counter(url: str, name: str, n: int, workdir: Path, ident: str) -> None:
+    log = workdir / f"log-{ident}"
+    with distlock.connect(url) as store:
+        lock = store.lock(name, ttl=10)
+        lines = []
+        for _ in range(n):
+            assert lock.acquire(timeout=60)
+            start = time.monotonic()
+            path = workdir / "counter"
+            value = int(path.read_text() or "0")
+            time.sleep(0.001)
+            path.write_text(str(value + 1))
+            end = time.monotonic()
+            lines.append(f"{start!r} {end!r} {lock.fence}\n")
+            lock.release()
+        log.write_text("".join(lines))
+
+
+def hold(url: str, name: str, ttl: float, workdir: Path) -> None:
+    with distlock.connect(url) as store:
+        lock = store.lock(name, ttl=ttl)
+        assert lock.acquire(timeout=30)
+        print(f"ACQUIRED {lock.fence}", flush=True)
+        while not (workdir / "stop").exists():
+            time.sleep(0.02)
+        # give the renewer a moment to notice what happened while we were stopped
+        lock.lost.wait(2.0)
+        print(f"LOST {int(lock.lost.is_set())}", flush=True)
+        try:
+            lock.release()
+            outcome = "ok"
+        except distlock.LockLost:
+            outcome = "LockLost"
+        except distlock.NotHeld:
+            outcome = "NotHeld"
+        print(f"RELEASE {outcome}", flush=True)
+
+
+if __name__ == "__main__":
+    mode, *args = sys.argv[1:]
+    if mode == "counter":
+        counter(args[0], args[1], int(args[2]), Path(args[3]), args[4])
+    elif mode == "hold":
+        hold(args[0], args[1], float(args[2]), Path(args[3]))
+    else:
+        raise SystemExit(f"unknown mode {mode}")

@@ -1,0 +1,111 @@
+"""The command line, run as a real subprocess (``python -m distlock``) against a SQLite store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import distlock
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/locks.db"
+
+
+def cli(url: str | None, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    pre = ["--url", url] if url else []
+    return subprocess.run(
+        [sys.executable, "-m", "distlock", *pre, *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_run_exports_fence_and_passes_exit_code(url: str) -> None:
+    r = cli(url, "run", "job", "--", sys.executable, "-c",
+            "import os,sys; print(os.environ['DISTLOCK_NAME'], os.environ['DISTLOCK_FENCE']); sys.exit(3)")  # fmt: skip
+    assert r.returncode == 3, r.stderr
+    name, fence = r.stdout.split()
+    assert name == "job" and int(fence) >= 1
+    r2 = cli(url, "run", "job", "--", sys.executable, "-c", "import os; print(os.environ['DISTLOCK_FENCE'])")
+    assert r2.returncode == 0 and int(r2.stdout) > int(fence)
+
+
+def test_run_exits_75_when_not_acquired(url: str) -> None:
+    with distlock.connect(url) as store, store.lock("busy", ttl=30):
+        r = cli(url, "run", "busy", "--timeout", "0.3", "--", "true")
+    assert r.returncode == 75
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_bad_usage_and_urls_exit_2_with_one_line(url: str) -> None:
+    for args in (
+        ("--url", "bogus://x", "status", "a"),
+        ("--url", "redis://h:notaport", "status", "a"),
+        ("--url", url, "release", "a"),  # without --force
+        ("--url", url, "run", "a", "--ttl", "0", "--", "true"),
+        ("--url", url, "run", "a", "--ttl", "nan", "--", "true"),
+        ("--url", url, "status", ""),
+    ):
+        r = cli(None, *args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_unreachable_backend_exits_69(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a file where a directory should be: the store cannot be opened
+    r = cli(f"sqlite:///{blocker}/sub/locks.db", "status", "a")
+    assert r.returncode == 69, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_credentials_never_printed() -> None:
+    r = cli("bogus://user:s3cret@h/x", "status", "a")
+    assert r.returncode == 2 and "s3cret" not in r.stderr + r.stdout
+
+
+def test_status_list_release_json(url: str) -> None:
+    with distlock.connect(url) as store:
+        lock = store.lock("app/one", ttl=30)
+        lock.acquire()
+        st = json.loads(cli(url, "status", "app/one", "--json").stdout)
+        assert st["held"] is True and st["kind"] == "lock"
+        assert st["holders"][0]["fence"] == lock.fence and 0 < st["holders"][0]["ttl_left"] <= 30
+        listed = json.loads(cli(url, "list", "app/", "--json").stdout)
+        assert [x["name"] for x in listed] == ["app/one"]
+        r = cli(url, "release", "app/one", "--force")
+        assert r.returncode == 0 and "released" in r.stdout
+        assert not lock.owned() and lock.lost.is_set()
+    st = json.loads(cli(url, "status", "app/one", "--json").stdout)
+    assert st == {"name": "app/one", "held": False, "kind": None, "waiters": 0, "holders": []}
+
+
+def test_lost_lock_sends_sigterm_to_child(url: str, tmp_path: Path) -> None:
+    marker = tmp_path / "got-term"
+    child = (
+        "import signal,sys,time,pathlib\n"
+        f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(marker)!r}).write_text('x'), sys.exit(0)))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distlock", "--url", url, "run", "victim", "--ttl", "1", "--", sys.executable, "-c", child],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "started"
+    with distlock.connect(url) as store:
+        assert store.break_lock("victim")
+    started = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 70, err
+    assert marker.exists(), "the command was not sent SIGTERM"
+    assert "lost" in err and err.strip().count("\n") == 0
+    assert time.monotonic() - started < 20

@@ -1,0 +1,108 @@
+"""Pure logic, no I/O: URLs and redaction, the grant rule, deadlines and backoff with an injected clock."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from distlock import ConfigError
+from distlock._core import arbiter, timing
+from distlock._core.arbiter import Held, Queued
+from distlock._core.types import Mode
+from distlock._url import parse_url, redact
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_generated_sync_code_is_current() -> None:
+    r = subprocess.run([sys.executable, "scripts/gen_sync.py", "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "backend", "hosts", "path"),
+    [
+        ("sqlite:///rel/x.db", "sqlite", [], "rel/x.db"),
+        ("sqlite:////abs/x.db", "sqlite", [], "/abs/x.db"),
+        ("memory://", "memory", [], ""),
+        ("redis://:pw@127.0.0.1:6390/2", "redis", [("127.0.0.1", 6390)], "/2"),
+        ("redlock://a:1,b:2,c", "redlock", [("a", 1), ("b", 2), ("c", 6379)], ""),
+        ("zk://h1:2181,h2/chroot", "zookeeper", [("h1", 2181), ("h2", 2181)], "/chroot"),
+        ("etcds://[::1]:2379", "etcd", [("::1", 2379)], ""),
+        ("mariadb://u:p@db/app", "mysql", [("db", 3306)], "/app"),
+        ("postgres://u@db:5433/app", "postgres", [("db", 5433)], "/app"),
+    ],
+)
+def test_parse_url(url: str, backend: str, hosts: list[tuple[str, int]], path: str) -> None:
+    cfg = parse_url(url)
+    assert (cfg.backend, cfg.hosts, cfg.path) == (backend, hosts, path)
+
+
+@pytest.mark.parametrize(
+    "url", ["", "nothing", "ftp://x", "redis://", "redis://h:0", "redis://h:99999", "redis://h:x", "sqlite://host/x.db"]
+)
+def test_bad_urls(url: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_url(url)
+
+
+def test_unknown_option_rejected_and_password_hidden() -> None:
+    cfg = parse_url("redis://user:hunter2@h/0?bogus=1&password=zzz")
+    assert "hunter2" not in repr(cfg) and "hunter2" not in cfg.redacted and "zzz" not in cfg.redacted
+    assert cfg.password == "hunter2"
+    with pytest.raises(ConfigError, match="bogus"):
+        cfg.reject_unknown()
+    assert redact("mysql://u:p%40ss@h/db") == "mysql://u:***@h/db"
+
+
+def test_default_url_uses_state_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("DISTLOCK_URL", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert parse_url(None).path == f"{tmp_path}/distlock/locks.db"
+    monkeypatch.setenv("DISTLOCK_URL", "memory://")
+    assert parse_url(None).backend == "memory"
+
+
+def H(token: str, mode: Mode) -> Held:
+    return Held(token, mode, 100.0)
+
+
+def Q(token: str, mode: Mode, seq: int) -> Queued:
+    return Queued(token, mode, seq, 100.0)
+
+
+def test_grant_rule() -> None:
+    may = arbiter.may_acquire
+    E, R, W, S = Mode.EXCLUSIVE, Mode.READ, Mode.WRITE, Mode.SEMAPHORE
+    assert may(E, "a", 1, False, [], [])
+    assert not may(E, "a", 1, False, [H("b", E)], [])
+    assert may(E, "a", 1, False, [H("a", E)], [])  # a retry after a lost reply
+    assert may(R, "a", 1, False, [H("b", R)], [])
+    assert not may(R, "a", 1, False, [H("b", R)], [Q("w", W, 1)])  # a waiting writer blocks new readers
+    assert may(R, "a", 1, False, [H("b", R)], [Q("w", W, 5), Q("a", R, 2)])  # unless we queued first
+    assert not may(W, "a", 1, False, [H("b", R)], [])
+    assert may(S, "a", 2, False, [H("b", S)], [])
+    assert not may(S, "a", 2, False, [H("b", S), H("c", S)], [])
+    assert not may(S, "a", 2, True, [H("b", S)], [Q("x", S, 1), Q("a", S, 2)])  # fair: x is ahead
+    assert not may(E, "a", 1, True, [], [Q("x", E, 1), Q("a", E, 2)])
+    assert may(E, "a", 1, True, [], [Q("a", E, 1), Q("x", E, 2)])
+    assert arbiter.live([Held("a", E, 5.0), Held("b", E, 50.0)], now=10.0) == [Held("b", E, 50.0)]
+    assert arbiter.retry_after([Held("a", E, 15.0), Held("b", E, 12.0)], now=10.0) == 2.0
+
+
+def test_deadline_and_backoff_with_injected_clock() -> None:
+    d = timing.Deadline.after(5.0, now=100.0)
+    assert d.remaining(now=102.0) == 3.0 and not d.expired(now=104.9) and d.expired(now=105.0)
+    assert timing.Deadline.after(None, now=0).remaining(now=1e9) is None
+    b = timing.Backoff(first=0.002, cap=0.05, rng=random.Random(1))
+    delays = [b.next_delay() for _ in range(20)]
+    assert all(0 < x <= 0.05 for x in delays) and max(delays) > 0.02
+    b.reset()
+    assert b.next_delay() <= 0.002
+    assert timing.wait_slice(None, 0.01, None, 1.0) == 0.01
+    assert timing.wait_slice(0.5, 0.01, 0.001, 1.0) == 0.001
+    assert timing.validity(10.0, 1.0) == pytest.approx(10.0 - 1.0 - 0.102)
