@@ -94,7 +94,21 @@ def test_lost_lock_sends_sigterm_to_child(url: str, tmp_path: Path) -> None:
         "time.sleep(60)\n"
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "distlock", "--url", url, "run", "victim", "--ttl", "1", "--", sys.executable, "-c", child],
+        [
+            sys.executable,
+            "-m",
+            "distlock",
+            "--url",
+            url,
+            "run",
+            "victim",
+            "--ttl",
+            "1",
+            "--",
+            sys.executable,
+            "-c",
+            child,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -5,6 +5,7 @@ These run the child in ``tests/proc_worker.py``; the memory backend is in-proces
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -64,7 +65,7 @@ def test_four_processes_never_overlap(cross_process_url: str, name: str, tmp_pat
             spans.append((float(start), float(end), int(fence)))
     spans.sort()
     assert len(spans) == n * workers
-    for (s1, e1, f1), (s2, _e2, f2) in zip(spans, spans[1:], strict=False):
+    for (_s1, e1, f1), (s2, _e2, f2) in itertools.pairwise(spans):
         assert e1 <= s2, "two processes held the lock at once"
         assert f2 > f1, "fences must strictly increase in acquisition order"
 
