@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import socket
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -131,3 +132,22 @@ async def shielded(aw: Awaitable[T]) -> T:
         task.exception()  # retrieved: a clean-up failure must not be logged as "never retrieved"
         raise asyncio.CancelledError
     return task.result()
+
+
+async def wait_readable(sock: socket.socket, timeout: float | None) -> bool:
+    """Wait until ``sock`` has data (True) or ``timeout`` passes (False), without blocking the loop."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def _ready() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(sock.fileno(), _ready)
+    try:
+        await asyncio.wait_for(ready, timeout)
+        return True
+    except TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(sock.fileno())

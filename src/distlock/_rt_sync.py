@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -74,3 +76,9 @@ class Background:
 def shielded(value: T) -> T:
     """Sync twin of the async ``shielded``: a thread cannot be cancelled mid-call, the value is ready."""
     return value
+
+
+def wait_readable(sock: socket.socket, timeout: float | None) -> bool:
+    """Wait until ``sock`` has data (True) or ``timeout`` passes (False)."""
+    readable, _, _ = select.select([sock], [], [], timeout)
+    return bool(readable)

@@ -30,6 +30,7 @@ from ..._core.timing import Backoff, wait_slice
 from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
 from ..._errors import BackendError
 from ..._url import StoreConfig
+from ..._wakeup import WakeDir, WakeSocket
 from ..backend import AsyncAttempt, AsyncBackend
 
 T = TypeVar("T")
@@ -76,6 +77,7 @@ class Attempt(AsyncAttempt):
         super().__init__(backend, claim)
         self._backoff = Backoff()
         self._waker: rt.Waker | None = None
+        self._socket: WakeSocket | None = None
         self._key = (backend.db_key, claim.name)
 
     async def try_acquire(self) -> Grant:
@@ -85,10 +87,19 @@ class Attempt(AsyncAttempt):
         return grant
 
     async def wait(self, grant: Grant, timeout: float | None) -> None:
-        if self._waker is None:
-            self._waker = rt.Waker()
-            _Shared.watch(self._key, self._waker)
-        delay = wait_slice(grant.retry_after, self._backoff.next_delay(), timeout, MAX_WAIT_SLICE)
+        if self._waker is None and self._socket is None:
+            # Start listening, then look again at once: a release between our last try and now is not missed.
+            self._listen()
+            return
+        if self._socket is not None:
+            # pushed across processes: the re-check interval is only a safety net for lost datagrams
+            delay = wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE)
+            if await rt.wait_readable(self._socket.sock, delay):
+                self._socket.drain()
+            return
+        assert self._waker is not None
+        polled = None if self.backend.db_key.startswith("memory:") else self._backoff.next_delay()
+        delay = wait_slice(grant.retry_after, polled, timeout, MAX_WAIT_SLICE)
         if await self._waker.wait(delay):
             self._backoff.reset()
 
@@ -96,10 +107,20 @@ class Attempt(AsyncAttempt):
         self._unwatch()
         await self.backend._call(self.backend._abandon, self.claim)
 
+    def _listen(self) -> None:
+        wake_dir = self.backend.wake_dir
+        self._socket = wake_dir.listen(self.claim.name) if wake_dir is not None else None
+        if self._socket is None:
+            self._waker = rt.Waker()
+            _Shared.watch(self._key, self._waker)
+
     def _unwatch(self) -> None:
         if self._waker is not None:
             _Shared.unwatch(self._key, self._waker)
             self._waker = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
 
 
 class Backend(AsyncBackend):
@@ -111,6 +132,7 @@ class Backend(AsyncBackend):
         self._guard = guard
         self.db_key = db_key
         self._owns_conn = config.backend == "sqlite"
+        self.wake_dir = WakeDir(db_key) if self._owns_conn else None
         self.clock: Callable[[], float] = time.time
 
     @classmethod
@@ -167,6 +189,12 @@ class Backend(AsyncBackend):
         conn.execute("COMMIT")
         return result
 
+    def _wake(self, name: str) -> None:
+        """Tell waiters that ``name`` may be free: in this process directly, in others by datagram."""
+        _Shared.wake((self.db_key, name))
+        if self.wake_dir is not None:
+            self.wake_dir.wake(name)
+
     # -- operations (run under the guard, in a worker thread on the async side) ------------------------
     def _try_acquire(self, claim: Claim) -> Grant:
         def body(conn: sqlite3.Connection, now: float) -> Grant:
@@ -192,7 +220,7 @@ class Backend(AsyncBackend):
             return sql.dequeue(conn, claim.token) + sql.delete_holder(conn, claim.token)
 
         if self._tx(body):
-            _Shared.wake((self.db_key, claim.name))
+            self._wake(claim.name)
 
     def _release(self, claim: Claim) -> bool:
         def body(conn: sqlite3.Connection, now: float) -> bool:
@@ -200,7 +228,7 @@ class Backend(AsyncBackend):
             return expires is not None and expires > now
 
         ok = self._tx(body)
-        _Shared.wake((self.db_key, claim.name))
+        self._wake(claim.name)
         return ok
 
     def _renew(self, claims: Sequence[Claim]) -> list[bool]:
@@ -228,7 +256,7 @@ class Backend(AsyncBackend):
             return sql.delete_all(conn, name)
 
         tokens = self._tx(body)
-        _Shared.wake((self.db_key, name))
+        self._wake(name)
         return tokens
 
     # -- the backend interface -------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from ..._core.timing import Backoff, wait_slice
 from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
 from ..._errors import BackendError
 from ..._url import StoreConfig
+from ..._wakeup import WakeDir, WakeSocket
 from ..backend import SyncAttempt, SyncBackend
 
 T = TypeVar("T")
@@ -77,6 +78,7 @@ class Attempt(SyncAttempt):
         super().__init__(backend, claim)
         self._backoff = Backoff()
         self._waker: rt.Waker | None = None
+        self._socket: WakeSocket | None = None
         self._key = (backend.db_key, claim.name)
 
     def try_acquire(self) -> Grant:
@@ -86,10 +88,19 @@ class Attempt(SyncAttempt):
         return grant
 
     def wait(self, grant: Grant, timeout: float | None) -> None:
-        if self._waker is None:
-            self._waker = rt.Waker()
-            _Shared.watch(self._key, self._waker)
-        delay = wait_slice(grant.retry_after, self._backoff.next_delay(), timeout, MAX_WAIT_SLICE)
+        if self._waker is None and self._socket is None:
+            # Start listening, then look again at once: a release between our last try and now is not missed.
+            self._listen()
+            return
+        if self._socket is not None:
+            # pushed across processes: the re-check interval is only a safety net for lost datagrams
+            delay = wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE)
+            if rt.wait_readable(self._socket.sock, delay):
+                self._socket.drain()
+            return
+        assert self._waker is not None
+        polled = None if self.backend.db_key.startswith("memory:") else self._backoff.next_delay()
+        delay = wait_slice(grant.retry_after, polled, timeout, MAX_WAIT_SLICE)
         if self._waker.wait(delay):
             self._backoff.reset()
 
@@ -97,10 +108,20 @@ class Attempt(SyncAttempt):
         self._unwatch()
         self.backend._call(self.backend._abandon, self.claim)
 
+    def _listen(self) -> None:
+        wake_dir = self.backend.wake_dir
+        self._socket = wake_dir.listen(self.claim.name) if wake_dir is not None else None
+        if self._socket is None:
+            self._waker = rt.Waker()
+            _Shared.watch(self._key, self._waker)
+
     def _unwatch(self) -> None:
         if self._waker is not None:
             _Shared.unwatch(self._key, self._waker)
             self._waker = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
 
 
 class Backend(SyncBackend):
@@ -112,6 +133,7 @@ class Backend(SyncBackend):
         self._guard = guard
         self.db_key = db_key
         self._owns_conn = config.backend == "sqlite"
+        self.wake_dir = WakeDir(db_key) if self._owns_conn else None
         self.clock: Callable[[], float] = time.time
 
     @classmethod
@@ -168,6 +190,12 @@ class Backend(SyncBackend):
         conn.execute("COMMIT")
         return result
 
+    def _wake(self, name: str) -> None:
+        """Tell waiters that ``name`` may be free: in this process directly, in others by datagram."""
+        _Shared.wake((self.db_key, name))
+        if self.wake_dir is not None:
+            self.wake_dir.wake(name)
+
     # -- operations (run under the guard, in a worker thread on the async side) ------------------------
     def _try_acquire(self, claim: Claim) -> Grant:
         def body(conn: sqlite3.Connection, now: float) -> Grant:
@@ -193,7 +221,7 @@ class Backend(SyncBackend):
             return sql.dequeue(conn, claim.token) + sql.delete_holder(conn, claim.token)
 
         if self._tx(body):
-            _Shared.wake((self.db_key, claim.name))
+            self._wake(claim.name)
 
     def _release(self, claim: Claim) -> bool:
         def body(conn: sqlite3.Connection, now: float) -> bool:
@@ -201,7 +229,7 @@ class Backend(SyncBackend):
             return expires is not None and expires > now
 
         ok = self._tx(body)
-        _Shared.wake((self.db_key, claim.name))
+        self._wake(claim.name)
         return ok
 
     def _renew(self, claims: Sequence[Claim]) -> list[bool]:
@@ -229,7 +257,7 @@ class Backend(SyncBackend):
             return sql.delete_all(conn, name)
 
         tokens = self._tx(body)
-        _Shared.wake((self.db_key, name))
+        self._wake(name)
         return tokens
 
     # -- the backend interface -------------------------------------------------------------------------
