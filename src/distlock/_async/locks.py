@@ -188,19 +188,19 @@ class AsyncLock(_Scoped):
                 holding.count -= 1
                 return
         self._store._check_expiry(holding)
-        # The round trip runs to completion even if the caller is cancelled: a half-done release must not
-        # leave the lock looking free while it is held (or the reverse).
-        released = await rt.shielded(self._store._release(holding))
-        with self._guard:
-            mine = self._holds.get(key)
-            if mine and holding in mine:
-                mine.remove(holding)
-                if not mine:
-                    del self._holds[key]
+        # The round trip and the bookkeeping run to completion even if the caller is cancelled: a half-done
+        # release must not leave the lock looking free while it is held, or held while it is free.
+        released = await rt.shielded(self._release_holding(holding))
         if holding.lost.is_set() or not released:
             if not holding.lost.is_set():
                 self._store._lose(holding, "the lease was gone when release() reached the backend")
             raise LockLost(f"lost before release: {holding.lost_reason}", name=self.name, backend=self._store.scheme)
+
+    async def _release_holding(self, holding: Holding) -> bool:
+        try:
+            return await self._store._release(holding)
+        finally:
+            self._forget(holding)
 
     # -- renewal and state -----------------------------------------------------------------------------
     async def extend(self, ttl: float | None = None) -> None:

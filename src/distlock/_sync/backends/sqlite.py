@@ -168,7 +168,9 @@ class Backend(SyncBackend):
 
     # -- plumbing --------------------------------------------------------------------------------------
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        result: T = rt.run_blocking(self._locked, fn, *args)
+        # A worker thread cannot be stopped: on cancellation, wait for it to finish so that the clean-up which
+        # follows (abandon) runs after it, never before a grant it would then miss.
+        result: T = rt.shielded(rt.run_blocking(self._locked, fn, *args))
         return result
 
     def _locked(self, fn: Callable[..., T], *args: Any) -> T:
