@@ -41,8 +41,8 @@ def hold(url: str, name: str, ttl: float, workdir: Path) -> None:
         print(f"ACQUIRED {lock.fence}", flush=True)
         while not (workdir / "stop").exists():
             time.sleep(0.02)
-        # give the renewer a moment to notice what happened while we were stopped
-        lock.lost.wait(2.0)
+        # give the renewer (or the session watcher) a moment to notice what happened while we were stopped
+        lock.lost.wait(15.0)
         print(f"LOST {int(lock.lost.is_set())}", flush=True)
         try:
             lock.release()
