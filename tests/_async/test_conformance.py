@@ -362,3 +362,25 @@ async def test_fair_option_is_checked_at_construction(async_store: distlock.Asyn
     else:
         with pytest.raises(UnsupportedFeature):
             async_store.lock(name, fair=True)
+
+
+async def test_synchronized_decorator_excludes_and_exposes_its_lock(
+    async_store: distlock.AsyncStore, name: str
+) -> None:
+    inside = 0
+    peak = 0
+
+    @async_store.synchronized(name, ttl=10, timeout=30)
+    async def critical() -> int:
+        nonlocal inside, peak
+        inside += 1
+        peak = max(peak, inside)
+        await sleep(0.01)
+        inside -= 1
+        return 7
+
+    assert await run_all(*[critical] * 4) == [7, 7, 7, 7]
+    assert peak == 1
+    assert not await critical.lock.locked()  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError):
+        async_store.synchronized(name, kind="semaphore")

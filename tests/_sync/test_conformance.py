@@ -363,3 +363,25 @@ def test_fair_option_is_checked_at_construction(sync_store: distlock.Store, name
     else:
         with pytest.raises(UnsupportedFeature):
             sync_store.lock(name, fair=True)
+
+
+def test_synchronized_decorator_excludes_and_exposes_its_lock(
+    sync_store: distlock.Store, name: str
+) -> None:
+    inside = 0
+    peak = 0
+
+    @sync_store.synchronized(name, ttl=10, timeout=30)
+    def critical() -> int:
+        nonlocal inside, peak
+        inside += 1
+        peak = max(peak, inside)
+        sleep(0.01)
+        inside -= 1
+        return 7
+
+    assert run_all(*[critical] * 4) == [7, 7, 7, 7]
+    assert peak == 1
+    assert not critical.lock.locked()  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError):
+        sync_store.synchronized(name, kind="semaphore")
