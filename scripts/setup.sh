@@ -10,7 +10,7 @@ if ! "$PYTHON_BIN" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/
   exit 2
 fi
 if [ ! -x .venv/bin/python ]; then
-  "$PYTHON_BIN" -m venv .venv || { apt-get install -y -qq python3-venv >/dev/null && "$PYTHON_BIN" -m venv .venv; }
+  "$PYTHON_BIN" -m venv .venv || { apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null && "$PYTHON_BIN" -m venv .venv; }
 fi
 PY="$ROOT/.venv/bin/python"
 stamp=".venv/.distlock-deps"
