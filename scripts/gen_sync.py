@@ -25,6 +25,7 @@ TREES = [ROOT / "src" / "distlock", ROOT / "tests"]
 
 REPLACEMENTS = {
     "_rt_async": "_rt_sync",
+    "_redis_async": "_redis_sync",
     "AsyncStore": "Store",
     "AsyncLock": "Lock",
     "AsyncSemaphore": "Semaphore",
@@ -36,9 +37,12 @@ REPLACEMENTS = {
     "connect_async": "connect",
     "async_store": "sync_store",
     "redis_asyncio": "redis_sync",
+    "_pg_async": "_pg_sync",
+    "_my_async": "_my_sync",
     "concurrency_async": "concurrency_sync",
     "anext": "next",
     "aiter": "iter",
+    "_etcd_async": "_etcd_sync",
 }
 
 

@@ -1,12 +1,18 @@
-"""redis-server processes: one node, N independent masters (Redlock), a master with a replica."""
+"""redis-server processes: one node, N independent masters (Redlock), a master with a replica.
+
+Every server binds 127.0.0.1 on a kernel-chosen free port, keeps its data in a temporary directory and
+has persistence off (so a kill -9 + restart on the same port comes back EMPTY, the worst case the
+Redis and Redlock docs discuss). ``restart`` reuses the port.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .proc import LOOPBACK, ServerProc, free_port, which, workdir
+from .proc import LOOPBACK, ServerProc, free_port, free_ports, which, workdir
 
 
 def redis_binary() -> str | None:
@@ -35,6 +41,17 @@ def start_redis(dirpath: Path, name: str = "redis", port: int | None = None, *ex
     return srv.start()
 
 
+def restart(srv: ServerProc) -> ServerProc:
+    """kill -9 (if still running) and start again on the same port, empty."""
+    srv.kill()
+    for _ in range(100):  # the port may linger for a moment
+        try:
+            return srv.start()
+        except RuntimeError:
+            time.sleep(0.1)
+    return srv.start()
+
+
 @contextlib.contextmanager
 def redis_server(*extra: str) -> Iterator[ServerProc]:
     with workdir("redis") as d:
@@ -43,3 +60,37 @@ def redis_server(*extra: str) -> Iterator[ServerProc]:
             yield srv
         finally:
             srv.stop()
+
+
+def redlock_url(servers: list[ServerProc], query: str = "") -> str:
+    hosts = ",".join(f"{LOOPBACK}:{s.port}" for s in servers)
+    return f"redlock://{hosts}/0" + (f"?{query}" if query else "")
+
+
+@contextlib.contextmanager
+def redis_masters(n: int = 5) -> Iterator[list[ServerProc]]:
+    """``n`` independent masters (a Redlock quorum)."""
+    with workdir("redlock") as d:
+        servers: list[ServerProc] = []
+        try:
+            for i, port in enumerate(free_ports(n)):
+                servers.append(start_redis(d, f"master{i}", port))
+            yield servers
+        finally:
+            for s in servers:
+                s.stop()
+
+
+@contextlib.contextmanager
+def redis_replicated() -> Iterator[tuple[ServerProc, ServerProc]]:
+    """A master and one asynchronous replica of it (for failover and WAIT tests)."""
+    with workdir("redis-repl") as d:
+        master = start_redis(d, "master")
+        replica: ServerProc | None = None
+        try:
+            replica = start_redis(d, "replica", None, "--replicaof", LOOPBACK, str(master.port))
+            yield master, replica
+        finally:
+            if replica is not None:
+                replica.stop()
+            master.stop()

@@ -1,0 +1,280 @@
+"""Single Redis node: ``redis://``, ``rediss://`` (TLS), ``unix:///path.sock``. Driver: redis-py.
+
+Every operation is one Lua script call, one round trip (``_core/redis_lua.py`` has the scripts, the key
+layout and the grant rule). A plain ``lock(name)`` is the redis-py layout: key = the name, value = the
+token, ``PX`` = the lease, so a redis-py ``Lock(name)`` and a distlock lock exclude each other. The fence
+is ``INCR {name}:fence`` in the same script.
+
+Waiting is push: a waiter that failed is entered in the name's wait queue (with its own short deadline,
+refreshed on every re-check), subscribes to the name's channel on the store's one pub/sub connection,
+re-checks once the subscription is confirmed, then sleeps until a release publishes its token (one
+waiter per release) or until the holder's lease ends (a holder that never signals, such as a redis-py
+Lock or a crashed process, cannot strand it).
+
+URL options: ``wait_replicas=N`` and ``wait_timeout=ms`` (WAIT for N replicas after each acquire;
+fewer acknowledgements -> the lock is released and ``BackendError`` is raised), ``connect_timeout``
+and ``socket_timeout`` (seconds), plus redis-py's own URL options (``ssl_*``, ``client_name``, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+from redis.connection import URL_QUERY_ARGUMENT_PARSERS
+from redis.exceptions import NoScriptError, RedisError
+
+from ... import _redis_async as drv
+from ... import _rt_async as rt
+from ..._core import redis_lua as lua
+from ..._core.timing import wait_slice
+from ..._core.types import Capabilities, Claim, Grant, LockInfo, Mode
+from ..._errors import BackendError, ConfigError
+from ..._url import StoreConfig, scrub
+from ..backend import AsyncAttempt, AsyncBackend
+
+#: a waiter's queue entry lives this long unless refreshed by a re-check (SAFETY F12)
+WAITER_TTL = 5.0
+#: the longest a waiter sleeps between re-checks when no hint says otherwise (refreshes its entry)
+MAX_WAIT_SLICE = 2.0
+#: how long a waiter waits for the server to confirm its subscription before relying on hints
+SUBSCRIBE_TIMEOUT = 1.0
+
+_OURS = ("wait_replicas", "wait_timeout", "connect_timeout", "socket_timeout")
+
+
+def driver_url(config: StoreConfig, host: tuple[str, int] | None = None) -> str:
+    """The URL for redis-py: our own options removed, redis-py's own query options kept."""
+    parts = urlsplit(config.url)
+    scheme = parts.scheme.lower()
+    netloc = parts.netloc
+    if host is not None:  # one master of a redlock:// URL
+        scheme = "rediss" if config.tls else "redis"
+        userinfo = netloc.rsplit("@", 1)[0] + "@" if "@" in netloc else ""
+        h, p = host
+        netloc = f"{userinfo}[{h}]:{p}" if ":" in h else f"{userinfo}{h}:{p}"
+    passthrough: dict[str, str] = {}
+    for key in list(config.params):
+        if key in URL_QUERY_ARGUMENT_PARSERS or key.startswith("ssl_") or key in ("client_name", "db"):
+            passthrough[key] = config.params.pop(key)
+    return urlunsplit((scheme, netloc, parts.path, urlencode(passthrough), ""))
+
+
+class Node:
+    """One Redis server: the client, its wake-up listener, scripts by name, errors -> BackendError."""
+
+    def __init__(self, client: drv.Client, scheme: str, secret: str | None, label: str) -> None:
+        self.client = client
+        self.scheme = scheme
+        self.secret = secret
+        self.label = label
+        self.listener = drv.Listener(client)
+
+    @classmethod
+    async def connect(
+        cls, url: str, scheme: str, secret: str | None, connect_timeout: float, socket_timeout: float, label: str
+    ) -> Node:
+        try:
+            client = drv.connect(url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(scrub(f"bad Redis URL option: {exc}", secret), backend=scheme) from None
+        return cls(client, scheme, secret, label)
+
+    def error(self, exc: BaseException, what: str) -> BackendError:
+        return BackendError(scrub(f"Redis {self.label}: {what}: {exc}", self.secret), backend=self.scheme)
+
+    async def load(self) -> None:
+        await drv.pipeline(self.client, [("SCRIPT", "LOAD", text) for text in lua.SCRIPTS.values()])
+
+    async def ping(self) -> None:
+        try:
+            await drv.command(self.client, "PING")
+            await self.load()
+        except RedisError as exc:
+            raise self.error(exc, "cannot connect") from exc
+
+    @staticmethod
+    def call(script: str, name: str, *args: Any) -> tuple[Any, ...]:
+        return ("EVALSHA", lua.SHA[script], 7, *lua.keys(name), lua.channel(name), *args)
+
+    async def run(self, commands: Sequence[Sequence[Any]], what: str) -> list[Any]:
+        """Commands in one round trip; reloads the scripts once if the server lost them (restart)."""
+        try:
+            try:
+                return await drv.pipeline(self.client, commands)
+            except NoScriptError:
+                await self.load()
+                return await drv.pipeline(self.client, commands)
+        except RedisError as exc:
+            raise self.error(exc, what) from exc
+
+    async def script(self, script: str, name: str, *args: Any) -> Any:
+        cmd = self.call(script, name, *args)
+        try:
+            try:
+                return await drv.command(self.client, *cmd)
+            except NoScriptError:
+                await self.load()
+                return await drv.command(self.client, *cmd)
+        except RedisError as exc:
+            raise self.error(exc, script) from exc
+
+    async def names(self, prefix: str) -> list[str]:
+        """Names with live distlock details whose name starts with ``prefix`` (SCAN, not KEYS)."""
+        found: set[str] = set()
+        pattern = "{" + lua.glob_escape(prefix) + "*}:i"
+        cursor: Any = 0
+        try:
+            while True:
+                cursor, batch = await drv.command(self.client, "SCAN", cursor, "MATCH", pattern, "COUNT", 1000)
+                for raw in batch:
+                    key = raw.decode() if isinstance(raw, bytes) else str(raw)
+                    n = lua.name_of_info_key(key)
+                    if n is not None and n.startswith(prefix):
+                        found.add(n)
+                if int(cursor) == 0:
+                    break
+        except RedisError as exc:
+            raise self.error(exc, "list") from exc
+        return sorted(found)
+
+    async def snapshots(self, names: Sequence[str]) -> list[lua.Snapshot]:
+        if not names:
+            return []
+        replies = await self.run([self.call("inspect", n) for n in names], "inspect")
+        return [lua.decode_inspect(r) for r in replies]
+
+    async def aclose(self) -> None:
+        await self.listener.close()
+        await drv.close(self.client)
+
+
+def timeouts(config: StoreConfig) -> tuple[float, float]:
+    return config.pop_float("connect_timeout", 5.0), config.pop_float("socket_timeout", 5.0)
+
+
+class Attempt(AsyncAttempt):
+    """Try, and between tries wait on the name's wake-up channel (subscribed before the re-check)."""
+
+    backend: Backend
+
+    def __init__(self, backend: Backend, claim: Claim) -> None:
+        super().__init__(backend, claim)
+        self._waker: rt.Waker | None = None
+        self._channel = lua.channel(claim.name)
+
+    async def try_acquire(self) -> Grant:
+        grant = await self.backend._try(self.claim)
+        if grant.acquired:
+            await self._unwatch()
+        return grant
+
+    async def wait(self, grant: Grant, timeout: float | None) -> None:
+        if self._waker is None:
+            # Subscribe first, then return at once: the caller's re-check now runs with the subscription
+            # live, so a release between our failed try and the subscription cannot be missed.
+            self._waker = rt.Waker()
+            await self.backend.node.listener.watch(
+                self._channel, self.claim.token, self._waker.notify, SUBSCRIBE_TIMEOUT
+            )
+            return
+        await self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
+
+    async def abandon(self) -> None:
+        await self._unwatch()
+        await self.backend.node.script("abandon", self.claim.name, self.claim.token, self.claim.mode.value)
+
+    async def _unwatch(self) -> None:
+        if self._waker is not None:
+            self._waker = None
+            await self.backend.node.listener.unwatch(self._channel, self.claim.token)
+
+
+def grant_of(reply: Sequence[Any]) -> Grant:
+    if int(reply[0]) == 1:
+        fence = int(reply[1])
+        return Grant(True, fence=fence if fence >= 0 else None)
+    left = int(reply[1])
+    return Grant(False, retry_after=None if left < 0 else left / 1000.0)
+
+
+class Backend(AsyncBackend):
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True)
+
+    def __init__(self, config: StoreConfig, node: Node, wait_replicas: int, wait_timeout_ms: int) -> None:
+        super().__init__(config)
+        self.node = node
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = wait_timeout_ms
+
+    @classmethod
+    async def open(cls, config: StoreConfig) -> Backend:
+        wait_replicas = config.pop_int("wait_replicas", 0)
+        if wait_replicas < 0:
+            raise ConfigError("wait_replicas must be >= 0", backend=config.scheme)
+        wait_timeout = config.pop_int("wait_timeout", 1000)
+        if wait_timeout <= 0:
+            raise ConfigError("wait_timeout (ms) must be > 0", backend=config.scheme)
+        connect_timeout, socket_timeout = timeouts(config)
+        if wait_replicas:
+            socket_timeout = max(socket_timeout, wait_timeout / 1000.0 + 1.0)
+        url = driver_url(config)
+        config.reject_unknown()
+        node = await Node.connect(url, config.scheme, config.password, connect_timeout, socket_timeout, "server")
+        try:
+            await node.ping()
+        except BaseException:
+            await node.aclose()
+            raise
+        return cls(config, node, wait_replicas, wait_timeout)
+
+    def attempt(self, claim: Claim) -> Attempt:
+        return Attempt(self, claim)
+
+    async def _try(self, claim: Claim) -> Grant:
+        args = lua.acquire_args(claim.token, claim.mode, claim.ttl, claim.permits, claim.fair, claim.owner, WAITER_TTL)
+        if not self.wait_replicas:
+            return grant_of(await self.node.script("acquire", claim.name, *args))
+        call = Node.call("acquire", claim.name, *args)
+        reply, acks = await self.node.run([call, ("WAIT", self.wait_replicas, self.wait_timeout_ms)], "acquire")
+        grant = grant_of(reply)
+        if grant.acquired and int(acks) < self.wait_replicas:
+            await self.node.script("release", claim.name, claim.token, claim.mode.value)
+            raise BackendError(
+                f"only {int(acks)} of {self.wait_replicas} replicas acknowledged the lock within "
+                f"{self.wait_timeout_ms} ms; released it (wait_replicas)",
+                name=claim.name,
+                backend=self.scheme,
+            )
+        return grant
+
+    async def release(self, claim: Claim) -> bool:
+        return int(await self.node.script("release", claim.name, claim.token, claim.mode.value)) == 1
+
+    async def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        if not claims:
+            return []
+        calls = [Node.call("renew", c.name, c.token, c.mode.value, lua.ms(c.ttl)) for c in claims]
+        return [int(r) == 1 for r in await self.node.run(calls, "renew")]
+
+    async def holds(self, claim: Claim) -> bool:
+        return int(await self.node.script("holds", claim.name, claim.token, claim.mode.value)) == 1
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        (snap,) = await self.node.snapshots([name])
+        return snap.info(name)
+
+    async def list(self, prefix: str) -> list[LockInfo]:
+        names = await self.node.names(prefix)
+        infos = [s.info(n) for n, s in zip(names, await self.node.snapshots(names), strict=True)]
+        return [i for i in infos if i is not None]
+
+    async def break_lock(self, name: str) -> bool:
+        tokens = await self.node.script("break", name)
+        for raw in tokens:
+            self.lost(raw.decode() if isinstance(raw, bytes) else str(raw), "broken by an admin (break_lock)")
+        return bool(tokens)
+
+    async def aclose(self) -> None:
+        await self.node.aclose()

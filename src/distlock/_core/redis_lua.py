@@ -1,0 +1,422 @@
+"""Key layout and Lua scripts of the Redis backends (single node and each Redlock master). No I/O here.
+
+Keys of one lock name ``N`` (all but the first carry the hash tag ``{N}``, so when ``N`` itself has no
+braces every key hashes to the same Redis Cluster slot as ``N``)::
+
+    N               string  the exclusive holder (lock / rwlock.write): value = token, PX = lease.
+                            The redis-py ``Lock(N)`` layout, so the two exclude each other (SPEC section 6).
+    {N}:r           zset    readers:        token -> lease end (ms, server clock)
+    {N}:p           zset    semaphore:      token -> lease end (ms, server clock)
+    {N}:i           hash    holder details: token -> "mode|fence|owner" (for inspect and fences)
+    {N}:q           zset    waiters:        "mode|token" -> arrival sequence (FIFO order)
+    {N}:qd          zset    waiter leases:  "mode|token" -> deadline (ms); a waiter that stops
+                            refreshing its entry drops out (SAFETY F12)
+    {N}:fence       string  the last fencing token handed out (INCR); never reset
+    {N}:wake        channel wake-ups: a release publishes the token of the first waiter, "*" = all
+
+Every script gets the same seven KEYS (in the order above, from :func:`keys`) and ``ARGV[1]`` = the
+wake-up channel, so the scripts are cluster-correct and share one prelude. Times are the server's
+``TIME`` in milliseconds, the same clock that runs ``PX``. The grant rule is the one of
+:mod:`distlock._core.arbiter`, written in Lua.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from .types import HolderInfo, LockInfo, Mode
+
+KIND_OF_MODE = {"lock": "lock", "read": "rwlock", "write": "rwlock", "semaphore": "semaphore"}
+
+
+def keys(name: str) -> list[str]:
+    tag = "{" + name + "}"
+    return [name, tag + ":r", tag + ":p", tag + ":i", tag + ":q", tag + ":qd", tag + ":fence"]
+
+
+def channel(name: str) -> str:
+    return "{" + name + "}:wake"
+
+
+def fence_key(name: str) -> str:
+    return keys(name)[6]
+
+
+def info_key(name: str) -> str:
+    return keys(name)[3]
+
+
+def name_of_info_key(key: str) -> str | None:
+    """The lock name of a ``{N}:i`` key found by SCAN, else None."""
+    if key.startswith("{") and key.endswith("}:i"):
+        return key[1:-3]
+    return None
+
+
+def glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+# -- the scripts -------------------------------------------------------------------------------------------
+_PRELUDE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local channel = ARGV[1]
+
+-- drop expired shared holders and waiters whose entry was not refreshed in time
+local function purge()
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now)
+  for _, m in ipairs(dead) do redis.call('ZREM', KEYS[5], m) end
+  if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now) end
+end
+
+-- keep a key at least until `until_ms` (never shorten: other members may live longer)
+local function keep_until(key, until_ms)
+  local p = redis.call('PTTL', key)
+  if p == -1 or (p >= 0 and p < until_ms - now) then redis.call('PEXPIRE', key, until_ms - now) end
+end
+
+-- wake the first waiter (one wake-up per release: no herd)
+local function wake_head()
+  local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
+  if head then
+    local bar = string.find(head, '|', 1, true)
+    redis.call('PUBLISH', channel, string.sub(head, bar + 1))
+  end
+end
+
+local function shared_set(mode)
+  if mode == 'read' then return KEYS[2] end
+  return KEYS[3]
+end
+
+local function fence_of(token)
+  local inf = redis.call('HGET', KEYS[4], token)
+  if not inf then return -1 end
+  local a = string.find(inf, '|', 1, true)
+  local b = string.find(inf, '|', a + 1, true)
+  return tonumber(string.sub(inf, a + 1, b - 1))
+end
+
+-- is `token` a live holder in `mode`?
+local function holds(token, mode)
+  if mode == 'lock' or mode == 'write' then return redis.call('GET', KEYS[1]) == token end
+  local s = redis.call('ZSCORE', shared_set(mode), token)
+  return s ~= false and tonumber(s) > now
+end
+"""
+
+ACQUIRE = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel, 2 token, 3 mode, 4 ttl ms, 5 permits, 6 fair (0/1), 7 owner,
+--       8 waiter entry ttl ms (0: do not queue on failure)
+-- Returns {1, fence} when held (a retry after a lost reply gets the same fence back),
+--         {0, ms until the earliest holder's lease ends, -1 if unknown} otherwise.
+local token, mode = ARGV[2], ARGV[3]
+local ttl, permits, fair, owner, qttl = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7], tonumber(ARGV[8])
+local exclusive = (mode == 'lock' or mode == 'write')
+local member = mode .. '|' .. token
+purge()
+if holds(token, mode) then return {1, fence_of(token)} end
+local holder = redis.call('GET', KEYS[1])
+local nread = redis.call('ZCARD', KEYS[2])
+local nsem = redis.call('ZCARD', KEYS[3])
+local myseq = redis.call('ZSCORE', KEYS[5], member)
+local ahead
+if myseq then
+  ahead = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. myseq)
+else
+  ahead = redis.call('ZRANGE', KEYS[5], 0, -1)
+end
+local ok = (not holder)
+if exclusive then
+  ok = ok and nread == 0 and nsem == 0 and not (fair and #ahead > 0)
+elseif mode == 'semaphore' then
+  local waiting = 0
+  if fair then waiting = #ahead end
+  ok = ok and nread == 0 and nsem + waiting < permits
+else
+  ok = ok and nsem == 0
+  if ok and fair then
+    ok = #ahead == 0
+  elseif ok then
+    for _, m in ipairs(ahead) do
+      if string.sub(m, 1, 6) == 'write|' then ok = false break end
+    end
+  end
+end
+if ok then
+  local fence = redis.call('INCR', KEYS[7])
+  local expires = now + ttl
+  if exclusive then
+    redis.call('SET', KEYS[1], token, 'PX', ttl)
+  else
+    redis.call('ZADD', shared_set(mode), expires, token)
+    keep_until(shared_set(mode), expires)
+  end
+  -- forget details of holders that died without releasing
+  if redis.call('HLEN', KEYS[4]) > nread + nsem + ((holder and 1) or 0) then
+    for _, tk in ipairs(redis.call('HKEYS', KEYS[4])) do
+      if tk ~= holder and not redis.call('ZSCORE', KEYS[2], tk) and not redis.call('ZSCORE', KEYS[3], tk) then
+        redis.call('HDEL', KEYS[4], tk)
+      end
+    end
+  end
+  redis.call('HSET', KEYS[4], token, mode .. '|' .. fence .. '|' .. owner)
+  keep_until(KEYS[4], expires)
+  if myseq then
+    redis.call('ZREM', KEYS[5], member)
+    redis.call('ZREM', KEYS[6], member)
+  end
+  -- a shared grant may let the next waiter in too: pass the wake-up on
+  if not exclusive then wake_head() end
+  return {1, fence}
+end
+if qttl > 0 then
+  if not myseq then
+    local last = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
+    local seq = 1
+    if last[2] then seq = tonumber(last[2]) + 1 end
+    redis.call('ZADD', KEYS[5], seq, member)
+  end
+  redis.call('ZADD', KEYS[6], now + qttl, member)
+  keep_until(KEYS[5], now + qttl)
+  keep_until(KEYS[6], now + qttl)
+end
+local retry = -1
+if holder then
+  local p = redis.call('PTTL', KEYS[1])
+  if p >= 0 then retry = p end
+end
+for _, set in ipairs({KEYS[2], KEYS[3]}) do
+  local first = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')
+  if first[2] then
+    local d = tonumber(first[2]) - now
+    if retry < 0 or d < retry then retry = d end
+  end
+end
+return {0, retry}
+"""
+)
+
+RELEASE = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel, 2 token, 3 mode.  Compare-and-delete: returns 1 if the token held a live lease.
+local token, mode = ARGV[2], ARGV[3]
+purge()
+local ok = 0
+if mode == 'lock' or mode == 'write' then
+  if redis.call('GET', KEYS[1]) == token then
+    redis.call('DEL', KEYS[1])
+    ok = 1
+  end
+elseif redis.call('ZREM', shared_set(mode), token) == 1 then
+  ok = 1
+end
+redis.call('HDEL', KEYS[4], token)
+if ok == 1 then wake_head() end
+return ok
+"""
+)
+
+ABANDON = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel, 2 token, 3 mode.  Remove every trace of a failed or cancelled acquire: the queue
+-- entry, and a holding whose reply was lost (SAFETY F10). Passes a wake-up on if the name is free.
+local token, mode = ARGV[2], ARGV[3]
+local member = mode .. '|' .. token
+purge()
+local gone = redis.call('ZREM', KEYS[5], member)
+redis.call('ZREM', KEYS[6], member)
+if mode == 'lock' or mode == 'write' then
+  if redis.call('GET', KEYS[1]) == token then
+    redis.call('DEL', KEYS[1])
+    gone = gone + 1
+  end
+else
+  gone = gone + redis.call('ZREM', shared_set(mode), token)
+end
+redis.call('HDEL', KEYS[4], token)
+if gone > 0 and not redis.call('GET', KEYS[1]) then wake_head() end
+return gone
+"""
+)
+
+RENEW = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel, 2 token, 3 mode, 4 ttl ms.  Extends a LIVE lease only (one that ran out may belong
+-- to someone else by now). Returns 1 if extended.
+local token, mode, ttl = ARGV[2], ARGV[3], tonumber(ARGV[4])
+if not holds(token, mode) then return 0 end
+if mode == 'lock' or mode == 'write' then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+else
+  redis.call('ZADD', shared_set(mode), 'XX', now + ttl, token)
+  keep_until(shared_set(mode), now + ttl)
+end
+keep_until(KEYS[4], now + ttl)
+return 1
+"""
+)
+
+HOLDS = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel, 2 token, 3 mode.  Returns 1 if the token is a live holder.
+if holds(ARGV[2], ARGV[3]) then return 1 end
+return 0
+"""
+)
+
+INSPECT = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel.  Returns {exclusive holder value or '', its PTTL ms, readers {token, end, ...},
+--   permits {token, end, ...}, details {token, "mode|fence|owner", ...}, live waiters, now ms}
+local holder = redis.call('GET', KEYS[1])
+return {
+  holder or '',
+  redis.call('PTTL', KEYS[1]),
+  redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES'),
+  redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf', 'WITHSCORES'),
+  redis.call('HGETALL', KEYS[4]),
+  redis.call('ZCOUNT', KEYS[6], '(' .. now, '+inf'),
+  now,
+}
+"""
+)
+
+BREAK = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel.  Admin force release of every holding (also a foreign one, e.g. a redis-py Lock);
+-- wakes every waiter. Returns the tokens that held it.
+local out = {}
+local holder = redis.call('GET', KEYS[1])
+if holder then table.insert(out, holder) end
+for _, set in ipairs({KEYS[2], KEYS[3]}) do
+  for _, tk in ipairs(redis.call('ZRANGEBYSCORE', set, '(' .. now, '+inf')) do table.insert(out, tk) end
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+redis.call('PUBLISH', channel, '*')
+return out
+"""
+)
+
+FENCE_FLOOR = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel, 2 token, 3 fence.  Redlock: raise this master's counter to at least `fence` and record
+-- it as the holder's fence, so any later majority (which shares a master with ours) counts above it.
+-- Returns 1 if the token still holds the lock here.
+local token, fence = ARGV[2], tonumber(ARGV[3])
+local cur = tonumber(redis.call('GET', KEYS[7]) or '0')
+if cur < fence then redis.call('SET', KEYS[7], fence) end
+local inf = redis.call('HGET', KEYS[4], token)
+if inf then
+  local a = string.find(inf, '|', 1, true)
+  local b = string.find(inf, '|', a + 1, true)
+  redis.call('HSET', KEYS[4], token, string.sub(inf, 1, a) .. fence .. string.sub(inf, b))
+end
+if redis.call('GET', KEYS[1]) == token then return 1 end
+return 0
+"""
+)
+
+SCRIPTS: dict[str, str] = {
+    "acquire": ACQUIRE,
+    "release": RELEASE,
+    "abandon": ABANDON,
+    "renew": RENEW,
+    "holds": HOLDS,
+    "inspect": INSPECT,
+    "break": BREAK,
+    "fence_floor": FENCE_FLOOR,
+}
+
+SHA: dict[str, str] = {k: hashlib.sha1(v.encode()).hexdigest() for k, v in SCRIPTS.items()}
+
+
+def ms(seconds: float) -> int:
+    """Seconds -> whole milliseconds, at least 1 (a 0 PX would be an error, never 'forever')."""
+    return max(1, round(seconds * 1000))
+
+
+# -- decoding replies --------------------------------------------------------------------------------------
+def _s(v: object) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One node's view of a name (decoded INSPECT reply)."""
+
+    holder: str  # '' if nobody holds the exclusive key
+    holder_pttl: int
+    readers: dict[str, int]  # token -> lease end ms
+    permits: dict[str, int]
+    details: dict[str, tuple[str, int, str]]  # token -> (mode, fence, owner)
+    waiters: int
+    now: int
+
+    def holders(self) -> list[tuple[str, HolderInfo]]:
+        """(token, info) of every live holder; a foreign holder (redis-py Lock) shows owner '?'."""
+        out: list[tuple[str, HolderInfo]] = []
+        if self.holder:
+            mode, fence, owner = self.details.get(self.holder, ("lock", -1, "?"))
+            left = None if self.holder_pttl < 0 else self.holder_pttl / 1000.0
+            out.append((self.holder, HolderInfo(owner, fence if fence >= 0 else None, mode, left)))
+        for group, mode in ((self.readers, "read"), (self.permits, "semaphore")):
+            for token, end in sorted(group.items(), key=lambda kv: kv[1]):
+                _, fence, owner = self.details.get(token, (mode, -1, "?"))
+                out.append((token, HolderInfo(owner, fence if fence >= 0 else None, mode, (end - self.now) / 1000.0)))
+        return out
+
+    def info(self, name: str) -> LockInfo | None:
+        hs = self.holders()
+        if not hs:
+            return None
+        return LockInfo(name, KIND_OF_MODE.get(hs[0][1].mode, "lock"), tuple(h for _, h in hs), self.waiters)
+
+
+def _pairs(flat: list[object]) -> list[tuple[str, str]]:
+    return [(_s(flat[i]), _s(flat[i + 1])) for i in range(0, len(flat) - 1, 2)]
+
+
+def decode_inspect(reply: list[object]) -> Snapshot:
+    holder, pttl, readers, permits, details, waiters, now = reply
+    det: dict[str, tuple[str, int, str]] = {}
+    for token, raw in _pairs(details):  # type: ignore[arg-type]
+        mode, _, rest = raw.partition("|")
+        fence, _, owner = rest.partition("|")
+        det[token] = (mode, int(fence), owner)
+    return Snapshot(
+        holder=_s(holder),
+        holder_pttl=int(pttl),  # type: ignore[call-overload]
+        readers={t: int(float(e)) for t, e in _pairs(readers)},  # type: ignore[arg-type]
+        permits={t: int(float(e)) for t, e in _pairs(permits)},  # type: ignore[arg-type]
+        details=det,
+        waiters=int(waiters),  # type: ignore[call-overload]
+        now=int(now),  # type: ignore[call-overload]
+    )
+
+
+def acquire_args(
+    token: str, mode: Mode, ttl: float, permits: int, fair: bool, owner: str, queue_ttl: float
+) -> list[str]:
+    return [
+        token,
+        mode.value,
+        str(ms(ttl)),
+        str(permits),
+        "1" if fair else "0",
+        owner,
+        str(ms(queue_ttl) if queue_ttl > 0 else 0),
+    ]

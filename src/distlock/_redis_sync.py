@@ -1,0 +1,173 @@
+"""The threaded side of the Redis driver glue (``redis``); the twin of :mod:`distlock._redis_async`.
+
+Same names and behaviour; here the pub/sub listener is a daemon thread and the Redlock fan-out uses a
+small thread pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ALL_COMPLETED, ThreadPoolExecutor, wait
+from typing import Any
+
+import redis as redis_driver
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+from redis.retry import Retry
+
+log = logging.getLogger("distlock")
+
+Client = redis_driver.Redis
+
+
+def connect(url: str, **kwargs: Any) -> Client:
+    """A client for one server; one retry on a broken pooled connection, no backoff (bounded waits)."""
+    return redis_driver.Redis.from_url(url, retry=Retry(NoBackoff(), 1), **kwargs)
+
+
+def command(client: Client, *args: Any) -> Any:
+    run: Any = client.execute_command
+    return run(*args)
+
+
+def pipeline(client: Client, commands: Sequence[Sequence[Any]]) -> list[Any]:
+    """Many commands in one round trip (no MULTI); a failing command raises."""
+    with client.pipeline(transaction=False) as pipe:
+        for cmd in commands:
+            queue: Any = pipe.execute_command
+            queue(*cmd)
+        result: list[Any] = pipe.execute()
+    return result
+
+
+def close(client: Client) -> None:
+    client.close()
+
+
+class Fanout:
+    """Run one call per server concurrently with a common deadline (Redlock's parallel requests)."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self._pool = ThreadPoolExecutor(max_workers=max(2, width * 2), thread_name_prefix="distlock-redlock")
+
+    def gather(self, calls: Sequence[Callable[[], Any]], timeout: float) -> list[Any]:
+        """Each call's result, or the exception it raised, or ``TimeoutError`` if it did not finish in time."""
+        futures = [self._pool.submit(c) for c in calls]
+        done, _ = wait(futures, timeout=timeout, return_when=ALL_COMPLETED)
+        out: list[Any] = []
+        for f in futures:
+            if f in done:
+                exc = f.exception()
+                out.append(exc if exc is not None else f.result())
+            else:
+                f.cancel()
+                out.append(TimeoutError(f"no reply within {timeout:.3f}s"))
+        return out
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class Listener:
+    """One pub/sub connection per server and store: routes wake-up messages to the local waiters.
+
+    See :class:`distlock._redis_async.Listener`; here a daemon thread reads the messages.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._pubsub: Any = None
+        self._waiters: dict[str, dict[str, Callable[[], None]]] = {}
+        self._confirmed: dict[str, threading.Event] = {}
+        self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()
+        self._closed = False
+
+    def watch(self, channel: str, token: str, notify: Callable[[], None], timeout: float) -> bool:
+        """Register a waiter; True once the subscription is confirmed (False: not in time, rely on hints)."""
+        with self._guard:
+            self._waiters.setdefault(channel, {})[token] = notify
+            if self._pubsub is None:
+                make: Any = self._client.pubsub
+                self._pubsub = make()
+            event = self._confirmed.get(channel)
+            if event is None:
+                event = self._confirmed[channel] = threading.Event()
+                try:
+                    self._pubsub.subscribe(channel)
+                except RedisError as err:
+                    log.debug("subscribe to %s failed: %s", channel, err)
+                    del self._confirmed[channel]
+                    return False
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="distlock-redis-listener", daemon=True)
+                self._thread.start()
+        return event.wait(timeout)
+
+    def unwatch(self, channel: str, token: str) -> None:
+        with self._guard:
+            group = self._waiters.get(channel)
+            if group is None:
+                return
+            group.pop(token, None)
+            if group:
+                return
+            del self._waiters[channel]
+            if self._pubsub is None:
+                return
+            self._confirmed.pop(channel, None)
+            with contextlib.suppress(RedisError, OSError):
+                self._pubsub.unsubscribe(channel)
+
+    def _run(self) -> None:
+        while not self._closed:
+            try:
+                msg = self._pubsub.get_message(ignore_subscribe_messages=False, timeout=0.5)
+            except (RedisError, OSError, RuntimeError, ValueError, AttributeError) as err:
+                if self._closed:
+                    return
+                log.debug("wake-up listener: %s (reconnecting)", err)
+                time.sleep(0.2)
+                continue
+            if msg is not None:
+                self._dispatch(msg)
+
+    def _dispatch(self, msg: dict[str, Any]) -> None:
+        kind = msg.get("type")
+        channel = msg.get("channel")
+        if isinstance(channel, bytes):
+            channel = channel.decode()
+        if not isinstance(channel, str):
+            return
+        with self._guard:
+            group = dict(self._waiters.get(channel, {}))
+            event = self._confirmed.get(channel)
+        if kind == "subscribe":
+            if event is not None:
+                if event.is_set():  # re-subscribed after a reconnect: a release may have been missed
+                    for notify in group.values():
+                        notify()
+                event.set()
+        elif kind == "message":
+            data = msg.get("data")
+            token = data.decode() if isinstance(data, bytes) else str(data)
+            if token == "*":
+                for notify in group.values():
+                    notify()
+            else:
+                one = group.get(token)
+                if one is not None:
+                    one()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._pubsub is not None:
+            with contextlib.suppress(RedisError, OSError):
+                self._pubsub.close()
+        if self._thread is not None:
+            self._thread.join(2.0)
