@@ -1,0 +1,15 @@
+"""``distlock check``: a Jepsen-style safety checker any user can point at a backend.
+
+Layout (one concept per module):
+
+* :mod:`.resource` -- the two shared resources the workers update under the lock: an unfenced set (a file that
+  loses updates when two holders overlap) and a fenced register (an SQLite file that rejects fences lower than
+  the highest it has seen). Neither is protected by anything but the lock under test.
+* :mod:`.broken` -- known-broken locks (the seed documents' wrong examples) that the checker must catch.
+* :mod:`.worker` -- the worker process loop.
+* :mod:`.history` -- pure analysis of the recorded history: overlaps, fences, liveness, verdicts.
+* :mod:`.runner` -- starts workers, injects faults (kill -9, SIGSTOP past the TTL, server restarts), collects.
+* :mod:`.servers` -- servers the checker starts itself (``--spawn``), on loopback only.
+"""
+
+from __future__ import annotations

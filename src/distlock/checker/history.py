@@ -1,0 +1,160 @@
+"""Pure analysis of a check run's history (no I/O): what happened, and which guarantees held.
+
+The verdicts, and why each is or is not a safety violation for a *correct* lease lock:
+
+* **fenced stale writes accepted** (must be 0). The fenced register rejects fences below the highest it has seen;
+  an accepted write whose value changed since the same holder's read means two holders were let through with
+  fences that did not order them. With strictly increasing fences this cannot happen, pauses or not.
+* **fence violations** (must be 0): an acquisition whose fence is not greater than the fence of an acquisition
+  that had completed before it started waiting, or a fence handed out twice (SPEC section 5).
+* **silent overlaps** (must be 0): two holdings overlapped in time and *neither* holder was told it had lost the
+  lock (``lost`` event, ``LockLost`` from ``release``). No lease lock can prevent every overlap (a holder paused
+  past its TTL resumes believing it holds the lock: SAFETY, "the one principle"), but a correct one always tells
+  the paused holder afterwards. Timestamps are taken *inside* the holding (after ``acquire`` returned, before
+  ``release`` is called) on one monotonic clock, so a correct hand-over never looks like an overlap.
+* **unfenced lost updates** are reported, not judged: under the pause fault a correct lock loses them too,
+  because the resumed holder writes before it can learn anything. They are the reason fencing exists. When every
+  overlap involved a holder that was told, they are "explained".
+* **liveness**: after a holder is killed, the lock must become available again within the TTL (plus slack for
+  polling and process start-up): ``allowed = 2 * ttl + 1 s``. A lock without a TTL never recovers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+Op = dict[str, Any]
+Fault = dict[str, Any]
+
+
+def liveness_allowance(ttl: float) -> float:
+    return 2.0 * ttl + 1.0
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float | None]:
+    """p50, p99 and max, in milliseconds, of values in seconds (None when there are none)."""
+    if not values:
+        return {"p50": None, "p99": None, "max": None}
+    s = sorted(values)
+
+    def pick(q: float) -> float:
+        return round(s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))] * 1000.0, 3)
+
+    return {"p50": pick(0.50), "p99": pick(0.99), "max": round(s[-1] * 1000.0, 3)}
+
+
+def overlaps(ops: Sequence[Op]) -> tuple[int, int]:
+    """(overlapping pairs, overlapping pairs where neither holder was told it lost the lock)."""
+    total = silent = 0
+    active: list[Op] = []
+    for op in sorted(ops, key=lambda o: o["t_acq"]):
+        active = [a for a in active if a["t_rel"] > op["t_acq"]]
+        for a in active:
+            total += 1
+            if not a["told"] and not op["told"]:
+                silent += 1
+        active.append(op)
+    return total, silent
+
+
+def fence_violations(ops: Sequence[Op]) -> int:
+    """Acquisitions whose fence was not above every fence granted before they started, or was granted twice."""
+    fenced = sorted((o for o in ops if o["fence"] is not None), key=lambda o: o["t_acq"])
+    acquired_at = [o["t_acq"] for o in fenced]
+    prefix_max: list[int] = []
+    best = -(2**63)
+    for o in fenced:
+        best = max(best, int(o["fence"]))
+        prefix_max.append(best)
+    bad: set[str] = set()
+    for o in fenced:
+        before = bisect.bisect_left(acquired_at, o["t_start"])
+        if before and int(o["fence"]) <= prefix_max[before - 1]:
+            bad.add(o["op"])
+    counts = Counter(int(o["fence"]) for o in fenced)
+    bad.update(o["op"] for o in fenced if counts[int(o["fence"])] > 1)
+    return len(bad)
+
+
+def recovery_gaps(ops: Sequence[Op], faults: Iterable[Fault], kind: str, run_end: float) -> list[float]:
+    """For each landed fault of ``kind``: seconds until someone *else* next acquired (run end if nobody did)."""
+    by_acq = sorted(ops, key=lambda o: o["t_acq"])
+    gaps = []
+    for f in faults:
+        if f["kind"] != kind or not f.get("landed"):
+            continue
+        nxt = next((o["t_acq"] for o in by_acq if o["t_acq"] > f["t"] and o["worker"] != f["worker"]), None)
+        gaps.append((nxt if nxt is not None else run_end) - f["t"])
+    return gaps
+
+
+def analyse(
+    ops: Sequence[Op],
+    faults: Sequence[Fault],
+    final_unfenced: Iterable[str],
+    *,
+    ttl: float,
+    run_end: float,
+    errors: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The report of one run: counts, timings, verdicts. Layout documented in docs/checker.md."""
+    present = set(final_unfenced)
+    lost_updates = sum(1 for o in ops if o["op"] not in present)
+    fenced = Counter(o["fenced"] for o in ops)
+    pairs, silent = overlaps(ops)
+    fence_bad = fence_violations(ops)
+    kill_gaps = recovery_gaps(ops, faults, "kill", run_end)
+    pause_gaps = recovery_gaps(ops, faults, "pause", run_end)
+    allowed = liveness_allowance(ttl)
+    max_kill_gap = max(kill_gaps, default=None)
+    violations: list[str] = []
+    if fenced["stale-accepted"]:
+        violations.append(f"{fenced['stale-accepted']} stale fenced write(s) accepted")
+    if fence_bad:
+        violations.append(f"{fence_bad} fence monotonicity violation(s)")
+    if silent:
+        violations.append(f"{silent} silent overlap(s): two holders at once and neither was told")
+    liveness_failures = []
+    if max_kill_gap is not None and max_kill_gap > allowed:
+        liveness_failures.append(
+            f"lock unavailable for {max_kill_gap:.1f}s after its holder was killed (ttl {ttl:g}s, allowed {allowed:g}s)"
+        )
+    if not ops:
+        violations.append("no acquisition completed: nothing was checked")
+    counts = Counter(f["kind"] for f in faults)
+    landed = Counter(f["kind"] for f in faults if f.get("landed"))
+    return {
+        "acquisitions": len(ops),
+        "told_lost": sum(1 for o in ops if o["told"]),
+        "wait_ms": percentiles([o["t_acq"] - o["t_start"] for o in ops]),
+        "hold_ms": percentiles([o["t_rel"] - o["t_acq"] for o in ops]),
+        "unfenced": {
+            "writes": len(ops),
+            "lost_updates": lost_updates,
+            "explained": lost_updates == 0 or silent == 0,
+        },
+        "fenced": {
+            "accepted": fenced["accepted"],
+            "stale_rejected": fenced["rejected"],
+            "stale_accepted": fenced["stale-accepted"],
+            "unfenced_lock": fenced["n/a"],
+        },
+        "fence_violations": fence_bad,
+        "overlaps": {"total": pairs, "silent": silent},
+        "liveness": {
+            "ttl": ttl,
+            "allowed_s": allowed,
+            "max_unavailable_after_kill_s": None if max_kill_gap is None else round(max_kill_gap, 3),
+            "max_unavailable_after_pause_s": None if not pause_gaps else round(max(pause_gaps), 3),
+        },
+        "faults": {k: {"injected": counts[k], "landed": landed[k]} for k in sorted(counts)},
+        "errors": len(errors),
+        "error_samples": list(errors[:5]),
+        "safety_violations": violations,
+        "liveness_failures": liveness_failures,
+        "ok": not violations and not liveness_failures,
+    }

@@ -1,0 +1,271 @@
+"""Run one check: start the workers, inject faults, collect the history, analyse it.
+
+Faults are injected one at a time, each bounded in time, and only while enough of the run is left to judge
+its outcome:
+
+* ``kill``  -- SIGKILL of a worker that is holding the lock (a crash), then a fresh worker is started in its
+  place. Measures how long the lock stays unavailable (liveness).
+* ``pause`` -- SIGSTOP of a worker while it sleeps inside its critical section, for ``2 * ttl + 0.3 s`` (past
+  its lease), then SIGCONT. The resumed worker finishes its writes blindly: the fenced register must reject
+  them and the lock must tell the worker it lost the lock.
+* ``server-restart`` -- (``--spawn`` only) kill -9 of the spawned server and a restart on the same port.
+
+A fault "lands" when the target was still inside its critical section when the signal arrived (checked from
+the state it publishes in shared memory); faults that miss are retried and not counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import queue
+import secrets
+import signal
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._errors import ConfigError, LockError
+from .broken import BROKEN
+from .history import analyse, liveness_allowance
+from .resource import FencedRegister, UnfencedSet
+from .servers import SpawnedRedis
+from .worker import DONE, HOLD_SLEEP, HOLDING, Spec, run_worker
+
+FAULTS = ("kill", "pause", "server-restart")
+ALGORITHMS = ("distlock", *BROKEN)
+MAX_RESPAWNS = 200
+
+
+@dataclass
+class CheckConfig:
+    url: str | None
+    algorithm: str = "distlock"
+    workers: int = 8
+    seconds: float = 10.0
+    ttl: float = 2.0
+    hold: float = 0.02
+    faults: tuple[str, ...] = ()
+    server: SpawnedRedis | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def validate(cfg: CheckConfig) -> None:
+    if cfg.algorithm not in ALGORITHMS:
+        raise ConfigError(f"unknown --algorithm {cfg.algorithm!r}; choose from {', '.join(ALGORITHMS)}")
+    for f in cfg.faults:
+        if f not in FAULTS:
+            raise ConfigError(f"unknown fault {f!r}; choose from {', '.join(FAULTS)}")
+    if "server-restart" in cfg.faults and cfg.server is None:
+        raise ConfigError("the server-restart fault needs --spawn (the checker only restarts servers it started)")
+    url = cfg.url or ""
+    if cfg.algorithm in BROKEN and BROKEN[cfg.algorithm][1] and not url.startswith(("redis://", "rediss://")):
+        raise ConfigError(f"--algorithm {cfg.algorithm} needs a redis:// URL (or --spawn)")
+    if cfg.algorithm == "distlock" and url.startswith("memory:"):
+        raise ConfigError("memory:// is in-process only; the check runs several processes (use sqlite:// or a server)")
+
+
+def _cleanup(cfg: CheckConfig, name: str, workdir: str) -> None:
+    with contextlib.suppress(Exception):
+        if cfg.algorithm == "distlock":
+            from .._sync.store import connect
+
+            with connect(cfg.url) as store:
+                store.break_lock(name)
+        else:
+            lock = BROKEN[cfg.algorithm][0](cfg.url or "", name, cfg.ttl, Path(workdir))
+            lock.cleanup()
+            lock.close()
+
+
+def run_check(cfg: CheckConfig, progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    validate(cfg)
+    name = f"distlock-check/{secrets.token_hex(6)}"
+    with tempfile.TemporaryDirectory(prefix="distlock-check-") as workdir:
+        unfenced = UnfencedSet(Path(workdir) / "unfenced.txt")
+        unfenced.create()
+        FencedRegister(Path(workdir) / "fenced.db").create()
+        spec = Spec(cfg.url, cfg.algorithm, name, cfg.ttl, cfg.hold, workdir)
+        try:
+            report = _run(cfg, spec, unfenced, progress)
+        finally:
+            _cleanup(cfg, name, workdir)
+    return report
+
+
+def _run(
+    cfg: CheckConfig, spec: Spec, unfenced: UnfencedSet, progress: Callable[[dict[str, Any]], None] | None
+) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    events: Any = ctx.Queue()
+    states: Any = ctx.Array("i", cfg.workers + MAX_RESPAWNS, lock=False)
+    go = ctx.Event()
+    end: Any = ctx.Value("d", 0.0, lock=False)
+    procs: dict[int, Any] = {}
+
+    def spawn(index: int) -> None:
+        p = ctx.Process(target=run_worker, args=(index, spec, events, states, go, end), daemon=True)
+        p.start()
+        procs[index] = p
+
+    ops: list[dict[str, Any]] = []
+    errors: list[str] = []
+    faults: list[dict[str, Any]] = []
+    exited: set[int] = set()
+
+    def drain(wait: float) -> None:
+        try:
+            ev = events.get(timeout=wait) if wait > 0 else events.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            kind = ev["kind"]
+            if kind == "op":
+                ops.append(ev)
+            elif kind == "error":
+                errors.append(f"worker {ev['worker']}: {ev['error']}")
+            elif kind == "exit":
+                exited.add(ev["worker"])
+            elif kind == "ready":
+                ready.add(ev["worker"])
+            try:
+                ev = events.get_nowait()
+            except queue.Empty:
+                return
+
+    ready: set[int] = set()
+    try:
+        for i in range(cfg.workers):
+            spawn(i)
+        deadline = time.monotonic() + 120.0
+        while len(ready) < cfg.workers:
+            drain(0.05)
+            if errors and len(ready) + len(exited) >= cfg.workers:
+                raise ConfigError(f"workers could not start: {errors[0]}")
+            if time.monotonic() > deadline:
+                raise ConfigError(f"workers did not start within 120s: {errors[:1]}")
+        started = time.monotonic()
+        end.value = started + cfg.seconds
+        go.set()
+        _inject(cfg, procs, states, faults, spawn, drain, started, end.value, ops, progress)
+        # let the workers finish: each stops at ``end`` (an acquire gives up there)
+        give_up = time.monotonic() + 30.0 + cfg.ttl
+        while len(exited) < len(procs) and time.monotonic() < give_up:
+            drain(0.05)
+            if all(not p.is_alive() for p in procs.values()):
+                drain(0.2)
+                break
+        run_end = end.value
+    finally:
+        for p in procs.values():
+            if p.is_alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGCONT)
+        for p in procs.values():
+            p.join(5.0)
+            if p.is_alive():
+                p.kill()
+                p.join(5.0)
+        events.close()
+        events.join_thread()
+    final = unfenced.read()
+    report = analyse(ops, faults, final, ttl=cfg.ttl, run_end=run_end, errors=errors)
+    report_head: dict[str, Any] = {
+        "version": 1,
+        "algorithm": cfg.algorithm,
+        "workers": cfg.workers,
+        "seconds": cfg.seconds,
+        "ttl": cfg.ttl,
+        "hold_s": cfg.hold,
+        "faults_requested": list(cfg.faults),
+        "workers_started": len(procs),
+    }
+    return {**report_head, **cfg.extra, **report}
+
+
+def _inject(
+    cfg: CheckConfig,
+    procs: dict[int, Any],
+    states: Any,
+    faults: list[dict[str, Any]],
+    spawn: Callable[[int], None],
+    drain: Callable[[float], None],
+    started: float,
+    end: float,
+    ops: list[dict[str, Any]],
+    progress: Callable[[dict[str, Any]], None] | None,
+) -> None:
+    kinds = list(cfg.faults)
+    turn = 0
+    pause_for = 2.0 * cfg.ttl + 0.3
+    # leave room after each fault to judge its outcome
+    room = {"kill": liveness_allowance(cfg.ttl) + 0.5, "pause": pause_for + 0.5, "server-restart": cfg.ttl + 1.0}
+    next_at = started + min(0.3, cfg.seconds / 10)
+    paused: tuple[int, float] | None = None
+    last_progress = 0.0
+    while True:
+        now = time.monotonic()
+        if now >= end and paused is None:
+            return
+        drain(0.002)
+        now = time.monotonic()
+        if progress is not None and now - last_progress > 0.25:
+            last_progress = now
+            progress({"elapsed": now - started, "acquisitions": len(ops), "faults": len(faults)})
+        if paused is not None:
+            index, resume_at = paused
+            if now >= resume_at:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(procs[index].pid, signal.SIGCONT)
+                paused = None
+                next_at = now + 0.3
+            continue
+        if not kinds or now < next_at:
+            continue
+        kind = kinds[turn % len(kinds)]
+        if now + room[kind] > end:
+            continue
+        if kind == "server-restart":
+            assert cfg.server is not None
+            cfg.server.kill()
+            t = time.monotonic()
+            time.sleep(0.3)
+            cfg.server.start()
+            faults.append({"kind": kind, "t": t, "worker": -1, "landed": True})
+            turn += 1
+            next_at = time.monotonic() + cfg.ttl + 0.5
+            continue
+        wanted = (HOLD_SLEEP,) if kind == "pause" else (HOLDING, HOLD_SLEEP)
+        target = next((i for i, p in procs.items() if states[i] in wanted and p.is_alive()), None)
+        if target is None:
+            continue
+        proc = procs[target]
+        if kind == "kill":
+            if len(procs) >= cfg.workers + MAX_RESPAWNS:
+                continue
+            t = time.monotonic()
+            proc.kill()
+            proc.join(10)
+            landed = states[target] in wanted  # a dead process cannot change its state any more
+            states[target] = DONE
+            faults.append({"kind": "kill", "t": t, "worker": target, "landed": landed})
+            spawn(max(procs) + 1)
+            if landed:
+                turn += 1
+                next_at = time.monotonic() + cfg.ttl + 0.5
+        else:
+            t = time.monotonic()
+            os.kill(proc.pid, signal.SIGSTOP)
+            if states[target] == HOLD_SLEEP:
+                faults.append({"kind": "pause", "t": t, "worker": target, "landed": True, "seconds": pause_for})
+                paused = (target, t + pause_for)
+                turn += 1
+            else:
+                os.kill(proc.pid, signal.SIGCONT)  # missed the critical section; try again
+
+
+__all__ = ["ALGORITHMS", "FAULTS", "CheckConfig", "LockError", "run_check"]

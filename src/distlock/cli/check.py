@@ -1,0 +1,172 @@
+"""``distlock check``: the safety checker (docs/checker.md).
+
+Exit codes: 0 every check passed; 1 a safety violation or a liveness failure (the table says which);
+2 bad usage or URL; 69 backend unreachable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .._url import default_url, redact
+from ..checker.runner import ALGORITHMS, FAULTS, CheckConfig, run_check
+from ..checker.servers import SpawnedRedis
+from . import one_line_errors
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def _verdict(ok: bool, good: str = "ok") -> str:
+    return f"[green]{good}[/]" if ok else "[bold red]VIOLATION[/]"
+
+
+def render(report: dict[str, Any]) -> Table:
+    """The closing table: one row per measurement, with a verdict column."""
+    lv = report["liveness"]
+    fenced = report["fenced"]
+    unf = report["unfenced"]
+    table = Table(title=f"distlock check: {report['algorithm']} on {report['url']}", title_justify="left")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_column("verdict")
+    table.add_row("acquisitions", str(report["acquisitions"]), "")
+    table.add_row("wait ms p50 / p99 / max", " / ".join(_ms(report["wait_ms"][k]) for k in ("p50", "p99", "max")), "")
+    table.add_row("hold ms p50 / p99 / max", " / ".join(_ms(report["hold_ms"][k]) for k in ("p50", "p99", "max")), "")
+    faults = ", ".join(f"{k} {v['landed']}" for k, v in report["faults"].items()) or "none"
+    table.add_row("faults landed", faults, "")
+    table.add_row("holders told they lost the lock", str(report["told_lost"]), "")
+    table.add_row(
+        "unfenced lost updates",
+        f"{unf['lost_updates']} of {unf['writes']}",
+        "[yellow]expected under pause (not a violation)[/]"
+        if unf["lost_updates"] and unf["explained"]
+        else ("[green]none[/]" if not unf["lost_updates"] else "[bold red]unexplained[/]"),
+    )
+    if fenced["unfenced_lock"]:
+        table.add_row("fenced writes", "n/a: the lock gives no fences", "")
+    else:
+        table.add_row("fenced writes accepted", str(fenced["accepted"]), "")
+        table.add_row("fenced stale writes rejected", str(fenced["stale_rejected"]), "")
+        table.add_row(
+            "fenced stale writes accepted", str(fenced["stale_accepted"]), _verdict(fenced["stale_accepted"] == 0)
+        )
+    table.add_row(
+        "fence monotonicity violations", str(report["fence_violations"]), _verdict(report["fence_violations"] == 0)
+    )
+    table.add_row(
+        "silent overlaps (neither holder told)",
+        f"{report['overlaps']['silent']} of {report['overlaps']['total']} overlaps",
+        _verdict(report["overlaps"]["silent"] == 0),
+    )
+    kill_gap = lv["max_unavailable_after_kill_s"]
+    table.add_row(
+        "unavailable after a holder was killed",
+        "-" if kill_gap is None else f"{kill_gap:.2f}s (ttl {lv['ttl']:g}s, allowed {lv['allowed_s']:g}s)",
+        ""
+        if kill_gap is None
+        else ("[green]ok[/]" if kill_gap <= lv["allowed_s"] else "[bold red]LIVENESS FAILURE[/]"),
+    )
+    pause_gap = lv["max_unavailable_after_pause_s"]
+    table.add_row("unavailable after a holder was paused", "-" if pause_gap is None else f"{pause_gap:.2f}s", "")
+    if report["errors"]:
+        table.add_row("worker errors", str(report["errors"]), report["error_samples"][0][:80])
+    return table
+
+
+@click.command()
+@click.option("--url", "check_url", default=None, help="Store URL to check (default: the global --url, else SQLite).")
+@click.option("--workers", type=click.IntRange(2, 64), default=8, show_default=True, help="Worker processes.")
+@click.option("--seconds", type=click.FloatRange(1, 3600), default=10.0, show_default=True, help="Run length.")
+@click.option("--ttl", type=click.FloatRange(0.2, 600), default=2.0, show_default=True, help="Lease of the lock.")
+@click.option(
+    "--hold",
+    type=click.FloatRange(0.0, 10),
+    default=0.02,
+    show_default=True,
+    help="Max sleep in the critical section (s).",
+)
+@click.option("--faults", default="", help=f"Comma-separated faults: {', '.join(FAULTS)}.")
+@click.option(
+    "--algorithm",
+    type=click.Choice(ALGORITHMS),
+    default="distlock",
+    show_default=True,
+    help="distlock's lock, or a known-broken baseline the checker must catch.",
+)
+@click.option("--spawn", is_flag=True, help="Start a local redis-server for the run (implies its redis:// URL).")
+@click.option(
+    "--json",
+    "json_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the report as JSON ('-' for stdout).",
+)
+@click.pass_obj
+def check(
+    obj: dict[str, Any],
+    check_url: str | None,
+    workers: int,
+    seconds: float,
+    ttl: float,
+    hold: float,
+    faults: str,
+    algorithm: str,
+    spawn: bool,
+    json_file: Path | None,
+) -> None:
+    """Torture a lock with N processes and faults; check fencing, exclusion and liveness. Exit 1 on a violation."""
+    fault_list = tuple(f.strip() for f in faults.split(",") if f.strip())
+    console = Console(stderr=json_file is not None and str(json_file) == "-")
+    with one_line_errors(obj["debug"]), contextlib.ExitStack() as stack:
+        server = stack.enter_context(SpawnedRedis()) if spawn else None
+        url = server.url if server is not None else (check_url or obj["url"])
+        shown = redact(url or default_url())
+        cfg = CheckConfig(
+            url=url,
+            algorithm=algorithm,
+            workers=workers,
+            seconds=seconds,
+            ttl=ttl,
+            hold=hold,
+            faults=fault_list,
+            server=server,
+            extra={"url": shown},
+        )
+        console.print(
+            f"[bold]distlock check[/]: {algorithm} on {shown}, {workers} workers, {seconds:g}s, ttl {ttl:g}s, "
+            f"faults: {', '.join(fault_list) or 'none'}"
+        )
+        with console.status("running") as status:
+            report = run_check(
+                cfg,
+                lambda p: status.update(
+                    f"running {p['elapsed']:.1f}s: {p['acquisitions']} acquisitions, {p['faults']} faults"
+                ),
+            )
+        console.print(render(report))
+        for v in report["safety_violations"]:
+            console.print(f"[bold red]safety violation:[/] {v}")
+        for v in report["liveness_failures"]:
+            console.print(f"[bold red]liveness failure:[/] {v}")
+        if report["ok"]:
+            console.print("[green]all checks passed[/]")
+        if json_file is not None:
+            text = json.dumps(report, indent=2, sort_keys=True)
+            if str(json_file) == "-":
+                click.echo(text)
+            else:
+                json_file.write_text(text + "\n")
+        if not report["ok"]:
+            raise SystemExit(1)
+
+
+command = check

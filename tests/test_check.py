@@ -1,0 +1,173 @@
+"""``distlock check``: correct backends pass under kill -9 and SIGSTOP faults; every broken baseline is caught.
+
+The runs are real (worker processes, real signals, a real redis-server) and short: a few seconds each with four
+workers and a 1 s TTL. The pure analysis is unit-tested at the end on hand-made histories.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distlock.checker.history import analyse, fence_violations, overlaps
+from tests.servers.redis import redis_binary, redis_server
+
+ROOT = Path(__file__).resolve().parent.parent
+HAVE_REDIS_BACKEND = (ROOT / "src/distlock/_async/backends/redis.py").exists()
+needs_redis_server = pytest.mark.skipif(redis_binary() is None, reason="redis-server is not installed")
+
+
+def check(tmp_path: Path, *args: str, url: str | None = None) -> tuple[int, dict[str, Any], str]:
+    out = tmp_path / "report.json"
+    pre = ["--url", url] if url else []
+    r = subprocess.run(
+        [sys.executable, "-m", "distlock", *pre, "check", "--workers", "4", "--ttl", "1", "--json", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    report = json.loads(out.read_text()) if out.exists() else {}
+    return r.returncode, report, r.stdout + r.stderr
+
+
+def assert_correct_under_faults(code: int, report: dict[str, Any], output: str) -> None:
+    assert code == 0, output
+    assert report["ok"] is True
+    assert report["faults"]["kill"]["landed"] >= 1 and report["faults"]["pause"]["landed"] >= 1, report["faults"]
+    assert report["fenced"]["stale_accepted"] == 0
+    assert report["fence_violations"] == 0
+    assert report["overlaps"]["silent"] == 0
+    # the paused holder resumed and wrote: the fenced register turned it away, and the lock told it
+    assert report["fenced"]["stale_rejected"] >= 1
+    assert report["told_lost"] >= 1
+    assert report["liveness"]["max_unavailable_after_kill_s"] <= report["liveness"]["allowed_s"]
+    assert report["acquisitions"] > 20
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    if redis_binary() is None:
+        pytest.skip("redis-server is not installed")
+    with redis_server() as srv:
+        yield srv.url
+
+
+def test_sqlite_passes_under_kill_and_pause(tmp_path: Path) -> None:
+    code, report, output = check(
+        tmp_path, "--seconds", "7", "--faults", "kill,pause", url=f"sqlite:///{tmp_path}/locks.db"
+    )
+    assert_correct_under_faults(code, report, output)
+    assert report["algorithm"] == "distlock" and report["url"].startswith("sqlite:")
+
+
+@pytest.mark.skipif(not HAVE_REDIS_BACKEND, reason="the redis backend has not landed yet")
+def test_redis_passes_under_kill_and_pause(tmp_path: Path, redis_url: str) -> None:
+    code, report, output = check(tmp_path, "--seconds", "7", "--faults", "kill,pause", url=redis_url)
+    assert_correct_under_faults(code, report, output)
+
+
+@needs_redis_server
+@pytest.mark.skipif(not HAVE_REDIS_BACKEND, reason="the redis backend has not landed yet")
+def test_redis_passes_a_server_restart_with_spawn(tmp_path: Path) -> None:
+    code, report, output = check(tmp_path, "--seconds", "5", "--spawn", "--faults", "server-restart")
+    assert code == 0, output
+    assert report["faults"]["server-restart"]["landed"] >= 1
+    assert report["fence_violations"] == 0 and report["fenced"]["stale_accepted"] == 0
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "fault"),
+    [("setnx-expire", "pause"), ("getset", "pause"), ("del-no-owner", "pause"), ("no-ttl", "kill")],
+)
+def test_broken_redis_baselines_are_caught(tmp_path: Path, redis_url: str, algorithm: str, fault: str) -> None:
+    code, report, output = check(tmp_path, "--seconds", "5", "--algorithm", algorithm, "--faults", fault, url=redis_url)
+    assert code == 1, output
+    assert report["ok"] is False
+    assert report["faults"][fault]["landed"] >= 1
+    if fault == "pause":
+        # the paused holder resumed beside its successor and nobody told it
+        assert report["overlaps"]["silent"] >= 1 and report["safety_violations"], report
+        # ...yet its fences came from INCR, so the fenced register still kept the data right
+        assert report["fenced"]["stale_accepted"] == 0
+    else:
+        assert report["liveness_failures"] and not report["safety_violations"], report
+        assert report["liveness"]["max_unavailable_after_kill_s"] > report["liveness"]["allowed_s"]
+
+
+def test_broken_lockfile_baseline_is_caught_without_a_server(tmp_path: Path) -> None:
+    code, report, output = check(tmp_path, "--seconds", "5", "--algorithm", "lockfile", "--faults", "pause")
+    assert code == 1, output
+    assert report["overlaps"]["silent"] >= 1
+    assert "silent overlap" in output
+
+
+@needs_redis_server
+def test_spawn_starts_its_own_redis(tmp_path: Path) -> None:
+    code, report, output = check(tmp_path, "--seconds", "2", "--spawn", "--algorithm", "del-no-owner")
+    # no faults: the broken lock behaves in the common case, which is why faults are needed to catch it
+    assert code == 0, output
+    assert report["url"].startswith("redis://127.0.0.1:") and report["acquisitions"] > 10
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--algorithm", "getset"], "needs a redis:// URL"),
+        (["--faults", "meteor"], "unknown fault"),
+        (["--faults", "server-restart"], "needs --spawn"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    code, _, output = check(tmp_path, "--seconds", "1", *args, url=f"sqlite:///{tmp_path}/l.db")
+    assert code == 2 and message in output, output
+
+
+def test_memory_url_is_refused(tmp_path: Path) -> None:
+    code, _, output = check(tmp_path, "--seconds", "1", url="memory://")
+    assert code == 2 and "in-process only" in output
+
+
+# -- the analysis on hand-made histories --------------------------------------------------------------------
+def op(
+    i: int, t_start: float, t_acq: float, t_rel: float, fence: int | None, told: bool = False, **kw: Any
+) -> dict[str, Any]:
+    return {"op": f"w.{i}", "worker": i, "fence": fence, "t_start": t_start, "t_acq": t_acq, "t_rel": t_rel,
+            "told": told, "fenced": kw.get("fenced", "accepted")}  # fmt: skip
+
+
+def test_overlaps_are_silent_only_when_nobody_was_told() -> None:
+    handover = [op(0, 0, 1, 2, 1), op(1, 0.5, 2.01, 3, 2)]
+    assert overlaps(handover) == (0, 0)
+    paused_and_told = [op(0, 0, 1, 5, 1, told=True), op(1, 0.5, 2, 3, 2)]
+    assert overlaps(paused_and_told) == (1, 0)
+    nobody_told = [op(0, 0, 1, 5, 1), op(1, 0.5, 2, 3, 2), op(2, 0.5, 3.5, 4, 3)]
+    assert overlaps(nobody_told) == (2, 2)
+
+
+def test_fence_violations_find_reuse_and_regressions() -> None:
+    assert fence_violations([op(0, 0, 1, 2, 5), op(1, 1.5, 2.5, 3, 6)]) == 0
+    assert fence_violations([op(0, 0, 1, 2, 5), op(1, 1.5, 2.5, 3, 4)]) == 1  # went backwards
+    assert fence_violations([op(0, 0, 1, 2, 5), op(1, 0.5, 2.5, 3, 5)]) == 2  # handed out twice
+    # concurrent waiters may be granted in either order: started before the other was granted
+    assert fence_violations([op(0, 0, 1, 2, 6), op(1, 0.5, 2.5, 3, 5)]) == 0
+
+
+def test_analyse_verdicts_and_liveness() -> None:
+    ops = [op(0, 0, 1, 2, 1), op(1, 0, 2.5, 3, 2, fenced="stale-accepted")]
+    faults = [{"kind": "kill", "t": 3.5, "worker": 7, "landed": True}]
+    report = analyse(ops, faults, ["w.0"], ttl=1.0, run_end=10.0)
+    assert report["unfenced"]["lost_updates"] == 1
+    assert report["fenced"]["stale_accepted"] == 1
+    assert any("stale fenced" in v for v in report["safety_violations"])
+    assert report["liveness"]["max_unavailable_after_kill_s"] == 6.5
+    assert report["liveness_failures"] and report["ok"] is False
+    clean = analyse([op(0, 0, 1, 2, 1)], [], ["w.0"], ttl=1.0, run_end=3.0)
+    assert clean["ok"] is True and clean["unfenced"]["lost_updates"] == 0
+    assert analyse([], [], [], ttl=1.0, run_end=1.0)["ok"] is False
