@@ -1,0 +1,233 @@
+"""etcd key layout and the grant rule, with no I/O (the backend is ``_async/backends/etcd.py``).
+
+Layout (the one of etcd's Go ``concurrency.Mutex``, so ``etcdctl lock NAME`` interoperates):
+
+* a contender of lock ``NAME`` is the key ``NAME/<lease id in lowercase hex>`` with an empty value,
+  attached to that contender's own lease; its *create revision* orders the queue and is the fence.
+* read-write locks follow etcd's ``recipes.RWMutex`` idea with a marker segment:
+  ``NAME/read/<hex>`` and ``NAME/write/<hex>``; semaphores use ``NAME/sem/<hex>``.
+* who the contender is (owner id, semaphore permits) lives next to it in ``\\x00distlock/owner/<hex>``
+  (keyed by the lease the lock key is attached to, same lease, written in the same transaction), so the
+  lock key itself stays exactly what Go's client writes. The leading NUL byte keeps these records out of
+  every lock's prefix range (lock names cannot contain NUL).
+
+Grant rule, FIFO by create revision (``ahead`` = contenders of the name with a smaller revision):
+
+* lock / write: nobody ahead; wait for the delete of the last one ahead (the predecessor only).
+* read: no lock/write/semaphore contender ahead; wait for the last such one.
+* semaphore with ``permits`` N: fewer than N ahead; wait for the delete of any of those ahead.
+
+Keys under ``NAME/`` that do not parse as one of the shapes above (for example ``NAME/x/<hex>`` of the
+lock ``NAME/x``) are someone else's and ignored.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .types import Mode
+
+OWNER_PREFIX = b"\x00distlock/owner/"
+MARKERS: dict[Mode, bytes] = {
+    Mode.EXCLUSIVE: b"",
+    Mode.READ: b"read/",
+    Mode.WRITE: b"write/",
+    Mode.SEMAPHORE: b"sem/",
+}
+_HEX = re.compile(rb"[0-9a-f]{1,16}")
+_TAIL = re.compile(rb"^(?P<base>.+)/(?:(?P<marker>read|write|sem)/)?(?P<hex>[0-9a-f]{1,16})$", re.S)
+KIND_OF_MODE = {Mode.EXCLUSIVE: "lock", Mode.READ: "rwlock", Mode.WRITE: "rwlock", Mode.SEMAPHORE: "semaphore"}
+
+
+# -- encoding ------------------------------------------------------------------------------------------
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def unb64(text: object) -> bytes:
+    return base64.b64decode(str(text)) if text else b""
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The smallest key greater than every key starting with ``prefix`` (etcd's ``GetPrefixRangeEnd``)."""
+    end = bytearray(prefix)
+    for i in range(len(end) - 1, -1, -1):
+        if end[i] < 0xFF:
+            end[i] += 1
+            return bytes(end[: i + 1])
+    return b"\x00"  # all 0xff: to the end of the keyspace
+
+
+def lock_prefix(name: str) -> bytes:
+    return name.encode("utf-8") + b"/"
+
+
+def lock_key(name: str, mode: Mode, lease: int) -> bytes:
+    return lock_prefix(name) + MARKERS[mode] + format(lease, "x").encode("ascii")
+
+
+def owner_key(lease: int) -> bytes:
+    return OWNER_PREFIX + format(lease, "x").encode("ascii")
+
+
+def owner_value(owner: str, mode: Mode, permits: int) -> bytes:
+    return json.dumps({"owner": owner, "mode": mode.value, "permits": permits}, separators=(",", ":")).encode()
+
+
+def parse_owner(raw: bytes) -> tuple[str | None, int | None]:
+    try:
+        data = json.loads(raw)
+        return str(data["owner"]), int(data["permits"])
+    except (ValueError, KeyError, TypeError):
+        return None, None
+
+
+# -- contenders ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Contender:
+    key: bytes
+    mode: Mode
+    rev: int  # create revision: queue order and fence
+    lease: int
+
+
+def mode_of(prefix: bytes, key: bytes) -> Mode | None:
+    """The mode of ``key`` if it is a contender of the lock whose prefix is ``prefix``, else None."""
+    if not key.startswith(prefix):
+        return None
+    rest = key[len(prefix) :]
+    for mode, marker in MARKERS.items():
+        if marker and rest.startswith(marker) and _HEX.fullmatch(rest[len(marker) :]):
+            return mode
+    return Mode.EXCLUSIVE if _HEX.fullmatch(rest) else None
+
+
+def contenders(prefix: bytes, kvs: Iterable[dict[str, Any]]) -> list[Contender]:
+    """Parse a range response's ``kvs`` (JSON gateway form) into the name's contenders, oldest first."""
+    out = []
+    for kv in kvs:
+        key = unb64(kv.get("key"))
+        mode = mode_of(prefix, key)
+        if mode is not None:
+            out.append(Contender(key, mode, int(kv.get("create_revision") or 0), int(kv.get("lease") or 0)))
+    out.sort(key=lambda c: c.rev)
+    return out
+
+
+def split_key(key: bytes) -> tuple[str, Mode] | None:
+    """``NAME/[marker/]<hex>`` -> (NAME, mode), for :meth:`list` over arbitrary prefixes.
+
+    A lock whose own name ends in ``/read``, ``/write`` or ``/sem`` is ambiguous here and reported as
+    the parent's read-write lock or semaphore (``inspect(name)`` is exact).
+    """
+    if key.startswith(b"\x00"):
+        return None
+    m = _TAIL.match(key)
+    if m is None:
+        return None
+    marker = m.group("marker")
+    mode = {b"read": Mode.READ, b"write": Mode.WRITE, b"sem": Mode.SEMAPHORE}.get(marker or b"", Mode.EXCLUSIVE)
+    try:
+        return m.group("base").decode("utf-8"), mode
+    except UnicodeDecodeError:
+        return None
+
+
+@dataclass(frozen=True)
+class Decision:
+    acquired: bool
+    watch: tuple[bytes, ...] = ()  # keys whose delete may let us in (empty when acquired)
+
+
+def decide(queue: Sequence[Contender], my_rev: int, mode: Mode, permits: int) -> Decision:
+    """The grant rule of the module docstring for the contender with create revision ``my_rev``."""
+    ahead = [c for c in queue if c.rev < my_rev]
+    if mode is Mode.SEMAPHORE:
+        if len(ahead) < permits:
+            return Decision(True)
+        return Decision(False, tuple(c.key for c in ahead))
+    if mode is Mode.READ:
+        ahead = [c for c in ahead if c.mode is not Mode.READ]
+    if not ahead:
+        return Decision(True)
+    return Decision(False, (ahead[-1].key,))
+
+
+def holders(queue: Sequence[Contender], permits: int | None) -> list[Contender]:
+    """Who holds the name now, for :meth:`inspect` (``permits`` of a semaphore if known)."""
+    if not queue:
+        return []
+    first = queue[0]
+    if first.mode is Mode.SEMAPHORE:
+        return list(queue[: max(1, permits or 1)])
+    if first.mode is Mode.READ:
+        out = []
+        for c in queue:
+            if c.mode is not Mode.READ:
+                break
+            out.append(c)
+        return out
+    return [first]
+
+
+def kind_of(queue: Sequence[Contender]) -> str:
+    modes = {c.mode for c in queue}
+    if modes & {Mode.READ, Mode.WRITE}:
+        return "rwlock"
+    if Mode.SEMAPHORE in modes:
+        return "semaphore"
+    return "lock"
+
+
+# -- JSON gateway request bodies -----------------------------------------------------------------------
+def range_op(
+    key: bytes, end: bytes | None = None, *, keys_only: bool = True, by_create: bool = False
+) -> dict[str, object]:
+    op: dict[str, object] = {"key": b64(key)}
+    if end is not None:
+        op["range_end"] = b64(end)
+    if keys_only:
+        op["keys_only"] = True
+    if by_create:
+        op["sort_order"] = "ASCEND"
+        op["sort_target"] = "CREATE"
+    return op
+
+
+def prefix_range(prefix: bytes) -> dict[str, object]:
+    return range_op(prefix, prefix_end(prefix), by_create=True)
+
+
+def create_is(key: bytes, rev: int) -> dict[str, object]:
+    """The compare ``CreateRevision(key) == rev`` (``rev=0``: the key does not exist)."""
+    return {"key": b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": str(rev)}
+
+
+def put_op(key: bytes, value: bytes, lease: int) -> dict[str, object]:
+    return {"request_put": {"key": b64(key), "value": b64(value), "lease": str(lease)}}
+
+
+def delete_op(key: bytes) -> dict[str, object]:
+    return {"request_delete_range": {"key": b64(key)}}
+
+
+def kvs_of(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``kvs`` of a ``response_range`` inside a txn response, or of a plain range response."""
+    inner = response.get("response_range", response)
+    assert isinstance(inner, dict)
+    kvs = inner.get("kvs") or []
+    assert isinstance(kvs, list)
+    return kvs
+
+
+def lease_ttl_seconds(ttl: float, minimum: int = 1) -> int:
+    """A claim's TTL as the whole seconds etcd leases take: rounded up, never shorter than asked."""
+    whole = int(ttl)
+    if whole < ttl:
+        whole += 1
+    return max(minimum, whole)

@@ -1,0 +1,629 @@
+# GENERATED from src/distlock/_async/backends/etcd.py by scripts/gen_sync.py: edit that file, not this one.
+"""etcd v3 backend (``etcd://h1:2379,h2:2379``, ``etcds://`` for TLS): the layout of etcd's Go Mutex.
+
+Wire layout and grant rule: :mod:`distlock._core.etcd_keys`. In short, a contender is the key
+``NAME/<lease hex>`` (empty value) attached to its own lease; the smallest create revision holds; a waiter
+watches only the key just ahead of it; the fence is the create revision of the holder's key. So an
+``etcdctl lock NAME`` or a Go ``concurrency.Mutex`` on the same name and a distlock lock exclude each other.
+
+Driver: the etcd v3 JSON gateway (grpc-gateway, served by every etcd on its client port) over httpx, the
+async or the sync client (``_etcd_async`` / ``_etcd_sync``). python-etcd3 is unmaintained and breaks with
+current protobuf; the gateway needs no generated code and speaks the same API as gRPC.
+
+Leases (SAFETY F14): every claim gets a lease of its own, so two lock objects of one process never share
+one. Leases are pooled: a released claim's lease goes back to a small pool and the next claim with the same
+TTL reuses it if enough of it is left, which saves the grant and revoke writes of the uncontended path.
+The store's renewer keeps all held leases alive with one keepalive stream request per tick (a batch of
+lease ids), plus one read-only txn that checks the keys are still there (an admin ``etcdctl del`` is seen).
+A waiter keeps its own queue entry's lease alive while it waits.
+
+Failure handling: every request has a bounded time; a refused connection or an unavailable member moves to
+the next endpoint of the URL; past the op timeout the call raises ``BackendError``. A timed-out, cancelled or
+failed acquire revokes its lease, which deletes its key even if the create's reply was lost (F10). After
+every wake-up the waiter re-reads the queue and requires its own key to still be there (etcd#11456, F6);
+if its lease was revoked from outside meanwhile, it queues again at the back with a fresh lease.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from ... import _etcd_sync as etcdio
+from ... import _rt_sync as rt
+from ..._core import etcd_keys as keys
+from ..._core.timing import monotonic
+from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
+from ..._errors import BackendError, ConfigError, NotHeld, UnsupportedFeature
+from ..._url import StoreConfig, scrub
+from ..backend import SyncAttempt, SyncBackend
+
+if TYPE_CHECKING:
+    from ..locks import Lock
+
+#: gRPC codes the gateway reports for a member that cannot serve now (no leader, leader changed, timeout)
+_RETRY_CODES = {4, 8, 14}
+_NOT_FOUND = 5
+#: free leases kept per TTL for reuse
+_POOL_SIZE = 8
+
+
+@dataclass
+class _Lease:
+    id: int
+    ttl: int  # what the server granted (it raises tiny TTLs to its minimum)
+    confirmed: float  # monotonic time the last grant/keepalive was *sent*: the lease runs at least until + ttl
+
+    def left(self, now: float) -> float:
+        return self.confirmed + self.ttl - now
+
+
+@dataclass
+class _Entry:
+    """One claim's key in the queue (waiting or holding)."""
+
+    name: str
+    key: bytes
+    rev: int
+    lease: _Lease
+    owner_value: bytes
+    token: str = ""
+
+
+@dataclass(frozen=True)
+class EtcdGuard:
+    """The condition "this holding is still the one that holds the lock", for your own etcd transactions.
+
+    ``compare()`` is the JSON gateway form (``{"compare": [guard.compare()], "success": [...]}`` on
+    ``/v3/kv/txn``); ``etcdctl()`` the ``etcdctl txn`` form; with a gRPC client use
+    ``CreateRevision(key) == create_revision``. The write happens only while the lock key still exists
+    with this create revision, i.e. while this holding has not been released, lost or broken.
+    """
+
+    key: bytes
+    create_revision: int
+
+    def compare(self) -> dict[str, object]:
+        return keys.create_is(self.key, self.create_revision)
+
+    def etcdctl(self) -> str:
+        return f'c("{self.key.decode("utf-8", "backslashreplace")}") = "{self.create_revision}"'
+
+
+def guard(lock: Lock) -> EtcdGuard:
+    """The :class:`EtcdGuard` of the calling owner's current holding of ``lock`` (an etcd store's lock)."""
+    backend = lock._store._backend
+    if not isinstance(backend, Backend):
+        raise UnsupportedFeature("guard() needs a lock of an etcd store", name=lock.name, backend=backend.scheme)
+    fence = lock.fence
+    if fence is None:
+        raise NotHeld("guard() of a lock this owner does not hold", name=lock.name, backend=backend.scheme)
+    return backend._guard_for(lock.name, fence)
+
+
+class _Gateway:
+    """Requests to the JSON gateway with failover across endpoints, bounded time and token auth."""
+
+    def __init__(
+        self,
+        scheme: str,
+        bases: list[str],
+        client: Any,
+        op_timeout: float,
+        connect_timeout: float,
+        username: str | None,
+        password: str | None,
+    ) -> None:
+        self.scheme = scheme
+        self.bases = bases
+        self.client = client
+        self.op_timeout = op_timeout
+        self.connect_timeout = connect_timeout
+        self._username = username
+        self._password = password
+        self._token: str | None = None
+        self._current = 0
+
+    @property
+    def base(self) -> str:
+        return self.bases[self._current % len(self.bases)]
+
+    def _rotate(self, failed: str) -> None:
+        if self.base == failed:
+            self._current = (self._current + 1) % len(self.bases)
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": self._token} if self._token else {}
+
+    def _error(self, message: str) -> BackendError:
+        return BackendError(f"etcd: {scrub(message, self._password, self._token)}", backend=self.scheme)
+
+    def authenticate(self) -> None:
+        if self._username is None:
+            return
+        body = {"name": self._username, "password": self._password or ""}
+        self._token = None
+        data = self.call("/v3/auth/authenticate", body, reauth=False)
+        token = data.get("token")
+        if not isinstance(token, str) or not token:
+            raise self._error("authentication returned no token")
+        self._token = token
+
+    def call(
+        self, path: str, body: dict[str, Any] | str, *, ok_codes: tuple[int, ...] = (), reauth: bool = True
+    ) -> dict[str, Any]:
+        """POST ``body`` to ``path``; the decoded answer. Errors with a code in ``ok_codes`` are returned."""
+        deadline = monotonic() + self.op_timeout
+        tries = 0
+        last = "no endpoint answered"
+        cause: BaseException | None = None
+        while True:
+            base = self.base
+            left = max(0.05, deadline - monotonic())
+            per_try = httpx.Timeout(min(left, max(1.0, self.op_timeout / 2)), connect=min(left, self.connect_timeout))
+            try:
+                if isinstance(body, str):
+                    resp = self.client.post(base + path, content=body, headers=self._headers(), timeout=per_try)
+                else:
+                    resp = self.client.post(base + path, json=body, headers=self._headers(), timeout=per_try)
+            except httpx.TransportError as exc:
+                last, cause = f"{type(exc).__name__} from {base}", exc
+                self._rotate(base)
+            else:
+                data = _decode(resp.text)
+                if resp.status_code == 200 and "error" not in data:
+                    return data
+                code = int(data.get("code") or 0)
+                message = str(data.get("error") or data.get("message") or f"HTTP {resp.status_code}")
+                if code in ok_codes:
+                    return data
+                if reauth and self._username is not None and ("auth token" in message or code == 16):
+                    reauth = False
+                    self.authenticate()
+                    continue
+                if code not in _RETRY_CODES and resp.status_code < 500:
+                    if "authentication failed" in message:
+                        raise self._error("authentication failed (wrong user name or password)")
+                    raise self._error(message)
+                last, cause = message, None
+                self._rotate(base)
+            tries += 1
+            if monotonic() >= deadline:
+                raise self._error(f"no answer within {self.op_timeout}s ({last})") from cause
+            if tries % len(self.bases) == 0:
+                rt.sleep(min(0.2, 0.02 * tries))
+
+    def keepalive(self, ids: Sequence[int]) -> dict[int, int]:
+        """One request for many leases (the gateway streams one answer per id): id -> TTL (0: gone)."""
+        if not ids:
+            return {}
+        body = "\n".join(json.dumps({"ID": str(i)}) for i in ids)
+        data = self.call("/v3/lease/keepalive", body)
+        out: dict[int, int] = {}
+        for msg in data.get("_messages", [data]):
+            result = msg.get("result", msg)
+            if "ID" in result:
+                out[int(result["ID"])] = int(result.get("TTL") or 0)
+        return out
+
+    def revoke(self, lease: int) -> None:
+        """Revoke a lease (deleting its keys); an unknown lease is fine. Best effort: errors are swallowed."""
+        try:
+            self.call("/v3/lease/revoke", {"ID": str(lease)}, ok_codes=(_NOT_FOUND,))
+        except BackendError:
+            pass  # it expires by its TTL
+
+    def watch_delete(
+        self, key: bytes, end: bytes | None, since: int, targets: set[bytes], timeout: float
+    ) -> None:
+        """Return when one of ``targets`` (keys in [key, end)) is deleted at or after revision ``since``,
+        after ``timeout`` seconds, or at once on a stream error (the caller re-checks in every case)."""
+        create: dict[str, object] = {"key": keys.b64(key), "start_revision": str(since), "filters": ["NOPUT"]}
+        if end is not None:
+            create["range_end"] = keys.b64(end)
+        deadline = monotonic() + timeout
+        base = self.base
+        try:
+            with self.client.stream(
+                "POST",
+                base + "/v3/watch",
+                json={"create_request": create},
+                headers=self._headers(),
+                timeout=httpx.Timeout(max(0.01, timeout), connect=min(timeout + 0.01, self.connect_timeout)),
+            ) as resp:
+                if resp.status_code != 200:
+                    self._rotate(base)
+                    rt.sleep(0.05)
+                    return
+                for line in etcdio.lines(resp):
+                    if not line.strip():
+                        continue
+                    msg = _decode(line)
+                    result = msg.get("result")
+                    if not isinstance(result, dict) or result.get("canceled") or result.get("compact_revision"):
+                        return
+                    for ev in result.get("events") or []:
+                        if ev.get("type") == "DELETE" and keys.unb64(ev.get("kv", {}).get("key")) in targets:
+                            return
+                    if monotonic() >= deadline:
+                        return
+        except httpx.TimeoutException:
+            return
+        except httpx.TransportError:
+            self._rotate(base)
+            rt.sleep(0.05)
+
+
+def _decode(text: str) -> dict[str, Any]:
+    """A gateway answer: one JSON object, or several (a streamed keepalive) gathered under ``_messages``."""
+    text = text.strip()
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        msgs = []
+        for line in text.splitlines():
+            line = line.strip()
+            if line:
+                try:
+                    msgs.append(json.loads(line))
+                except ValueError:
+                    return {"error": "unreadable answer from the etcd gateway"}
+        return {"_messages": msgs}
+    return data if isinstance(data, dict) else {"error": "unexpected answer from the etcd gateway"}
+
+
+class Attempt(SyncAttempt):
+    backend: Backend
+
+    def __init__(self, backend: Backend, claim: Claim) -> None:
+        super().__init__(backend, claim)
+        self._prefix = keys.lock_prefix(claim.name)
+        self._lease: _Lease | None = None
+        self._entry: _Entry | None = None
+        self._watch: tuple[bytes, ...] = ()
+        self._since = 0
+
+    def try_acquire(self) -> Grant:
+        started = monotonic()
+        claim, gw = self.claim, self.backend.gw
+        if self._entry is None:
+            entry, header_rev, queue = self._enqueue()
+        else:
+            entry = self._entry
+            data = gw.call("/v3/kv/range", keys.prefix_range(self._prefix))
+            header_rev = int(data["header"]["revision"])
+            queue = keys.contenders(self._prefix, data.get("kvs") or [])
+            if not any(c.key == entry.key and c.rev == entry.rev for c in queue):
+                # Our own key is gone (lease revoked or expired while we waited): never act on the old
+                # place in the queue (etcd#11456); queue again at the back with a fresh lease.
+                self._drop()
+                entry, header_rev, queue = self._enqueue()
+        decision = keys.decide(queue, entry.rev, claim.mode, claim.permits)
+        if decision.acquired:
+            entry.token = claim.token
+            self.backend._adopt(entry)
+            self._entry = None
+            self._lease = None
+            return Grant(True, fence=entry.rev, valid_for=max(0.0, min(claim.ttl, entry.lease.left(started))))
+        self._watch = decision.watch
+        self._since = header_rev + 1
+        return Grant(False)
+
+    def _enqueue(self) -> tuple[_Entry, int, list[keys.Contender]]:
+        """Create our key (put-if-absent on our own lease) and read the queue, in one txn."""
+        claim = self.claim
+        if self._lease is None:
+            self._lease = self.backend._take_lease(claim.ttl)
+        lease = self._lease
+        key = keys.lock_key(claim.name, claim.mode, lease.id)
+        value = keys.owner_value(claim.owner, claim.mode, claim.permits)
+        queue_range = {"request_range": keys.prefix_range(self._prefix)}
+        data = self.backend.gw.call(
+            "/v3/kv/txn",
+            {
+                "compare": [keys.create_is(key, 0)],
+                "success": [
+                    keys.put_op(key, b"", lease.id),
+                    keys.put_op(keys.owner_key(lease.id), value, lease.id),
+                    queue_range,
+                ],
+                # the key exists already: a retried create whose first reply was lost (F8); it is ours
+                "failure": [{"request_range": keys.range_op(key)}, queue_range],
+            },
+        )
+        header_rev = int(data["header"]["revision"])
+        responses = data.get("responses") or []
+        if data.get("succeeded"):
+            rev = header_rev
+        else:
+            rev = int(keys.kvs_of(responses[0])[0]["create_revision"])
+        entry = _Entry(claim.name, key, rev, lease, value)
+        self._entry = entry
+        return entry, header_rev, keys.contenders(self._prefix, keys.kvs_of(responses[-1]))
+
+    def wait(self, grant: Grant, timeout: float | None) -> None:
+        entry = self._entry
+        if entry is None or not self._watch:
+            rt.sleep(0.01)
+            return
+        gw = self.backend.gw
+        lease = entry.lease
+        # keep our place in the queue: a waiter's lease is kept alive by the waiter (holders' by the renewer)
+        if monotonic() >= lease.confirmed + lease.ttl / 3.0:
+            sent = monotonic()
+            ttl = (gw.keepalive([lease.id])).get(lease.id, 0)
+            if ttl <= 0:
+                return  # gone: the next try sees our key missing and queues again
+            lease.confirmed = sent
+        slice_ = max(0.05, lease.confirmed + lease.ttl / 3.0 - monotonic())
+        if timeout is not None:
+            slice_ = min(slice_, max(0.0, timeout))
+        if slice_ <= 0:
+            return
+        if len(self._watch) == 1:
+            gw.watch_delete(self._watch[0], None, self._since, set(self._watch), slice_)
+        else:
+            gw.watch_delete(self._prefix, keys.prefix_end(self._prefix), self._since, set(self._watch), slice_)
+
+    def abandon(self) -> None:
+        lease = self._entry.lease if self._entry is not None else self._lease
+        self._entry = None
+        self._lease = None
+        if lease is not None:
+            # revoking deletes our key and owner record even if the create's reply never reached us (F10)
+            self.backend.gw.revoke(lease.id)
+
+    def _drop(self) -> None:
+        self.abandon()
+
+
+class Backend(SyncBackend):
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=True)
+
+    def __init__(self, config: StoreConfig, gw: _Gateway) -> None:
+        super().__init__(config)
+        self.gw = gw
+        self._guard = threading.Lock()
+        self._entries: dict[str, _Entry] = {}
+        self._pool: dict[int, list[_Lease]] = {}
+
+    @classmethod
+    def open(cls, config: StoreConfig) -> Backend:
+        op_timeout = config.pop_float("timeout", 5.0)
+        connect_timeout = config.pop_float("connect_timeout", 2.0)
+        cafile = config.pop("cafile")
+        certfile = config.pop("certfile")
+        keyfile = config.pop("keyfile")
+        config.reject_unknown()
+        verify: ssl.SSLContext | bool = True
+        if config.tls:
+            try:
+                ctx = ssl.create_default_context(cafile=cafile)
+                if certfile:
+                    ctx.load_cert_chain(certfile, keyfile)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(f"etcds:// TLS files: {exc}", backend=config.scheme) from exc
+            verify = ctx
+        elif cafile or certfile or keyfile:
+            raise ConfigError("cafile/certfile/keyfile need an etcds:// URL", backend=config.scheme)
+        proto = "https" if config.tls else "http"
+        bases = [f"{proto}://{f'[{h}]' if ':' in h else h}:{p}" for h, p in config.hosts]
+        client = etcdio.HTTPClient(
+            timeout=httpx.Timeout(op_timeout, connect=connect_timeout),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
+            verify=verify,
+            trust_env=False,  # never send loopback lock traffic through a proxy from the environment
+        )
+        gw = _Gateway(config.scheme, bases, client, op_timeout, connect_timeout, config.username, config.password)
+        try:
+            gw.authenticate()
+            gw.call("/v3/kv/range", keys.range_op(keys.OWNER_PREFIX + b"ping"))
+        except BaseException:
+            client.close()
+            raise
+        return cls(config, gw)
+
+    def attempt(self, claim: Claim) -> Attempt:
+        return Attempt(self, claim)
+
+    # -- leases ----------------------------------------------------------------------------------------
+    def _take_lease(self, ttl: float) -> _Lease:
+        want = keys.lease_ttl_seconds(ttl)
+        now = monotonic()
+        with self._guard:
+            pool = self._pool.get(want, [])
+            while pool:
+                lease = pool.pop()
+                if lease.left(now) >= max(ttl * 2.0 / 3.0, 0.5):
+                    return lease
+        sent = monotonic()
+        data = self.gw.call("/v3/lease/grant", {"TTL": str(want)})
+        return _Lease(int(data["ID"]), int(data.get("TTL") or want), sent)
+
+    def _give_back(self, lease: _Lease) -> None:
+        want = lease.ttl
+        with self._guard:
+            pool = self._pool.setdefault(want, [])
+            if len(pool) < _POOL_SIZE:
+                pool.append(lease)
+                return
+        # a full pool: let the lease expire by itself rather than spend a write on it
+
+    def _adopt(self, entry: _Entry) -> None:
+        with self._guard:
+            self._entries[entry.token] = entry
+
+    def _entry(self, claim: Claim) -> _Entry | None:
+        with self._guard:
+            return self._entries.get(claim.token)
+
+    def _guard_for(self, name: str, fence: int) -> EtcdGuard:
+        with self._guard:
+            for e in self._entries.values():
+                if e.name == name and e.rev == fence:
+                    return EtcdGuard(e.key, e.rev)
+        raise NotHeld("no current holding with this fence", name=name, backend=self.scheme)
+
+    def _relet(self, entry: _Entry, ttl: float) -> None:
+        """Move a held key to a new, longer lease (``extend(ttl=...)`` beyond the lease's TTL).
+
+        A put on an existing key keeps its create revision, so the fence and the queue place stay.
+        """
+        new = self._take_lease(ttl)
+        old = entry.lease
+        data = self.gw.call(
+            "/v3/kv/txn",
+            {
+                "compare": [keys.create_is(entry.key, entry.rev)],
+                "success": [
+                    keys.put_op(entry.key, b"", new.id),
+                    keys.put_op(keys.owner_key(new.id), entry.owner_value, new.id),
+                    keys.delete_op(keys.owner_key(old.id)),
+                ],
+            },
+        )
+        if data.get("succeeded"):
+            entry.lease = new
+            self.gw.revoke(old.id)
+        else:
+            self.gw.revoke(new.id)
+
+    # -- the backend interface -------------------------------------------------------------------------
+    def release(self, claim: Claim) -> bool:
+        with self._guard:
+            entry = self._entries.pop(claim.token, None)
+        if entry is None:
+            return False
+        data = self.gw.call(
+            "/v3/kv/txn",
+            {
+                "compare": [keys.create_is(entry.key, entry.rev)],
+                "success": [keys.delete_op(entry.key), keys.delete_op(keys.owner_key(entry.lease.id))],
+            },
+        )
+        if data.get("succeeded"):
+            self._give_back(entry.lease)
+            return True
+        self.gw.revoke(entry.lease.id)
+        return False
+
+    def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        entries = [self._entry(c) for c in claims]
+        for c, e in zip(claims, entries, strict=True):
+            if e is not None and keys.lease_ttl_seconds(c.ttl) > e.lease.ttl:
+                self._relet(e, c.ttl)
+        live = [e for e in entries if e is not None]
+        if not live:
+            return [False] * len(claims)
+        sent = monotonic()
+        ttls = self.gw.keepalive(sorted({e.lease.id for e in live}))
+        data = self.gw.call("/v3/kv/txn", {"success": [{"request_range": keys.range_op(e.key)} for e in live]})
+        present: set[tuple[bytes, int]] = set()
+        for r in data.get("responses") or []:
+            for kv in keys.kvs_of(r):
+                present.add((keys.unb64(kv.get("key")), int(kv.get("create_revision") or 0)))
+        out = []
+        for e in entries:
+            ok = e is not None and ttls.get(e.lease.id, 0) > 0 and (e.key, e.rev) in present
+            if ok and e is not None:
+                e.lease.confirmed = sent
+            out.append(ok)
+        return out
+
+    def holds(self, claim: Claim) -> bool:
+        entry = self._entry(claim)
+        if entry is None:
+            return False
+        data = self.gw.call("/v3/kv/range", keys.range_op(entry.key))
+        return any(int(kv.get("create_revision") or 0) == entry.rev for kv in data.get("kvs") or [])
+
+    def _snapshot(self, name: str) -> tuple[list[keys.Contender], list[keys.Contender], dict[int, str]]:
+        """(queue, holders, lease -> owner id) of one name."""
+        prefix = keys.lock_prefix(name)
+        data = self.gw.call("/v3/kv/range", keys.prefix_range(prefix))
+        queue = keys.contenders(prefix, data.get("kvs") or [])
+        if not queue:
+            return [], [], {}
+        leases = [c.lease for c in queue if c.lease]
+        owners: dict[int, str] = {}
+        permits: dict[int, int] = {}
+        if leases:
+            found = self.gw.call(
+                "/v3/kv/txn",
+                {"success": [{"request_range": keys.range_op(keys.owner_key(i), keys_only=False)} for i in leases]},
+            )
+            for lease, r in zip(leases, found.get("responses") or [], strict=False):
+                for kv in keys.kvs_of(r):
+                    owner, n = keys.parse_owner(keys.unb64(kv.get("value")))
+                    if owner is not None:
+                        owners[lease] = owner
+                    if n is not None:
+                        permits[lease] = n
+        return queue, keys.holders(queue, permits.get(queue[0].lease)), owners
+
+    def inspect(self, name: str) -> LockInfo | None:
+        queue, holders, owners = self._snapshot(name)
+        if not holders:
+            return None
+        infos = []
+        for h in holders:
+            ttl_left: float | None = None
+            if h.lease:
+                data = self.gw.call("/v3/lease/timetolive", {"ID": str(h.lease)})
+                ttl = int(data.get("TTL") or 0)
+                ttl_left = float(max(0, ttl))
+            owner = owners.get(h.lease) or f"unknown:lease:{h.lease:x}"
+            infos.append(HolderInfo(owner, h.rev, h.mode.value, ttl_left))
+        return LockInfo(name, keys.kind_of(queue), tuple(infos), len(queue) - len(holders))
+
+    def list(self, prefix: str) -> list[LockInfo]:
+        start = prefix.encode("utf-8")
+        op = keys.range_op(start or b"\x01", keys.prefix_end(start) if start else b"\x00")
+        data = self.gw.call("/v3/kv/range", op)
+        names: set[str] = set()
+        for kv in data.get("kvs") or []:
+            if not int(kv.get("lease") or 0):
+                continue
+            parsed = keys.split_key(keys.unb64(kv.get("key")))
+            if parsed is not None and parsed[0].startswith(prefix):
+                names.add(parsed[0])
+        out = []
+        for name in sorted(names):
+            info = self.inspect(name)
+            if info is not None:
+                out.append(info)
+        return out
+
+    def break_lock(self, name: str) -> bool:
+        _, holders, _ = self._snapshot(name)
+        if not holders:
+            return False
+        self.gw.call("/v3/kv/txn", {"success": [keys.delete_op(h.key) for h in holders]})
+        broken = {(h.key, h.rev) for h in holders}
+        with self._guard:
+            mine = [t for t, e in self._entries.items() if (e.key, e.rev) in broken]
+        for h in holders:
+            if h.lease:
+                self.gw.revoke(h.lease)  # the holder's keepalive now fails: it learns it lost the lock
+        for token in mine:
+            self.lost(token, "broken by an admin (break_lock)")
+        return True
+
+    def close(self) -> None:
+        with self._guard:
+            pooled = [lease for pool in self._pool.values() for lease in pool]
+            self._pool.clear()
+        for lease in pooled:
+            self.gw.revoke(lease.id)
+        self.gw.client.close()
+
+
+__all__ = ["Backend", "EtcdGuard", "guard"]

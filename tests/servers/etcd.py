@@ -1,0 +1,154 @@
+"""etcd processes on loopback: one node, or a 3-member cluster (kill / pause / restart members by PID)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .proc import LOOPBACK, ServerProc, free_ports, which, workdir
+
+
+def etcd_binary() -> str | None:
+    return which("etcd")
+
+
+def etcdctl_binary() -> str | None:
+    return which("etcdctl")
+
+
+def _post(port: int, path: str, body: dict[str, object], timeout: float = 1.0) -> dict[str, object]:
+    req = urllib.request.Request(f"http://{LOOPBACK}:{port}{path}", data=json.dumps(body).encode(), method="POST")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only, never a proxy
+    with opener.open(req, timeout=timeout) as resp:
+        data: dict[str, object] = json.loads(resp.read() or b"{}")
+        return data
+
+
+@dataclass
+class EtcdCluster:
+    """Members started from the installed ``etcd`` binary; ``url`` lists every client endpoint."""
+
+    dir: Path
+    members: list[ServerProc] = field(default_factory=list)
+    peer_ports: list[int] = field(default_factory=list)
+    argvs: list[list[str]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return "etcd://" + ",".join(f"{LOOPBACK}:{m.port}" for m in self.members)
+
+    def member_url(self, i: int) -> str:
+        return f"etcd://{LOOPBACK}:{self.members[i].port}"
+
+    def status(self, i: int) -> dict[str, object]:
+        return _post(self.members[i].port, "/v3/maintenance/status", {})
+
+    def leader_index(self) -> int | None:
+        """Which member is the leader now (asked of each live member), or None if none knows."""
+        for i, m in enumerate(self.members):
+            if not m.alive():
+                continue
+            try:
+                st = self.status(i)
+            except OSError:
+                continue
+            leader = str(st.get("leader", ""))
+            for j in range(len(self.members)):
+                if not self.members[j].alive():
+                    continue
+                try:
+                    if str(self.status(j)["header"]["member_id"]) == leader:  # type: ignore[index]
+                        return j
+                except (OSError, KeyError, TypeError):
+                    continue
+        return None
+
+    def restart(self, i: int) -> None:
+        m = self.members[i]
+        m.stop()
+        m.proc = None
+        m.start(ready=lambda: True)
+        _wait_ready(m)
+
+    def stop(self) -> None:
+        for m in self.members:
+            m.stop()
+
+
+def _healthy(port: int) -> bool:
+    data = _post(port, "/v3/kv/range", {"key": "AA=="}, timeout=0.5)
+    return "header" in data
+
+
+def start_cluster(d: Path, size: int) -> EtcdCluster:
+    binary = etcd_binary()
+    if binary is None:
+        raise RuntimeError("etcd is not installed (the test command installs it: scripts/test.sh)")
+    ports = free_ports(2 * size)
+    client_ports, peer_ports = ports[:size], ports[size:]
+    names = [f"n{i + 1}" for i in range(size)]
+    initial = ",".join(f"{n}=http://{LOOPBACK}:{p}" for n, p in zip(names, peer_ports, strict=True))
+    cluster = EtcdCluster(d, peer_ports=peer_ports)
+    for n, cp, pp in zip(names, client_ports, peer_ports, strict=True):
+        data = d / n
+        data.mkdir(parents=True, exist_ok=True)
+        argv = [
+            binary,
+            "--name", n,
+            "--data-dir", str(data / "data"),
+            "--listen-client-urls", f"http://{LOOPBACK}:{cp}",
+            "--advertise-client-urls", f"http://{LOOPBACK}:{cp}",
+            "--listen-peer-urls", f"http://{LOOPBACK}:{pp}",
+            "--initial-advertise-peer-urls", f"http://{LOOPBACK}:{pp}",
+            "--initial-cluster", initial,
+            "--initial-cluster-state", "new",
+            "--initial-cluster-token", f"distlock-{d.name}",
+            "--heartbeat-interval", "50",
+            "--election-timeout", "500",
+            "--unsafe-no-fsync",  # test data is thrown away; keeps the suite fast on slow CI disks
+            "--logger", "zap",
+            "--log-outputs", "stderr",
+        ]  # fmt: skip
+        srv = ServerProc(n, argv, cp, data)
+        srv.url = f"etcd://{LOOPBACK}:{cp}"
+        cluster.members.append(srv)
+        cluster.argvs.append(argv)
+    # members of a new cluster wait for each other: start all, then wait for each to serve
+    for m in cluster.members:
+        m.start(ready=lambda: True)
+    try:
+        for m in cluster.members:
+            _wait_ready(m)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _wait_ready(m: ServerProc, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not m.alive():
+            raise RuntimeError(f"{m.name} exited:\n{m.tail()}")
+        try:
+            if _healthy(m.port):
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{m.name} did not become ready in {timeout}s:\n{m.tail()}")
+
+
+@contextlib.contextmanager
+def etcd_cluster(size: int = 3) -> Iterator[EtcdCluster]:
+    with workdir("etcd") as d:
+        cluster = start_cluster(d, size)
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
