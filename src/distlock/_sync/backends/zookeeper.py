@@ -1,0 +1,685 @@
+# GENERATED from src/distlock/_async/backends/zookeeper.py by scripts/gen_sync.py: edit that file, not this one.
+"""``zookeeper://h1:2181,h2:2181[/chroot]`` (alias ``zk://``): Curator-compatible locks on a ZooKeeper ensemble.
+
+One kazoo client (one ZooKeeper session) per store. Every lock kind is an ephemeral sequential child under the
+lock's path, named and ordered exactly as Apache Curator does (see ``_core/zookeeper_layout.py``), so a Curator
+``InterProcessMutex`` / ``InterProcessReadWriteLock`` / ``InterProcessSemaphoreV2`` on the same path and a
+distlock lock exclude each other. The queue is FIFO by construction (``always_fair``).
+
+One attempt (``try_acquire``): create our child once (protected name ``_c_<uuid>-...``; a create whose reply
+was lost is found again by its UUID, SAFETY F8), list the children, and either hold the lock or set a watch on
+the ONE child whose deletion may let us in (no herd, F11). A watch, a session event or a 5 s safety tick wakes
+the waiter, which lists the children again and checks that its own child is still there (F6). ``abandon``
+deletes whatever the attempt created, even a grant whose reply never reached the caller (F10).
+
+Liveness is the session, not a per-lock lease (``needs_renewal=False``): the session timeout is what ``ttl`` is
+on the other backends. Kazoo sends the heartbeats. Connection SUSPENDED: holders may have lost the lock, and if
+the connection stays down for ``suspend_grace`` (default: a third of the session timeout, which is what is left
+of the session at worst when kazoo notices the silence) every holding is reported lost before the server can
+have expired the session (F7). Session LOST/expired: every holding is reported lost at once. A holder also
+watches its own child, so a child deleted by an admin (``break_lock`` from anywhere) is reported lost too.
+
+Fence: the creation zxid (``czxid``) of the holder's child. zxids only grow across the whole ensemble, so the
+fence keeps growing even if the lock's parent node is deleted and re-created (the sequence counter restarts).
+
+Parents (the root and every lock path) are container nodes where the server supports them (3.5+): the server
+deletes them once they are empty. With ``user:password@`` in the URL the client authenticates with the
+``digest`` scheme and every node it creates gets an ACL granting everything to that identity only.
+
+kazoo is threaded; on the async side each blocking step runs in a worker thread (``rt.run_blocking``) and
+watches wake the waiting task through ``rt.Waker`` (thread-safe).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    NoAuthError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    UnimplementedError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.serialization import Create2
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+from kazoo.retry import KazooRetry
+from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
+
+from ... import _rt_sync as rt
+from ..._core import zookeeper_layout as layout
+from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
+from ..._errors import BackendError, ConfigError, LockError
+from ..._url import StoreConfig, scrub
+from ..backend import SyncAttempt, SyncBackend
+
+log = logging.getLogger("distlock")
+
+T = TypeVar("T")
+
+#: a waiter re-checks at least this often even without a wake-up (watches are the real mechanism)
+MAX_WAIT_SLICE = 5.0
+#: passes of one attempt step before giving up (each pass follows a change of the queue)
+MAX_PASSES = 200
+
+
+class _CreateContainer(Create2):  # type: ignore[misc]
+    """ZooKeeper's createContainer request (opcode 19): kazoo 2.x has no public call for it."""
+
+    type = 19
+
+
+@dataclass(eq=False)
+class _Held:
+    token: str
+    name: str
+    path: str  # the znode that is the holding (mutex/read/write child, or the semaphore lease)
+    lost: bool = False
+
+
+class Attempt(SyncAttempt):
+    backend: Backend
+
+    def __init__(self, backend: Backend, claim: Claim) -> None:
+        super().__init__(backend, claim)
+        self.path = layout.lock_path(claim.name, backend.root)
+        self._semaphore = claim.mode is Mode.SEMAPHORE
+        # The semaphore first takes Curator's internal mutex at <path>/locks, then a lease at <path>/leases.
+        self._queue = f"{self.path}/{layout.SEM_LOCKS}" if self._semaphore else self.path
+        self._mark = layout.MUTEX_MARK if self._semaphore else layout.MARK_OF_MODE[claim.mode]
+        self._order = Mode.EXCLUSIVE if self._semaphore else claim.mode
+        self._data = layout.node_data(claim.owner, claim.mode, claim.permits)
+        self._step_guard = threading.Lock()  # one blocking step at a time: abandon waits for a running try
+        self._waker: rt.Waker | None = None
+        self._uuid = str(uuid.uuid4())
+        self._node: str | None = None  # our child in the queue (name only)
+        self._created = False  # a create was sent for self._uuid (its reply may have been lost)
+        self._lease_uuid = str(uuid.uuid4())
+        self._lease: str | None = None
+        self._lease_created = False
+        self._granted: str | None = None  # path of the holding, once granted
+
+    # -- the async interface ---------------------------------------------------------------------------
+    def try_acquire(self) -> Grant:
+        if self._waker is None:
+            self._waker = rt.Waker()
+            self.backend._watch_session(self)
+        grant: Grant = rt.run_blocking(self._step)
+        if grant.acquired:
+            self.backend._unwatch_session(self)
+        return grant
+
+    def wait(self, grant: Grant, timeout: float | None) -> None:
+        assert self._waker is not None
+        self._waker.wait(MAX_WAIT_SLICE if timeout is None else min(timeout, MAX_WAIT_SLICE))
+
+    def abandon(self) -> None:
+        self.backend._unwatch_session(self)
+        rt.run_blocking(self._abandon)
+
+    # -- called from kazoo's threads -------------------------------------------------------------------
+    def wake(self, event: WatchedEvent | None = None) -> None:
+        if self._waker is not None:
+            self._waker.notify()
+
+    # -- blocking steps --------------------------------------------------------------------------------
+    def _step(self) -> Grant:
+        with self._step_guard:
+            return self.backend._translated(self._step_locked)
+
+    def _step_locked(self) -> Grant:
+        b = self.backend
+        for _ in range(MAX_PASSES):
+            if self._node is None:
+                self._created = True
+                self._node, self._czxid = b._create_protected(self._queue, self._uuid, self._mark, self._data)
+            children = b._children(self._queue)
+            try:
+                verdict = layout.verdict(self._order, layout.sort_children(children), self._node)
+            except layout.NodeGone:  # our child vanished (session expired, admin): queue again, fresh name
+                self._forget_node()
+                continue
+            if not verdict.acquired:
+                assert verdict.watch is not None
+                if b._watch_exists(f"{self._queue}/{verdict.watch}", self.wake):
+                    return Grant(False)
+                continue  # the child to watch is already gone: look again
+            if not self._semaphore:
+                return self._grant(f"{self._queue}/{self._node}", self._czxid)
+            grant = self._lease_step()
+            if grant is not None:
+                return grant
+        raise BackendError(f"the queue of {self.claim.name!r} kept changing; giving up this attempt", backend=b.scheme)
+
+    def _lease_step(self) -> Grant | None:
+        """Semaphore, holding the internal mutex: take a lease, wait until at most ``permits`` leases exist."""
+        b = self.backend
+        leases_path = f"{self.path}/{layout.SEM_LEASES}"
+        if self._lease is None:
+            self._lease_created = True
+            self._lease, self._lease_czxid = b._create_protected(
+                leases_path, self._lease_uuid, layout.LEASE_MARK, self._data
+            )
+        leases = b._children(leases_path, watch=self.wake)
+        if self._lease not in leases:  # lost with the session: make a new one
+            self._lease = None
+            self._lease_uuid = str(uuid.uuid4())
+            self._lease_created = False
+            return None
+        if len(leases) > self.claim.permits:
+            return Grant(False)
+        lease = f"{leases_path}/{self._lease}"
+        b._delete_quiet(f"{self._queue}/{self._node}")  # Curator releases the internal mutex once leased
+        self._node = None
+        self._created = False
+        return self._grant(lease, self._lease_czxid)
+
+    def _grant(self, path: str, czxid: int) -> Grant:
+        b = self.backend
+        self._granted = path
+        b._hold(_Held(self.claim.token, self.claim.name, path))
+        return Grant(True, fence=czxid)
+
+    def _forget_node(self) -> None:
+        self._node = None
+        self._created = False
+        self._uuid = str(uuid.uuid4())
+
+    def _abandon(self) -> None:
+        with self._step_guard:
+            self.backend._translated(self._abandon_locked)
+
+    def _abandon_locked(self) -> None:
+        b = self.backend
+        if self._granted is not None:  # granted, but the caller never learned it (cancelled, error)
+            b._unhold(self.claim.token)
+            b._delete_quiet(self._granted)
+            self._granted = None
+        if self._lease is not None:
+            b._delete_quiet(f"{self.path}/{layout.SEM_LEASES}/{self._lease}")
+        elif self._lease_created:
+            b._delete_by_uuid(f"{self.path}/{layout.SEM_LEASES}", self._lease_uuid)
+        if self._node is not None:
+            b._delete_quiet(f"{self._queue}/{self._node}")
+        elif self._created:
+            b._delete_by_uuid(self._queue, self._uuid)
+        self._lease = self._node = None
+        self._lease_created = self._created = False
+
+    _czxid: int = 0
+    _lease_czxid: int = 0
+
+
+class Backend(SyncBackend):
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=False)
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        client: KazooClient,
+        root: str,
+        acl: list[Any],
+        session_timeout: float,
+        suspend_grace: float,
+        op_timeout: float,
+    ) -> None:
+        super().__init__(config)
+        self._client = client
+        self.root = root
+        self._acl = acl
+        self.session_timeout = session_timeout
+        self._suspend_grace = suspend_grace
+        self._op_timeout = op_timeout
+        self._guard = threading.Lock()
+        self._held: dict[str, _Held] = {}
+        self._waiting: set[Attempt] = set()
+        self._containers = True
+        self._closing = False
+        self._suspend_timer: threading.Timer | None = None
+        self._session = self._session_id()
+        client.add_listener(self._on_state)
+
+    # -- connecting ------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, config: StoreConfig) -> Backend:
+        root = config.pop("root", layout.DEFAULT_ROOT) or layout.DEFAULT_ROOT
+        root = root.rstrip("/") or "/"
+        problem = layout.check_root(root)
+        if problem:
+            raise ConfigError(f"URL option root={root!r}: {problem}", backend=config.scheme)
+        session_timeout = config.pop_float("session_timeout", 10.0)
+        connect_timeout = config.pop_float("connect_timeout", 10.0)
+        suspend_grace = config.pop_float("suspend_grace", session_timeout / 3.0)
+        op_timeout = config.pop_float("operation_timeout", max(session_timeout, 5.0))
+        config.reject_unknown()
+        hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in config.hosts)
+        chroot = config.path.rstrip("/")
+        if chroot:
+            if layout.check_root(chroot):
+                raise ConfigError(f"bad chroot {chroot!r} in the URL path", backend=config.scheme)
+            hosts += chroot
+        auth: list[tuple[str, str]] = []
+        acl: list[Any] = list(OPEN_ACL_UNSAFE)
+        if config.username is not None:
+            password = config.password or ""
+            auth = [("digest", f"{config.username}:{password}")]
+            acl = [make_digest_acl(config.username, password, all=True)]
+        backend: Backend = rt.run_blocking(
+            cls._connect, config, root, hosts, auth, acl, session_timeout, connect_timeout, suspend_grace, op_timeout
+        )
+        return backend
+
+    @classmethod
+    def _connect(
+        cls,
+        config: StoreConfig,
+        root: str,
+        hosts: str,
+        auth: list[tuple[str, str]],
+        acl: list[Any],
+        session_timeout: float,
+        connect_timeout: float,
+        suspend_grace: float,
+        op_timeout: float,
+    ) -> Backend:
+        client = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout,
+            auth_data=auth or None,
+            default_acl=acl,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0, ignore_expire=False),
+            command_retry=None,
+        )
+        try:
+            client.start(timeout=connect_timeout)
+        except (KazooTimeoutError, KazooException) as exc:
+            client.stop()
+            client.close()
+            raise BackendError(
+                f"cannot connect to ZooKeeper at {config.redacted} within {connect_timeout}s: "
+                f"{scrub(str(exc) or type(exc).__name__, config.password)}",
+                backend=config.scheme,
+            ) from exc
+        return cls(config, client, root, acl, session_timeout, suspend_grace, op_timeout)
+
+    # -- plumbing --------------------------------------------------------------------------------------
+    def _session_id(self) -> int | None:
+        cid = self._client.client_id
+        return int(cid[0]) if cid else None
+
+    def _get(self, result: Any) -> Any:
+        """Wait for one kazoo async result, bounded: a server that does not answer is a BackendError."""
+        try:
+            return result.get(timeout=self._op_timeout)
+        except KazooTimeoutError as exc:
+            raise BackendError(
+                f"ZooKeeper did not answer within {self._op_timeout}s (connection {self._client.state})",
+                backend=self.scheme,
+            ) from exc
+
+    def _translated(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except LockError:
+            raise
+        except NoAuthError as exc:
+            raise BackendError(
+                "ZooKeeper refused access (NoAuth): check the user:password in the URL and the ACLs of the root",
+                backend=self.scheme,
+            ) from exc
+        except KazooException as exc:
+            msg = scrub(str(exc) or type(exc).__name__, self.config.password)
+            raise BackendError(f"ZooKeeper: {type(exc).__name__}: {msg}", backend=self.scheme) from exc
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        result: T = rt.run_blocking(lambda: self._translated(lambda: fn(*args)))
+        return result
+
+    def _children(self, path: str, watch: Callable[[WatchedEvent], None] | None = None) -> list[str]:
+        try:
+            children: list[str] = self._get(self._client.get_children_async(path, watch=watch))
+        except NoNodeError:
+            return []
+        return children
+
+    def _watch_exists(self, path: str, callback: Callable[[WatchedEvent], None]) -> bool:
+        """Set a watch on ``path``; False if it no longer exists (then the watch is not needed)."""
+        return self._get(self._client.exists_async(path, watch=callback)) is not None
+
+    def _czxid(self, path: str) -> int:
+        stat = self._get(self._client.exists_async(path))
+        if stat is None:
+            raise BackendError(f"lock node {path} vanished while being granted", backend=self.scheme)
+        return int(stat.czxid)
+
+    def _create_protected(self, parent: str, uid: str, mark: str, data: bytes) -> tuple[str, int]:
+        """Create ``parent/_c_<uid>-<mark><seq>`` (ephemeral, sequential); return (child name, czxid).
+
+        If the reply is lost (connection loss), the create may or may not have happened: look for the
+        child by its UUID before creating another one (Curator's protected mode, SAFETY F8).
+        """
+        prefix = layout.child_prefix(uid, mark)
+        for _ in range(10):
+            try:
+                path, stat = self._get(
+                    self._client.create_async(
+                        f"{parent}/{prefix}", data, ephemeral=True, sequence=True, include_data=True
+                    )
+                )
+                return path.rsplit("/", 1)[1], int(stat.czxid)
+            except NoNodeError:
+                self._make_parents(parent)
+            except ConnectionLoss:
+                own = layout.find_own(self._children(parent), uid)
+                if own is not None:
+                    return own, self._czxid(f"{parent}/{own}")
+        raise BackendError(f"could not create a lock node under {parent}", backend=self.scheme)
+
+    def _make_parents(self, path: str) -> None:
+        """Create ``path`` and its missing ancestors as container nodes (persistent on servers before 3.5)."""
+        parts = path.strip("/").split("/")
+        for i in range(1, len(parts) + 1):
+            self._create_container("/" + "/".join(parts[:i]))
+
+    def _create_container(self, path: str) -> None:
+        if self._containers:
+            result = self._client.handler.async_result()
+            chroot = self._client.chroot or ""
+            try:
+                self._client._call(_CreateContainer(chroot + path, b"", self._acl, 4), result)
+                self._get(result)
+                return
+            except NodeExistsError:
+                return
+            except UnimplementedError:
+                log.info("this ZooKeeper has no container nodes: lock parents are persistent")
+                self._containers = False
+        try:
+            self._get(self._client.create_async(path, b"", acl=self._acl))
+        except NodeExistsError:
+            pass
+
+    def _delete(self, path: str) -> bool:
+        """Delete ``path``; True if it existed. Retried over a connection loss (delete is idempotent)."""
+        retried = False
+        for _ in range(5):
+            try:
+                self._get(self._client.delete_async(path))
+                return True
+            except NoNodeError:
+                return retried
+            except NotEmptyError:
+                return False
+            except ConnectionLoss:
+                retried = True
+        raise BackendError(f"could not delete {path}", backend=self.scheme)
+
+    def _delete_quiet(self, path: str) -> None:
+        self._delete(path)
+
+    def _delete_by_uuid(self, parent: str, uid: str) -> None:
+        own = layout.find_own(self._children(parent), uid)
+        if own is not None:
+            self._delete(f"{parent}/{own}")
+
+    # -- holdings and the session ----------------------------------------------------------------------
+    def _hold(self, held: _Held) -> None:
+        with self._guard:
+            self._held[held.token] = held
+        self._arm_holder_watch(held)
+
+    def _unhold(self, token: str) -> _Held | None:
+        with self._guard:
+            return self._held.pop(token, None)
+
+    def _arm_holder_watch(self, held: _Held) -> None:
+        """Watch our own holding node (no wait for the reply): its deletion by anyone else means lost."""
+
+        def on_event(event: WatchedEvent) -> None:
+            if self._held.get(held.token) is not held or held.lost:
+                return
+            if event.type == EventType.DELETED:
+                self._lose(held, "the lock node was deleted (break_lock or an administrator)")
+            elif not self._closing:  # data change, or the watch was dropped by a disconnection: re-arm
+                self._arm_holder_watch(held)
+
+        def on_reply(result: Any) -> None:
+            try:
+                stat = result.get_nowait()
+            except Exception:  # noqa: BLE001 - connection trouble: the session events cover it
+                return
+            if stat is None and self._held.get(held.token) is held:
+                self._lose(held, "the lock node is gone")
+
+        try:
+            self._client.exists_async(held.path, watch=on_event).rawlink(on_reply)
+        except KazooException:
+            pass
+
+    def _lose(self, held: _Held, reason: str) -> None:
+        if held.lost:
+            return
+        held.lost = True
+        self.lost(held.token, reason)
+
+    def _lose_all(self, reason: str) -> None:
+        with self._guard:
+            holdings = list(self._held.values())
+        for held in holdings:
+            self._lose(held, reason)
+
+    def _watch_session(self, attempt: Attempt) -> None:
+        with self._guard:
+            self._waiting.add(attempt)
+
+    def _unwatch_session(self, attempt: Attempt) -> None:
+        with self._guard:
+            self._waiting.discard(attempt)
+
+    def _wake_all(self) -> None:
+        with self._guard:
+            waiting = list(self._waiting)
+        for attempt in waiting:
+            attempt.wake()
+
+    def _on_state(self, state: str) -> None:
+        """kazoo's connection listener (its own thread; must not block)."""
+        if self._closing:
+            return
+        if state == KazooState.SUSPENDED:
+            log.warning(
+                "ZooKeeper connection suspended: holders may lose their locks; lost in %.1fs unless it returns",
+                self._suspend_grace,
+            )
+            self._cancel_timer()
+            timer = threading.Timer(self._suspend_grace, self._suspended_too_long)
+            timer.daemon = True
+            self._suspend_timer = timer
+            timer.start()
+        elif state == KazooState.LOST:
+            self._cancel_timer()
+            self._lose_all("ZooKeeper session expired or closed")
+        elif state == KazooState.CONNECTED:
+            self._cancel_timer()
+            session = self._session_id()
+            if session != self._session:
+                self._lose_all("ZooKeeper session replaced by a new one")
+                self._session = session
+            self._drop_stale()
+        self._wake_all()
+
+    def _cancel_timer(self) -> None:
+        timer, self._suspend_timer = self._suspend_timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _suspended_too_long(self) -> None:
+        if self._client.state != KazooState.CONNECTED and not self._closing:
+            self._lose_all(f"ZooKeeper connection down for {self._suspend_grace:.1f}s: the session may be expired")
+
+    def _drop_stale(self) -> None:
+        """After a reconnect: delete nodes of holdings already reported lost (the session survived)."""
+        with self._guard:
+            stale = [h for h in self._held.values() if h.lost]
+        for held in stale:
+            try:
+                self._client.delete_async(held.path)
+            except KazooException:
+                pass
+
+    # -- operations (blocking; run in a worker thread on the async side) ------------------------------
+    def _release(self, claim: Claim) -> bool:
+        held = self._unhold(claim.token)
+        if held is None:
+            return False
+        existed = self._delete(held.path)
+        return existed and not held.lost
+
+    def _holds(self, claim: Claim) -> bool:
+        held = self._held.get(claim.token)
+        if held is None or held.lost:
+            return False
+        stat = self._get(self._client.exists_async(held.path))
+        return stat is not None and int(stat.ephemeralOwner) == self._session_id()
+
+    def _renew(self, claims: Sequence[Claim]) -> list[bool]:
+        """Nothing to extend (the session is kazoo's business): report whether each holding still exists."""
+        results = []
+        pending = []
+        for claim in claims:
+            held = self._held.get(claim.token)
+            pending.append(None if held is None or held.lost else self._client.exists_async(held.path))
+        for result in pending:
+            results.append(result is not None and self._get(result) is not None)
+        return results
+
+    def _inspect_path(self, path: str, name: str) -> LockInfo | None:
+        children = self._children(path)
+        if not children:
+            return None
+        contenders = [c for c in children if c.startswith(layout.PROTECTED) or _marked(c)]
+        if not contenders and (layout.SEM_LEASES in children or layout.SEM_LOCKS in children):
+            return self._inspect_semaphore(path, name)
+        if not contenders:
+            return None
+        held, waiters = layout.holders_of(contenders)
+        holders = self._holder_infos(path, held)
+        if not holders:
+            return None
+        kind = "rwlock" if any(layout.READ_MARK in c or layout.WRITE_MARK in c for c in contenders) else "lock"
+        return LockInfo(name, kind, tuple(h for h, _ in holders), waiters)
+
+    def _inspect_semaphore(self, path: str, name: str) -> LockInfo | None:
+        leases_path = f"{path}/{layout.SEM_LEASES}"
+        leases = sorted(self._children(leases_path), key=lambda c: layout.sort_key(c, (layout.LEASE_MARK,)))
+        lockers = self._children(f"{path}/{layout.SEM_LOCKS}")
+        infos = self._holder_infos(leases_path, leases)
+        permits = next((p for _, p in infos if p is not None), len(infos))
+        holders = [h for h, _ in infos][:permits]
+        if not holders:
+            return None
+        return LockInfo(name, "semaphore", tuple(holders), len(lockers))
+
+    def _holder_infos(self, parent: str, children: list[str]) -> list[tuple[HolderInfo, int | None]]:
+        results = [(c, self._client.get_async(f"{parent}/{c}")) for c in children]
+        out = []
+        for child, result in results:
+            try:
+                data, stat = self._get(result)
+            except NoNodeError:
+                continue
+            owner, permits = layout.parse_data(data, child)
+            out.append((HolderInfo(owner, int(stat.czxid), layout.mode_of_child(child), None), permits))
+        return out
+
+    def _inspect_name(self, name: str) -> LockInfo | None:
+        return self._inspect_path(layout.lock_path(name, self.root), name)
+
+    def _list(self, prefix: str) -> list[LockInfo]:
+        """Walk the tree under the root (one level per round trip), report every held lock under ``prefix``."""
+        found: list[LockInfo] = []
+        level = [self.root]
+        while level:
+            results = [(p, self._client.get_children_async(p)) for p in level]
+            level = []
+            for path, result in results:
+                try:
+                    children: list[str] = self._get(result)
+                except NoNodeError:
+                    continue
+                is_lock = any(c.startswith(layout.PROTECTED) or _marked(c) for c in children) or (
+                    layout.SEM_LEASES in children and layout.SEM_LOCKS in children
+                )
+                if is_lock and path != self.root:
+                    name = layout.name_of(path, self.root)
+                    if name.startswith(prefix):
+                        info = self._inspect_path(path, name)
+                        if info is not None:
+                            found.append(info)
+                skip = {layout.SEM_LEASES, layout.SEM_LOCKS} if is_lock else set()
+                level.extend(f"{path}/{c}" for c in children if not (c.startswith(layout.PROTECTED) or c in skip))
+        return sorted(found, key=lambda i: i.name)
+
+    def _break(self, name: str) -> list[str]:
+        """Delete every holding child of ``name``; return the tokens of our own holdings among them."""
+        path = layout.lock_path(name, self.root)
+        children = self._children(path)
+        contenders = [c for c in children if c.startswith(layout.PROTECTED) or _marked(c)]
+        if contenders:
+            held, _ = layout.holders_of(contenders)
+            victims = [f"{path}/{c}" for c in held]
+        else:
+            leases_path = f"{path}/{layout.SEM_LEASES}"
+            victims = [f"{leases_path}/{c}" for c in self._children(leases_path)]
+        deleted = [v for v in victims if self._delete(v)]
+        with self._guard:
+            ours = [h for h in self._held.values() if h.path in deleted]
+        for h in ours:
+            self._lose(h, "broken by an admin (break_lock)")
+        return deleted
+
+    # -- the backend interface -------------------------------------------------------------------------
+    def attempt(self, claim: Claim) -> Attempt:
+        return Attempt(self, claim)
+
+    def release(self, claim: Claim) -> bool:
+        return self._call(self._release, claim)
+
+    def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        return self._call(self._renew, claims)
+
+    def holds(self, claim: Claim) -> bool:
+        return self._call(self._holds, claim)
+
+    def inspect(self, name: str) -> LockInfo | None:
+        return self._call(self._inspect_name, name)
+
+    def list(self, prefix: str) -> list[LockInfo]:
+        return self._call(self._list, prefix)
+
+    def break_lock(self, name: str) -> bool:
+        return bool(self._call(self._break, name))
+
+    def close(self) -> None:
+        self._closing = True
+        self._cancel_timer()
+        rt.run_blocking(self._close)
+
+    def _close(self) -> None:
+        try:
+            self._client.stop()
+        finally:
+            self._client.close()
+
+
+def _marked(child: str) -> bool:
+    return any(m in child for m in (layout.MUTEX_MARK, layout.READ_MARK, layout.WRITE_MARK, layout.LEASE_MARK))
