@@ -1,0 +1,130 @@
+"""``distlock bench``: uncontended rate and latency, hand-off latency, 8-way contention and the raw limit.
+
+See docs/bench.md for the JSON layout. Exit codes: 0 measured; 1 a backend failed a measurement;
+2 bad usage or URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .._url import default_url, parse_url, redact
+from ..benchmark.measure import bench_url
+from ..checker.servers import SpawnedRedis
+from . import one_line_errors
+
+
+def _n(v: float | None, unit: str = "") -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:,.0f}{unit}" if v >= 100 else f"{v:.3g}{unit}"
+
+
+def render(results: list[dict[str, Any]]) -> Table:
+    caption = "; ".join(f"{r['backend']}: {r['url']}" for r in results) + ". ratio = pairs/s over raw limit/s"
+    table = Table(title="distlock bench", title_justify="left", caption=caption, caption_justify="left")
+    for col in (
+        "backend",
+        "uncontended /s",
+        "p50 / p99 ms",
+        "hand-off p50 / p99 ms",
+        "8-way /s",
+        "fairness min-max",
+        "raw limit /s",
+        "ratio",
+    ):
+        table.add_column(col, justify="right" if col != "backend" else "left")
+    for r in results:
+        u, h, c, raw = r["uncontended"], r["handoff"], r["contention"], r["raw"]
+        table.add_row(
+            r["backend"],
+            _n(u and u["rate_per_s"]),
+            f"{_n(u['latency_ms']['p50'])}/{_n(u['latency_ms']['p99'])}" if u else "n/a",
+            f"{_n(h['latency_ms']['p50'])}/{_n(h['latency_ms']['p99'])}" if h and h["samples"] else "n/a",
+            _n(c and c["rate_per_s"]),
+            f"{c['min']}-{c['max']}" if c else "n/a",
+            _n(raw["limit_per_s"]) if raw else "n/a",
+            f"{r['ratio_to_raw']:.0%}" if r["ratio_to_raw"] is not None else "n/a",
+        )
+    return table
+
+
+@click.command()
+@click.option("--url", "urls", multiple=True, help="A store URL to measure (repeatable; default: the global --url).")
+@click.option("--spawn", is_flag=True, help="Also start a local redis-server and measure it.")
+@click.option(
+    "--seconds", type=click.FloatRange(0.2, 600), default=3.0, show_default=True, help="Length of each measurement."
+)
+@click.option(
+    "--workers", type=click.IntRange(2, 64), default=8, show_default=True, help="Processes in the contention run."
+)
+@click.option(
+    "--json",
+    "json_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write results as JSON ('-' for stdout).",
+)
+@click.option(
+    "--plot",
+    "plot_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Draw a PNG chart (needs distlock[plot]).",
+)
+@click.pass_obj
+def bench(
+    obj: dict[str, Any],
+    urls: tuple[str, ...],
+    spawn: bool,
+    seconds: float,
+    workers: int,
+    json_file: Path | None,
+    plot_file: Path | None,
+) -> None:
+    """Measure each backend: uncontended, hand-off between processes, 8-way contention, vs its raw limit."""
+    console = Console(stderr=json_file is not None and str(json_file) == "-")
+    with one_line_errors(obj["debug"]), contextlib.ExitStack() as stack:
+        targets = list(urls) or ([] if spawn and not obj["url"] else [obj["url"] or default_url()])
+        for u in targets:
+            parse_url(u)  # bad URLs fail before anything runs
+        if spawn:
+            targets.append(stack.enter_context(SpawnedRedis()).url)
+        if plot_file is not None:
+            from ..benchmark.plot import plot  # fail early when matplotlib is missing
+        results = []
+        for u in targets:
+            with console.status(f"measuring {redact(u)}"):
+                results.append(bench_url(u, seconds, workers=workers))
+            for e in results[-1]["errors"]:
+                console.print(f"[red]{redact(u)}: {e}[/]")
+        console.print(render(results))
+        doc = {
+            "version": 1,
+            "seconds": seconds,
+            "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version()},
+            "backends": results,
+        }
+        if json_file is not None:
+            text = json.dumps(doc, indent=2)
+            if str(json_file) == "-":
+                click.echo(text)
+            else:
+                json_file.write_text(text + "\n")
+        if plot_file is not None:
+            plot(results, plot_file)
+            console.print(f"chart written to {plot_file}")
+        if any(r["errors"] for r in results):
+            raise SystemExit(1)
+
+
+command = bench

@@ -1,0 +1,55 @@
+"""``distlock bench`` on SQLite for a moment: the JSON layout (docs/bench.md) and the chart."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_bench_sqlite_json_layout_and_plot(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out, png = tmp_path / "bench.json", tmp_path / "bench.png"
+    url = f"sqlite:///{tmp_path}/locks.db"
+    r = subprocess.run(
+        [sys.executable, "-m", "distlock", "bench", "--url", url, "--seconds", "1", "--workers", "3",
+         "--json", str(out), "--plot", str(png)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["version"] == 1 and doc["seconds"] == 1.0 and doc["host"]["cpus"] >= 1
+    (b,) = doc["backends"]
+    assert b["backend"] == "sqlite" and b["url"] == url and b["errors"] == []
+    u = b["uncontended"]
+    assert u["ops"] > 0 and u["rate_per_s"] > 0
+    assert set(u["latency_ms"]) == {"p50", "p90", "p99", "max"}
+    assert 0 < u["latency_ms"]["p50"] <= u["latency_ms"]["p99"] <= u["latency_ms"]["max"]
+    h = b["handoff"]
+    assert h["samples"] > 0 and h["latency_ms"]["p50"] > 0
+    c = b["contention"]
+    assert c["workers"] == 3 and len(c["per_worker"]) == 3 and sum(c["per_worker"]) == c["acquisitions"]
+    assert c["min"] == min(c["per_worker"]) and c["max"] == max(c["per_worker"])
+    assert 0 < c["fairness"] <= 1
+    assert b["raw"]["probe"].startswith("BEGIN IMMEDIATE") and b["raw"]["limit_per_s"] == pytest.approx(
+        b["raw"]["round_trips_per_s"] / 2, rel=0.01
+    )
+    assert b["ratio_to_raw"] == pytest.approx(u["rate_per_s"] / b["raw"]["limit_per_s"], rel=0.01)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "sqlite" in r.stdout
+
+
+def test_bench_memory_has_no_probe_and_bad_url_exits_2(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "distlock", "bench", "--url", "nope://x", "--seconds", "0.2"],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 2 and "unknown URL scheme" in r.stderr
+    from distlock.benchmark.probes import probe
+
+    assert probe("memory://", 0.1) is None
