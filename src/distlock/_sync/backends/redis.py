@@ -55,11 +55,19 @@ def driver_url(config: StoreConfig, host: tuple[str, int] | None = None) -> str:
         userinfo = netloc.rsplit("@", 1)[0] + "@" if "@" in netloc else ""
         h, p = host
         netloc = f"{userinfo}[{h}]:{p}" if ":" in h else f"{userinfo}{h}:{p}"
-    passthrough: dict[str, str] = {}
-    for key in list(config.params):
-        if key in URL_QUERY_ARGUMENT_PARSERS or key.startswith("ssl_") or key in ("client_name", "db"):
-            passthrough[key] = config.params.pop(key)
+    passthrough = {k: v for k, v in config.params.items() if _is_driver_option(k)}
     return urlunsplit((scheme, netloc, parts.path, urlencode(passthrough), ""))
+
+
+def _is_driver_option(key: str) -> bool:
+    return key in URL_QUERY_ARGUMENT_PARSERS or key.startswith("ssl_") or key in ("client_name", "db")
+
+
+def reject_unknown(config: StoreConfig) -> None:
+    """redis-py's own URL options were passed on by :func:`driver_url`; anything else is a typo."""
+    for key in [k for k in config.params if _is_driver_option(k)]:
+        config.params.pop(key)
+    config.reject_unknown()
 
 
 class Node:
@@ -221,7 +229,7 @@ class Backend(SyncBackend):
         if wait_replicas:
             socket_timeout = max(socket_timeout, wait_timeout / 1000.0 + 1.0)
         url = driver_url(config)
-        config.reject_unknown()
+        reject_unknown(config)
         node = Node.connect(url, config.scheme, config.password, connect_timeout, socket_timeout, "server")
         try:
             node.ping()

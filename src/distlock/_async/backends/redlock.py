@@ -1,0 +1,284 @@
+"""Redlock over N independent Redis masters: ``redlock://h1:6379,h2:6379,h3:6379[/db]`` (TLS: ``redlocks://``).
+
+The algorithm of the Redis docs and the seeds, on the single-node scripts of ``_core/redis_lua.py`` (same
+key and token on every master, so each master alone looks like the single-node layout):
+
+* acquire: the acquire script is sent to every master in parallel, with a per-master deadline far below
+  the TTL (``node_timeout``, at most ttl/5). Granted only if a majority said yes AND the validity
+  ``ttl - elapsed - drift`` (monotonic clock, ``_core.timing.validity``) is still positive; the lock object
+  counts its lease from that validity (``Grant.valid_for``). An unreachable master is a failed vote.
+* a failed attempt removes the claim from every master that granted it or did not answer (a late
+  success there must not linger), then the waiter retries after a random delay if the votes were split.
+* fences: each master INCRs its own counter; the holder's fence is the maximum of the majority's
+  replies, and when they disagree it is written back (``FENCE_FLOOR``) to the masters that granted, so
+  every later majority (which shares a master with this one) counts above it, even after a master was
+  wiped or replaced. If the write-back does not reach a majority the attempt fails.
+* renew: one pipeline per master per tick, in parallel; a lease is kept if a majority extended it.
+* waiting: a waiter subscribes to the name's channel on every master (push, one waiter per release on
+  each master) and re-checks no later than the holders' remaining lease.
+* ``QuorumError`` when fewer than a majority of masters answer at all.
+
+Lock kinds: lock, rlock, multilock and rwlock (a writer's majority and a reader's majority share a master,
+which never grants both). Semaphores are refused (``UnsupportedFeature``): per-master permit counts over
+majorities could admit up to 2N-1 holders. ``fair=True`` is refused (no FIFO across masters).
+URL options: ``node_timeout`` (s, default 0.25), ``connect_timeout`` (s, default 1), ``socket_timeout``
+(s, default 1), plus redis-py's own URL options.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ... import _redis_async as drv
+from ... import _rt_async as rt
+from ..._core import redis_lua as lua
+from ..._core.timing import monotonic, validity, wait_slice
+from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
+from ..._errors import BackendError, ConfigError, QuorumError
+from ..._url import StoreConfig
+from ..backend import AsyncAttempt, AsyncBackend
+from .redis import MAX_WAIT_SLICE, SUBSCRIBE_TIMEOUT, WAITER_TTL, Node, driver_url, grant_of, reject_unknown
+
+#: the random delay before retrying after a split vote (nobody got a majority): desynchronises contenders
+SPLIT_RETRY = 0.05
+
+
+class Attempt(AsyncAttempt):
+    backend: Backend
+
+    def __init__(self, backend: Backend, claim: Claim) -> None:
+        super().__init__(backend, claim)
+        self._waker: rt.Waker | None = None
+        self._channel = lua.channel(claim.name)
+
+    async def try_acquire(self) -> Grant:
+        grant = await self.backend._try(self.claim)
+        if grant.acquired:
+            await self._unwatch()
+        return grant
+
+    async def wait(self, grant: Grant, timeout: float | None) -> None:
+        if self._waker is None:
+            # subscribe on every master before the re-check (no release can slip in between)
+            waker = self._waker = rt.Waker()
+            token = self.claim.token
+            calls = self.backend._calls(
+                lambda n: n.listener.watch(self._channel, token, waker.notify, SUBSCRIBE_TIMEOUT), self.backend.nodes
+            )
+            await self.backend._fan(calls, SUBSCRIBE_TIMEOUT + 0.5)
+            return
+        await self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
+
+    async def abandon(self) -> None:
+        await self._unwatch()
+        c = self.claim
+        await self.backend._fan(
+            self.backend._calls(lambda n: n.script("abandon", c.name, c.token, c.mode.value), self.backend.nodes)
+        )
+
+    async def _unwatch(self) -> None:
+        if self._waker is not None:
+            self._waker = None
+            for n in self.backend.nodes:
+                await n.listener.unwatch(self._channel, self.claim.token)
+
+
+class Backend(AsyncBackend):
+    capabilities = Capabilities(
+        modes=frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE}), fair=False, needs_renewal=True
+    )
+
+    def __init__(self, config: StoreConfig, nodes: list[Node], node_timeout: float) -> None:
+        super().__init__(config)
+        self.nodes = nodes
+        self.quorum = len(nodes) // 2 + 1
+        self.node_timeout = node_timeout
+        self.fanout = drv.Fanout(len(nodes))
+
+    @classmethod
+    async def open(cls, config: StoreConfig) -> Backend:
+        if len(config.hosts) < 3 or len(config.hosts) % 2 == 0:
+            raise ConfigError(
+                f"redlock needs an odd number (>= 3) of independent masters, got {len(config.hosts)}",
+                backend=config.scheme,
+            )
+        node_timeout = config.pop_float("node_timeout", 0.25)
+        connect_timeout = config.pop_float("connect_timeout", 1.0)
+        socket_timeout = config.pop_float("socket_timeout", 1.0)
+        urls = [driver_url(config, host) for host in config.hosts]
+        reject_unknown(config)
+        nodes = [
+            await Node.connect(url, config.scheme, config.password, connect_timeout, socket_timeout, f"{h}:{p}")
+            for url, (h, p) in zip(urls, config.hosts, strict=True)
+        ]
+        backend = cls(config, nodes, node_timeout)
+        results = await backend._fan([n.ping for n in nodes], connect_timeout + socket_timeout)
+        up = sum(1 for r in results if not isinstance(r, BaseException))
+        if up < backend.quorum:
+            await backend.aclose()
+            raise QuorumError(
+                f"only {up} of {len(nodes)} Redis masters reachable; a majority ({backend.quorum}) is needed",
+                backend=config.scheme,
+            )
+        return backend
+
+    # -- plumbing --------------------------------------------------------------------------------------
+    def _deadline(self, ttl: float | None = None) -> float:
+        return self.node_timeout if ttl is None else max(0.005, min(self.node_timeout, ttl / 5.0))
+
+    async def _fan(self, calls: Sequence[Callable[[], Any]], timeout: float | None = None) -> list[Any]:
+        """Run the calls in parallel; each result is a reply or the exception (timeouts included)."""
+        return await self.fanout.gather(calls, self.node_timeout if timeout is None else timeout)
+
+    @staticmethod
+    def _calls(fn: Callable[[Node], Any], nodes: Sequence[Node]) -> list[Callable[[], Any]]:
+        return [functools.partial(fn, n) for n in nodes]
+
+    def _need_quorum(self, results: Sequence[Any], name: str | None, what: str) -> None:
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if len(results) - len(errors) < self.quorum:
+            detail = "; ".join(sorted({type(e).__name__ + ": " + str(e)[:120] for e in errors}))
+            raise QuorumError(
+                f"{what}: only {len(results) - len(errors)} of {len(results)} masters answered, "
+                f"{self.quorum} needed ({detail})",
+                name=name,
+                backend=self.scheme,
+            )
+
+    # -- operations ------------------------------------------------------------------------------------
+    def attempt(self, claim: Claim) -> Attempt:
+        return Attempt(self, claim)
+
+    async def _try(self, claim: Claim) -> Grant:
+        args = lua.acquire_args(claim.token, claim.mode, claim.ttl, claim.permits, False, claim.owner, WAITER_TTL)
+        started = monotonic()
+        results = await self._fan(
+            self._calls(lambda n: n.script("acquire", claim.name, *args), self.nodes),
+            self._deadline(claim.ttl),
+        )
+        grants = [None if isinstance(r, BaseException) else grant_of(r) for r in results]
+        won = [i for i, g in enumerate(grants) if g is not None and g.acquired]
+        fence: int | None = None
+        if len(won) >= self.quorum:
+            fences = [g.fence for g in grants if g is not None and g.acquired and g.fence is not None]
+            fence = max(fences) if fences else None
+            if fence is not None and any(f != fence for f in fences):
+                floors = await self._fan(
+                    self._calls(
+                        lambda n: n.script("fence_floor", claim.name, claim.token, fence), [self.nodes[i] for i in won]
+                    ),
+                    self._deadline(claim.ttl),
+                )
+                if sum(1 for r in floors if not isinstance(r, BaseException) and int(r) == 1) < self.quorum:
+                    won = []
+            valid = validity(claim.ttl, monotonic() - started)
+            if len(won) >= self.quorum and valid > 0:
+                return Grant(True, fence=fence, valid_for=valid)
+        # Failed: take the claim back wherever it may have landed (granted, or no answer in time).
+        dirty = [n for n, g in zip(self.nodes, grants, strict=True) if g is None or g.acquired]
+        if dirty:
+            await self._fan(
+                self._calls(lambda n: n.script("release", claim.name, claim.token, claim.mode.value), dirty),
+                self._deadline(claim.ttl),
+            )
+        self._need_quorum(results, claim.name, "acquire")
+        if won:  # split vote: retry after a random delay so contenders fall out of step
+            return Grant(False, retry_after=random.uniform(0.0, SPLIT_RETRY))
+        hints = sorted(g.retry_after for g in grants if g is not None and g.retry_after is not None)
+        return Grant(False, retry_after=hints[0] if hints else None)
+
+    async def release(self, claim: Claim) -> bool:
+        results = await self._fan(
+            self._calls(lambda n: n.script("release", claim.name, claim.token, claim.mode.value), self.nodes),
+        )
+        return sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1) >= self.quorum
+
+    async def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        if not claims:
+            return []
+        calls = [Node.call("renew", c.name, c.token, c.mode.value, lua.ms(c.ttl)) for c in claims]
+        started = monotonic()
+        results = await self._fan(
+            self._calls(lambda n: n.run(calls, "renew"), self.nodes),
+            self._deadline(min(c.ttl for c in claims)),
+        )
+        self._need_quorum(results, None, "renew")
+        elapsed = monotonic() - started
+        out = []
+        for i, c in enumerate(claims):
+            votes = sum(1 for r in results if not isinstance(r, BaseException) and int(r[i]) == 1)
+            out.append(votes >= self.quorum and validity(c.ttl, elapsed) > 0)
+        return out
+
+    async def holds(self, claim: Claim) -> bool:
+        results = await self._fan(
+            self._calls(lambda n: n.script("holds", claim.name, claim.token, claim.mode.value), self.nodes),
+        )
+        self._need_quorum(results, claim.name, "holds")
+        return sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1) >= self.quorum
+
+    async def _snapshots(self, names: list[str]) -> list[list[lua.Snapshot] | BaseException]:
+        return await self._fan(self._calls(lambda n: n.snapshots(names), self.nodes))
+
+    def _merge(self, name: str, snaps: list[lua.Snapshot]) -> LockInfo | None:
+        """A holder counts if a majority of masters list it; fence = the largest, lease = the shortest."""
+        seen: dict[str, list[HolderInfo]] = {}
+        waiters = 0
+        for s in snaps:
+            waiters = max(waiters, s.waiters)
+            for token, h in s.holders():
+                seen.setdefault(token, []).append(h)
+        holders = []
+        for views in seen.values():
+            if len(views) >= self.quorum:
+                fences = [v.fence for v in views if v.fence is not None]
+                lefts = [v.ttl_left for v in views if v.ttl_left is not None]
+                holders.append(
+                    HolderInfo(
+                        views[0].owner, max(fences) if fences else None, views[0].mode, min(lefts) if lefts else None
+                    )
+                )
+        if not holders:
+            return None
+        return LockInfo(name, lua.KIND_OF_MODE.get(holders[0].mode, "lock"), tuple(holders), waiters)
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        results = await self._snapshots([name])
+        self._need_quorum(results, name, "inspect")
+        return self._merge(name, [r[0] for r in results if not isinstance(r, BaseException)])
+
+    async def list(self, prefix: str) -> list[LockInfo]:
+        found = await self._fan(self._calls(lambda n: n.names(prefix), self.nodes))
+        self._need_quorum(found, None, "list")
+        names = sorted({x for r in found if not isinstance(r, BaseException) for x in r})
+        if not names:
+            return []
+        results = await self._snapshots(names)
+        self._need_quorum(results, None, "list")
+        ok = [r for r in results if not isinstance(r, BaseException)]
+        infos = [self._merge(name, [r[i] for r in ok]) for i, name in enumerate(names)]
+        return [i for i in infos if i is not None]
+
+    async def break_lock(self, name: str) -> bool:
+        results = await self._fan(self._calls(lambda n: n.script("break", name), self.nodes))
+        self._need_quorum(results, name, "break")
+        tokens = {
+            t.decode() if isinstance(t, bytes) else str(t)
+            for r in results
+            if not isinstance(r, BaseException)
+            for t in r
+        }
+        for token in tokens:
+            self.lost(token, "broken by an admin (break_lock)")
+        return bool(tokens)
+
+    async def aclose(self) -> None:
+        for n in self.nodes:
+            try:
+                await n.aclose()
+            except BackendError:
+                pass
+        self.fanout.close()
