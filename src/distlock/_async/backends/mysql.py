@@ -1,0 +1,316 @@
+"""MySQL / MariaDB: ``mysql://user:password@host:3306/db`` (alias ``mariadb://``), with PyMySQL.
+
+Lease mode (default): the lease tables of ``_core/sql_lease.py`` (InnoDB, READ COMMITTED, the database's
+clock in UTC). Wake-ups are a server-side wait: while a store holds a name it keeps ``GET_LOCK`` on the
+name's companion (``distlock-bell:<key>``) on one "bell" connection, and releases it right after the
+holding's row is deleted; a waiter blocks in ``GET_LOCK(companion, t)`` and re-tries as soon as that
+returns. When no companion is held (the holder crashed, or its store could not take it) the waiter
+falls back to a short capped backoff and re-checks at the holder's lease end at the latest.
+
+Session mode (``?mode=session``): ``GET_LOCK(name)`` on a connection pinned to the holding; names longer
+than 64 characters map to ``~`` + base64url(SHA-256(name)) (see ``sql_lease.get_lock_name``). The
+connection's ``wait_timeout`` (whole seconds, the TTL rounded up) is the lease. Only exclusive kinds
+(lock, rlock, multilock): ``GET_LOCK`` has no shared mode.
+
+PyMySQL blocks: on the async side every call runs in the backend's worker threads (``_my_async.call``).
+
+URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeout=10``, ``unix_socket=``,
+``ssl=true`` (verify against the system CAs), ``ssl_ca=``, ``ssl_cert=``, ``ssl_key=``,
+``ssl_verify=true``. The database is the URL path.
+"""
+
+from __future__ import annotations
+
+import ssl as _ssl
+import threading
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+import pymysql.err
+
+from ... import _my_async as my
+from ..._core import sql_lease as sq
+from ..._core.types import Claim, Grant
+from ..._errors import BackendError
+from ..._url import StoreConfig
+from ._sql import (
+    LeaseAttempt,
+    Pinned,
+    RetryableError,
+    SqlBackend,
+    StaleConnection,
+    lease_slice,
+    session_timeout_seconds,
+)
+
+#: server error codes: deadlock, lock wait timeout (re-run the transaction)
+_RETRY_CODES = {1213, 1205}
+#: client error codes of a connection that is gone
+_GONE_CODES = {2003, 2006, 2013, 2055, 1927, 4031}
+
+
+@dataclass
+class MyConn:
+    """A PyMySQL connection and the lock that keeps two threads from using it at once."""
+
+    conn: pymysql.connections.Connection[Any]
+    guard: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Backend(SqlBackend):
+    make_dialect = staticmethod(sq.mysql)
+    kill_sql = "KILL CONNECTION %s"
+
+    def __init__(self, config: StoreConfig) -> None:
+        super().__init__(config)
+        ssl_ctx: _ssl.SSLContext | None = None
+        want_ssl = config.pop_bool("ssl", False)
+        ca, cert, key = config.pop("ssl_ca"), config.pop("ssl_cert"), config.pop("ssl_key")
+        verify = config.pop_bool("ssl_verify", True)
+        if want_ssl or ca or cert:
+            ssl_ctx = _ssl.create_default_context(cafile=ca)
+            if cert:
+                ssl_ctx.load_cert_chain(cert, key)
+            if not verify:
+                ssl_ctx.check_hostname = False
+                ssl_ctx.verify_mode = _ssl.CERT_NONE
+        unix_socket = config.pop("unix_socket")
+        config.reject_unknown()
+        host, port = config.hosts[0]
+        self._kwargs: dict[str, Any] = {
+            "host": host,
+            "port": port,
+            "user": config.username or "",
+            "password": config.password or "",
+            "database": config.path.lstrip("/") or None,
+            "connect_timeout": self.connect_timeout,
+            "autocommit": True,
+            "charset": "utf8mb4",
+            "ssl": ssl_ctx,
+            "unix_socket": unix_socket,
+        }
+        self._bell: MyConn | None = None
+        self._bell_guard = threading.Lock()
+        self._bells: dict[str, str] = {}  # token -> companion lock the bell connection holds for it
+
+    @classmethod
+    async def open(cls, config: StoreConfig) -> Backend:
+        backend = cls(config)
+        await backend._ensure_schema()
+        return backend
+
+    # -- driver ------------------------------------------------------------------------------------------
+    def _connect_blocking(self, session_ttl: float | None) -> MyConn:
+        try:
+            conn = pymysql.connect(**{k: v for k, v in self._kwargs.items() if v is not None})
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                cur.execute("SET time_zone = '+00:00'")
+                if session_ttl is not None:
+                    cur.execute(f"SET SESSION wait_timeout = {session_timeout_seconds(session_ttl)}")
+        except pymysql.err.MySQLError as exc:
+            raise self._error(f"cannot connect to {self.describe()}", exc) from exc
+        return MyConn(conn)
+
+    async def _connect(self, session_ttl: float | None = None) -> Any:
+        return await my.call(self._connect_blocking, session_ttl)
+
+    async def _close(self, conn: Any) -> None:
+        await my.call(self._close_blocking, conn)
+
+    @staticmethod
+    def _close_blocking(c: MyConn) -> None:
+        try:
+            c.conn.close()
+        except pymysql.err.Error:
+            pass
+
+    def _driver_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, pymysql.err.MySQLError)
+
+    def _broken(self, exc: BaseException) -> bool:
+        if isinstance(exc, pymysql.err.InterfaceError):
+            return True
+        return isinstance(exc, pymysql.err.OperationalError) and bool(exc.args) and exc.args[0] in _GONE_CODES
+
+    async def _run(self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool) -> Any:
+        return await my.call(self._drive, conn, script, tx)
+
+    def _drive(self, c: MyConn, script: Generator[sq.Stmt, sq.Result, Any], tx: bool) -> Any:
+        with c.guard:
+            cur = c.conn.cursor()
+            started = False
+            try:
+                if tx:
+                    try:
+                        cur.execute("BEGIN")
+                    except pymysql.err.MySQLError as exc:
+                        if self._broken(exc):
+                            raise StaleConnection(str(exc)) from exc
+                        raise
+                    started = True
+                try:
+                    stmt = next(script)
+                    while True:
+                        try:
+                            cur.execute(stmt.sql, stmt.params or None)
+                        except pymysql.err.MySQLError as exc:
+                            if not started and self._broken(exc):
+                                raise StaleConnection(str(exc)) from exc
+                            raise
+                        started = True
+                        rows = list(cur.fetchall()) if cur.description is not None else []
+                        stmt = script.send(sq.Result(rows, cur.rowcount))
+                except StopIteration as stop:
+                    result = stop.value
+                if tx:
+                    cur.execute("COMMIT")
+                return result
+            except pymysql.err.OperationalError as exc:
+                self._rollback(c, tx)
+                if exc.args and exc.args[0] in _RETRY_CODES:
+                    raise RetryableError(str(exc)) from exc
+                raise
+            except BaseException:
+                self._rollback(c, tx)
+                raise
+            finally:
+                script.close()
+                cur.close()
+
+    def _rollback(self, c: MyConn, tx: bool) -> None:
+        if tx and c.conn.open:
+            try:
+                c.conn.rollback()
+            except pymysql.err.Error:
+                pass
+
+    # -- lease-mode wake-ups: the companion GET_LOCK ("bell") ------------------------------------------------
+    def _bell_call(self, sql: str, params: tuple[object, ...]) -> Any:
+        """One statement on the bell connection (caller holds ``_bell_guard``); reconnects once."""
+        for attempt in range(2):
+            if self._bell is None or not self._bell.conn.open:
+                self._bell = self._connect_blocking(None)
+            try:
+                with self._bell.conn.cursor() as cur:
+                    cur.execute(sql, params)
+                    row = cur.fetchone()
+                    return None if row is None else row[0]
+            except pymysql.err.MySQLError:
+                self._close_blocking(self._bell)
+                self._bell = None
+                self._bells.clear()  # the companions went with the connection
+                if attempt:
+                    raise
+        return None
+
+    def _bell_hold(self, token: str, key: str) -> None:
+        with self._bell_guard:
+            try:
+                if self._bell_call("SELECT GET_LOCK(%s, 0.02)", (sq.bell_name(key),)) == 1:
+                    self._bells[token] = sq.bell_name(key)
+            except (pymysql.err.MySQLError, BackendError):
+                pass  # waiters fall back to re-checking
+
+    def _bell_drop(self, tokens: Sequence[str]) -> None:
+        with self._bell_guard:
+            for token in tokens:
+                companion = self._bells.pop(token, None)
+                if companion is None:
+                    continue
+                try:
+                    self._bell_call("SELECT RELEASE_LOCK(%s)", (companion,))
+                except (pymysql.err.MySQLError, BackendError):
+                    pass
+
+    async def _granted(self, claim: Claim, key: str) -> None:
+        if not self._closed:
+            await my.call(self._bell_hold, claim.token, key)
+
+    async def _released(self, tokens: Sequence[str], key: str) -> None:
+        self._wake(key)
+        with self._bell_guard:
+            ours = any(t in self._bells for t in tokens)
+        if ours:
+            await my.call(self._bell_drop, tokens)
+
+    async def _forget_bells(self, tokens: Sequence[str]) -> None:
+        await my.call(self._bell_drop, tokens)
+
+    @staticmethod
+    def _bell_wait_blocking(c: MyConn, companion: str, timeout: float) -> int:
+        """-1: nobody rings this name; 1: it rang (the holder let go); 0: timed out."""
+        with c.guard, c.conn.cursor() as cur:
+            cur.execute("SELECT IF(IS_USED_LOCK(%s) IS NULL, -1, GET_LOCK(%s, %s))", (companion, companion, timeout))
+            row = cur.fetchone()
+            got = -1 if row is None or row[0] is None else int(row[0])
+            if got == 1:
+                cur.execute("SELECT RELEASE_LOCK(%s)", (companion,))
+            return got
+
+    async def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
+        assert attempt.waker is not None
+        if await attempt.waker.wait(0):  # a local release since our try
+            attempt.backoff.reset()
+            return
+        delay = lease_slice(attempt, grant, timeout, backoff=False)
+        if delay <= 0:
+            return
+        conn = await self._borrow()
+        try:
+            rang = await my.call(self._bell_wait_blocking, conn, sq.bell_name(attempt.key), delay)
+        except pymysql.err.MySQLError as exc:
+            await self._close_quietly(conn)
+            raise self._error("database error", exc) from exc
+        except BaseException:
+            await self._close_quietly(conn)  # cancelled: the thread may still be waiting on it
+            raise
+        await self._give_back(conn)
+        if rang == -1:
+            if await attempt.waker.wait(lease_slice(attempt, grant, timeout, backoff=True)):
+                attempt.backoff.reset()
+        else:
+            attempt.backoff.reset()
+
+    # -- session mode: GET_LOCK ----------------------------------------------------------------------------
+    async def _session_try(self, conn: Any, claim: Claim) -> bool:
+        try:
+            return bool(await self._one(conn, "SELECT GET_LOCK(%s, 0)", (sq.get_lock_name(claim.name),)) == 1)
+        except pymysql.err.MySQLError as exc:
+            raise self._error("database error", exc) from exc
+
+    async def _session_wait(self, conn: Any, claim: Claim, timeout: float) -> bool:
+        try:
+            return bool(await self._one(conn, "SELECT GET_LOCK(%s, %s)", (sq.get_lock_name(claim.name), timeout)) == 1)
+        except pymysql.err.MySQLError as exc:
+            raise self._error("database error", exc) from exc
+
+    async def _session_conn_id(self, conn: Any) -> int:
+        return int(await self._one(conn, "SELECT CONNECTION_ID()"))
+
+    async def _session_check(self, pinned: Pinned, ttl: float) -> bool:
+        if session_timeout_seconds(ttl) != session_timeout_seconds(pinned.ttl):
+            await self._one(pinned.conn, f"SET SESSION wait_timeout = {session_timeout_seconds(ttl)}")
+            pinned.ttl = ttl
+        ok = await self._one(
+            pinned.conn, "SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (sq.get_lock_name(pinned.claim.name),)
+        )
+        return bool(ok == 1)
+
+    async def _session_unlock(self, pinned: Pinned) -> bool:
+        return bool(
+            await self._one(pinned.conn, "SELECT RELEASE_LOCK(%s)", (sq.get_lock_name(pinned.claim.name),)) == 1
+        )
+
+    def _session_alive_sql(self, claim_name: str) -> tuple[str, tuple[object, ...]]:
+        return "IS_USED_LOCK(%s) = s.conn_id", (sq.get_lock_name(claim_name),)
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        with self._bell_guard:
+            bell, self._bell = self._bell, None
+            self._bells.clear()
+        if bell is not None:
+            await my.call(self._close_blocking, bell)

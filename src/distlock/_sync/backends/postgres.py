@@ -1,0 +1,233 @@
+# GENERATED from src/distlock/_async/backends/postgres.py by scripts/gen_sync.py: edit that file, not this one.
+"""PostgreSQL: ``postgresql://user:password@host:5432/db`` (alias ``postgres://``), with psycopg 3.
+
+Lease mode (default): the lease tables of ``_core/sql_lease.py``; a release, abandon or break sends
+``NOTIFY <prefix>_wake, '<name key>'`` in its transaction, and each store keeps one ``LISTEN`` connection
+that wakes its waiters of that name at once (delivered at commit). A waiter still re-checks at the
+holder's lease end and at least every second, so a lost notification costs latency, never the lock.
+
+Session mode (``?mode=session``): advisory locks, ``pg_advisory_lock(key)`` with key = the first 8 bytes of
+SHA-256(name) as a signed bigint (``pg_advisory_lock_shared`` for rwlock readers), on a connection
+pinned to the holding. ``idle_session_timeout`` of that connection is the TTL: the renewer's check keeps
+it alive; a holder that stops renewing, dies or loses its connection loses the lock.
+
+URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeout=10`` (seconds), and
+libpq's ``sslmode``, ``sslrootcert``, ``sslcert``, ``sslkey``. The database is the URL path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator
+from typing import Any
+
+import psycopg
+import psycopg.errors
+
+from ... import _pg_sync as pg
+from ... import _rt_sync as rt
+from ..._core import sql_lease as sq
+from ..._core.types import Claim, Grant, Mode
+from ..._errors import BackendError
+from ..._url import StoreConfig
+from ._sql import LeaseAttempt, Pinned, RetryableError, SqlBackend, StaleConnection, lease_slice
+
+_SSL_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey")
+
+
+def _split_key(name: str) -> tuple[int, int, int]:
+    """The advisory key, and its (classid, objid) halves as ``pg_locks`` shows them."""
+    key = sq.advisory_key(name)
+    unsigned = key & 0xFFFFFFFFFFFFFFFF
+    return key, unsigned >> 32, unsigned & 0xFFFFFFFF
+
+
+class Backend(SqlBackend):
+    session_modes = frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE})
+    make_dialect = staticmethod(sq.postgres)
+    kill_sql = "SELECT pg_terminate_backend(%s)"
+
+    def __init__(self, config: StoreConfig) -> None:
+        super().__init__(config)
+        self._ssl = {k: v for k in _SSL_OPTIONS if (v := config.pop(k)) is not None}
+        config.reject_unknown()
+        host, port = config.hosts[0]
+        self._kwargs: dict[str, Any] = {
+            "host": host,
+            "port": port,
+            "dbname": config.path.lstrip("/") or None,
+            "user": config.username,
+            "password": config.password,
+            "connect_timeout": max(1, math.ceil(self.connect_timeout)),
+            "application_name": "distlock",
+            "autocommit": True,
+            **self._ssl,
+        }
+        self._listener: rt.Background | None = None
+        self._listening = False
+
+    @classmethod
+    def open(cls, config: StoreConfig) -> Backend:
+        backend = cls(config)
+        backend._ensure_schema()
+        return backend
+
+    # -- driver ------------------------------------------------------------------------------------------
+    def _connect(self, session_ttl: float | None = None) -> Any:
+        kwargs = dict(self._kwargs)
+        if session_ttl is not None:
+            kwargs["options"] = f"-c idle_session_timeout={max(1, math.ceil(session_ttl * 1000))}"
+        try:
+            return pg.connect(**{k: v for k, v in kwargs.items() if v is not None})
+        except psycopg.Error as exc:
+            raise self._error(f"cannot connect to {self.describe()}", exc) from exc
+
+    def _close(self, conn: Any) -> None:
+        conn.close()
+
+    def _driver_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, psycopg.Error)
+
+    def _broken(self, exc: BaseException) -> bool:
+        return isinstance(exc, psycopg.OperationalError) and not isinstance(exc, psycopg.errors.LockNotAvailable)
+
+    def _run(self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool) -> Any:
+        cur: pg.Cursor = conn.cursor()
+        started = False
+        try:
+            if tx:
+                try:
+                    cur.execute("BEGIN")
+                except psycopg.OperationalError as exc:
+                    raise StaleConnection(str(exc)) from exc
+                started = True
+            try:
+                stmt = next(script)
+                while True:
+                    try:
+                        cur.execute(stmt.sql, stmt.params)
+                    except psycopg.OperationalError as exc:
+                        if not tx and not started and conn.broken:
+                            raise StaleConnection(str(exc)) from exc
+                        raise
+                    started = True
+                    rows = cur.fetchall() if cur.description is not None else []
+                    stmt = script.send(sq.Result(rows, cur.rowcount))
+            except StopIteration as stop:
+                result = stop.value
+            if tx:
+                cur.execute("COMMIT")
+            return result
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as exc:
+            self._rollback(conn, cur, tx)
+            raise RetryableError(str(exc)) from exc
+        except BaseException:
+            self._rollback(conn, cur, tx)
+            raise
+        finally:
+            script.close()
+            if not conn.closed:
+                cur.close()
+
+    def _rollback(self, conn: Any, cur: pg.Cursor, tx: bool) -> None:
+        if tx and not conn.closed and not conn.broken:
+            try:
+                cur.execute("ROLLBACK")
+            except psycopg.Error:
+                pass
+
+    # -- lease-mode wake-ups: LISTEN/NOTIFY ----------------------------------------------------------------
+    def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
+        if self._listener is None or not self._listener.alive():
+            self._listener = rt.Background(self._listen, name="distlock-postgres-listen")
+        delay = lease_slice(attempt, grant, timeout, backoff=not self._listening)
+        assert attempt.waker is not None
+        if attempt.waker.wait(delay):
+            attempt.backoff.reset()
+
+    def _listen(self) -> None:
+        failures = 0
+        while not self._closed and self._watching_or_recent():
+            conn: Any = None
+            try:
+                conn = pg.connect(**{k: v for k, v in self._kwargs.items() if v is not None})
+                conn.execute(f"LISTEN {self.ops.channel}")
+                self._listening = True
+                failures = 0
+                idle = 0
+                while not self._closed:
+                    got = False
+                    for note in conn.notifies(timeout=0.5):
+                        got = True
+                        self._wake(note.payload)
+                    idle = 0 if got or self._watching() else idle + 1
+                    if idle > 20:  # nobody has waited for ~10 s: stop listening, restart on demand
+                        return
+            except (psycopg.Error, OSError, BackendError) as exc:
+                failures += 1
+                self._listening = False
+                rt.sleep(min(2.0, 0.05 * 2**failures))
+                if failures > 3 and not self._watching():
+                    return
+                del exc
+            finally:
+                self._listening = False
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except psycopg.Error:
+                        pass
+
+    def _watching_or_recent(self) -> bool:
+        return True
+
+    # -- session mode: advisory locks ----------------------------------------------------------------------
+    def _session_try(self, conn: Any, claim: Claim) -> bool:
+        fn = "pg_try_advisory_lock_shared" if claim.mode is Mode.READ else "pg_try_advisory_lock"
+        try:
+            return bool(self._one(conn, f"SELECT {fn}(%s)", (sq.advisory_key(claim.name),)))
+        except psycopg.Error as exc:
+            raise self._error("database error", exc) from exc
+
+    def _session_wait(self, conn: Any, claim: Claim, timeout: float) -> bool:
+        fn = "pg_advisory_lock_shared" if claim.mode is Mode.READ else "pg_advisory_lock"
+        try:
+            self._one(conn, "SELECT set_config('lock_timeout', %s, false)", (f"{max(1, int(timeout * 1000))}ms",))
+            self._one(conn, f"SELECT {fn}(%s)", (sq.advisory_key(claim.name),))
+        except psycopg.errors.LockNotAvailable:
+            return False
+        except psycopg.Error as exc:
+            raise self._error("database error", exc) from exc
+        return True
+
+    def _session_conn_id(self, conn: Any) -> int:
+        return int(conn.info.backend_pid)
+
+    def _session_check(self, pinned: Pinned, ttl: float) -> bool:
+        _, classid, objid = _split_key(pinned.claim.name)
+        ok = self._one(
+            pinned.conn,
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() "
+            "AND granted AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 1) "
+            "AND set_config('idle_session_timeout', %s, false) IS NOT NULL",
+            (classid, objid, str(max(1, math.ceil(ttl * 1000)))),
+        )
+        pinned.ttl = ttl
+        return bool(ok)
+
+    def _session_unlock(self, pinned: Pinned) -> bool:
+        fn = "pg_advisory_unlock_shared" if pinned.claim.mode is Mode.READ else "pg_advisory_unlock"
+        return bool(self._one(pinned.conn, f"SELECT {fn}(%s)", (sq.advisory_key(pinned.claim.name),)))
+
+    def _session_alive_sql(self, claim_name: str) -> tuple[str, tuple[object, ...]]:
+        _, classid, objid = _split_key(claim_name)
+        return (
+            "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.pid = s.conn_id AND l.granted "
+            "AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.objsubid = 1)",
+            (classid, objid),
+        )
+
+    def close(self) -> None:
+        super().close()
+        if self._listener is not None:
+            self._listener.join(0.0)

@@ -1,0 +1,20 @@
+"""postgres:// in connection-bound mode (``?mode=session``: advisory locks), on the same server as ``postgres``."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.plugins.mysql_session import skip_unsupported_kinds
+
+#: conformance tests of kinds that advisory locks cannot do (semaphores; FIFO is not offered either)
+UNSUPPORTED = ("semaphore",)
+
+
+@pytest.fixture(scope="session")
+def postgres_session_url(postgres_url: str) -> str:
+    sep = "&" if "?" in postgres_url else "?"
+    return f"{postgres_url}{sep}mode=session"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip_unsupported_kinds(items, "postgres_session", UNSUPPORTED)
