@@ -46,6 +46,7 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    SessionExpiredError,
     UnimplementedError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
@@ -133,7 +134,18 @@ class Attempt(AsyncAttempt):
     # -- blocking steps --------------------------------------------------------------------------------
     def _step(self) -> Grant:
         with self._step_guard:
-            return self.backend._translated(self._step_locked)
+            return self.backend._translated(self._step_or_requeue)
+
+    def _step_or_requeue(self) -> Grant:
+        try:
+            return self._step_locked()
+        except SessionExpiredError:
+            # kazoo is opening a new session; our children died with the old one. Queue again once it is
+            # up (the session listener wakes this attempt).
+            self._forget_node()
+            self._lease = None
+            self._lease_created = False
+            return Grant(False, retry_after=0.2)
 
     def _step_locked(self) -> Grant:
         b = self.backend
@@ -195,7 +207,13 @@ class Attempt(AsyncAttempt):
 
     def _abandon(self) -> None:
         with self._step_guard:
-            self.backend._translated(self._abandon_locked)
+            self.backend._translated(self._abandon_or_forget)
+
+    def _abandon_or_forget(self) -> None:
+        try:
+            self._abandon_locked()
+        except SessionExpiredError:  # everything this attempt created died with the session
+            self.backend._unhold(self.claim.token)
 
     def _abandon_locked(self) -> None:
         b = self.backend
@@ -416,7 +434,7 @@ class Backend(AsyncBackend):
                 return True
             except NoNodeError:
                 return retried
-            except NotEmptyError:
+            except (NotEmptyError, SessionExpiredError):  # an expired session's ephemeral nodes are gone
                 return False
             except ConnectionLoss:
                 retried = True
@@ -547,7 +565,10 @@ class Backend(AsyncBackend):
         held = self._held.get(claim.token)
         if held is None or held.lost:
             return False
-        stat = self._get(self._client.exists_async(held.path))
+        try:
+            stat = self._get(self._client.exists_async(held.path))
+        except SessionExpiredError:
+            return False
         return stat is not None and int(stat.ephemeralOwner) == self._session_id()
 
     def _renew(self, claims: Sequence[Claim]) -> list[bool]:
@@ -558,7 +579,10 @@ class Backend(AsyncBackend):
             held = self._held.get(claim.token)
             pending.append(None if held is None or held.lost else self._client.exists_async(held.path))
         for result in pending:
-            results.append(result is not None and self._get(result) is not None)
+            try:
+                results.append(result is not None and self._get(result) is not None)
+            except SessionExpiredError:
+                results.append(False)
         return results
 
     def _inspect_path(self, path: str, name: str) -> LockInfo | None:

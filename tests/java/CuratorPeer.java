@@ -1,0 +1,125 @@
+// A Curator client driven line by line over stdin, for the distlock interop tests (tests/test_zookeeper_curator.py).
+//
+// Usage: java -cp <curator, zookeeper and deps> CuratorPeer <connect string> <lock path>
+// Commands (one per line; every command answers exactly one line starting with "OK" or "ERR"):
+//   acquire mutex|read|write <timeout ms>      -> OK true | OK false
+//   release mutex|read|write                   -> OK released
+//   lease <max leases> <timeout ms>            -> OK true | OK false   (InterProcessSemaphoreV2 on the path)
+//   unlease                                    -> OK released          (returns the oldest lease taken)
+//   counter mutex|write <n> <counter file> <log file>
+//        n times: acquire, read the integer in the counter file, write it + 1, release; each critical
+//        section is logged as "<start ns> <end ns>" (System.nanoTime, CLOCK_MONOTONIC) -> OK done
+//   quit
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayDeque;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessLock;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+
+public class CuratorPeer {
+    public static void main(String[] args) throws Exception {
+        String connect = args[0];
+        String path = args[1];
+        CuratorFramework client = CuratorFrameworkFactory.newClient(
+                connect, 10000, 5000, new ExponentialBackoffRetry(50, 5));
+        client.start();
+        if (!client.blockUntilConnected(20, TimeUnit.SECONDS)) {
+            System.out.println("ERR not connected");
+            return;
+        }
+        InterProcessMutex mutex = new InterProcessMutex(client, path);
+        InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, path);
+        ArrayDeque<Lease> leases = new ArrayDeque<>();
+        System.out.println("READY");
+        System.out.flush();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] w = line.trim().split(" ");
+            try {
+                switch (w[0]) {
+                    case "acquire":
+                        reply("OK " + pick(w[1], mutex, rw).acquire(Long.parseLong(w[2]), TimeUnit.MILLISECONDS));
+                        break;
+                    case "release":
+                        pick(w[1], mutex, rw).release();
+                        reply("OK released");
+                        break;
+                    case "lease": {
+                        InterProcessSemaphoreV2 sem = new InterProcessSemaphoreV2(client, path, Integer.parseInt(w[1]));
+                        Lease lease = sem.acquire(Long.parseLong(w[2]), TimeUnit.MILLISECONDS);
+                        if (lease != null) {
+                            leases.add(lease);
+                        }
+                        reply("OK " + (lease != null));
+                        break;
+                    }
+                    case "unlease":
+                        leases.poll().close();
+                        reply("OK released");
+                        break;
+                    case "counter": {
+                        InterProcessLock lock = pick(w[1], mutex, rw);
+                        int n = Integer.parseInt(w[2]);
+                        Path counter = Paths.get(w[3]);
+                        StringBuilder log = new StringBuilder();
+                        for (int i = 0; i < n; i++) {
+                            lock.acquire();
+                            long start = System.nanoTime();
+                            int value = Integer.parseInt(new String(Files.readAllBytes(counter), StandardCharsets.UTF_8).trim());
+                            Thread.sleep(2);
+                            Files.write(counter, Integer.toString(value + 1).getBytes(StandardCharsets.UTF_8),
+                                    StandardOpenOption.TRUNCATE_EXISTING, StandardOpenOption.WRITE);
+                            long end = System.nanoTime();
+                            lock.release();
+                            log.append(start).append(' ').append(end).append('\n');
+                        }
+                        Files.write(Paths.get(w[4]), log.toString().getBytes(StandardCharsets.UTF_8));
+                        reply("OK done");
+                        break;
+                    }
+                    case "quit":
+                        client.close();
+                        reply("OK bye");
+                        return;
+                    default:
+                        reply("ERR unknown command " + w[0]);
+                }
+            } catch (Exception e) {
+                reply("ERR " + e);
+            }
+        }
+        client.close();
+    }
+
+    private static InterProcessLock pick(String kind, InterProcessMutex mutex, InterProcessReadWriteLock rw) {
+        switch (kind) {
+            case "mutex":
+                return mutex;
+            case "read":
+                return rw.readLock();
+            case "write":
+                return rw.writeLock();
+            default:
+                throw new IllegalArgumentException(kind);
+        }
+    }
+
+    private static void reply(String text) {
+        System.out.println(text);
+        System.out.flush();
+    }
+}
