@@ -1,0 +1,308 @@
+"""ZooKeeper faults on real servers: leader killed mid-contention, session expired from outside, holder killed
+with -9, a create whose reply is lost (F8), a lock broken from another client, ACLs, container clean-up.
+
+The leader test runs on its own 3-node ensemble (it kills and restarts a server); the rest share a
+standalone server started for this module, with short session timeouts.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, NoAuthError
+
+import distlock
+from distlock._core import zookeeper_layout as layout
+from tests.servers.proc import free_port
+from tests.servers.zookeeper import ZkEnsemble, available, zookeeper_ensemble
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(not available(), reason="ZooKeeper is not installed")
+
+
+@pytest.fixture(scope="module")
+def single() -> Iterator[ZkEnsemble]:
+    with zookeeper_ensemble(1) as ens:
+        yield ens
+
+
+@pytest.fixture
+def name() -> str:
+    return f"f-{uuid.uuid4().hex[:12]}"
+
+
+def kazoo(hosts: str, **kw: Any) -> KazooClient:
+    client = KazooClient(hosts=hosts, timeout=10, **kw)
+    client.start(20)
+    return client
+
+
+def backend_of(lock: Any) -> Any:
+    return lock._store._backend
+
+
+def wait_for(cond: Any, timeout: float, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return bool(cond())
+
+
+def test_session_expired_from_outside_sets_lost_and_requeues_waiters(single: ZkEnsemble, name: str) -> None:
+    url = f"{single.url}?session_timeout=4"
+    with distlock.connect(url) as victim, distlock.connect(url) as other:
+        held = victim.lock(name)
+        assert held.acquire(timeout=10)
+        first = held.fence
+        queued = victim.lock(name + "-q")
+        blocker = other.lock(name + "-q")
+        assert blocker.acquire(timeout=10)
+        got: list[object] = []
+        queue_path = layout.lock_path(name + "-q")
+
+        def wait_then_release() -> None:
+            ok = queued.acquire(timeout=60)
+            got.append(ok)
+            if ok:  # no orphan from the expired session: our node is the only child
+                got.append(backend_of(queued)._client.get_children(queue_path))
+                queued.release()
+
+        waiter = threading.Thread(target=wait_then_release)
+        waiter.start()
+        time.sleep(0.5)  # the waiter's node is queued under the victim's session
+        # expire the victim's session: a second client attaches to it and closes it
+        session_id, password = backend_of(held)._client.client_id
+        thief = KazooClient(hosts=single.hosts, client_id=(session_id, password), timeout=4)
+        thief.start(20)
+        thief.stop()
+        thief.close()
+        assert held.lost.wait(20), "session expiry must set lost"
+        with pytest.raises(distlock.LockLost):
+            held.release()
+        # the lock is free for others, with a larger fence
+        taker = other.lock(name)
+        assert taker.acquire(timeout=20)
+        assert first is not None and taker.fence is not None and taker.fence > first
+        taker.release()
+        # the waiter queued again under the new session and is handed the lock, leaving no orphan behind
+        blocker.release()
+        waiter.join(60)
+        assert got[0] is True
+        assert isinstance(got[1], list) and len(got[1]) == 1, got
+
+
+def test_kill_9_holder_frees_lock_after_session_timeout(single: ZkEnsemble, name: str, tmp_path: Path) -> None:
+    url = f"{single.url}?session_timeout=2"
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "tests.proc_worker", "hold", url, name, "30", str(tmp_path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        line = holder.stdout.readline()
+        assert line.startswith("ACQUIRED"), holder.stderr.read() if holder.stderr else ""
+        first = int(line.split()[1])
+        with distlock.connect(url) as store:
+            lock = store.lock(name)
+            assert not lock.acquire(timeout=0.5)  # alive: held
+            holder.kill()
+            holder.wait(10)
+            killed = time.monotonic()
+            assert lock.acquire(timeout=30)
+            waited = time.monotonic() - killed
+            assert lock.fence is not None and lock.fence > first
+            lock.release()
+        # the session timeout (2 s) plus the server's expiry tick, with a wide margin for a loaded machine
+        assert waited < 15, f"freed only after {waited:.1f}s"
+    finally:
+        holder.kill()
+        holder.communicate()
+
+
+def test_lost_create_reply_is_found_by_its_uuid(single: ZkEnsemble, name: str) -> None:
+    """F8: the create succeeds on the server but the client sees a connection loss."""
+    with distlock.connect(single.url) as store:
+        client = backend_of(store.lock(name))._client
+        real = client.create_async
+        calls: list[str] = []
+
+        def lossy_create(path: str, *args: Any, **kw: Any) -> Any:
+            created = real(path, *args, **kw)
+            created.get(10)  # it happened on the server...
+            calls.append(path)
+            result = client.handler.async_result()
+            result.set_exception(ConnectionLoss())  # ...but the reply is lost
+            return result
+
+        client.create_async = lossy_create
+        try:
+            lock = store.lock(name)
+            assert lock.acquire(timeout=10)
+        finally:
+            client.create_async = real
+        assert len(calls) == 1, "exactly one create: the retry found the first node instead of making another"
+        assert lock.fence is not None
+        (child,) = client.get_children(layout.lock_path(name))
+        assert child.startswith(layout.PROTECTED) and "-lock-" in child
+        lock.release()
+        assert client.get_children(layout.lock_path(name)) == []
+
+
+def test_break_from_another_client_sets_lost_via_the_holder_watch(single: ZkEnsemble, name: str) -> None:
+    with distlock.connect(single.url) as a, distlock.connect(single.url) as b:
+        lock = a.lock(name)
+        assert lock.acquire(timeout=10)
+        assert b.break_lock(name)
+        assert lock.lost.wait(10)
+        with pytest.raises(distlock.LockLost):
+            lock.release()
+        assert b.lock(name).acquire(timeout=10)
+
+
+def test_digest_acl_protects_nodes(single: ZkEnsemble, name: str) -> None:
+    root = f"/acl-{uuid.uuid4().hex[:8]}"
+    with distlock.connect(f"zookeeper://alice:s3cret@{single.hosts}?root={root}") as store:
+        assert "s3cret" not in repr(store)
+        lock = store.lock(name)
+        assert lock.acquire(timeout=10)
+        path = layout.lock_path(name, root)
+        own = backend_of(lock)._client
+        (child,) = own.get_children(path)
+        acl, _ = own.get_acls(f"{path}/{child}")
+        assert [a.id.scheme for a in acl] == ["digest"]
+        outsider = kazoo(single.hosts)
+        try:
+            with pytest.raises(NoAuthError):
+                outsider.get_children(path)
+            with pytest.raises(NoAuthError):
+                outsider.delete(f"{path}/{child}")
+        finally:
+            outsider.stop()
+            outsider.close()
+        with distlock.connect(f"zookeeper://mallory:guess@{single.hosts}?root={root}") as wrong:
+            with pytest.raises(distlock.BackendError):
+                wrong.lock(name).acquire(timeout=2)
+        assert lock.owned()
+        lock.release()
+
+
+def test_emptied_lock_paths_are_removed(single: ZkEnsemble, name: str) -> None:
+    with distlock.connect(single.url) as store:
+        lock = store.lock(name + "/deep/er")
+        assert lock.acquire(timeout=10)
+        lock.release()
+        client = backend_of(lock)._client
+        path = layout.lock_path(name)
+        # container nodes: the server deletes them once empty (checked every second by the test servers)
+        assert wait_for(lambda: client.exists(path) is None, 20, 0.2), client.get_children(path)
+
+
+def test_unreachable_server_is_a_backend_error_quickly() -> None:
+    port = free_port()
+    started = time.monotonic()
+    with pytest.raises(distlock.BackendError):
+        distlock.connect(f"zookeeper://127.0.0.1:{port}?connect_timeout=1")
+    assert time.monotonic() - started < 10
+
+
+def test_chroot_and_absolute_names(single: ZkEnsemble, name: str) -> None:
+    chroot = f"/chroot-{uuid.uuid4().hex[:8]}"
+    admin = kazoo(single.hosts)
+    try:
+        admin.ensure_path(chroot)
+        with distlock.connect(f"{single.url}{chroot}") as store:
+            lock = store.lock(name)
+            absolute = store.lock(f"/{name}-abs")
+            assert lock.acquire(timeout=10) and absolute.acquire(timeout=10)
+            assert admin.get_children(f"{chroot}{layout.DEFAULT_ROOT}/{name}")
+            assert admin.get_children(f"{chroot}/{name}-abs")
+            assert [i.name for i in store.list(name)] == [name]
+            lock.release()
+            absolute.release()
+    finally:
+        admin.stop()
+        admin.close()
+
+
+# -- the leader dies while locks are held and waited on --------------------------------------------------
+@pytest.fixture(scope="module")
+def ensemble() -> Iterator[ZkEnsemble]:
+    with zookeeper_ensemble(3) as ens:
+        yield ens
+
+
+def test_leader_killed_during_contention_never_grants_twice(ensemble: ZkEnsemble, name: str) -> None:
+    url = f"{ensemble.url}?session_timeout=10"
+    guard = threading.Lock()
+    inside: list[Any] = []
+    violations: list[str] = []
+    fences: list[int] = []
+    done = {"before": 0, "after": 0}
+    phase = {"killed": False}
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            with distlock.connect(url) as store:
+                lock = store.lock(name)
+                while not stop.is_set():
+                    try:
+                        if not lock.acquire(timeout=5):
+                            continue
+                    except distlock.BackendError:
+                        time.sleep(0.1)
+                        continue
+                    with guard:
+                        live = [other for other in inside if not other.lost.is_set()]
+                        if live and not lock.lost.is_set():
+                            violations.append(f"granted while {len(live)} live holder(s) inside")
+                        inside.append(lock)
+                        assert lock.fence is not None
+                        fences.append(lock.fence)
+                        done["after" if phase["killed"] else "before"] += 1
+                    time.sleep(0.03)
+                    with guard:
+                        inside.remove(lock)
+                    try:
+                        lock.release()
+                    except (distlock.LockLost, distlock.BackendError):
+                        pass
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        assert wait_for(lambda: done["before"] >= 10, 30)
+        leader = ensemble.leader()
+        assert leader is not None
+        phase["killed"] = True
+        ensemble.kill(leader)
+        assert wait_for(lambda: done["after"] >= 10, 60), "no progress after the leader died"
+        ensemble.restart(leader)
+        assert wait_for(lambda: done["after"] >= 20, 60)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert not errors, errors
+    assert not violations, violations
+    assert len(set(fences)) == len(fences), "a fence was handed out twice"
+    assert fences == sorted(fences), "fences must grow in grant order"
