@@ -1,0 +1,92 @@
+"""Pure logic of the ZooKeeper layout: name -> path mapping, Curator's child order and grant predicates."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from distlock._core import zookeeper_layout as z
+from distlock._core.types import Mode
+
+
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [
+        ("jobs", "/distlock/jobs"),
+        ("a/b/c", "/distlock/a/b/c"),
+        ("/abs/path", "/abs/path"),
+        ("ключ/鍵", "/distlock/ключ/鍵"),
+        ("🔒", "/distlock/%F0%9F%94%92"),
+        ("a//b", "/distlock/a/%/b"),
+        ("a/", "/distlock/a/%"),
+        ("./..", "/distlock/%2E/%2E%2E"),
+        ("50%", "/distlock/50%25"),
+        ("tab\there/x", "/distlock/tab%09here/x"),
+    ],
+)
+def test_name_to_path(name: str, path: str) -> None:
+    assert z.lock_path(name) == path
+    assert z.name_of(path) == name
+
+
+def test_mapping_never_collides() -> None:
+    names = ["a", "a/", "a//", "/a", "a%", "a%25", "%", "%25", ".", "..", "a/.", "a/%2E", "🔒", "%F0%9F%94%92", "a b"]
+    names += ["".join(p) for p in itertools.product(["a", "/", "%", "."], repeat=3)]
+    names = [n for n in names if n]
+    paths = {z.lock_path(n, "/r") for n in names}
+    assert len(paths) == len(set(names))
+    for n in names:
+        assert z.name_of(z.lock_path(n, "/r"), "/r") == n or n.startswith("/")
+
+
+def test_root_checks() -> None:
+    assert z.check_root("/distlock") is None
+    assert z.check_root("/a/b") is None
+    for bad in ("distlock", "/", "/a//b", "/zookeeper/x", "/a/../b"):
+        assert z.check_root(bad) is not None
+
+
+def test_curator_order_is_by_sequence_after_the_marker() -> None:
+    kids = ["_c_b-lock-0000000003", "_c_a-lock-0000000010", "_c_c-lock-0000000001"]
+    assert z.sort_children(kids) == ["_c_c-lock-0000000001", "_c_b-lock-0000000003", "_c_a-lock-0000000010"]
+    rw = ["_c_x-__WRIT__0000000002", "_c_y-__READ__0000000001", "_c_z-__READ__0000000003"]
+    assert [c[-1] for c in z.sort_children(rw)] == ["1", "2", "3"]
+
+
+def test_mutex_watches_its_predecessor_only() -> None:
+    kids = z.sort_children([f"_c_{i}-lock-000000000{i}" for i in range(4)])
+    assert z.verdict(Mode.EXCLUSIVE, kids, kids[0]) == z.Verdict(True)
+    assert z.verdict(Mode.EXCLUSIVE, kids, kids[3]) == z.Verdict(False, kids[2])
+    with pytest.raises(z.NodeGone):
+        z.verdict(Mode.EXCLUSIVE, kids, "_c_9-lock-0000000009")
+
+
+def test_read_and_write_predicates() -> None:
+    r1, w2, r3, w4, r5 = (
+        "_c_a-__READ__0000000001",
+        "_c_b-__WRIT__0000000002",
+        "_c_c-__READ__0000000003",
+        "_c_d-__WRIT__0000000004",
+        "_c_e-__READ__0000000005",
+    )
+    kids = [r1, w2, r3, w4, r5]
+    assert z.verdict(Mode.READ, kids, r1).acquired
+    assert z.verdict(Mode.WRITE, kids, w2) == z.Verdict(False, r1)
+    assert z.verdict(Mode.READ, kids, r3) == z.Verdict(False, w2)  # a queued writer blocks later readers
+    assert z.verdict(Mode.READ, kids, r5) == z.Verdict(False, w4)  # watches the nearest writer, not the first
+    assert z.verdict(Mode.READ, [r1, r3], r3).acquired  # readers share
+    assert z.holders_of(kids) == ([r1], 4)
+    assert z.holders_of([r1, r3, w2]) == ([r1], 2)
+    assert z.holders_of(z.sort_children([r1, r3])) == ([r1, r3], 0)
+
+
+def test_protected_names_and_node_data() -> None:
+    uid = "0b1e3f5c-1111-2222-3333-444455556666"
+    kids = ["_c_other-lock-0000000001", f"{z.child_prefix(uid, z.MUTEX_MARK)}0000000002"]
+    assert z.find_own(kids, uid) == kids[1]
+    assert z.find_own(kids, "nope") is None
+    owner, permits = z.parse_data(z.node_data("h:1:t", Mode.SEMAPHORE, 3), "x")
+    assert (owner, permits) == ("h:1:t", 3)
+    owner, permits = z.parse_data(b"10.0.0.7", "_c_q-lock-0000000001")
+    assert owner.startswith("foreign:10.0.0.7:") and owner.count(":") >= 2 and permits is None
