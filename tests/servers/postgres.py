@@ -1,7 +1,7 @@
 """PostgreSQL processes: ``initdb`` into a temp dir, loopback TCP, the unix socket in the temp dir.
 
 PostgreSQL refuses to run as root; when the tests run as root, ``initdb`` and ``postgres`` run as the
-``postgres`` system user (created by the Debian package) through ``runuser``. Password authentication
+``postgres`` system user (created by the Debian package) through ``setpriv``. Password authentication
 (scram) is on for TCP: tests connect as the user ``distlock`` with a password.
 """
 
@@ -11,6 +11,7 @@ import contextlib
 import glob
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,9 +34,22 @@ def pg_bindir() -> str | None:
 
 
 def _runas() -> list[str]:
+    """Run as the ``postgres`` user when we are root. ``setpriv`` execs (no extra parent process), so the
+    PID we signal is the postmaster itself."""
     if os.geteuid() != 0:
         return []
-    return ["runuser", "-u", "postgres", "--"]
+    return ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--"]
+
+
+def stop_postgres(srv: ServerProc, grace: float = 20.0) -> None:
+    """Fast shutdown (SIGINT: disconnect clients, checkpoint), then the usual stop as a fallback."""
+    if srv.alive() and srv.proc is not None:
+        srv.signal(signal.SIGINT)
+        try:
+            srv.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            pass
+    srv.stop(grace=1.0)
 
 
 def admin(srv: ServerProc, dbname: str = "postgres") -> psycopg.Connection[tuple[object, ...]]:
@@ -95,4 +109,4 @@ def postgres_server() -> Iterator[ServerProc]:
         try:
             yield srv
         finally:
-            srv.stop(grace=20)
+            stop_postgres(srv)
