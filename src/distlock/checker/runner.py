@@ -17,6 +17,7 @@ the state it publishes in shared memory); faults that miss are retried and not c
 from __future__ import annotations
 
 import contextlib
+import json
 import multiprocessing as mp
 import os
 import queue
@@ -51,6 +52,7 @@ class CheckConfig:
     hold: float = 0.02
     faults: tuple[str, ...] = ()
     server: SpawnedRedis | None = None
+    history: Path | None = None  # write every operation and fault as JSON lines here
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -173,6 +175,11 @@ def _run(
         events.close()
         events.join_thread()
     final = unfenced.read()
+    if cfg.history is not None:
+        with cfg.history.open("w") as fh:
+            for rec in sorted([*ops, *({**f, "kind": f"fault-{f['kind']}"} for f in faults)], key=_when):
+                fh.write(json.dumps(rec, sort_keys=True) + "\n")
+            fh.write(json.dumps({"kind": "final-unfenced", "items": final}) + "\n")
     report = analyse(ops, faults, final, ttl=cfg.ttl, run_end=run_end, errors=errors)
     report_head: dict[str, Any] = {
         "version": 1,
@@ -185,6 +192,10 @@ def _run(
         "workers_started": len(procs),
     }
     return {**report_head, **cfg.extra, **report}
+
+
+def _when(rec: dict[str, Any]) -> float:
+    return float(rec.get("t_acq", rec.get("t", 0.0)))
 
 
 def _inject(

@@ -34,12 +34,12 @@ def render(results: list[dict[str, Any]]) -> Table:
     table = Table(title="distlock bench", title_justify="left", caption=caption, caption_justify="left")
     for col in (
         "backend",
-        "uncontended /s",
-        "p50 / p99 ms",
-        "hand-off p50 / p99 ms",
+        "pairs/s",
+        "p50/p99 ms",
+        "hand-off p50/p99",
         "8-way /s",
-        "fairness min-max",
-        "raw limit /s",
+        "min-max",
+        "raw limit/s",
         "ratio",
     ):
         table.add_column(col, justify="right" if col != "backend" else "left")

@@ -110,6 +110,12 @@ def render(report: dict[str, Any]) -> Table:
     default=None,
     help="Write the report as JSON ('-' for stdout).",
 )
+@click.option(
+    "--history",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write every operation and fault as JSON lines (for your own analysis).",
+)
 @click.pass_obj
 def check(
     obj: dict[str, Any],
@@ -122,6 +128,7 @@ def check(
     algorithm: str,
     spawn: bool,
     json_file: Path | None,
+    history: Path | None,
 ) -> None:
     """Torture a lock with N processes and faults; check fencing, exclusion and liveness. Exit 1 on a violation."""
     fault_list = tuple(f.strip() for f in faults.split(",") if f.strip())
@@ -139,6 +146,7 @@ def check(
             hold=hold,
             faults=fault_list,
             server=server,
+            history=history,
             extra={"url": shown},
         )
         console.print(
