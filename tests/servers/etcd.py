@@ -6,7 +6,7 @@ import contextlib
 import json
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +21,7 @@ def etcdctl_binary() -> str | None:
     return which("etcdctl")
 
 
-def _post(port: int, path: str, body: dict[str, object], timeout: float = 1.0) -> dict[str, object]:
+def post(port: int, path: str, body: dict[str, object], timeout: float = 1.0) -> dict[str, object]:
     req = urllib.request.Request(f"http://{LOOPBACK}:{port}{path}", data=json.dumps(body).encode(), method="POST")
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only, never a proxy
     with opener.open(req, timeout=timeout) as resp:
@@ -46,7 +46,7 @@ class EtcdCluster:
         return f"etcd://{LOOPBACK}:{self.members[i].port}"
 
     def status(self, i: int) -> dict[str, object]:
-        return _post(self.members[i].port, "/v3/maintenance/status", {})
+        return post(self.members[i].port, "/v3/maintenance/status", {})
 
     def leader_index(self) -> int | None:
         """Which member is the leader now (asked of each live member), or None if none knows."""
@@ -80,12 +80,23 @@ class EtcdCluster:
             m.stop()
 
 
+def client_ports(url: str) -> list[int]:
+    """The client ports of an ``etcd://127.0.0.1:P1,127.0.0.1:P2`` URL (tests talk to loopback only)."""
+    hosts = url.split("://", 1)[1].split("/", 1)[0].split("@")[-1]
+    return [int(h.rsplit(":", 1)[1]) for h in hosts.split(",")]
+
+
+def endpoints(url: str) -> str:
+    """The ``--endpoints`` value for etcdctl."""
+    return ",".join(f"{LOOPBACK}:{p}" for p in client_ports(url))
+
+
 def _healthy(port: int) -> bool:
-    data = _post(port, "/v3/kv/range", {"key": "AA=="}, timeout=0.5)
+    data = post(port, "/v3/kv/range", {"key": "AA=="}, timeout=0.5)
     return "header" in data
 
 
-def start_cluster(d: Path, size: int) -> EtcdCluster:
+def start_cluster(d: Path, size: int, extra: Sequence[str] = ()) -> EtcdCluster:
     binary = etcd_binary()
     if binary is None:
         raise RuntimeError("etcd is not installed (the test command installs it: scripts/test.sh)")
@@ -113,6 +124,7 @@ def start_cluster(d: Path, size: int) -> EtcdCluster:
             "--unsafe-no-fsync",  # test data is thrown away; keeps the suite fast on slow CI disks
             "--logger", "zap",
             "--log-outputs", "stderr",
+            *extra,
         ]  # fmt: skip
         srv = ServerProc(n, argv, cp, data)
         srv.url = f"etcd://{LOOPBACK}:{cp}"
@@ -145,9 +157,9 @@ def _wait_ready(m: ServerProc, timeout: float = 60.0) -> None:
 
 
 @contextlib.contextmanager
-def etcd_cluster(size: int = 3) -> Iterator[EtcdCluster]:
+def etcd_cluster(size: int = 3, extra: Sequence[str] = ()) -> Iterator[EtcdCluster]:
     with workdir("etcd") as d:
-        cluster = start_cluster(d, size)
+        cluster = start_cluster(d, size, extra)
         try:
             yield cluster
         finally:

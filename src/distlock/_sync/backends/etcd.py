@@ -74,6 +74,7 @@ class _Entry:
     lease: _Lease
     owner_value: bytes
     token: str = ""
+    releasing: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,10 +118,12 @@ class _Gateway:
         client: Any,
         op_timeout: float,
         connect_timeout: float,
+        try_timeout: float,
         username: str | None,
         password: str | None,
     ) -> None:
         self.scheme = scheme
+        self.try_timeout = try_timeout
         self.bases = bases
         self.client = client
         self.op_timeout = op_timeout
@@ -166,7 +169,9 @@ class _Gateway:
         while True:
             base = self.base
             left = max(0.05, deadline - monotonic())
-            per_try = httpx.Timeout(min(left, max(1.0, self.op_timeout / 2)), connect=min(left, self.connect_timeout))
+            # A member whose leader just died holds a proposal until its own ~6 s timeout; a short per-try
+            # limit sends the retry to a member that can serve (every request here is safe to repeat).
+            per_try = httpx.Timeout(min(left, self.try_timeout), connect=min(left, self.connect_timeout))
             try:
                 if isinstance(body, str):
                     resp = self.client.post(base + path, content=body, headers=self._headers(), timeout=per_try)
@@ -190,7 +195,7 @@ class _Gateway:
                 if code not in _RETRY_CODES and resp.status_code < 500:
                     if "authentication failed" in message:
                         raise self._error("authentication failed (wrong user name or password)")
-                    raise self._error(message)
+                    raise self._error(f"{path}: {message}")
                 last, cause = message, None
                 self._rotate(base)
             tries += 1
@@ -204,13 +209,23 @@ class _Gateway:
         if not ids:
             return {}
         body = "\n".join(json.dumps({"ID": str(i)}) for i in ids)
-        data = self.call("/v3/lease/keepalive", body)
-        out: dict[int, int] = {}
-        for msg in data.get("_messages", [data]):
-            result = msg.get("result", msg)
-            if "ID" in result:
-                out[int(result["ID"])] = int(result.get("TTL") or 0)
-        return out
+        deadline = monotonic() + self.op_timeout
+        while True:
+            data = self.call("/v3/lease/keepalive", body)
+            out: dict[int, int] = {}
+            failed = ""
+            for msg in data.get("_messages", [data]):
+                result = msg.get("result")
+                if isinstance(result, dict) and "ID" in result:
+                    out[int(result["ID"])] = int(result.get("TTL") or 0)
+                else:  # an error inside the stream (no leader right now): not an answer about the lease
+                    failed = str(msg.get("error", msg))[:200]
+            if not failed and len(out) == len(ids):
+                return out
+            if monotonic() >= deadline:
+                raise self._error(f"lease keepalive failed: {failed or 'incomplete answer'}")
+            self._rotate(self.base)
+            rt.sleep(0.05)
 
     def revoke(self, lease: int) -> None:
         """Revoke a lease (deleting its keys); an unknown lease is fine. Best effort: errors are swallowed."""
@@ -394,11 +409,13 @@ class Backend(SyncBackend):
         self._guard = threading.Lock()
         self._entries: dict[str, _Entry] = {}
         self._pool: dict[int, list[_Lease]] = {}
+        self._released: dict[str, None] = {}  # tokens released lately, oldest first
 
     @classmethod
     def open(cls, config: StoreConfig) -> Backend:
         op_timeout = config.pop_float("timeout", 5.0)
         connect_timeout = config.pop_float("connect_timeout", 2.0)
+        try_timeout = config.pop_float("try_timeout", 1.0)
         cafile = config.pop("cafile")
         certfile = config.pop("certfile")
         keyfile = config.pop("keyfile")
@@ -422,7 +439,9 @@ class Backend(SyncBackend):
             verify=verify,
             trust_env=False,  # never send loopback lock traffic through a proxy from the environment
         )
-        gw = _Gateway(config.scheme, bases, client, op_timeout, connect_timeout, config.username, config.password)
+        gw = _Gateway(
+            config.scheme, bases, client, op_timeout, connect_timeout, try_timeout, config.username, config.password
+        )
         try:
             gw.authenticate()
             gw.call("/v3/kv/range", keys.range_op(keys.OWNER_PREFIX + b"ping"))
@@ -499,16 +518,25 @@ class Backend(SyncBackend):
     # -- the backend interface -------------------------------------------------------------------------
     def release(self, claim: Claim) -> bool:
         with self._guard:
-            entry = self._entries.pop(claim.token, None)
-        if entry is None:
-            return False
-        data = self.gw.call(
-            "/v3/kv/txn",
-            {
-                "compare": [keys.create_is(entry.key, entry.rev)],
-                "success": [keys.delete_op(entry.key), keys.delete_op(keys.owner_key(entry.lease.id))],
-            },
-        )
+            entry = self._entries.get(claim.token)
+            if entry is None:
+                return False
+            entry.releasing = True  # a renewal racing with this release must not report the holding lost
+        try:
+            data = self.gw.call(
+                "/v3/kv/txn",
+                {
+                    "compare": [keys.create_is(entry.key, entry.rev)],
+                    "success": [keys.delete_op(entry.key), keys.delete_op(keys.owner_key(entry.lease.id))],
+                },
+            )
+        finally:
+            with self._guard:
+                self._entries.pop(claim.token, None)
+                # a renewal tick that picked this holding before the release finished must not call it lost
+                self._released[claim.token] = None
+                if len(self._released) > 256:
+                    del self._released[next(iter(self._released))]
         if data.get("succeeded"):
             self._give_back(entry.lease)
             return True
@@ -516,13 +544,15 @@ class Backend(SyncBackend):
         return False
 
     def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        with self._guard:
+            released = [c.token in self._released for c in claims]
         entries = [self._entry(c) for c in claims]
         for c, e in zip(claims, entries, strict=True):
             if e is not None and keys.lease_ttl_seconds(c.ttl) > e.lease.ttl:
                 self._relet(e, c.ttl)
         live = [e for e in entries if e is not None]
         if not live:
-            return [False] * len(claims)
+            return released
         sent = monotonic()
         ttls = self.gw.keepalive(sorted({e.lease.id for e in live}))
         data = self.gw.call("/v3/kv/txn", {"success": [{"request_range": keys.range_op(e.key)} for e in live]})
@@ -531,11 +561,11 @@ class Backend(SyncBackend):
             for kv in keys.kvs_of(r):
                 present.add((keys.unb64(kv.get("key")), int(kv.get("create_revision") or 0)))
         out = []
-        for e in entries:
-            ok = e is not None and ttls.get(e.lease.id, 0) > 0 and (e.key, e.rev) in present
+        for e, gone in zip(entries, released, strict=True):
+            ok = e is not None and (e.releasing or (ttls.get(e.lease.id, 0) > 0 and (e.key, e.rev) in present))
             if ok and e is not None:
                 e.lease.confirmed = sent
-            out.append(ok)
+            out.append(ok or gone)
         return out
 
     def holds(self, claim: Claim) -> bool:

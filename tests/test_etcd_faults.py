@@ -1,0 +1,256 @@
+"""etcd-specific faults: a killed leader, leases revoked from outside, auth tokens, dead endpoints, the guard.
+
+Kill -9 of a holder process and SIGSTOP past the TTL run for etcd in ``tests/test_processes.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import distlock
+from distlock._sync.backends.etcd import guard
+from tests.servers.etcd import EtcdCluster, client_ports, etcd_cluster, post
+from tests.servers.proc import free_port
+
+pytestmark = pytest.mark.skipif(not __import__("shutil").which("etcd"), reason="etcd is not installed")
+
+
+def b64(s: str | bytes) -> str:
+    return base64.b64encode(s.encode() if isinstance(s, str) else s).decode()
+
+
+def contenders(port: int, name: str) -> list[dict[str, object]]:
+    """The keys under ``name/``, oldest first, as an outside client sees them."""
+    prefix = (name + "/").encode()
+    end = prefix[:-1] + bytes([prefix[-1] + 1])
+    data = post(port, "/v3/kv/range", {"key": b64(prefix), "range_end": b64(end), "sort_target": "CREATE"})
+    kvs = data.get("kvs") or []
+    assert isinstance(kvs, list)
+    return kvs
+
+
+def wait_for(pred: object, timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():  # type: ignore[operator]
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def own_cluster() -> Iterator[EtcdCluster]:
+    """A cluster of our own: this module kills its members."""
+    with etcd_cluster(3) as cluster:
+        yield cluster
+
+
+def test_kill_leader_while_locks_are_held_and_waited_on(own_cluster: EtcdCluster, name: str) -> None:
+    """Contenders hammer one lock and a long holder keeps another while the leader is killed with -9:
+    never two holders at once, fences keep increasing, the long holding survives the election."""
+    url = own_cluster.url + "?timeout=15"
+    inside = 0
+    overlaps = 0
+    fences: list[int] = []
+    errors: list[BaseException] = []
+    guard_ = threading.Lock()
+    kill_now = threading.Event()
+    rounds = 12
+
+    with distlock.connect(url) as store:
+        long_hold = store.lock(name + "-long", ttl=3)
+        assert long_hold.acquire(timeout=10)
+
+        def worker() -> None:
+            nonlocal inside, overlaps
+            try:
+                with distlock.connect(url) as mine:
+                    lock = mine.lock(name, ttl=3)
+                    for i in range(rounds):
+                        assert lock.acquire(timeout=60)
+                        with guard_:
+                            inside += 1
+                            overlaps += inside > 1
+                            fences.append(lock.fence or 0)
+                        time.sleep(0.01)
+                        if i == rounds // 3:
+                            kill_now.set()
+                        with guard_:
+                            inside -= 1
+                        lock.release()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        assert kill_now.wait(60)
+        leader = own_cluster.leader_index()
+        assert leader is not None
+        own_cluster.members[leader].kill()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+        assert overlaps == 0
+        assert len(fences) == 4 * rounds
+        assert fences == sorted(fences) and len(set(fences)) == len(fences)
+        assert own_cluster.leader_index() not in (None, leader)
+        assert not long_hold.lost.is_set(), long_hold  # its lease was kept alive across the election
+        assert long_hold.owned()
+        long_hold.release()
+    own_cluster.restart(leader)
+
+
+def test_revoked_waiter_never_reports_acquired(etcd_url: str, name: str) -> None:
+    """etcd#11456 / F6: a waiter whose lease is revoked while it waits must not take its old place."""
+    port = client_ports(etcd_url)[0]
+    with distlock.connect(etcd_url) as store:
+        holder = store.lock(name, ttl=10)
+        assert holder.acquire()
+        holder_key = guard(holder).key
+        waiter_got: list[tuple[float, int | None]] = []
+        release_waiter = threading.Event()
+
+        def waiter() -> None:
+            lock = store.lock(name, ttl=10)
+            assert lock.acquire(timeout=60)
+            waiter_got.append((time.monotonic(), lock.fence))
+            release_waiter.wait(30)
+            lock.release()
+
+        w = threading.Thread(target=waiter)
+        w.start()
+        wait_for(lambda: len(contenders(port, name)) == 2, what="the waiter's key")
+        (waiter_kv,) = [kv for kv in contenders(port, name) if base64.b64decode(str(kv["key"])) != holder_key]
+        post(port, "/v3/lease/revoke", {"ID": waiter_kv["lease"]})
+        wait_for(lambda: len(contenders(port, name)) == 1, what="the revoked key to go")
+
+        third = store.lock(name, ttl=10)
+        third_done = threading.Event()
+        third_fence: list[int | None] = []
+
+        def third_owner() -> None:
+            assert third.acquire(timeout=60)
+            third_fence.append(third.fence)
+            time.sleep(1.0)  # the revoked waiter must not believe it holds the lock meanwhile
+            assert not waiter_got, "the revoked waiter reported acquired while another owner held the lock"
+            third.release()
+            third_done.set()
+
+        t = threading.Thread(target=third_owner)
+        t.start()
+        wait_for(lambda: len(contenders(port, name)) >= 2, what="the third owner's key")
+        holder.release()
+        t.join(60)
+        assert third_done.is_set()
+        w.join(0.1)
+        wait_for(lambda: bool(waiter_got), what="the re-queued waiter to get the lock")
+        release_waiter.set()
+        w.join(30)
+        assert waiter_got[0][1] is not None and third_fence[0] is not None
+        assert waiter_got[0][1] > third_fence[0]
+
+
+def test_lease_revoked_from_outside_sets_lost(etcd_url: str, name: str) -> None:
+    port = client_ports(etcd_url)[0]
+    lost: list[object] = []
+    with distlock.connect(etcd_url) as store:
+        lock = store.lock(name, ttl=3, on_lost=lost.append)
+        assert lock.acquire()
+        (kv,) = contenders(port, name)
+        post(port, "/v3/lease/revoke", {"ID": kv["lease"]})
+        assert lock.lost.wait(10), "the renewer must notice the revoked lease"
+        with pytest.raises(distlock.LockLost):
+            lock.release()
+        wait_for(lambda: lost == [lock], what="on_lost")
+
+
+def test_key_deleted_from_outside_sets_lost(etcd_url: str, name: str) -> None:
+    port = client_ports(etcd_url)[0]
+    with distlock.connect(etcd_url) as store:
+        lock = store.lock(name, ttl=3)
+        assert lock.acquire()
+        post(port, "/v3/kv/deleterange", {"key": b64(guard(lock).key)})  # `etcdctl del` by an admin
+        assert lock.lost.wait(10)
+        other = store.lock(name, ttl=3)
+        assert other.acquire(timeout=5)
+        other.release()
+
+
+def test_break_lock_from_another_store_revokes_the_holders_lease(etcd_url: str, name: str) -> None:
+    with distlock.connect(etcd_url) as a, distlock.connect(etcd_url) as b:
+        lock = a.lock(name, ttl=3)
+        assert lock.acquire()
+        assert b.break_lock(name)
+        assert lock.lost.wait(10)
+        assert b.lock(name).acquire(timeout=5)
+
+
+def test_guard_makes_a_write_conditional_on_still_holding(etcd_url: str, name: str) -> None:
+    port = client_ports(etcd_url)[0]
+    data_key = b64(name + "-data")
+    with distlock.connect(etcd_url) as store:
+        lock = store.lock(name, ttl=10)
+        with pytest.raises(distlock.NotHeld):
+            guard(lock)
+        assert lock.acquire()
+        g = guard(lock)
+        assert g.create_revision == lock.fence
+        assert g.etcdctl() == f'c("{g.key.decode()}") = "{lock.fence}"'
+        txn = {
+            "compare": [g.compare()],
+            "success": [{"request_put": {"key": data_key, "value": b64("v1")}}],
+        }
+        assert post(port, "/v3/kv/txn", txn).get("succeeded") is True
+        lock.release()
+        assert not post(port, "/v3/kv/txn", txn).get("succeeded")  # a stale holder's write is refused
+
+
+def test_unreachable_endpoint_is_a_bounded_backend_error() -> None:
+    port = free_port()
+    started = time.monotonic()
+    with pytest.raises(distlock.BackendError):
+        distlock.connect(f"etcd://127.0.0.1:{port}?timeout=1&connect_timeout=0.5")
+    assert time.monotonic() - started < 10
+
+
+def test_dead_endpoint_in_the_url_is_skipped(etcd_url: str, name: str) -> None:
+    dead = free_port()
+    hosts = etcd_url.split("://", 1)[1]
+    with distlock.connect(f"etcd://127.0.0.1:{dead},{hosts}") as store:
+        lock = store.lock(name, ttl=5)
+        assert lock.acquire(timeout=10)
+        lock.release()
+
+
+@pytest.fixture(scope="module")
+def auth_cluster() -> Iterator[EtcdCluster]:
+    """One member with auth on and 1-second tokens (to see the client refresh an expired token)."""
+    with etcd_cluster(1, ("--auth-token-ttl", "1")) as cluster:
+        port = cluster.members[0].port
+        post(port, "/v3/auth/role/add", {"name": "root"})
+        post(port, "/v3/auth/user/add", {"name": "root", "password": "s3cret-pw"})
+        post(port, "/v3/auth/user/grant", {"user": "root", "role": "root"})
+        post(port, "/v3/auth/enable", {})
+        yield cluster
+
+
+def test_auth_wrong_password_and_token_refresh(auth_cluster: EtcdCluster, name: str) -> None:
+    base = auth_cluster.url.split("://", 1)[1]
+    with pytest.raises(distlock.BackendError) as err:
+        distlock.connect(f"etcd://root:not-it@{base}")
+    assert "not-it" not in str(err.value)
+    with distlock.connect(f"etcd://root:s3cret-pw@{base}") as store:
+        assert "s3cret-pw" not in repr(store)
+        lock = store.lock(name, ttl=5)
+        assert lock.acquire(timeout=5)
+        lock.release()
+        time.sleep(2.5)  # the token has expired: the next request authenticates again
+        assert lock.acquire(timeout=5)
+        assert store.inspect(name) is not None
+        lock.release()
