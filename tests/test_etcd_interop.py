@@ -1,0 +1,127 @@
+"""`etcdctl lock NAME` (etcd's Go concurrency.Mutex) and distlock exclude each other on one name."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import distlock
+from distlock._sync.backends.etcd import guard
+from tests.servers.etcd import endpoints, etcdctl_binary
+
+ETCDCTL = etcdctl_binary()
+pytestmark = pytest.mark.skipif(ETCDCTL is None, reason="etcdctl (Debian etcd-client) is not installed")
+
+#: a read-modify-write of the counter file that loses updates unless the lock excludes everyone else
+INCREMENT = 'v=$(cat "$1"); sleep 0.01; echo $((v + 1)) > "$1"'
+
+
+def etcdctl(url: str, *args: str, **popen: object) -> subprocess.Popen[str]:
+    assert ETCDCTL is not None
+    env = {**os.environ, "ETCDCTL_API": "3"}
+    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+        [ETCDCTL, "--endpoints", endpoints(url), "lock", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **popen,
+    )
+
+
+def test_etcdctl_holder_excludes_distlock(etcd_url: str, name: str) -> None:
+    proc = etcdctl(etcd_url, name)
+    try:
+        assert proc.stdout is not None
+        key = proc.stdout.readline().strip()  # etcdctl prints its lock key once it holds the lock
+        assert key.startswith(name + "/"), key
+        with distlock.connect(etcd_url) as store:
+            lock = store.lock(name, ttl=10)
+            assert not lock.acquire(blocking=False)
+            assert not lock.acquire(timeout=0.5)
+            info = store.inspect(name)
+            assert info is not None and len(info.holders) == 1
+            their_rev = info.holders[0].fence
+            assert their_rev is not None
+            got: list[float] = []
+
+            fences: list[int] = []
+
+            def wait() -> None:
+                assert lock.acquire(timeout=30)
+                got.append(time.monotonic())
+                fences.append(guard(lock).create_revision)
+                lock.release()
+
+            t = threading.Thread(target=wait)
+            t.start()
+            time.sleep(0.5)
+            assert not got, "acquired while etcdctl held the lock"
+            proc.send_signal(signal.SIGINT)  # etcdctl unlocks and closes its session on SIGINT
+            stopped = time.monotonic()
+            t.join(30)
+            assert got and got[0] - stopped < 10  # woken by the delete, not by a lease running out
+            assert fences[0] > their_rev
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_distlock_holder_excludes_etcdctl(etcd_url: str, name: str) -> None:
+    with distlock.connect(etcd_url) as store:
+        lock = store.lock(name, ttl=10)
+        assert lock.acquire()
+        our_rev = lock.fence
+        proc = etcdctl(etcd_url, name, "--", "sh", "-c", 'echo "GOT $ETCD_LOCK_REV"')
+        try:
+            time.sleep(1.0)
+            assert proc.poll() is None, "etcdctl ran its command while distlock held the lock"
+            lock.release()
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+        assert proc.returncode == 0, err
+        (line,) = [ln for ln in out.splitlines() if ln.startswith("GOT")]
+        assert our_rev is not None and int(line.split()[1]) > our_rev
+
+
+def test_mixed_contention_keeps_a_shared_counter_exact(etcd_url: str, name: str, tmp_path: Path) -> None:
+    counter = tmp_path / "counter"
+    counter.write_text("0\n")
+    per_worker = 6
+    errors: list[BaseException] = []
+
+    def cli_worker() -> None:
+        try:
+            for _ in range(per_worker):
+                proc = etcdctl(etcd_url, name, "--", "sh", "-c", INCREMENT, "increment", str(counter))
+                _, err = proc.communicate(timeout=60)
+                assert proc.returncode == 0, err
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def lib_worker() -> None:
+        try:
+            with distlock.connect(etcd_url) as store:
+                for _ in range(per_worker):
+                    with store.lock(name, ttl=10, timeout=60):
+                        value = int(counter.read_text())
+                        time.sleep(0.01)
+                        counter.write_text(f"{value + 1}\n")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=f) for f in (cli_worker, lib_worker, cli_worker, lib_worker)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert not errors, errors
+    assert int(counter.read_text()) == 4 * per_worker  # no lost update: nobody ever overlapped
