@@ -24,14 +24,33 @@ log = logging.getLogger("distlock")
 Client = redis_driver.Redis
 
 
-def connect(url: str, **kwargs: Any) -> Client:
-    """A client for one server; one retry on a broken pooled connection, no backoff (bounded waits)."""
-    return redis_driver.Redis.from_url(url, retry=Retry(NoBackoff(), 1), **kwargs)
+def connect(url: str, max_connections: int = 64, pool_timeout: float = 10.0, **kwargs: Any) -> Client:
+    """A client for one server; one retry on a broken pooled connection, no backoff (bounded waits).
+
+    The pool blocks (up to ``pool_timeout``) instead of failing when all its connections are busy: a
+    hundred tasks contending in one process must queue for a connection, not get "Too many connections".
+    """
+    pool = redis_driver.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=pool_timeout, retry=Retry(NoBackoff(), 1), **kwargs
+    )
+    client: Client = redis_driver.Redis.from_pool(pool)
+    return client
+
+
+def _recheck_cancel() -> None:
+    """Re-raise a cancellation the driver swallowed: redis.asyncio can finish a command although the task
+    was cancelled while it waited for the reply (seen with redis-py 8.1 on Python 3.11); the caller must
+    still see the CancelledError, or a cancelled acquire would go on waiting."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 async def command(client: Client, *args: Any) -> Any:
     run: Any = client.execute_command
-    return await run(*args)
+    result = await run(*args)
+    _recheck_cancel()
+    return result
 
 
 async def pipeline(client: Client, commands: Sequence[Sequence[Any]]) -> list[Any]:
@@ -41,6 +60,7 @@ async def pipeline(client: Client, commands: Sequence[Sequence[Any]]) -> list[An
             queue: Any = pipe.execute_command
             queue(*cmd)
         result: list[Any] = await pipe.execute()
+    _recheck_cancel()
     return result
 
 
@@ -117,7 +137,8 @@ class Listener:
             if self._task is None or self._task.done():
                 self._task = asyncio.get_running_loop().create_task(self._run(), name="distlock-redis-listener")
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can swallow a cancellation
+                await event.wait()
         except TimeoutError:
             return False
         return True

@@ -24,9 +24,17 @@ log = logging.getLogger("distlock")
 Client = redis_driver.Redis
 
 
-def connect(url: str, **kwargs: Any) -> Client:
-    """A client for one server; one retry on a broken pooled connection, no backoff (bounded waits)."""
-    return redis_driver.Redis.from_url(url, retry=Retry(NoBackoff(), 1), **kwargs)
+def connect(url: str, max_connections: int = 64, pool_timeout: float = 10.0, **kwargs: Any) -> Client:
+    """A client for one server; one retry on a broken pooled connection, no backoff (bounded waits).
+
+    The pool blocks (up to ``pool_timeout``) instead of failing when all its connections are busy: a
+    hundred tasks contending in one process must queue for a connection, not get "Too many connections".
+    """
+    pool = redis_driver.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=pool_timeout, retry=Retry(NoBackoff(), 1), **kwargs
+    )
+    client: Client = redis_driver.Redis.from_pool(pool)
+    return client
 
 
 def command(client: Client, *args: Any) -> Any:
@@ -53,7 +61,7 @@ class Fanout:
 
     def __init__(self, width: int) -> None:
         self.width = width
-        self._pool = ThreadPoolExecutor(max_workers=max(2, width * 2), thread_name_prefix="distlock-redlock")
+        self._pool = ThreadPoolExecutor(max_workers=max(16, width * 8), thread_name_prefix="distlock-redlock")
 
     def gather(self, calls: Sequence[Callable[[], Any]], timeout: float) -> list[Any]:
         """Each call's result, or the exception it raised, or ``TimeoutError`` if it did not finish in time."""

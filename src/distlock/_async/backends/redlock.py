@@ -21,7 +21,7 @@ key and token on every master, so each master alone looks like the single-node l
 Lock kinds: lock, rlock, multilock and rwlock (a writer's majority and a reader's majority share a master,
 which never grants both). Semaphores are refused (``UnsupportedFeature``): per-master permit counts over
 majorities could admit up to 2N-1 holders. ``fair=True`` is refused (no FIFO across masters).
-URL options: ``node_timeout`` (s, default 0.25), ``connect_timeout`` (s, default 1), ``socket_timeout``
+URL options: ``node_timeout`` (s, default 0.5), ``connect_timeout`` (s, default 1), ``socket_timeout``
 (s, default 1), plus redis-py's own URL options.
 """
 
@@ -31,6 +31,8 @@ import functools
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ... import _redis_async as drv
 from ... import _rt_async as rt
@@ -44,6 +46,9 @@ from .redis import MAX_WAIT_SLICE, SUBSCRIBE_TIMEOUT, WAITER_TTL, Node, driver_u
 
 #: the random delay before retrying after a split vote (nobody got a majority): desynchronises contenders
 SPLIT_RETRY = 0.05
+#: consecutive tries in which fewer than a majority of masters answered in time before QuorumError
+#: (a master that refuses connections counts at once; one that is slow may just be overloaded)
+MAX_SILENT_TRIES = 5
 
 
 class Attempt(AsyncAttempt):
@@ -53,9 +58,13 @@ class Attempt(AsyncAttempt):
         super().__init__(backend, claim)
         self._waker: rt.Waker | None = None
         self._channel = lua.channel(claim.name)
+        self._silent = 0
 
     async def try_acquire(self) -> Grant:
-        grant = await self.backend._try(self.claim)
+        grant, errors = await self.backend._try(self.claim)
+        self._silent = 0 if errors is None else self._silent + 1
+        if errors is not None and self._silent >= MAX_SILENT_TRIES:
+            raise self.backend._quorum_error(self.claim.name, "acquire", errors)
         if grant.acquired:
             await self._unwatch()
         return grant
@@ -105,7 +114,7 @@ class Backend(AsyncBackend):
                 f"redlock needs an odd number (>= 3) of independent masters, got {len(config.hosts)}",
                 backend=config.scheme,
             )
-        node_timeout = config.pop_float("node_timeout", 0.25)
+        node_timeout = config.pop_float("node_timeout", 0.5)
         connect_timeout = config.pop_float("connect_timeout", 1.0)
         socket_timeout = config.pop_float("socket_timeout", 1.0)
         urls = [driver_url(config, host) for host in config.hosts]
@@ -137,22 +146,30 @@ class Backend(AsyncBackend):
     def _calls(fn: Callable[[Node], Any], nodes: Sequence[Node]) -> list[Callable[[], Any]]:
         return [functools.partial(fn, n) for n in nodes]
 
+    @staticmethod
+    def _silent(r: object) -> bool:
+        """No answer in time (as opposed to a refused connection or an error reply)."""
+        return isinstance(r, (TimeoutError, RedisTimeoutError))
+
+    def _quorum_error(self, name: str | None, what: str, errors: Sequence[BaseException]) -> QuorumError:
+        detail = "; ".join(sorted({type(e).__name__ + ": " + str(e)[:120] for e in errors}))
+        return QuorumError(
+            f"{what}: fewer than {self.quorum} of {len(self.nodes)} masters answered ({detail})",
+            name=name,
+            backend=self.scheme,
+        )
+
     def _need_quorum(self, results: Sequence[Any], name: str | None, what: str) -> None:
         errors = [r for r in results if isinstance(r, BaseException)]
         if len(results) - len(errors) < self.quorum:
-            detail = "; ".join(sorted({type(e).__name__ + ": " + str(e)[:120] for e in errors}))
-            raise QuorumError(
-                f"{what}: only {len(results) - len(errors)} of {len(results)} masters answered, "
-                f"{self.quorum} needed ({detail})",
-                name=name,
-                backend=self.scheme,
-            )
+            raise self._quorum_error(name, what, errors)
 
     # -- operations ------------------------------------------------------------------------------------
     def attempt(self, claim: Claim) -> Attempt:
         return Attempt(self, claim)
 
-    async def _try(self, claim: Claim) -> Grant:
+    async def _try(self, claim: Claim) -> tuple[Grant, list[BaseException] | None]:
+        """One Redlock round: the grant, and None if a majority answered in time, else the errors."""
         args = lua.acquire_args(claim.token, claim.mode, claim.ttl, claim.permits, False, claim.owner, WAITER_TTL)
         started = monotonic()
         results = await self._fan(
@@ -176,7 +193,7 @@ class Backend(AsyncBackend):
                     won = []
             valid = validity(claim.ttl, monotonic() - started)
             if len(won) >= self.quorum and valid > 0:
-                return Grant(True, fence=fence, valid_for=valid)
+                return Grant(True, fence=fence, valid_for=valid), None
         # Failed: take the claim back wherever it may have landed (granted, or no answer in time).
         dirty = [n for n, g in zip(self.nodes, grants, strict=True) if g is None or g.acquired]
         if dirty:
@@ -184,11 +201,15 @@ class Backend(AsyncBackend):
                 self._calls(lambda n: n.script("release", claim.name, claim.token, claim.mode.value), dirty),
                 self._deadline(claim.ttl),
             )
-        self._need_quorum(results, claim.name, "acquire")
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if sum(1 for e in errors if not self._silent(e)) > len(self.nodes) - self.quorum:
+            raise self._quorum_error(claim.name, "acquire", errors)  # a majority is down: no point waiting
+        if len(results) - len(errors) < self.quorum:  # slow masters (or we are overloaded): try again soon
+            return Grant(False, retry_after=random.uniform(0.0, SPLIT_RETRY)), errors
         if won:  # split vote: retry after a random delay so contenders fall out of step
-            return Grant(False, retry_after=random.uniform(0.0, SPLIT_RETRY))
+            return Grant(False, retry_after=random.uniform(0.0, SPLIT_RETRY)), None
         hints = sorted(g.retry_after for g in grants if g is not None and g.retry_after is not None)
-        return Grant(False, retry_after=hints[0] if hints else None)
+        return Grant(False, retry_after=hints[0] if hints else None), None
 
     async def release(self, claim: Claim) -> bool:
         results = await self._fan(
