@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode, urlsplit
 
 from redis.connection import URL_QUERY_ARGUMENT_PARSERS
 from redis.exceptions import NoScriptError, RedisError
@@ -56,7 +56,8 @@ def driver_url(config: StoreConfig, host: tuple[str, int] | None = None) -> str:
         h, p = host
         netloc = f"{userinfo}[{h}]:{p}" if ":" in h else f"{userinfo}{h}:{p}"
     passthrough = {k: v for k, v in config.params.items() if _is_driver_option(k)}
-    return urlunsplit((scheme, netloc, parts.path, urlencode(passthrough), ""))
+    query = urlencode(passthrough)
+    return f"{scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
 
 
 def _is_driver_option(key: str) -> bool:

@@ -1,0 +1,356 @@
+"""Single-node Redis: interop with redis-py's Lock, the wire layout, push wake-ups, the fair queue, leased
+permits, replication (WAIT), restarts, credentials and bad URLs. Real redis-server processes only."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+import distlock
+from distlock import BackendError, ConfigError, LockLost
+from distlock._async.backends.redis import WAITER_TTL
+from tests.servers.proc import LOOPBACK, ServerProc, free_port, workdir
+from tests.servers.redis import redis_replicated, redis_server, restart, start_redis
+
+
+@pytest.fixture
+def raw(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def store(redis_url: str) -> Iterator[distlock.Store]:
+    with distlock.connect(redis_url) as s:
+        yield s
+
+
+@pytest.fixture
+def own_server() -> Iterator[ServerProc]:
+    """A server this test may kill and restart."""
+    with redis_server() as srv:
+        yield srv
+
+
+# -- interop and wire layout ------------------------------------------------------------------------------
+def test_redis_py_lock_and_distlock_exclude_each_other(store: distlock.Store, raw: redis.Redis, name: str) -> None:
+    theirs = raw.lock(name, timeout=10)
+    assert theirs.acquire(blocking=False)
+    ours = store.lock(name, ttl=10)
+    assert not ours.acquire(blocking=False)
+    info = store.inspect(name)
+    assert info is not None and info.holders[0].owner == "?"  # a foreign holder is shown, not hidden
+    theirs.release()
+    assert ours.acquire(blocking=False)
+    assert not raw.lock(name, timeout=10).acquire(blocking=False)
+    ours.release()
+    assert raw.lock(name, timeout=10).acquire(blocking=False)
+
+
+def test_wire_layout_key_is_the_name_value_the_token_with_px(
+    store: distlock.Store, raw: redis.Redis, name: str
+) -> None:
+    lock = store.lock(name, ttl=7)
+    assert lock.acquire()
+    value = raw.get(name)
+    assert value is not None and len(value) >= 32  # the random token (>= 128 bits, hex)
+    assert 0 < raw.pttl(name) <= 7000
+    assert int(raw.get("{" + name + "}:fence") or 0) == lock.fence  # the fence counter next to it
+    # the holder's token opens it for redis-py too: same compare-and-delete semantics
+    assert raw.lock(name, timeout=10).acquire(blocking=False) is False
+    lock.release()
+    assert raw.get(name) is None
+    assert int(raw.get("{" + name + "}:fence") or 0) == 1  # never reset
+
+
+def test_waiter_behind_a_redis_py_holder_gets_in_when_its_ttl_ends(
+    store: distlock.Store, raw: redis.Redis, name: str
+) -> None:
+    """redis-py never signals a release; the waiter's fallback is the holder's remaining lease (PTTL)."""
+    raw.lock(name, timeout=1.0).acquire()
+    started = time.monotonic()
+    lock = store.lock(name, ttl=10)
+    assert lock.acquire(timeout=15)
+    waited = time.monotonic() - started
+    assert 0.8 <= waited < 10, waited
+    lock.release()
+
+
+def test_one_release_wakes_exactly_one_waiter(store: distlock.Store, raw: redis.Redis, name: str) -> None:
+    """SAFETY F11: a release publishes one wake-up, addressed to the first waiter, not a broadcast."""
+    holder = store.lock(name, ttl=30)
+    assert holder.acquire()
+    done: list[str] = []
+
+    def waiter(tag: str) -> None:
+        lock = store.lock(name, ttl=30)
+        assert lock.acquire(timeout=30)
+        done.append(tag)
+        time.sleep(0.05)
+        lock.release()
+
+    threads = [threading.Thread(target=waiter, args=(t,)) for t in "abc"]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while raw.zcard("{" + name + "}:q") < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert raw.zcard("{" + name + "}:q") == 3
+    sub = raw.pubsub()
+    sub.subscribe("{" + name + "}:wake")
+    assert sub.get_message(timeout=5)["type"] == "subscribe"  # type: ignore[index]
+    holder.release()
+    for t in threads:
+        t.join(30)
+    assert sorted(done) == ["a", "b", "c"]
+    messages = []
+    while (m := sub.get_message(timeout=0.5)) is not None:
+        messages.append(m["data"])
+    sub.close()
+    # three releases (holder, then two of the waiters), each woke exactly one waiter by its token
+    assert len(messages) == 3, messages
+    assert all(m != b"*" for m in messages)
+
+
+# -- fairness and leased permits -------------------------------------------------------------------------
+def test_fair_lock_is_fifo(store: distlock.Store, name: str) -> None:
+    holder = store.lock(name, ttl=30, fair=True)
+    assert holder.acquire()
+    order: list[int] = []
+
+    def waiter(i: int) -> None:
+        lock = store.lock(name, ttl=30, fair=True)
+        assert lock.acquire(timeout=30)
+        order.append(i)
+        lock.release()
+
+    threads = []
+    for i in range(4):
+        t = threading.Thread(target=waiter, args=(i,))
+        t.start()
+        threads.append(t)
+        time.sleep(0.15)  # each one queues after the previous
+    holder.release()
+    for t in threads:
+        t.join(30)
+    assert order == [0, 1, 2, 3]
+
+
+def test_dead_waiter_does_not_stall_a_fair_queue(store: distlock.Store, raw: redis.Redis, name: str) -> None:
+    """SAFETY F12: a queue entry whose waiter died (never refreshed) drops out after its own deadline."""
+    now_ms = int(time.time() * 1000)
+    raw.zadd("{" + name + "}:q", {"lock|dead-waiter": 1})
+    raw.zadd("{" + name + "}:qd", {"lock|dead-waiter": now_ms + int(WAITER_TTL * 1000)})
+    lock = store.lock(name, ttl=10, fair=True)
+    assert not lock.acquire(blocking=False)  # FIFO: the (dead) waiter is ahead
+    started = time.monotonic()
+    assert lock.acquire(timeout=WAITER_TTL + 10)
+    assert time.monotonic() - started <= WAITER_TTL + 5
+    lock.release()
+
+
+def test_permit_of_a_dead_holder_comes_back_after_its_ttl(store: distlock.Store, name: str) -> None:
+    dead = store.semaphore(name, permits=1, ttl=1.0, auto_renew=False)  # stands for a crashed holder
+    assert dead.acquire()
+    other = store.semaphore(name, permits=1, ttl=10)
+    assert not other.acquire(blocking=False)
+    started = time.monotonic()
+    assert other.acquire(timeout=10)
+    assert 0.5 <= time.monotonic() - started < 6
+    with pytest.raises(LockLost):
+        dead.release()
+    other.release()
+
+
+# -- faults ----------------------------------------------------------------------------------------------
+def test_server_restart_while_held_sets_lost(own_server: ServerProc, name: str) -> None:
+    """F4: a restart without persistence loses the key; the next renewal finds it gone -> lost."""
+    with distlock.connect(own_server.url) as s:
+        lock = s.lock(name, ttl=1.5)
+        assert lock.acquire()
+        restart(own_server)
+        assert lock.lost.wait(10)
+        with pytest.raises(LockLost):
+            lock.release()
+        assert s.lock(name, ttl=5).acquire(timeout=5)  # the store reconnected by itself
+
+
+def test_server_down_while_held_sets_lost_within_ttl(own_server: ServerProc, name: str) -> None:
+    with distlock.connect(own_server.url, socket_timeout=0.5, connect_timeout=0.5) as s:
+        lock = s.lock(name, ttl=1.5)
+        assert lock.acquire()
+        own_server.kill()
+        started = time.monotonic()
+        assert lock.lost.wait(10)
+        assert time.monotonic() - started < 1.5 + 3
+        own_server.start()
+
+
+def test_waiter_survives_a_dropped_pubsub_connection(own_server: ServerProc, name: str) -> None:
+    with distlock.connect(own_server.url) as s:
+        holder = s.lock(name, ttl=30)
+        assert holder.acquire()
+        got = threading.Event()
+
+        def waiter() -> None:
+            if s.lock(name, ttl=30).acquire(timeout=30):
+                got.set()
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        raw = redis.Redis.from_url(own_server.url)
+        deadline = time.monotonic() + 10
+        while not raw.pubsub_channels() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert raw.client_kill_filter(_type="pubsub") >= 1
+        time.sleep(0.3)
+        started = time.monotonic()
+        holder.release()
+        t.join(30)
+        assert got.is_set()
+        assert time.monotonic() - started < 10  # long before the 30 s lease: woken or re-checked, not expired
+        raw.close()
+
+
+# -- replication: WAIT ------------------------------------------------------------------------------------
+@pytest.fixture
+def replicated() -> Iterator[tuple[ServerProc, ServerProc]]:
+    with redis_replicated() as pair:
+        _master, replica = pair
+        r = redis.Redis.from_url(replica.url)
+        deadline = time.monotonic() + 20
+        while r.info("replication").get("master_link_status") != "up" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        r.close()
+        yield pair
+
+
+def test_wait_replicas_refuses_a_lock_the_replica_never_saw(
+    replicated: tuple[ServerProc, ServerProc], name: str
+) -> None:
+    """F5: with the replica stalled, WAIT gets no ack: acquire fails and releases instead of granting."""
+    master, replica = replicated
+    url = master.url + "?wait_replicas=1&wait_timeout=300"
+    with distlock.connect(url) as s:
+        lock = s.lock(name, ttl=10)
+        assert lock.acquire()  # the replica is up: acknowledged
+        lock.release()
+        replica.pause()
+        try:
+            with pytest.raises(BackendError, match="replicas acknowledged"):
+                s.lock(name, ttl=10).acquire(timeout=1)
+            assert redis.Redis.from_url(master.url).get(name) is None  # released, not left behind
+        finally:
+            replica.resume()
+
+
+def test_failover_without_wait_can_lose_a_lock_and_with_wait_cannot(
+    replicated: tuple[ServerProc, ServerProc], name: str
+) -> None:
+    """The F5 scenario: the master grants, its write never reaches the replica, the replica is promoted.
+
+    The replica is cut off first (REPLICAOF NO ONE: from then on no write of the master reaches it, exactly
+    as if the master died before replicating), then the master grants, then dies.
+    """
+    master, replica = replicated
+    promoted = redis.Redis.from_url(replica.url)
+    promoted.replicaof("NO", "ONE")
+    with distlock.connect(master.url) as s:
+        assert s.lock(name, ttl=30).acquire()  # granted without WAIT
+        with distlock.connect(master.url + "?wait_replicas=1&wait_timeout=300") as sw:
+            with pytest.raises(BackendError):
+                sw.lock(name + "-w", ttl=30).acquire()  # with WAIT: refused instead
+        master.kill()
+    with distlock.connect(replica.url) as s2:
+        second = s2.lock(name, ttl=30)
+        assert second.acquire(timeout=2)  # a second holder of the same name: without WAIT the lock was lost
+        second.release()
+        assert s2.inspect(name + "-w") is None  # the refused one never existed anywhere
+    promoted.close()
+
+
+# -- URLs, credentials, bad input --------------------------------------------------------------------------
+def test_unreachable_server_is_a_quick_backend_error() -> None:
+    port = free_port()
+    started = time.monotonic()
+    with pytest.raises(BackendError) as err:
+        distlock.connect(f"redis://:s3cr3t-pw@{LOOPBACK}:{port}/0?connect_timeout=1")
+    assert time.monotonic() - started < 5
+    assert "s3cr3t-pw" not in str(err.value) and "s3cr3t-pw" not in repr(err.value)
+
+
+def test_password_and_acl_user() -> None:
+    with workdir("redis-auth") as d:
+        srv = start_redis(d, "auth", None, "--requirepass", "right-pw")
+        try:
+            with pytest.raises(BackendError) as err:
+                distlock.connect(f"redis://:wrong-pw@{LOOPBACK}:{srv.port}/0")
+            assert "wrong-pw" not in str(err.value)
+            with distlock.connect(f"redis://:right-pw@{LOOPBACK}:{srv.port}/0") as s:
+                assert "right-pw" not in repr(s)
+                lock = s.lock("x", ttl=5)
+                assert lock.acquire()
+                lock.release()
+            admin = redis.Redis(host=LOOPBACK, port=srv.port, password="right-pw")
+            admin.acl_setuser(
+                "locker", enabled=True, passwords=["+user-pw"], keys=["*"], channels=["*"], commands=["+@all"]
+            )
+            admin.close()
+            with distlock.connect(f"redis://locker:user-pw@{LOOPBACK}:{srv.port}/0") as s:
+                lock = s.lock("y", ttl=5)
+                assert lock.acquire()
+                lock.release()
+        finally:
+            srv.stop()
+
+
+def test_unix_socket_url(name: str) -> None:
+    with workdir("redis-unix") as d:
+        sock = Path(d) / "r.sock"
+        srv = start_redis(d, "unix", None, "--unixsocket", str(sock), "--unixsocketperm", "700")
+        try:
+            with distlock.connect(f"unix://{sock}?db=0") as s:
+                lock = s.lock(name, ttl=5)
+                assert lock.acquire()
+                assert lock.fence == 1
+                lock.release()
+        finally:
+            srv.stop()
+
+
+@pytest.mark.parametrize("query", ["wat=1", "wait_replicas=x", "wait_timeout=0", "socket_timeout=-1"])
+def test_bad_url_options_are_config_errors(redis_url: str, query: str) -> None:
+    with pytest.raises(ConfigError):
+        distlock.connect(redis_url + "?" + query)
+
+
+def test_renewal_of_many_locks_is_one_round_trip_per_tick(
+    store: distlock.Store, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from distlock import _redis_sync
+
+    locks = [store.lock(f"{name}-{i}", ttl=30) for i in range(200)]
+    for lock in locks:
+        assert lock.acquire(blocking=False)
+    sent: list[int] = []
+    real = _redis_sync.pipeline
+
+    def counting(client: object, commands: list[object]) -> list[object]:
+        sent.append(len(commands))
+        return real(client, commands)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_redis_sync, "pipeline", counting)
+    results = store._backend.renew([h.claim for h in store._renewer.snapshot()])  # what one tick sends
+    assert results == [True] * 200
+    assert sent == [200]  # 200 renewals, one pipeline: one round trip
+    monkeypatch.undo()
+    for lock in locks:
+        lock.release()
