@@ -96,7 +96,7 @@ def _healthy(port: int) -> bool:
     return "header" in data
 
 
-def start_cluster(d: Path, size: int, extra: Sequence[str] = ()) -> EtcdCluster:
+def start_cluster(d: Path, size: int, extra: Sequence[str] = (), fsync: bool = False) -> EtcdCluster:
     binary = etcd_binary()
     if binary is None:
         raise RuntimeError("etcd is not installed (the test command installs it: scripts/test.sh)")
@@ -121,7 +121,7 @@ def start_cluster(d: Path, size: int, extra: Sequence[str] = ()) -> EtcdCluster:
             "--initial-cluster-token", f"distlock-{d.name}",
             "--heartbeat-interval", "50",
             "--election-timeout", "500",
-            "--unsafe-no-fsync",  # test data is thrown away; keeps the suite fast on slow CI disks
+            *([] if fsync else ["--unsafe-no-fsync"]),  # test data is thrown away: fast on slow CI disks
             "--logger", "zap",
             "--log-outputs", "stderr",
             *extra,
@@ -157,9 +157,9 @@ def _wait_ready(m: ServerProc, timeout: float = 60.0) -> None:
 
 
 @contextlib.contextmanager
-def etcd_cluster(size: int = 3, extra: Sequence[str] = ()) -> Iterator[EtcdCluster]:
+def etcd_cluster(size: int = 3, extra: Sequence[str] = (), fsync: bool = False) -> Iterator[EtcdCluster]:
     with workdir("etcd") as d:
-        cluster = start_cluster(d, size, extra)
+        cluster = start_cluster(d, size, extra, fsync)
         try:
             yield cluster
         finally:
