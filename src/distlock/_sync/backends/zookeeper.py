@@ -71,6 +71,8 @@ T = TypeVar("T")
 MAX_WAIT_SLICE = 5.0
 #: passes of one attempt step before giving up (each pass follows a change of the queue)
 MAX_PASSES = 200
+#: a holding gets its deletion watch once it has lived this long (short holds never pay the extra request)
+WATCH_AFTER = 0.2
 
 
 class _CreateContainer(Create2):  # type: ignore[misc]
@@ -263,6 +265,8 @@ class Backend(SyncBackend):
         self._containers = True
         self._closing = False
         self._suspend_timer: threading.Timer | None = None
+        self._unwatched: list[_Held] = []
+        self._sweep_timer: threading.Timer | None = None
         self._session = self._session_id()
         client.add_listener(self._on_state)
 
@@ -453,7 +457,21 @@ class Backend(SyncBackend):
     def _hold(self, held: _Held) -> None:
         with self._guard:
             self._held[held.token] = held
-        self._arm_holder_watch(held)
+            self._unwatched.append(held)
+            if self._sweep_timer is not None or self._closing:
+                return
+            timer = self._sweep_timer = threading.Timer(WATCH_AFTER, self._sweep)
+        timer.daemon = True
+        timer.start()
+
+    def _sweep(self) -> None:
+        """Arm the deletion watch of every holding still held (batched: one timer per ``WATCH_AFTER``)."""
+        with self._guard:
+            batch, self._unwatched = self._unwatched, []
+            self._sweep_timer = None
+            batch = [h for h in batch if self._held.get(h.token) is h]
+        for held in batch:
+            self._arm_holder_watch(held)
 
     def _unhold(self, token: str) -> _Held | None:
         with self._guard:
@@ -696,6 +714,10 @@ class Backend(SyncBackend):
     def close(self) -> None:
         self._closing = True
         self._cancel_timer()
+        with self._guard:
+            sweep, self._sweep_timer = self._sweep_timer, None
+        if sweep is not None:
+            sweep.cancel()
         rt.run_blocking(self._close)
 
     def _close(self) -> None:
