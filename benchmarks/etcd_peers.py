@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -179,7 +180,7 @@ def uncontended(lib: Lib, seconds: float) -> float:
     return n / (time.perf_counter() - started)
 
 
-def handoff(cls: type[Lib], url: str, rounds: int) -> tuple[float, float]:
+def handoff(cls: type[Lib], url: str, rounds: int) -> tuple[float, float, int]:
     """Two clients pass one lock back and forth; latency from release() to the other's acquire() returning.
 
     Each player loops acquire -> hold 10 ms -> release; right after releasing it queues again, so with a
@@ -210,9 +211,10 @@ def handoff(cls: type[Lib], url: str, rounds: int) -> tuple[float, float]:
     a.close()
     b.close()
     if not samples:
-        return float("nan"), float("nan")
+        return float("nan"), float("nan"), 0
     samples.sort()
-    return statistics.median(samples) * 1000, samples[max(0, int(len(samples) * 0.99) - 1)] * 1000
+    p99 = samples[min(len(samples) - 1, math.ceil(len(samples) * 0.99) - 1)]
+    return statistics.median(samples) * 1000, p99 * 1000, len(samples)
 
 
 def worker(key: str, url: str, name: str, seconds: float) -> None:
@@ -290,7 +292,7 @@ def main() -> None:
             row: dict[str, Any] = {"uncontended": uncontended(lib, args.seconds)}
             lib.close()
             if key != "raw":
-                row["handoff_p50_ms"], row["handoff_p99_ms"] = handoff(cls, url, args.rounds)
+                row["handoff_p50_ms"], row["handoff_p99_ms"], row["handoff_samples"] = handoff(cls, url, args.rounds)
                 row["processes_8"] = processes(key, url, args.seconds)
             results[cls.name] = row
             print(cls.name, {k: round(v, 2) for k, v in row.items()}, file=sys.stderr)

@@ -141,7 +141,7 @@ def split_key(key: bytes) -> tuple[str, Mode] | None:
 @dataclass(frozen=True)
 class Decision:
     acquired: bool
-    watch: tuple[bytes, ...] = ()  # keys whose delete may let us in (empty when acquired)
+    watch: tuple[Contender, ...] = ()  # contenders whose delete may let us in (empty when acquired)
 
 
 def decide(queue: Sequence[Contender], my_rev: int, mode: Mode, permits: int) -> Decision:
@@ -150,12 +150,12 @@ def decide(queue: Sequence[Contender], my_rev: int, mode: Mode, permits: int) ->
     if mode is Mode.SEMAPHORE:
         if len(ahead) < permits:
             return Decision(True)
-        return Decision(False, tuple(c.key for c in ahead))
+        return Decision(False, tuple(ahead))
     if mode is Mode.READ:
         ahead = [c for c in ahead if c.mode is not Mode.READ]
     if not ahead:
         return Decision(True)
-    return Decision(False, (ahead[-1].key,))
+    return Decision(False, (ahead[-1],))
 
 
 def holders(queue: Sequence[Contender], permits: int | None) -> list[Contender]:

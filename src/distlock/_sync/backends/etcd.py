@@ -235,11 +235,17 @@ class _Gateway:
             pass  # it expires by its TTL
 
     def watch_delete(
-        self, key: bytes, end: bytes | None, since: int, targets: set[bytes], timeout: float
+        self, key: bytes, end: bytes | None, since: int, targets: dict[bytes, int], timeout: float
     ) -> None:
-        """Return when one of ``targets`` (keys in [key, end)) is deleted at or after revision ``since``,
-        after ``timeout`` seconds, or at once on a stream error (the caller re-checks in every case)."""
-        create: dict[str, object] = {"key": keys.b64(key), "start_revision": str(since), "filters": ["NOPUT"]}
+        """Return when one of ``targets`` (key -> create revision, keys in [key, end)) is deleted, after
+        ``timeout`` seconds, or at once on a stream error (the caller re-checks in every case).
+
+        ``since`` is the revision after the read the caller decided on. The watch starts at the current
+        revision (a watch asked to start in the past is served by etcd's catch-up loop, up to 100 ms
+        late); if anything was written since that read, the targets are read once more after the watch
+        exists, so a delete in between is seen either by that read or by the watch.
+        """
+        create: dict[str, object] = {"key": keys.b64(key), "filters": ["NOPUT"]}
         if end is not None:
             create["range_end"] = keys.b64(end)
         deadline = monotonic() + timeout
@@ -263,6 +269,10 @@ class _Gateway:
                     result = msg.get("result")
                     if not isinstance(result, dict) or result.get("canceled") or result.get("compact_revision"):
                         return
+                    if result.get("created"):
+                        started_at = int((result.get("header") or {}).get("revision") or 0)
+                        if started_at >= since and self._any_gone(key, end, targets):
+                            return
                     for ev in result.get("events") or []:
                         if ev.get("type") == "DELETE" and keys.unb64(ev.get("kv", {}).get("key")) in targets:
                             return
@@ -273,6 +283,11 @@ class _Gateway:
         except httpx.TransportError:
             self._rotate(base)
             rt.sleep(0.05)
+
+    def _any_gone(self, key: bytes, end: bytes | None, targets: dict[bytes, int]) -> bool:
+        data = self.call("/v3/kv/range", keys.range_op(key, end))
+        present = {(keys.unb64(kv.get("key")), int(kv.get("create_revision") or 0)) for kv in data.get("kvs") or []}
+        return any((k, rev) not in present for k, rev in targets.items())
 
 
 def _decode(text: str) -> dict[str, Any]:
@@ -303,7 +318,7 @@ class Attempt(SyncAttempt):
         self._prefix = keys.lock_prefix(claim.name)
         self._lease: _Lease | None = None
         self._entry: _Entry | None = None
-        self._watch: tuple[bytes, ...] = ()
+        self._watch: tuple[keys.Contender, ...] = ()
         self._since = 0
 
     def try_acquire(self) -> Grant:
@@ -383,10 +398,11 @@ class Attempt(SyncAttempt):
             slice_ = min(slice_, max(0.0, timeout))
         if slice_ <= 0:
             return
+        targets = {c.key: c.rev for c in self._watch}
         if len(self._watch) == 1:
-            gw.watch_delete(self._watch[0], None, self._since, set(self._watch), slice_)
+            gw.watch_delete(self._watch[0].key, None, self._since, targets, slice_)
         else:
-            gw.watch_delete(self._prefix, keys.prefix_end(self._prefix), self._since, set(self._watch), slice_)
+            gw.watch_delete(self._prefix, keys.prefix_end(self._prefix), self._since, targets, slice_)
 
     def abandon(self) -> None:
         lease = self._entry.lease if self._entry is not None else self._lease
