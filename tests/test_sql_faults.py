@@ -322,3 +322,22 @@ def test_fences_survive_a_restart_and_tables_are_idempotent(
         lock = b.lock(name, ttl=5)
         with lock:
             assert lock.fence is not None and f1 is not None and lock.fence > f1
+
+
+def test_mysql_portable_session_layout(mysql_url: str, name: str) -> None:
+    """The layout for MySQL servers without SEQUENCE/RETURNING (fence row bumped in a multi-statement)."""
+    with distlock.connect(session_url(mysql_url)) as store:
+        backend: Any = store._backend
+        assert backend.fast_session  # MariaDB >= 10.5 here
+        backend.fast_session = False
+        lock = store.lock(name, ttl=10)
+        fences = []
+        for _ in range(2):
+            assert lock.acquire(timeout=5)
+            fences.append(lock.fence)
+            info = store.inspect(name)
+            assert info is not None and [h.fence for h in info.holders] == [lock.fence]
+            assert not store.lock(name).acquire(timeout=0.2)
+            lock.release()
+            assert store.inspect(name) is None
+        assert fences[0] is not None and fences[1] is not None and fences[1] > fences[0]

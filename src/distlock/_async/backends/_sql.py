@@ -107,30 +107,36 @@ class SessionAttempt(AsyncAttempt):
     def __init__(self, backend: SqlBackend, claim: Claim) -> None:
         super().__init__(backend, claim)
         self.conn: Any = None
-        self.got = False
-        self.busy = threading.Lock()
+        self.taken: tuple[int, int] | None = None  # (fence, connection id) once the server granted it
+
+    async def _go(self, wait: float | None) -> None:
+        b = self.backend
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = await b._session_borrow()
+            try:
+                self.taken = await b._session_acquire(self.conn, self.claim, wait)
+                return
+            except StaleConnection as exc:  # a pooled connection the server had closed: nothing was held
+                conn, self.conn = self.conn, None
+                await b._close_quietly(conn)
+                if attempt:
+                    raise b._error("database error", exc) from exc
 
     async def try_acquire(self) -> Grant:
-        b = self.backend
-        if self.conn is None:
-            self.conn = await b._connect(session_ttl=self.claim.ttl)
-        if not self.got:
-            self.got = await b._session_try(self.conn, self.claim)
-        if not self.got:
+        if self.taken is None:
+            await self._go(None)
+        if self.taken is None:
             return Grant(False)
+        fence, conn_id = self.taken
         conn, self.conn = self.conn, None
-        try:
-            fence = await b._pin(conn, self.claim)
-        except BaseException:
-            await b._close_quietly(conn)
-            raise
+        self.backend._pin(conn, self.claim, conn_id)
         return Grant(True, fence=fence)
 
     async def wait(self, grant: Grant, timeout: float | None) -> None:
         slice_ = SESSION_WAIT_SLICE if timeout is None else min(timeout, SESSION_WAIT_SLICE)
-        if slice_ <= 0 or self.conn is None:
-            return
-        self.got = await self.backend._session_wait(self.conn, self.claim, slice_)
+        if slice_ > 0:
+            await self._go(slice_)
 
     async def abandon(self) -> None:
         conn, self.conn = self.conn, None
@@ -171,6 +177,7 @@ class SqlBackend(AsyncBackend):
         self._wakers: dict[str, set[rt.Waker]] = {}
         self._wake_guard = threading.Lock()
         self._pinned: dict[str, Pinned] = {}
+        self._session_idle: list[Any] = []
         self._closed = False
 
     # -- driver hooks (subclasses) ---------------------------------------------------------------------
@@ -195,24 +202,9 @@ class SqlBackend(AsyncBackend):
     def _db_error(self, exc: BaseException) -> bool:
         return isinstance(exc, (StaleConnection, RetryableError)) or self._driver_error(exc)
 
-    async def _session_try(self, conn: Any, claim: Claim) -> bool:
-        raise NotImplementedError
-
-    async def _session_wait(self, conn: Any, claim: Claim, timeout: float) -> bool:
-        raise NotImplementedError
-
-    async def _session_check(self, pinned: Pinned, ttl: float) -> bool:
-        """Is the pinned connection alive and still holding the lock? (Also sets its idle timeout.)"""
-        raise NotImplementedError
-
-    async def _session_unlock(self, pinned: Pinned) -> bool:
-        raise NotImplementedError
-
-    async def _session_conn_id(self, conn: Any) -> int:
-        raise NotImplementedError
-
-    def _session_alive_sql(self, claim_name: str) -> tuple[str, tuple[object, ...]]:
-        """A condition on ``s.conn_id`` true while that connection holds ``claim_name`` (for inspect)."""
+    async def _session_call(self, conn: Any, stmt: sq.Stmt) -> list[list[tuple[Any, ...]]]:
+        """Run one (MySQL: multi-) statement in autocommit; every result set. A connection that is gone
+        raises StaleConnection; PostgreSQL's lock_timeout ends in an empty answer (not acquired)."""
         raise NotImplementedError
 
     kill_sql: str = ""
@@ -284,16 +276,16 @@ class SqlBackend(AsyncBackend):
             return result
         raise AssertionError("unreachable")
 
+    #: session mode with the sequence + holder-record layout (see ``sql_lease.session_schema``)
+    fast_session = True
+
     async def _ensure_schema(self) -> None:
         def script() -> Generator[sq.Stmt, sq.Result, None]:
-            for stmt in self.dialect.schema:
+            for stmt in (*self.dialect.schema, *sq.session_schema(self.dialect, self.prefix, self.fast_session)):
                 yield sq.Stmt(stmt)
-            yield sq.Stmt(
-                f"CREATE TABLE IF NOT EXISTS {self.prefix}_sessions (token VARCHAR(64) NOT NULL PRIMARY KEY, "
-                "name_key CHAR(64) NOT NULL, name TEXT NOT NULL, owner VARCHAR(255) NOT NULL, "
-                "mode VARCHAR(16) NOT NULL, fence BIGINT NOT NULL, conn_id BIGINT NOT NULL)"
-                + (" ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin" if self.dialect.name == "mysql" else "")
-            )
+            cleanup = sq.session_cleanup(self.dialect, self.prefix, self.fast_session)
+            if self.session and cleanup is not None:
+                yield cleanup
 
         await self._tx(script, tx=False)
 
@@ -326,32 +318,32 @@ class SqlBackend(AsyncBackend):
             return bool(self._wakers)
 
     # -- session mode ----------------------------------------------------------------------------------
-    async def _pin(self, conn: Any, claim: Claim) -> int:
-        """The lock is held on ``conn``: take a fence, record the holder, keep the connection."""
-        conn_id = await self._session_conn_id(conn)
-        key = sq.name_key(claim.name)
-        p = self.prefix
+    async def _session_borrow(self) -> Any:
+        with self._pool_guard:
+            if self._session_idle:
+                return self._session_idle.pop()
+        return await self._connect()
 
-        def script() -> Generator[sq.Stmt, sq.Result, int]:
-            fence = yield from self.ops.bump_fence(claim.name)
-            if claim.mode is not Mode.READ:  # an exclusive holder: every other row of the name is stale
-                yield sq.Stmt(f"DELETE FROM {p}_sessions WHERE name_key = %s", (key,))
-            yield sq.Stmt(
-                f"INSERT INTO {p}_sessions (token, name_key, name, owner, mode, fence, conn_id) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (claim.token, key, claim.name, claim.owner[:255], claim.mode.value, fence, conn_id),
-            )
-            return fence
-
+    async def _session_acquire(self, conn: Any, claim: Claim, wait: float | None) -> tuple[int, int] | None:
+        stmt = sq.session_acquire(self.dialect, self.prefix, claim, wait, self._timeout_change(conn, claim.ttl),
+                                  self.fast_session)  # fmt: skip
         try:
-            fence: int = await self._run(conn, script(), False)
+            sets = await self._session_call(conn, stmt)
+        except StaleConnection:
+            raise
         except BaseException as exc:
             if self._db_error(exc):
                 raise self._error("database error", exc) from exc
             raise
+        return sq.session_acquired(self.dialect, sets, self.fast_session)
+
+    def _timeout_change(self, conn: Any, ttl: float) -> float | None:
+        """The idle timeout to set with the next statement on ``conn``, or None if it is already ``ttl``."""
+        return ttl
+
+    def _pin(self, conn: Any, claim: Claim, conn_id: int) -> None:
         with self._pool_guard:
             self._pinned[claim.token] = Pinned(conn, claim, conn_id, ttl=claim.ttl)
-        return fence
 
     def _unpin(self, token: str) -> Pinned | None:
         with self._pool_guard:
@@ -361,100 +353,91 @@ class SqlBackend(AsyncBackend):
         pinned = self._unpin(claim.token)
         if pinned is None:
             return False
+        ok = False
         try:
-            ok = await self._session_unlock(pinned)
-            if ok:
-                await self._run(
-                    pinned.conn,
-                    sq.single(sq.Stmt(f"DELETE FROM {self.prefix}_sessions WHERE token = %s", (claim.token,))),
-                    False,
-                )
+            sets = await self._session_call(pinned.conn, sq.session_unlock(self.dialect, claim))
+            ok = bool(sets and sets[-1] and sets[-1][0][0])
         except Exception as exc:  # a dead connection: the lock went with it
             if not self._db_error(exc):
                 raise
-            ok = False
-        await self._close_quietly(pinned.conn) if not ok else await self._session_park(pinned.conn)
+        if ok:
+            with self._pool_guard:
+                if not self._closed and len(self._session_idle) < MAX_IDLE * 2:
+                    self._session_idle.append(pinned.conn)
+                    return True
+        await self._close_quietly(pinned.conn)
         return ok
 
-    async def _session_park(self, conn: Any) -> None:
-        """A connection that held a lock goes away: its idle timeout makes it unfit for the pool."""
-        await self._close_quietly(conn)
+    async def _session_check(self, pinned: Pinned, ttl: float) -> bool:
+        try:
+            change = self._timeout_change(pinned.conn, ttl)
+            sets = await self._session_call(pinned.conn, sq.session_check(self.dialect, pinned.claim, change))
+        except Exception as exc:  # the connection is gone: so is the lock
+            if not self._db_error(exc):
+                raise
+            log.debug("session check of %r failed: %s", pinned.claim.name, scrub(str(exc), self.config.password))
+            return False
+        pinned.ttl = ttl
+        return bool(sets and sets[-1] and sets[-1][0][0])
 
     async def _session_renew(self, claims: Sequence[Claim]) -> list[bool]:
         out: list[bool] = []
         for claim in claims:
             with self._pool_guard:
                 pinned = self._pinned.get(claim.token)
-            ok = False
-            if pinned is not None:
-                try:
-                    ok = await self._session_check(pinned, claim.ttl)
-                except Exception as exc:  # the connection is gone: so is the lock
-                    if not self._db_error(exc):
-                        raise
-                    log.debug("session check failed for %r: %s", claim.name, scrub(str(exc), self.config.password))
-                if not ok:
-                    self._unpin(claim.token)
-                    await self._close_quietly(pinned.conn)
+            ok = pinned is not None and await self._session_check(pinned, claim.ttl)
+            if not ok and pinned is not None:
+                self._unpin(claim.token)
+                await self._close_quietly(pinned.conn)
             out.append(ok)
         return out
 
+    async def _session_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
+        stmt = sq.session_holders(self.dialect, self.prefix, names, prefix, self.fast_session)
+        r: sq.Result = await self._tx(lambda: sq.single(stmt), tx=False)
+        return r.rows
+
     async def _session_inspect(self, names: Sequence[str] | None, prefix: str) -> list[LockInfo]:
-        rows: list[tuple[object, ...]] = []
-        p = self.prefix
-        if names is not None:
-            targets = list(names)
-        else:
-
-            def listing() -> Generator[sq.Stmt, sq.Result, list[str]]:
-                r = yield sq.Stmt(f"SELECT DISTINCT name FROM {p}_sessions WHERE SUBSTR(name, 1, %s) = %s",
-                                  (len(prefix), prefix))  # fmt: skip
-                return [str(x[0]) for x in r.rows]
-
-            targets = await self._tx(listing, tx=False)
-        for name in targets:
-            cond, args = self._session_alive_sql(name)
-
-            def one(
-                name: str = name, cond: str = cond, args: tuple[object, ...] = args
-            ) -> Generator[sq.Stmt, sq.Result, list[tuple[object, ...]]]:
-                r = yield sq.Stmt(
-                    f"SELECT s.name, s.owner, s.mode, s.fence FROM {p}_sessions s WHERE s.name_key = %s AND {cond} "
-                    "ORDER BY s.fence",
-                    (sq.name_key(name), *args),
-                )
-                return r.rows
-
-            rows.extend(await self._tx(one, tx=False))
-        by_name: dict[str, list[HolderInfo]] = {}
-        kinds: dict[str, str] = {}
-        for row_name, owner, mode, fence in rows:
-            n = str(row_name)
-            by_name.setdefault(n, []).append(HolderInfo(str(owner), int(str(fence)), str(mode), None))
-            kinds[n] = sq.KIND_OF_MODE[str(mode)]
-        return [LockInfo(n, kinds[n], tuple(hs), None) for n, hs in sorted(by_name.items())]
+        """Live holders: records whose connection still holds the lock; a connection holding it without
+        a record of its own (another application's plain lock) shows as ``<db>:connection:<id>``."""
+        rows = await self._session_rows(names, prefix)
+        ours: dict[str, dict[int, HolderInfo]] = {}
+        foreign: dict[str, dict[int, HolderInfo]] = {}
+        for name, owner, mode, fence, conn_id, holder, holder_mode in rows:
+            n, h = str(name), int(holder)
+            if conn_id is not None and int(conn_id) == h:
+                ours.setdefault(n, {})[h] = HolderInfo(str(owner), int(fence), str(mode), None)
+            else:
+                shared = str(holder_mode).lower().startswith("share")
+                label = f"{self.dialect.name}:connection:{h}"
+                foreign.setdefault(n, {})[h] = HolderInfo(label, None, "read" if shared else "lock", None)
+        out = []
+        for n in sorted(set(ours) | set(foreign)):
+            mine = ours.get(n, {})
+            holders = [*mine.values(), *(v for k, v in foreign.get(n, {}).items() if k not in mine)]
+            modes = {x.mode for x in holders}
+            kind = sq.KIND_OF_MODE[Mode.READ.value] if modes & {"read", "write"} else "lock"
+            out.append(LockInfo(n, kind, tuple(holders), None))
+        return out
 
     async def _session_break(self, name: str) -> bool:
-        infos = await self._session_inspect([name], "")
-        if not infos:
+        rows = await self._session_rows([name], "")
+        if not rows:
             return False
-        cond, args = self._session_alive_sql(name)
-
-        def ids() -> Generator[sq.Stmt, sq.Result, list[tuple[str, int]]]:
-            r = yield sq.Stmt(
-                f"SELECT s.token, s.conn_id FROM {self.prefix}_sessions s WHERE s.name_key = %s AND {cond}",
-                (sq.name_key(name), *args),
-            )
-            return [(str(t), int(str(c))) for t, c in r.rows]
-
-        found = await self._tx(ids, tx=False)
-        for token, _ in found:
+        holders = {int(row[5]) for row in rows if row[5] is not None}
+        with self._pool_guard:
+            mine = [t for t, p in self._pinned.items() if p.claim.name == name and p.conn_id in holders]
+        for token in mine:
             pinned = self._unpin(token)
             if pinned is not None:
                 await self._close_quietly(pinned.conn)
                 self.lost(token, "broken by an admin (break_lock)")
-        await self._kill([c for _, c in found])
-        return bool(found)
+        await self._kill(sorted(holders))
+        for _ in range(100):  # a terminated session lets go of its locks a moment later
+            if not await self._session_rows([name], ""):
+                break
+            await rt.sleep(0.02)
+        return True
 
     # -- the backend interface -------------------------------------------------------------------------
     def attempt(self, claim: Claim) -> AsyncAttempt:
@@ -526,6 +509,8 @@ class SqlBackend(AsyncBackend):
             self._closed = True
             idle, self._idle = self._idle, []
             pinned, self._pinned = list(self._pinned.values()), {}
+            idle += self._session_idle
+            self._session_idle = []
         for conn in idle:
             await self._close_quietly(conn)
         for p in pinned:

@@ -26,19 +26,12 @@ import psycopg.errors
 from ... import _pg_async as pg
 from ... import _rt_async as rt
 from ..._core import sql_lease as sq
-from ..._core.types import Claim, Grant, Mode
+from ..._core.types import Grant, Mode
 from ..._errors import BackendError
 from ..._url import StoreConfig
-from ._sql import LeaseAttempt, Pinned, RetryableError, SqlBackend, StaleConnection, lease_slice
+from ._sql import LeaseAttempt, RetryableError, SqlBackend, StaleConnection, lease_slice
 
 _SSL_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey")
-
-
-def _split_key(name: str) -> tuple[int, int, int]:
-    """The advisory key, and its (classid, objid) halves as ``pg_locks`` shows them."""
-    key = sq.advisory_key(name)
-    unsigned = key & 0xFFFFFFFFFFFFFFFF
-    return key, unsigned >> 32, unsigned & 0xFFFFFFFF
 
 
 class Backend(SqlBackend):
@@ -74,8 +67,6 @@ class Backend(SqlBackend):
     # -- driver ------------------------------------------------------------------------------------------
     async def _connect(self, session_ttl: float | None = None) -> Any:
         kwargs = dict(self._kwargs)
-        if session_ttl is not None:
-            kwargs["options"] = f"-c idle_session_timeout={max(1, math.ceil(session_ttl * 1000))}"
         try:
             return await pg.connect(**{k: v for k, v in kwargs.items() if v is not None})
         except psycopg.Error as exc:
@@ -181,50 +172,20 @@ class Backend(SqlBackend):
         return True
 
     # -- session mode: advisory locks ----------------------------------------------------------------------
-    async def _session_try(self, conn: Any, claim: Claim) -> bool:
-        fn = "pg_try_advisory_lock_shared" if claim.mode is Mode.READ else "pg_try_advisory_lock"
+    async def _session_call(self, conn: Any, stmt: sq.Stmt) -> list[list[tuple[Any, ...]]]:
+        cur: pg.Cursor = conn.cursor()
         try:
-            return bool(await self._one(conn, f"SELECT {fn}(%s)", (sq.advisory_key(claim.name),)))
-        except psycopg.Error as exc:
-            raise self._error("database error", exc) from exc
-
-    async def _session_wait(self, conn: Any, claim: Claim, timeout: float) -> bool:
-        fn = "pg_advisory_lock_shared" if claim.mode is Mode.READ else "pg_advisory_lock"
-        try:
-            await self._one(conn, "SELECT set_config('lock_timeout', %s, false)", (f"{max(1, int(timeout * 1000))}ms",))
-            await self._one(conn, f"SELECT {fn}(%s)", (sq.advisory_key(claim.name),))
+            await cur.execute(stmt.sql, stmt.params)
+            return [await cur.fetchall()] if cur.description is not None else []
         except psycopg.errors.LockNotAvailable:
-            return False
-        except psycopg.Error as exc:
-            raise self._error("database error", exc) from exc
-        return True
-
-    async def _session_conn_id(self, conn: Any) -> int:
-        return int(conn.info.backend_pid)
-
-    async def _session_check(self, pinned: Pinned, ttl: float) -> bool:
-        _, classid, objid = _split_key(pinned.claim.name)
-        ok = await self._one(
-            pinned.conn,
-            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() "
-            "AND granted AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 1) "
-            "AND set_config('idle_session_timeout', %s, false) IS NOT NULL",
-            (classid, objid, str(max(1, math.ceil(ttl * 1000)))),
-        )
-        pinned.ttl = ttl
-        return bool(ok)
-
-    async def _session_unlock(self, pinned: Pinned) -> bool:
-        fn = "pg_advisory_unlock_shared" if pinned.claim.mode is Mode.READ else "pg_advisory_unlock"
-        return bool(await self._one(pinned.conn, f"SELECT {fn}(%s)", (sq.advisory_key(pinned.claim.name),)))
-
-    def _session_alive_sql(self, claim_name: str) -> tuple[str, tuple[object, ...]]:
-        _, classid, objid = _split_key(claim_name)
-        return (
-            "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.pid = s.conn_id AND l.granted "
-            "AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.objsubid = 1)",
-            (classid, objid),
-        )
+            return []  # lock_timeout: not acquired this time
+        except psycopg.OperationalError as exc:
+            if conn.broken or conn.closed:
+                raise StaleConnection(str(exc)) from exc
+            raise
+        finally:
+            if not conn.closed:
+                await cur.close()
 
     async def aclose(self) -> None:
         await super().aclose()

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pymysql
+import pymysql.constants.CLIENT
 import pymysql.err
 
 from ... import _my_sync as my
@@ -38,7 +39,6 @@ from ..._errors import BackendError
 from ..._url import StoreConfig
 from ._sql import (
     LeaseAttempt,
-    Pinned,
     RetryableError,
     SqlBackend,
     StaleConnection,
@@ -58,6 +58,7 @@ class MyConn:
 
     conn: pymysql.connections.Connection[Any]
     guard: threading.Lock = field(default_factory=threading.Lock)
+    wait_timeout: int | None = None  # session mode: the idle timeout last set on this connection
 
 
 class Backend(SqlBackend):
@@ -91,6 +92,7 @@ class Backend(SqlBackend):
             "charset": "utf8mb4",
             "ssl": ssl_ctx,
             "unix_socket": unix_socket,
+            "client_flag": pymysql.constants.CLIENT.MULTI_STATEMENTS,
         }
         self._bell: MyConn | None = None
         self._bell_guard = threading.Lock()
@@ -99,8 +101,18 @@ class Backend(SqlBackend):
     @classmethod
     def open(cls, config: StoreConfig) -> Backend:
         backend = cls(config)
+        r: sq.Result = backend._tx(lambda: sq.single(sq.Stmt("SELECT VERSION()")), tx=False)
+        version = str(r.rows[0][0])
+        backend.fast_session = _has_sequences(version)
         backend._ensure_schema()
         return backend
+
+    def _timeout_change(self, conn: Any, ttl: float) -> float | None:
+        seconds = session_timeout_seconds(ttl)
+        if conn.wait_timeout == seconds:
+            return None
+        conn.wait_timeout = seconds
+        return ttl
 
     # -- driver ------------------------------------------------------------------------------------------
     def _connect_blocking(self, session_ttl: float | None) -> MyConn:
@@ -109,8 +121,6 @@ class Backend(SqlBackend):
             with conn.cursor() as cur:
                 cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
                 cur.execute("SET time_zone = '+00:00'")
-                if session_ttl is not None:
-                    cur.execute(f"SET SESSION wait_timeout = {session_timeout_seconds(session_ttl)}")
         except pymysql.err.MySQLError as exc:
             raise self._error(f"cannot connect to {self.describe()}", exc) from exc
         return MyConn(conn)
@@ -276,37 +286,25 @@ class Backend(SqlBackend):
             attempt.backoff.reset()
 
     # -- session mode: GET_LOCK ----------------------------------------------------------------------------
-    def _session_try(self, conn: Any, claim: Claim) -> bool:
-        try:
-            return bool(self._one(conn, "SELECT GET_LOCK(%s, 0)", (sq.get_lock_name(claim.name),)) == 1)
-        except pymysql.err.MySQLError as exc:
-            raise self._error("database error", exc) from exc
+    def _session_call_blocking(self, c: MyConn, stmt: sq.Stmt) -> list[list[tuple[Any, ...]]]:
+        sets: list[list[tuple[Any, ...]]] = []
+        with c.guard:
+            try:
+                with c.conn.cursor() as cur:
+                    cur.execute(stmt.sql, stmt.params or None)
+                    while True:
+                        if cur.description is not None:
+                            sets.append(list(cur.fetchall()))
+                        if not cur.nextset():
+                            break
+            except pymysql.err.MySQLError as exc:
+                if self._broken(exc):
+                    raise StaleConnection(str(exc)) from exc
+                raise
+        return sets
 
-    def _session_wait(self, conn: Any, claim: Claim, timeout: float) -> bool:
-        try:
-            return bool(self._one(conn, "SELECT GET_LOCK(%s, %s)", (sq.get_lock_name(claim.name), timeout)) == 1)
-        except pymysql.err.MySQLError as exc:
-            raise self._error("database error", exc) from exc
-
-    def _session_conn_id(self, conn: Any) -> int:
-        return int(self._one(conn, "SELECT CONNECTION_ID()"))
-
-    def _session_check(self, pinned: Pinned, ttl: float) -> bool:
-        if session_timeout_seconds(ttl) != session_timeout_seconds(pinned.ttl):
-            self._one(pinned.conn, f"SET SESSION wait_timeout = {session_timeout_seconds(ttl)}")
-            pinned.ttl = ttl
-        ok = self._one(
-            pinned.conn, "SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (sq.get_lock_name(pinned.claim.name),)
-        )
-        return bool(ok == 1)
-
-    def _session_unlock(self, pinned: Pinned) -> bool:
-        return bool(
-            self._one(pinned.conn, "SELECT RELEASE_LOCK(%s)", (sq.get_lock_name(pinned.claim.name),)) == 1
-        )
-
-    def _session_alive_sql(self, claim_name: str) -> tuple[str, tuple[object, ...]]:
-        return "IS_USED_LOCK(%s) = s.conn_id", (sq.get_lock_name(claim_name),)
+    def _session_call(self, conn: Any, stmt: sq.Stmt) -> list[list[tuple[Any, ...]]]:
+        return my.call(self._session_call_blocking, conn, stmt)
 
     def close(self) -> None:
         super().close()
@@ -315,3 +313,14 @@ class Backend(SqlBackend):
             self._bells.clear()
         if bell is not None:
             my.call(self._close_blocking, bell)
+
+
+def _has_sequences(version: str) -> bool:
+    """MariaDB >= 10.5 has SEQUENCE, Aria and INSERT/REPLACE ... RETURNING (the one-statement session acquire)."""
+    if "mariadb" not in version.lower():
+        return False
+    try:
+        major, minor = (int(x) for x in version.split("-")[0].split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (10, 5)
