@@ -40,7 +40,7 @@ MARKERS: dict[Mode, bytes] = {
     Mode.SEMAPHORE: b"sem/",
 }
 _HEX = re.compile(rb"[0-9a-f]{1,16}")
-_TAIL = re.compile(rb"^(?P<base>.+)/(?:(?P<marker>read|write|sem)/)?(?P<hex>[0-9a-f]{1,16})$", re.S)
+_TAIL = re.compile(rb"^(?P<base>.+?)/(?:(?P<marker>read|write|sem)/)?(?P<hex>[0-9a-f]{1,16})$", re.S)
 KIND_OF_MODE = {Mode.EXCLUSIVE: "lock", Mode.READ: "rwlock", Mode.WRITE: "rwlock", Mode.SEMAPHORE: "semaphore"}
 
 
