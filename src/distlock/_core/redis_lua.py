@@ -120,6 +120,15 @@ local token, mode = ARGV[2], ARGV[3]
 local ttl, permits, fair, owner, qttl = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7], tonumber(ARGV[8])
 local exclusive = (mode == 'lock' or mode == 'write')
 local member = mode .. '|' .. token
+-- fast path: nobody holds or waits for this name at all (details left by dead holders are stale)
+if exclusive and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[5]) == 0 then
+  local fence = redis.call('INCR', KEYS[7])
+  redis.call('SET', KEYS[1], token, 'PX', ttl)
+  redis.call('DEL', KEYS[4])
+  redis.call('HSET', KEYS[4], token, mode .. '|' .. fence .. '|' .. owner)
+  redis.call('PEXPIRE', KEYS[4], ttl)
+  return {1, fence}
+end
 purge()
 if holds(token, mode) then return {1, fence_of(token)} end
 local holder = redis.call('GET', KEYS[1])
@@ -208,18 +217,21 @@ RELEASE = (
     + """
 -- ARGV: 1 channel, 2 token, 3 mode.  Compare-and-delete: returns 1 if the token held a live lease.
 local token, mode = ARGV[2], ARGV[3]
-purge()
 local ok = 0
 if mode == 'lock' or mode == 'write' then
   if redis.call('GET', KEYS[1]) == token then
     redis.call('DEL', KEYS[1])
     ok = 1
   end
-elseif redis.call('ZREM', shared_set(mode), token) == 1 then
-  ok = 1
+else
+  purge()
+  ok = redis.call('ZREM', shared_set(mode), token)
 end
 redis.call('HDEL', KEYS[4], token)
-if ok == 1 then wake_head() end
+if ok == 1 and redis.call('EXISTS', KEYS[5]) == 1 then
+  purge()
+  wake_head()
+end
 return ok
 """
 )

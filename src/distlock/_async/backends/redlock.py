@@ -149,7 +149,8 @@ class Backend(AsyncBackend):
     @staticmethod
     def _silent(r: object) -> bool:
         """No answer in time (as opposed to a refused connection or an error reply)."""
-        return isinstance(r, (TimeoutError, RedisTimeoutError))
+        cause = r.__cause__ if isinstance(r, BackendError) else r
+        return isinstance(cause, (TimeoutError, RedisTimeoutError))
 
     def _quorum_error(self, name: str | None, what: str, errors: Sequence[BaseException]) -> QuorumError:
         detail = "; ".join(sorted({type(e).__name__ + ": " + str(e)[:120] for e in errors}))
