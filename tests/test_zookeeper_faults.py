@@ -256,10 +256,12 @@ def test_leader_killed_during_contention_never_grants_twice(ensemble: ZkEnsemble
     phase = {"killed": False}
     stop = threading.Event()
     errors: list[BaseException] = []
+    states: list[str] = []
 
     def worker() -> None:
         try:
             with distlock.connect(url) as store:
+                store._backend._client.add_listener(states.append)  # type: ignore[attr-defined]
                 lock = store.lock(name)
                 while not stop.is_set():
                     try:
@@ -291,18 +293,20 @@ def test_leader_killed_during_contention_never_grants_twice(ensemble: ZkEnsemble
         t.start()
     try:
         assert wait_for(lambda: done["before"] >= 10, 30)
+        assert wait_for(lambda: ensemble.leader() is not None, 20)
         leader = ensemble.leader()
         assert leader is not None
         phase["killed"] = True
         ensemble.kill(leader)
-        assert wait_for(lambda: done["after"] >= 10, 60), "no progress after the leader died"
+        assert wait_for(lambda: done["after"] >= 10, 45), "no progress after the leader died"
         ensemble.restart(leader)
-        assert wait_for(lambda: done["after"] >= 20, 60)
+        assert wait_for(lambda: done["after"] >= 20, 30)
     finally:
         stop.set()
         for t in threads:
             t.join(60)
     assert not errors, errors
+    assert "SUSPENDED" in states, "the clients never noticed the leader's death"
     assert not violations, violations
     assert len(set(fences)) == len(fences), "a fence was handed out twice"
     assert fences == sorted(fences), "fences must grow in grant order"
