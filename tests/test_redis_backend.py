@@ -354,3 +354,49 @@ def test_renewal_of_many_locks_is_one_round_trip_per_tick(
     monkeypatch.undo()
     for lock in locks:
         lock.release()
+
+
+def test_kill_9_of_a_queued_waiter_does_not_strand_the_others(
+    store: distlock.Store, raw: redis.Redis, redis_url: str, name: str, tmp_path: Path
+) -> None:
+    """A waiter killed while first in the queue gets the release's wake-up and never acts on it; the next
+    waiter still gets in, by its bounded re-check, long before the dead entry's deadline matters."""
+    import subprocess
+    import sys
+
+    holder = store.lock(name, ttl=30)
+    assert holder.acquire()
+    root = Path(__file__).resolve().parent.parent
+    dead = subprocess.Popen(
+        [sys.executable, "-m", "tests.proc_worker", "hold", redis_url, name, "30", str(tmp_path)],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while raw.zcard("{" + name + "}:q") < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert raw.zcard("{" + name + "}:q") == 1  # the child is queued, first
+        dead.kill()
+        dead.wait(10)
+        got = threading.Event()
+
+        def waiter() -> None:
+            lock = store.lock(name, ttl=30)
+            if lock.acquire(timeout=30):
+                got.set()
+                lock.release()
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        while raw.zcard("{" + name + "}:q") < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        released = time.monotonic()
+        holder.release()  # wakes the dead child, first in the queue
+        t.join(30)
+        assert got.is_set()
+        assert time.monotonic() - released < WAITER_TTL + 5
+    finally:
+        dead.kill()
+        dead.wait(10)
