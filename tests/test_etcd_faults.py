@@ -106,6 +106,47 @@ def test_kill_leader_while_locks_are_held_and_waited_on(own_cluster: EtcdCluster
     own_cluster.restart(leader)
 
 
+def test_paused_leader_longer_than_the_ttl_loses_nothing_and_grants_nothing_twice(
+    own_cluster: EtcdCluster, name: str
+) -> None:
+    """SIGSTOP the leader (the member the holder talks to) for longer than the lease TTL: the holder's
+    keepalives move to the new leader in time, the waiter does not get the lock meanwhile, and gets it once
+    the holder releases."""
+    leader = own_cluster.leader_index()
+    assert leader is not None
+    order = [leader] + [i for i in range(len(own_cluster.members)) if i != leader]
+    holder_url = "etcd://" + ",".join(f"127.0.0.1:{own_cluster.members[i].port}" for i in order)
+    waiter_got: list[float] = []
+    with distlock.connect(holder_url) as holder_store, distlock.connect(own_cluster.url) as waiter_store:
+        holder = holder_store.lock(name, ttl=4)
+        assert holder.acquire(timeout=10)
+
+        def waiter() -> None:
+            lock = waiter_store.lock(name, ttl=4)
+            try:
+                if lock.acquire(timeout=60):
+                    waiter_got.append(time.monotonic())
+                    lock.release()
+            except distlock.LockError:
+                pass  # the assertions below report what went wrong
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        time.sleep(0.3)
+        own_cluster.members[leader].pause()
+        try:
+            time.sleep(5.0)  # > the 4 s lease: only keepalives through the new leader keep it
+        finally:
+            own_cluster.members[leader].resume()
+        assert not waiter_got, "the waiter got the lock while the holder still held it"
+        assert not holder.lost.is_set()
+        assert holder.owned()
+        released_at = time.monotonic()
+        holder.release()
+        t.join(60)
+        assert waiter_got and waiter_got[0] >= released_at
+
+
 def test_revoked_waiter_never_reports_acquired(etcd_url: str, name: str) -> None:
     """etcd#11456 / F6: a waiter whose lease is revoked while it waits must not take its old place."""
     port = client_ports(etcd_url)[0]

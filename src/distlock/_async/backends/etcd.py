@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 #: gRPC codes the gateway reports for a member that cannot serve now (no leader, leader changed, timeout)
 _RETRY_CODES = {4, 8, 14}
 _NOT_FOUND = 5
+#: per-try limit of the renewal requests (keepalive, key check): they must fail over well within a lease
+_FAST_TRY = 0.5
 #: free leases kept per TTL for reuse
 _POOL_SIZE = 8
 
@@ -158,7 +160,13 @@ class _Gateway:
         self._token = token
 
     async def call(
-        self, path: str, body: dict[str, Any] | str, *, ok_codes: tuple[int, ...] = (), reauth: bool = True
+        self,
+        path: str,
+        body: dict[str, Any] | str,
+        *,
+        ok_codes: tuple[int, ...] = (),
+        reauth: bool = True,
+        try_timeout: float | None = None,
     ) -> dict[str, Any]:
         """POST ``body`` to ``path``; the decoded answer. Errors with a code in ``ok_codes`` are returned."""
         deadline = monotonic() + self.op_timeout
@@ -170,7 +178,7 @@ class _Gateway:
             left = max(0.05, deadline - monotonic())
             # A member whose leader just died holds a proposal until its own ~6 s timeout; a short per-try
             # limit sends the retry to a member that can serve (every request here is safe to repeat).
-            per_try = httpx.Timeout(min(left, self.try_timeout), connect=min(left, self.connect_timeout))
+            per_try = httpx.Timeout(min(left, try_timeout or self.try_timeout), connect=min(left, self.connect_timeout))
             try:
                 if isinstance(body, str):
                     resp = await self.client.post(base + path, content=body, headers=self._headers(), timeout=per_try)
@@ -210,7 +218,8 @@ class _Gateway:
         body = "\n".join(json.dumps({"ID": str(i)}) for i in ids)
         deadline = monotonic() + self.op_timeout
         while True:
-            data = await self.call("/v3/lease/keepalive", body)
+            # a healthy leader answers keepalives in milliseconds: give up on a member sooner than usual
+            data = await self.call("/v3/lease/keepalive", body, try_timeout=_FAST_TRY)
             out: dict[int, int] = {}
             failed = ""
             for msg in data.get("_messages", [data]):
@@ -570,7 +579,8 @@ class Backend(AsyncBackend):
             return released
         sent = monotonic()
         ttls = await self.gw.keepalive(sorted({e.lease.id for e in live}))
-        data = await self.gw.call("/v3/kv/txn", {"success": [{"request_range": keys.range_op(e.key)} for e in live]})
+        checks = {"success": [{"request_range": keys.range_op(e.key)} for e in live]}
+        data = await self.gw.call("/v3/kv/txn", checks, try_timeout=_FAST_TRY)
         present: set[tuple[bytes, int]] = set()
         for r in data.get("responses") or []:
             for kv in keys.kvs_of(r):
