@@ -14,7 +14,7 @@ import pytest
 
 import distlock
 from distlock._sync.backends.etcd import guard
-from tests.servers.etcd import EtcdCluster, client_ports, etcd_cluster, post
+from tests.servers.etcd import EtcdCluster, client_ports, etcd_cluster, netns_usable, partitionable_cluster, post
 from tests.servers.proc import free_port
 
 pytestmark = pytest.mark.skipif(not __import__("shutil").which("etcd"), reason="etcd is not installed")
@@ -295,3 +295,52 @@ def test_auth_wrong_password_and_token_refresh(auth_cluster: EtcdCluster, name: 
         assert lock.acquire(timeout=5)
         assert store.inspect(name) is not None
         lock.release()
+
+
+@pytest.mark.skipif(not netns_usable(), reason="needs root and network namespaces (ip netns)")
+def test_partitioned_leader_loses_nothing_and_grants_nothing_twice(name: str) -> None:
+    """Cut the leader (the member the holder talks to) off the network for longer than the lease TTL:
+    connections to it hang instead of failing, the holder's renewals move to the majority in time, nobody
+    else gets the lock meanwhile, the majority keeps serving, and after the heal the lock is handed over."""
+    with partitionable_cluster(3) as cluster:
+        cut = len(cluster.members) - 1  # the member in its own network namespace
+        leader = cluster.leader_index()
+        assert leader is not None
+        if leader != cut:
+            move = {"targetID": cluster.member_id(cut)}
+            post(cluster.members[leader].port, "/v3/maintenance/transfer-leadership", move, 5, cluster.host(leader))
+            wait_for(lambda: cluster.leader_index() == cut, what="leadership on the member to cut")
+        hosts = cluster.url.split("://", 1)[1].split(",")
+        holder_url = "etcd://" + ",".join([hosts[cut], *hosts[:cut]])
+        waiter_got: list[float] = []
+        with distlock.connect(holder_url) as holder_store, distlock.connect(cluster.url) as other_store:
+            holder = holder_store.lock(name, ttl=4)
+            assert holder.acquire(timeout=10)
+
+            def waiter() -> None:
+                lock = other_store.lock(name, ttl=4)
+                try:
+                    if lock.acquire(timeout=60):
+                        waiter_got.append(time.monotonic())
+                        lock.release()
+                except distlock.LockError:
+                    pass  # the assertions below report what went wrong
+
+            t = threading.Thread(target=waiter)
+            t.start()
+            time.sleep(0.3)
+            cluster.partition()
+            try:
+                other = other_store.lock(name + "-other", ttl=4)
+                assert other.acquire(timeout=10)  # the majority side serves new locks meanwhile
+                other.release()
+                time.sleep(6.0)  # > the 4 s lease: only renewals through the new leader keep it
+                assert not waiter_got, "the waiter got the lock while the holder still held it"
+                assert not holder.lost.is_set()
+            finally:
+                cluster.heal()
+            assert holder.owned()
+            released_at = time.monotonic()
+            holder.release()
+            t.join(60)
+            assert waiter_got and waiter_got[0] >= released_at

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import secrets
+import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -21,8 +24,10 @@ def etcdctl_binary() -> str | None:
     return which("etcdctl")
 
 
-def post(port: int, path: str, body: dict[str, object], timeout: float = 1.0) -> dict[str, object]:
-    req = urllib.request.Request(f"http://{LOOPBACK}:{port}{path}", data=json.dumps(body).encode(), method="POST")
+def post(
+    port: int, path: str, body: dict[str, object], timeout: float = 1.0, host: str = LOOPBACK
+) -> dict[str, object]:
+    req = urllib.request.Request(f"http://{host}:{port}{path}", data=json.dumps(body).encode(), method="POST")
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only, never a proxy
     with opener.open(req, timeout=timeout) as resp:
         data: dict[str, object] = json.loads(resp.read() or b"{}")
@@ -45,8 +50,14 @@ class EtcdCluster:
     def member_url(self, i: int) -> str:
         return f"etcd://{LOOPBACK}:{self.members[i].port}"
 
+    def host(self, i: int) -> str:
+        return LOOPBACK
+
     def status(self, i: int) -> dict[str, object]:
-        return post(self.members[i].port, "/v3/maintenance/status", {})
+        return post(self.members[i].port, "/v3/maintenance/status", {}, host=self.host(i))
+
+    def member_id(self, i: int) -> str:
+        return str(self.status(i)["header"]["member_id"])  # type: ignore[index]
 
     def leader_index(self) -> int | None:
         """Which member is the leader now (asked of each live member), or None if none knows."""
@@ -91,8 +102,8 @@ def endpoints(url: str) -> str:
     return ",".join(f"{LOOPBACK}:{p}" for p in client_ports(url))
 
 
-def _healthy(port: int) -> bool:
-    data = post(port, "/v3/kv/range", {"key": "AA=="}, timeout=0.5)
+def _healthy(port: int, host: str = LOOPBACK) -> bool:
+    data = post(port, "/v3/kv/range", {"key": "AA=="}, timeout=0.5, host=host)
     return "header" in data
 
 
@@ -142,13 +153,13 @@ def start_cluster(d: Path, size: int, extra: Sequence[str] = (), fsync: bool = F
     return cluster
 
 
-def _wait_ready(m: ServerProc, timeout: float = 60.0) -> None:
+def _wait_ready(m: ServerProc, timeout: float = 60.0, host: str = LOOPBACK) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not m.alive():
             raise RuntimeError(f"{m.name} exited:\n{m.tail()}")
         try:
-            if _healthy(m.port):
+            if _healthy(m.port, host):
                 return
         except OSError:
             pass
@@ -164,3 +175,103 @@ def etcd_cluster(size: int = 3, extra: Sequence[str] = (), fsync: bool = False) 
             yield cluster
         finally:
             cluster.stop()
+
+
+# -- one member behind a link we can cut (network partition) ------------------------------------------
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+
+def netns_usable() -> bool:
+    """Can this process create network namespaces and veth pairs (root, not inside a locked-down sandbox)?"""
+    if which("ip") is None or os.geteuid() != 0:
+        return False
+    probe = f"dlkprobe{os.getpid() % 10000}"
+    try:
+        _ip("netns", "add", probe)
+    except (subprocess.SubprocessError, OSError):
+        return False
+    with contextlib.suppress(subprocess.SubprocessError, OSError):
+        _ip("netns", "del", probe)
+    return True
+
+
+@dataclass
+class PartitionableCluster(EtcdCluster):
+    """Members 0..n-2 on the host side of a veth pair, member n-1 in its own network namespace.
+
+    Every member listens on an address of that private /30 link (nothing else can reach it);
+    :meth:`partition` takes the link down, cutting the last member off from its peers and from clients.
+    """
+
+    host_if: str = ""
+    netns: str = ""
+    addrs: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return "etcd://" + ",".join(f"{a}:{m.port}" for a, m in zip(self.addrs, self.members, strict=True))
+
+    def host(self, i: int) -> str:
+        return self.addrs[i]
+
+    def partition(self) -> None:
+        _ip("link", "set", self.host_if, "down")
+
+    def heal(self) -> None:
+        _ip("link", "set", self.host_if, "up")
+
+
+@contextlib.contextmanager
+def partitionable_cluster(size: int = 3) -> Iterator[PartitionableCluster]:
+    binary = etcd_binary()
+    if binary is None:
+        raise RuntimeError("etcd is not installed")
+    tag = f"{os.getpid() % 1000:03d}{secrets.randbelow(100):02d}"
+    ns, host_if, ns_if = f"dlk{tag}", f"dlk{tag}h", f"dlk{tag}n"
+    net = secrets.randbelow(60) * 4  # 10.250.<x>.<net>/30, a link that exists only on this host
+    third = secrets.randbelow(250)
+    host_ip, ns_ip = f"10.250.{third}.{net + 1}", f"10.250.{third}.{net + 2}"
+    with workdir("etcd-netns") as d:
+        cluster = PartitionableCluster(d, host_if=host_if, netns=ns)
+        try:
+            _ip("netns", "add", ns)
+            _ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if)
+            _ip("link", "set", ns_if, "netns", ns)
+            _ip("addr", "add", f"{host_ip}/30", "dev", host_if)
+            _ip("link", "set", host_if, "up")
+            _ip("-n", ns, "addr", "add", f"{ns_ip}/30", "dev", ns_if)
+            _ip("-n", ns, "link", "set", ns_if, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+            ports = free_ports(2 * size)
+            cluster.addrs = [host_ip] * (size - 1) + [ns_ip]
+            names = [f"n{i + 1}" for i in range(size)]
+            peer = [f"http://{a}:{p}" for a, p in zip(cluster.addrs, ports[size:], strict=True)]
+            initial = ",".join(f"{n}={u}" for n, u in zip(names, peer, strict=True))
+            for i, n in enumerate(names):
+                data = d / n
+                data.mkdir()
+                client = f"http://{cluster.addrs[i]}:{ports[i]}"
+                argv = [
+                    binary, "--name", n, "--data-dir", str(data / "data"),
+                    "--listen-client-urls", client, "--advertise-client-urls", client,
+                    "--listen-peer-urls", peer[i], "--initial-advertise-peer-urls", peer[i],
+                    "--initial-cluster", initial, "--initial-cluster-state", "new",
+                    "--initial-cluster-token", f"distlock-{tag}",
+                    "--heartbeat-interval", "50", "--election-timeout", "500",
+                    "--unsafe-no-fsync", "--logger", "zap", "--log-outputs", "stderr",
+                ]  # fmt: skip
+                if i == size - 1:
+                    argv = ["ip", "netns", "exec", ns, *argv]
+                cluster.members.append(ServerProc(n, argv, ports[i], data))
+            for m in cluster.members:
+                m.start(ready=lambda: True)
+            for m, a in zip(cluster.members, cluster.addrs, strict=True):
+                _wait_ready(m, host=a)
+            yield cluster
+        finally:
+            cluster.stop()
+            with contextlib.suppress(subprocess.SubprocessError, OSError):
+                _ip("link", "del", host_if)
+            with contextlib.suppress(subprocess.SubprocessError, OSError):
+                _ip("netns", "del", ns)

@@ -178,7 +178,9 @@ class _Gateway:
             left = max(0.05, deadline - monotonic())
             # A member whose leader just died holds a proposal until its own ~6 s timeout; a short per-try
             # limit sends the retry to a member that can serve (every request here is safe to repeat).
-            per_try = httpx.Timeout(min(left, try_timeout or self.try_timeout), connect=min(left, self.connect_timeout))
+            limit = self.try_timeout if try_timeout is None else try_timeout
+            connect = self.connect_timeout if try_timeout is None else min(try_timeout, self.connect_timeout)
+            per_try = httpx.Timeout(min(left, limit), connect=min(left, connect))
             try:
                 if isinstance(body, str):
                     resp = await self.client.post(base + path, content=body, headers=self._headers(), timeout=per_try)
