@@ -9,9 +9,9 @@ redis-py's ``Lock``, python-redis-lock's ``Lock`` and pottery's ``Redlock`` (5 m
 
 * uncontended: one client, acquire + release of one lock in a loop (locks/s), and as a share of the raw
   limit = redis-py PING rate / 2 (a lock cycle needs at least two round trips);
-* hand-off: two processes on one lock; the holder releases while the other is blocked in acquire; time from
-  just before release() to just after the other's acquire() returns (p50 / p99 ms, CLOCK_MONOTONIC is
-  shared by the processes);
+* hand-off: two processes on one lock taking turns; the holder releases while the other is blocked in
+  acquire, and does not try again before the other got it; time from just before release() to just after
+  the other's acquire() returns (p50 / p99 ms; CLOCK_MONOTONIC is shared by the processes);
 * 8 processes: each acquire + release on one lock in a loop (total locks/s, per-worker min / max);
 * renewal of many held locks (distlock only): one renew round for ``--held`` locks, and RSS per held lock.
 """
@@ -79,6 +79,8 @@ def worker(mode: str, lib: str, url: str, urls: list[str], name: str, seconds: f
     acquire, release = make_lock(lib, urls, name, store)
     events: list[tuple[str, float]] = []
     count = 0
+    turn = redis.Redis.from_url(urls[0])  # hand-off bookkeeping on its own connection
+    me = out.stem
     out.with_suffix(".ready").write_text("")
     go = out.parent / (name + ".go")
     while not go.exists():  # every process is set up before the clock starts
@@ -92,10 +94,14 @@ def worker(mode: str, lib: str, url: str, urls: list[str], name: str, seconds: f
         events.append(("acq", time.monotonic()))
         count += 1
         if mode == "handoff":
+            turn.set(name + ":turn", me)
             time.sleep(0.003)  # the other process is blocked in acquire by now
             events.append(("rel", time.monotonic()))
             release()
-            time.sleep(0.004)  # let the waiter win, then queue up behind it
+            # every release is a hand-off: do not barge back in before the other one got it
+            waited = time.monotonic() + 5
+            while turn.get(name + ":turn") == me.encode() and time.monotonic() < waited and time.monotonic() < end:
+                time.sleep(0.0005)
         else:
             release()
     out.write_text(json.dumps({"count": count, "events": events if mode == "handoff" else []}))
@@ -115,7 +121,9 @@ def run_processes(mode: str, lib: str, url: str, urls: list[str], n: int, second
     deadline = time.monotonic() + 120
     while not all(o.with_suffix(".ready").exists() for o in outs) and time.monotonic() < deadline:
         time.sleep(0.01)
-    (tmp / (name + ".go")).write_text(str(time.monotonic() + 0.2))
+    staged = tmp / (name + ".go.tmp")
+    staged.write_text(str(time.monotonic() + 0.2))
+    staged.rename(tmp / (name + ".go"))  # atomic: a worker never reads a half-written start time
     for p in procs:
         p.wait(seconds + 120)
     return [json.loads(o.read_text()) for o in outs]

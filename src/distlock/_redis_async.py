@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -104,23 +105,43 @@ class Listener:
     """One pub/sub connection per server and store: routes wake-up messages to the local waiters.
 
     A waiter registers ``(channel, token, notify)``; a message carrying its token (or ``*``) calls
-    ``notify``. :meth:`watch` returns only once the server has confirmed the subscription, so the re-check
-    the caller does next cannot miss a release that happens in between. After a reconnect the driver
-    re-subscribes and every waiter of the channel is notified (a release may have been missed meanwhile).
+    ``notify``. :meth:`watch` returns only once the server has confirmed the subscription. :meth:`live`
+    tells whether a channel's subscription is confirmed, and in which *generation*: the generation changes
+    whenever messages may have been missed (the connection dropped), and every waiter is then notified to
+    re-check. A caller that registered (:meth:`add`) while the channel was live, and finds the same
+    generation after its re-check, cannot have missed a release in between. Channels stay subscribed for
+    ``LINGER`` seconds after their last waiter left, so a busy lock is not re-subscribed per acquire.
     """
+
+    LINGER = 10.0
 
     def __init__(self, client: Client) -> None:
         self._client = client
         self._pubsub: Any = None
         self._waiters: dict[str, dict[str, Callable[[], None]]] = {}
         self._confirmed: dict[str, asyncio.Event] = {}
+        self._live: dict[str, int] = {}
+        self._idle: dict[str, float] = {}
+        self._gen = 0
+        self._last_sweep = 0.0
         self._task: asyncio.Task[None] | None = None
         self._guard = asyncio.Lock()
         self._closed = False
 
-    async def watch(self, channel: str, token: str, notify: Callable[[], None], timeout: float) -> bool:
-        """Register a waiter; True once the subscription is confirmed (False: not in time, rely on hints)."""
+    def live(self, channel: str) -> int | None:
+        """The generation of the channel's confirmed subscription, or None if it is not subscribed now."""
+        return self._live.get(channel)
+
+    def add(self, channel: str, token: str, notify: Callable[[], None]) -> None:
+        """Register a waiter locally (no I/O): messages for ``token`` on ``channel`` call ``notify``."""
         self._waiters.setdefault(channel, {})[token] = notify
+        self._idle.pop(channel, None)
+
+    async def watch(self, channel: str, token: str, notify: Callable[[], None], timeout: float) -> bool:
+        """Register a waiter and subscribe; True once the subscription is confirmed (False: rely on hints)."""
+        self.add(channel, token, notify)
+        if channel in self._live:
+            return True
         async with self._guard:
             if self._pubsub is None:
                 make: Any = self._client.pubsub
@@ -145,18 +166,41 @@ class Listener:
 
     async def unwatch(self, channel: str, token: str) -> None:
         group = self._waiters.get(channel)
-        if group is None:
+        if group is not None:
+            group.pop(token, None)
+            if not group:
+                del self._waiters[channel]
+                self._idle[channel] = time.monotonic()
+        await self._sweep()
+
+    async def _sweep(self) -> None:
+        """Unsubscribe channels nobody waited on for ``LINGER`` seconds (checked at most once a second)."""
+        now = time.monotonic()
+        if now - self._last_sweep < 1.0 or self._pubsub is None:
             return
-        group.pop(token, None)
-        if group:
+        self._last_sweep = now
+        stale = [c for c, t in self._idle.items() if now - t > self.LINGER and c not in self._waiters]
+        if not stale:
             return
-        del self._waiters[channel]
         async with self._guard:
-            if channel in self._waiters or self._pubsub is None:
-                return
-            self._confirmed.pop(channel, None)
-            with contextlib.suppress(RedisError):
-                await self._pubsub.unsubscribe(channel)
+            stale = [c for c in stale if c not in self._waiters]
+            for c in stale:
+                self._idle.pop(c, None)
+                self._confirmed.pop(c, None)
+                self._live.pop(c, None)
+            if stale:
+                with contextlib.suppress(RedisError, OSError):
+                    await self._pubsub.unsubscribe(*stale)
+
+    def _lost_messages(self) -> None:
+        """The connection dropped: subscriptions are not confirmed until re-subscribed; everyone re-checks."""
+        self._gen += 1
+        self._live.clear()
+        for c in list(self._confirmed):
+            self._confirmed[c] = asyncio.Event()
+        for group in list(self._waiters.values()):
+            for notify in list(group.values()):
+                notify()
 
     async def _run(self) -> None:
         while not self._closed:
@@ -166,6 +210,7 @@ class Listener:
                 raise
             except (RedisError, OSError, RuntimeError) as err:
                 log.debug("wake-up listener: %s (reconnecting)", err)
+                self._lost_messages()
                 await asyncio.sleep(0.2)
                 continue
             if msg is not None:
@@ -182,10 +227,12 @@ class Listener:
         if kind == "subscribe":
             event = self._confirmed.get(channel)
             if event is not None:
-                if event.is_set():  # re-subscribed after a reconnect: a release may have been missed
+                if event.is_set():  # re-subscribed after a reconnect we did not see: messages may be lost
+                    self._gen += 1
                     for notify in list(group.values()):
                         notify()
                 event.set()
+                self._live[channel] = self._gen
         elif kind == "message":
             data = msg.get("data")
             token = data.decode() if isinstance(data, bytes) else str(data)

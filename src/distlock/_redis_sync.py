@@ -84,22 +84,41 @@ class Fanout:
 class Listener:
     """One pub/sub connection per server and store: routes wake-up messages to the local waiters.
 
-    See :class:`distlock._redis_async.Listener`; here a daemon thread reads the messages.
+    See :class:`distlock._redis_async.Listener` (same contract); here a daemon thread reads the messages.
     """
+
+    LINGER = 10.0
 
     def __init__(self, client: Client) -> None:
         self._client = client
         self._pubsub: Any = None
         self._waiters: dict[str, dict[str, Callable[[], None]]] = {}
         self._confirmed: dict[str, threading.Event] = {}
+        self._live: dict[str, int] = {}
+        self._idle: dict[str, float] = {}
+        self._gen = 0
+        self._last_sweep = 0.0
         self._thread: threading.Thread | None = None
-        self._guard = threading.Lock()
+        self._guard = threading.RLock()
         self._closed = False
 
-    def watch(self, channel: str, token: str, notify: Callable[[], None], timeout: float) -> bool:
-        """Register a waiter; True once the subscription is confirmed (False: not in time, rely on hints)."""
+    def live(self, channel: str) -> int | None:
+        """The generation of the channel's confirmed subscription, or None if it is not subscribed now."""
+        with self._guard:
+            return self._live.get(channel)
+
+    def add(self, channel: str, token: str, notify: Callable[[], None]) -> None:
+        """Register a waiter locally (no I/O): messages for ``token`` on ``channel`` call ``notify``."""
         with self._guard:
             self._waiters.setdefault(channel, {})[token] = notify
+            self._idle.pop(channel, None)
+
+    def watch(self, channel: str, token: str, notify: Callable[[], None], timeout: float) -> bool:
+        """Register a waiter and subscribe; True once the subscription is confirmed (False: rely on hints)."""
+        with self._guard:
+            self.add(channel, token, notify)
+            if channel in self._live:
+                return True
             if self._pubsub is None:
                 make: Any = self._client.pubsub
                 self._pubsub = make()
@@ -120,17 +139,38 @@ class Listener:
     def unwatch(self, channel: str, token: str) -> None:
         with self._guard:
             group = self._waiters.get(channel)
-            if group is None:
-                return
-            group.pop(token, None)
-            if group:
-                return
-            del self._waiters[channel]
-            if self._pubsub is None:
-                return
-            self._confirmed.pop(channel, None)
+            if group is not None:
+                group.pop(token, None)
+                if not group:
+                    del self._waiters[channel]
+                    self._idle[channel] = time.monotonic()
+            self._sweep()
+
+    def _sweep(self) -> None:
+        """Unsubscribe channels nobody waited on for ``LINGER`` seconds (checked at most once a second)."""
+        now = time.monotonic()
+        if now - self._last_sweep < 1.0 or self._pubsub is None:
+            return
+        self._last_sweep = now
+        stale = [c for c, t in self._idle.items() if now - t > self.LINGER and c not in self._waiters]
+        for c in stale:
+            self._idle.pop(c, None)
+            self._confirmed.pop(c, None)
+            self._live.pop(c, None)
+        if stale:
             with contextlib.suppress(RedisError, OSError):
-                self._pubsub.unsubscribe(channel)
+                self._pubsub.unsubscribe(*stale)
+
+    def _lost_messages(self) -> None:
+        """The connection dropped: subscriptions are not confirmed until re-subscribed; everyone re-checks."""
+        with self._guard:
+            self._gen += 1
+            self._live.clear()
+            for c in list(self._confirmed):
+                self._confirmed[c] = threading.Event()
+            everyone = [n for group in self._waiters.values() for n in group.values()]
+        for notify in everyone:
+            notify()
 
     def _run(self) -> None:
         while not self._closed:
@@ -140,6 +180,7 @@ class Listener:
                 if self._closed:
                     return
                 log.debug("wake-up listener: %s (reconnecting)", err)
+                self._lost_messages()
                 time.sleep(0.2)
                 continue
             if msg is not None:
@@ -152,25 +193,26 @@ class Listener:
             channel = channel.decode()
         if not isinstance(channel, str):
             return
+        wake: list[Callable[[], None]] = []
         with self._guard:
-            group = dict(self._waiters.get(channel, {}))
-            event = self._confirmed.get(channel)
-        if kind == "subscribe":
-            if event is not None:
-                if event.is_set():  # re-subscribed after a reconnect: a release may have been missed
-                    for notify in group.values():
-                        notify()
-                event.set()
-        elif kind == "message":
-            data = msg.get("data")
-            token = data.decode() if isinstance(data, bytes) else str(data)
-            if token == "*":
-                for notify in group.values():
-                    notify()
-            else:
-                one = group.get(token)
-                if one is not None:
-                    one()
+            group = self._waiters.get(channel, {})
+            if kind == "subscribe":
+                event = self._confirmed.get(channel)
+                if event is not None:
+                    if event.is_set():  # re-subscribed after a reconnect we did not see: messages may be lost
+                        self._gen += 1
+                        wake = list(group.values())
+                    event.set()
+                    self._live[channel] = self._gen
+            elif kind == "message":
+                data = msg.get("data")
+                token = data.decode() if isinstance(data, bytes) else str(data)
+                if token == "*":
+                    wake = list(group.values())
+                elif token in group:
+                    wake = [group[token]]
+        for notify in wake:
+            notify()
 
     def close(self) -> None:
         self._closed = True

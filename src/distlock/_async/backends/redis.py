@@ -164,7 +164,13 @@ def timeouts(config: StoreConfig) -> tuple[float, float]:
 
 
 class Attempt(AsyncAttempt):
-    """Try, and between tries wait on the name's wake-up channel (subscribed before the re-check)."""
+    """Try, and between tries wait on the name's wake-up channel.
+
+    No release may fall between a failed try and the wait: the waiter must be registered and the channel
+    subscribed BEFORE the try whose failure it waits on. When the channel is already subscribed (another
+    waiter, or a recent one: subscriptions linger), registering is local and the first wait blocks at once;
+    otherwise the first wait subscribes and returns, so the caller re-checks under the live subscription.
+    """
 
     backend: Backend
 
@@ -172,22 +178,28 @@ class Attempt(AsyncAttempt):
         super().__init__(backend, claim)
         self._waker: rt.Waker | None = None
         self._channel = lua.channel(claim.name)
+        self._gen: int | None = None  # the subscription generation our last try ran under
 
     async def try_acquire(self) -> Grant:
+        listener = self.backend.node.listener
+        self._gen = listener.live(self._channel)
+        if self._gen is not None and self._waker is None:
+            self._waker = rt.Waker()
+            listener.add(self._channel, self.claim.token, self._waker.notify)
         grant = await self.backend._try(self.claim)
         if grant.acquired:
             await self._unwatch()
         return grant
 
     async def wait(self, grant: Grant, timeout: float | None) -> None:
-        if self._waker is None:
-            # Subscribe first, then return at once: the caller's re-check now runs with the subscription
-            # live, so a release between our failed try and the subscription cannot be missed.
-            self._waker = rt.Waker()
-            await self.backend.node.listener.watch(
-                self._channel, self.claim.token, self._waker.notify, SUBSCRIBE_TIMEOUT
-            )
-            return
+        listener = self.backend.node.listener
+        if self._waker is None or self._gen is None or listener.live(self._channel) != self._gen:
+            # not registered and subscribed during the last try: subscribe, then let the caller re-check
+            if self._waker is None:
+                self._waker = rt.Waker()
+            await listener.watch(self._channel, self.claim.token, self._waker.notify, SUBSCRIBE_TIMEOUT)
+            if listener.live(self._channel) is not None:
+                return
         await self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
 
     async def abandon(self) -> None:

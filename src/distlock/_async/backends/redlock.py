@@ -52,15 +52,26 @@ MAX_SILENT_TRIES = 5
 
 
 class Attempt(AsyncAttempt):
+    """As the single-node attempt (register and subscribe before the try whose failure we wait on), on every
+    master: it blocks once a majority of masters had a live subscription during the last try (a release
+    reaches a majority, so its wake-up reaches us from one of them)."""
+
     backend: Backend
 
     def __init__(self, backend: Backend, claim: Claim) -> None:
         super().__init__(backend, claim)
         self._waker: rt.Waker | None = None
         self._channel = lua.channel(claim.name)
+        self._gens: list[int | None] = []
         self._silent = 0
 
     async def try_acquire(self) -> Grant:
+        nodes = self.backend.nodes
+        self._gens = [n.listener.live(self._channel) for n in nodes]
+        if self._waker is None and self._covered(self._gens):
+            waker = self._waker = rt.Waker()
+            for n in nodes:
+                n.listener.add(self._channel, self.claim.token, waker.notify)
         grant, errors = await self.backend._try(self.claim)
         self._silent = 0 if errors is None else self._silent + 1
         if errors is not None and self._silent >= MAX_SILENT_TRIES:
@@ -69,16 +80,23 @@ class Attempt(AsyncAttempt):
             await self._unwatch()
         return grant
 
+    def _covered(self, gens: list[int | None]) -> bool:
+        return sum(1 for g in gens if g is not None) >= self.backend.quorum
+
     async def wait(self, grant: Grant, timeout: float | None) -> None:
-        if self._waker is None:
-            # subscribe on every master before the re-check (no release can slip in between)
-            waker = self._waker = rt.Waker()
+        nodes = self.backend.nodes
+        now = [n.listener.live(self._channel) for n in nodes]
+        steady = [g for g, h in zip(self._gens, now, strict=True) if g is not None and g == h]
+        if self._waker is None or len(steady) < self.backend.quorum:
+            # subscribe on every master, then let the caller re-check (no release can slip in between)
+            waker = self._waker = self._waker or rt.Waker()
             token = self.claim.token
             calls = self.backend._calls(
-                lambda n: n.listener.watch(self._channel, token, waker.notify, SUBSCRIBE_TIMEOUT), self.backend.nodes
+                lambda n: n.listener.watch(self._channel, token, waker.notify, SUBSCRIBE_TIMEOUT), nodes
             )
             await self.backend._fan(calls, SUBSCRIBE_TIMEOUT + 0.5)
-            return
+            if self._covered([n.listener.live(self._channel) for n in nodes]):
+                return
         await self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
 
     async def abandon(self) -> None:
