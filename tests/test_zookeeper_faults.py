@@ -310,3 +310,49 @@ def test_leader_killed_during_contention_never_grants_twice(ensemble: ZkEnsemble
     assert not violations, violations
     assert len(set(fences)) == len(fences), "a fence was handed out twice"
     assert fences == sorted(fences), "fences must grow in grant order"
+
+
+def test_release_wakes_one_waiter_not_the_herd(single: ZkEnsemble, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """F11: each waiter watches only its predecessor, so one release wakes one waiter."""
+    from distlock._sync.backends import zookeeper as zk
+
+    wakes: list[str] = []
+    original = zk.Attempt.wake
+
+    def counting_wake(self: Any, event: Any = None) -> None:
+        wakes.append(self.claim.token)
+        original(self, event)
+
+    monkeypatch.setattr(zk.Attempt, "wake", counting_wake)
+    n = 5
+    with distlock.connect(single.url) as store:
+        holder = store.lock(name)
+        assert holder.acquire(timeout=10)
+        order: list[int] = []
+
+        def waiter(i: int) -> None:
+            lock = store.lock(name)
+            assert lock.acquire(timeout=60)
+            order.append(i)
+            time.sleep(0.05)
+            lock.release()
+
+        threads = []
+        for i in range(n):
+            threads.append(threading.Thread(target=waiter, args=(i,)))
+            threads[-1].start()
+            queued = i + 1  # wait until this waiter is in the queue before starting the next one
+
+            def in_queue(queued: int = queued) -> bool:
+                info = store.inspect(name)
+                return info is not None and info.waiters == queued
+
+            assert wait_for(in_queue, 30)
+        assert wakes == []  # nobody is woken while the holder holds
+        holder.release()
+        for t in threads:
+            t.join(60)
+        assert order == list(range(n))  # FIFO
+        # one wake-up per hand-off; a herd would wake every remaining waiter at each release (n + n-1 + ...)
+        assert len(wakes) == n, wakes
+        assert len(set(wakes)) == n
