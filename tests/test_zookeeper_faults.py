@@ -356,3 +356,28 @@ def test_release_wakes_one_waiter_not_the_herd(single: ZkEnsemble, name: str, mo
         # one wake-up per hand-off; a herd would wake every remaining waiter at each release (n + n-1 + ...)
         assert len(wakes) == n, wakes
         assert len(set(wakes)) == n
+
+
+def test_connection_down_past_grace_sets_lost_while_server_is_silent(single: ZkEnsemble, name: str) -> None:
+    """F7: a holder cut off from the ensemble is told it lost the lock before the server could expire its
+    session, i.e. without hearing from the server at all (it is paused)."""
+    url = f"{single.url}?session_timeout=3"  # kazoo notices the silence after 2 s; grace 1 s
+    (node,) = single.nodes
+    assert node.proc is not None
+    with distlock.connect(url) as store:
+        lock = store.lock(name)
+        assert lock.acquire(timeout=10)
+        node.proc.pause()
+        try:
+            paused = time.monotonic()
+            assert lock.lost.wait(20)
+            told = time.monotonic() - paused
+        finally:
+            node.proc.resume()
+        assert told < 3.0 + 5.0, f"told only after {told:.1f}s"  # at most the session timeout, plus slack
+        with pytest.raises(distlock.LockLost):
+            lock.release()
+    with distlock.connect(url) as store:  # and the lock is free again
+        again = store.lock(name)
+        assert again.acquire(timeout=20)
+        again.release()
