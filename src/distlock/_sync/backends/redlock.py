@@ -46,7 +46,7 @@ from ..backend import SyncAttempt, SyncBackend
 from .redis import MAX_WAIT_SLICE, SUBSCRIBE_TIMEOUT, WAITER_TTL, Node, driver_url, grant_of, reject_unknown
 
 #: the random delay before retrying after a split vote (nobody got a majority): desynchronises contenders
-SPLIT_RETRY = 0.05
+SPLIT_RETRY = 0.01
 #: consecutive tries in which fewer than a majority of masters answered in time before QuorumError
 #: (a master that refuses connections counts at once; one that is slow may just be overloaded)
 MAX_SILENT_TRIES = 5
