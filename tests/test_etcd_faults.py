@@ -344,3 +344,22 @@ def test_partitioned_leader_loses_nothing_and_grants_nothing_twice(name: str) ->
             holder.release()
             t.join(60)
             assert waiter_got and waiter_got[0] >= released_at
+
+
+def test_extend_beyond_the_lease_ttl_moves_the_key_to_a_longer_lease(etcd_url: str, name: str) -> None:
+    """etcd cannot change a lease's TTL: extend(ttl) past it re-attaches the key to a new, longer lease in
+    one txn, keeping the create revision (the fence and the place in the queue)."""
+    port = client_ports(etcd_url)[0]
+    with distlock.connect(etcd_url) as store:
+        lock = store.lock(name, ttl=1, auto_renew=False)
+        assert lock.acquire()
+        fence = lock.fence
+        (before,) = contenders(port, name)
+        lock.extend(6)
+        time.sleep(2.5)  # well past the first lease (1 s, or the server's minimum)
+        (after,) = contenders(port, name)
+        assert after["lease"] != before["lease"] and after["create_revision"] == before["create_revision"]
+        assert lock.owned() and lock.fence == fence == guard(lock).create_revision
+        assert not store.lock(name).acquire(blocking=False)
+        lock.release()
+        assert contenders(port, name) == []
