@@ -281,6 +281,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=9.0, help="seconds per measurement (split over the turns)")
     ap.add_argument("--rounds", type=int, default=600, help="hand-off rounds in total (split over the turns)")
     ap.add_argument("--repeat", type=int, default=3, help="turns each library takes per measurement")
+    ap.add_argument("--any-server", action="store_true", help="let each client pick a server of the ensemble")
     ap.add_argument("--json")
     ap.add_argument("--worker", nargs=4, metavar=("LIB", "HOSTS", "NAME", "SECONDS"))
     ap.add_argument("--player", nargs=4, metavar=("LIB", "HOSTS", "NAME", "ROUNDS"))
@@ -306,7 +307,12 @@ def main() -> None:
 
     # The libraries take turns, several times, and each number is the median of its turns: on a shared
     # machine the load drifts, and this keeps the drift from favouring whoever ran at a quiet moment.
-    with ensemble(args.hosts) as hosts:
+    with ensemble(args.hosts) as all_hosts:
+        # Every client of every library talks to the same server (by default the first one listed): the
+        # clients pick a server at random otherwise, and leader vs follower changes the numbers more than
+        # the libraries do.
+        hosts = all_hosts if args.any_server else all_hosts.split(",")[0]
+        print(f"clients connect to {hosts}", file=sys.stderr)
         libs = {k: LIBS[k](hosts) for k in keys}
         for _ in range(args.repeat):
             for k in keys:
