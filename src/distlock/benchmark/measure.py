@@ -2,9 +2,11 @@
 
 * **uncontended**: one process, one lock, ``acquire(); release()`` in a loop; pairs per second and the latency of
   one pair (p50/p90/p99/max).
-* **hand-off**: two processes take turns on one lock; each holds it ~2 ms (so the other is already waiting) and
-  then releases. Hand-off latency = the waiter's ``acquire`` returning minus the holder's ``release`` starting,
-  on the host's one monotonic clock: the cost of a wake-up plus a grant.
+* **hand-off**: two processes take strict turns on one lock (a shared counter says whose turn is next, so the
+  releaser never barges back in): the next one starts ``acquire`` as soon as the holder has the lock, the holder
+  keeps it 3 ms so the other is blocked in ``acquire`` by then, and releases. Hand-off latency = the waiter's
+  ``acquire`` returning minus the holder's ``release`` starting, on the host's one monotonic clock: the cost of a
+  wake-up plus a grant. Every acquisition after the first is a hand-off.
 * **contention**: 8 processes loop ``acquire(); release()`` on one lock with no hold time: total acquisitions per
   second and per-worker counts (fairness = min / max).
 * **raw**: the backend's round-trip limit (:mod:`.probes`) and the ratio of the uncontended rate to it.
@@ -57,8 +59,10 @@ def uncontended(url: str | None, seconds: float, ttl: float) -> dict[str, Any]:
 
 
 def _worker(
-    index: int, url: str | None, name: str, ttl: float, hold: float, gap: float, go: Any, end: Any, out: Any
+    index: int, url: str | None, name: str, ttl: float, hold: float, turns: Any, go: Any, end: Any, out: Any
 ) -> None:
+    """Loop acquire/hold/release until ``end``. With ``turns`` (a shared counter), take strict turns with the
+    other worker: acquisition number k belongs to worker ``k % 2``."""
     spans: list[tuple[float, float]] = []
     error = None
     try:
@@ -67,31 +71,37 @@ def _worker(
             out.put(("ready", index, None))
             go.wait()
             while time.monotonic() < end.value:
+                if turns is not None:
+                    while turns.value % 2 != index and time.monotonic() < end.value:
+                        time.sleep(0.0001)
+                    if time.monotonic() >= end.value:
+                        break
                 if not lock.acquire(timeout=max(0.0, end.value - time.monotonic())):
                     break
                 t_acq = time.monotonic()
+                if turns is not None:
+                    turns.value += 1  # the other worker's turn: it starts waiting while we hold the lock
                 if hold:
                     time.sleep(hold)
                 t_rel = time.monotonic()
                 lock.release()
                 spans.append((t_acq, t_rel))
-                if gap:
-                    time.sleep(gap)
     except Exception as err:  # noqa: BLE001 - reported to the parent in one line
         error = f"{type(err).__name__}: {err}"
     out.put(("done", index, (spans, error)))
 
 
 def _run_workers(
-    url: str | None, n: int, seconds: float, ttl: float, hold: float, gap: float
+    url: str | None, n: int, seconds: float, ttl: float, hold: float, take_turns: bool = False
 ) -> list[list[tuple[float, float]]]:
     ctx = mp.get_context("spawn")
     out: Any = ctx.Queue()
     go = ctx.Event()
     end: Any = ctx.Value("d", 0.0, lock=False)
+    turns: Any = ctx.Value("q", 0, lock=False) if take_turns else None
     name = f"distlock-bench/{secrets.token_hex(6)}"
     procs = [
-        ctx.Process(target=_worker, args=(i, url, name, ttl, hold, gap, go, end, out), daemon=True) for i in range(n)
+        ctx.Process(target=_worker, args=(i, url, name, ttl, hold, turns, go, end, out), daemon=True) for i in range(n)
     ]
     for p in procs:
         p.start()
@@ -126,14 +136,14 @@ def _run_workers(
 
 
 def handoff(url: str | None, seconds: float, ttl: float) -> dict[str, Any]:
-    spans = _run_workers(url, 2, seconds, ttl, hold=0.002, gap=0.0)
+    spans = _run_workers(url, 2, seconds, ttl, hold=0.003, take_turns=True)
     events = sorted((t_acq, t_rel, w) for w, ss in enumerate(spans) for t_acq, t_rel in ss)
     lat = [b[0] - a[1] for a, b in itertools.pairwise(events) if a[2] != b[2]]
     return {"samples": len(lat), "latency_ms": _pct(lat)}
 
 
 def contention(url: str | None, seconds: float, ttl: float, workers: int = 8) -> dict[str, Any]:
-    spans = _run_workers(url, workers, seconds, ttl, hold=0.0, gap=0.0)
+    spans = _run_workers(url, workers, seconds, ttl, hold=0.0)
     counts = [len(s) for s in spans]
     total = sum(counts)
     return {

@@ -24,6 +24,7 @@ import queue
 import secrets
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,6 +72,33 @@ def validate(cfg: CheckConfig) -> None:
         raise ConfigError("memory:// is in-process only; the check runs several processes (use sqlite:// or a server)")
 
 
+def effective_lease(url: str | None, ttl: float) -> float:
+    """How long a dead or paused holder keeps the lock: the TTL, or ZooKeeper's session timeout (which is what
+    frees a ZooKeeper lock; the lock's ``ttl`` does not apply there)."""
+    from .._url import parse_url
+
+    config = parse_url(url)
+    if config.backend == "zookeeper":
+        try:
+            return max(ttl, float(config.params.get("session_timeout", "10")))
+        except ValueError:
+            return ttl
+    return ttl
+
+
+def _warm_up(cfg: CheckConfig, name: str) -> None:
+    """Open the store once in this process and take the lock once: a bad URL or an unreachable server fails
+    here in one line, and tables or scripts created on first use exist before eight processes race to."""
+    if cfg.algorithm != "distlock":
+        return
+    from .._sync.store import connect
+
+    with connect(cfg.url) as store:
+        lock = store.lock(name, ttl=cfg.ttl)
+        if lock.acquire(timeout=30.0):
+            lock.release()
+
+
 def _cleanup(cfg: CheckConfig, name: str, workdir: str) -> None:
     with contextlib.suppress(Exception):
         if cfg.algorithm == "distlock":
@@ -92,10 +120,14 @@ def run_check(cfg: CheckConfig, progress: Callable[[dict[str, Any]], None] | Non
         unfenced.create()
         FencedRegister(Path(workdir) / "fenced.db").create()
         spec = Spec(cfg.url, cfg.algorithm, name, cfg.ttl, cfg.hold, workdir)
+        _warm_up(cfg, name)
         try:
             report = _run(cfg, spec, unfenced, progress)
         finally:
-            _cleanup(cfg, name, workdir)
+            # best effort and bounded: a store that hangs must not hang the verdict
+            cleaner = threading.Thread(target=_cleanup, args=(cfg, name, workdir), daemon=True)
+            cleaner.start()
+            cleaner.join(15.0)
     return report
 
 
@@ -143,13 +175,13 @@ def _run(
     try:
         for i in range(cfg.workers):
             spawn(i)
-        deadline = time.monotonic() + 120.0
+        deadline = time.monotonic() + 60.0
         while len(ready) < cfg.workers:
             drain(0.05)
-            if errors and len(ready) + len(exited) >= cfg.workers:
-                raise ConfigError(f"workers could not start: {errors[0]}")
+            if exited:
+                raise ConfigError(f"a worker could not start: {errors[0] if errors else 'it exited'}")
             if time.monotonic() > deadline:
-                raise ConfigError(f"workers did not start within 120s: {errors[:1]}")
+                raise ConfigError(f"workers did not start within 60s: {errors[:1]}")
         started = time.monotonic()
         end.value = started + cfg.seconds
         go.set()
@@ -161,15 +193,23 @@ def _run(
             if all(not p.is_alive() for p in procs.values()):
                 drain(0.2)
                 break
+        for i, p in procs.items():
+            if i not in exited and p.is_alive():
+                errors.append(f"worker {i}: still running 30s after the end of the run (killed)")
         run_end = end.value
     finally:
         for p in procs.values():
             if p.is_alive():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(p.pid, signal.SIGCONT)
+        # every process gets the same bounded grace to close its store, then is killed
+        stop_by = time.monotonic() + 10.0
         for p in procs.values():
-            p.join(5.0)
+            p.join(max(0.0, stop_by - time.monotonic()))
+        for i, p in procs.items():
             if p.is_alive():
+                if i in exited:
+                    errors.append(f"worker {i}: its store did not close within 10s (killed)")
                 p.kill()
                 p.join(5.0)
         events.close()
@@ -180,13 +220,15 @@ def _run(
             for rec in sorted([*ops, *({**f, "kind": f"fault-{f['kind']}"} for f in faults)], key=_when):
                 fh.write(json.dumps(rec, sort_keys=True) + "\n")
             fh.write(json.dumps({"kind": "final-unfenced", "items": final}) + "\n")
-    report = analyse(ops, faults, final, ttl=cfg.ttl, run_end=run_end, errors=errors)
+    lease = effective_lease(cfg.url, cfg.ttl) if cfg.algorithm == "distlock" else cfg.ttl
+    report = analyse(ops, faults, final, ttl=lease, run_end=run_end, errors=errors)
     report_head: dict[str, Any] = {
         "version": 1,
         "algorithm": cfg.algorithm,
         "workers": cfg.workers,
         "seconds": cfg.seconds,
         "ttl": cfg.ttl,
+        "lease_s": lease,
         "hold_s": cfg.hold,
         "faults_requested": list(cfg.faults),
         "workers_started": len(procs),
@@ -212,9 +254,10 @@ def _inject(
 ) -> None:
     kinds = list(cfg.faults)
     turn = 0
-    pause_for = 2.0 * cfg.ttl + 0.3
+    lease = effective_lease(cfg.url, cfg.ttl) if cfg.algorithm == "distlock" else cfg.ttl
+    pause_for = 2.0 * lease + 0.3
     # leave room after each fault to judge its outcome
-    room = {"kill": liveness_allowance(cfg.ttl) + 0.5, "pause": pause_for + 0.5, "server-restart": cfg.ttl + 1.0}
+    room = {"kill": liveness_allowance(lease) + 0.5, "pause": pause_for + 0.5, "server-restart": lease + 1.0}
     next_at = started + min(0.3, cfg.seconds / 10)
     paused: tuple[int, float] | None = None
     last_progress = 0.0
@@ -248,7 +291,7 @@ def _inject(
             cfg.server.start()
             faults.append({"kind": kind, "t": t, "worker": -1, "landed": True})
             turn += 1
-            next_at = time.monotonic() + cfg.ttl + 0.5
+            next_at = time.monotonic() + lease + 0.5
             continue
         wanted = (HOLD_SLEEP,) if kind == "pause" else (HOLDING, HOLD_SLEEP)
         target = next((i for i, p in procs.items() if states[i] in wanted and p.is_alive()), None)
@@ -267,7 +310,7 @@ def _inject(
             spawn(max(procs) + 1)
             if landed:
                 turn += 1
-                next_at = time.monotonic() + cfg.ttl + 0.5
+                next_at = time.monotonic() + lease + 0.5
         else:
             t = time.monotonic()
             os.kill(proc.pid, signal.SIGSTOP)

@@ -11,6 +11,7 @@ is the point of the check.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from dataclasses import dataclass
@@ -74,6 +75,8 @@ def make_lock(spec: Spec) -> CheckedLock:
 
 def run_worker(index: int, spec: Spec, events: Any, states: Any, go: Any, end: Any) -> None:
     """The worker process entry point (``multiprocessing`` spawn target)."""
+    # drivers warn on stderr when a paused worker wakes up to a dropped session: expected here, not news
+    logging.basicConfig(level=logging.ERROR, format="distlock check worker: %(message)s")
     workdir = Path(spec.workdir)
     unfenced = UnfencedSet(workdir / "unfenced.txt")
     fenced = FencedRegister(workdir / "fenced.db")
@@ -82,6 +85,7 @@ def run_worker(index: int, spec: Spec, events: Any, states: Any, go: Any, end: A
     except Exception as err:  # noqa: BLE001 - reported to the parent, which shows it in one line
         events.put({"kind": "error", "worker": index, "error": f"{type(err).__name__}: {err}"})
         states[index] = DONE
+        events.put({"kind": "exit", "worker": index})
         return
     events.put({"kind": "ready", "worker": index})
     go.wait()
@@ -144,8 +148,10 @@ def run_worker(index: int, spec: Spec, events: Any, states: Any, go: Any, end: A
     finally:
         states[index] = DONE
         fenced.close()
+        # reported before closing the store: the history is complete here, and a store that is slow to close
+        # must not hold up the verdict (the parent waits a bounded time for the process, then kills it)
+        events.put({"kind": "exit", "worker": index})
         try:
             lock.close()
         except LockError:
             pass
-        events.put({"kind": "exit", "worker": index})

@@ -70,7 +70,7 @@ def render(report: dict[str, Any]) -> Table:
     kill_gap = lv["max_unavailable_after_kill_s"]
     table.add_row(
         "unavailable after a holder was killed",
-        "-" if kill_gap is None else f"{kill_gap:.2f}s (ttl {lv['ttl']:g}s, allowed {lv['allowed_s']:g}s)",
+        "-" if kill_gap is None else f"{kill_gap:.2f}s (lease {lv['ttl']:g}s, allowed {lv['allowed_s']:g}s)",
         ""
         if kill_gap is None
         else ("[green]ok[/]" if kill_gap <= lv["allowed_s"] else "[bold red]LIVENESS FAILURE[/]"),
