@@ -178,6 +178,7 @@ class SqlBackend(AsyncBackend):
         self._wake_guard = threading.Lock()
         self._pinned: dict[str, Pinned] = {}
         self._session_idle: list[Any] = []
+        self._releasing: set[str] = set()  # tokens whose release is in flight
         self._closed = False
 
     # -- driver hooks (subclasses) ---------------------------------------------------------------------
@@ -350,7 +351,8 @@ class SqlBackend(AsyncBackend):
             return self._pinned.pop(token, None)
 
     async def _session_release(self, claim: Claim) -> bool:
-        pinned = self._unpin(claim.token)
+        with self._pool_guard:
+            pinned = self._pinned.get(claim.token)
         if pinned is None:
             return False
         ok = False
@@ -360,6 +362,8 @@ class SqlBackend(AsyncBackend):
         except Exception as exc:  # a dead connection: the lock went with it
             if not self._db_error(exc):
                 raise
+        finally:
+            self._unpin(claim.token)
         if ok:
             with self._pool_guard:
                 if not self._closed and len(self._session_idle) < MAX_IDLE * 2:
@@ -385,11 +389,15 @@ class SqlBackend(AsyncBackend):
         for claim in claims:
             with self._pool_guard:
                 pinned = self._pinned.get(claim.token)
+                releasing = claim.token in self._releasing
+            if releasing:  # its owner is releasing it right now: release() tells the outcome
+                out.append(True)
+                continue
             ok = pinned is not None and await self._session_check(pinned, claim.ttl)
-            if not ok and pinned is not None:
+            if not ok and pinned is not None and claim.token not in self._releasing:
                 self._unpin(claim.token)
                 await self._close_quietly(pinned.conn)
-            out.append(ok)
+            out.append(ok or claim.token in self._releasing)
         return out
 
     async def _session_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
@@ -446,12 +454,19 @@ class SqlBackend(AsyncBackend):
         return LeaseAttempt(self, claim)
 
     async def release(self, claim: Claim) -> bool:
-        if self.session:
-            return await self._session_release(claim)
-        key = sq.name_key(claim.name)
-        ok: bool = await self._tx(lambda: self.ops.release(claim, key))
-        await self._released([claim.token], key)
-        return ok
+        # A renewal racing with this release must not report the holding lost: mark it as being released.
+        with self._pool_guard:
+            self._releasing.add(claim.token)
+        try:
+            if self.session:
+                return await self._session_release(claim)
+            key = sq.name_key(claim.name)
+            ok: bool = await self._tx(lambda: self.ops.release(claim, key))
+            await self._released([claim.token], key)
+            return ok
+        finally:
+            with self._pool_guard:
+                self._releasing.discard(claim.token)
 
     async def renew(self, claims: Sequence[Claim]) -> list[bool]:
         if not claims:
@@ -459,6 +474,8 @@ class SqlBackend(AsyncBackend):
         if self.session:
             return await self._session_renew(claims)
         result: list[bool] = await self._tx(lambda: self.ops.renew(claims))
+        with self._pool_guard:
+            result = [ok or c.token in self._releasing for c, ok in zip(claims, result, strict=True)]
         gone = [c.token for c, ok in zip(claims, result, strict=True) if not ok]
         if gone:
             await self._forget_bells(gone)

@@ -179,6 +179,7 @@ class SqlBackend(SyncBackend):
         self._wake_guard = threading.Lock()
         self._pinned: dict[str, Pinned] = {}
         self._session_idle: list[Any] = []
+        self._releasing: set[str] = set()  # tokens whose release is in flight
         self._closed = False
 
     # -- driver hooks (subclasses) ---------------------------------------------------------------------
@@ -351,7 +352,8 @@ class SqlBackend(SyncBackend):
             return self._pinned.pop(token, None)
 
     def _session_release(self, claim: Claim) -> bool:
-        pinned = self._unpin(claim.token)
+        with self._pool_guard:
+            pinned = self._pinned.get(claim.token)
         if pinned is None:
             return False
         ok = False
@@ -361,6 +363,8 @@ class SqlBackend(SyncBackend):
         except Exception as exc:  # a dead connection: the lock went with it
             if not self._db_error(exc):
                 raise
+        finally:
+            self._unpin(claim.token)
         if ok:
             with self._pool_guard:
                 if not self._closed and len(self._session_idle) < MAX_IDLE * 2:
@@ -386,11 +390,15 @@ class SqlBackend(SyncBackend):
         for claim in claims:
             with self._pool_guard:
                 pinned = self._pinned.get(claim.token)
+                releasing = claim.token in self._releasing
+            if releasing:  # its owner is releasing it right now: release() tells the outcome
+                out.append(True)
+                continue
             ok = pinned is not None and self._session_check(pinned, claim.ttl)
-            if not ok and pinned is not None:
+            if not ok and pinned is not None and claim.token not in self._releasing:
                 self._unpin(claim.token)
                 self._close_quietly(pinned.conn)
-            out.append(ok)
+            out.append(ok or claim.token in self._releasing)
         return out
 
     def _session_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
@@ -447,12 +455,19 @@ class SqlBackend(SyncBackend):
         return LeaseAttempt(self, claim)
 
     def release(self, claim: Claim) -> bool:
-        if self.session:
-            return self._session_release(claim)
-        key = sq.name_key(claim.name)
-        ok: bool = self._tx(lambda: self.ops.release(claim, key))
-        self._released([claim.token], key)
-        return ok
+        # A renewal racing with this release must not report the holding lost: mark it as being released.
+        with self._pool_guard:
+            self._releasing.add(claim.token)
+        try:
+            if self.session:
+                return self._session_release(claim)
+            key = sq.name_key(claim.name)
+            ok: bool = self._tx(lambda: self.ops.release(claim, key))
+            self._released([claim.token], key)
+            return ok
+        finally:
+            with self._pool_guard:
+                self._releasing.discard(claim.token)
 
     def renew(self, claims: Sequence[Claim]) -> list[bool]:
         if not claims:
@@ -460,6 +475,8 @@ class SqlBackend(SyncBackend):
         if self.session:
             return self._session_renew(claims)
         result: list[bool] = self._tx(lambda: self.ops.renew(claims))
+        with self._pool_guard:
+            result = [ok or c.token in self._releasing for c, ok in zip(claims, result, strict=True)]
         gone = [c.token for c, ok in zip(claims, result, strict=True) if not ok]
         if gone:
             self._forget_bells(gone)

@@ -138,7 +138,7 @@ class Backend(SqlBackend):
 
     def _listen(self) -> None:
         failures = 0
-        while not self._closed and self._watching_or_recent():
+        while not self._closed:
             conn: Any = None
             try:
                 conn = pg.connect(**{k: v for k, v in self._kwargs.items() if v is not None})
@@ -154,13 +154,13 @@ class Backend(SqlBackend):
                     idle = 0 if got or self._watching() else idle + 1
                     if idle > 20:  # nobody has waited for ~10 s: stop listening, restart on demand
                         return
-            except (psycopg.Error, OSError, BackendError) as exc:
+            except (psycopg.Error, OSError, BackendError):
                 failures += 1
                 self._listening = False
                 rt.sleep(min(2.0, 0.05 * 2**failures))
                 if failures > 3 and not self._watching():
                     return
-                del exc
+
             finally:
                 self._listening = False
                 if conn is not None:
@@ -168,9 +168,6 @@ class Backend(SqlBackend):
                         conn.close()
                     except psycopg.Error:
                         pass
-
-    def _watching_or_recent(self) -> bool:
-        return True
 
     # -- session mode: advisory locks ----------------------------------------------------------------------
     def _session_call(self, conn: Any, stmt: sq.Stmt) -> list[list[tuple[Any, ...]]]:
