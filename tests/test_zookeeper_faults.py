@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, NoAuthError
+from kazoo.exceptions import ConnectionLoss, NoAuthError, NoNodeError
 
 import distlock
 from distlock._core import zookeeper_layout as layout
@@ -381,3 +381,25 @@ def test_connection_down_past_grace_sets_lost_while_server_is_silent(single: ZkE
         again = store.lock(name)
         assert again.acquire(timeout=20)
         again.release()
+
+
+def test_fences_keep_growing_when_the_parent_is_recreated(single: ZkEnsemble, name: str) -> None:
+    """Sequence numbers restart with a new parent node; the czxid fence does not."""
+    with distlock.connect(single.url) as store:
+        lock = store.lock(name)
+        fences = []
+        for _ in range(2):
+            assert lock.acquire(timeout=10)
+            fences.append(lock.fence)
+            lock.release()
+        client = backend_of(lock)._client
+        path = layout.lock_path(name)
+        try:
+            client.delete(path)  # what the server does to an emptied container, done now
+        except NoNodeError:
+            pass  # the server was quicker
+        assert lock.acquire(timeout=10)
+        (child,) = client.get_children(path)
+        assert child.endswith("-lock-0000000000"), child  # the sequence restarted...
+        assert lock.fence is not None and all(f is not None and lock.fence > f for f in fences)  # ...the fence did not
+        lock.release()
