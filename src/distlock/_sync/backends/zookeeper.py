@@ -217,6 +217,24 @@ class Attempt(SyncAttempt):
             self._abandon_locked()
         except SessionExpiredError:  # everything this attempt created died with the session
             self.backend._unhold(self.claim.token)
+        except (LockError, KazooException):
+            # The connection is down: whatever is left is deleted when it returns with this session
+            # (with a new session it is gone anyway). Never leave a node that would stall the queue (F8).
+            self.backend._defer_cleanup(self._leftovers())
+            raise
+
+    def _leftovers(self) -> list[tuple[str, str | None, str]]:
+        items: list[tuple[str, str | None, str]] = []
+        if self._granted is not None:
+            self.backend._unhold(self.claim.token)
+            parent, child = self._granted.rsplit("/", 1)
+            items.append((parent, child, ""))
+        leases = f"{self.path}/{layout.SEM_LEASES}"
+        if self._lease is not None or self._lease_created:
+            items.append((leases, self._lease, self._lease_uuid))
+        if self._node is not None or self._created:
+            items.append((self._queue, self._node, self._uuid))
+        return items
 
     def _abandon_locked(self) -> None:
         b = self.backend
@@ -266,6 +284,7 @@ class Backend(SyncBackend):
         self._closing = False
         self._suspend_timer: threading.Timer | None = None
         self._unwatched: list[_Held] = []
+        self._deferred: list[tuple[str, str | None, str]] = []  # (parent, child or None, uuid) to delete
         self._sweep_timer: threading.Timer | None = None
         self._session = self._session_id()
         client.add_listener(self._on_state)
@@ -390,8 +409,13 @@ class Backend(SyncBackend):
         child by its UUID before creating another one (Curator's protected mode, SAFETY F8).
         """
         prefix = layout.child_prefix(uid, mark)
+        uncertain = False  # a create was sent and its reply lost: look before creating another one
         for _ in range(10):
             try:
+                if uncertain:
+                    own = layout.find_own(self._children(parent), uid)
+                    if own is not None:
+                        return own, self._czxid(f"{parent}/{own}")
                 path, stat = self._get(
                     self._client.create_async(
                         f"{parent}/{prefix}", data, ephemeral=True, sequence=True, include_data=True
@@ -401,9 +425,7 @@ class Backend(SyncBackend):
             except NoNodeError:
                 self._make_parents(parent)
             except ConnectionLoss:
-                own = layout.find_own(self._children(parent), uid)
-                if own is not None:
-                    return own, self._czxid(f"{parent}/{own}")
+                uncertain = True
         raise BackendError(f"could not create a lock node under {parent}", backend=self.scheme)
 
     def _make_parents(self, path: str) -> None:
@@ -449,9 +471,32 @@ class Backend(SyncBackend):
         self._delete(path)
 
     def _delete_by_uuid(self, parent: str, uid: str) -> None:
-        own = layout.find_own(self._children(parent), uid)
-        if own is not None:
-            self._delete(f"{parent}/{own}")
+        for _ in range(5):
+            try:
+                own = layout.find_own(self._children(parent), uid)
+            except ConnectionLoss:
+                continue
+            if own is not None:
+                self._delete(f"{parent}/{own}")
+            return
+        raise BackendError(f"could not look for our node under {parent}", backend=self.scheme)
+
+    def _defer_cleanup(self, items: list[tuple[str, str | None, str]]) -> None:
+        """Remember nodes an abandon could not delete (connection down); deleted once the session is back."""
+        with self._guard:
+            self._deferred.extend(items)
+
+    def _run_deferred(self) -> None:
+        with self._guard:
+            items, self._deferred = self._deferred, []
+        for parent, child, uid in items:
+            try:
+                if child is not None:
+                    self._delete(f"{parent}/{child}")
+                else:
+                    self._delete_by_uuid(parent, uid)
+            except (LockError, KazooException) as exc:
+                log.warning("could not delete an abandoned lock node under %s: %s", parent, exc)
 
     # -- holdings and the session ----------------------------------------------------------------------
     def _hold(self, held: _Held) -> None:
@@ -550,7 +595,11 @@ class Backend(SyncBackend):
             if session != self._session:
                 self._lose_all("ZooKeeper session replaced by a new one")
                 self._session = session
+                with self._guard:
+                    self._deferred.clear()  # the old session's nodes are gone with it
             self._drop_stale()
+            if self._deferred:
+                threading.Thread(target=self._run_deferred, name="distlock-zk-cleanup", daemon=True).start()
         self._wake_all()
 
     def _cancel_timer(self) -> None:
