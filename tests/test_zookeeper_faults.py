@@ -403,3 +403,38 @@ def test_fences_keep_growing_when_the_parent_is_recreated(single: ZkEnsemble, na
         assert child.endswith("-lock-0000000000"), child  # the sequence restarted...
         assert lock.fence is not None and all(f is not None and lock.fence > f for f in fences)  # ...the fence did not
         lock.release()
+
+
+def test_abandon_during_a_disconnection_is_finished_on_reconnect(
+    single: ZkEnsemble, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """F8/F10: a timed-out waiter whose clean-up fails (connection down) must not leave its node in the queue
+    once the same session is back: the node would stall every later waiter."""
+    from kazoo.protocol.states import KazooState
+
+    with distlock.connect(single.url) as a, distlock.connect(single.url) as b:
+        holder = a.lock(name)
+        assert holder.acquire(timeout=10)
+        backend = backend_of(b.lock(name))
+        real_delete = backend._delete
+
+        def down(path: str) -> bool:
+            raise distlock.BackendError("injected: connection down", backend="zookeeper")
+
+        monkeypatch.setattr(backend, "_delete", down)
+        with pytest.raises(distlock.BackendError):
+            b.lock(name).acquire(timeout=0.3)  # times out; its clean-up fails
+        path = layout.lock_path(name)
+        client = backend._client
+        session = client.client_id[0]
+
+        def b_nodes() -> list[str]:
+            return [c for c in client.get_children(path) if client.exists(f"{path}/{c}").ephemeralOwner == session]
+
+        assert len(b_nodes()) == 1  # the orphan the failed abandon left behind
+        monkeypatch.setattr(backend, "_delete", real_delete)
+        backend._on_state(KazooState.SUSPENDED)
+        backend._on_state(KazooState.CONNECTED)  # the same session is back
+        assert wait_for(lambda: b_nodes() == [], 10)
+        holder.release()
+        assert b.lock(name).acquire(timeout=10)  # nothing stalls the queue
