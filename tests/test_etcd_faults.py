@@ -14,7 +14,15 @@ import pytest
 
 import distlock
 from distlock._sync.backends.etcd import guard
-from tests.servers.etcd import EtcdCluster, client_ports, etcd_cluster, netns_usable, partitionable_cluster, post
+from tests.servers.etcd import (
+    EtcdCluster,
+    client_ports,
+    etcd_cluster,
+    etcd_tls_member,
+    netns_usable,
+    partitionable_cluster,
+    post,
+)
 from tests.servers.proc import free_port
 
 pytestmark = pytest.mark.skipif(not __import__("shutil").which("etcd"), reason="etcd is not installed")
@@ -363,3 +371,17 @@ def test_extend_beyond_the_lease_ttl_moves_the_key_to_a_longer_lease(etcd_url: s
         assert not store.lock(name).acquire(blocking=False)
         lock.release()
         assert contenders(port, name) == []
+
+
+@pytest.mark.skipif(not __import__("shutil").which("openssl"), reason="openssl is needed to make certificates")
+def test_etcds_url_verifies_the_server_certificate(name: str) -> None:
+    with etcd_tls_member() as (member, ca):
+        with distlock.connect(f"{member.url}?cafile={ca}") as store:
+            lock = store.lock(name, ttl=5)
+            assert lock.acquire(timeout=5)
+            assert store.inspect(name) is not None
+            lock.release()
+        with pytest.raises(distlock.BackendError):  # the test CA is not trusted by default
+            distlock.connect(f"{member.url}?timeout=1")
+        with pytest.raises(distlock.ConfigError):
+            distlock.connect(f"etcd://127.0.0.1:{member.port}?cafile={ca}")  # TLS files need etcds://

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import secrets
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -275,3 +276,60 @@ def partitionable_cluster(size: int = 3) -> Iterator[PartitionableCluster]:
                 _ip("link", "del", host_if)
             with contextlib.suppress(subprocess.SubprocessError, OSError):
                 _ip("netns", "del", ns)
+
+
+# -- one member serving clients over TLS (etcds://) ---------------------------------------------------
+def _openssl(d: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
+
+
+def make_certs(d: Path) -> tuple[Path, Path, Path]:
+    """A throw-away CA and a server certificate for 127.0.0.1: (ca.pem, server.pem, server.key)."""
+    _openssl(d, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+             "-days", "2", "-subj", "/CN=distlock-test-ca",
+             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
+    _openssl(d, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+             "-subj", f"/CN={LOOPBACK}")  # fmt: skip
+    (d / "ext.cnf").write_text(
+        f"subjectAltName=IP:{LOOPBACK}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+    )
+    _openssl(d, "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")  # fmt: skip
+    return d / "ca.pem", d / "server.pem", d / "server.key"
+
+
+@contextlib.contextmanager
+def etcd_tls_member() -> Iterator[tuple[ServerProc, Path]]:
+    """One member whose client port speaks HTTPS only; yields (member, CA file)."""
+    binary = etcd_binary()
+    if binary is None or which("openssl") is None:
+        raise RuntimeError("etcd and openssl are needed")
+    with workdir("etcd-tls") as d:
+        ca, cert, key = make_certs(d)
+        cp, pp = free_ports(2)
+        client, peer = f"https://{LOOPBACK}:{cp}", f"http://{LOOPBACK}:{pp}"
+        argv = [
+            binary, "--name", "tls", "--data-dir", str(d / "data"),
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"tls={peer}", "--cert-file", str(cert), "--key-file", str(key),
+            "--unsafe-no-fsync", "--logger", "zap", "--log-outputs", "stderr",
+        ]  # fmt: skip
+        ctx = ssl.create_default_context(cafile=str(ca))
+
+        def ready() -> bool:
+            req = urllib.request.Request(client + "/v3/kv/range", data=b'{"key":"AA=="}', method="POST")
+            opener = urllib.request.build_opener(
+                urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx)
+            )
+            with opener.open(req, timeout=0.5) as resp:
+                return b"header" in resp.read()
+
+        srv = ServerProc("tls", argv, cp, d)
+        srv.url = f"etcds://{LOOPBACK}:{cp}"
+        srv.start(ready=ready)
+        try:
+            yield srv, ca
+        finally:
+            srv.stop()
