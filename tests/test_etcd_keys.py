@@ -31,6 +31,8 @@ def test_mode_of_ignores_other_locks_keys() -> None:
     assert k.mode_of(p, b"n/read/694d") is Mode.READ
     assert k.mode_of(p, b"n/write/1") is Mode.WRITE
     assert k.mode_of(p, b"n/sem/1") is Mode.SEMAPHORE
+    assert k.mode_of(p, b"n/read/1700000000123456789") is Mode.READ  # Go's recipes.RWMutex key
+    assert k.mode_of(p, b"n/17000000001234567") is None  # too long for a lease id
     assert k.mode_of(p, b"n/x/694d") is None  # the lock "n/x"
     assert k.mode_of(p, b"n/694D") is None
     assert k.mode_of(p, b"n/") is None
@@ -78,6 +80,7 @@ def test_split_key_for_list() -> None:
     assert k.split_key(b"a/b/1f") == ("a/b", Mode.EXCLUSIVE)
     assert k.split_key(b"a/read/1f") == ("a", Mode.READ)
     assert k.split_key(b"a/sem/1f") == ("a", Mode.SEMAPHORE)
+    assert k.split_key(b"a/write/1700000000123456789") == ("a", Mode.WRITE)
     assert k.split_key(b"\x00distlock/owner/1") is None
     assert k.split_key(b"plain-key") is None
 

@@ -4,8 +4,9 @@ Layout (the one of etcd's Go ``concurrency.Mutex``, so ``etcdctl lock NAME`` int
 
 * a contender of lock ``NAME`` is the key ``NAME/<lease id in lowercase hex>`` with an empty value,
   attached to that contender's own lease; its *create revision* orders the queue and is the fence.
-* read-write locks follow etcd's ``recipes.RWMutex`` idea with a marker segment:
-  ``NAME/read/<hex>`` and ``NAME/write/<hex>``; semaphores use ``NAME/sem/<hex>``.
+* read-write locks use the marker segments of etcd's Go ``recipes.RWMutex``: ``NAME/read/<hex>`` and
+  ``NAME/write/<hex>`` (the recipe's own keys, ``NAME/read/<UnixNano>``, are recognised too); semaphores
+  use ``NAME/sem/<hex>``.
 * who the contender is (owner id, semaphore permits) lives next to it in ``\\x00distlock/owner/<hex>``
   (keyed by the lease the lock key is attached to, same lease, written in the same transaction), so the
   lock key itself stays exactly what Go's client writes. The leading NUL byte keeps these records out of
@@ -40,7 +41,11 @@ MARKERS: dict[Mode, bytes] = {
     Mode.SEMAPHORE: b"sem/",
 }
 _HEX = re.compile(rb"[0-9a-f]{1,16}")
-_TAIL = re.compile(rb"^(?P<base>.+?)/(?:(?P<marker>read|write|sem)/)?(?P<hex>[0-9a-f]{1,16})$", re.S)
+#: after a marker also the decimal UnixNano ids of Go's recipes.RWMutex (``NAME/read/1700000000123456789``)
+_ID = re.compile(rb"[0-9a-f]{1,20}")
+_TAIL = re.compile(
+    rb"^(?P<base>.+?)/(?:(?P<marker>read|write|sem)/(?P<id>[0-9a-f]{1,20})|(?P<hex>[0-9a-f]{1,16}))$", re.S
+)
 KIND_OF_MODE = {Mode.EXCLUSIVE: "lock", Mode.READ: "rwlock", Mode.WRITE: "rwlock", Mode.SEMAPHORE: "semaphore"}
 
 
@@ -102,7 +107,7 @@ def mode_of(prefix: bytes, key: bytes) -> Mode | None:
         return None
     rest = key[len(prefix) :]
     for mode, marker in MARKERS.items():
-        if marker and rest.startswith(marker) and _HEX.fullmatch(rest[len(marker) :]):
+        if marker and rest.startswith(marker) and _ID.fullmatch(rest[len(marker) :]):
             return mode
     return Mode.EXCLUSIVE if _HEX.fullmatch(rest) else None
 
