@@ -327,23 +327,24 @@ class AsyncMultiLock(_Scoped):
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         deadline = Deadline.after(check_timeout(timeout, backend=self._store.scheme) if blocking else 0.0)
-        taken: list[AsyncLock] = []
+        taken: list[tuple[AsyncLock, Holding]] = []
         try:
             for lock in self._locks:
                 left = deadline.remaining()
                 if not await lock.acquire(blocking=left is None or left > 0, timeout=left):
                     await self._release_all(taken)
                     return False
-                taken.append(lock)
+                taken.append((lock, lock._own_holding()))
         except BaseException:
+            # Holdings, not lock objects: the shield runs in another task, which owns nothing itself.
             await rt.shielded(self._release_all(taken))
             raise
         return True
 
-    async def _release_all(self, taken: list[AsyncLock]) -> None:
-        for lock in reversed(taken):
+    async def _release_all(self, taken: list[tuple[AsyncLock, Holding]]) -> None:
+        for lock, holding in reversed(taken):
             try:
-                await lock.release()
+                await lock._release_holding(holding)
             except LockError as err:
                 log.warning("multilock: releasing %r after a failed acquire: %s", lock.name, err)
 

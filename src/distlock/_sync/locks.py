@@ -328,23 +328,24 @@ class MultiLock(_Scoped):
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         deadline = Deadline.after(check_timeout(timeout, backend=self._store.scheme) if blocking else 0.0)
-        taken: list[Lock] = []
+        taken: list[tuple[Lock, Holding]] = []
         try:
             for lock in self._locks:
                 left = deadline.remaining()
                 if not lock.acquire(blocking=left is None or left > 0, timeout=left):
                     self._release_all(taken)
                     return False
-                taken.append(lock)
+                taken.append((lock, lock._own_holding()))
         except BaseException:
+            # Holdings, not lock objects: the shield runs in another task, which owns nothing itself.
             rt.shielded(self._release_all(taken))
             raise
         return True
 
-    def _release_all(self, taken: list[Lock]) -> None:
-        for lock in reversed(taken):
+    def _release_all(self, taken: list[tuple[Lock, Holding]]) -> None:
+        for lock, holding in reversed(taken):
             try:
-                lock.release()
+                lock._release_holding(holding)
             except LockError as err:
                 log.warning("multilock: releasing %r after a failed acquire: %s", lock.name, err)
 
