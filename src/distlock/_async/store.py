@@ -85,14 +85,18 @@ class _Renewer:
         self._waker: rt.Waker | None = None
         self._worker: rt.Background | None = None
         self._closing = False
+        self._wake_at: float | None = None  # when the worker wakes next by itself (None: only when notified)
 
     def add(self, holding: Holding) -> None:
         with self._guard:
             self._holds.add(holding)
+            # Wake the worker only if it would sleep past this holding's first deadline: a thread switch per
+            # acquire costs more than the whole acquire on a fast backend (Redis on loopback).
+            sleeps_past = self._wake_at is None or min(holding.renew_at, holding.expires_at) < self._wake_at
         if self._worker is None or not self._worker.alive():
             self._waker = rt.Waker()
             self._worker = rt.Background(self._run, name=f"distlock-renewer-{self._store.scheme}")
-        elif self._waker is not None:
+        elif self._waker is not None and sleeps_past:
             self._waker.notify()
 
     def discard(self, holding: Holding) -> None:
@@ -133,13 +137,15 @@ class _Renewer:
                             h.renew_at = started + h.claim.ttl / 3.0
                         else:
                             self._store._lose(h, "renewal refused: the lease had expired or was taken")
-            pending = [h for h in self.snapshot() if not h.lost.is_set()]
-            if not pending:
-                wait: float | None = None
-            else:
-                nxt = min(min(h.renew_at if h.auto_renew and needs_renewal else h.expires_at, h.expires_at)
-                          for h in pending)  # fmt: skip
-                wait = max(0.0, nxt - monotonic())
+            with self._guard:  # with add(): a holding added after this sees the _wake_at set here
+                pending = [h for h in self._holds if not h.lost.is_set()]
+                if not pending:
+                    wait: float | None = None
+                else:
+                    nxt = min(min(h.renew_at if h.auto_renew and needs_renewal else h.expires_at, h.expires_at)
+                              for h in pending)  # fmt: skip
+                    wait = max(0.0, nxt - monotonic())
+                self._wake_at = None if wait is None else monotonic() + wait
             assert self._waker is not None
             await self._waker.wait(wait)
 
