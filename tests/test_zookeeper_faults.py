@@ -438,3 +438,13 @@ def test_abandon_during_a_disconnection_is_finished_on_reconnect(
         assert wait_for(lambda: b_nodes() == [], 10)
         holder.release()
         assert b.lock(name).acquire(timeout=10)  # nothing stalls the queue
+
+
+def test_watching_a_vanished_predecessor_leaves_no_watch(single: ZkEnsemble, name: str) -> None:
+    """A waiter whose predecessor left before the watch was set must not leave a never-firing watch behind
+    (``exists`` on a missing node would, on the server and in kazoo, for every such race)."""
+    with distlock.connect(single.url) as store:
+        backend = backend_of(store.lock(name))
+        gone = f"{layout.lock_path(name)}/_c_x-lock-0000000007"
+        assert backend._watch_exists(gone, lambda event: None) is False
+        assert gone not in backend._client._data_watchers

@@ -392,8 +392,16 @@ class Backend(AsyncBackend):
         return children
 
     def _watch_exists(self, path: str, callback: Callable[[WatchedEvent], None]) -> bool:
-        """Set a watch on ``path``; False if it no longer exists (then the watch is not needed)."""
-        return self._get(self._client.exists_async(path, watch=callback)) is not None
+        """Set a watch on ``path``; False if it no longer exists (then no watch is left behind).
+
+        A data read, not ``exists``: on a missing node ``exists`` would leave a watch for its creation on the
+        server and in kazoo, which never fires (sequence names are not reused), as Curator also avoids.
+        """
+        try:
+            self._get(self._client.get_async(path, watch=callback))
+        except NoNodeError:
+            return False
+        return True
 
     def _czxid(self, path: str) -> int:
         stat = self._get(self._client.exists_async(path))
@@ -534,14 +542,15 @@ class Backend(AsyncBackend):
 
         def on_reply(result: Any) -> None:
             try:
-                stat = result.get_nowait()
+                result.get_nowait()
+            except NoNodeError:
+                if self._held.get(held.token) is held:
+                    self._lose(held, "the lock node is gone")
             except Exception:  # noqa: BLE001 - connection trouble: the session events cover it
                 return
-            if stat is None and self._held.get(held.token) is held:
-                self._lose(held, "the lock node is gone")
 
         try:
-            self._client.exists_async(held.path, watch=on_event).rawlink(on_reply)
+            self._client.get_async(held.path, watch=on_event).rawlink(on_reply)
         except KazooException:
             pass
 
