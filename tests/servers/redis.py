@@ -85,7 +85,7 @@ def redis_masters(n: int = 5) -> Iterator[list[ServerProc]]:
 def redis_replicated() -> Iterator[tuple[ServerProc, ServerProc]]:
     """A master and one asynchronous replica of it (for failover and WAIT tests)."""
     with workdir("redis-repl") as d:
-        master = start_redis(d, "master")
+        master = start_redis(d, "master", None, "--repl-diskless-sync-delay", "0")
         replica: ServerProc | None = None
         try:
             replica = start_redis(d, "replica", None, "--replicaof", LOOPBACK, str(master.port))
