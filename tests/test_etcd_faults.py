@@ -385,3 +385,19 @@ def test_etcds_url_verifies_the_server_certificate(name: str) -> None:
             distlock.connect(f"{member.url}?timeout=1")
         with pytest.raises(distlock.ConfigError):
             distlock.connect(f"etcd://127.0.0.1:{member.port}?cafile={ca}")  # TLS files need etcds://
+
+
+def test_more_holdings_than_one_txn_may_carry_are_renewed_and_inspected(etcd_url: str, name: str) -> None:
+    """etcd refuses txns of more than 128 ops: renewal checks, owner look-ups and break_lock split them."""
+    with distlock.connect(etcd_url) as store:
+        sem = store.semaphore(name, permits=150, ttl=1.5)
+        owners = [threading.Thread(target=lambda: (sem.acquire(timeout=20), time.sleep(2.5))) for _ in range(140)]
+        for t in owners:
+            t.start()
+        for t in owners:
+            t.join(60)
+        info = store.inspect(name)
+        assert info is not None and len(info.holders) == 140 and info.kind == "semaphore"
+        assert all(h.owner.count(":") >= 2 for h in info.holders)
+        assert store.break_lock(name)
+        assert store.inspect(name) is None

@@ -51,6 +51,8 @@ _RETRY_CODES = {4, 8, 14}
 _NOT_FOUND = 5
 #: per-try limit of the renewal requests (keepalive, key check): they must fail over well within a lease
 _FAST_TRY = 0.5
+#: ops per txn (etcd refuses more than --max-txn-ops, 128 by default)
+_MAX_TXN_OPS = 100
 #: free leases kept per TTL for reuse
 _POOL_SIZE = 8
 
@@ -236,6 +238,15 @@ class _Gateway:
                 raise self._error(f"lease keepalive failed: {failed or 'incomplete answer'}")
             self._rotate(self.base)
             await rt.sleep(0.05)
+
+    async def txn_each(self, ops: Sequence[dict[str, Any]], try_timeout: float | None = None) -> list[Any]:
+        """Run independent ops (ranges, deletes) in as few txns as etcd allows (``--max-txn-ops``, 128 by
+        default); the responses in order."""
+        out: list[Any] = []
+        for i in range(0, len(ops), _MAX_TXN_OPS):
+            data = await self.call("/v3/kv/txn", {"success": list(ops[i : i + _MAX_TXN_OPS])}, try_timeout=try_timeout)
+            out.extend(data.get("responses") or [])
+        return out
 
     async def revoke(self, lease: int) -> None:
         """Revoke a lease (deleting its keys); an unknown lease is fine. Best effort: errors are swallowed."""
@@ -581,10 +592,9 @@ class Backend(AsyncBackend):
             return released
         sent = monotonic()
         ttls = await self.gw.keepalive(sorted({e.lease.id for e in live}))
-        checks = {"success": [{"request_range": keys.range_op(e.key)} for e in live]}
-        data = await self.gw.call("/v3/kv/txn", checks, try_timeout=_FAST_TRY)
+        checks = [{"request_range": keys.range_op(e.key)} for e in live]
         present: set[tuple[bytes, int]] = set()
-        for r in data.get("responses") or []:
+        for r in await self.gw.txn_each(checks, try_timeout=_FAST_TRY):
             for kv in keys.kvs_of(r):
                 present.add((keys.unb64(kv.get("key")), int(kv.get("create_revision") or 0)))
         out = []
@@ -613,11 +623,10 @@ class Backend(AsyncBackend):
         owners: dict[int, str] = {}
         permits: dict[int, int] = {}
         if leases:
-            found = await self.gw.call(
-                "/v3/kv/txn",
-                {"success": [{"request_range": keys.range_op(keys.owner_key(i), keys_only=False)} for i in leases]},
+            found = await self.gw.txn_each(
+                [{"request_range": keys.range_op(keys.owner_key(i), keys_only=False)} for i in leases]
             )
-            for lease, r in zip(leases, found.get("responses") or [], strict=False):
+            for lease, r in zip(leases, found, strict=False):
                 for kv in keys.kvs_of(r):
                     owner, n = keys.parse_owner(keys.unb64(kv.get("value")))
                     if owner is not None:
@@ -663,7 +672,7 @@ class Backend(AsyncBackend):
         _, holders, _ = await self._snapshot(name)
         if not holders:
             return False
-        await self.gw.call("/v3/kv/txn", {"success": [keys.delete_op(h.key) for h in holders]})
+        await self.gw.txn_each([keys.delete_op(h.key) for h in holders])
         broken = {(h.key, h.rev) for h in holders}
         with self._guard:
             mine = [t for t, e in self._entries.items() if (e.key, e.rev) in broken]
