@@ -3,6 +3,7 @@
 The Redis server is started with an append-only file fsynced on every write (``appendfsync always``), so a
 kill -9 and restart keeps the lock keys and the fence counter: SAFETY F4 says a lock server that forgets keys on
 restart breaks fencing, and the ``server-restart`` fault is meant to test the lock, not that misconfiguration.
+``durable=False`` (``--volatile``) starts it with no persistence at all, to show exactly that failure.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def _port_open(port: int) -> bool:
 class SpawnedRedis:
     """One redis-server on 127.0.0.1 in a temporary directory; ``kill()`` / ``start()`` for restarts."""
 
-    def __init__(self) -> None:
+    def __init__(self, durable: bool = True) -> None:
         path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
         binary = shutil.which("redis-server", path=path) or shutil.which("valkey-server", path=path)
         if binary is None:
@@ -46,6 +47,7 @@ class SpawnedRedis:
         self.port = _free_port()
         self.url = f"redis://{LOOPBACK}:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.durable = durable
 
     def start(self, timeout: float = 30.0) -> SpawnedRedis:
         argv = [
@@ -54,7 +56,7 @@ class SpawnedRedis:
             "--port", str(self.port),
             "--dir", str(self.dir),
             "--save", "",
-            "--appendonly", "yes",
+            "--appendonly", "yes" if self.durable else "no",
             "--appendfsync", "always",
             "--protected-mode", "yes",
         ]  # fmt: skip

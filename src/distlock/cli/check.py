@@ -104,6 +104,11 @@ def render(report: dict[str, Any]) -> Table:
 )
 @click.option("--spawn", is_flag=True, help="Start a local redis-server for the run (implies its redis:// URL).")
 @click.option(
+    "--volatile",
+    is_flag=True,
+    help="With --spawn: no persistence, so a server-restart forgets locks and fences (SAFETY F4).",
+)
+@click.option(
     "--json",
     "json_file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -127,6 +132,7 @@ def check(
     faults: str,
     algorithm: str,
     spawn: bool,
+    volatile: bool,
     json_file: Path | None,
     history: Path | None,
 ) -> None:
@@ -134,7 +140,9 @@ def check(
     fault_list = tuple(f.strip() for f in faults.split(",") if f.strip())
     console = Console(stderr=json_file is not None and str(json_file) == "-")
     with one_line_errors(obj["debug"]), contextlib.ExitStack() as stack:
-        server = stack.enter_context(SpawnedRedis()) if spawn else None
+        if volatile and not spawn:
+            raise click.UsageError("--volatile only applies to a server started with --spawn")
+        server = stack.enter_context(SpawnedRedis(durable=not volatile)) if spawn else None
         url = server.url if server is not None else (check_url or obj["url"])
         shown = redact(url or default_url())
         cfg = CheckConfig(
