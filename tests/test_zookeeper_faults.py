@@ -448,3 +448,13 @@ def test_watching_a_vanished_predecessor_leaves_no_watch(single: ZkEnsemble, nam
         gone = f"{layout.lock_path(name)}/_c_x-lock-0000000007"
         assert backend._watch_exists(gone, lambda event: None) is False
         assert gone not in backend._client._data_watchers
+
+
+def test_suspend_grace_follows_the_session_timeout_the_server_granted(single: ZkEnsemble) -> None:
+    # the test servers grant at most 60 s: asking for 90 s gets 60 s, and the grace is a third of that
+    with distlock.connect(f"{single.url}?session_timeout=90") as store:
+        assert backend_of(store.lock("x")).suspend_grace == pytest.approx(20.0)
+    with distlock.connect(f"{single.url}?session_timeout=6") as store:
+        assert backend_of(store.lock("x")).suspend_grace == pytest.approx(2.0)
+    with distlock.connect(f"{single.url}?session_timeout=6&suspend_grace=0.5") as store:
+        assert backend_of(store.lock("x")).suspend_grace == 0.5

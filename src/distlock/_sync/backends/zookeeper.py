@@ -51,6 +51,7 @@ from kazoo.exceptions import (
     UnimplementedError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.loggingsupport import BLATHER
 from kazoo.protocol.serialization import Create2
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 from kazoo.retry import KazooRetry
@@ -79,6 +80,26 @@ class _CreateContainer(Create2):  # type: ignore[misc]
     """ZooKeeper's createContainer request (opcode 19): kazoo 2.x has no public call for it."""
 
     type = 19
+
+
+class _SessionLog(logging.LoggerAdapter[logging.Logger]):
+    """kazoo's own logger, passed through unchanged, that also notes the session timeout the server granted.
+
+    kazoo keeps the negotiated timeout to itself and only logs it when a session starts; the server may have
+    clamped the requested one (``min/maxSessionTimeout``), and ``suspend_grace`` must follow the real one.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.getLogger("kazoo.client"), {})
+        self.negotiated: float | None = None  # seconds
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if level == BLATHER and isinstance(msg, str) and "negotiated session timeout" in msg and len(args) >= 3:
+            try:
+                self.negotiated = float(args[2]) / 1000.0
+            except (TypeError, ValueError):
+                pass
+        super().log(level, msg, *args, **kwargs)
 
 
 @dataclass(eq=False)
@@ -267,15 +288,17 @@ class Backend(SyncBackend):
         root: str,
         acl: list[Any],
         session_timeout: float,
-        suspend_grace: float,
+        suspend_grace: float | None,
         op_timeout: float,
+        session_log: _SessionLog,
     ) -> None:
         super().__init__(config)
         self._client = client
         self.root = root
         self._acl = acl
         self.session_timeout = session_timeout
-        self._suspend_grace = suspend_grace
+        self._grace_option = suspend_grace
+        self._session_log = session_log
         self._op_timeout = op_timeout
         self._guard = threading.Lock()
         self._held: dict[str, _Held] = {}
@@ -299,7 +322,7 @@ class Backend(SyncBackend):
             raise ConfigError(f"URL option root={root!r}: {problem}", backend=config.scheme)
         session_timeout = config.pop_float("session_timeout", 10.0)
         connect_timeout = config.pop_float("connect_timeout", 10.0)
-        suspend_grace = config.pop_float("suspend_grace", session_timeout / 3.0)
+        suspend_grace: float | None = config.pop_float("suspend_grace", 0.0) or None  # None: a third of the session
         op_timeout = config.pop_float("operation_timeout", max(session_timeout, 5.0))
         config.reject_unknown()
         hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in config.hosts)
@@ -329,10 +352,12 @@ class Backend(SyncBackend):
         acl: list[Any],
         session_timeout: float,
         connect_timeout: float,
-        suspend_grace: float,
+        suspend_grace: float | None,
         op_timeout: float,
     ) -> Backend:
+        session_log = _SessionLog()
         client = KazooClient(
+            logger=session_log,
             hosts=hosts,
             timeout=session_timeout,
             auth_data=auth or None,
@@ -350,7 +375,7 @@ class Backend(SyncBackend):
                 f"{scrub(str(exc) or type(exc).__name__, config.password)}",
                 backend=config.scheme,
             ) from exc
-        return cls(config, client, root, acl, session_timeout, suspend_grace, op_timeout)
+        return cls(config, client, root, acl, session_timeout, suspend_grace, op_timeout, session_log)
 
     # -- plumbing --------------------------------------------------------------------------------------
     def _session_id(self) -> int | None:
@@ -588,10 +613,10 @@ class Backend(SyncBackend):
         if state == KazooState.SUSPENDED:
             log.warning(
                 "ZooKeeper connection suspended: holders may lose their locks; lost in %.1fs unless it returns",
-                self._suspend_grace,
+                self.suspend_grace,
             )
             self._cancel_timer()
-            timer = threading.Timer(self._suspend_grace, self._suspended_too_long)
+            timer = threading.Timer(self.suspend_grace, self._suspended_too_long)
             timer.daemon = True
             self._suspend_timer = timer
             timer.start()
@@ -611,6 +636,15 @@ class Backend(SyncBackend):
                 threading.Thread(target=self._run_deferred, name="distlock-zk-cleanup", daemon=True).start()
         self._wake_all()
 
+    @property
+    def suspend_grace(self) -> float:
+        """How long the connection may stay down before holders are told lost: the ``suspend_grace`` option,
+        else a third of the session timeout the server granted (kazoo declares the connection suspended after
+        two thirds of it without an answer, so that is what is left of the session at worst)."""
+        if self._grace_option is not None:
+            return self._grace_option
+        return (self._session_log.negotiated or self.session_timeout) / 3.0
+
     def _cancel_timer(self) -> None:
         timer, self._suspend_timer = self._suspend_timer, None
         if timer is not None:
@@ -618,7 +652,7 @@ class Backend(SyncBackend):
 
     def _suspended_too_long(self) -> None:
         if self._client.state != KazooState.CONNECTED and not self._closing:
-            self._lose_all(f"ZooKeeper connection down for {self._suspend_grace:.1f}s: the session may be expired")
+            self._lose_all(f"ZooKeeper connection down for {self.suspend_grace:.1f}s: the session may be expired")
 
     def _drop_stale(self) -> None:
         """After a reconnect: delete nodes of holdings already reported lost (the session survived)."""
