@@ -170,9 +170,11 @@ class _Gateway:
         ok_codes: tuple[int, ...] = (),
         reauth: bool = True,
         try_timeout: float | None = None,
+        op_timeout: float | None = None,
     ) -> dict[str, Any]:
         """POST ``body`` to ``path``; the decoded answer. Errors with a code in ``ok_codes`` are returned."""
-        deadline = monotonic() + self.op_timeout
+        op_timeout = self.op_timeout if op_timeout is None else op_timeout
+        deadline = monotonic() + op_timeout
         tries = 0
         last = "no endpoint answered"
         cause: BaseException | None = None
@@ -212,7 +214,7 @@ class _Gateway:
                 self._rotate(base)
             tries += 1
             if monotonic() >= deadline:
-                raise self._error(f"no answer within {self.op_timeout}s ({last})") from cause
+                raise self._error(f"no answer within {op_timeout}s ({last})") from cause
             if tries % len(self.bases) == 0:
                 rt.sleep(min(0.2, 0.02 * tries))
 
@@ -249,12 +251,13 @@ class _Gateway:
             out.extend(data.get("responses") or [])
         return out
 
-    def revoke(self, lease: int) -> None:
-        """Revoke a lease (deleting its keys); an unknown lease is fine. Best effort: errors are swallowed."""
+    def revoke(self, lease: int, op_timeout: float | None = None) -> bool:
+        """Revoke a lease (deleting its keys); an unknown lease is fine. Best effort: False if it failed."""
         try:
-            self.call("/v3/lease/revoke", {"ID": str(lease)}, ok_codes=(_NOT_FOUND,))
+            self.call("/v3/lease/revoke", {"ID": str(lease)}, ok_codes=(_NOT_FOUND,), op_timeout=op_timeout)
         except BackendError:
-            pass  # it expires by its TTL
+            return False  # it expires by its TTL
+        return True
 
     def watch_delete(
         self, key: bytes, end: bytes | None, since: int, targets: dict[bytes, int], timeout: float
@@ -688,8 +691,9 @@ class Backend(SyncBackend):
         with self._guard:
             pooled = [lease for pool in self._pool.values() for lease in pool]
             self._pool.clear()
-        for lease in pooled:
-            self.gw.revoke(lease.id)
+        for lease in pooled:  # free leases would expire by themselves: do not make close() wait long for this
+            if not self.gw.revoke(lease.id, op_timeout=min(1.0, self.gw.op_timeout)):
+                break
         self.gw.client.close()
 
 
