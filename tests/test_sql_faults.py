@@ -341,3 +341,29 @@ def test_mysql_portable_session_layout(mysql_url: str, name: str) -> None:
             lock.release()
             assert store.inspect(name) is None
         assert fences[0] is not None and fences[1] is not None and fences[1] > fences[0]
+
+
+def test_mysql_row_lock_mode_interop_and_refusals(mysql_url: str, name: str) -> None:
+    """``session_lock=row``: a plain ``SELECT ... FOR UPDATE`` on the name's row excludes the lock and the
+    other way round; rwlock works, semaphores are refused; ``session_lock`` is validated."""
+    raw = raw_conn("mysql", mysql_url)
+    with distlock.connect(session_url(mysql_url) + "&session_lock=row") as store:
+        lock = store.lock(name, ttl=10)
+        assert lock.acquire(timeout=5)
+        cur = raw.cursor()
+        cur.execute("START TRANSACTION")
+        with pytest.raises(pymysql.err.OperationalError):
+            cur.execute("SELECT 1 FROM distlock_rows WHERE name_key = %s FOR UPDATE NOWAIT", (sq.name_key(name),))
+        cur.execute("ROLLBACK")
+        lock.release()
+        cur.execute("START TRANSACTION")
+        cur.execute("SELECT 1 FROM distlock_rows WHERE name_key = %s FOR UPDATE NOWAIT", (sq.name_key(name),))
+        assert not store.lock(name).acquire(timeout=0.2)  # the other application holds the row
+        cur.execute("ROLLBACK")
+        assert lock.acquire(timeout=5)
+        lock.release()
+        with pytest.raises(distlock.UnsupportedFeature):
+            store.semaphore(name, permits=2)
+    with pytest.raises(distlock.ConfigError):
+        distlock.connect(session_url(mysql_url) + "&session_lock=nope")
+    raw.close()

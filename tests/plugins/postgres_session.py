@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.plugins.mysql_session import skip_unsupported_kinds
+from tests.servers.mysql import WEAKER, WEAKER_REASON, skip_unsupported_kinds
 
 #: nothing to skip: semaphore tests check the refusal themselves
 UNSUPPORTED: tuple[str, ...] = ()
@@ -18,3 +18,4 @@ def postgres_session_url(postgres_url: str) -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip_unsupported_kinds(items, "postgres_session", UNSUPPORTED)
+    skip_unsupported_kinds(items, "postgres_session", WEAKER, WEAKER_REASON)

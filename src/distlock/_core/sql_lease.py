@@ -90,6 +90,12 @@ class Result:
 Script = Generator[Stmt, Result, object]
 
 
+def created_name(ddl: str) -> str:
+    """The table/sequence/index a ``CREATE ... IF NOT EXISTS <name>`` statement creates."""
+    m = re.search(r"IF NOT EXISTS\s+([A-Za-z0-9_]+)", ddl)
+    return m.group(1) if m else ""
+
+
 def single(stmt: Stmt) -> Generator[Stmt, Result, Result]:
     """A script of one statement, returning its result."""
     r = yield stmt
@@ -376,11 +382,20 @@ def session_acquire(
         prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
         secs = 0 if wait is None else wait
         if fast:
-            return Stmt(
-                f"{prefix}REPLACE INTO {p}_session_holders (conn_id, name_key, name, lock_key, owner, mode, fence) "
+            record = (
+                f"REPLACE INTO {p}_session_holders (conn_id, name_key, name, lock_key, owner, mode, fence) "
                 f"SELECT CONNECTION_ID(), %s, %s, %s, %s, %s, NEXTVAL({p}_fence_seq) FROM DUAL "
-                "WHERE GET_LOCK(%s, %s) = 1 RETURNING fence, conn_id",
-                (nk, claim.name, key, owner, claim.mode.value, key, secs),
+            )
+            if wait is None:  # GET_LOCK(name, 0) never blocks: one statement
+                return Stmt(
+                    f"{prefix}{record}WHERE GET_LOCK(%s, 0) = 1 RETURNING fence, conn_id",
+                    (nk, claim.name, key, owner, claim.mode.value, key),
+                )
+            # a blocking GET_LOCK must not run inside the REPLACE: that would hold the holder table's lock
+            return Stmt(
+                f"{prefix}SELECT GET_LOCK(%s, %s); {record}WHERE IS_USED_LOCK(%s) = CONNECTION_ID() "
+                "RETURNING fence, conn_id",
+                (key, secs, nk, claim.name, key, owner, claim.mode.value, key),
             )
         return Stmt(
             f"{prefix}SELECT GET_LOCK(%s, %s); "
@@ -491,4 +506,70 @@ def session_cleanup(dialect: Dialect, p: str, fast: bool) -> Stmt | None:
     return Stmt(
         f"DELETE FROM {p}_session_holders h WHERE NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = h.conn_id "
         f"AND {_pg_key_match('l', 'h.lock_key::bigint')})"
+    )
+
+
+# -- MySQL/MariaDB row-lock variant of the session mode (``session_lock=row``) -------------------------------
+# The seeds' ``SELECT ... FOR UPDATE``: the holder keeps a transaction open on its pinned connection with a
+# row lock on the name's row of ``<prefix>_rows`` (``LOCK IN SHARE MODE`` for rwlock readers); ROLLBACK
+# releases it, and so does the server when the connection ends (crash, kill, ``wait_timeout``). InnoDB
+# queues a new shared request behind a waiting exclusive one, so waiting writers are not starved.
+ROW_MARK = "row"
+
+
+def row_schema(p: str) -> tuple[str, ...]:
+    return (
+        f"CREATE TABLE IF NOT EXISTS {p}_rows (name_key CHAR(64) NOT NULL PRIMARY KEY, name TEXT NOT NULL) "
+        "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+    )
+
+
+def row_acquire(p: str, claim: Claim, wait: float | None, idle_timeout: float | None) -> Stmt:
+    """One round trip: open the transaction, lock the name's row (``FOR UPDATE NOWAIT`` / ``WAIT n``), then
+    record the holder only if the row was locked. The last result set is empty when the name has no row
+    yet (create it with :func:`row_create` and try again); a lock that was not granted is an error, which
+    the backend turns into "not acquired" after a ROLLBACK."""
+    prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
+    how = "LOCK IN SHARE MODE" if claim.mode is Mode.READ else "FOR UPDATE"
+    limit = "NOWAIT" if wait is None else f"WAIT {max(1, math.ceil(wait))}"
+    nk = name_key(claim.name)
+    return Stmt(
+        f"{prefix}SET @distlock_row = 0; START TRANSACTION; "
+        f"SELECT @distlock_row := 1 FROM {p}_rows WHERE name_key = %s {how} {limit}; "
+        f"REPLACE INTO {p}_session_holders (conn_id, name_key, name, lock_key, owner, mode, fence) "
+        f"SELECT CONNECTION_ID(), %s, %s, '{ROW_MARK}', %s, %s, NEXTVAL({p}_fence_seq) FROM DUAL "
+        "WHERE @distlock_row = 1 RETURNING fence, conn_id",
+        (nk, nk, claim.name, claim.owner[:255], claim.mode.value),
+    )
+
+
+def row_create(p: str, name: str) -> Stmt:
+    return Stmt(f"ROLLBACK; INSERT IGNORE INTO {p}_rows (name_key, name) VALUES (%s, %s)", (name_key(name), name))
+
+
+def row_unlock(p: str) -> Stmt:
+    """Answers whether the transaction (and so the row lock) was still there, then ends it."""
+    return Stmt("SELECT @@in_transaction; ROLLBACK")
+
+
+def row_check(idle_timeout: float | None) -> Stmt:
+    prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
+    return Stmt(f"{prefix}SELECT @@in_transaction")
+
+
+def row_holders(p: str, names: Sequence[str] | None, prefix: str) -> Stmt:
+    """The columns of :func:`session_holders` and whether the record's connection is inside a transaction now
+    (the holder keeps its transaction open until it releases; a connection's next acquire replaces its
+    record). Needs the PROCESS privilege to see other users' transactions."""
+    if names is not None:
+        where = f"f.name_key IN ({', '.join(['%s'] * len(names))})"
+        args: tuple[object, ...] = tuple(name_key(n) for n in names)
+    else:
+        where = "SUBSTR(f.name, 1, %s) = %s"
+        args = (len(prefix), prefix)
+    return Stmt(
+        "SELECT f.name, f.owner, f.mode, f.fence, f.conn_id, f.conn_id, f.mode, "
+        "f.conn_id IN (SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX) "
+        f"FROM {p}_session_holders f WHERE {where} AND f.lock_key = '{ROW_MARK}' ORDER BY f.name, f.fence",
+        args,
     )

@@ -180,6 +180,7 @@ class SqlBackend(SyncBackend):
         self._pinned: dict[str, Pinned] = {}
         self._session_idle: list[Any] = []
         self._releasing: set[str] = set()  # tokens whose release is in flight
+        self._own_conn_ids: set[int] = set()  # session connections this store has held locks on
         self._closed = False
 
     # -- driver hooks (subclasses) ---------------------------------------------------------------------
@@ -280,11 +281,29 @@ class SqlBackend(SyncBackend):
 
     #: session mode with the sequence + holder-record layout (see ``sql_lease.session_schema``)
     fast_session = True
+    #: MySQL session mode with ``SELECT ... FOR UPDATE`` row locks instead of GET_LOCK (``session_lock=row``)
+    row_lock = False
+
+    existing_tables_sql: str | None = None  # lists the tables (and sequences) already there, if needed
 
     def _ensure_schema(self) -> None:
+        """Create what is missing. Where the server has one, the list of existing tables is read first:
+        MySQL's ``CREATE TABLE IF NOT EXISTS`` waits for the metadata lock of a table that an open
+        transaction (a row-lock holder) has touched, even when there is nothing to create."""
+        existing: set[str] = set()
+        if self.existing_tables_sql is not None:
+            found: sq.Result = self._tx(lambda: sq.single(sq.Stmt(str(self.existing_tables_sql))), tx=False)
+            existing = {str(row[0]).lower() for row in found.rows}
+
         def script() -> Generator[sq.Stmt, sq.Result, None]:
-            for stmt in (*self.dialect.schema, *sq.session_schema(self.dialect, self.prefix, self.fast_session)):
-                yield sq.Stmt(stmt)
+            extra = sq.row_schema(self.prefix) if self.row_lock else ()
+            for stmt in (
+                *self.dialect.schema,
+                *sq.session_schema(self.dialect, self.prefix, self.fast_session),
+                *extra,
+            ):
+                if sq.created_name(stmt).lower() not in existing:
+                    yield sq.Stmt(stmt)
             cleanup = sq.session_cleanup(self.dialect, self.prefix, self.fast_session)
             if self.session and cleanup is not None:
                 yield cleanup
@@ -327,10 +346,16 @@ class SqlBackend(SyncBackend):
         return self._connect()
 
     def _session_acquire(self, conn: Any, claim: Claim, wait: float | None) -> tuple[int, int] | None:
-        stmt = sq.session_acquire(self.dialect, self.prefix, claim, wait, self._timeout_change(conn, claim.ttl),
-                                  self.fast_session)  # fmt: skip
+        change = self._timeout_change(conn, claim.ttl)
+        if self.row_lock:
+            stmt = sq.row_acquire(self.prefix, claim, wait, change)
+        else:
+            stmt = sq.session_acquire(self.dialect, self.prefix, claim, wait, change, self.fast_session)
         try:
             sets = self._session_call(conn, stmt)
+            if self.row_lock and len(sets) == 2 and not sets[0]:  # the name has no row yet: create it, retry
+                self._session_call(conn, sq.row_create(self.prefix, claim.name))
+                sets = self._session_call(conn, stmt)
         except StaleConnection:
             raise
         except BaseException as exc:
@@ -346,6 +371,7 @@ class SqlBackend(SyncBackend):
     def _pin(self, conn: Any, claim: Claim, conn_id: int) -> None:
         with self._pool_guard:
             self._pinned[claim.token] = Pinned(conn, claim, conn_id, ttl=claim.ttl)
+            self._own_conn_ids.add(conn_id)
 
     def _unpin(self, token: str) -> Pinned | None:
         with self._pool_guard:
@@ -358,7 +384,8 @@ class SqlBackend(SyncBackend):
             return False
         ok = False
         try:
-            sets = self._session_call(pinned.conn, sq.session_unlock(self.dialect, claim))
+            unlock = sq.row_unlock(self.prefix) if self.row_lock else sq.session_unlock(self.dialect, claim)
+            sets = self._session_call(pinned.conn, unlock)
             ok = bool(sets and sets[-1] and sets[-1][0][0])
         except Exception as exc:  # a dead connection: the lock went with it
             if not self._db_error(exc):
@@ -376,7 +403,8 @@ class SqlBackend(SyncBackend):
     def _session_check(self, pinned: Pinned, ttl: float) -> bool:
         try:
             change = self._timeout_change(pinned.conn, ttl)
-            sets = self._session_call(pinned.conn, sq.session_check(self.dialect, pinned.claim, change))
+            check = sq.row_check(change) if self.row_lock else sq.session_check(self.dialect, pinned.claim, change)
+            sets = self._session_call(pinned.conn, check)
         except Exception as exc:  # the connection is gone: so is the lock
             if not self._db_error(exc):
                 raise
@@ -402,9 +430,23 @@ class SqlBackend(SyncBackend):
         return out
 
     def _session_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
-        stmt = sq.session_holders(self.dialect, self.prefix, names, prefix, self.fast_session)
+        if self.row_lock:
+            stmt = sq.row_holders(self.prefix, names, prefix)
+        else:
+            stmt = sq.session_holders(self.dialect, self.prefix, names, prefix, self.fast_session)
         r: sq.Result = self._tx(lambda: sq.single(stmt), tx=False)
-        return r.rows
+        rows = r.rows
+        if self.row_lock:  # our own connections: the pinned map is exact (INNODB_TRX lags up to 0.1 s)
+            with self._pool_guard:
+                pinned_ids = {p.conn_id for p in self._pinned.values()}
+                own = set(self._own_conn_ids)
+
+            def live(row: tuple[Any, ...]) -> bool:
+                conn_id = int(row[4])
+                return conn_id in pinned_ids if conn_id in own else bool(row[7])
+
+            rows = [r[:7] for r in rows if live(r)]
+        return rows
 
     def _session_inspect(self, names: Sequence[str] | None, prefix: str) -> list[LockInfo]:
         """Live holders: records whose connection still holds the lock; a connection holding it without

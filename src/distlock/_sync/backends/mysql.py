@@ -34,8 +34,8 @@ import pymysql.err
 
 from ... import _my_sync as my
 from ..._core import sql_lease as sq
-from ..._core.types import Claim, Grant
-from ..._errors import BackendError
+from ..._core.types import Capabilities, Claim, Grant, Mode
+from ..._errors import BackendError, ConfigError, UnsupportedFeature
 from ..._url import StoreConfig
 from ._sql import (
     LeaseAttempt,
@@ -48,6 +48,8 @@ from ._sql import (
 
 #: server error codes: deadlock, lock wait timeout (re-run the transaction)
 _RETRY_CODES = {1213, 1205}
+#: a row lock that was not granted in time (lock wait timeout; MySQL 8's NOWAIT)
+_LOCK_TIMEOUT_CODES = {1205, 3572}
 #: client error codes of a connection that is gone
 _GONE_CODES = {2003, 2006, 2013, 2055, 1927, 4031}
 
@@ -63,6 +65,7 @@ class MyConn:
 
 class Backend(SqlBackend):
     make_dialect = staticmethod(sq.mysql)
+    existing_tables_sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()"
     kill_sql = "KILL CONNECTION %s"
 
     def __init__(self, config: StoreConfig) -> None:
@@ -79,6 +82,12 @@ class Backend(SqlBackend):
                 ssl_ctx.check_hostname = False
                 ssl_ctx.verify_mode = _ssl.CERT_NONE
         unix_socket = config.pop("unix_socket")
+        how = (config.pop("session_lock", "get_lock") or "get_lock").lower()
+        if how not in ("get_lock", "row"):
+            raise ConfigError(f"URL option session_lock={how!r} must be 'get_lock' or 'row'", backend=config.scheme)
+        self.row_lock = self.session and how == "row"
+        if self.row_lock:
+            self.capabilities = Capabilities(modes=frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE}), fair=False)
         config.reject_unknown()
         host, port = config.hosts[0]
         self._kwargs: dict[str, Any] = {
@@ -104,6 +113,8 @@ class Backend(SqlBackend):
         r: sq.Result = backend._tx(lambda: sq.single(sq.Stmt("SELECT VERSION()")), tx=False)
         version = str(r.rows[0][0])
         backend.fast_session = _has_sequences(version)
+        if backend.row_lock and not backend.fast_session:
+            raise UnsupportedFeature("session_lock=row needs MariaDB >= 10.5", backend=config.scheme)
         backend._ensure_schema()
         return backend
 
@@ -297,10 +308,16 @@ class Backend(SqlBackend):
                             sets.append(list(cur.fetchall()))
                         if not cur.nextset():
                             break
-            except pymysql.err.MySQLError as exc:
+            except pymysql.err.OperationalError as exc:
                 if self._broken(exc):
                     raise StaleConnection(str(exc)) from exc
+                if exc.args and exc.args[0] in _LOCK_TIMEOUT_CODES:  # row lock not granted (NOWAIT / WAIT n)
+                    with c.conn.cursor() as cur:
+                        cur.execute("ROLLBACK")
+                    return []
                 raise
+            except pymysql.err.InterfaceError as exc:
+                raise StaleConnection(str(exc)) from exc
         return sets
 
     def _session_call(self, conn: Any, stmt: sq.Stmt) -> list[list[tuple[Any, ...]]]:
