@@ -70,6 +70,38 @@ async def close(client: Client) -> None:
     await client.aclose()
 
 
+async def scatter(
+    clients: Sequence[Client], commands: Sequence[Sequence[Any]], timeout: float, fanout: Fanout
+) -> list[Any]:
+    """One command per server, concurrently, with one deadline. Each result is the reply, or the exception
+    (``TimeoutError`` if none came in time)."""
+
+    async def one(client: Client, cmd: Sequence[Any]) -> Any:
+        run: Any = client.execute_command
+        return await run(*cmd)
+
+    tasks = [asyncio.ensure_future(one(c, cmd)) for c, cmd in zip(clients, commands, strict=True)]
+    try:
+        done, pending = await asyncio.wait(tasks, timeout=timeout)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        raise
+    for t in pending:
+        t.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=1.0)
+    _recheck_cancel()
+    out: list[Any] = []
+    for t in tasks:
+        if t in done and not t.cancelled():
+            exc = t.exception()
+            out.append(exc if exc is not None else t.result())
+        else:
+            out.append(TimeoutError(f"no reply within {timeout:.3f}s"))
+    return out
+
+
 class Fanout:
     """Run one call per server concurrently with a common deadline (Redlock's parallel requests)."""
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import redis as redis_driver
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 from redis.retry import Retry
 
 log = logging.getLogger("distlock")
@@ -55,6 +55,62 @@ def pipeline(client: Client, commands: Sequence[Sequence[Any]]) -> list[Any]:
 
 def close(client: Client) -> None:
     client.close()
+
+
+def _ready(client: Client) -> bool:
+    """Does the client's pool have an idle, connected connection (so sending cannot block on a connect)?"""
+    idle: Any = getattr(client.connection_pool, "_available_connections", None)
+    return bool(idle) and bool(idle[-1].is_connected)
+
+
+def scatter(clients: Sequence[Client], commands: Sequence[Sequence[Any]], timeout: float, fanout: Fanout) -> list[Any]:
+    """One command per server, in parallel with one deadline. Each result is the reply, or the exception
+    (``TimeoutError`` if none came in time). Servers with a connected idle connection are served from this
+    one thread (send to all, then read all: parallel on the wire, no thread hand-offs); any other (it needs
+    a connect, which may block) runs on the fan-out pool."""
+    deadline = time.monotonic() + timeout
+    out: list[Any] = [None] * len(clients)
+    conns: list[Any] = [None] * len(clients)
+    slow = [i for i, c in enumerate(clients) if not _ready(c)]
+    packed: dict[int, Any] = {}
+    for i, (client, cmd) in enumerate(zip(clients, commands, strict=True)):
+        if i in slow:
+            continue
+        pool = client.connection_pool
+        try:
+            conn: Any = pool.get_connection()
+        except (RedisError, OSError) as exc:
+            out[i] = exc
+            continue
+        try:
+            key = id(cmd)
+            if key not in packed:  # the same command to several servers is encoded once
+                packed[key] = conn.pack_command(*cmd)
+            conn.send_packed_command(packed[key], check_health=False)
+            conns[i] = conn
+        except (RedisError, OSError) as exc:
+            out[i] = exc
+            conn.disconnect()
+            pool.release(conn)
+    if slow:
+        runs = [lambda c=clients[i], cmd=commands[i]: command(c, *cmd) for i in slow]
+        for i, r in zip(slow, fanout.gather(runs, max(0.0, deadline - time.monotonic())), strict=True):
+            out[i] = r
+    for i, conn in enumerate(conns):
+        if conn is None:
+            continue
+        pool = clients[i].connection_pool
+        try:
+            if not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
+                raise TimeoutError(f"no reply within {timeout:.3f}s")
+            out[i] = conn.read_response()
+        except (RedisError, OSError) as exc:  # TimeoutError is an OSError
+            out[i] = exc
+            if not isinstance(exc, ResponseError):
+                conn.disconnect()  # a reply may still come: the connection is out of step
+        finally:
+            pool.release(conn)
+    return out
 
 
 class Fanout:

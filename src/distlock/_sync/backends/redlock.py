@@ -33,6 +33,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ... import _redis_sync as drv
@@ -161,6 +162,25 @@ class Backend(SyncBackend):
         """Run the calls in parallel; each result is a reply or the exception (timeouts included)."""
         return self.fanout.gather(calls, self.node_timeout if timeout is None else timeout)
 
+    def _scatter(self, nodes: Sequence[Node], timeout: float, script: str, name: str, *args: Any) -> list[Any]:
+        """The same script on every node, in parallel on the wire (one thread on the sync side, no pool).
+        Each result is the reply or an exception; a node that lost its scripts (restart) is retried alone."""
+        cmd = Node.call(script, name, *args)
+        results = drv.scatter([n.client for n in nodes], [cmd] * len(nodes), timeout, self.fanout)
+        out: list[Any] = []
+        for n, r in zip(nodes, results, strict=True):
+            if isinstance(r, NoScriptError):
+                try:
+                    r = n.script(script, name, *args)
+                except BackendError as exc:
+                    r = exc
+            elif isinstance(r, RedisError):
+                err = n.error(r, script)
+                err.__cause__ = r
+                r = err
+            out.append(r)
+        return out
+
     @staticmethod
     def _calls(fn: Callable[[Node], Any], nodes: Sequence[Node]) -> list[Callable[[], Any]]:
         return [functools.partial(fn, n) for n in nodes]
@@ -192,10 +212,7 @@ class Backend(SyncBackend):
         """One Redlock round: the grant, and None if a majority answered in time, else the errors."""
         args = lua.acquire_args(claim.token, claim.mode, claim.ttl, claim.permits, False, claim.owner, WAITER_TTL)
         started = monotonic()
-        results = self._fan(
-            self._calls(lambda n: n.script("acquire", claim.name, *args), self.nodes),
-            self._deadline(claim.ttl),
-        )
+        results = self._scatter(self.nodes, self._deadline(claim.ttl), "acquire", claim.name, *args)
         grants = [None if isinstance(r, BaseException) else grant_of(r) for r in results]
         won = [i for i, g in enumerate(grants) if g is not None and g.acquired]
         fence: int | None = None
@@ -203,11 +220,13 @@ class Backend(SyncBackend):
             fences = [g.fence for g in grants if g is not None and g.acquired and g.fence is not None]
             fence = max(fences) if fences else None
             if fence is not None and any(f != fence for f in fences):
-                floors = self._fan(
-                    self._calls(
-                        lambda n: n.script("fence_floor", claim.name, claim.token, fence), [self.nodes[i] for i in won]
-                    ),
+                floors = self._scatter(
+                    [self.nodes[i] for i in won],
                     self._deadline(claim.ttl),
+                    "fence_floor",
+                    claim.name,
+                    claim.token,
+                    fence,
                 )
                 if sum(1 for r in floors if not isinstance(r, BaseException) and int(r) == 1) < self.quorum:
                     won = []
@@ -217,10 +236,7 @@ class Backend(SyncBackend):
         # Failed: take the claim back wherever it may have landed (granted, or no answer in time).
         dirty = [n for n, g in zip(self.nodes, grants, strict=True) if g is None or g.acquired]
         if dirty:
-            self._fan(
-                self._calls(lambda n: n.script("release", claim.name, claim.token, claim.mode.value), dirty),
-                self._deadline(claim.ttl),
-            )
+            self._scatter(dirty, self._deadline(claim.ttl), "release", claim.name, claim.token, claim.mode.value)
         errors = [r for r in results if isinstance(r, BaseException)]
         if sum(1 for e in errors if not self._silent(e)) > len(self.nodes) - self.quorum:
             raise self._quorum_error(claim.name, "acquire", errors)  # a majority is down: no point waiting
@@ -232,8 +248,8 @@ class Backend(SyncBackend):
         return Grant(False, retry_after=hints[0] if hints else None), None
 
     def release(self, claim: Claim) -> bool:
-        results = self._fan(
-            self._calls(lambda n: n.script("release", claim.name, claim.token, claim.mode.value), self.nodes),
+        results = self._scatter(
+            self.nodes, self.node_timeout, "release", claim.name, claim.token, claim.mode.value
         )
         return sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1) >= self.quorum
 
@@ -255,9 +271,7 @@ class Backend(SyncBackend):
         return out
 
     def holds(self, claim: Claim) -> bool:
-        results = self._fan(
-            self._calls(lambda n: n.script("holds", claim.name, claim.token, claim.mode.value), self.nodes),
-        )
+        results = self._scatter(self.nodes, self.node_timeout, "holds", claim.name, claim.token, claim.mode.value)
         self._need_quorum(results, claim.name, "holds")
         return sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1) >= self.quorum
 
