@@ -8,7 +8,8 @@ if importable (``pip install python-redis-lock pottery`` into the venv; they are
 redis-py's ``Lock``, python-redis-lock's ``Lock`` and pottery's ``Redlock`` (5 masters). Measured:
 
 * uncontended: one client, acquire + release of one lock in a loop (locks/s), and as a share of the raw
-  limit = redis-py PING rate / 2 (a lock cycle needs at least two round trips);
+  limit = redis-py PING rate / 2 (a lock cycle needs at least two round trips); measured in 5 interleaved
+  rounds, median reported, so load from elsewhere hits every library alike;
 * hand-off: two processes on one lock taking turns; the holder releases while the other is blocked in
   acquire, and does not try again before the other got it; time from just before release() to just after
   the other's acquire() returns (p50 / p99 ms; CLOCK_MONOTONIC is shared by the processes);
@@ -215,17 +216,29 @@ def main() -> None:
             ("distlock-redlock", redlock_url(masters), five),
             ("pottery-redlock", "", five),
         ]
-        limit = ping_rate(srv.url, args.seconds) / 2
-        report["raw_limit_locks_per_s"] = limit
         tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"distlock-bench-{uuid.uuid4().hex[:6]}"
         tmp.mkdir()
+        present = []
         for lib, url, urls in libs:
             try:
                 make_lock(lib, urls, "probe", open_store(lib, url) if lib.startswith("distlock") else None)
             except ImportError:
                 print(f"{lib}: not installed, skipped", file=sys.stderr)
                 continue
-            rate = uncontended(lib, url, urls, args.seconds)
+            present.append((lib, url, urls))
+        # Uncontended rates and the raw limit in interleaved rounds, the median of each: a busy machine
+        # then slows every library alike instead of whichever happened to run during a burst.
+        rounds = 5
+        rates: dict[str, list[float]] = {lib: [] for lib, _, _ in present}
+        limits: list[float] = []
+        for _ in range(rounds):
+            limits.append(ping_rate(srv.url, args.seconds / rounds) / 2)
+            for lib, url, urls in present:
+                rates[lib].append(uncontended(lib, url, urls, args.seconds / rounds))
+        limit = statistics.median(limits)
+        report["raw_limit_locks_per_s"] = limit
+        for lib, url, urls in present:
+            rate = statistics.median(rates[lib])
             p50, p99, n_handoffs = handoff(lib, url, urls, args.seconds, tmp)
             eight = run_processes("throughput", lib, url, urls, 8, args.seconds, tmp)
             counts = [r["count"] for r in eight]
