@@ -224,12 +224,15 @@ def test_waiter_survives_a_dropped_pubsub_connection(own_server: ServerProc, nam
 @pytest.fixture
 def replicated() -> Iterator[tuple[ServerProc, ServerProc]]:
     with redis_replicated() as pair:
-        _master, replica = pair
-        r = redis.Redis.from_url(replica.url)
-        deadline = time.monotonic() + 20
-        while r.info("replication").get("master_link_status") != "up" and time.monotonic() < deadline:
-            time.sleep(0.05)
-        r.close()
+        master, _replica = pair
+        m = redis.Redis.from_url(master.url)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the replica is online and acknowledges writes
+            m.set("probe", "1")
+            if m.wait(1, 200) == 1:
+                break
+        m.delete("probe")
+        m.close()
         yield pair
 
 
