@@ -18,7 +18,8 @@ A waiter keeps its own queue entry's lease alive while it waits.
 
 Failure handling: every request has a bounded time; a refused connection or an unavailable member moves to
 the next endpoint of the URL; past the op timeout the call raises ``BackendError``. A timed-out, cancelled or
-failed acquire revokes its lease, which deletes its key even if the create's reply was lost (F10). After
+failed acquire deletes its key (and keeps the lease for reuse) when it knows the key, and otherwise revokes
+its lease, which deletes its key even if the create's reply was lost (F10). After
 every wake-up the waiter re-reads the queue and requires its own key to still be there (etcd#11456, F6);
 if its lease was revoked from outside meanwhile, it queues again at the back with a fresh lease.
 """
@@ -429,15 +430,37 @@ class Attempt(AsyncAttempt):
             await gw.watch_delete(self._prefix, keys.prefix_end(self._prefix), self._since, targets, slice_)
 
     async def abandon(self) -> None:
+        entry = self._entry
+        lease = entry.lease if entry is not None else self._lease
+        self._entry = None
+        self._lease = None
+        if lease is None:
+            return
+        if entry is not None:
+            # We know our key (the create's reply arrived): delete it and keep the lease for the next claim.
+            try:
+                data = await self.backend.gw.call(
+                    "/v3/kv/txn",
+                    {
+                        "compare": [keys.create_is(entry.key, entry.rev)],
+                        "success": [keys.delete_op(entry.key), keys.delete_op(keys.owner_key(lease.id))],
+                    },
+                )
+            except BackendError:
+                data = {}
+            if data.get("succeeded"):
+                self.backend._give_back(lease)
+                return
+        # Revoking deletes our key and owner record even if the create's reply never reached us (F10).
+        await self.backend.gw.revoke(lease.id)
+
+    async def _drop(self) -> None:
+        """Our key is gone from the queue: revoke the lease it was on (it may be dead already)."""
         lease = self._entry.lease if self._entry is not None else self._lease
         self._entry = None
         self._lease = None
         if lease is not None:
-            # revoking deletes our key and owner record even if the create's reply never reached us (F10)
             await self.backend.gw.revoke(lease.id)
-
-    async def _drop(self) -> None:
-        await self.abandon()
 
 
 class Backend(AsyncBackend):
