@@ -150,7 +150,7 @@ def test_paused_leader_longer_than_the_ttl_loses_nothing_and_grants_nothing_twic
             assert holder.owned()  # asked of the majority
         finally:
             own_cluster.members[leader].resume()
-        # etcd < 3.4.28/3.5.11 (etcd#12528, fixed by #16822): the resumed old leader may still revoke the
+        # etcd without PR #16822 (etcd#12528; Debian's 3.4.23): the resumed old leader may still revoke the
         # leases it saw expire while it was stopped. The holder then learns it at its next renewal.
         with contextlib.suppress(distlock.LockLost):
             holder.release()
