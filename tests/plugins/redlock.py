@@ -6,10 +6,11 @@ from collections.abc import Iterator
 import pytest
 
 from tests.servers import redis as servers
+from tests.servers.proc import ServerProc
 
 
 @pytest.fixture(scope="session")
-def redlock_url_servers() -> Iterator[list]:  # type: ignore[type-arg]
+def redlock_url_servers() -> Iterator[list[ServerProc]]:
     with servers.redis_masters(5) as masters:
         yield masters
 
