@@ -403,3 +403,21 @@ def test_kill_9_of_a_queued_waiter_does_not_strand_the_others(
     finally:
         dead.kill()
         dead.wait(10)
+
+
+def test_dropped_connections_while_held_reconnect_and_keep_the_lock(own_server: ServerProc, name: str) -> None:
+    """Every client connection killed (CLIENT KILL) while the key lives on: renewal reconnects, nothing is
+    lost; then the server forgets the key (FLUSHALL) and the next renewal reports the loss."""
+    with distlock.connect(own_server.url) as s:
+        lock = s.lock(name, ttl=1.0)
+        assert lock.acquire()
+        admin = redis.Redis.from_url(own_server.url)
+        assert admin.client_kill_filter(_type="normal", skipme=True) >= 1
+        time.sleep(1.5)  # several renewals, each on a fresh connection
+        assert not lock.lost.is_set()
+        assert lock.owned()
+        admin.flushall()
+        assert lock.lost.wait(5)
+        with pytest.raises(LockLost):
+            lock.release()
+        admin.close()
