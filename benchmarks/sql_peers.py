@@ -11,7 +11,8 @@ Without URLs it starts a MariaDB and a PostgreSQL server from the Debian package
   release; time from just before release() to just after the other's acquire() returns (ms);
 * 8 processes: 8 OS processes, each acquire + release of one lock in a loop (locks/s in total).
 
-Rows: distlock lease mode (tables), distlock session mode (``?mode=session``), the raw server primitive
+Rows: distlock lease mode (tables), distlock session mode (``?mode=session``; on MySQL also with
+``session_lock=row``), the raw server primitive
 (``SELECT GET_LOCK(name, t)`` / ``RELEASE_LOCK``, ``pg_advisory_lock`` / ``pg_advisory_unlock`` on one
 connection: the floor of a connection-bound lock), and tooz's mysql / postgresql drivers when tooz is
 importable.
@@ -61,7 +62,8 @@ class Distlock(Lib):
     def __init__(self, url: str) -> None:
         super().__init__(url)
         sep = "&" if "?" in url else "?"
-        self.store = distlock.connect(url if self.mode == "lease" else f"{url}{sep}mode=session")
+        extra = {"lease": "", "session": "mode=session", "row": "mode=session&session_lock=row"}[self.mode]
+        self.store = distlock.connect(f"{url}{sep}{extra}" if extra else url)
 
     def lock(self, name: str) -> tuple[Callable[[], None], Callable[[], None]]:
         lk = self.store.lock(name, ttl=30)
@@ -81,6 +83,10 @@ class MysqlLease(Distlock):
 
 class MysqlSession(Distlock):
     name, db, mode = "distlock mysql (session)", "mysql", "session"
+
+
+class MysqlRow(Distlock):
+    name, db, mode = "distlock mysql (session, row lock)", "mysql", "row"
 
 
 class PgLease(Distlock):
@@ -186,6 +192,7 @@ class ToozPg(Tooz):
 LIBS: dict[str, type[Lib]] = {
     "mysql-lease": MysqlLease,
     "mysql-session": MysqlSession,
+    "mysql-row": MysqlRow,
     "mysql-raw": RawGetLock,
     "mysql-tooz": ToozMysql,
     "pg-lease": PgLease,

@@ -43,6 +43,8 @@ MAX_WAIT_SLICE = 1.0
 SESSION_WAIT_SLICE = 2.0
 #: idle pooled connections kept per store
 MAX_IDLE = 4
+#: connections of a store's pool (lease-mode transactions, inspect, schema)
+MAX_POOL = 4
 
 LEASE_CAPS = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True)
 
@@ -173,6 +175,8 @@ class SqlBackend(AsyncBackend):
         if self.session:
             self.capabilities = Capabilities(modes=self.session_modes, fair=False, needs_renewal=True)
         self._idle: list[Any] = []
+        self._open = 0  # pool connections open (idle or borrowed)
+        self._pool_waiters: list[rt.Waker] = []
         self._pool_guard = threading.Lock()
         self._wakers: dict[str, set[rt.Waker]] = {}
         self._wake_guard = threading.Lock()
@@ -235,16 +239,51 @@ class SqlBackend(AsyncBackend):
         return BackendError(f"{what}: {scrub(str(exc), self.config.password)}", backend=self.scheme)
 
     async def _borrow(self) -> Any:
+        """A connection of the store's pool (at most MAX_POOL open): short transactions share a few
+        connections instead of opening one per concurrent caller (each connect costs a TLS/SCRAM handshake,
+        and libpq computes SCRAM on the calling thread: the event loop on the async side)."""
+        while True:
+            with self._pool_guard:
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < MAX_POOL:
+                    self._open += 1
+                    break
+                waker = rt.Waker()
+                self._pool_waiters.append(waker)
+            await waker.wait(0.05)
+            with self._pool_guard:
+                if waker in self._pool_waiters:
+                    self._pool_waiters.remove(waker)
+        try:
+            return await self._connect()
+        except BaseException:
+            self._forget_conn()
+            raise
+
+    def _forget_conn(self) -> None:
         with self._pool_guard:
-            if self._idle:
-                return self._idle.pop()
-        return await self._connect()
+            self._open -= 1
+            waiters, self._pool_waiters = self._pool_waiters[:1], self._pool_waiters[1:]
+        for w in waiters:
+            w.notify()
 
     async def _give_back(self, conn: Any) -> None:
         with self._pool_guard:
-            if not self._closed and len(self._idle) < MAX_IDLE:
+            closed = self._closed
+            waiters: list[rt.Waker] = []
+            if not closed:
                 self._idle.append(conn)
-                return
+                waiters, self._pool_waiters = self._pool_waiters[:1], self._pool_waiters[1:]
+        if closed:
+            await self._discard(conn)
+            return
+        for w in waiters:
+            w.notify()
+
+    async def _discard(self, conn: Any) -> None:
+        """Close a pool connection that is broken or in an unknown state."""
+        self._forget_conn()
         await self._close_quietly(conn)
 
     async def _close_quietly(self, conn: Any) -> None:
@@ -260,7 +299,7 @@ class SqlBackend(AsyncBackend):
             try:
                 result: T = await self._run(conn, make(), tx)
             except (RetryableError, StaleConnection) as exc:
-                await self._close_quietly(conn) if isinstance(exc, StaleConnection) else await self._give_back(conn)
+                await self._discard(conn) if isinstance(exc, StaleConnection) else await self._give_back(conn)
                 if attempt == 7:
                     raise self._error("database busy", exc) from exc
                 await rt.sleep(0.001 * (attempt + 1))
@@ -268,11 +307,11 @@ class SqlBackend(AsyncBackend):
             except BaseException as exc:
                 if self._db_error(exc):
                     if self._broken(exc):
-                        await self._close_quietly(conn)
+                        await self._discard(conn)
                     else:
                         await self._give_back(conn)
                     raise self._error("database error", exc) from exc
-                await self._close_quietly(conn)  # cancelled mid-transaction: its state is unknown
+                await self._discard(conn)  # cancelled mid-transaction: its state is unknown
                 raise
             await self._give_back(conn)
             return result
@@ -344,6 +383,13 @@ class SqlBackend(AsyncBackend):
                 return self._session_idle.pop()
         return await self._connect()
 
+    async def _session_give_back(self, conn: Any) -> None:
+        with self._pool_guard:
+            if not self._closed and len(self._session_idle) < MAX_IDLE * 2:
+                self._session_idle.append(conn)
+                return
+        await self._close_quietly(conn)
+
     async def _session_acquire(self, conn: Any, claim: Claim, wait: float | None) -> tuple[int, int] | None:
         change = self._timeout_change(conn, claim.ttl)
         if self.row_lock:
@@ -392,11 +438,9 @@ class SqlBackend(AsyncBackend):
         finally:
             self._unpin(claim.token)
         if ok:
-            with self._pool_guard:
-                if not self._closed and len(self._session_idle) < MAX_IDLE * 2:
-                    self._session_idle.append(pinned.conn)
-                    return True
-        await self._close_quietly(pinned.conn)
+            await self._session_give_back(pinned.conn)
+        else:
+            await self._close_quietly(pinned.conn)
         return ok
 
     async def _session_check(self, pinned: Pinned, ttl: float) -> bool:

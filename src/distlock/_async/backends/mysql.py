@@ -21,6 +21,7 @@ URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeou
 
 from __future__ import annotations
 
+import logging
 import ssl as _ssl
 import threading
 from collections.abc import Generator, Sequence
@@ -44,6 +45,8 @@ from ._sql import (
     lease_slice,
     session_timeout_seconds,
 )
+
+log = logging.getLogger("distlock")
 
 #: server error codes: deadlock, lock wait timeout (re-run the transaction)
 _RETRY_CODES = {1213, 1205}
@@ -279,16 +282,18 @@ class Backend(SqlBackend):
         delay = lease_slice(attempt, grant, timeout, backoff=False)
         if delay <= 0:
             return
-        conn = await self._borrow()
+        conn = await self._session_borrow()  # outside the bounded pool: it blocks for up to `delay`
         try:
             rang = await my.call(self._bell_wait_blocking, conn, sq.bell_name(attempt.key), delay)
-        except pymysql.err.MySQLError as exc:
+        except pymysql.err.MySQLError as exc:  # only a hint: fall back to re-checking
+            log.debug("bell wait failed: %s", exc)
             await self._close_quietly(conn)
-            raise self._error("database error", exc) from exc
+            rang = -1
         except BaseException:
             await self._close_quietly(conn)  # cancelled: the thread may still be waiting on it
             raise
-        await self._give_back(conn)
+        else:
+            await self._session_give_back(conn)
         if rang == -1:
             if await attempt.waker.wait(lease_slice(attempt, grant, timeout, backoff=True)):
                 attempt.backoff.reset()

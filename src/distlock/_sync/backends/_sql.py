@@ -44,6 +44,8 @@ MAX_WAIT_SLICE = 1.0
 SESSION_WAIT_SLICE = 2.0
 #: idle pooled connections kept per store
 MAX_IDLE = 4
+#: connections of a store's pool (lease-mode transactions, inspect, schema)
+MAX_POOL = 4
 
 LEASE_CAPS = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True)
 
@@ -174,6 +176,8 @@ class SqlBackend(SyncBackend):
         if self.session:
             self.capabilities = Capabilities(modes=self.session_modes, fair=False, needs_renewal=True)
         self._idle: list[Any] = []
+        self._open = 0  # pool connections open (idle or borrowed)
+        self._pool_waiters: list[rt.Waker] = []
         self._pool_guard = threading.Lock()
         self._wakers: dict[str, set[rt.Waker]] = {}
         self._wake_guard = threading.Lock()
@@ -236,16 +240,51 @@ class SqlBackend(SyncBackend):
         return BackendError(f"{what}: {scrub(str(exc), self.config.password)}", backend=self.scheme)
 
     def _borrow(self) -> Any:
+        """A connection of the store's pool (at most MAX_POOL open): short transactions share a few
+        connections instead of opening one per concurrent caller (each connect costs a TLS/SCRAM handshake,
+        and libpq computes SCRAM on the calling thread: the event loop on the async side)."""
+        while True:
+            with self._pool_guard:
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < MAX_POOL:
+                    self._open += 1
+                    break
+                waker = rt.Waker()
+                self._pool_waiters.append(waker)
+            waker.wait(0.05)
+            with self._pool_guard:
+                if waker in self._pool_waiters:
+                    self._pool_waiters.remove(waker)
+        try:
+            return self._connect()
+        except BaseException:
+            self._forget_conn()
+            raise
+
+    def _forget_conn(self) -> None:
         with self._pool_guard:
-            if self._idle:
-                return self._idle.pop()
-        return self._connect()
+            self._open -= 1
+            waiters, self._pool_waiters = self._pool_waiters[:1], self._pool_waiters[1:]
+        for w in waiters:
+            w.notify()
 
     def _give_back(self, conn: Any) -> None:
         with self._pool_guard:
-            if not self._closed and len(self._idle) < MAX_IDLE:
+            closed = self._closed
+            waiters: list[rt.Waker] = []
+            if not closed:
                 self._idle.append(conn)
-                return
+                waiters, self._pool_waiters = self._pool_waiters[:1], self._pool_waiters[1:]
+        if closed:
+            self._discard(conn)
+            return
+        for w in waiters:
+            w.notify()
+
+    def _discard(self, conn: Any) -> None:
+        """Close a pool connection that is broken or in an unknown state."""
+        self._forget_conn()
         self._close_quietly(conn)
 
     def _close_quietly(self, conn: Any) -> None:
@@ -261,7 +300,7 @@ class SqlBackend(SyncBackend):
             try:
                 result: T = self._run(conn, make(), tx)
             except (RetryableError, StaleConnection) as exc:
-                self._close_quietly(conn) if isinstance(exc, StaleConnection) else self._give_back(conn)
+                self._discard(conn) if isinstance(exc, StaleConnection) else self._give_back(conn)
                 if attempt == 7:
                     raise self._error("database busy", exc) from exc
                 rt.sleep(0.001 * (attempt + 1))
@@ -269,11 +308,11 @@ class SqlBackend(SyncBackend):
             except BaseException as exc:
                 if self._db_error(exc):
                     if self._broken(exc):
-                        self._close_quietly(conn)
+                        self._discard(conn)
                     else:
                         self._give_back(conn)
                     raise self._error("database error", exc) from exc
-                self._close_quietly(conn)  # cancelled mid-transaction: its state is unknown
+                self._discard(conn)  # cancelled mid-transaction: its state is unknown
                 raise
             self._give_back(conn)
             return result
@@ -345,6 +384,13 @@ class SqlBackend(SyncBackend):
                 return self._session_idle.pop()
         return self._connect()
 
+    def _session_give_back(self, conn: Any) -> None:
+        with self._pool_guard:
+            if not self._closed and len(self._session_idle) < MAX_IDLE * 2:
+                self._session_idle.append(conn)
+                return
+        self._close_quietly(conn)
+
     def _session_acquire(self, conn: Any, claim: Claim, wait: float | None) -> tuple[int, int] | None:
         change = self._timeout_change(conn, claim.ttl)
         if self.row_lock:
@@ -393,11 +439,9 @@ class SqlBackend(SyncBackend):
         finally:
             self._unpin(claim.token)
         if ok:
-            with self._pool_guard:
-                if not self._closed and len(self._session_idle) < MAX_IDLE * 2:
-                    self._session_idle.append(pinned.conn)
-                    return True
-        self._close_quietly(pinned.conn)
+            self._session_give_back(pinned.conn)
+        else:
+            self._close_quietly(pinned.conn)
         return ok
 
     def _session_check(self, pinned: Pinned, ttl: float) -> bool:
