@@ -251,7 +251,8 @@ def test_guard_makes_a_write_conditional_on_still_holding(etcd_url: str, name: s
         with pytest.raises(distlock.NotHeld):
             guard(lock)
         assert lock.acquire()
-        g = guard(lock)
+        g = distlock.etcd_guard(lock)  # the public name of the same helper
+        assert g == guard(lock)
         assert g.create_revision == lock.fence
         assert g.etcdctl() == f'c("{g.key.decode()}") = "{lock.fence}"'
         txn = {

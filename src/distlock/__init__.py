@@ -27,6 +27,7 @@ from ._errors import (
 )
 from ._sync.locks import Lock, MultiLock, ReadWriteLock, Semaphore
 from ._sync.store import Store, connect
+from .guards import etcd_guard
 
 __version__ = "0.1.0"
 
@@ -57,4 +58,5 @@ __all__ = [
     "__version__",
     "connect",
     "connect_async",
+    "etcd_guard",
 ]

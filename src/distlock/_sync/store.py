@@ -104,6 +104,10 @@ class _Renewer:
         with self._guard:
             self._holds.discard(holding)
 
+    def tracks(self, holding: Holding) -> bool:
+        with self._guard:
+            return holding in self._holds
+
     def snapshot(self) -> list[Holding]:
         with self._guard:
             return list(self._holds)
@@ -136,7 +140,7 @@ class _Renewer:
                         if ok:
                             h.expires_at = started + h.claim.ttl
                             h.renew_at = started + h.claim.ttl / 3.0
-                        else:
+                        elif self.tracks(h):  # not released meanwhile: a release racing the renewal is no loss
                             self._store._lose(h, "renewal refused: the lease had expired or was taken")
             with self._guard:  # with add(): a holding added after this sees the _wake_at set here
                 pending = [h for h in self._holds if not h.lost.is_set()]
@@ -365,10 +369,9 @@ class Store:
             raise
 
     def _release(self, holding: Holding) -> bool:
-        try:
-            return self._backend.release(holding.claim)
-        finally:
-            self._forget(holding)
+        # Stop renewing first: a renewal in flight that meets the release must not report the lock as lost.
+        self._forget(holding)
+        return self._backend.release(holding.claim)
 
     def _register(self, holding: Holding) -> None:
         with self._guard:

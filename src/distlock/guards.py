@@ -1,0 +1,27 @@
+"""Guarded writes in the lock's own store (SAFETY.md, "the one principle", design 2).
+
+``etcd_guard(lock)`` returns the compare that makes your own etcd transaction conditional on still holding
+the lock (the lock key's create revision), as etcd's Go ``Mutex.IsOwner()`` does. See docs/etcd.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._async.locks import AsyncLock
+from ._errors import ConfigError
+from ._sync.locks import Lock
+
+
+def etcd_guard(lock: Lock | AsyncLock) -> Any:
+    """The guard of the calling owner's current holding of ``lock`` (a lock of an etcd store)."""
+    try:
+        if isinstance(lock, AsyncLock):
+            from ._async.backends.etcd import guard as async_guard
+
+            return async_guard(lock)
+        from ._sync.backends.etcd import guard as sync_guard
+
+        return sync_guard(lock)
+    except ModuleNotFoundError as exc:
+        raise ConfigError("etcd_guard() needs the etcd extra: pip install 'distlock[etcd]'") from exc
