@@ -367,3 +367,26 @@ def test_mysql_row_lock_mode_interop_and_refusals(mysql_url: str, name: str) -> 
     with pytest.raises(distlock.ConfigError):
         distlock.connect(session_url(mysql_url) + "&session_lock=nope")
     raw.close()
+
+
+def test_dead_waiter_does_not_stall_a_fair_queue(db: str, url: str, name: str) -> None:
+    """SAFETY F12: a queued waiter that died (its entry is no longer refreshed) drops out at its deadline."""
+    raw = raw_conn(db, url)
+    now_sql = "UNIX_TIMESTAMP(NOW(6))" if db == "mysql" else "extract(epoch from clock_timestamp())"
+    with distlock.connect(url) as store:
+        holder = store.lock(name, ttl=10, fair=True)
+        assert holder.acquire()
+        cur = raw.cursor()
+        cur.execute(  # a waiter that queued, then died: nobody refreshes its deadline (1.5 s ahead)
+            "INSERT INTO distlock_queue (token, name_key, name, mode, expires_at) "
+            f"VALUES (%s, %s, %s, %s, {now_sql} + 1.5)",
+            ("dead-waiter-token", sq.name_key(name), name, "lock"),
+        )
+        holder.release()
+        started = time.monotonic()
+        fair = store.lock(name, ttl=10, fair=True)
+        assert fair.acquire(timeout=15), "the dead waiter stalled the queue"
+        assert time.monotonic() - started < 10
+        fair.release()
+        assert store.inspect(name) is None
+    raw.close()
