@@ -62,10 +62,13 @@ class Waker:
     async def wait(self, timeout: float | None) -> bool:
         """Wait until notified or ``timeout``; True if notified. Consumes the notification."""
         if not self._event.is_set():
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that races the result
             try:
-                await asyncio.wait_for(self._event.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._event.wait()
             except TimeoutError:
-                return False
+                if not self._event.is_set():
+                    return False
         self._event.clear()
         return True
 
@@ -145,9 +148,10 @@ async def wait_readable(sock: socket.socket, timeout: float | None) -> bool:
 
     loop.add_reader(sock.fileno(), _ready)
     try:
-        await asyncio.wait_for(ready, timeout)
+        async with asyncio.timeout(timeout):
+            await ready
         return True
     except TimeoutError:
-        return False
+        return ready.done()
     finally:
         loop.remove_reader(sock.fileno())
