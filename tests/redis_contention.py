@@ -2,7 +2,7 @@
 
     python -m tests.redis_contention ALGORITHM URL NAME TTL WORKDIR ID [hold|window]
 
-ALGORITHM is ``distlock`` or a key of :data:`tests.broken_redis.BROKEN`. The worker loops until
+ALGORITHM is ``distlock`` or a key of :data:`distlock.checker.broken.BROKEN` (the seeds' broken locks). The worker loops until
 WORKDIR/stop exists: acquire; read the counter; sleep a little; write counter+1; release. With a fencing
 token (distlock) the read and the write are *fenced*: the counter refuses any access carrying a fence lower
 than the highest it has seen, so a holder that was paused past its lease cannot write a stale value. The
@@ -21,7 +21,7 @@ from pathlib import Path
 import redis
 
 import distlock
-from tests.broken_redis import BROKEN
+from distlock.checker.broken import BROKEN
 
 COUNTER = "contention:{%s}:counter"
 HIGHEST = "contention:{%s}:highest-fence"
@@ -59,6 +59,9 @@ def main(algorithm: str, url: str, name: str, ttl: float, workdir: Path, role: s
 
     accepted = 0
     store = distlock.connect(url) if algorithm == "distlock" else None
+    broken = None if store is not None else BROKEN[algorithm][0](url, name, ttl, workdir)
+    if broken is not None:
+        broken.hook = lambda point: announce("WINDOW", 3.0)
     try:
         while not stop.exists():
             if store is not None:
@@ -77,7 +80,7 @@ def main(algorithm: str, url: str, name: str, ttl: float, workdir: Path, role: s
                 except distlock.LockLost:
                     pass
             else:
-                broken = BROKEN[algorithm](client, name, ttl, hook=lambda point: announce("WINDOW", 3.0))
+                assert broken is not None
                 if not broken.acquire(timeout=1.0):
                     continue
                 value = int(client.get(keys[0]) or 0)
@@ -89,6 +92,8 @@ def main(algorithm: str, url: str, name: str, ttl: float, workdir: Path, role: s
     finally:
         if store is not None:
             store.close()
+        if broken is not None:
+            broken.close()
         print(f"ACCEPTED {accepted}", flush=True)
         client.close()
 

@@ -2,7 +2,7 @@
 reads and writes) loses no update and keeps going; each of the seeds' wrong locks is caught failing.
 
 This is the proof that the test can fail: the same workload and faults that the correct lock passes
-find a lost update (or a dead lock) in every broken baseline (``tests/broken_redis.py``).
+find a lost update (or a dead lock) in every broken baseline (``distlock.checker.broken``).
 """
 
 from __future__ import annotations

@@ -66,6 +66,9 @@ class _RedisLock:
         self.ttl = ttl
         self.fence: int | None = None
         self.token = ""
+        # called at the algorithm's most fragile point ("window"), so a fault injector can crash or pause a
+        # holder exactly there (tests/test_redis_contention.py); it may sleep to widen the window
+        self.hook: Callable[[str], None] = lambda point: None
 
     def _granted(self) -> bool:
         self.fence = int(self.r.incr(self.fence_key))
@@ -101,6 +104,7 @@ class SetnxExpire(_RedisLock):
     def try_once(self) -> bool:
         if not self.r.setnx(self.key, self.token):
             return False
+        self.hook("window")
         self.r.pexpire(self.key, int(self.ttl * 1000))  # a crash before this line leaves the key forever
         return True
 
@@ -115,6 +119,7 @@ class GetSet(_RedisLock):
         current = self.r.get(self.key)
         if current is None or float(current) > time.time():
             return False
+        self.hook("window")
         old = self.r.getset(self.key, repr(self.expires))
         return old is None or float(old) <= time.time()
 
@@ -128,7 +133,10 @@ class DelNoOwner(_RedisLock):
     """SET NX PX (atomic, with a TTL), but DEL without an owner check on release (seed version 3)."""
 
     def try_once(self) -> bool:
-        return bool(self.r.set(self.key, self.token, nx=True, px=int(self.ttl * 1000)))
+        ok = bool(self.r.set(self.key, self.token, nx=True, px=int(self.ttl * 1000)))
+        if ok:
+            self.hook("window")
+        return ok
 
 
 _COMPARE_AND_DELETE = """
