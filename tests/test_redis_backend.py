@@ -241,11 +241,13 @@ def test_wait_replicas_refuses_a_lock_the_replica_never_saw(
 ) -> None:
     """F5: with the replica stalled, WAIT gets no ack: acquire fails and releases instead of granting."""
     master, replica = replicated
-    url = master.url + "?wait_replicas=1&wait_timeout=300"
-    with distlock.connect(url) as s:
-        lock = s.lock(name, ttl=10)
+    # a generous WAIT first: on a loaded machine the replica's link may still be syncing
+    with distlock.connect(master.url + "?wait_replicas=1&wait_timeout=10000") as patient:
+        lock = patient.lock(name, ttl=10)
         assert lock.acquire()  # the replica is up: acknowledged
         lock.release()
+    url = master.url + "?wait_replicas=1&wait_timeout=300"
+    with distlock.connect(url) as s:
         replica.pause()
         try:
             with pytest.raises(BackendError, match="replicas acknowledged"):
