@@ -257,14 +257,22 @@ class Ops:
         return False
 
     def release(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
-        """Compare-and-delete by token; True if it was still a live lease."""
+        """Compare-and-delete by token, in autocommit (no transaction needed: one row, by its key); True if
+        it was still a live lease. PostgreSQL: one statement that also notifies the name's waiters. MySQL:
+        delete it if live; only if that found nothing, delete an expired remnant."""
         p = self.p
-        r = yield Stmt(f"SELECT expires_at - {self.d.now} FROM {p}_holders WHERE token = %s FOR UPDATE", (claim.token,))
-        if not r.rows:
-            return False
+        if self.d.notify is not None:
+            r = yield Stmt(
+                f"WITH d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING expires_at) "
+                f"SELECT (SELECT expires_at FROM d) > {self.d.now}, pg_notify(%s, %s)",
+                (claim.token, self.channel, key),
+            )
+            return bool(r.rows and r.rows[0][0])
+        r = yield Stmt(f"DELETE FROM {p}_holders WHERE token = %s AND expires_at > {self.d.now}", (claim.token,))
+        if r.rowcount == 1:
+            return True
         yield Stmt(f"DELETE FROM {p}_holders WHERE token = %s", (claim.token,))
-        yield from self._notify(key)
-        return _f(r.rows[0][0]) > 0
+        return False
 
     def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[bool]]:
         """Extend every live lease in ``claims``: one UPDATE per distinct TTL (normally one), one SELECT."""

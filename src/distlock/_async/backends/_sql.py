@@ -547,7 +547,7 @@ class SqlBackend(AsyncBackend):
             if self.session:
                 return await self._session_release(claim)
             key = sq.name_key(claim.name)
-            ok: bool = await self._tx(lambda: self.ops.release(claim, key))
+            ok: bool = await self._tx(lambda: self.ops.release(claim, key), tx=False)
             await self._released([claim.token], key)
             return ok
         finally:

@@ -548,7 +548,7 @@ class SqlBackend(SyncBackend):
             if self.session:
                 return self._session_release(claim)
             key = sq.name_key(claim.name)
-            ok: bool = self._tx(lambda: self.ops.release(claim, key))
+            ok: bool = self._tx(lambda: self.ops.release(claim, key), tx=False)
             self._released([claim.token], key)
             return ok
         finally:
