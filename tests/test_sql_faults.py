@@ -324,6 +324,43 @@ def test_fences_survive_a_restart_and_tables_are_idempotent(
             assert lock.fence is not None and f1 is not None and lock.fence > f1
 
 
+@pytest.mark.parametrize("mode", ["lease", "session"])
+def test_concurrent_first_use_creates_the_tables_once(db: str, url: str, mode: str) -> None:
+    """Eight stores open at once on a table prefix nobody used yet: every one opens (no duplicate-type or
+    duplicate-table error from racing ``CREATE ... IF NOT EXISTS``) and they exclude each other."""
+    prefix = f"race_{mode}_{time.monotonic_ns() % 10**9}"
+    target = (
+        url + ("&" if "?" in url else "?") + f"table_prefix={prefix}" + ("&mode=session" if mode == "session" else "")
+    )
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+    inside = [0]
+    overlaps = [0]
+    guard = threading.Lock()
+
+    def worker() -> None:
+        try:
+            barrier.wait(10)
+            with distlock.connect(target) as store:
+                with store.lock("first-use", ttl=10, timeout=30):
+                    with guard:
+                        inside[0] += 1
+                        overlaps[0] += inside[0] > 1
+                    time.sleep(0.005)
+                    with guard:
+                        inside[0] -= 1
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == [], errors
+    assert overlaps == [0]
+
+
 def test_mysql_portable_session_layout(mysql_url: str, name: str) -> None:
     """The layout for MySQL servers without SEQUENCE/RETURNING (fence row bumped in a multi-statement)."""
     with distlock.connect(session_url(mysql_url)) as store:

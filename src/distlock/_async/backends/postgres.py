@@ -37,6 +37,12 @@ _SSL_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey")
 class Backend(SqlBackend):
     session_modes = frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE})
     make_dialect = staticmethod(sq.postgres)
+    # tables, indexes and sequences of the current schema: once they exist, opening a store runs no DDL
+    existing_tables_sql = (
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = current_schema()"
+    )
+    schema_guard_sql = "SELECT pg_advisory_xact_lock(%s)"
     kill_sql = "SELECT pg_terminate_backend(%s)"
 
     def __init__(self, config: StoreConfig) -> None:
@@ -57,12 +63,6 @@ class Backend(SqlBackend):
         }
         self._listener: rt.Background | None = None
         self._listening = False
-
-    @classmethod
-    async def open(cls, config: StoreConfig) -> Backend:
-        backend = cls(config)
-        await backend._ensure_schema()
-        return backend
 
     # -- driver ------------------------------------------------------------------------------------------
     async def _connect(self, session_ttl: float | None = None) -> Any:

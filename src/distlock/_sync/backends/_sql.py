@@ -24,7 +24,7 @@ import math
 import threading
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from ... import _rt_sync as rt
 from ..._core import sql_lease as sq
@@ -324,6 +324,24 @@ class SqlBackend(SyncBackend):
     row_lock = False
 
     existing_tables_sql: str | None = None  # lists the tables (and sequences) already there, if needed
+    #: taken first, in the same transaction as the DDL, where concurrent ``CREATE ... IF NOT EXISTS`` can
+    #: fail (PostgreSQL: two sessions creating one table both pass the check, one then violates the
+    #: unique index of ``pg_type``); None where the server serialises them itself (MySQL's metadata locks)
+    schema_guard_sql: str | None = None
+
+    @classmethod
+    def open(cls, config: StoreConfig) -> Self:
+        backend = cls(config)
+        try:
+            backend._prepare()
+        except BaseException:
+            backend.close()  # the connections the failed preparation opened, not left to the GC
+            raise
+        return backend
+
+    def _prepare(self) -> None:
+        """What opening a store does before its first lock: create the tables that are missing."""
+        self._ensure_schema()
 
     def _ensure_schema(self) -> None:
         """Create what is missing. Where the server has one, the list of existing tables is read first:
@@ -335,6 +353,8 @@ class SqlBackend(SyncBackend):
             existing = {str(row[0]).lower() for row in found.rows}
 
         def script() -> Generator[sq.Stmt, sq.Result, None]:
+            if self.schema_guard_sql is not None:
+                yield sq.Stmt(self.schema_guard_sql, (sq.advisory_key(f"distlock-schema:{self.prefix}"),))
             extra = sq.row_schema(self.prefix) if self.row_lock else ()
             for stmt in (
                 *self.dialect.schema,
@@ -347,7 +367,7 @@ class SqlBackend(SyncBackend):
             if self.session and cleanup is not None:
                 yield cleanup
 
-        self._tx(script, tx=False)
+        self._tx(script, tx=self.schema_guard_sql is not None)
 
     def _one(self, conn: Any, sql: str, params: tuple[object, ...] = ()) -> Any:
         """One statement in autocommit on ``conn``; the first column of its first row."""

@@ -110,16 +110,13 @@ class Backend(SqlBackend):
         self._bell_guard = threading.Lock()
         self._bells: dict[str, str] = {}  # token -> companion lock the bell connection holds for it
 
-    @classmethod
-    def open(cls, config: StoreConfig) -> Backend:
-        backend = cls(config)
-        r: sq.Result = backend._tx(lambda: sq.single(sq.Stmt("SELECT VERSION()")), tx=False)
+    def _prepare(self) -> None:
+        r: sq.Result = self._tx(lambda: sq.single(sq.Stmt("SELECT VERSION()")), tx=False)
         version = str(r.rows[0][0])
-        backend.fast_session = _has_sequences(version)
-        if backend.row_lock and not backend.fast_session:
-            raise UnsupportedFeature("session_lock=row needs MariaDB >= 10.5", backend=config.scheme)
-        backend._ensure_schema()
-        return backend
+        self.fast_session = _has_sequences(version)
+        if self.row_lock and not self.fast_session:
+            raise UnsupportedFeature("session_lock=row needs MariaDB >= 10.5", backend=self.scheme)
+        self._ensure_schema()
 
     def _timeout_change(self, conn: Any, ttl: float) -> float | None:
         seconds = session_timeout_seconds(ttl)
