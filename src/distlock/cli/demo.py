@@ -13,6 +13,7 @@ import multiprocessing as mp
 import os
 import queue
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -81,7 +82,8 @@ def _table(stats: dict[int, list[tuple[float, int, bool]]], done: set[int], titl
 def demo(obj: dict[str, Any], workers: int, seconds: float, ttl: float) -> None:
     """Several processes contend on one lock (embedded SQLite by default): live progress, then a summary."""
     url: str | None = obj["url"]
-    console = Console()
+    # a pipe or CI log has no width: rich would assume 80 columns and cut the table's headers
+    console = Console() if sys.stdout.isatty() else Console(width=110)
     with one_line_errors(obj["debug"]):
         connect(url).close()  # fail fast, in one line, on a bad URL or store
         shown = redact(url or default_url())
