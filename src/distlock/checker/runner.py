@@ -8,7 +8,15 @@ its outcome:
 * ``pause`` -- SIGSTOP of a worker while it sleeps inside its critical section, for ``2 * ttl + 0.3 s`` (past
   its lease), then SIGCONT. The resumed worker finishes its writes blindly: the fenced register must reject
   them and the lock must tell the worker it lost the lock.
-* ``server-restart`` -- (``--spawn`` only) kill -9 of the spawned server and a restart on the same port.
+* ``server-restart`` -- (``--spawn`` only) kill -9 of every server of the spawned deployment, and a restart on
+  the same ports and data.
+* ``leader-kill`` -- (``--spawn etcd|zookeeper``) kill -9 of the cluster's current leader, restarted after a lease.
+* ``partition`` -- (``--spawn etcd``, root) the member every client talks to is cut off from its peers and the
+  clients (its network namespace's link goes down) for a lease, then healed.
+* ``clock-skew`` -- (``--spawn postgres|mysql``) SAFETY F2: a holder is paused in its critical section for half
+  its lease (which a correct clock lets it survive), and meanwhile the database server's wall clock jumps
+  forward by ``2 * ttl + 1 s`` (libfaketime): its lease expires early, another worker takes the lock, and the
+  resumed holder's writes must be rejected by the fenced register.
 
 A fault "lands" when the target was still inside its critical section when the signal arrived (checked from
 the state it publishes in shared memory); faults that miss are retried and not counted.
@@ -35,10 +43,10 @@ from .._errors import ConfigError, LockError
 from .broken import BROKEN
 from .history import analyse, liveness_allowance
 from .resource import FencedRegister, UnfencedSet
-from .servers import SpawnedRedis
+from .servers import SERVER_FAULTS, Spawned
 from .worker import DONE, HOLD_SLEEP, HOLDING, Spec, run_worker
 
-FAULTS = ("kill", "pause", "server-restart")
+FAULTS = ("kill", "pause", "server-restart", "leader-kill", "partition", "clock-skew")
 ALGORITHMS = ("distlock", *BROKEN)
 MAX_RESPAWNS = 200
 
@@ -52,7 +60,7 @@ class CheckConfig:
     ttl: float = 2.0
     hold: float = 0.02
     faults: tuple[str, ...] = ()
-    server: SpawnedRedis | None = None
+    server: Spawned | None = None  # the deployment --spawn started (server faults need one)
     history: Path | None = None  # write every operation and fault as JSON lines here
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -63,8 +71,13 @@ def validate(cfg: CheckConfig) -> None:
     for f in cfg.faults:
         if f not in FAULTS:
             raise ConfigError(f"unknown fault {f!r}; choose from {', '.join(FAULTS)}")
-    if "server-restart" in cfg.faults and cfg.server is None:
-        raise ConfigError("the server-restart fault needs --spawn (the checker only restarts servers it started)")
+    for f in cfg.faults:
+        if f not in SERVER_FAULTS:
+            continue
+        if cfg.server is None:
+            raise ConfigError(f"the {f} fault needs --spawn (the checker only breaks servers it started)")
+        if cfg.server.family not in SERVER_FAULTS[f]:
+            raise ConfigError(f"the {f} fault needs --spawn {' or '.join(SERVER_FAULTS[f])}")
     url = cfg.url or ""
     if cfg.algorithm in BROKEN and BROKEN[cfg.algorithm][1] and not url.startswith(("redis://", "rediss://")):
         raise ConfigError(f"--algorithm {cfg.algorithm} needs a redis:// URL (or --spawn)")
@@ -256,44 +269,63 @@ def _inject(
     turn = 0
     lease = effective_lease(cfg.url, cfg.ttl) if cfg.algorithm == "distlock" else cfg.ttl
     pause_for = 2.0 * lease + 0.3
+    down_for = lease  # a killed leader stays down, a partition lasts, this long
+    skew_pause, skew_jump = lease / 2, 2.0 * cfg.ttl + 1.0
     # leave room after each fault to judge its outcome
-    room = {"kill": liveness_allowance(lease) + 0.5, "pause": pause_for + 0.5, "server-restart": lease + 1.0}
+    room = {
+        "kill": liveness_allowance(lease) + 0.5,
+        "pause": pause_for + 0.5,
+        "server-restart": lease + 1.0,
+        "leader-kill": down_for + lease + 1.0,
+        "partition": down_for + lease + 1.0,
+        "clock-skew": skew_pause + lease + 1.0,
+    }
     next_at = started + min(0.3, cfg.seconds / 10)
-    paused: tuple[int, float] | None = None
+    # one fault at a time: what ends the current one (SIGCONT, a restart, a heal), and when
+    pending: tuple[float, Callable[[], None]] | None = None
     last_progress = 0.0
+    server = cfg.server
+
+    def resume(index: int) -> Callable[[], None]:
+        def cont() -> None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(procs[index].pid, signal.SIGCONT)
+
+        return cont
+
     while True:
         now = time.monotonic()
-        if now >= end and paused is None:
+        if now >= end and pending is None:
             return
         drain(0.002)
         now = time.monotonic()
         if progress is not None and now - last_progress > 0.25:
             last_progress = now
             progress({"elapsed": now - started, "acquisitions": len(ops), "faults": len(faults)})
-        if paused is not None:
-            index, resume_at = paused
-            if now >= resume_at:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(procs[index].pid, signal.SIGCONT)
-                paused = None
-                next_at = now + 0.3
+        if pending is not None:
+            if now >= pending[0]:
+                pending[1]()
+                pending = None
+                next_at = time.monotonic() + 0.3
             continue
         if not kinds or now < next_at:
             continue
         kind = kinds[turn % len(kinds)]
         if now + room[kind] > end:
             continue
-        if kind == "server-restart":
-            assert cfg.server is not None
-            cfg.server.kill()
+        if kind in ("server-restart", "leader-kill", "partition"):
+            assert server is not None
             t = time.monotonic()
-            time.sleep(0.3)
-            cfg.server.start()
+            if kind == "server-restart":
+                server.restart()
+                next_at = time.monotonic() + lease + 0.5
+            else:
+                undo = server.kill_leader() if kind == "leader-kill" else server.partition()
+                pending = (t + down_for, undo)
             faults.append({"kind": kind, "t": t, "worker": -1, "landed": True})
             turn += 1
-            next_at = time.monotonic() + lease + 0.5
             continue
-        wanted = (HOLD_SLEEP,) if kind == "pause" else (HOLDING, HOLD_SLEEP)
+        wanted = (HOLDING, HOLD_SLEEP) if kind == "kill" else (HOLD_SLEEP,)
         target = next((i for i, p in procs.items() if states[i] in wanted and p.is_alive()), None)
         if target is None:
             continue
@@ -311,15 +343,23 @@ def _inject(
             if landed:
                 turn += 1
                 next_at = time.monotonic() + lease + 0.5
-        else:
-            t = time.monotonic()
-            os.kill(proc.pid, signal.SIGSTOP)
-            if states[target] == HOLD_SLEEP:
-                faults.append({"kind": "pause", "t": t, "worker": target, "landed": True, "seconds": pause_for})
-                paused = (target, t + pause_for)
-                turn += 1
-            else:
-                os.kill(proc.pid, signal.SIGCONT)  # missed the critical section; try again
+            continue
+        t = time.monotonic()
+        os.kill(proc.pid, signal.SIGSTOP)
+        if states[target] != HOLD_SLEEP:
+            os.kill(proc.pid, signal.SIGCONT)  # missed the critical section; try again
+            continue
+        if kind == "pause":
+            faults.append({"kind": kind, "t": t, "worker": target, "landed": True, "seconds": pause_for})
+            pending = (t + pause_for, resume(target))
+        else:  # clock-skew: a pause the lease survives, and the server's clock jumps past the lease meanwhile
+            assert server is not None
+            server.skew_clock(skew_jump)
+            faults.append(
+                {"kind": kind, "t": t, "worker": target, "landed": True, "seconds": skew_pause, "jump_s": skew_jump}
+            )
+            pending = (t + skew_pause, resume(target))
+        turn += 1
 
 
 __all__ = ["ALGORITHMS", "FAULTS", "CheckConfig", "LockError", "run_check"]

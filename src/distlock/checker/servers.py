@@ -1,99 +1,273 @@
-"""Servers ``distlock check --spawn`` / ``distlock bench --spawn`` start themselves: loopback only, temp dirs.
+"""Servers ``distlock check --spawn`` / ``distlock bench --spawn`` start themselves, and the server faults.
 
-The Redis server is started with an append-only file fsynced on every write (``appendfsync always``), so a
-kill -9 and restart keeps the lock keys and the fence counter: SAFETY F4 says a lock server that forgets keys on
-restart breaks fencing, and the ``server-restart`` fault is meant to test the lock, not that misconfiguration.
-``durable=False`` (``--volatile``) starts it with no persistence at all, to show exactly that failure.
+Every family is started by :mod:`distlock._servers` (the same code the test suite uses): loopback only, free
+ports, temporary directories removed afterwards.
+
+=============  ====================================================  =========================================
+family         what is started                                       server faults (``check --faults``)
+=============  ====================================================  =========================================
+``redis``      one redis-server, AOF fsynced on every write          server-restart
+``redlock``    5 independent redis-server masters, the same          server-restart (all five crash)
+``zookeeper``  a 3-node ensemble                                     server-restart, leader-kill
+``etcd``       a 3-member cluster (fsync on, as in production)       server-restart, leader-kill, partition
+``postgres``   one PostgreSQL (lease mode), commits flushed          server-restart, clock-skew
+``mysql``      one MariaDB (lease mode)                              server-restart, clock-skew
+=============  ====================================================  =========================================
+
+The Redis servers keep an append-only file fsynced on every write (``appendfsync always``), so a kill -9 and
+restart keeps the lock keys and the fence counter: SAFETY F4 says a lock server that forgets keys on restart
+breaks fencing, and the ``server-restart`` fault is meant to test the lock, not that misconfiguration.
+``durable=False`` (``--volatile``) starts them with no persistence at all, to show exactly that failure; for
+PostgreSQL it means ``synchronous_commit=off`` (a commit returns before its WAL is written, so a kill -9 loses
+the last fences handed out). The other families always keep what they committed.
+
+``partition`` needs root and iproute2: the etcd member clients talk to first runs in a network namespace of
+its own behind a veth link that exists only on this host; the fault takes the link down (cutting that member
+off from its peers and every client) and brings it back up. ``clock-skew`` runs the SQL server under
+libfaketime with a control file, so its wall clock can jump while it runs (SAFETY F2); Debian's
+redis-server cannot be run under libfaketime (its jemalloc recurses into libfaketime's start-up), see
+docs/checker.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
-import signal
-import socket
 import subprocess
-import tempfile
-import time
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 from .._errors import ConfigError
+from .._servers import etcd, mysql, postgres, redis, zookeeper
+from .._servers.proc import ServerProc, faketime_lib, faketime_prefix, workdir
 
-LOOPBACK = "127.0.0.1"
+FAMILIES = ("redis", "redlock", "zookeeper", "etcd", "postgres", "mysql")
+#: faults the checker injects into servers it started, and the families that support each
+SERVER_FAULTS: dict[str, tuple[str, ...]] = {
+    "server-restart": FAMILIES,
+    "leader-kill": ("zookeeper", "etcd"),
+    "partition": ("etcd",),
+    "clock-skew": ("postgres", "mysql"),
+}
+#: the arguments that make a spawned redis-server durable (they override the harness' ``--appendonly no``)
+REDIS_DURABLE = ("--appendonly", "yes", "--appendfsync", "always")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
+class Spawned:
+    """A running deployment of one family; a context manager that stops it and removes its files.
 
+    Subclasses implement the faults their family supports; :data:`SERVER_FAULTS` says which."""
 
-def _port_open(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.2)
-        return s.connect_ex((LOOPBACK, port)) == 0
+    family = ""
 
+    def __init__(self) -> None:
+        self.stack = contextlib.ExitStack()
+        self.url = ""
+        self.clock_offset = 0.0
 
-class SpawnedRedis:
-    """One redis-server on 127.0.0.1 in a temporary directory; ``kill()`` / ``start()`` for restarts."""
+    def start(self) -> Spawned:
+        raise NotImplementedError
 
-    def __init__(self, durable: bool = True) -> None:
-        path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
-        binary = shutil.which("redis-server", path=path) or shutil.which("valkey-server", path=path)
-        if binary is None:
-            raise ConfigError("--spawn needs redis-server installed (Debian: apt-get install redis-server)")
-        self.binary = binary
-        self.dir = Path(tempfile.mkdtemp(prefix="distlock-spawn-redis-"))
-        self.port = _free_port()
-        self.url = f"redis://{LOOPBACK}:{self.port}/0"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.durable = durable
+    def restart(self) -> None:
+        """kill -9 of every server of the deployment, then all start again on their data."""
+        raise NotImplementedError
 
-    def start(self, timeout: float = 30.0) -> SpawnedRedis:
-        argv = [
-            self.binary,
-            "--bind", LOOPBACK,
-            "--port", str(self.port),
-            "--dir", str(self.dir),
-            "--save", "",
-            "--appendonly", "yes" if self.durable else "no",
-            "--appendfsync", "always",
-            "--protected-mode", "yes",
-        ]  # fmt: skip
-        with open(self.dir / "redis.log", "ab") as log:
-            self.proc = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ConfigError(f"redis-server exited at start (log in {self.dir})")
-            if _port_open(self.port):
-                return self
-            time.sleep(0.02)
-        self.stop()
-        raise ConfigError(f"redis-server did not start within {timeout:g}s")
+    def kill_leader(self) -> Callable[[], None]:
+        """kill -9 of the current leader; returns what restarts it."""
+        raise ConfigError(f"leader-kill needs a cluster with a leader, not {self.family}")
 
-    def kill(self) -> None:
-        """kill -9: a crash."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
+    def partition(self) -> Callable[[], None]:
+        """Cut the member clients use first off from its peers and every client; returns what heals it."""
+        raise ConfigError(f"partition is not available for {self.family}")
 
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.kill()
+    def skew_clock(self, seconds: float) -> None:
+        """Move the server's wall clock by ``seconds`` more, while it runs."""
+        raise ConfigError(f"clock-skew is not available for {self.family}")
 
     def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.stack.close()
 
-    def __enter__(self) -> SpawnedRedis:
-        return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+class SpawnedRedis(Spawned):
+    """``redis``: one server; ``redlock``: ``masters`` independent ones."""
+
+    def __init__(self, durable: bool = True, masters: int = 0) -> None:
+        super().__init__()
+        self.family = "redlock" if masters else "redis"
+        self.masters = masters
+        self.durable = durable
+        self.servers: list[ServerProc] = []
+
+    def start(self) -> SpawnedRedis:
+        if redis.redis_binary() is None:
+            raise ConfigError("--spawn redis needs redis-server installed (Debian: apt-get install redis-server)")
+        d = self.stack.enter_context(workdir(f"spawn-{self.family}"))
+        extra = REDIS_DURABLE if self.durable else ()
+        names = [f"master{i}" for i in range(self.masters)] if self.masters else ["redis"]
+        for name in names:
+            srv = redis.start_redis(d, name, None, *extra)
+            self.stack.callback(srv.stop)
+            self.servers.append(srv)
+        self.url = redis.redlock_url(self.servers) if self.masters else self.servers[0].url
+        return self
+
+    def restart(self) -> None:
+        for srv in self.servers:
+            srv.kill()
+        for srv in self.servers:
+            srv.restart()
+
+
+class SpawnedZookeeper(Spawned):
+    family = "zookeeper"
+
+    def __init__(self, session_timeout: float) -> None:
+        super().__init__()
+        self.session_timeout = session_timeout
+
+    def start(self) -> SpawnedZookeeper:
+        if not zookeeper.available():
+            raise ConfigError("--spawn zookeeper needs ZooKeeper and java (Debian: apt-get install zookeeper)")
+        d = self.stack.enter_context(workdir("spawn-zookeeper"))
+        self.ensemble = zookeeper.make_ensemble(d, 3)
+        self.stack.callback(self.ensemble.stop)
+        self.ensemble.start()
+        self.url = f"{self.ensemble.url}?session_timeout={self.session_timeout:g}"
+        return self
+
+    def restart(self) -> None:
+        self.ensemble.crash()
+
+    def kill_leader(self) -> Callable[[], None]:
+        node = self.ensemble.leader()
+        if node is None:
+            raise RuntimeError("no ZooKeeper node says it is the leader")
+        self.ensemble.kill(node)
+        return lambda: self.ensemble.restart(node)
+
+
+class SpawnedEtcd(Spawned):
+    family = "etcd"
+
+    def __init__(self, partitionable: bool = False) -> None:
+        super().__init__()
+        self.partitionable = partitionable
+
+    def start(self) -> SpawnedEtcd:
+        if etcd.etcd_binary() is None:
+            raise ConfigError("--spawn etcd needs etcd installed (Debian: apt-get install etcd-server)")
+        if self.partitionable:
+            if not etcd.netns_usable():
+                raise ConfigError("the partition fault needs root and iproute2 (network namespaces)")
+            part = self.stack.enter_context(etcd.partitionable_cluster(3, fsync=True))
+            self.cluster: etcd.EtcdCluster = part
+            # the member in the namespace first: every client talks to it until it is cut off
+            order = [len(part.members) - 1, *range(len(part.members) - 1)]
+            self.url = "etcd://" + ",".join(f"{part.addrs[i]}:{part.members[i].port}" for i in order)
+        else:
+            d = self.stack.enter_context(workdir("spawn-etcd"))
+            self.cluster = etcd.start_cluster(d, 3, fsync=True)
+            self.stack.callback(self.cluster.stop)
+            self.url = self.cluster.url
+        return self
+
+    def restart(self) -> None:
+        self.cluster.crash()
+
+    def kill_leader(self) -> Callable[[], None]:
+        i = self.cluster.leader_index()
+        if i is None:
+            raise RuntimeError("no etcd member knows a leader")
+        self.cluster.members[i].kill()
+        return lambda: self.cluster.restart(i)
+
+    def partition(self) -> Callable[[], None]:
+        if not isinstance(self.cluster, etcd.PartitionableCluster):
+            raise ConfigError("partition: the cluster was not started partitionable")
+        self.cluster.partition()
+        return self.cluster.heal
+
+
+class SpawnedSQL(Spawned):
+    """``postgres`` / ``mysql``: one server in lease mode; with ``clock``, under libfaketime."""
+
+    def __init__(self, family: str, clock: bool = False, durable: bool = True) -> None:
+        super().__init__()
+        self.family = family
+        self.clock = clock
+        self.durable = durable
+
+    def start(self) -> SpawnedSQL:
+        d = self.stack.enter_context(workdir(f"spawn-{self.family}"))
+        wrap: list[str] = []
+        if self.clock:
+            if faketime_lib() is None:
+                raise ConfigError("the clock-skew fault needs libfaketime (Debian: apt-get install faketime)")
+            self.control = d / "faketime.rc"
+            self._write_offset()
+            wrap = faketime_prefix(self.control)
+        if self.family == "postgres":
+            if postgres.pg_bindir() is None:
+                raise ConfigError("--spawn postgres needs PostgreSQL (Debian: apt-get install postgresql)")
+            self.server = postgres.start_postgres(d, wrap=wrap, durable=self.durable)
+            self.stack.callback(postgres.stop_postgres, self.server)
+        else:
+            if mysql.mariadb_binary() is None:
+                raise ConfigError("--spawn mysql needs MariaDB (Debian: apt-get install mariadb-server)")
+            self.server = mysql.start_mariadb(d, wrap=wrap)
+            self.stack.callback(self.server.stop, 20.0)
+        self.url = self.server.url
+        return self
+
+    def _write_offset(self) -> None:
+        tmp = self.control.with_suffix(".tmp")
+        tmp.write_text(f"{self.clock_offset:+g}\n")
+        os.chmod(tmp, 0o644)  # the server may run as another user (postgres)
+        tmp.replace(self.control)  # atomic: the server never reads half a line
+
+    def restart(self) -> None:
+        self.server.restart()
+
+    def skew_clock(self, seconds: float) -> None:
+        if not self.clock:
+            raise ConfigError("clock-skew: the server was not started under libfaketime")
+        self.clock_offset += seconds
+        self._write_offset()
+
+
+def spawn(family: str, faults: tuple[str, ...] = (), durable: bool = True, lease: float = 2.0) -> Spawned:
+    """The (not yet started) deployment ``--spawn family`` asks for, prepared for ``faults``."""
+    if family not in FAMILIES:
+        raise ConfigError(f"unknown --spawn {family!r}; choose from {', '.join(FAMILIES)}")
+    for f in faults:
+        if f in SERVER_FAULTS and family not in SERVER_FAULTS[f]:
+            raise ConfigError(f"the {f} fault needs --spawn {' or '.join(SERVER_FAULTS[f])}, not {family}")
+    if not durable and family not in ("redis", "redlock", "postgres"):
+        raise ConfigError("--volatile applies to --spawn redis, redlock and postgres only")
+    if family in ("redis", "redlock"):
+        return SpawnedRedis(durable, masters=5 if family == "redlock" else 0)
+    if family == "zookeeper":
+        return SpawnedZookeeper(session_timeout=max(lease, 2.0))
+    if family == "etcd":
+        return SpawnedEtcd(partitionable="partition" in faults)
+    return SpawnedSQL(family, clock="clock-skew" in faults, durable=durable)
+
+
+@contextlib.contextmanager
+def spawned(family: str, faults: tuple[str, ...] = (), durable: bool = True, lease: float = 2.0) -> Iterator[Spawned]:
+    """Start ``family`` for the length of the block; a server that fails to start is a ConfigError (exit 2)."""
+    deployment = spawn(family, faults, durable, lease)
+    try:
+        deployment.start()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        deployment.close()
+        raise ConfigError(f"--spawn {family}: could not start the servers: {str(exc)[:500]}") from exc
+    except BaseException:
+        deployment.close()
+        raise
+    try:
+        yield deployment
+    finally:
+        deployment.close()
+
+
+__all__ = ["FAMILIES", "SERVER_FAULTS", "Spawned", "spawn", "spawned"]

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from .._url import default_url, parse_url, redact
 from ..benchmark.measure import bench_url
-from ..checker.servers import SpawnedRedis
+from ..checker.servers import FAMILIES, spawned
 from . import one_line_errors
 
 
@@ -60,7 +60,15 @@ def render(results: list[dict[str, Any]]) -> Table:
 
 @click.command()
 @click.option("--url", "urls", multiple=True, help="A store URL to measure (repeatable; default: the global --url).")
-@click.option("--spawn", is_flag=True, help="Also start a local redis-server and measure it.")
+@click.option(
+    "--spawn",
+    "spawn",
+    is_flag=False,
+    flag_value="redis",
+    default=None,
+    metavar="FAMILY[,FAMILY...]",
+    help=f"Also start local servers and measure them: {', '.join(FAMILIES)} or all (plain --spawn: redis).",
+)
 @click.option(
     "--seconds", type=click.FloatRange(0.2, 600), default=3.0, show_default=True, help="Length of each measurement."
 )
@@ -85,7 +93,7 @@ def render(results: list[dict[str, Any]]) -> Table:
 def bench(
     obj: dict[str, Any],
     urls: tuple[str, ...],
-    spawn: bool,
+    spawn: str | None,
     seconds: float,
     workers: int,
     json_file: Path | None,
@@ -97,8 +105,11 @@ def bench(
         targets = list(urls) or ([] if spawn and not obj["url"] else [obj["url"] or default_url()])
         for u in targets:
             parse_url(u)  # bad URLs fail before anything runs
-        if spawn:
-            targets.append(stack.enter_context(SpawnedRedis()).url)
+        families = [f.strip() for f in (spawn or "").split(",") if f.strip()]
+        families = list(FAMILIES) if families == ["all"] else families
+        for family in families:
+            with console.status(f"starting {family}"):
+                targets.append(stack.enter_context(spawned(family)).url)
         if plot_file is not None:
             from ..benchmark.plot import plot  # fail early when matplotlib is missing
         results = []

@@ -15,9 +15,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from .._errors import ConfigError
 from .._url import default_url, redact
 from ..checker.runner import ALGORITHMS, FAULTS, CheckConfig, run_check
-from ..checker.servers import SpawnedRedis
+from ..checker.servers import FAMILIES, spawned
 from . import one_line_errors
 
 
@@ -102,11 +103,18 @@ def render(report: dict[str, Any]) -> Table:
     show_default=True,
     help="distlock's lock, or a known-broken baseline the checker must catch.",
 )
-@click.option("--spawn", is_flag=True, help="Start a local redis-server for the run (implies its redis:// URL).")
+@click.option(
+    "--spawn",
+    type=click.Choice(FAMILIES),
+    is_flag=False,
+    flag_value="redis",
+    default=None,
+    help="Start local servers of this family for the run and check them (plain --spawn: redis).",
+)
 @click.option(
     "--volatile",
     is_flag=True,
-    help="With --spawn: no persistence, so a server-restart forgets locks and fences (SAFETY F4).",
+    help="With --spawn redis/redlock: no persistence, so a server-restart forgets locks and fences (SAFETY F4).",
 )
 @click.option(
     "--json",
@@ -131,7 +139,7 @@ def check(
     hold: float,
     faults: str,
     algorithm: str,
-    spawn: bool,
+    spawn: str | None,
     volatile: bool,
     json_file: Path | None,
     history: Path | None,
@@ -140,9 +148,12 @@ def check(
     fault_list = tuple(f.strip() for f in faults.split(",") if f.strip())
     console = Console(stderr=json_file is not None and str(json_file) == "-")
     with one_line_errors(obj["debug"]), contextlib.ExitStack() as stack:
+        unknown = [f for f in fault_list if f not in FAULTS]
+        if unknown:  # before any server is started
+            raise ConfigError(f"unknown fault {unknown[0]!r}; choose from {', '.join(FAULTS)}")
         if volatile and not spawn:
             raise click.UsageError("--volatile only applies to a server started with --spawn")
-        server = stack.enter_context(SpawnedRedis(durable=not volatile)) if spawn else None
+        server = stack.enter_context(spawned(spawn, fault_list, not volatile, ttl)) if spawn else None
         url = server.url if server is not None else (check_url or obj["url"])
         shown = redact(url or default_url())
         cfg = CheckConfig(

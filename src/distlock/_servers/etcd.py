@@ -1,0 +1,344 @@
+"""etcd processes on loopback: one node, or a 3-member cluster (kill / pause / restart members by PID)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import ssl
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .proc import LOOPBACK, ServerProc, free_ports, which, workdir
+
+
+def etcd_binary() -> str | None:
+    return which("etcd")
+
+
+def etcdctl_binary() -> str | None:
+    return which("etcdctl")
+
+
+def post(
+    port: int, path: str, body: dict[str, object], timeout: float = 1.0, host: str = LOOPBACK
+) -> dict[str, object]:
+    req = urllib.request.Request(f"http://{host}:{port}{path}", data=json.dumps(body).encode(), method="POST")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only, never a proxy
+    with opener.open(req, timeout=timeout) as resp:
+        data: dict[str, object] = json.loads(resp.read() or b"{}")
+        return data
+
+
+@dataclass
+class EtcdCluster:
+    """Members started from the installed ``etcd`` binary; ``url`` lists every client endpoint."""
+
+    dir: Path
+    members: list[ServerProc] = field(default_factory=list)
+    peer_ports: list[int] = field(default_factory=list)
+    argvs: list[list[str]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return "etcd://" + ",".join(f"{LOOPBACK}:{m.port}" for m in self.members)
+
+    def member_url(self, i: int) -> str:
+        return f"etcd://{LOOPBACK}:{self.members[i].port}"
+
+    def host(self, i: int) -> str:
+        return LOOPBACK
+
+    def status(self, i: int) -> dict[str, object]:
+        return post(self.members[i].port, "/v3/maintenance/status", {}, host=self.host(i))
+
+    def member_id(self, i: int) -> str:
+        return str(self.status(i)["header"]["member_id"])  # type: ignore[index]
+
+    def leader_index(self) -> int | None:
+        """Which member is the leader now (asked of each live member), or None if none knows."""
+        for i, m in enumerate(self.members):
+            if not m.alive():
+                continue
+            try:
+                st = self.status(i)
+            except OSError:
+                continue
+            leader = str(st.get("leader", ""))
+            for j in range(len(self.members)):
+                if not self.members[j].alive():
+                    continue
+                try:
+                    if str(self.status(j)["header"]["member_id"]) == leader:  # type: ignore[index]
+                        return j
+                except (OSError, KeyError, TypeError):
+                    continue
+        return None
+
+    def restart(self, i: int) -> None:
+        m = self.members[i]
+        m.stop()
+        m.proc = None
+        m.start(ready=lambda: True)
+        _wait_ready(m, host=self.host(i))
+
+    def crash(self) -> None:
+        """kill -9 of every member, then all start again on their data (a whole-cluster crash)."""
+        for m in self.members:
+            m.kill()
+        for m in self.members:  # members of a cluster wait for each other: start all, then wait for each
+            m.start(ready=lambda: True)
+        for i, m in enumerate(self.members):
+            _wait_ready(m, host=self.host(i))
+
+    def stop(self) -> None:
+        for m in self.members:
+            m.stop()
+
+
+def client_ports(url: str) -> list[int]:
+    """The client ports of an ``etcd://127.0.0.1:P1,127.0.0.1:P2`` URL (tests talk to loopback only)."""
+    hosts = url.split("://", 1)[1].split("/", 1)[0].split("@")[-1]
+    return [int(h.rsplit(":", 1)[1]) for h in hosts.split(",")]
+
+
+def endpoints(url: str) -> str:
+    """The ``--endpoints`` value for etcdctl."""
+    return ",".join(f"{LOOPBACK}:{p}" for p in client_ports(url))
+
+
+def _healthy(port: int, host: str = LOOPBACK) -> bool:
+    data = post(port, "/v3/kv/range", {"key": "AA=="}, timeout=0.5, host=host)
+    return "header" in data
+
+
+def start_cluster(d: Path, size: int, extra: Sequence[str] = (), fsync: bool = False) -> EtcdCluster:
+    binary = etcd_binary()
+    if binary is None:
+        raise RuntimeError("etcd is not installed (scripts/install_servers.sh installs it)")
+    ports = free_ports(2 * size)
+    client_ports, peer_ports = ports[:size], ports[size:]
+    names = [f"n{i + 1}" for i in range(size)]
+    initial = ",".join(f"{n}=http://{LOOPBACK}:{p}" for n, p in zip(names, peer_ports, strict=True))
+    cluster = EtcdCluster(d, peer_ports=peer_ports)
+    for n, cp, pp in zip(names, client_ports, peer_ports, strict=True):
+        data = d / n
+        data.mkdir(parents=True, exist_ok=True)
+        argv = [
+            binary,
+            "--name", n,
+            "--data-dir", str(data / "data"),
+            "--listen-client-urls", f"http://{LOOPBACK}:{cp}",
+            "--advertise-client-urls", f"http://{LOOPBACK}:{cp}",
+            "--listen-peer-urls", f"http://{LOOPBACK}:{pp}",
+            "--initial-advertise-peer-urls", f"http://{LOOPBACK}:{pp}",
+            "--initial-cluster", initial,
+            "--initial-cluster-state", "new",
+            "--initial-cluster-token", f"distlock-{d.name}",
+            "--heartbeat-interval", "50",
+            "--election-timeout", "500",
+            *([] if fsync else ["--unsafe-no-fsync"]),  # test data is thrown away: fast on slow CI disks
+            "--logger", "zap",
+            "--log-outputs", "stderr",
+            *extra,
+        ]  # fmt: skip
+        srv = ServerProc(n, argv, cp, data)
+        srv.url = f"etcd://{LOOPBACK}:{cp}"
+        cluster.members.append(srv)
+        cluster.argvs.append(argv)
+    # members of a new cluster wait for each other: start all, then wait for each to serve
+    for m in cluster.members:
+        m.start(ready=lambda: True)
+    try:
+        for m in cluster.members:
+            _wait_ready(m)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _wait_ready(m: ServerProc, timeout: float = 60.0, host: str = LOOPBACK) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not m.alive():
+            raise RuntimeError(f"{m.name} exited:\n{m.tail()}")
+        try:
+            if _healthy(m.port, host):
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{m.name} did not become ready in {timeout}s:\n{m.tail()}")
+
+
+@contextlib.contextmanager
+def etcd_cluster(size: int = 3, extra: Sequence[str] = (), fsync: bool = False) -> Iterator[EtcdCluster]:
+    with workdir("etcd") as d:
+        cluster = start_cluster(d, size, extra, fsync)
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+
+
+# -- one member behind a link we can cut (network partition) ------------------------------------------
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+
+def netns_usable() -> bool:
+    """Can this process create network namespaces and veth pairs (root, not inside a locked-down sandbox)?"""
+    if which("ip") is None or os.geteuid() != 0:
+        return False
+    probe = f"dlkprobe{os.getpid() % 10000}"
+    try:
+        _ip("netns", "add", probe)
+    except (subprocess.SubprocessError, OSError):
+        return False
+    with contextlib.suppress(subprocess.SubprocessError, OSError):
+        _ip("netns", "del", probe)
+    return True
+
+
+@dataclass
+class PartitionableCluster(EtcdCluster):
+    """Members 0..n-2 on the host side of a veth pair, member n-1 in its own network namespace.
+
+    Every member listens on an address of that private /30 link (nothing else can reach it);
+    :meth:`partition` takes the link down, cutting the last member off from its peers and from clients.
+    """
+
+    host_if: str = ""
+    netns: str = ""
+    addrs: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return "etcd://" + ",".join(f"{a}:{m.port}" for a, m in zip(self.addrs, self.members, strict=True))
+
+    def host(self, i: int) -> str:
+        return self.addrs[i]
+
+    def partition(self) -> None:
+        _ip("link", "set", self.host_if, "down")
+
+    def heal(self) -> None:
+        _ip("link", "set", self.host_if, "up")
+
+
+@contextlib.contextmanager
+def partitionable_cluster(size: int = 3, fsync: bool = False) -> Iterator[PartitionableCluster]:
+    binary = etcd_binary()
+    if binary is None:
+        raise RuntimeError("etcd is not installed")
+    tag = f"{os.getpid() % 1000:03d}{secrets.randbelow(100):02d}"
+    ns, host_if, ns_if = f"dlk{tag}", f"dlk{tag}h", f"dlk{tag}n"
+    net = secrets.randbelow(60) * 4  # 10.250.<x>.<net>/30, a link that exists only on this host
+    third = secrets.randbelow(250)
+    host_ip, ns_ip = f"10.250.{third}.{net + 1}", f"10.250.{third}.{net + 2}"
+    with workdir("etcd-netns") as d:
+        cluster = PartitionableCluster(d, host_if=host_if, netns=ns)
+        try:
+            _ip("netns", "add", ns)
+            _ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if)
+            _ip("link", "set", ns_if, "netns", ns)
+            _ip("addr", "add", f"{host_ip}/30", "dev", host_if)
+            _ip("link", "set", host_if, "up")
+            _ip("-n", ns, "addr", "add", f"{ns_ip}/30", "dev", ns_if)
+            _ip("-n", ns, "link", "set", ns_if, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+            ports = free_ports(2 * size)
+            cluster.addrs = [host_ip] * (size - 1) + [ns_ip]
+            names = [f"n{i + 1}" for i in range(size)]
+            peer = [f"http://{a}:{p}" for a, p in zip(cluster.addrs, ports[size:], strict=True)]
+            initial = ",".join(f"{n}={u}" for n, u in zip(names, peer, strict=True))
+            for i, n in enumerate(names):
+                data = d / n
+                data.mkdir()
+                client = f"http://{cluster.addrs[i]}:{ports[i]}"
+                argv = [
+                    binary, "--name", n, "--data-dir", str(data / "data"),
+                    "--listen-client-urls", client, "--advertise-client-urls", client,
+                    "--listen-peer-urls", peer[i], "--initial-advertise-peer-urls", peer[i],
+                    "--initial-cluster", initial, "--initial-cluster-state", "new",
+                    "--initial-cluster-token", f"distlock-{tag}",
+                    "--heartbeat-interval", "50", "--election-timeout", "500",
+                    *([] if fsync else ["--unsafe-no-fsync"]), "--logger", "zap", "--log-outputs", "stderr",
+                ]  # fmt: skip
+                if i == size - 1:
+                    argv = ["ip", "netns", "exec", ns, *argv]
+                cluster.members.append(ServerProc(n, argv, ports[i], data))
+            for m in cluster.members:
+                m.start(ready=lambda: True)
+            for m, a in zip(cluster.members, cluster.addrs, strict=True):
+                _wait_ready(m, host=a)
+            yield cluster
+        finally:
+            cluster.stop()
+            with contextlib.suppress(subprocess.SubprocessError, OSError):
+                _ip("link", "del", host_if)
+            with contextlib.suppress(subprocess.SubprocessError, OSError):
+                _ip("netns", "del", ns)
+
+
+# -- one member serving clients over TLS (etcds://) ---------------------------------------------------
+def _openssl(d: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
+
+
+def make_certs(d: Path) -> tuple[Path, Path, Path]:
+    """A throw-away CA and a server certificate for 127.0.0.1: (ca.pem, server.pem, server.key)."""
+    _openssl(d, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+             "-days", "2", "-subj", "/CN=distlock-test-ca",
+             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
+    _openssl(d, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+             "-subj", f"/CN={LOOPBACK}")  # fmt: skip
+    (d / "ext.cnf").write_text(
+        f"subjectAltName=IP:{LOOPBACK}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+    )
+    _openssl(d, "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")  # fmt: skip
+    return d / "ca.pem", d / "server.pem", d / "server.key"
+
+
+@contextlib.contextmanager
+def etcd_tls_member() -> Iterator[tuple[ServerProc, Path]]:
+    """One member whose client port speaks HTTPS only; yields (member, CA file)."""
+    binary = etcd_binary()
+    if binary is None or which("openssl") is None:
+        raise RuntimeError("etcd and openssl are needed")
+    with workdir("etcd-tls") as d:
+        ca, cert, key = make_certs(d)
+        cp, pp = free_ports(2)
+        client, peer = f"https://{LOOPBACK}:{cp}", f"http://{LOOPBACK}:{pp}"
+        argv = [
+            binary, "--name", "tls", "--data-dir", str(d / "data"),
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"tls={peer}", "--cert-file", str(cert), "--key-file", str(key),
+            "--unsafe-no-fsync", "--logger", "zap", "--log-outputs", "stderr",
+        ]  # fmt: skip
+        ctx = ssl.create_default_context(cafile=str(ca))
+
+        def ready() -> bool:
+            req = urllib.request.Request(client + "/v3/kv/range", data=b'{"key":"AA=="}', method="POST")
+            opener = urllib.request.build_opener(
+                urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx)
+            )
+            with opener.open(req, timeout=0.5) as resp:
+                return b"header" in resp.read()
+
+        srv = ServerProc("tls", argv, cp, d)
+        srv.url = f"etcds://{LOOPBACK}:{cp}"
+        srv.start(ready=ready)
+        try:
+            yield srv, ca
+        finally:
+            srv.stop()
