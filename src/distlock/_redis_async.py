@@ -16,13 +16,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as redis_driver
-from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 log = logging.getLogger("distlock")
 
 Client = redis_driver.Redis
+ClusterClient = redis_driver.RedisCluster
+#: either kind of client: the backend runs the same commands and pipelines on both
+AnyClient = Client | ClusterClient
 
 
 def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> Client:
@@ -39,6 +44,26 @@ def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> Client:
     return client
 
 
+async def connect_cluster(url: str, max_connections: int = 4096, **kwargs: Any) -> ClusterClient:
+    """A Redis Cluster client seeded by the URL's host (it discovers the other nodes and the slot map).
+
+    redis-py follows ``MOVED``/``ASK`` redirections and re-reads the slot map; its retries on a node that
+    went away are bounded (3, at most 0.2 s apart) so a failed acquire is an error within seconds, not a
+    hang. A seed that is not a cluster node, or no reachable node, raises ``ConnectionError``.
+    """
+    try:
+        client: ClusterClient = redis_driver.RedisCluster.from_url(
+            url,
+            max_connections=max_connections,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 3),
+            **kwargs,
+        )
+        await client.initialize()
+    except RedisClusterException as exc:  # not a RedisError: say "cannot connect" like the plain client
+        raise RedisConnectionError(str(exc)) from exc
+    return client
+
+
 def _recheck_cancel() -> None:
     """Re-raise a cancellation the driver swallowed: redis.asyncio can finish a command although the task
     was cancelled while it waited for the reply (seen with redis-py 8.1 on Python 3.11); the caller must
@@ -48,14 +73,14 @@ def _recheck_cancel() -> None:
         raise asyncio.CancelledError
 
 
-async def command(client: Client, *args: Any) -> Any:
+async def command(client: AnyClient, *args: Any) -> Any:
     run: Any = client.execute_command
     result = await run(*args)
     _recheck_cancel()
     return result
 
 
-async def pipeline(client: Client, commands: Sequence[Sequence[Any]]) -> list[Any]:
+async def pipeline(client: AnyClient, commands: Sequence[Sequence[Any]]) -> list[Any]:
     """Many commands in one round trip (no MULTI); a failing command raises."""
     async with client.pipeline(transaction=False) as pipe:
         for cmd in commands:
@@ -66,8 +91,69 @@ async def pipeline(client: Client, commands: Sequence[Sequence[Any]]) -> list[An
     return result
 
 
-async def close(client: Client) -> None:
+async def close(client: AnyClient) -> None:
     await client.aclose()
+
+
+class Wire:
+    """distlock's own hot path to one server: a pre-encoded request on a connection of a small free list.
+
+    redis-py's ``execute_command`` spends about as long in its own bookkeeping (pool lock, retry wrapper,
+    observability hooks, argument encoding) as a loopback round trip takes; the acquire and release scripts
+    are sent here instead, already encoded (:func:`distlock._core.redis_lua.packed_call`), on connections
+    made from the client's own settings (URL, TLS, password, db, timeouts). Same failure behaviour as the
+    client: a connection error or timeout closes the connection and the request is sent once more on a
+    fresh one (the scripts are idempotent for a retry); an error reply leaves the connection in step; any
+    other way out (a cancellation between sending and reading) closes the connection, so no later request
+    can read this one's reply.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._pool: Any = client.connection_pool
+        self._idle: list[Any] = []
+        self._closed = False
+
+    async def call(self, packed: bytes) -> Any:
+        for attempt in (0, 1):
+            conn = self._idle.pop() if self._idle else self._pool.connection_class(**self._pool.connection_kwargs)
+            try:
+                if not conn.is_connected:
+                    await conn.connect()
+                await conn.send_packed_command([packed], check_health=False)
+                reply = await conn.read_response()
+            except ResponseError:
+                self._put(conn)
+                raise
+            except (RedisConnectionError, RedisTimeoutError):
+                await self._drop(conn)
+                if attempt:
+                    raise
+                continue
+            except BaseException:
+                await self._drop(conn)
+                raise
+            self._put(conn)
+            _recheck_cancel()
+            return reply
+        raise AssertionError("unreachable")
+
+    def _put(self, conn: Any) -> None:
+        if self._closed:  # a request that was in flight while the store closed
+            with contextlib.suppress(Exception):
+                conn._close()  # closes the transport without awaiting (redis.asyncio's own sync close)
+        else:
+            self._idle.append(conn)
+
+    @staticmethod
+    async def _drop(conn: Any) -> None:
+        with contextlib.suppress(Exception):
+            await conn.disconnect(nowait=True)
+
+    async def close(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await self._drop(conn)
 
 
 async def scatter(
@@ -148,7 +234,7 @@ class Listener:
 
     LINGER = 10.0
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: AnyClient) -> None:
         self._client = client
         self._pubsub: Any = None
         self._waiters: dict[str, dict[str, Callable[[], None]]] = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -15,13 +16,18 @@ from concurrent.futures import ALL_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
 import redis as redis_driver
-from redis.backoff import NoBackoff
-from redis.exceptions import RedisError, ResponseError
+from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 log = logging.getLogger("distlock")
 
 Client = redis_driver.Redis
+ClusterClient = redis_driver.RedisCluster
+#: either kind of client: the backend runs the same commands and pipelines on both
+AnyClient = Client | ClusterClient
 
 
 def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> Client:
@@ -38,12 +44,31 @@ def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> Client:
     return client
 
 
-def command(client: Client, *args: Any) -> Any:
+def connect_cluster(url: str, max_connections: int = 4096, **kwargs: Any) -> ClusterClient:
+    """A Redis Cluster client seeded by the URL's host (it discovers the other nodes and the slot map).
+
+    redis-py follows ``MOVED``/``ASK`` redirections and re-reads the slot map; its retries on a node that
+    went away are bounded (3, at most 0.2 s apart) so a failed acquire is an error within seconds, not a
+    hang. A seed that is not a cluster node, or no reachable node, raises ``ConnectionError``.
+    """
+    try:
+        client: ClusterClient = redis_driver.RedisCluster.from_url(
+            url,
+            max_connections=max_connections,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 3),
+            **kwargs,
+        )
+    except RedisClusterException as exc:  # not a RedisError: say "cannot connect" like the plain client
+        raise RedisConnectionError(str(exc)) from exc
+    return client
+
+
+def command(client: AnyClient, *args: Any) -> Any:
     run: Any = client.execute_command
     return run(*args)
 
 
-def pipeline(client: Client, commands: Sequence[Sequence[Any]]) -> list[Any]:
+def pipeline(client: AnyClient, commands: Sequence[Sequence[Any]]) -> list[Any]:
     """Many commands in one round trip (no MULTI); a failing command raises."""
     with client.pipeline(transaction=False) as pipe:
         for cmd in commands:
@@ -53,8 +78,67 @@ def pipeline(client: Client, commands: Sequence[Sequence[Any]]) -> list[Any]:
     return result
 
 
-def close(client: Client) -> None:
+def close(client: AnyClient) -> None:
     client.close()
+
+
+class Wire:
+    """distlock's own hot path to one server; see :class:`distlock._redis_async.Wire` (same contract).
+
+    Threads take a connection each from the free list (``list.pop``/``append`` are atomic); a forked
+    child starts a new list instead of sharing the parent's sockets.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._pool: Any = client.connection_pool
+        self._idle: list[Any] = []
+        self._pid = os.getpid()
+        self._closed = False
+
+    def call(self, packed: bytes) -> Any:
+        if self._pid != os.getpid():
+            self._idle, self._pid = [], os.getpid()
+        for attempt in (0, 1):
+            try:
+                conn = self._idle.pop()
+            except IndexError:
+                conn = self._pool.connection_class(**self._pool.connection_kwargs)
+            try:
+                if not conn.is_connected:
+                    conn.connect()
+                conn.send_packed_command([packed], check_health=False)
+                reply = conn.read_response()
+            except ResponseError:
+                self._put(conn)
+                raise
+            except (RedisConnectionError, RedisTimeoutError):
+                self._drop(conn)
+                if attempt:
+                    raise
+                continue
+            except BaseException:
+                self._drop(conn)
+                raise
+            self._put(conn)
+            return reply
+        raise AssertionError("unreachable")
+
+    def _put(self, conn: Any) -> None:
+        if self._closed:
+            self._drop(conn)
+        else:
+            self._idle.append(conn)
+
+    @staticmethod
+    def _drop(conn: Any) -> None:
+        with contextlib.suppress(Exception):
+            conn.disconnect()
+
+    def close(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            self._drop(conn)
 
 
 def _ready(client: Client) -> bool:
@@ -146,7 +230,7 @@ class Listener:
 
     LINGER = 10.0
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: AnyClient) -> None:
         self._client = client
         self._pubsub: Any = None
         self._waiters: dict[str, dict[str, Callable[[], None]]] = {}

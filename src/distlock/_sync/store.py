@@ -79,6 +79,10 @@ class _Renewer:
     once, before any renewal is tried: a lease that ran out may have been granted to someone else.
     """
 
+    #: the worker wakes at least this often (also when nothing is held), so that a new holding due later
+    #: than that needs no wake-up: most acquires cost no thread switch
+    TICK = 2.0
+
     def __init__(self, store: Store) -> None:
         self._store = store
         self._holds: set[Holding] = set()
@@ -86,7 +90,7 @@ class _Renewer:
         self._waker: rt.Waker | None = None
         self._worker: rt.Background | None = None
         self._closing = False
-        self._wake_at: float | None = None  # when the worker wakes next by itself (None: only when notified)
+        self._wake_at: float | None = None  # when the worker wakes next by itself (None: not started yet)
 
     def add(self, holding: Holding) -> None:
         with self._guard:
@@ -144,13 +148,12 @@ class _Renewer:
                             self._store._lose(h, "renewal refused: the lease had expired or was taken")
             with self._guard:  # with add(): a holding added after this sees the _wake_at set here
                 pending = [h for h in self._holds if not h.lost.is_set()]
-                if not pending:
-                    wait: float | None = None
-                else:
+                wait = self.TICK
+                if pending:
                     nxt = min(min(h.renew_at if h.auto_renew and needs_renewal else h.expires_at, h.expires_at)
                               for h in pending)  # fmt: skip
-                    wait = max(0.0, nxt - monotonic())
-                self._wake_at = None if wait is None else monotonic() + wait
+                    wait = min(wait, max(0.0, nxt - monotonic()))
+                self._wake_at = monotonic() + wait
             assert self._waker is not None
             self._waker.wait(wait)
 

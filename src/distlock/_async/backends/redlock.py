@@ -165,7 +165,7 @@ class Backend(AsyncBackend):
         """The same script on every node, in parallel on the wire (one thread on the sync side, no pool).
         Each result is the reply or an exception; a node that lost its scripts (restart) is retried alone."""
         cmd = Node.call(script, name, *args)
-        results = await drv.scatter([n.client for n in nodes], [cmd] * len(nodes), timeout, self.fanout)
+        results = await drv.scatter([n.plain for n in nodes], [cmd] * len(nodes), timeout, self.fanout)
         out: list[Any] = []
         for n, r in zip(nodes, results, strict=True):
             if isinstance(r, NoScriptError):

@@ -14,7 +14,14 @@ Lock or a crashed process, cannot strand it).
 
 URL options: ``wait_replicas=N`` and ``wait_timeout=ms`` (WAIT for N replicas after each acquire;
 fewer acknowledgements -> the lock is released and ``BackendError`` is raised), ``connect_timeout``
-and ``socket_timeout`` (seconds), plus redis-py's own URL options (``ssl_*``, ``client_name``, ...).
+and ``socket_timeout`` (seconds), ``cluster`` (``auto``: a seed that reports ``cluster_enabled:1`` is
+used through redis-py's ``RedisCluster``; ``true``/``false`` force it), plus redis-py's own URL options
+(``ssl_*``, ``client_name``, ...).
+
+Redis Cluster: every key of one name is in the slot of the name (hash tag ``{name}``), so each script
+runs on the one master that owns the name; the wake-up is a classic ``PUBLISH``, which the cluster
+broadcasts to every node, so the one pub/sub connection may be on any node. A name whose keys would fall
+in different slots (it contains ``}``) is refused with ``ConfigError``.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from redis.connection import URL_QUERY_ARGUMENT_PARSERS
+from redis.crc import key_slot
 from redis.exceptions import NoScriptError, RedisError
 
 from ... import _redis_sync as drv
@@ -42,7 +50,7 @@ MAX_WAIT_SLICE = 2.0
 #: how long a waiter waits for the server to confirm its subscription before relying on hints
 SUBSCRIBE_TIMEOUT = 1.0
 
-_OURS = ("wait_replicas", "wait_timeout", "connect_timeout", "socket_timeout")
+_OURS = ("wait_replicas", "wait_timeout", "connect_timeout", "socket_timeout", "cluster")
 
 
 def driver_url(config: StoreConfig, host: tuple[str, int] | None = None) -> str:
@@ -72,29 +80,76 @@ def reject_unknown(config: StoreConfig) -> None:
 
 
 class Node:
-    """One Redis server: the client, its wake-up listener, scripts by name, errors -> BackendError."""
+    """One Redis server (or one Redis Cluster): the client, its wake-up listener, scripts by name, errors ->
+    BackendError."""
 
-    def __init__(self, client: drv.Client, scheme: str, secret: str | None, label: str) -> None:
+    def __init__(self, client: drv.AnyClient, scheme: str, secret: str | None, label: str) -> None:
         self.client = client
         self.scheme = scheme
         self.secret = secret
         self.label = label
         self.listener = drv.Listener(client)
+        self.cluster = isinstance(client, drv.ClusterClient)
+        # the hot path (pre-encoded script calls); a cluster routes each call by slot through redis-py
+        self.wire = None if isinstance(client, drv.ClusterClient) else drv.Wire(client)
 
     @classmethod
     def connect(
-        cls, url: str, scheme: str, secret: str | None, connect_timeout: float, socket_timeout: float, label: str
+        cls,
+        url: str,
+        scheme: str,
+        secret: str | None,
+        connect_timeout: float,
+        socket_timeout: float,
+        label: str,
+        cluster: bool = False,
     ) -> Node:
+        client: drv.AnyClient
         try:
-            client = drv.connect(url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout)
+            if cluster:
+                client = drv.connect_cluster(
+                    url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout
+                )
+            else:
+                client = drv.connect(url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout)
         except (ValueError, TypeError) as exc:
             raise ConfigError(scrub(f"bad Redis URL option: {exc}", secret), backend=scheme) from None
+        except RedisError as exc:
+            raise BackendError(scrub(f"Redis {label}: cannot connect: {exc}", secret), backend=scheme) from exc
         return cls(client, scheme, secret, label)
+
+    @property
+    def plain(self) -> drv.Client:
+        """The client of a single server (Redlock masters are never clusters)."""
+        assert isinstance(self.client, drv.Client)
+        return self.client
+
+    def is_cluster(self) -> bool:
+        """Does the server say it is a Redis Cluster node (``INFO cluster``)? False if it may not say."""
+        try:
+            info = drv.command(self.client, "INFO", "cluster")
+        except RedisError:
+            return False
+        return isinstance(info, dict) and int(info.get("cluster_enabled", 0)) == 1
+
+    def check_slot(self, name: str) -> None:
+        """On a cluster, refuse a name whose keys would not share one hash slot (a ``}`` in the name)."""
+        if self.cluster and not same_slot(name):
+            raise ConfigError(
+                "on Redis Cluster a lock name may not contain '}': its keys {name}:... would not share the "
+                "hash slot of the name",
+                name=name,
+                backend=self.scheme,
+            )
 
     def error(self, exc: BaseException, what: str) -> BackendError:
         return BackendError(scrub(f"Redis {self.label}: {what}: {exc}", self.secret), backend=self.scheme)
 
     def load(self) -> None:
+        if self.cluster:  # SCRIPT LOAD goes to every master (redis-py routes it to all primaries)
+            for text in lua.SCRIPTS.values():
+                drv.command(self.client, "SCRIPT LOAD", text)
+            return
         drv.pipeline(self.client, [("SCRIPT", "LOAD", text) for text in lua.SCRIPTS.values()])
 
     def ping(self) -> None:
@@ -119,32 +174,32 @@ class Node:
         except RedisError as exc:
             raise self.error(exc, what) from exc
 
-    def script(self, script: str, name: str, *args: Any) -> Any:
-        cmd = self.call(script, name, *args)
+    def script(self, script: str, name: str, *args: str) -> Any:
+        """One script call on ``name`` (one round trip); reloads the scripts once after a restart."""
         try:
             try:
-                return drv.command(self.client, *cmd)
+                return self._send(script, name, args)
             except NoScriptError:
                 self.load()
-                return drv.command(self.client, *cmd)
+                return self._send(script, name, args)
         except RedisError as exc:
             raise self.error(exc, script) from exc
+
+    def _send(self, script: str, name: str, args: tuple[str, ...]) -> Any:
+        if self.wire is None:
+            return drv.command(self.client, *self.call(script, name, *args))
+        return self.wire.call(lua.packed_call(script, name, *args))
 
     def names(self, prefix: str) -> list[str]:
         """Names with live distlock details whose name starts with ``prefix`` (SCAN, not KEYS)."""
         found: set[str] = set()
         pattern = "{" + lua.glob_escape(prefix) + "*}:i"
-        cursor: Any = 0
-        try:
-            while True:
-                cursor, batch = drv.command(self.client, "SCAN", cursor, "MATCH", pattern, "COUNT", 1000)
-                for raw in batch:
-                    key = raw.decode() if isinstance(raw, bytes) else str(raw)
-                    n = lua.name_of_info_key(key)
-                    if n is not None and n.startswith(prefix):
-                        found.add(n)
-                if int(cursor) == 0:
-                    break
+        try:  # scan_iter: one SCAN cursor per node (every master of a cluster)
+            for raw in self.client.scan_iter(match=pattern, count=1000):
+                key = raw.decode() if isinstance(raw, bytes) else str(raw)
+                n = lua.name_of_info_key(key)
+                if n is not None and n.startswith(prefix):
+                    found.add(n)
         except RedisError as exc:
             raise self.error(exc, "list") from exc
         return sorted(found)
@@ -157,7 +212,14 @@ class Node:
 
     def close(self) -> None:
         self.listener.close()
+        if self.wire is not None:
+            self.wire.close()
         drv.close(self.client)
+
+
+def same_slot(name: str) -> bool:
+    """Do all keys of ``name`` hash to one Redis Cluster slot? (Always when the name has no ``}``.)"""
+    return "}" not in name or len({key_slot(k.encode()) for k in lua.keys(name)}) == 1
 
 
 def timeouts(config: StoreConfig) -> tuple[float, float]:
@@ -221,6 +283,15 @@ def grant_of(reply: Sequence[Any]) -> Grant:
     return Grant(False, retry_after=None if left < 0 else left / 1000.0)
 
 
+def _cluster_option(config: StoreConfig) -> bool | None:
+    """``cluster=auto`` (default: ask the seed) -> None; ``true``/``false`` -> forced."""
+    raw = config.params.get("cluster")
+    if raw is None or raw.lower() == "auto":
+        config.params.pop("cluster", None)
+        return None
+    return config.pop_bool("cluster", False)
+
+
 class Backend(SyncBackend):
     capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True)
 
@@ -232,6 +303,7 @@ class Backend(SyncBackend):
 
     @classmethod
     def open(cls, config: StoreConfig) -> Backend:
+        cluster = _cluster_option(config)
         wait_replicas = config.pop_int("wait_replicas", 0)
         if wait_replicas < 0:
             raise ConfigError("wait_replicas must be >= 0", backend=config.scheme)
@@ -243,15 +315,27 @@ class Backend(SyncBackend):
             socket_timeout = max(socket_timeout, wait_timeout / 1000.0 + 1.0)
         url = driver_url(config)
         reject_unknown(config)
-        node = Node.connect(url, config.scheme, config.password, connect_timeout, socket_timeout, "server")
+        args = (url, config.scheme, config.password, connect_timeout, socket_timeout)
+        node = Node.connect(*args, "server", cluster=bool(cluster))
         try:
             node.ping()
+            if cluster is None and node.is_cluster():  # auto: a cluster node was given as the seed
+                node.close()
+                node = Node.connect(*args, "cluster", cluster=True)
+                node.ping()
+            if node.cluster and wait_replicas:
+                raise ConfigError(
+                    "wait_replicas is not supported on Redis Cluster (WAIT would run on another connection "
+                    "than the acquire)",
+                    backend=config.scheme,
+                )
         except BaseException:
             node.close()
             raise
         return cls(config, node, wait_replicas, wait_timeout)
 
     def attempt(self, claim: Claim) -> Attempt:
+        self.node.check_slot(claim.name)
         return Attempt(self, claim)
 
     def _try(self, claim: Claim) -> Grant:
@@ -284,6 +368,7 @@ class Backend(SyncBackend):
         return int(self.node.script("holds", claim.name, claim.token, claim.mode.value)) == 1
 
     def inspect(self, name: str) -> LockInfo | None:
+        self.node.check_slot(name)
         (snap,) = self.node.snapshots([name])
         return snap.info(name)
 
@@ -293,6 +378,7 @@ class Backend(SyncBackend):
         return [i for i in infos if i is not None]
 
     def break_lock(self, name: str) -> bool:
+        self.node.check_slot(name)
         tokens = self.node.script("break", name)
         for raw in tokens:
             self.lost(raw.decode() if isinstance(raw, bytes) else str(raw), "broken by an admin (break_lock)")
