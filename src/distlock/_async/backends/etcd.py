@@ -345,6 +345,7 @@ class Attempt(AsyncAttempt):
         self._entry: _Entry | None = None
         self._watch: tuple[keys.Contender, ...] = ()
         self._since = 0
+        self._granted = False  # the backend adopted our key as a holding
 
     async def try_acquire(self) -> Grant:
         started = monotonic()
@@ -365,6 +366,7 @@ class Attempt(AsyncAttempt):
         if decision.acquired:
             entry.token = claim.token
             self.backend._adopt(entry)
+            self._granted = True
             self._entry = None
             self._lease = None
             return Grant(True, fence=entry.rev, valid_for=max(0.0, min(claim.ttl, entry.lease.left(started))))
@@ -430,6 +432,12 @@ class Attempt(AsyncAttempt):
             await gw.watch_delete(self._prefix, keys.prefix_end(self._prefix), self._since, targets, slice_)
 
     async def abandon(self) -> None:
+        if self._granted:
+            # Granted, but the caller never took the holding (cancelled as the grant came back): release it
+            # like any holding, or it would block the name until its lease ran out (F10).
+            self._granted = False
+            await self.backend.release(self.claim)
+            return
         entry = self._entry
         lease = entry.lease if entry is not None else self._lease
         self._entry = None

@@ -136,7 +136,9 @@ class Attempt(AsyncAttempt):
         if self._waker is None:
             self._waker = rt.Waker()
             self.backend._watch_session(self)
-        grant: Grant = await rt.run_blocking(self._step)
+        # A worker thread cannot be stopped: a cancellation waits for the step to finish, so the abandon that
+        # follows runs after it and deletes the child it created, never before (it would leave that child behind).
+        grant: Grant = await rt.shielded(rt.run_blocking(self._step))
         if grant.acquired:
             self.backend._unwatch_session(self)
         return grant
