@@ -17,13 +17,13 @@ def test_bench_sqlite_json_layout_and_plot(tmp_path: Path) -> None:
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     url = f"sqlite:///{tmp_path}/locks.db"
     r = subprocess.run(
-        [sys.executable, "-m", "distlock", "bench", "--url", url, "--seconds", "0.5", "--workers", "3",
+        [sys.executable, "-m", "distlock", "bench", "--url", url, "--seconds", "0.5", "--workers", "3", "--tasks", "20",
          "--json", str(out), "--plot", str(png)],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out.read_text())
-    assert doc["version"] == 1 and doc["seconds"] == 0.5 and doc["host"]["cpus"] >= 1
+    assert doc["version"] == 2 and doc["seconds"] == 0.5 and doc["host"]["cpus"] >= 1
     (b,) = doc["backends"]
     assert b["backend"] == "sqlite" and b["url"] == url and b["errors"] == []
     u = b["uncontended"]
@@ -42,8 +42,18 @@ def test_bench_sqlite_json_layout_and_plot(tmp_path: Path) -> None:
         b["raw"]["round_trips_per_s"] / 2, rel=0.01
     )
     assert b["ratio_to_raw"] == pytest.approx(u["rate_per_s"] / b["raw"]["limit_per_s"], rel=0.01)
+    # the async API next to the sync one: same loop, hand-off between two async processes, N tasks on one lock
+    a = b["async"]
+    au = a["uncontended"]
+    assert au["ops"] > 0 and au["rate_per_s"] > 0
+    assert 0 < au["latency_ms"]["p50"] <= au["latency_ms"]["p99"] <= au["latency_ms"]["max"]
+    assert a["handoff"]["samples"] > 0 and a["handoff"]["latency_ms"]["p50"] > 0
+    t = a["tasks"]
+    assert t["tasks"] == 20 and t["acquisitions"] > 0 and 0 <= t["min"] <= t["max"] <= t["acquisitions"]
+    assert t["fairness"] == pytest.approx(t["min"] / t["max"], abs=0.001)
+    assert b["async_cost_ratio"] == pytest.approx(u["rate_per_s"] / au["rate_per_s"], rel=0.01)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "sqlite" in r.stdout
+    assert "sqlite" in r.stdout and "async API" in r.stdout and "async/sync" in r.stdout
 
 
 def test_bench_memory_has_no_probe_and_bad_url_exits_2(tmp_path: Path) -> None:

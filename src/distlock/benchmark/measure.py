@@ -10,10 +10,15 @@
 * **contention**: 8 processes loop ``acquire(); release()`` on one lock with no hold time: total acquisitions per
   second and per-worker counts (fairness = min / max).
 * **raw**: the backend's round-trip limit (:mod:`.probes`) and the ratio of the uncontended rate to it.
+* **async**: the same uncontended loop with :class:`~distlock.AsyncStore` (interleaved with the sync one, round by
+  round, so both see the same machine load), the hand-off with two processes using the async API, and ``tasks``
+  asyncio tasks in one process looping on one shared lock object (throughput, per-task fairness). The cost ratio
+  is the async time per acquire+release over the sync one (target: at most 1.3).
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import multiprocessing as mp
 import queue
@@ -21,6 +26,7 @@ import secrets
 import time
 from typing import Any
 
+from .._async.store import connect_async
 from .._sync.store import connect
 from .._url import parse_url, redact
 from ..checker.history import percentiles
@@ -37,62 +43,143 @@ def _pct(values: list[float]) -> dict[str, float | None]:
     return out
 
 
-def uncontended(url: str | None, seconds: float, ttl: float) -> dict[str, Any]:
-    name = f"distlock-bench/{secrets.token_hex(6)}"
-    lat: list[float] = []
+def _summary(lat: list[float], elapsed: float) -> dict[str, Any]:
+    return {"ops": len(lat), "rate_per_s": round(len(lat) / elapsed, 1) if elapsed else 0.0, "latency_ms": _pct(lat)}
+
+
+def _sync_pairs(lock: Any, seconds: float, lat: list[float]) -> float:
+    """acquire(); release() for ``seconds``; appends each pair's latency, returns the time spent."""
+    start = now = time.perf_counter()
+    deadline = start + seconds
+    while now < deadline:
+        t0 = time.perf_counter()
+        lock.acquire()
+        lock.release()
+        now = time.perf_counter()
+        lat.append(now - t0)
+    return now - start
+
+
+async def _async_pairs(lock: Any, seconds: float, lat: list[float]) -> float:
+    """The same loop with the async API (kept line for line like :func:`_sync_pairs`: same work, same timer)."""
+    start = now = time.perf_counter()
+    deadline = start + seconds
+    while now < deadline:
+        t0 = time.perf_counter()
+        await lock.acquire()
+        await lock.release()
+        now = time.perf_counter()
+        lat.append(now - t0)
+    return now - start
+
+
+async def _warm_up(lock: Any) -> None:
+    for _ in range(5):
+        await lock.acquire()
+        await lock.release()
+
+
+def uncontended(url: str | None, seconds: float, ttl: float, rounds: int = 4) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(sync, async) uncontended pairs: ``rounds`` alternating slices of each, ``seconds`` per side in total."""
+    sync_lat: list[float] = []
+    async_lat: list[float] = []
+    sync_time = async_time = 0.0
+    with connect(url) as store, asyncio.Runner() as runner:
+        astore = runner.run(connect_async(url))
+        try:
+            lock = store.lock(f"distlock-bench/{secrets.token_hex(6)}", ttl=ttl)
+            alock = astore.lock(f"distlock-bench/{secrets.token_hex(6)}", ttl=ttl)
+            for _ in range(5):  # warm up: connections, scripts, tables
+                lock.acquire()
+                lock.release()
+            runner.run(_warm_up(alock))
+            for _ in range(rounds):
+                sync_time += _sync_pairs(lock, seconds / rounds, sync_lat)
+                async_time += runner.run(_async_pairs(alock, seconds / rounds, async_lat))
+        finally:
+            runner.run(astore.aclose())
+    return _summary(sync_lat, sync_time), _summary(async_lat, async_time)
+
+
+def _step(index: int, turns: Any, end: Any) -> str:
+    """What a worker does next: "stop" (time is up), "wait" (the other worker's turn) or "go"."""
+    if time.monotonic() >= end.value:
+        return "stop"
+    return "wait" if turns is not None and turns.value % 2 != index else "go"
+
+
+def _acquired(turns: Any) -> float:
+    if turns is not None:
+        turns.value += 1  # the other worker's turn: it starts waiting while we hold the lock
+    return time.monotonic()
+
+
+def _sync_loop(index: int, url: str | None, name: str, ttl: float, hold: float, turns: Any, go: Any, end: Any,
+               out: Any, spans: list[tuple[float, float]]) -> None:  # fmt: skip
     with connect(url) as store:
         lock = store.lock(name, ttl=ttl)
-        for _ in range(5):  # warm up: connection, scripts, tables
-            lock.acquire()
-            lock.release()
-        start = time.perf_counter()
-        deadline = start + seconds
-        now = start
-        while now < deadline:
-            t0 = time.perf_counter()
-            lock.acquire()
-            lock.release()
-            now = time.perf_counter()
-            lat.append(now - t0)
-        elapsed = now - start
-    return {"ops": len(lat), "rate_per_s": round(len(lat) / elapsed, 1), "latency_ms": _pct(lat)}
-
-
-def _worker(
-    index: int, url: str | None, name: str, ttl: float, hold: float, turns: Any, go: Any, end: Any, out: Any
-) -> None:
-    """Loop acquire/hold/release until ``end``. With ``turns`` (a shared counter), take strict turns with the
-    other worker: acquisition number k belongs to worker ``k % 2``."""
-    spans: list[tuple[float, float]] = []
-    error = None
-    try:
-        with connect(url) as store:
-            lock = store.lock(name, ttl=ttl)
-            out.put(("ready", index, None))
-            go.wait()
-            while time.monotonic() < end.value:
-                if turns is not None:
-                    while turns.value % 2 != index and time.monotonic() < end.value:
-                        time.sleep(0.0001)
-                    if time.monotonic() >= end.value:
-                        break
-                if not lock.acquire(timeout=max(0.0, end.value - time.monotonic())):
-                    break
-                t_acq = time.monotonic()
-                if turns is not None:
-                    turns.value += 1  # the other worker's turn: it starts waiting while we hold the lock
+        out.put(("ready", index, None))
+        go.wait()
+        while (step := _step(index, turns, end)) != "stop":
+            if step == "wait":
+                time.sleep(0.0001)
+            elif lock.acquire(timeout=max(0.0, end.value - time.monotonic())):
+                t_acq = _acquired(turns)
                 if hold:
                     time.sleep(hold)
                 t_rel = time.monotonic()
                 lock.release()
                 spans.append((t_acq, t_rel))
+
+
+async def _async_loop(index: int, url: str | None, name: str, ttl: float, hold: float, turns: Any, go: Any,
+                      end: Any, out: Any, spans: list[tuple[float, float]]) -> None:  # fmt: skip
+    """:func:`_sync_loop` with the async API, in this worker's own event loop."""
+    async with await connect_async(url) as store:
+        lock = store.lock(name, ttl=ttl)
+        out.put(("ready", index, None))
+        go.wait()  # blocks the loop, but before any lock is held
+        while (step := _step(index, turns, end)) != "stop":
+            if step == "wait":
+                await asyncio.sleep(0.0001)
+            elif await lock.acquire(timeout=max(0.0, end.value - time.monotonic())):
+                t_acq = _acquired(turns)
+                if hold:
+                    await asyncio.sleep(hold)
+                t_rel = time.monotonic()
+                await lock.release()
+                spans.append((t_acq, t_rel))
+
+
+def _worker(
+    index: int,
+    url: str | None,
+    name: str,
+    ttl: float,
+    hold: float,
+    turns: Any,
+    go: Any,
+    end: Any,
+    out: Any,
+    use_async: bool = False,
+) -> None:
+    """Loop acquire/hold/release until ``end``. With ``turns`` (a shared counter), take strict turns with the
+    other worker: acquisition number k belongs to worker ``k % 2``."""
+    spans: list[tuple[float, float]] = []
+    error = None
+    args = (index, url, name, ttl, hold, turns, go, end, out, spans)
+    try:
+        if use_async:
+            asyncio.run(_async_loop(*args))
+        else:
+            _sync_loop(*args)
     except Exception as err:  # noqa: BLE001 - reported to the parent in one line
         error = f"{type(err).__name__}: {err}"
     out.put(("done", index, (spans, error)))
 
 
 def _run_workers(
-    url: str | None, n: int, seconds: float, ttl: float, hold: float, take_turns: bool = False
+    url: str | None, n: int, seconds: float, ttl: float, hold: float, take_turns: bool = False, use_async: bool = False
 ) -> list[list[tuple[float, float]]]:
     ctx = mp.get_context("spawn")
     out: Any = ctx.Queue()
@@ -101,7 +188,8 @@ def _run_workers(
     turns: Any = ctx.Value("q", 0, lock=False) if take_turns else None
     name = f"distlock-bench/{secrets.token_hex(6)}"
     procs = [
-        ctx.Process(target=_worker, args=(i, url, name, ttl, hold, turns, go, end, out), daemon=True) for i in range(n)
+        ctx.Process(target=_worker, args=(i, url, name, ttl, hold, turns, go, end, out, use_async), daemon=True)
+        for i in range(n)
     ]
     for p in procs:
         p.start()
@@ -135,8 +223,8 @@ def _run_workers(
     return [results[i] for i in range(n)]
 
 
-def handoff(url: str | None, seconds: float, ttl: float) -> dict[str, Any]:
-    spans = _run_workers(url, 2, seconds, ttl, hold=0.003, take_turns=True)
+def handoff(url: str | None, seconds: float, ttl: float, use_async: bool = False) -> dict[str, Any]:
+    spans = _run_workers(url, 2, seconds, ttl, hold=0.003, take_turns=True, use_async=use_async)
     events = sorted((t_acq, t_rel, w) for w, ss in enumerate(spans) for t_acq, t_rel in ss)
     lat = [b[0] - a[1] for a, b in itertools.pairwise(events) if a[2] != b[2]]
     return {"samples": len(lat), "latency_ms": _pct(lat)}
@@ -145,19 +233,48 @@ def handoff(url: str | None, seconds: float, ttl: float) -> dict[str, Any]:
 def contention(url: str | None, seconds: float, ttl: float, workers: int = 8) -> dict[str, Any]:
     spans = _run_workers(url, workers, seconds, ttl, hold=0.0)
     counts = [len(s) for s in spans]
+    return {"workers": workers, "per_worker": counts, **_counts(counts, seconds)}
+
+
+def _counts(counts: list[int], seconds: float) -> dict[str, Any]:
     total = sum(counts)
     return {
-        "workers": workers,
         "acquisitions": total,
         "rate_per_s": round(total / seconds, 1),
-        "per_worker": counts,
         "min": min(counts),
         "max": max(counts),
         "fairness": round(min(counts) / max(counts), 3) if max(counts) else None,
     }
 
 
-def bench_url(url: str | None, seconds: float, ttl: float = 10.0, workers: int = 8) -> dict[str, Any]:
+async def _tasks(url: str | None, seconds: float, ttl: float, tasks: int) -> dict[str, Any]:
+    async with await connect_async(url) as store:
+        lock = store.lock(f"distlock-bench/{secrets.token_hex(6)}", ttl=ttl)  # one object, a holding per task
+        await _warm_up(lock)
+        counts = [0] * tasks
+        end = time.monotonic() + seconds
+
+        async def one(i: int) -> None:
+            while (left := end - time.monotonic()) > 0 and await lock.acquire(timeout=left):
+                counts[i] += 1
+                await lock.release()
+
+        await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(tasks))), seconds + 60)
+    return {"tasks": tasks, **_counts(counts, seconds)}
+
+
+def tasks(url: str | None, seconds: float, ttl: float, n: int = 100) -> dict[str, Any]:
+    """``n`` asyncio tasks in one process loop ``acquire(); release()`` on one lock: throughput, per-task fairness."""
+    return asyncio.run(_tasks(url, seconds, ttl, n))
+
+
+#: the async per-operation cost the async path aims to stay within, relative to the sync path (issue 7)
+ASYNC_COST_TARGET = 1.3
+
+
+def bench_url(
+    url: str | None, seconds: float, ttl: float = 10.0, workers: int = 8, n_tasks: int = 100
+) -> dict[str, Any]:
     """Every measurement for one URL; a failing step is reported in ``errors`` and the others still run."""
     config = parse_url(url)
     result: dict[str, Any] = {
@@ -168,18 +285,30 @@ def bench_url(url: str | None, seconds: float, ttl: float = 10.0, workers: int =
         "contention": None,
         "raw": None,
         "ratio_to_raw": None,
+        "async": {"uncontended": None, "handoff": None, "tasks": None},
+        "async_cost_ratio": None,
         "errors": [],
     }
+    aresult = result["async"]
+
+    def both_uncontended() -> None:
+        result["uncontended"], aresult["uncontended"] = uncontended(url, seconds, ttl)
+
     steps: list[tuple[str, Any]] = [
-        ("uncontended", lambda: uncontended(url, seconds, ttl)),
-        ("handoff", lambda: handoff(url, seconds, ttl)),
-        ("contention", lambda: contention(url, seconds, ttl, workers)),
+        ("uncontended", both_uncontended),
+        ("handoff", lambda: result.__setitem__("handoff", handoff(url, seconds, ttl))),
+        ("async.handoff", lambda: aresult.__setitem__("handoff", handoff(url, seconds, ttl, use_async=True))),
+        ("contention", lambda: result.__setitem__("contention", contention(url, seconds, ttl, workers))),
+        ("async.tasks", lambda: aresult.__setitem__("tasks", tasks(url, seconds, ttl, n_tasks))),
     ]
     for key, fn in steps:
         try:
-            result[key] = fn()
+            fn()
         except Exception as err:  # noqa: BLE001 - one step failing must not hide the others
             result["errors"].append(f"{key}: {type(err).__name__}: {err}")
+    sync_u, async_u = result["uncontended"], aresult["uncontended"]
+    if sync_u and async_u and async_u["rate_per_s"]:
+        result["async_cost_ratio"] = round(sync_u["rate_per_s"] / async_u["rate_per_s"], 3)
     try:
         raw = probe(url, min(seconds, 2.0))
     except Exception as err:  # noqa: BLE001

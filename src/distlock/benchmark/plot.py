@@ -1,7 +1,8 @@
 """The ``distlock bench --plot`` chart: three panels, one row per backend, same colour per backend throughout.
 
 1. Uncontended acquire+release pairs per second, drawn over a pale bar of the backend's raw limit (probe / 2),
-   labelled with the rate and the share of the limit reached.
+   labelled with the rate and the share of the limit reached; a black tick marks the async API's rate, and the
+   label gives its cost relative to the sync path.
 2. Latency, log scale: p50 (dot) to p99 (end of the line) of one uncontended acquire+release and of a hand-off
    between two processes.
 3. Throughput under 8-way contention, labelled with the per-worker fairness (fewest / most acquisitions).
@@ -52,11 +53,17 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
             top = max(top, rate)
             bottom = min(bottom, rate)
             label = f" {_fmt(rate)}/s, {rate / raw:.0%} of limit" if raw else f" {_fmt(rate)}/s (raw limit n/a)"
+            arate = ((r.get("async") or {}).get("uncontended") or {}).get("rate_per_s")
+            if arate:
+                ax_rate.plot([arate], [y], marker="|", ms=16, mew=2, color="black")
+                label += f"\n async {_fmt(arate)}/s ({r['async_cost_ratio']:.2f}x the sync cost)"
             ax_rate.text(max(rate, raw or 0), y, label, va="center", fontsize=9)
     ax_rate.set_xscale("log")
     left = 10 ** max(0, math.floor(math.log10(bottom)) - 1) if bottom != float("inf") else 1
     ax_rate.set_xlim(left=left, right=top * 40)
-    ax_rate.set_title("uncontended acquire + release per second\n(pale: raw round-trip limit / 2)", fontsize=10)
+    ax_rate.set_title(
+        "uncontended acquire + release per second\n(pale: raw round-trip limit / 2; black tick: async API)", fontsize=10
+    )
 
     # 2. latency p50 -> p99, uncontended and hand-off
     for y, r, c in zip(ys, rows, colors, strict=True):

@@ -1,4 +1,5 @@
-"""``distlock bench``: uncontended rate and latency, hand-off latency, 8-way contention and the raw limit.
+"""``distlock bench``: uncontended rate and latency, hand-off latency, 8-way contention and the raw limit, and the
+same with the async API (plus 100 tasks on one lock) next to it.
 
 See docs/bench.md for the JSON layout. Exit codes: 0 measured; 1 a backend failed a measurement;
 2 bad usage or URL.
@@ -18,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .._url import default_url, parse_url, redact
-from ..benchmark.measure import bench_url
+from ..benchmark.measure import ASYNC_COST_TARGET, bench_url
 from ..checker.servers import FAMILIES, spawned
 from . import one_line_errors
 
@@ -27,6 +28,12 @@ def _n(v: float | None, unit: str = "") -> str:
     if v is None:
         return "n/a"
     return f"{v:,.0f}{unit}" if v >= 100 else f"{v:.3g}{unit}"
+
+
+def _p50_p99(m: dict[str, Any] | None) -> str:
+    if not m or m["latency_ms"]["p50"] is None:
+        return "n/a"
+    return f"{_n(m['latency_ms']['p50'])}/{_n(m['latency_ms']['p99'])}"
 
 
 def render(results: list[dict[str, Any]]) -> Table:
@@ -44,16 +51,42 @@ def render(results: list[dict[str, Any]]) -> Table:
     ):
         table.add_column(col, justify="right" if col != "backend" else "left")
     for r in results:
-        u, h, c, raw = r["uncontended"], r["handoff"], r["contention"], r["raw"]
+        u, c, raw = r["uncontended"], r["contention"], r["raw"]
         table.add_row(
             r["backend"],
             _n(u and u["rate_per_s"]),
-            f"{_n(u['latency_ms']['p50'])}/{_n(u['latency_ms']['p99'])}" if u else "n/a",
-            f"{_n(h['latency_ms']['p50'])}/{_n(h['latency_ms']['p99'])}" if h and h["samples"] else "n/a",
+            _p50_p99(u),
+            _p50_p99(r["handoff"]),
             _n(c and c["rate_per_s"]),
             f"{c['min']}-{c['max']}" if c else "n/a",
             _n(raw["limit_per_s"]) if raw else "n/a",
             f"{r['ratio_to_raw']:.0%}" if r["ratio_to_raw"] is not None else "n/a",
+        )
+    return table
+
+
+def render_async(results: list[dict[str, Any]]) -> Table:
+    caption = (
+        f"async/sync = async time per acquire+release over the sync one (target <= {ASYNC_COST_TARGET}x); "
+        "tasks = asyncio tasks on one lock in one process, min-max acquisitions per task"
+    )
+    table = Table(title="distlock bench, async API", title_justify="left", caption=caption, caption_justify="left")
+    for col in ("backend", "sync pairs/s", "async pairs/s", "async/sync", "p50/p99 ms", "hand-off p50/p99",
+                "tasks /s", "per-task min-max"):  # fmt: skip
+        table.add_column(col, justify="right" if col != "backend" else "left")
+    for r in results:
+        a = r.get("async") or {}
+        u, t, ratio = a.get("uncontended"), a.get("tasks"), r.get("async_cost_ratio")
+        verdict = "n/a" if ratio is None else f"{ratio:.2f}x {'ok' if ratio <= ASYNC_COST_TARGET else 'OVER'}"
+        table.add_row(
+            r["backend"],
+            _n(r["uncontended"] and r["uncontended"]["rate_per_s"]),
+            _n(u and u["rate_per_s"]),
+            verdict,
+            _p50_p99(u),
+            _p50_p99(a.get("handoff")),
+            f"{_n(t['rate_per_s'])} ({t['tasks']})" if t else "n/a",
+            f"{t['min']}-{t['max']}" if t else "n/a",
         )
     return table
 
@@ -76,6 +109,14 @@ def render(results: list[dict[str, Any]]) -> Table:
     "--workers", type=click.IntRange(2, 64), default=8, show_default=True, help="Processes in the contention run."
 )
 @click.option(
+    "--tasks",
+    "n_tasks",
+    type=click.IntRange(2, 10_000),
+    default=100,
+    show_default=True,
+    help="asyncio tasks on one lock in the async contention run.",
+)
+@click.option(
     "--json",
     "json_file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -96,10 +137,12 @@ def bench(
     spawn: str | None,
     seconds: float,
     workers: int,
+    n_tasks: int,
     json_file: Path | None,
     plot_file: Path | None,
 ) -> None:
-    """Measure each backend: uncontended, hand-off between processes, 8-way contention, vs its raw limit."""
+    """Measure each backend: uncontended, hand-off between processes, 8-way contention, vs its raw limit; and the
+    same with the async API, plus N tasks on one lock."""
     console = Console(stderr=json_file is not None and str(json_file) == "-")
     with one_line_errors(obj["debug"]), contextlib.ExitStack() as stack:
         targets = list(urls) or ([] if spawn and not obj["url"] else [obj["url"] or default_url()])
@@ -115,12 +158,13 @@ def bench(
         results = []
         for u in targets:
             with console.status(f"measuring {redact(u)}"):
-                results.append(bench_url(u, seconds, workers=workers))
+                results.append(bench_url(u, seconds, workers=workers, n_tasks=n_tasks))
             for e in results[-1]["errors"]:
                 console.print(f"[red]{redact(u)}: {e}[/]")
         console.print(render(results))
+        console.print(render_async(results))
         doc = {
-            "version": 1,
+            "version": 2,
             "seconds": seconds,
             "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version()},
             "backends": results,
