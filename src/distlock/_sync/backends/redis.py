@@ -105,6 +105,8 @@ class Node:
         cluster: bool = False,
     ) -> Node:
         client: drv.AnyClient
+        if cluster and urlsplit(url).path.strip("/") not in ("", "0"):
+            raise ConfigError("Redis Cluster has only database 0 (drop /N from the URL)", backend=scheme)
         try:
             if cluster:
                 client = drv.connect_cluster(

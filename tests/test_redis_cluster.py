@@ -1,0 +1,208 @@
+"""Redis Cluster (3 masters, ``tests/servers/redis_cluster.py``): every key of a lock is in the name's hash
+slot (asked of the server: ``CLUSTER KEYSLOT``, and where the keys actually are after the scripts ran), names
+that would split across slots are refused, renewal pipelines over several masters, wake-ups reach a waiter
+whose pub/sub connection is on another master, and the ``cluster`` URL option."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from redis.exceptions import MovedError
+
+import distlock
+from distlock import BackendError, ConfigError
+from distlock._core import redis_lua as lua
+from tests.servers.redis_cluster import RedisCluster
+
+#: names with no '}' (braces, unicode, separators): all keys must share the name's slot
+GOOD = ["plain", "jobs/nightly", "x{y", "{", "{{a", "ünïcödé-名前", "a:b:c", "t" * 300]
+#: names with '}' whose keys would fall in different slots
+BAD = ["user:{42}", "a}b", "{tag}rest"]
+
+
+@pytest.fixture
+def cluster(redis_cluster_servers: RedisCluster) -> RedisCluster:
+    return redis_cluster_servers
+
+
+@pytest.fixture
+def store(cluster: RedisCluster) -> Iterator[distlock.Store]:
+    with distlock.connect(cluster.url) as s:
+        yield s
+
+
+def _slot(cluster: RedisCluster, key: str) -> int:
+    return int(cluster.client(0).execute_command("CLUSTER", "KEYSLOT", key))
+
+
+def _owner(cluster: RedisCluster, slot: int) -> int:
+    """Index of the node that serves ``slot``."""
+    for start, end, primary, *_ in cluster.client(0).execute_command("CLUSTER", "SLOTS"):
+        if int(start) <= slot <= int(end):
+            return next(i for i, n in enumerate(cluster.nodes) if n.port == int(primary[1]))
+    raise AssertionError(f"slot {slot} is not served")
+
+
+def _keys_on(cluster: RedisCluster, i: int, name: str) -> set[str]:
+    found = set()
+    with cluster.client(i) as c:
+        for raw in c.scan_iter(count=1000):
+            key = raw.decode()
+            if key == name or key.startswith("{" + name + "}:"):
+                found.add(key)
+    return found
+
+
+@pytest.mark.parametrize("lock_name", GOOD)
+def test_every_key_of_a_name_is_in_the_slot_of_the_name(cluster: RedisCluster, lock_name: str) -> None:
+    want = _slot(cluster, lock_name)
+    assert {k: _slot(cluster, k) for k in lua.keys(lock_name)} == dict.fromkeys(lua.keys(lock_name), want)
+
+
+@pytest.mark.parametrize("lock_name", BAD)
+def test_the_refused_names_would_really_split_across_slots(cluster: RedisCluster, lock_name: str) -> None:
+    assert len({_slot(cluster, k) for k in lua.keys(lock_name)}) > 1
+
+
+def test_the_scripts_leave_every_key_on_the_master_of_the_name(cluster: RedisCluster, store: distlock.Store) -> None:
+    """Holders of every kind plus a queued waiter write all seven kinds of keys; they must all be on the one
+    master that serves the name's slot (a script touching another slot would have failed with CROSSSLOT)."""
+    for base in ("kinds-a", "kinds-b", "kinds-c", "kinds-{x"):
+        home = _owner(cluster, _slot(cluster, base))
+        w = store.lock(base, ttl=30)
+        assert w.acquire(timeout=5)
+        blocked = store.lock(base, ttl=30)
+        assert not blocked.acquire(timeout=0.2)  # the queue scripts ran on the name's master (no CROSSSLOT)
+        rw = store.rwlock(base + "-rw", ttl=30)
+        assert rw.read.acquire(timeout=5)
+        sem = store.semaphore(base + "-sem", permits=2, ttl=30)
+        assert sem.acquire(timeout=5)
+        for n in (base, base + "-rw", base + "-sem"):
+            where = {i: _keys_on(cluster, i, n) for i in range(len(cluster.nodes))}
+            assert where[_owner(cluster, _slot(cluster, n))], n  # the holder's keys are there ...
+            assert not any(keys for i, keys in where.items() if i != _owner(cluster, _slot(cluster, n))), where
+        assert _owner(cluster, _slot(cluster, lua.fence_key(base))) == home
+        w.release()
+        rw.read.release()
+        sem.release()
+
+
+@pytest.mark.parametrize("lock_name", BAD)
+def test_names_that_split_across_slots_are_refused_and_write_nothing(
+    cluster: RedisCluster, store: distlock.Store, lock_name: str
+) -> None:
+    with pytest.raises(ConfigError, match="may not contain '}'"):
+        store.lock(lock_name).acquire(timeout=1)
+    with pytest.raises(ConfigError):
+        store.inspect(lock_name)
+    with pytest.raises(ConfigError):
+        store.break_lock(lock_name)
+    with pytest.raises(ConfigError):
+        store.multilock(["fine-name", lock_name]).acquire(timeout=1)
+    assert not any(_keys_on(cluster, i, lock_name) for i in range(len(cluster.nodes)))
+    assert store.inspect("fine-name") is None  # the multilock took nothing
+
+
+def test_brace_names_work_on_a_single_node_too(redis_url: str) -> None:
+    """The refusal is cluster-only: a single node has no slots."""
+    with distlock.connect(redis_url) as s, s.lock("user:{42}", ttl=5) as lk:
+        assert lk.fence is not None
+
+
+def test_renewal_pipeline_spans_every_master(cluster: RedisCluster, store: distlock.Store) -> None:
+    names: dict[int, str] = {}
+    i = 0
+    while len(names) < len(cluster.nodes):
+        n = f"renew-{i}"
+        names.setdefault(_owner(cluster, _slot(cluster, n)), n)
+        i += 1
+    locks = [store.lock(n, ttl=1.0) for n in names.values()]
+    for lk in locks:
+        assert lk.acquire(timeout=5)
+    time.sleep(3.0)  # three TTLs: only renewal (one pipeline over the three masters per tick) keeps them
+    for lk in locks:
+        assert not lk.lost.is_set()
+        assert lk.owned()
+        lk.release()
+
+
+def test_waiter_is_woken_on_a_name_served_by_another_master(cluster: RedisCluster, store: distlock.Store) -> None:
+    """The waiter's store listens on the master of its first channel; the names live on all three. Classic
+    PUBLISH is broadcast over the cluster bus, so every release reaches it, and each waiter gets the lock."""
+    names: dict[int, str] = {}
+    i = 0
+    while len(names) < len(cluster.nodes):
+        n = f"wake-{i}"
+        names.setdefault(_owner(cluster, _slot(cluster, n)), n)
+        i += 1
+    with distlock.connect(cluster.url) as other:
+        for n in names.values():
+            held = store.lock(n, ttl=30)
+            assert held.acquire(timeout=5)
+            got: list[int | None] = []
+            waiter = other.lock(n, ttl=30)
+
+            def wait(w: distlock.Lock = waiter, got: list[int | None] = got) -> None:
+                if w.acquire(timeout=20):
+                    got.append(w.fence)
+                    w.release()  # the owner is this thread
+                else:
+                    got.append(None)
+
+            t = threading.Thread(target=wait)
+            t.start()
+            deadline = time.monotonic() + 10
+            while (info := store.inspect(n)) is None or info.waiters == 0:
+                assert time.monotonic() < deadline, "the waiter never queued"
+                time.sleep(0.02)
+            fence = held.fence
+            held.release()
+            t.join(30)
+            assert got and got[0] is not None and fence is not None and got[0] > fence
+
+
+def test_cluster_option(cluster: RedisCluster, redis_url: str) -> None:
+    # forced off against a cluster node: names served by the other masters answer MOVED -> BackendError
+    with distlock.connect(cluster.url + "?cluster=false") as plain:
+        assert not plain._backend.node.cluster  # type: ignore[attr-defined]
+        elsewhere = next(f"moved-{i}" for i in range(1000) if _owner(cluster, _slot(cluster, f"moved-{i}")) != 0)
+        with pytest.raises(BackendError) as moved:
+            plain.lock(elsewhere).acquire(timeout=1)
+        assert isinstance(moved.value.__cause__, MovedError)
+    with distlock.connect(cluster.url + "?cluster=true") as forced, forced.lock("forced", ttl=5) as lk:
+        assert lk.fence is not None
+    with pytest.raises(BackendError):  # a single node is not a cluster
+        distlock.connect(redis_url + "?cluster=true&connect_timeout=2")
+    with pytest.raises(ConfigError, match="wait_replicas"):
+        distlock.connect(cluster.url + "?wait_replicas=1")
+    with pytest.raises(ConfigError, match="database 0"):
+        distlock.connect(cluster.url.rsplit("/", 1)[0] + "/1?cluster=true")
+    with pytest.raises(ConfigError):
+        distlock.connect(cluster.url + "?cluster=maybe")
+
+
+async def test_async_store_on_the_cluster(cluster: RedisCluster) -> None:
+    store = await distlock.connect_async(cluster.url)
+    try:
+        async with store.lock("async-cl", ttl=5) as lk:
+            assert lk.fence is not None
+            infos = await store.list("async-cl")
+            assert [i.name for i in infos] == ["async-cl"]
+        with pytest.raises(ConfigError):
+            await store.lock("a}b").acquire(timeout=1)
+    finally:
+        await store.aclose()
+
+
+def test_list_finds_names_on_every_master(cluster: RedisCluster, store: distlock.Store) -> None:
+    names = [f"listed-{i}" for i in range(12)]
+    assert len({_owner(cluster, _slot(cluster, n)) for n in names}) == len(cluster.nodes)
+    locks = [store.lock(n, ttl=30) for n in names]
+    for lk in locks:
+        assert lk.acquire(timeout=5)
+    assert [i.name for i in store.list("listed-")] == sorted(names)
+    for lk in locks:
+        lk.release()
