@@ -56,7 +56,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
             arate = ((r.get("async") or {}).get("uncontended") or {}).get("rate_per_s")
             if arate:
                 ax_rate.plot([arate], [y], marker="|", ms=16, mew=2, color="black")
-                label += f"\n async {_fmt(arate)}/s ({r['async_cost_ratio']:.2f}x the sync cost)"
+                label += f"\n async {_fmt(arate)}/s, {r['async_cost_ratio']:.2f}x cost"
             ax_rate.text(max(rate, raw or 0), y, label, va="center", fontsize=9)
     ax_rate.set_xscale("log")
     left = 10 ** max(0, math.floor(math.log10(bottom)) - 1) if bottom != float("inf") else 1

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import platform
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +144,9 @@ def bench(
 ) -> None:
     """Measure each backend: uncontended, hand-off between processes, 8-way contention, vs its raw limit; and the
     same with the async API, plus N tasks on one lock."""
-    console = Console(stderr=json_file is not None and str(json_file) == "-")
+    to_stderr = json_file is not None and str(json_file) == "-"
+    # a pipe or CI log has no width: rich would assume 80 columns and cut the two tables' headers
+    console = Console(stderr=to_stderr, width=None if (sys.stderr if to_stderr else sys.stdout).isatty() else 140)
     with one_line_errors(obj["debug"]), contextlib.ExitStack() as stack:
         targets = list(urls) or ([] if spawn and not obj["url"] else [obj["url"] or default_url()])
         for u in targets:
