@@ -234,6 +234,22 @@ def test_key_deleted_from_outside_sets_lost(etcd_url: str, name: str) -> None:
         other.release()
 
 
+def test_a_pooled_lease_revoked_from_outside_is_replaced(etcd_url: str, name: str) -> None:
+    """A released holding's lease waits in the store's pool for the next acquire; if someone revokes it
+    meanwhile, the next acquire takes a fresh lease instead of failing ("requested lease not found")."""
+    port = client_ports(etcd_url)[0]
+    with distlock.connect(etcd_url) as store:
+        lock = store.lock(name, ttl=10)
+        assert lock.acquire()
+        (kv,) = contenders(port, name)
+        lock.release()
+        post(port, "/v3/lease/revoke", {"ID": kv["lease"]})
+        assert lock.acquire(timeout=10)
+        (again,) = contenders(port, name)
+        assert again["lease"] != kv["lease"]
+        lock.release()
+
+
 def test_break_lock_from_another_store_revokes_the_holders_lease(etcd_url: str, name: str) -> None:
     with distlock.connect(etcd_url) as a, distlock.connect(etcd_url) as b:
         lock = a.lock(name, ttl=3)

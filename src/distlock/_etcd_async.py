@@ -1,19 +1,70 @@
-"""The asyncio half of the etcd backend's HTTP driver (``_etcd_sync.py`` is its threaded twin).
+"""The asyncio half of the etcd backend's connection driver (``_etcd_sync.py`` is its threaded twin).
 
-The backend is written once against these names (``scripts/gen_sync.py`` swaps the module): the only
-differences between the sides are the httpx client class and how a streamed body is read line by line.
+The etcd backend speaks HTTP/1.1 to the JSON gateway with a small client written once
+(``_async/backends/_etcd_http.py``, generated for the sync side); the only thing that differs between the
+sides is how a connection is opened, written and read, which lives here: asyncio streams on this side,
+a blocking socket on the other. Every step is bounded by a deadline (``time.monotonic()`` seconds);
+failures are ``OSError`` (``TimeoutError`` for a deadline that passed, ``ConnectionError`` for a closed
+connection).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import ssl
+import time
 
-import httpx
+#: a line longer than this (a status or header line, a chunk size) is not a JSON gateway answer
+_MAX_LINE = 65536
 
-HTTPClient = httpx.AsyncClient
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
 
 
-async def lines(response: httpx.Response) -> AsyncIterator[str]:
-    """The streamed body of a JSON gateway response (watch), one JSON message per line."""
-    async for line in response.aiter_lines():
-        yield line
+class Conn:
+    """One TCP (or TLS) connection to one member."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    @classmethod
+    async def open(cls, host: str, port: int, tls: ssl.SSLContext | None, deadline: float) -> Conn:
+        async with asyncio.timeout(_left(deadline)):
+            reader, writer = await asyncio.open_connection(
+                host, port, ssl=tls, server_hostname=host if tls is not None else None, limit=_MAX_LINE
+            )
+        return cls(reader, writer)  # asyncio sets TCP_NODELAY on TCP transports
+
+    async def send(self, data: bytes, deadline: float) -> None:
+        self._writer.write(data)
+        async with asyncio.timeout(_left(deadline)):
+            await self._writer.drain()
+
+    async def readline(self, deadline: float) -> bytes:
+        try:
+            async with asyncio.timeout(_left(deadline)):
+                line = await self._reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            raise ConnectionError("connection closed by the server") from exc
+        except asyncio.LimitOverrunError as exc:
+            raise ConnectionError("line too long in an HTTP answer") from exc
+        return line
+
+    async def read(self, n: int, deadline: float) -> bytes:
+        try:
+            async with asyncio.timeout(_left(deadline)):
+                return await self._reader.readexactly(n)
+        except asyncio.IncompleteReadError as exc:
+            raise ConnectionError("connection closed by the server") from exc
+
+    async def read_to_end(self, deadline: float) -> bytes:
+        async with asyncio.timeout(_left(deadline)):
+            return await self._reader.read()
+
+    def close(self) -> None:
+        try:
+            self._writer.close()
+        except (OSError, RuntimeError):  # the loop is gone or the socket already closed
+            pass

@@ -5,9 +5,10 @@ Wire layout and grant rule: :mod:`distlock._core.etcd_keys`. In short, a contend
 watches only the key just ahead of it; the fence is the create revision of the holder's key. So an
 ``etcdctl lock NAME`` or a Go ``concurrency.Mutex`` on the same name and a distlock lock exclude each other.
 
-Driver: the etcd v3 JSON gateway (grpc-gateway, served by every etcd on its client port) over httpx, the
-async or the sync client (``_etcd_async`` / ``_etcd_sync``). python-etcd3 is unmaintained and breaks with
-current protobuf; the gateway needs no generated code and speaks the same API as gRPC.
+Driver: the etcd v3 JSON gateway (grpc-gateway, served by every etcd on its client port) over a small
+HTTP/1.1 client (``_etcd_http.py``; the sockets are ``_etcd_async`` / ``_etcd_sync``). python-etcd3 is
+unmaintained and breaks with current protobuf; the gateway needs no generated code and speaks the same API
+as gRPC.
 
 Leases (SAFETY F14): every claim gets a lease of its own, so two lock objects of one process never share
 one. Leases are pooled: a released claim's lease goes back to a small pool and the next claim with the same
@@ -33,9 +34,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from ... import _etcd_async as etcdio
 from ... import _rt_async as rt
 from ..._core import etcd_keys as keys
 from ..._core.timing import monotonic
@@ -43,6 +41,7 @@ from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mod
 from ..._errors import BackendError, ConfigError, NotHeld, UnsupportedFeature
 from ..._url import StoreConfig, scrub
 from ..backend import AsyncAttempt, AsyncBackend
+from ._etcd_http import HTTPClient, Member
 
 if TYPE_CHECKING:
     from ..locks import AsyncLock
@@ -118,8 +117,8 @@ class _Gateway:
     def __init__(
         self,
         scheme: str,
-        bases: list[str],
-        client: Any,
+        bases: list[Member],
+        client: HTTPClient,
         op_timeout: float,
         connect_timeout: float,
         try_timeout: float,
@@ -138,10 +137,10 @@ class _Gateway:
         self._current = 0
 
     @property
-    def base(self) -> str:
+    def base(self) -> Member:
         return self.bases[self._current % len(self.bases)]
 
-    def _rotate(self, failed: str) -> None:
+    def _rotate(self, failed: Member) -> None:
         if self.base == failed:
             self._current = (self._current + 1) % len(self.bases)
 
@@ -177,6 +176,7 @@ class _Gateway:
         deadline = monotonic() + op_timeout
         tries = 0
         last = "no endpoint answered"
+        payload = body.encode() if isinstance(body, str) else json.dumps(body).encode()
         cause: BaseException | None = None
         while True:
             base = self.base
@@ -185,28 +185,26 @@ class _Gateway:
             # limit sends the retry to a member that can serve (every request here is safe to repeat).
             limit = self.try_timeout if try_timeout is None else try_timeout
             connect = self.connect_timeout if try_timeout is None else min(try_timeout, self.connect_timeout)
-            per_try = httpx.Timeout(min(left, limit), connect=min(left, connect))
             try:
-                if isinstance(body, str):
-                    resp = await self.client.post(base + path, content=body, headers=self._headers(), timeout=per_try)
-                else:
-                    resp = await self.client.post(base + path, json=body, headers=self._headers(), timeout=per_try)
-            except httpx.TransportError as exc:
-                last, cause = f"{type(exc).__name__} from {base}", exc
+                resp = await self.client.post(
+                    base, path, payload, self._headers(), timeout=min(left, limit), connect_timeout=min(left, connect)
+                )
+            except OSError as exc:  # refused, reset, timed out, TLS failure: try the next member
+                last, cause = f"{type(exc).__name__} from {_label(base)}", exc
                 self._rotate(base)
             else:
-                data = _decode(resp.text)
-                if resp.status_code == 200 and "error" not in data:
+                data = _decode(resp.body)
+                if resp.status == 200 and "error" not in data:
                     return data
                 code = int(data.get("code") or 0)
-                message = str(data.get("error") or data.get("message") or f"HTTP {resp.status_code}")
+                message = str(data.get("error") or data.get("message") or f"HTTP {resp.status}")
                 if code in ok_codes:
                     return data
                 if reauth and self._username is not None and ("auth token" in message or code == 16):
                     reauth = False
                     await self.authenticate()
                     continue
-                if code not in _RETRY_CODES and resp.status_code < 500:
+                if code not in _RETRY_CODES and resp.status < 500:
                     if "authentication failed" in message:
                         raise self._error("authentication failed (wrong user name or password)")
                     raise self._error(f"{path}: {message}")
@@ -261,7 +259,7 @@ class _Gateway:
 
     async def watch_delete(
         self, key: bytes, end: bytes | None, since: int, targets: dict[bytes, int], timeout: float
-    ) -> None:
+    ) -> tuple[Member, int] | None:
         """Return when one of ``targets`` (key -> create revision, keys in [key, end)) is deleted, after
         ``timeout`` seconds, or at once on a stream error (the caller re-checks in every case).
 
@@ -269,45 +267,69 @@ class _Gateway:
         revision (a watch asked to start in the past is served by etcd's catch-up loop, up to 100 ms
         late); if anything was written since that read, the targets are read once more after the watch
         exists, so a delete in between is seen either by that read or by the watch.
+
+        Returns the member and the revision of the DELETE event it reported, when that is why it returned
+        (the member has applied that revision: the caller's re-check can read there, see ``read_at``).
         """
         create: dict[str, object] = {"key": keys.b64(key), "filters": ["NOPUT"]}
         if end is not None:
             create["range_end"] = keys.b64(end)
         deadline = monotonic() + timeout
         base = self.base
+        body = json.dumps({"create_request": create}).encode()
         try:
             async with self.client.stream(
-                "POST",
-                base + "/v3/watch",
-                json={"create_request": create},
-                headers=self._headers(),
-                timeout=httpx.Timeout(max(0.01, timeout), connect=min(timeout + 0.01, self.connect_timeout)),
+                base,
+                "/v3/watch",
+                body,
+                self._headers(),
+                timeout=max(0.01, timeout),
+                connect_timeout=min(timeout + 0.01, self.connect_timeout),
             ) as resp:
-                if resp.status_code != 200:
+                if resp.status != 200:
                     self._rotate(base)
                     await rt.sleep(0.05)
-                    return
-                async for line in etcdio.lines(resp):
+                    return None
+                async for line in resp.lines():
                     if not line.strip():
                         continue
                     msg = _decode(line)
                     result = msg.get("result")
                     if not isinstance(result, dict) or result.get("canceled") or result.get("compact_revision"):
-                        return
+                        return None
                     if result.get("created"):
                         started_at = int((result.get("header") or {}).get("revision") or 0)
                         if started_at >= since and await self._any_gone(key, end, targets):
-                            return
+                            return None
                     for ev in result.get("events") or []:
-                        if ev.get("type") == "DELETE" and keys.unb64(ev.get("kv", {}).get("key")) in targets:
-                            return
+                        kv = ev.get("kv") or {}
+                        if ev.get("type") == "DELETE" and keys.unb64(kv.get("key")) in targets:
+                            seen = int((result.get("header") or {}).get("revision") or 0)
+                            return base, max(seen, int(kv.get("mod_revision") or 0))
                     if monotonic() >= deadline:
-                        return
-        except httpx.TimeoutException:
-            return
-        except httpx.TransportError:
+                        return None
+        except TimeoutError:
+            return None
+        except OSError:
             self._rotate(base)
             await rt.sleep(0.05)
+        return None
+
+    async def read_at(self, member: Member, body: dict[str, Any]) -> dict[str, Any] | None:
+        """One try of a read at one member (no failover); None if it failed."""
+        try:
+            resp = await self.client.post(
+                member,
+                "/v3/kv/range",
+                json.dumps(body).encode(),
+                self._headers(),
+                timeout=min(self.try_timeout, self.op_timeout),
+                connect_timeout=min(self.try_timeout, self.connect_timeout),
+            )
+        except OSError:
+            return None
+        data = _decode(resp.body)
+        return data if resp.status == 200 and "error" not in data else None
 
     async def _any_gone(self, key: bytes, end: bytes | None, targets: dict[bytes, int]) -> bool:
         data = await self.call("/v3/kv/range", keys.range_op(key, end))
@@ -315,7 +337,11 @@ class _Gateway:
         return any((k, rev) not in present for k, rev in targets.items())
 
 
-def _decode(text: str) -> dict[str, Any]:
+def _label(member: Member) -> str:
+    return f"[{member[0]}]:{member[1]}" if ":" in member[0] else f"{member[0]}:{member[1]}"
+
+
+def _decode(text: bytes) -> dict[str, Any]:
     """A gateway answer: one JSON object, or several (a streamed keepalive) gathered under ``_messages``."""
     text = text.strip()
     if not text:
@@ -345,16 +371,17 @@ class Attempt(AsyncAttempt):
         self._entry: _Entry | None = None
         self._watch: tuple[keys.Contender, ...] = ()
         self._since = 0
+        self._woke: tuple[Member, int] | None = None  # where and at which revision the watch saw the delete
         self._granted = False  # the backend adopted our key as a holding
 
     async def try_acquire(self) -> Grant:
         started = monotonic()
-        claim, gw = self.claim, self.backend.gw
+        claim = self.claim
         if self._entry is None:
             entry, header_rev, queue = await self._enqueue()
         else:
             entry = self._entry
-            data = await gw.call("/v3/kv/range", keys.prefix_range(self._prefix))
+            data = await self._reread()
             header_rev = int(data["header"]["revision"])
             queue = keys.contenders(self._prefix, data.get("kvs") or [])
             if not any(c.key == entry.key and c.rev == entry.rev for c in queue):
@@ -374,28 +401,54 @@ class Attempt(AsyncAttempt):
         self._since = header_rev + 1
         return Grant(False)
 
+    async def _reread(self) -> dict[str, Any]:
+        """The queue after a wake-up (the F6 re-check of our own key is made on it).
+
+        Woken by a watch event, the queue is read where the event came from, ``serializable`` (no quorum
+        round), and used only if that member is at least at the event's revision: the state it shows is
+        then the cluster's state at a revision committed after our key was created and after the watch
+        began, which is what a linearizable read taken then would show. It cannot miss a revocation of
+        our own lease that came before the predecessor's delete (events apply in revision order).
+        Otherwise (timed out, stream error, member behind): a linearizable read with failover.
+        """
+        woke, self._woke = self._woke, None
+        gw = self.backend.gw
+        if woke is not None:
+            member, rev = woke
+            data = await gw.read_at(member, {**keys.prefix_range(self._prefix), "serializable": True})
+            if data is not None and int((data.get("header") or {}).get("revision") or 0) >= rev > 0:
+                return data
+        return await gw.call("/v3/kv/range", keys.prefix_range(self._prefix))
+
     async def _enqueue(self) -> tuple[_Entry, int, list[keys.Contender]]:
         """Create our key (put-if-absent on our own lease) and read the queue, in one txn."""
         claim = self.claim
-        if self._lease is None:
-            self._lease = await self.backend._take_lease(claim.ttl)
-        lease = self._lease
-        key = keys.lock_key(claim.name, claim.mode, lease.id)
         value = keys.owner_value(claim.owner, claim.mode, claim.permits)
         queue_range = {"request_range": keys.prefix_range(self._prefix)}
-        data = await self.backend.gw.call(
-            "/v3/kv/txn",
-            {
-                "compare": [keys.create_is(key, 0)],
-                "success": [
-                    keys.put_op(key, b"", lease.id),
-                    keys.put_op(keys.owner_key(lease.id), value, lease.id),
-                    queue_range,
-                ],
-                # the key exists already: a retried create whose first reply was lost (F8); it is ours
-                "failure": [{"request_range": keys.range_op(key)}, queue_range],
-            },
-        )
+        fresh = False
+        while True:
+            if self._lease is None:
+                self._lease = await self.backend._take_lease(claim.ttl, fresh=fresh)
+            lease = self._lease
+            key = keys.lock_key(claim.name, claim.mode, lease.id)
+            data = await self.backend.gw.call(
+                "/v3/kv/txn",
+                {
+                    "compare": [keys.create_is(key, 0)],
+                    "success": [
+                        keys.put_op(key, b"", lease.id),
+                        keys.put_op(keys.owner_key(lease.id), value, lease.id),
+                        queue_range,
+                    ],
+                    # the key exists already: a retried create whose first reply was lost (F8); it is ours
+                    "failure": [{"request_range": keys.range_op(key)}, queue_range],
+                },
+                ok_codes=() if fresh else (_NOT_FOUND,),
+            )
+            if int(data.get("code") or 0) != _NOT_FOUND:
+                break
+            # "requested lease not found": a pooled lease revoked from outside; nothing was written
+            self._lease, fresh = None, True
         header_rev = int(data["header"]["revision"])
         responses = data.get("responses") or []
         if data.get("succeeded"):
@@ -427,9 +480,11 @@ class Attempt(AsyncAttempt):
             return
         targets = {c.key: c.rev for c in self._watch}
         if len(self._watch) == 1:
-            await gw.watch_delete(self._watch[0].key, None, self._since, targets, slice_)
+            self._woke = await gw.watch_delete(self._watch[0].key, None, self._since, targets, slice_)
         else:
-            await gw.watch_delete(self._prefix, keys.prefix_end(self._prefix), self._since, targets, slice_)
+            self._woke = await gw.watch_delete(
+                self._prefix, keys.prefix_end(self._prefix), self._since, targets, slice_
+            )
 
     async def abandon(self) -> None:
         if self._granted:
@@ -480,6 +535,7 @@ class Backend(AsyncBackend):
         self._guard = threading.Lock()
         self._entries: dict[str, _Entry] = {}
         self._pool: dict[int, list[_Lease]] = {}
+        self._stale: list[int] = []  # lease ids dropped from the pool, to revoke
         self._released: dict[str, None] = {}  # tokens released lately, oldest first
 
     @classmethod
@@ -491,7 +547,7 @@ class Backend(AsyncBackend):
         certfile = config.pop("certfile")
         keyfile = config.pop("keyfile")
         config.reject_unknown()
-        verify: ssl.SSLContext | bool = True
+        tls: ssl.SSLContext | None = None
         if config.tls:
             try:
                 ctx = ssl.create_default_context(cafile=cafile)
@@ -499,17 +555,11 @@ class Backend(AsyncBackend):
                     ctx.load_cert_chain(certfile, keyfile)
             except (OSError, ssl.SSLError) as exc:
                 raise ConfigError(f"etcds:// TLS files: {exc}", backend=config.scheme) from exc
-            verify = ctx
+            tls = ctx
         elif cafile or certfile or keyfile:
             raise ConfigError("cafile/certfile/keyfile need an etcds:// URL", backend=config.scheme)
-        proto = "https" if config.tls else "http"
-        bases = [f"{proto}://{f'[{h}]' if ':' in h else h}:{p}" for h, p in config.hosts]
-        client = etcdio.HTTPClient(
-            timeout=httpx.Timeout(op_timeout, connect=connect_timeout),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
-            verify=verify,
-            trust_env=False,  # never send loopback lock traffic through a proxy from the environment
-        )
+        bases: list[Member] = [(h.strip("[]"), int(p)) for h, p in config.hosts]
+        client = HTTPClient(tls)  # connects to the members directly: never through a proxy from the environment
         gw = _Gateway(
             config.scheme, bases, client, op_timeout, connect_timeout, try_timeout, config.username, config.password
         )
@@ -525,15 +575,16 @@ class Backend(AsyncBackend):
         return Attempt(self, claim)
 
     # -- leases ----------------------------------------------------------------------------------------
-    async def _take_lease(self, ttl: float) -> _Lease:
+    async def _take_lease(self, ttl: float, fresh: bool = False) -> _Lease:
         want = keys.lease_ttl_seconds(ttl)
         now = monotonic()
         with self._guard:
             pool = self._pool.get(want, [])
-            while pool:
+            while pool and not fresh:
                 lease = pool.pop()
                 if lease.left(now) >= max(ttl * 2.0 / 3.0, 0.5):
                     return lease
+                self._stale.append(lease.id)  # too little left: revoked by the next renewal tick or close()
         sent = monotonic()
         data = await self.gw.call("/v3/lease/grant", {"TTL": str(want)})
         return _Lease(int(data["ID"]), int(data.get("TTL") or want), sent)
@@ -545,7 +596,14 @@ class Backend(AsyncBackend):
             if len(pool) < _POOL_SIZE:
                 pool.append(lease)
                 return
-        # a full pool: let the lease expire by itself rather than spend a write on it
+            self._stale.append(lease.id)  # a full pool: revoked off the acquire/release path
+
+    async def _revoke_stale(self) -> None:
+        """Revoke the leases dropped from the pool (they hold no key; revoking beats waiting for the TTL)."""
+        with self._guard:
+            stale, self._stale = self._stale, []
+        for lease in stale:
+            await self.gw.revoke(lease, op_timeout=min(1.0, self.gw.op_timeout))
 
     def _adopt(self, entry: _Entry) -> None:
         with self._guard:
@@ -624,8 +682,20 @@ class Backend(AsyncBackend):
         live = [e for e in entries if e is not None]
         if not live:
             return released
+        with self._guard:  # free leases in the pool ride along, so they stay fresh for the next acquire
+            pooled = [lease for pool in self._pool.values() for lease in pool]
         sent = monotonic()
-        ttls = await self.gw.keepalive(sorted({e.lease.id for e in live}))
+        ttls = await self.gw.keepalive(sorted({e.lease.id for e in live} | {lease.id for lease in pooled}))
+        dead = set()
+        for lease in pooled:
+            if ttls.get(lease.id, 0) > 0:
+                lease.confirmed = sent
+            else:
+                dead.add(lease.id)
+        if dead:
+            with self._guard:
+                for pool in self._pool.values():
+                    pool[:] = [lease for lease in pool if lease.id not in dead]
         checks = [{"request_range": keys.range_op(e.key)} for e in live]
         present: set[tuple[bytes, int]] = set()
         for r in await self.gw.txn_each(checks, try_timeout=_FAST_TRY):
@@ -637,6 +707,7 @@ class Backend(AsyncBackend):
             if ok and e is not None:
                 e.lease.confirmed = sent
             out.append(ok or gone)
+        await self._revoke_stale()
         return out
 
     async def holds(self, claim: Claim) -> bool:
@@ -719,10 +790,11 @@ class Backend(AsyncBackend):
 
     async def aclose(self) -> None:
         with self._guard:
-            pooled = [lease for pool in self._pool.values() for lease in pool]
+            pooled = [lease.id for pool in self._pool.values() for lease in pool] + self._stale
             self._pool.clear()
+            self._stale = []
         for lease in pooled:  # free leases would expire by themselves: do not make close() wait long for this
-            if not await self.gw.revoke(lease.id, op_timeout=min(1.0, self.gw.op_timeout)):
+            if not await self.gw.revoke(lease, op_timeout=min(1.0, self.gw.op_timeout)):
                 break
         await self.gw.client.aclose()
 
