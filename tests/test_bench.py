@@ -65,3 +65,19 @@ def test_bench_memory_has_no_probe_and_bad_url_exits_2(tmp_path: Path) -> None:
     from distlock.benchmark.probes import probe
 
     assert probe("memory://", 0.1) is None
+
+
+def test_bench_spawn_starts_and_measures_a_local_redis(tmp_path: Path) -> None:
+    from tests.servers.redis import redis_binary
+
+    if redis_binary() is None:
+        pytest.skip("redis-server is not installed")
+    out = tmp_path / "bench.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "distlock", "bench", "--spawn", "--seconds", "0.2", "--workers", "2", "--json", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    (b,) = json.loads(out.read_text())["backends"]  # plain --spawn: one redis-server, and no default URL
+    assert b["backend"] == "redis" and b["url"].startswith("redis://127.0.0.1:") and b["errors"] == []
+    assert b["uncontended"]["ops"] > 0 and b["raw"]["probe"] == "PING"

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from distlock._servers import etcd, mysql, postgres, zookeeper
+from distlock._servers.proc import faketime_lib
 from distlock.checker.history import analyse, fence_violations, overlaps
 from distlock.checker.runner import effective_lease
 from tests.servers.redis import redis_binary
@@ -87,6 +89,60 @@ def test_restart_of_a_redis_without_persistence_is_caught_by_the_fence_check(tmp
     assert report["fenced"]["stale_accepted"] == 0 and report["fenced"]["stale_rejected"] >= 1
 
 
+# -- servers the checker starts itself (--spawn FAMILY) and the server faults ----------------------------------
+def assert_safe(code: int, report: dict[str, Any], output: str, *faults: str) -> None:
+    assert code == 0, output
+    assert report["ok"] is True and report["acquisitions"] > 10
+    for fault in faults:
+        assert report["faults"][fault]["landed"] >= 1, report["faults"]
+    assert report["fenced"]["stale_accepted"] == 0
+    assert report["fence_violations"] == 0 and report["overlaps"]["silent"] == 0
+
+
+@needs_redis_server
+def test_spawned_redlock_survives_a_crash_of_all_five_masters(tmp_path: Path) -> None:
+    code, report, output = check(tmp_path, "--seconds", "4", "--spawn", "redlock", "--faults", "server-restart")
+    assert report["url"].startswith("redlock://127.0.0.1:") and report["url"].count(",") == 4
+    assert_safe(code, report, output, "server-restart")
+
+
+@pytest.mark.skipif(etcd.etcd_binary() is None, reason="etcd is not installed")
+def test_spawned_etcd_cluster_under_restart_leader_kill_and_partition(tmp_path: Path) -> None:
+    faults = "server-restart,leader-kill" + (",partition" if etcd.netns_usable() else "")
+    code, report, output = check(tmp_path, "--seconds", "7.5", "--spawn", "etcd", "--faults", faults)
+    assert report["url"].count(",") == 2  # three members
+    assert_safe(code, report, output, *faults.split(","))
+
+
+@pytest.mark.skipif(not zookeeper.available(), reason="ZooKeeper is not installed")
+def test_spawned_zookeeper_ensemble_under_leader_kill(tmp_path: Path) -> None:
+    code, report, output = check(tmp_path, "--seconds", "6", "--spawn", "zookeeper", "--faults", "leader-kill")
+    assert report["url"].count(",") == 2 and "session_timeout=2" in report["url"]
+    assert report["lease_s"] == 2.0  # the session timeout the checker gave the spawned ensemble
+    assert_safe(code, report, output, "leader-kill")
+
+
+@pytest.mark.skipif(postgres.pg_bindir() is None or faketime_lib() is None, reason="postgres or libfaketime missing")
+def test_database_clock_jump_expires_leases_early_and_fencing_rejects_the_stale_writes(tmp_path: Path) -> None:
+    """SAFETY F2 on PostgreSQL: lease expiry uses the database's clock. A holder paused for half its lease would
+    keep the lock; with the server's clock jumping forward meanwhile, its lease ends early and another worker
+    takes the lock. The resumed holder's writes are rejected by the fenced register; none is accepted.
+    (TTL 3 s: the pause is 1.5 s, longer than the 1 s a lease-mode waiter sleeps at most between looks.)"""
+    code, report, output = check(
+        tmp_path, "--seconds", "7", "--ttl", "3", "--spawn", "postgres", "--faults", "clock-skew,server-restart"
+    )
+    assert_safe(code, report, output, "clock-skew", "server-restart")
+    assert report["fenced"]["stale_rejected"] >= 1  # the early expiry happened, and fencing caught it
+    assert report["told_lost"] >= 1
+
+
+@pytest.mark.skipif(mysql.mariadb_binary() is None or faketime_lib() is None, reason="mariadb or libfaketime missing")
+def test_spawned_mariadb_under_clock_skew(tmp_path: Path) -> None:
+    code, report, output = check(tmp_path, "--seconds", "6", "--ttl", "3", "--spawn", "mysql", "--faults", "clock-skew")
+    assert_safe(code, report, output, "clock-skew")
+    assert report["fenced"]["stale_rejected"] >= 1
+
+
 @pytest.mark.parametrize(
     ("algorithm", "fault"),
     [("setnx-expire", "pause"), ("getset", "pause"), ("del-no-owner", "pause"), ("no-ttl", "kill")],
@@ -123,6 +179,10 @@ def test_broken_lockfile_baseline_is_caught_without_a_server(tmp_path: Path) -> 
         (["--algorithm", "getset"], "needs a redis:// URL"),
         (["--faults", "meteor"], "unknown fault"),
         (["--faults", "server-restart"], "needs --spawn"),
+        (["--spawn", "redis", "--faults", "clock-skew"], "needs --spawn postgres or mysql"),
+        (["--spawn", "redlock", "--faults", "leader-kill"], "needs --spawn zookeeper or etcd"),
+        (["--spawn", "etcd", "--volatile"], "--volatile applies to"),
+        (["--spawn", "nosuch"], "'nosuch' is not one of"),
     ],
 )
 def test_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:

@@ -278,7 +278,7 @@ def _inject(
         "server-restart": lease + 1.0,
         "leader-kill": down_for + lease + 1.0,
         "partition": down_for + lease + 1.0,
-        "clock-skew": skew_pause + lease + 1.0,
+        "clock-skew": skew_pause + 1.0,  # the resumed holder writes at once
     }
     next_at = started + min(0.3, cfg.seconds / 10)
     # one fault at a time: what ends the current one (SIGCONT, a restart, a heal), and when
