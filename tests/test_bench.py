@@ -52,6 +52,8 @@ def test_bench_sqlite_json_layout_and_plot(tmp_path: Path) -> None:
     assert t["tasks"] == 20 and t["acquisitions"] > 0 and 0 <= t["min"] <= t["max"] <= t["acquisitions"]
     assert t["fairness"] == pytest.approx(t["min"] / t["max"], abs=0.001)
     assert b["async_cost_ratio"] == pytest.approx(u["rate_per_s"] / au["rate_per_s"], rel=0.01)
+    assert u["cpu_us_per_op"] > 0 and au["cpu_us_per_op"] > 0
+    assert b["async_cpu_ratio"] == pytest.approx(au["cpu_us_per_op"] / u["cpu_us_per_op"], rel=0.01)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "sqlite" in r.stdout and "async API" in r.stdout and "async/sync" in r.stdout
 

@@ -43,8 +43,11 @@ def _pct(values: list[float]) -> dict[str, float | None]:
     return out
 
 
-def _summary(lat: list[float], elapsed: float) -> dict[str, Any]:
-    return {"ops": len(lat), "rate_per_s": round(len(lat) / elapsed, 1) if elapsed else 0.0, "latency_ms": _pct(lat)}
+def _summary(lat: list[float], elapsed: float, cpu: float | None = None) -> dict[str, Any]:
+    out = {"ops": len(lat), "rate_per_s": round(len(lat) / elapsed, 1) if elapsed else 0.0, "latency_ms": _pct(lat)}
+    if cpu is not None:  # this process's CPU time per pair: the client's own cost, whatever the machine's load
+        out["cpu_us_per_op"] = round(cpu / len(lat) * 1e6, 1) if lat else None
+    return out
 
 
 def _sync_pairs(lock: Any, seconds: float, lat: list[float]) -> float:
@@ -79,11 +82,13 @@ async def _warm_up(lock: Any) -> None:
         await lock.release()
 
 
-def uncontended(url: str | None, seconds: float, ttl: float, rounds: int = 4) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(sync, async) uncontended pairs: ``rounds`` alternating slices of each, ``seconds`` per side in total."""
+def uncontended(url: str | None, seconds: float, ttl: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(sync, async) uncontended pairs: alternating slices of each (a quarter of a second, at least 4 of each, so
+    both sides see the same machine load), ``seconds`` per side in total."""
+    rounds = max(4, round(seconds * 4))
     sync_lat: list[float] = []
     async_lat: list[float] = []
-    sync_time = async_time = 0.0
+    sync_time = async_time = sync_cpu = async_cpu = 0.0
     with connect(url) as store, asyncio.Runner() as runner:
         astore = runner.run(connect_async(url))
         try:
@@ -94,11 +99,15 @@ def uncontended(url: str | None, seconds: float, ttl: float, rounds: int = 4) ->
                 lock.release()
             runner.run(_warm_up(alock))
             for _ in range(rounds):
+                cpu0 = time.process_time()
                 sync_time += _sync_pairs(lock, seconds / rounds, sync_lat)
+                cpu1 = time.process_time()
                 async_time += runner.run(_async_pairs(alock, seconds / rounds, async_lat))
+                sync_cpu += cpu1 - cpu0
+                async_cpu += time.process_time() - cpu1
         finally:
             runner.run(astore.aclose())
-    return _summary(sync_lat, sync_time), _summary(async_lat, async_time)
+    return _summary(sync_lat, sync_time, sync_cpu), _summary(async_lat, async_time, async_cpu)
 
 
 def _step(index: int, turns: Any, end: Any) -> str:
@@ -287,6 +296,7 @@ def bench_url(
         "ratio_to_raw": None,
         "async": {"uncontended": None, "handoff": None, "tasks": None},
         "async_cost_ratio": None,
+        "async_cpu_ratio": None,
         "errors": [],
     }
     aresult = result["async"]
@@ -309,6 +319,8 @@ def bench_url(
     sync_u, async_u = result["uncontended"], aresult["uncontended"]
     if sync_u and async_u and async_u["rate_per_s"]:
         result["async_cost_ratio"] = round(sync_u["rate_per_s"] / async_u["rate_per_s"], 3)
+        if sync_u["cpu_us_per_op"] and async_u["cpu_us_per_op"]:
+            result["async_cpu_ratio"] = round(async_u["cpu_us_per_op"] / sync_u["cpu_us_per_op"], 3)
     try:
         raw = probe(url, min(seconds, 2.0))
     except Exception as err:  # noqa: BLE001

@@ -69,10 +69,11 @@ def render(results: list[dict[str, Any]]) -> Table:
 def render_async(results: list[dict[str, Any]]) -> Table:
     caption = (
         f"async/sync = async time per acquire+release over the sync one (target <= {ASYNC_COST_TARGET}x); "
+        "cpu = the same for this process's CPU time (the client's own cost, less sensitive to machine load); "
         "tasks = asyncio tasks on one lock in one process, min-max acquisitions per task"
     )
     table = Table(title="distlock bench, async API", title_justify="left", caption=caption, caption_justify="left")
-    for col in ("backend", "sync pairs/s", "async pairs/s", "async/sync", "p50/p99 ms", "hand-off p50/p99",
+    for col in ("backend", "sync pairs/s", "async pairs/s", "async/sync", "cpu", "p50/p99 ms", "hand-off p50/p99",
                 "tasks /s", "per-task min-max"):  # fmt: skip
         table.add_column(col, justify="right" if col != "backend" else "left")
     for r in results:
@@ -84,6 +85,7 @@ def render_async(results: list[dict[str, Any]]) -> Table:
             _n(r["uncontended"] and r["uncontended"]["rate_per_s"]),
             _n(u and u["rate_per_s"]),
             verdict,
+            "n/a" if r.get("async_cpu_ratio") is None else f"{r['async_cpu_ratio']:.2f}x",
             _p50_p99(u),
             _p50_p99(a.get("handoff")),
             f"{_n(t['rate_per_s'])} ({t['tasks']})" if t else "n/a",
