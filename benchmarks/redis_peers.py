@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """distlock's Redis and Redlock backends against their peers, on the same loopback servers in one run.
 
-    python benchmarks/redis_peers.py [--seconds 3] [--json FILE] [--held 10000]
+    python benchmarks/redis_peers.py [--seconds 3] [--json FILE] [--held 10000] [--only distlock,redis-py]
 
 Starts one redis-server and five independent masters (tests/servers/redis.py; persistence off). Peers, each
 if importable (``pip install python-redis-lock pottery`` into the venv; they are not test dependencies):
@@ -201,7 +201,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--held", type=int, default=10000)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--only", default="", help="comma-separated libraries to run (default: all installed)")
     args = ap.parse_args()
+    only = {x for x in args.only.split(",") if x}
 
     from tests.servers.redis import redis_masters, redis_server, redlock_url
 
@@ -220,6 +222,8 @@ def main() -> None:
         tmp.mkdir()
         present = []
         for lib, url, urls in libs:
+            if only and lib not in only:
+                continue
             try:
                 make_lock(lib, urls, "probe", open_store(lib, url) if lib.startswith("distlock") else None)
             except ImportError:

@@ -206,3 +206,52 @@ def test_list_finds_names_on_every_master(cluster: RedisCluster, store: distlock
     assert [i.name for i in store.list("listed-")] == sorted(names)
     for lk in locks:
         lk.release()
+
+
+def _move_slot(cluster: RedisCluster, slot: int, dst: int) -> None:
+    """Reshard: move ``slot`` (with its keys) to node ``dst``, the way ``redis-cli --cluster reshard`` does."""
+    src = _owner(cluster, slot)
+    ids = [cluster.client(i).execute_command("CLUSTER", "MYID").decode() for i in range(len(cluster.nodes))]
+    a, b = cluster.client(src), cluster.client(dst)
+    b.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src])
+    a.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst])
+    while keys := a.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+        a.execute_command("MIGRATE", "127.0.0.1", cluster.nodes[dst].port, "", 0, 5000, "KEYS", *keys)
+    for i in range(len(cluster.nodes)):
+        cluster.client(i).execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[dst])
+
+
+@pytest.mark.parametrize("side", ["sync", "async"])
+async def test_a_resharded_slot_is_followed_and_keeps_its_fence(cluster: RedisCluster, side: str) -> None:
+    """distlock sends a name's scripts straight to the master it last knew for the slot; after the slot moved
+    that master answers MOVED, and the call goes through redis-py's routing (which learns the new map)."""
+    n = f"moving-{side}"
+    slot = _slot(cluster, n)
+    dst = (_owner(cluster, slot) + 1) % len(cluster.nodes)
+    if side == "sync":
+        with distlock.connect(cluster.url) as store:
+            with store.lock(n, ttl=30) as lk:
+                before = lk.fence
+            _move_slot(cluster, slot, dst)
+            with store.lock(n, ttl=30) as lk:
+                after = lk.fence
+                assert store.inspect(n) is not None
+            with store.lock(n, ttl=30) as lk:
+                last = lk.fence
+    else:
+        astore = await distlock.connect_async(cluster.url)
+        try:
+            async with astore.lock(n, ttl=30) as alk:
+                before = alk.fence
+            _move_slot(cluster, slot, dst)
+            async with astore.lock(n, ttl=30) as alk:
+                after = alk.fence
+                assert await astore.inspect(n) is not None
+            async with astore.lock(n, ttl=30) as alk:
+                last = alk.fence
+        finally:
+            await astore.aclose()
+    assert _owner(cluster, slot) == dst
+    assert _keys_on(cluster, dst, n) == {lua.fence_key(n)}  # released: only the fence counter stays
+    assert before is not None and after is not None and last is not None
+    assert before < after < last  # the fence counter moved with the slot

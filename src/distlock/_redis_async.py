@@ -17,8 +17,8 @@ from typing import Any
 
 import redis.asyncio as redis_driver
 from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.exceptions import AskError, ClusterDownError, RedisClusterException, RedisError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
@@ -28,6 +28,9 @@ Client = redis_driver.Redis
 ClusterClient = redis_driver.RedisCluster
 #: either kind of client: the backend runs the same commands and pipelines on both
 AnyClient = Client | ClusterClient
+#: a cluster call on distlock's own connection that meets one of these goes through redis-py's routing
+#: instead (it follows MOVED/ASK, refreshes the slot map, waits out a failover)
+REROUTE = (AskError, TryAgainError, ClusterDownError, RedisConnectionError, RedisTimeoutError, RedisClusterException)
 
 
 def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> Client:
@@ -62,6 +65,13 @@ async def connect_cluster(url: str, max_connections: int = 4096, **kwargs: Any) 
     except RedisClusterException as exc:  # not a RedisError: say "cannot connect" like the plain client
         raise RedisConnectionError(str(exc)) from exc
     return client
+
+
+def route(client: ClusterClient, key: str) -> tuple[str, Callable[[], Any]]:
+    """The master that serves ``key``'s slot in the client's slot map: (its name, a connection factory)."""
+    lookup: Any = client.get_node_from_key
+    node: Any = lookup(key)
+    return node.name, lambda: node.connection_class(**node.connection_kwargs)
 
 
 def _recheck_cancel() -> None:
@@ -108,14 +118,20 @@ class Wire:
     can read this one's reply.
     """
 
-    def __init__(self, client: Client) -> None:
-        self._pool: Any = client.connection_pool
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make  # a new, unconnected redis.asyncio Connection
         self._idle: list[Any] = []
         self._closed = False
 
+    @classmethod
+    def of(cls, client: Client) -> Wire:
+        """Connections made like the client's own (URL, TLS, password, db, timeouts)."""
+        pool: Any = client.connection_pool
+        return cls(lambda: pool.connection_class(**pool.connection_kwargs))
+
     async def call(self, packed: bytes) -> Any:
         for attempt in (0, 1):
-            conn = self._idle.pop() if self._idle else self._pool.connection_class(**self._pool.connection_kwargs)
+            conn = self._idle.pop() if self._idle else self._make()
             try:
                 if not conn.is_connected:
                     await conn.connect()

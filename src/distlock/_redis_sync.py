@@ -17,8 +17,8 @@ from typing import Any
 
 import redis as redis_driver
 from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.exceptions import AskError, ClusterDownError, RedisClusterException, RedisError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
@@ -28,6 +28,9 @@ Client = redis_driver.Redis
 ClusterClient = redis_driver.RedisCluster
 #: either kind of client: the backend runs the same commands and pipelines on both
 AnyClient = Client | ClusterClient
+#: a cluster call on distlock's own connection that meets one of these goes through redis-py's routing
+#: instead (it follows MOVED/ASK, refreshes the slot map, waits out a failover)
+REROUTE = (AskError, TryAgainError, ClusterDownError, RedisConnectionError, RedisTimeoutError, RedisClusterException)
 
 
 def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> Client:
@@ -63,6 +66,14 @@ def connect_cluster(url: str, max_connections: int = 4096, **kwargs: Any) -> Clu
     return client
 
 
+def route(client: ClusterClient, key: str) -> tuple[str, Callable[[], Any]]:
+    """The master that serves ``key``'s slot in the client's slot map: (its name, a connection factory)."""
+    lookup: Any = client.get_node_from_key
+    node: Any = lookup(key)
+    pool: Any = node.redis_connection.connection_pool
+    return node.name, lambda: pool.connection_class(**pool.connection_kwargs)
+
+
 def command(client: AnyClient, *args: Any) -> Any:
     run: Any = client.execute_command
     return run(*args)
@@ -89,11 +100,17 @@ class Wire:
     child starts a new list instead of sharing the parent's sockets.
     """
 
-    def __init__(self, client: Client) -> None:
-        self._pool: Any = client.connection_pool
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make  # a new, unconnected redis Connection
         self._idle: list[Any] = []
         self._pid = os.getpid()
         self._closed = False
+
+    @classmethod
+    def of(cls, client: Client) -> Wire:
+        """Connections made like the client's own (URL, TLS, password, db, timeouts)."""
+        pool: Any = client.connection_pool
+        return cls(lambda: pool.connection_class(**pool.connection_kwargs))
 
     def call(self, packed: bytes) -> Any:
         if self._pid != os.getpid():
@@ -102,7 +119,7 @@ class Wire:
             try:
                 conn = self._idle.pop()
             except IndexError:
-                conn = self._pool.connection_class(**self._pool.connection_kwargs)
+                conn = self._make()
             try:
                 if not conn.is_connected:
                     conn.connect()

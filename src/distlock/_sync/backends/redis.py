@@ -90,8 +90,10 @@ class Node:
         self.label = label
         self.listener = drv.Listener(client)
         self.cluster = isinstance(client, drv.ClusterClient)
-        # the hot path (pre-encoded script calls); a cluster routes each call by slot through redis-py
-        self.wire = None if isinstance(client, drv.ClusterClient) else drv.Wire(client)
+        # the hot path: pre-encoded script calls on distlock's own connections (on a cluster, one set of them
+        # per master, chosen by the name's slot in redis-py's slot map)
+        self.wire = None if isinstance(client, drv.ClusterClient) else drv.Wire.of(client)
+        self._wires: dict[str, drv.Wire] = {}
 
     @classmethod
     def connect(
@@ -188,9 +190,17 @@ class Node:
             raise self.error(exc, script) from exc
 
     def _send(self, script: str, name: str, args: tuple[str, ...]) -> Any:
-        if self.wire is None:
+        if self.wire is not None:
+            return self.wire.call(lua.packed_call(script, name, *args))
+        assert isinstance(self.client, drv.ClusterClient)
+        try:  # straight to the master of the name's slot ...
+            key, make = drv.route(self.client, name)
+            wire = self._wires.get(key)
+            if wire is None:
+                wire = self._wires[key] = drv.Wire(make)
+            return wire.call(lua.packed_call(script, name, *args))
+        except drv.REROUTE:  # ... unless the slot moved or the master is away: redis-py's routing sorts it out
             return drv.command(self.client, *self.call(script, name, *args))
-        return self.wire.call(lua.packed_call(script, name, *args))
 
     def names(self, prefix: str) -> list[str]:
         """Names with live distlock details whose name starts with ``prefix`` (SCAN, not KEYS)."""
@@ -214,8 +224,9 @@ class Node:
 
     def close(self) -> None:
         self.listener.close()
-        if self.wire is not None:
-            self.wire.close()
+        for wire in [self.wire, *self._wires.values()]:
+            if wire is not None:
+                wire.close()
         drv.close(self.client)
 
 
