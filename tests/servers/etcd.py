@@ -10,11 +10,11 @@ from distlock._servers.etcd import (
     etcd_tls_member,
     etcdctl_binary,
     make_certs,
-    netns_usable,
     partitionable_cluster,
     post,
     start_cluster,
 )
+from distlock._servers.proc import netns_usable
 
 __all__ = [
     "EtcdCluster",

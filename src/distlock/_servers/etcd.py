@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import secrets
 import ssl
 import subprocess
 import time
@@ -14,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .proc import LOOPBACK, ServerProc, free_ports, which, workdir
+from .proc import LOOPBACK, NetnsLink, ServerProc, free_ports, netns_link, which, workdir
 
 
 def etcd_binary() -> str | None:
@@ -188,24 +186,6 @@ def etcd_cluster(size: int = 3, extra: Sequence[str] = (), fsync: bool = False) 
 
 
 # -- one member behind a link we can cut (network partition) ------------------------------------------
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
-
-
-def netns_usable() -> bool:
-    """Can this process create network namespaces and veth pairs (root, not inside a locked-down sandbox)?"""
-    if which("ip") is None or os.geteuid() != 0:
-        return False
-    probe = f"dlkprobe{os.getpid() % 10000}"
-    try:
-        _ip("netns", "add", probe)
-    except (subprocess.SubprocessError, OSError):
-        return False
-    with contextlib.suppress(subprocess.SubprocessError, OSError):
-        _ip("netns", "del", probe)
-    return True
-
-
 @dataclass
 class PartitionableCluster(EtcdCluster):
     """Members 0..n-2 on the host side of a veth pair, member n-1 in its own network namespace.
@@ -214,8 +194,7 @@ class PartitionableCluster(EtcdCluster):
     :meth:`partition` takes the link down, cutting the last member off from its peers and from clients.
     """
 
-    host_if: str = ""
-    netns: str = ""
+    link: NetnsLink | None = None
     addrs: list[str] = field(default_factory=list)
 
     @property
@@ -226,10 +205,12 @@ class PartitionableCluster(EtcdCluster):
         return self.addrs[i]
 
     def partition(self) -> None:
-        _ip("link", "set", self.host_if, "down")
+        assert self.link is not None
+        self.link.cut()
 
     def heal(self) -> None:
-        _ip("link", "set", self.host_if, "up")
+        assert self.link is not None
+        self.link.heal()
 
 
 @contextlib.contextmanager
@@ -237,22 +218,11 @@ def partitionable_cluster(size: int = 3, fsync: bool = False) -> Iterator[Partit
     binary = etcd_binary()
     if binary is None:
         raise RuntimeError("etcd is not installed")
-    tag = f"{os.getpid() % 1000:03d}{secrets.randbelow(100):02d}"
-    ns, host_if, ns_if = f"dlk{tag}", f"dlk{tag}h", f"dlk{tag}n"
-    net = secrets.randbelow(60) * 4  # 10.250.<x>.<net>/30, a link that exists only on this host
-    third = secrets.randbelow(250)
-    host_ip, ns_ip = f"10.250.{third}.{net + 1}", f"10.250.{third}.{net + 2}"
-    with workdir("etcd-netns") as d:
-        cluster = PartitionableCluster(d, host_if=host_if, netns=ns)
+    with workdir("etcd-netns") as d, netns_link() as link:
+        cluster = PartitionableCluster(d, link=link)
+        tag = link.netns
+        host_ip, ns_ip = link.host_ip, link.ns_ip
         try:
-            _ip("netns", "add", ns)
-            _ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if)
-            _ip("link", "set", ns_if, "netns", ns)
-            _ip("addr", "add", f"{host_ip}/30", "dev", host_if)
-            _ip("link", "set", host_if, "up")
-            _ip("-n", ns, "addr", "add", f"{ns_ip}/30", "dev", ns_if)
-            _ip("-n", ns, "link", "set", ns_if, "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
             ports = free_ports(2 * size)
             cluster.addrs = [host_ip] * (size - 1) + [ns_ip]
             names = [f"n{i + 1}" for i in range(size)]
@@ -272,7 +242,7 @@ def partitionable_cluster(size: int = 3, fsync: bool = False) -> Iterator[Partit
                     *([] if fsync else ["--unsafe-no-fsync"]), "--logger", "zap", "--log-outputs", "stderr",
                 ]  # fmt: skip
                 if i == size - 1:
-                    argv = ["ip", "netns", "exec", ns, *argv]
+                    argv = [*link.exec_prefix(), *argv]
                 cluster.members.append(ServerProc(n, argv, ports[i], data))
             for m in cluster.members:
                 m.start(ready=lambda: True)
@@ -281,10 +251,6 @@ def partitionable_cluster(size: int = 3, fsync: bool = False) -> Iterator[Partit
             yield cluster
         finally:
             cluster.stop()
-            with contextlib.suppress(subprocess.SubprocessError, OSError):
-                _ip("link", "del", host_if)
-            with contextlib.suppress(subprocess.SubprocessError, OSError):
-                _ip("netns", "del", ns)
 
 
 # -- one member serving clients over TLS (etcds://) ---------------------------------------------------

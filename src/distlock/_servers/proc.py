@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -192,3 +193,70 @@ def faketime_prefix(control: Path) -> list[str]:
         raise RuntimeError("libfaketime is not installed (Debian: apt-get install faketime)")
     return ["env", f"LD_PRELOAD={lib}", f"FAKETIME_TIMESTAMP_FILE={control}", "FAKETIME_NO_CACHE=1",
             "FAKETIME_DONT_FAKE_MONOTONIC=1"]  # fmt: skip
+
+
+# -- a link we can cut: one end in a network namespace of its own (network partitions) -----------------
+def ip(*args: str) -> None:
+    """Run ``ip ARGS`` (iproute2); raises on failure."""
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+
+def netns_usable() -> bool:
+    """Can this process create network namespaces and veth pairs (root, not inside a locked-down sandbox)?"""
+    if which("ip") is None or os.geteuid() != 0:
+        return False
+    probe = f"dlkprobe{os.getpid() % 10000}"
+    try:
+        ip("netns", "add", probe)
+    except (subprocess.SubprocessError, OSError):
+        return False
+    with contextlib.suppress(subprocess.SubprocessError, OSError):
+        ip("netns", "del", probe)
+    return True
+
+
+@dataclass
+class NetnsLink:
+    """A veth pair: ``host_ip`` on this host's side, ``ns_ip`` inside the namespace ``netns``, a private /30
+    that exists only on this host (nothing else can reach it). :meth:`cut` takes the host side down: a server
+    in the namespace loses every peer and client on the host at once; :meth:`heal` brings it back."""
+
+    netns: str
+    host_if: str
+    host_ip: str
+    ns_ip: str
+
+    def exec_prefix(self) -> list[str]:
+        """The command prefix that runs a server inside the namespace (``ip netns exec`` execs it: same PID)."""
+        return ["ip", "netns", "exec", self.netns]
+
+    def cut(self) -> None:
+        ip("link", "set", self.host_if, "down")
+
+    def heal(self) -> None:
+        ip("link", "set", self.host_if, "up")
+
+
+@contextlib.contextmanager
+def netns_link() -> Iterator[NetnsLink]:
+    """A fresh namespace and veth pair (root only), deleted afterwards."""
+    tag = f"{os.getpid() % 1000:03d}{secrets.randbelow(100):02d}"
+    ns, host_if, ns_if = f"dlk{tag}", f"dlk{tag}h", f"dlk{tag}n"
+    net = secrets.randbelow(60) * 4  # 10.250.<x>.<net>/30
+    third = secrets.randbelow(250)
+    link = NetnsLink(ns, host_if, f"10.250.{third}.{net + 1}", f"10.250.{third}.{net + 2}")
+    try:
+        ip("netns", "add", ns)
+        ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if)
+        ip("link", "set", ns_if, "netns", ns)
+        ip("addr", "add", f"{link.host_ip}/30", "dev", host_if)
+        ip("link", "set", host_if, "up")
+        ip("-n", ns, "addr", "add", f"{link.ns_ip}/30", "dev", ns_if)
+        ip("-n", ns, "link", "set", ns_if, "up")
+        ip("-n", ns, "link", "set", "lo", "up")
+        yield link
+    finally:
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            ip("link", "del", host_if)
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            ip("netns", "del", ns)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .proc import LOOPBACK, ServerProc, free_ports, which, workdir
+from .proc import LOOPBACK, NetnsLink, ServerProc, free_ports, netns_link, port_open, which, workdir
 
 #: where Debian puts the server jar (its manifest's Class-Path names the dependencies)
 JARS = ("/usr/share/java/zookeeper.jar",)
@@ -37,10 +37,10 @@ def available() -> bool:
     return zookeeper_jar() is not None and which("java") is not None
 
 
-def four_letter(port: int, word: str, timeout: float = 2.0) -> str:
+def four_letter(port: int, word: str, timeout: float = 2.0, host: str = LOOPBACK) -> str:
     """Send a four-letter command (``srvr``, ``ruok``) and return the reply text ('' if unreachable)."""
     try:
-        with socket.create_connection((LOOPBACK, port), timeout=timeout) as s:
+        with socket.create_connection((host, port), timeout=timeout) as s:
             s.sendall(word.encode())
             chunks = []
             while True:
@@ -53,9 +53,9 @@ def four_letter(port: int, word: str, timeout: float = 2.0) -> str:
         return ""
 
 
-def server_mode(port: int) -> str | None:
+def server_mode(port: int, host: str = LOOPBACK) -> str | None:
     """``leader``, ``follower`` or ``standalone`` if the server is serving, else None."""
-    for line in four_letter(port, "srvr").splitlines():
+    for line in four_letter(port, "srvr", host=host).splitlines():
         if line.startswith("Mode:"):
             return line.split(":", 1)[1].strip()
     return None
@@ -71,10 +71,15 @@ class ZkNode:
     election_port: int
     dir: Path
     proc: ServerProc | None = None
+    host: str = LOOPBACK  # the address it listens on (a network namespace's, for a partitionable ensemble)
+    wrap: list[str] = field(default_factory=list)  # a command prefix (``ip netns exec NS``)
 
     @property
     def address(self) -> str:
-        return f"{LOOPBACK}:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
+
+    def mode(self) -> str | None:
+        return server_mode(self.client_port, self.host)
 
 
 @dataclass
@@ -84,6 +89,8 @@ class ZkEnsemble:
     nodes: list[ZkNode]
     base: Path
     java_opts: list[str] = field(default_factory=list)
+    #: with :func:`partitionable_ensemble`: the link of the last node, which runs in a namespace of its own
+    link: NetnsLink | None = None
 
     @property
     def hosts(self) -> str:
@@ -100,7 +107,7 @@ class ZkEnsemble:
             "syncLimit=10",
             f"dataDir={node.dir / 'data'}",
             f"clientPort={node.client_port}",
-            f"clientPortAddress={LOOPBACK}",
+            f"clientPortAddress={node.host}",
             f"minSessionTimeout={2 * TICK_MS}",
             "maxSessionTimeout=60000",
             "admin.enableServer=false",
@@ -112,7 +119,7 @@ class ZkEnsemble:
         if len(self.nodes) > 1:
             lines.append("standaloneEnabled=false")
             for n in self.nodes:
-                lines.append(f"server.{n.myid}={LOOPBACK}:{n.quorum_port}:{n.election_port}")
+                lines.append(f"server.{n.myid}={n.host}:{n.quorum_port}:{n.election_port}")
         return "\n".join(lines) + "\n"
 
     def start_node(self, node: ZkNode, wait: bool = True, timeout: float = 90.0) -> None:
@@ -127,6 +134,7 @@ class ZkEnsemble:
             raise RuntimeError("ZooKeeper is not installed (scripts/install_servers.sh installs it)")
         classpath = ":".join([jar, *(j for j in LOG_JARS if os.path.exists(j))])
         argv = [
+            *node.wrap,
             java,
             "-Xms32m", "-Xmx256m",
             "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
@@ -142,14 +150,15 @@ class ZkEnsemble:
             str(cfg),
         ]  # fmt: skip
         node.proc = ServerProc(f"zk{node.myid}", argv, node.client_port, node.dir)
-        node.proc.start(ready=None if wait else (lambda: True), timeout=timeout)
+        node.proc.start(ready=(lambda: port_open(node.client_port, node.host)) if wait else (lambda: True),
+                        timeout=timeout)  # fmt: skip
 
     def wait_serving(self, nodes: list[ZkNode] | None = None, timeout: float = 90.0) -> None:
         """Wait until every given node (default: all running ones) answers ``srvr`` with a mode."""
         wanted = nodes if nodes is not None else [n for n in self.nodes if n.proc and n.proc.alive()]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if all(server_mode(n.client_port) is not None for n in wanted):
+            if all(n.mode() is not None for n in wanted):
                 return
             for n in wanted:
                 if n.proc is not None and not n.proc.alive():
@@ -166,7 +175,7 @@ class ZkEnsemble:
 
     def leader(self) -> ZkNode | None:
         for n in self.nodes:
-            if n.proc is not None and n.proc.alive() and server_mode(n.client_port) in ("leader", "standalone"):
+            if n.proc is not None and n.proc.alive() and n.mode() in ("leader", "standalone"):
                 return n
         return None
 
@@ -177,6 +186,15 @@ class ZkEnsemble:
     def restart(self, node: ZkNode) -> None:
         self.start_node(node)
         self.wait_serving([node])
+
+    def partition(self) -> None:
+        """Cut the last node off from its peers and from every client (partitionable ensembles only)."""
+        assert self.link is not None
+        self.link.cut()
+
+    def heal(self) -> None:
+        assert self.link is not None
+        self.link.heal()
 
     def crash(self) -> None:
         """kill -9 of every node, then all start again on their data (a whole-ensemble crash)."""
@@ -192,10 +210,15 @@ class ZkEnsemble:
                 node.proc.stop()
 
 
-def make_ensemble(base: Path, size: int) -> ZkEnsemble:
+def make_ensemble(base: Path, size: int, link: NetnsLink | None = None) -> ZkEnsemble:
+    """``size`` nodes on loopback; with ``link``, on its host side, and the last one inside its namespace."""
     ports = free_ports(3 * size)
     nodes = [ZkNode(i + 1, ports[3 * i], ports[3 * i + 1], ports[3 * i + 2], base / f"zk{i + 1}") for i in range(size)]
-    return ZkEnsemble(nodes, base)
+    if link is not None:
+        for node in nodes:
+            node.host = link.host_ip
+        nodes[-1].host, nodes[-1].wrap = link.ns_ip, link.exec_prefix()
+    return ZkEnsemble(nodes, base, link=link)
 
 
 @contextlib.contextmanager
@@ -203,6 +226,18 @@ def zookeeper_ensemble(size: int = 3) -> Iterator[ZkEnsemble]:
     """``size`` = 1: a standalone server; 3: a quorum on loopback. Stopped and removed afterwards."""
     with workdir("zookeeper") as d:
         ens = make_ensemble(d, size)
+        try:
+            ens.start()
+            yield ens
+        finally:
+            ens.stop()
+
+
+@contextlib.contextmanager
+def partitionable_ensemble(size: int = 3) -> Iterator[ZkEnsemble]:
+    """A quorum whose last node is behind a link :meth:`ZkEnsemble.partition` cuts (root only, iproute2)."""
+    with workdir("zookeeper-netns") as d, netns_link() as link:
+        ens = make_ensemble(d, size, link)
         try:
             ens.start()
             yield ens

@@ -11,8 +11,8 @@ its outcome:
 * ``server-restart`` -- (``--spawn`` only) kill -9 of every server of the spawned deployment, and a restart on
   the same ports and data.
 * ``leader-kill`` -- (``--spawn etcd|zookeeper``) kill -9 of the cluster's current leader, restarted after a lease.
-* ``partition`` -- (``--spawn etcd``, root) the member every client talks to is cut off from its peers and the
-  clients (its network namespace's link goes down) for a lease, then healed.
+* ``partition`` -- (``--spawn etcd|zookeeper``, root) the member listed first in the URL is cut off from its
+  peers and the clients (its network namespace's link goes down) for a lease, then healed.
 * ``clock-skew`` -- (``--spawn postgres|mysql``) SAFETY F2: a holder is paused in its critical section for half
   its lease (which a correct clock lets it survive), and meanwhile the database server's wall clock jumps
   forward by ``2 * ttl + 1 s`` (libfaketime): its lease expires early, another worker takes the lock, and the

@@ -8,7 +8,7 @@ family         what is started                                       server faul
 =============  ====================================================  =========================================
 ``redis``      one redis-server, AOF fsynced on every write          server-restart
 ``redlock``    5 independent redis-server masters, the same          server-restart (all five crash)
-``zookeeper``  a 3-node ensemble                                     server-restart, leader-kill
+``zookeeper``  a 3-node ensemble                                     server-restart, leader-kill, partition
 ``etcd``       a 3-member cluster (fsync on, as in production)       server-restart, leader-kill, partition
 ``postgres``   one PostgreSQL (lease mode), commits flushed          server-restart, clock-skew
 ``mysql``      one MariaDB (lease mode)                              server-restart, clock-skew
@@ -21,9 +21,9 @@ breaks fencing, and the ``server-restart`` fault is meant to test the lock, not 
 PostgreSQL it means ``synchronous_commit=off`` (a commit returns before its WAL is written, so a kill -9 loses
 the last fences handed out). The other families always keep what they committed.
 
-``partition`` needs root and iproute2: the etcd member clients talk to first runs in a network namespace of
-its own behind a veth link that exists only on this host; the fault takes the link down (cutting that member
-off from its peers and every client) and brings it back up. ``clock-skew`` runs the SQL server under
+``partition`` needs root and iproute2: one member (the one listed first in the URL) runs in a network
+namespace of its own behind a veth link that exists only on this host; the fault takes the link down (cutting
+that member off from its peers and every client) and brings it back up. ``clock-skew`` runs the SQL server under
 libfaketime with a control file, so its wall clock can jump while it runs (SAFETY F2); Debian's
 redis-server cannot be run under libfaketime (its jemalloc recurses into libfaketime's start-up), see
 docs/checker.md.
@@ -34,22 +34,25 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from .._errors import ConfigError
 from .._servers import etcd, mysql, postgres, redis, zookeeper
-from .._servers.proc import ServerProc, faketime_lib, faketime_prefix, workdir
+from .._servers.proc import ServerProc, faketime_lib, faketime_prefix, netns_usable, workdir
 
 FAMILIES = ("redis", "redlock", "zookeeper", "etcd", "postgres", "mysql")
 #: faults the checker injects into servers it started, and the families that support each
 SERVER_FAULTS: dict[str, tuple[str, ...]] = {
     "server-restart": FAMILIES,
     "leader-kill": ("zookeeper", "etcd"),
-    "partition": ("etcd",),
+    "partition": ("zookeeper", "etcd"),
     "clock-skew": ("postgres", "mysql"),
 }
 #: the arguments that make a spawned redis-server durable (they override the harness' ``--appendonly no``)
 REDIS_DURABLE = ("--appendonly", "yes", "--appendfsync", "always")
+T = TypeVar("T")
 
 
 class Spawned:
@@ -87,6 +90,23 @@ class Spawned:
         self.stack.close()
 
 
+def _wait_for(find: Callable[[], T | None], failure: str, timeout: float = 30.0) -> T:
+    """What ``find`` returns once it is not None (a cluster may be electing a leader right now)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = find()
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            raise ConfigError(f"{failure} after {timeout:g}s")
+        time.sleep(0.1)
+
+
+def _need_netns() -> None:
+    if not netns_usable():
+        raise ConfigError("the partition fault needs root and iproute2 (network namespaces)")
+
+
 class SpawnedRedis(Spawned):
     """``redis``: one server; ``redlock``: ``masters`` independent ones."""
 
@@ -120,27 +140,38 @@ class SpawnedRedis(Spawned):
 class SpawnedZookeeper(Spawned):
     family = "zookeeper"
 
-    def __init__(self, session_timeout: float) -> None:
+    def __init__(self, session_timeout: float, partitionable: bool = False) -> None:
         super().__init__()
         self.session_timeout = session_timeout
+        self.partitionable = partitionable
 
     def start(self) -> SpawnedZookeeper:
         if not zookeeper.available():
             raise ConfigError("--spawn zookeeper needs ZooKeeper and java (Debian: apt-get install zookeeper)")
-        d = self.stack.enter_context(workdir("spawn-zookeeper"))
-        self.ensemble = zookeeper.make_ensemble(d, 3)
-        self.stack.callback(self.ensemble.stop)
-        self.ensemble.start()
-        self.url = f"{self.ensemble.url}?session_timeout={self.session_timeout:g}"
+        if self.partitionable:
+            _need_netns()
+            self.ensemble = self.stack.enter_context(zookeeper.partitionable_ensemble(3))
+            hosts = ",".join(n.address for n in [self.ensemble.nodes[-1], *self.ensemble.nodes[:-1]])
+        else:
+            d = self.stack.enter_context(workdir("spawn-zookeeper"))
+            self.ensemble = zookeeper.make_ensemble(d, 3)
+            self.stack.callback(self.ensemble.stop)
+            self.ensemble.start()
+            hosts = self.ensemble.hosts
+        self.url = f"zookeeper://{hosts}?session_timeout={self.session_timeout:g}"
         return self
+
+    def partition(self) -> Callable[[], None]:
+        if self.ensemble.link is None:
+            raise ConfigError("partition: the ensemble was not started partitionable")
+        self.ensemble.partition()
+        return self.ensemble.heal
 
     def restart(self) -> None:
         self.ensemble.crash()
 
     def kill_leader(self) -> Callable[[], None]:
-        node = self.ensemble.leader()
-        if node is None:
-            raise RuntimeError("no ZooKeeper node says it is the leader")
+        node = _wait_for(self.ensemble.leader, "no ZooKeeper node says it is the leader")
         self.ensemble.kill(node)
         return lambda: self.ensemble.restart(node)
 
@@ -156,8 +187,7 @@ class SpawnedEtcd(Spawned):
         if etcd.etcd_binary() is None:
             raise ConfigError("--spawn etcd needs etcd installed (Debian: apt-get install etcd-server)")
         if self.partitionable:
-            if not etcd.netns_usable():
-                raise ConfigError("the partition fault needs root and iproute2 (network namespaces)")
+            _need_netns()
             part = self.stack.enter_context(etcd.partitionable_cluster(3, fsync=True))
             self.cluster: etcd.EtcdCluster = part
             # the member in the namespace first: every client talks to it until it is cut off
@@ -174,9 +204,7 @@ class SpawnedEtcd(Spawned):
         self.cluster.crash()
 
     def kill_leader(self) -> Callable[[], None]:
-        i = self.cluster.leader_index()
-        if i is None:
-            raise RuntimeError("no etcd member knows a leader")
+        i = _wait_for(self.cluster.leader_index, "no etcd member knows a leader")
         self.cluster.members[i].kill()
         return lambda: self.cluster.restart(i)
 
@@ -246,7 +274,7 @@ def spawn(family: str, faults: tuple[str, ...] = (), durable: bool = True, lease
     if family in ("redis", "redlock"):
         return SpawnedRedis(durable, masters=5 if family == "redlock" else 0)
     if family == "zookeeper":
-        return SpawnedZookeeper(session_timeout=max(lease, 2.0))
+        return SpawnedZookeeper(session_timeout=max(lease, 2.0), partitionable="partition" in faults)
     if family == "etcd":
         return SpawnedEtcd(partitionable="partition" in faults)
     return SpawnedSQL(family, clock="clock-skew" in faults, durable=durable)
