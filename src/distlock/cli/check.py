@@ -114,7 +114,8 @@ def render(report: dict[str, Any]) -> Table:
 @click.option(
     "--volatile",
     is_flag=True,
-    help="With --spawn redis/redlock: no persistence, so a server-restart forgets locks and fences (SAFETY F4).",
+    help="With --spawn redis/redlock/postgres: commits not kept or not waited for, so a server-restart forgets "
+    "locks and fences (SAFETY F4).",
 )
 @click.option(
     "--json",
