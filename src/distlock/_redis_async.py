@@ -172,17 +172,10 @@ class Wire:
             await self._drop(conn)
 
 
-async def scatter(
-    clients: Sequence[Client], commands: Sequence[Sequence[Any]], timeout: float, fanout: Fanout
-) -> list[Any]:
-    """One command per server, concurrently, with one deadline. Each result is the reply, or the exception
-    (``TimeoutError`` if none came in time)."""
-
-    async def one(client: Client, cmd: Sequence[Any]) -> Any:
-        run: Any = client.execute_command
-        return await run(*cmd)
-
-    tasks = [asyncio.ensure_future(one(c, cmd)) for c, cmd in zip(clients, commands, strict=True)]
+async def scatter(wires: Sequence[Wire], packed: bytes, timeout: float, fanout: Fanout) -> list[Any]:
+    """The same pre-encoded request to several servers, concurrently, with one deadline. Each result is the
+    reply, or the exception (``TimeoutError`` if none came in time)."""
+    tasks = [asyncio.ensure_future(w.call(packed)) for w in wires]
     try:
         done, pending = await asyncio.wait(tasks, timeout=timeout)
     except BaseException:
@@ -190,7 +183,7 @@ async def scatter(
             t.cancel()
         raise
     for t in pending:
-        t.cancel()
+        t.cancel()  # the wire closes a connection whose reply is still due
     if pending:
         await asyncio.wait(pending, timeout=1.0)
     _recheck_cancel()

@@ -126,28 +126,46 @@ class Wire:
                 conn.send_packed_command([packed], check_health=False)
                 reply = conn.read_response()
             except ResponseError:
-                self._put(conn)
+                self.put(conn)
                 raise
             except (RedisConnectionError, RedisTimeoutError):
-                self._drop(conn)
+                self.drop(conn)
                 if attempt:
                     raise
                 continue
             except BaseException:
-                self._drop(conn)
+                self.drop(conn)
                 raise
-            self._put(conn)
+            self.put(conn)
             return reply
         raise AssertionError("unreachable")
 
-    def _put(self, conn: Any) -> None:
+    def take_ready(self) -> Any:
+        """An idle connection that is connected and has nothing unread (a server that closed it, e.g. on a
+        restart, makes it readable), else None: the caller then uses :meth:`call` (which may connect)."""
+        if self._pid != os.getpid():
+            self._idle, self._pid = [], os.getpid()
+        try:
+            conn = self._idle.pop()
+        except IndexError:
+            return None
+        try:
+            if conn.is_connected and not conn.can_read(timeout=0):
+                return conn
+        except (RedisError, OSError):
+            pass
+        self.drop(conn)
+        self._idle.append(conn)  # disconnected: the next call reconnects it
+        return None
+
+    def put(self, conn: Any) -> None:
         if self._closed:
-            self._drop(conn)
+            self.drop(conn)
         else:
             self._idle.append(conn)
 
     @staticmethod
-    def _drop(conn: Any) -> None:
+    def drop(conn: Any) -> None:
         with contextlib.suppress(Exception):
             conn.disconnect()
 
@@ -155,62 +173,48 @@ class Wire:
         self._closed = True
         idle, self._idle = self._idle, []
         for conn in idle:
-            self._drop(conn)
+            self.drop(conn)
 
 
-def _ready(client: Client) -> bool:
-    """Does the client's pool have an idle, connected connection (so sending cannot block on a connect)?"""
-    idle: Any = getattr(client.connection_pool, "_available_connections", None)
-    return bool(idle) and bool(idle[-1].is_connected)
-
-
-def scatter(clients: Sequence[Client], commands: Sequence[Sequence[Any]], timeout: float, fanout: Fanout) -> list[Any]:
-    """One command per server, in parallel with one deadline. Each result is the reply, or the exception
-    (``TimeoutError`` if none came in time). Servers with a connected idle connection are served from this
-    one thread (send to all, then read all: parallel on the wire, no thread hand-offs); any other (it needs
-    a connect, which may block) runs on the fan-out pool."""
+def scatter(wires: Sequence[Wire], packed: bytes, timeout: float, fanout: Fanout) -> list[Any]:
+    """The same pre-encoded request to several servers, in parallel with one deadline. Each result is the
+    reply, or the exception (``TimeoutError`` if none came in time). Servers with an idle, connected and
+    quiet connection are served from this one thread (send to all, then read all: parallel on the wire, no
+    thread hand-offs); any other (it needs a connect, which may block) runs on the fan-out pool."""
     deadline = time.monotonic() + timeout
-    out: list[Any] = [None] * len(clients)
-    conns: list[Any] = [None] * len(clients)
-    slow = [i for i, c in enumerate(clients) if not _ready(c)]
-    packed: dict[int, Any] = {}
-    for i, (client, cmd) in enumerate(zip(clients, commands, strict=True)):
-        if i in slow:
-            continue
-        pool = client.connection_pool
-        try:
-            conn: Any = pool.get_connection()
-        except (RedisError, OSError) as exc:
-            out[i] = exc
+    out: list[Any] = [None] * len(wires)
+    conns: list[Any] = [None] * len(wires)
+    slow: list[int] = []
+    for i, wire in enumerate(wires):
+        conn = wire.take_ready()
+        if conn is None:
+            slow.append(i)
             continue
         try:
-            key = id(cmd)
-            if key not in packed:  # the same command to several servers is encoded once
-                packed[key] = conn.pack_command(*cmd)
-            conn.send_packed_command(packed[key], check_health=False)
+            conn.send_packed_command([packed], check_health=False)
             conns[i] = conn
         except (RedisError, OSError) as exc:
             out[i] = exc
-            conn.disconnect()
-            pool.release(conn)
+            wire.drop(conn)
     if slow:
-        runs = [lambda c=clients[i], cmd=commands[i]: command(c, *cmd) for i in slow]
+        runs = [lambda w=wires[i]: w.call(packed) for i in slow]
         for i, r in zip(slow, fanout.gather(runs, max(0.0, deadline - time.monotonic())), strict=True):
             out[i] = r
     for i, conn in enumerate(conns):
         if conn is None:
             continue
-        pool = clients[i].connection_pool
         try:
             if not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
                 raise TimeoutError(f"no reply within {timeout:.3f}s")
             out[i] = conn.read_response()
-        except (RedisError, OSError) as exc:  # TimeoutError is an OSError
+        except ResponseError as exc:  # an error reply: the connection is still in step
             out[i] = exc
-            if not isinstance(exc, ResponseError):
-                conn.disconnect()  # a reply may still come: the connection is out of step
-        finally:
-            pool.release(conn)
+            wires[i].put(conn)
+        except (RedisError, OSError) as exc:  # TimeoutError is an OSError; a late reply may still come
+            out[i] = exc
+            wires[i].drop(conn)
+        else:
+            wires[i].put(conn)
     return out
 
 

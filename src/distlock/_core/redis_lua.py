@@ -369,14 +369,14 @@ def _call_head(script: str, name: str) -> tuple[int, bytes]:
     return len(parts), b"".join(_bulk(p) for p in parts)
 
 
-def packed_call(script: str, name: str, *args: str) -> bytes:
+def packed_call(script: str, name: str, *args: str | int) -> bytes:
     """The whole RESP request of ``EVALSHA`` of ``script`` on ``name`` with ``args`` (after the channel):
     byte for byte what redis-py would send, without its per-argument encoding (the keys of a name are
     encoded once and cached)."""
     n, head = _call_head(script, name)
     out = [b"*%d\r\n" % (n + len(args)), head]
     for a in args:
-        data = a.encode()
+        data = a.encode() if isinstance(a, str) else b"%d" % a
         out.append(b"$%d\r\n%s\r\n" % (len(data), data))
     return b"".join(out)
 

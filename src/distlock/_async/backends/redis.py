@@ -122,10 +122,10 @@ class Node:
         return cls(client, scheme, secret, label)
 
     @property
-    def plain(self) -> drv.Client:
-        """The client of a single server (Redlock masters are never clusters)."""
-        assert isinstance(self.client, drv.Client)
-        return self.client
+    def plain_wire(self) -> drv.Wire:
+        """The short path of a single server (Redlock masters are never clusters)."""
+        assert self.wire is not None
+        return self.wire
 
     async def is_cluster(self) -> bool:
         """Does the server say it is a Redis Cluster node (``INFO cluster``)? False if it may not say."""
@@ -177,7 +177,7 @@ class Node:
         except RedisError as exc:
             raise self.error(exc, what) from exc
 
-    async def script(self, script: str, name: str, *args: str) -> Any:
+    async def script(self, script: str, name: str, *args: str | int) -> Any:
         """One script call on ``name`` (one round trip); reloads the scripts once after a restart."""
         try:
             try:
@@ -188,7 +188,7 @@ class Node:
         except RedisError as exc:
             raise self.error(exc, script) from exc
 
-    async def _send(self, script: str, name: str, args: tuple[str, ...]) -> Any:
+    async def _send(self, script: str, name: str, args: tuple[str | int, ...]) -> Any:
         if self.wire is not None:
             return await self.wire.call(lua.packed_call(script, name, *args))
         assert isinstance(self.client, drv.ClusterClient)

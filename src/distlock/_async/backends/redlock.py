@@ -164,8 +164,8 @@ class Backend(AsyncBackend):
     async def _scatter(self, nodes: Sequence[Node], timeout: float, script: str, name: str, *args: Any) -> list[Any]:
         """The same script on every node, in parallel on the wire (one thread on the sync side, no pool).
         Each result is the reply or an exception; a node that lost its scripts (restart) is retried alone."""
-        cmd = Node.call(script, name, *args)
-        results = await drv.scatter([n.plain for n in nodes], [cmd] * len(nodes), timeout, self.fanout)
+        packed = lua.packed_call(script, name, *args)  # encoded once for every master
+        results = await drv.scatter([n.plain_wire for n in nodes], packed, timeout, self.fanout)
         out: list[Any] = []
         for n, r in zip(nodes, results, strict=True):
             if isinstance(r, NoScriptError):

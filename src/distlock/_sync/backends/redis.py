@@ -111,9 +111,7 @@ class Node:
             raise ConfigError("Redis Cluster has only database 0 (drop /N from the URL)", backend=scheme)
         try:
             if cluster:
-                client = drv.connect_cluster(
-                    url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout
-                )
+                client = drv.connect_cluster(url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout)
             else:
                 client = drv.connect(url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout)
         except (ValueError, TypeError) as exc:
@@ -123,10 +121,10 @@ class Node:
         return cls(client, scheme, secret, label)
 
     @property
-    def plain(self) -> drv.Client:
-        """The client of a single server (Redlock masters are never clusters)."""
-        assert isinstance(self.client, drv.Client)
-        return self.client
+    def plain_wire(self) -> drv.Wire:
+        """The short path of a single server (Redlock masters are never clusters)."""
+        assert self.wire is not None
+        return self.wire
 
     def is_cluster(self) -> bool:
         """Does the server say it is a Redis Cluster node (``INFO cluster``)? False if it may not say."""
@@ -178,7 +176,7 @@ class Node:
         except RedisError as exc:
             raise self.error(exc, what) from exc
 
-    def script(self, script: str, name: str, *args: str) -> Any:
+    def script(self, script: str, name: str, *args: str | int) -> Any:
         """One script call on ``name`` (one round trip); reloads the scripts once after a restart."""
         try:
             try:
@@ -189,7 +187,7 @@ class Node:
         except RedisError as exc:
             raise self.error(exc, script) from exc
 
-    def _send(self, script: str, name: str, args: tuple[str, ...]) -> Any:
+    def _send(self, script: str, name: str, args: tuple[str | int, ...]) -> Any:
         if self.wire is not None:
             return self.wire.call(lua.packed_call(script, name, *args))
         assert isinstance(self.client, drv.ClusterClient)

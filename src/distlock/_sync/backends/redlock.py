@@ -165,8 +165,8 @@ class Backend(SyncBackend):
     def _scatter(self, nodes: Sequence[Node], timeout: float, script: str, name: str, *args: Any) -> list[Any]:
         """The same script on every node, in parallel on the wire (one thread on the sync side, no pool).
         Each result is the reply or an exception; a node that lost its scripts (restart) is retried alone."""
-        cmd = Node.call(script, name, *args)
-        results = drv.scatter([n.plain for n in nodes], [cmd] * len(nodes), timeout, self.fanout)
+        packed = lua.packed_call(script, name, *args)  # encoded once for every master
+        results = drv.scatter([n.plain_wire for n in nodes], packed, timeout, self.fanout)
         out: list[Any] = []
         for n, r in zip(nodes, results, strict=True):
             if isinstance(r, NoScriptError):
@@ -248,9 +248,7 @@ class Backend(SyncBackend):
         return Grant(False, retry_after=hints[0] if hints else None), None
 
     def release(self, claim: Claim) -> bool:
-        results = self._scatter(
-            self.nodes, self.node_timeout, "release", claim.name, claim.token, claim.mode.value
-        )
+        results = self._scatter(self.nodes, self.node_timeout, "release", claim.name, claim.token, claim.mode.value)
         return sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1) >= self.quorum
 
     def renew(self, claims: Sequence[Claim]) -> list[bool]:
