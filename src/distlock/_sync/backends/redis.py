@@ -111,7 +111,9 @@ class Node:
             raise ConfigError("Redis Cluster has only database 0 (drop /N from the URL)", backend=scheme)
         try:
             if cluster:
-                client = drv.connect_cluster(url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout)
+                client = drv.connect_cluster(
+                    url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout
+                )
             else:
                 client = drv.connect(url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout)
         except (ValueError, TypeError) as exc:

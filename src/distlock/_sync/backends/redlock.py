@@ -248,7 +248,9 @@ class Backend(SyncBackend):
         return Grant(False, retry_after=hints[0] if hints else None), None
 
     def release(self, claim: Claim) -> bool:
-        results = self._scatter(self.nodes, self.node_timeout, "release", claim.name, claim.token, claim.mode.value)
+        results = self._scatter(
+            self.nodes, self.node_timeout, "release", claim.name, claim.token, claim.mode.value
+        )
         return sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1) >= self.quorum
 
     def renew(self, claims: Sequence[Claim]) -> list[bool]:
