@@ -159,6 +159,11 @@ class RawAdvisory(Lib):
 
 
 class Tooz(Lib):
+    #: what acquire() gets: a number of seconds (tooz's mysql driver passes it to GET_LOCK, which waits in
+    #: the server; its postgresql driver then polls pg_try_advisory_lock with backoff up to 1 s), or True
+    #: (postgresql: a blocking pg_advisory_lock; mysql: GET_LOCK(name, 0) polled with the same backoff)
+    blocking: bool | float = 60
+
     def __init__(self, url: str) -> None:
         super().__init__(url)
         from tooz import coordination
@@ -173,7 +178,7 @@ class Tooz(Lib):
         lk = self.coord.get_lock(name.encode())
 
         def acquire() -> None:
-            assert lk.acquire(blocking=60)
+            assert lk.acquire(blocking=self.blocking)
 
         return acquire, lk.release
 
@@ -189,6 +194,10 @@ class ToozPg(Tooz):
     name, db = "tooz postgresql", "postgres"
 
 
+class ToozPgBlocking(Tooz):
+    name, db, blocking = "tooz postgresql (blocking=True)", "postgres", True
+
+
 LIBS: dict[str, type[Lib]] = {
     "mysql-lease": MysqlLease,
     "mysql-session": MysqlSession,
@@ -199,14 +208,24 @@ LIBS: dict[str, type[Lib]] = {
     "pg-session": PgSession,
     "pg-raw": RawAdvisory,
     "pg-tooz": ToozPg,
+    "pg-tooz-block": ToozPgBlocking,
 }
 
 
 def available(key: str) -> bool:
-    if key.endswith("tooz"):
+    """Can this interpreter run that row? tooz needs its own environment (see docs/sql.md): tooz itself
+    and the drivers its mysql / postgresql drivers import (PyMySQL, psycopg2)."""
+    if key.startswith("mysql-tooz"):
+        modules = ["tooz.coordination", "pymysql"]
+    elif key.startswith("pg-tooz"):
+        modules = ["tooz.coordination", "psycopg2"]
+    else:
+        modules = ["pymysql"] if LIBS[key].db == "mysql" else ["psycopg"]
+    for module in modules:
         try:
-            import tooz.coordination  # noqa: F401
-        except ImportError:
+            __import__(module)
+        except ImportError as exc:
+            print(f"{key}: cannot import {module} ({exc}), skipped", file=sys.stderr)
             return False
     return True
 
@@ -232,7 +251,9 @@ def uncontended(libs: list[Lib], seconds: float, slices: int = 10) -> list[float
     return [c / t for c, t in zip(counts, spent, strict=True)]
 
 
-def handoff(cls: type[Lib], url: str, rounds: int) -> tuple[float, float]:
+def handoff(cls: type[Lib], url: str, rounds: int) -> tuple[float, float, int]:
+    """(p50 ms, p99 ms, number of hand-offs seen): a lock that lets the releaser take it again at once
+    (barging, or a waiter asleep in a poll backoff) hands over less often than once per round."""
     a, b = cls(url), cls(url)
     name = f"h-{uuid.uuid4().hex[:8]}"
     locks = [a.lock(name), b.lock(name)]
@@ -259,8 +280,8 @@ def handoff(cls: type[Lib], url: str, rounds: int) -> tuple[float, float]:
     b.close()
     samples.sort()
     if not samples:
-        return float("nan"), float("nan")
-    return statistics.median(samples) * 1000, samples[max(0, int(len(samples) * 0.99) - 1)] * 1000
+        return float("nan"), float("nan"), 0
+    return statistics.median(samples) * 1000, samples[max(0, int(len(samples) * 0.99) - 1)] * 1000, len(samples)
 
 
 def worker(key: str, url: str, name: str, seconds: float) -> None:
@@ -310,13 +331,13 @@ def servers(mysql_url: str | None, pg_url: str | None, only: str | None) -> Iter
     with ExitStack() as stack:
         if only in (None, "mysql"):
             if mysql_url is None:
-                from tests.servers.mysql import mariadb_server
+                from distlock._servers.mysql import mariadb_server
 
                 mysql_url = stack.enter_context(mariadb_server()).url
             urls["mysql"] = mysql_url
         if only in (None, "postgres"):
             if pg_url is None:
-                from tests.servers.postgres import postgres_server
+                from distlock._servers.postgres import postgres_server
 
                 pg_url = stack.enter_context(postgres_server()).url
             urls["postgres"] = pg_url
@@ -328,6 +349,7 @@ def main() -> None:
     ap.add_argument("--mysql")
     ap.add_argument("--postgres")
     ap.add_argument("--only", choices=["mysql", "postgres"])
+    ap.add_argument("--libs", help="comma-separated rows to run (default: all importable): " + ",".join(LIBS))
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--json")
@@ -340,10 +362,10 @@ def main() -> None:
     results: dict[str, dict[str, Any]] = {}
     with servers(args.mysql, args.postgres, args.only) as urls:
         for db, url in urls.items():
-            keys = [k for k, cls in LIBS.items() if cls.db == db and available(k)]
-            for k, cls in LIBS.items():
-                if cls.db == db and k not in keys:
-                    print(f"{k}: not installed, skipped", file=sys.stderr)
+            wanted = [k for k, cls in LIBS.items() if cls.db == db and (not args.libs or k in args.libs.split(","))]
+            keys = [k for k in wanted if available(k)]
+            if not keys:
+                continue
             libs = [LIBS[k](url) for k in keys]
             rates = uncontended(libs, args.seconds * len(libs))
             for lib in libs:
@@ -351,7 +373,7 @@ def main() -> None:
             for key, rate in zip(keys, rates, strict=True):
                 cls = LIBS[key]
                 row: dict[str, Any] = {"uncontended": rate}
-                row["handoff_p50_ms"], row["handoff_p99_ms"] = handoff(cls, url, args.rounds)
+                row["handoff_p50_ms"], row["handoff_p99_ms"], row["handoff_samples"] = handoff(cls, url, args.rounds)
                 row["processes_8"] = processes(key, url, args.seconds)
                 results[cls.name] = row
                 print(cls.name, {k: round(v, 2) for k, v in row.items()}, file=sys.stderr)
