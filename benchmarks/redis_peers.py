@@ -3,7 +3,8 @@
 
     python benchmarks/redis_peers.py [--seconds 3] [--json FILE] [--held 10000] [--only distlock,redis-py]
 
-Starts one redis-server and five independent masters (tests/servers/redis.py; persistence off). Peers, each
+Starts one redis-server, five independent masters (tests/servers/redis.py) and a 3-master Redis Cluster
+(tests/servers/redis_cluster.py; ``distlock-cluster`` row), persistence off. Peers, each
 if importable (``pip install python-redis-lock pottery`` into the venv; they are not test dependencies):
 redis-py's ``Lock``, python-redis-lock's ``Lock`` and pottery's ``Redlock`` (5 masters). Measured:
 
@@ -46,7 +47,7 @@ Pair = tuple[Callable[[], None], Callable[[], None]]
 
 def make_lock(lib: str, urls: list[str], name: str, store: Any = None) -> Pair:
     """(acquire, release) of one lock of library ``lib`` (blocking acquire, 10 s lease)."""
-    if lib in ("distlock", "distlock-redlock"):
+    if lib in ("distlock", "distlock-redlock", "distlock-cluster"):
         lk = store.lock(name, ttl=10)
 
         def acquire() -> None:
@@ -206,15 +207,17 @@ def main() -> None:
     only = {x for x in args.only.split(",") if x}
 
     from tests.servers.redis import redis_masters, redis_server, redlock_url
+    from tests.servers.redis_cluster import redis_cluster
 
     report: dict[str, Any] = {"python": sys.version.split()[0], "redis-py": redis.__version__, "rows": []}
-    with redis_server() as srv, redis_masters(5) as masters:
+    with redis_server() as srv, redis_masters(5) as masters, redis_cluster(3) as cluster:
         single = [srv.url]
         five = [m.url for m in masters]
         libs: list[tuple[str, str, list[str]]] = [
             ("distlock", srv.url, single),
             ("redis-py", srv.url, single),
             ("python-redis-lock", srv.url, single),
+            ("distlock-cluster", cluster.url, single),  # hand-off bookkeeping stays on the single node
             ("distlock-redlock", redlock_url(masters), five),
             ("pottery-redlock", "", five),
         ]
