@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -192,6 +193,45 @@ async def test_hundred_tasks_and_two_processes_share_a_counter(
     for p, err in errors:
         assert p.returncode == 0, err
     assert int(counter.read_text()) == 100 + 15 * len(others)
+
+
+async def test_waiters_of_one_store_do_not_herd_at_the_backend(async_store: distlock.AsyncStore, name: str) -> None:
+    """SAFETY F11 inside one process: 12 tasks wait for a held lock; the whole hand-off chain costs about one
+    backend try per waiter, not one per waiter per release (a herd is ~n^2/2 = 78 tries on a backend that
+    wakes every waiter at each release)."""
+    backend = async_store._backend
+    real_attempt = backend.attempt
+    tries = [0]
+
+    def counting_attempt(claim: Any) -> Any:
+        attempt = real_attempt(claim)
+        real_try = attempt.try_acquire
+
+        async def try_acquire() -> Any:
+            tries[0] += 1
+            return await real_try()
+
+        attempt.try_acquire = try_acquire
+        return attempt
+
+    holder = async_store.lock(name, ttl=10)
+    await holder.acquire()
+    order: list[int] = []
+
+    async def waiter(i: int) -> None:
+        async with async_store.lock(name, ttl=10):
+            order.append(i)
+
+    backend.attempt = counting_attempt  # type: ignore[method-assign]
+    try:
+        tasks = [asyncio.create_task(waiter(i)) for i in range(12)]
+        await asyncio.sleep(0.3)  # every waiter is parked
+        await holder.release()
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    finally:
+        backend.attempt = real_attempt  # type: ignore[method-assign]
+    assert sorted(order) == list(range(12))
+    assert tries[0] <= 3 * 12, f"{tries[0]} backend tries for 12 waiters: they herd"
 
 
 async def test_aclose_releases_and_stops_background_tasks(backend_url: str, name: str) -> None:
