@@ -250,6 +250,24 @@ def test_a_pooled_lease_revoked_from_outside_is_replaced(etcd_url: str, name: st
         lock.release()
 
 
+def test_an_aged_pooled_lease_is_renewed_not_replaced(etcd_url: str, name: str) -> None:
+    """A free lease that aged in the pool (nothing held, so no renewal tick kept it alive) is renewed with
+    one keepalive at the next acquire: no new lease is granted and none is left behind."""
+    port = client_ports(etcd_url)[0]
+    with distlock.connect(etcd_url) as store:
+        lock = store.lock(name, ttl=6)
+        assert lock.acquire()
+        (kv,) = contenders(port, name)
+        lock.release()
+        time.sleep(2.5)  # 6 s lease, 3.5 s left: less than the 2/3 a pooled lease must have, still alive
+        assert lock.acquire(timeout=10)
+        (again,) = contenders(port, name)
+        assert again["lease"] == kv["lease"]
+        left = int(post(port, "/v3/lease/timetolive", {"ID": kv["lease"]})["TTL"])  # type: ignore[arg-type]
+        assert left > 4, left  # renewed to its full 6 s
+        lock.release()
+
+
 def test_break_lock_from_another_store_revokes_the_holders_lease(etcd_url: str, name: str) -> None:
     with distlock.connect(etcd_url) as a, distlock.connect(etcd_url) as b:
         lock = a.lock(name, ttl=3)

@@ -579,13 +579,25 @@ class Backend(SyncBackend):
     def _take_lease(self, ttl: float, fresh: bool = False) -> _Lease:
         want = keys.lease_ttl_seconds(ttl)
         now = monotonic()
+        enough = max(ttl * 2.0 / 3.0, 0.5)
+        refresh: _Lease | None = None
         with self._guard:
             pool = self._pool.get(want, [])
             while pool and not fresh:
                 lease = pool.pop()
-                if lease.left(now) >= max(ttl * 2.0 / 3.0, 0.5):
+                if lease.left(now) >= enough:
                     return lease
-                self._stale.append(lease.id)  # too little left: revoked by the next renewal tick or close()
+                if lease.left(now) >= 1.0:
+                    refresh = lease  # alive but aged (nothing held kept it alive): one keepalive renews it
+                    break
+                self._stale.append(lease.id)  # about to expire: revoked by the next renewal tick or close()
+        if refresh is not None:
+            # a keepalive is answered by the leader without a raft write, unlike a grant (and the revoke of
+            # the old lease it would need)
+            sent = monotonic()
+            if (self.gw.keepalive([refresh.id])).get(refresh.id, 0) > 0:
+                refresh.confirmed = sent
+                return refresh
         sent = monotonic()
         data = self.gw.call("/v3/lease/grant", {"TTL": str(want)})
         return _Lease(int(data["ID"]), int(data.get("TTL") or want), sent)
