@@ -9,7 +9,7 @@ import base64
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -234,38 +234,42 @@ def test_key_deleted_from_outside_sets_lost(etcd_url: str, name: str) -> None:
         other.release()
 
 
+def lease_before_and_after(
+    etcd_url: str, name: str, ttl: float, meanwhile: Callable[[int, object], object]
+) -> tuple[object, object, int]:
+    """The lease of a lock's key in one holding and in the next one by the same lock object (the first
+    holding's lease goes back to the store's pool on release); ``meanwhile(port, lease)`` runs between.
+    Also the seconds the second lease has left right after the second acquire."""
+    port = client_ports(etcd_url)[0]
+    with distlock.connect(etcd_url) as store:
+        lock = store.lock(name, ttl=ttl)
+        assert lock.acquire(timeout=10)
+        (first,) = contenders(port, name)
+        lock.release()
+        meanwhile(port, first["lease"])
+        assert lock.acquire(timeout=10)
+        (second,) = contenders(port, name)
+        left = int(post(port, "/v3/lease/timetolive", {"ID": second["lease"]})["TTL"])  # type: ignore[arg-type]
+        lock.release()
+        return first["lease"], second["lease"], left
+
+
 def test_a_pooled_lease_revoked_from_outside_is_replaced(etcd_url: str, name: str) -> None:
     """A released holding's lease waits in the store's pool for the next acquire; if someone revokes it
     meanwhile, the next acquire takes a fresh lease instead of failing ("requested lease not found")."""
-    port = client_ports(etcd_url)[0]
-    with distlock.connect(etcd_url) as store:
-        lock = store.lock(name, ttl=10)
-        assert lock.acquire()
-        (kv,) = contenders(port, name)
-        lock.release()
-        post(port, "/v3/lease/revoke", {"ID": kv["lease"]})
-        assert lock.acquire(timeout=10)
-        (again,) = contenders(port, name)
-        assert again["lease"] != kv["lease"]
-        lock.release()
+    first, second, _ = lease_before_and_after(
+        etcd_url, name, 10, lambda port, lease: post(port, "/v3/lease/revoke", {"ID": lease})
+    )
+    assert first != second
 
 
 def test_an_aged_pooled_lease_is_renewed_not_replaced(etcd_url: str, name: str) -> None:
     """A free lease that aged in the pool (nothing held, so no renewal tick kept it alive) is renewed with
     one keepalive at the next acquire: no new lease is granted and none is left behind."""
-    port = client_ports(etcd_url)[0]
-    with distlock.connect(etcd_url) as store:
-        lock = store.lock(name, ttl=6)
-        assert lock.acquire()
-        (kv,) = contenders(port, name)
-        lock.release()
-        time.sleep(2.5)  # 6 s lease, 3.5 s left: less than the 2/3 a pooled lease must have, still alive
-        assert lock.acquire(timeout=10)
-        (again,) = contenders(port, name)
-        assert again["lease"] == kv["lease"]
-        left = int(post(port, "/v3/lease/timetolive", {"ID": kv["lease"]})["TTL"])  # type: ignore[arg-type]
-        assert left > 4, left  # renewed to its full 6 s
-        lock.release()
+    # 6 s lease, 3.5 s left after the pause: less than the 2/3 a pooled lease must have, still alive
+    first, second, left = lease_before_and_after(etcd_url, name, 6, lambda _port, _lease: time.sleep(2.5))
+    assert first == second
+    assert left > 4, left  # renewed to its full 6 s at the second acquire
 
 
 def test_break_lock_from_another_store_revokes_the_holders_lease(etcd_url: str, name: str) -> None:
