@@ -84,18 +84,22 @@ def test_waiter_behind_a_redis_py_holder_gets_in_when_its_ttl_ends(
     lock.release()
 
 
-def test_one_release_wakes_exactly_one_waiter(store: distlock.Store, raw: redis.Redis, name: str) -> None:
-    """SAFETY F11: a release publishes one wake-up, addressed to the first waiter, not a broadcast."""
+def test_one_release_wakes_exactly_one_waiter(
+    store: distlock.Store, raw: redis.Redis, redis_url: str, name: str
+) -> None:
+    """SAFETY F11: a release publishes one wake-up, addressed to the first waiter, not a broadcast. The
+    waiters are three processes' worth of stores (threads of one store queue locally, one on the server)."""
     holder = store.lock(name, ttl=30)
     assert holder.acquire()
     done: list[str] = []
 
     def waiter(tag: str) -> None:
-        lock = store.lock(name, ttl=30)
-        assert lock.acquire(timeout=30)
-        done.append(tag)
-        time.sleep(0.05)
-        lock.release()
+        with distlock.connect(redis_url) as own:
+            lock = own.lock(name, ttl=30)
+            assert lock.acquire(timeout=30)
+            done.append(tag)
+            time.sleep(0.05)
+            lock.release()
 
     threads = [threading.Thread(target=waiter, args=(t,)) for t in "abc"]
     for t in threads:

@@ -61,12 +61,20 @@ def glob_escape(text: str) -> str:
 
 # -- the scripts -------------------------------------------------------------------------------------------
 _PRELUDE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = nil
 local channel = ARGV[1]
+
+-- the server clock in ms, read once per call and only where needed (the hot paths never need it)
+local function tick()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+end
 
 -- drop expired shared holders and waiters whose entry was not refreshed in time
 local function purge()
+  tick()
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   local dead = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now)
@@ -76,6 +84,7 @@ end
 
 -- keep a key at least until `until_ms` (never shorten: other members may live longer)
 local function keep_until(key, until_ms)
+  tick()
   local p = redis.call('PTTL', key)
   if p == -1 or (p >= 0 and p < until_ms - now) then redis.call('PEXPIRE', key, until_ms - now) end
 end
@@ -105,6 +114,7 @@ end
 -- is `token` a live holder in `mode`?
 local function holds(token, mode)
   if mode == 'lock' or mode == 'write' then return redis.call('GET', KEYS[1]) == token end
+  tick()
   local s = redis.call('ZSCORE', shared_set(mode), token)
   return s ~= false and tonumber(s) > now
 end
@@ -121,15 +131,16 @@ local token, mode = ARGV[2], ARGV[3]
 local ttl, permits, fair, owner, qttl = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7], tonumber(ARGV[8])
 local exclusive = (mode == 'lock' or mode == 'write')
 local member = mode .. '|' .. token
--- fast path: nobody holds or waits for this name at all (details left by dead holders are stale)
+-- fast path: nobody holds or waits for this name at all. (Details of holders whose lease ran out expire
+-- with their lease; any other stale entry is dropped by the full path below. Five calls, no TIME.)
 if exclusive and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[5]) == 0 then
   local fence = redis.call('INCR', KEYS[7])
   redis.call('SET', KEYS[1], token, 'PX', ttl)
-  redis.call('DEL', KEYS[4])
   redis.call('HSET', KEYS[4], token, mode .. '|' .. fence .. '|' .. owner)
   redis.call('PEXPIRE', KEYS[4], ttl)
   return {1, fence}
 end
+tick()
 purge()
 if holds(token, mode) then return {1, fence_of(token)} end
 local holder = redis.call('GET', KEYS[1])
@@ -267,6 +278,7 @@ RENEW = (
 -- ARGV: 1 channel, 2 token, 3 mode, 4 ttl ms.  Extends a LIVE lease only (one that ran out may belong
 -- to someone else by now). Returns 1 if extended.
 local token, mode, ttl = ARGV[2], ARGV[3], tonumber(ARGV[4])
+tick()
 if not holds(token, mode) then return 0 end
 if mode == 'lock' or mode == 'write' then
   redis.call('PEXPIRE', KEYS[1], ttl)
@@ -293,6 +305,7 @@ INSPECT = (
     + """
 -- ARGV: 1 channel.  Returns {exclusive holder value or '', its PTTL ms, readers {token, end, ...},
 --   permits {token, end, ...}, details {token, "mode|fence|owner", ...}, live waiters, now ms}
+tick()
 local holder = redis.call('GET', KEYS[1])
 return {
   holder or '',
@@ -311,6 +324,7 @@ BREAK = (
     + """
 -- ARGV: 1 channel.  Admin force release of every holding (also a foreign one, e.g. a redis-py Lock);
 -- wakes every waiter. Returns the tokens that held it.
+tick()
 local out = {}
 local holder = redis.call('GET', KEYS[1])
 if holder then table.insert(out, holder) end
