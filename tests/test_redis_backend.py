@@ -427,3 +427,34 @@ def test_dropped_connections_while_held_reconnect_and_keep_the_lock(own_server: 
         with pytest.raises(LockLost):
             lock.release()
         admin.close()
+
+
+async def test_a_call_cancelled_while_its_reply_is_due_never_hands_that_reply_to_another(
+    redis_url: str, raw: redis.Redis, name: str
+) -> None:
+    """The per-lock calls run on distlock's own connections: a task cancelled between sending its request
+    and reading the reply must not leave that reply for the next call on the connection (it would read an
+    acquire's ``[1, fence]`` as its own answer). The server is paused (``CLIENT PAUSE``) so the reply is due
+    while the task is cancelled. (Both distlock's wire and redis.asyncio's ``read_response`` close such a
+    connection; this pins the behaviour, whichever layer provides it.)"""
+    import asyncio
+
+    store = await distlock.connect_async(redis_url)
+    try:
+        async with store.lock(name, ttl=5):
+            pass  # fence 1 for `name`, and one idle connection on the short path
+        raw.execute_command("CLIENT", "PAUSE", 300, "WRITE")
+        task = asyncio.ensure_future(store.lock(name, ttl=30).acquire(timeout=10))
+        await asyncio.sleep(0.1)  # the acquire is sent and waits for its reply
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        other = store.lock(name + "-other", ttl=30)
+        assert await other.acquire(timeout=5)  # after the pause; a stale reply would be `name`'s [1, 2]
+        assert other.fence == 1
+        assert await other.owned()
+        await other.release()
+        assert await store.inspect(name) is None  # the cancelled acquire left nothing behind
+        assert raw.zcard("{" + name + "}:q") == 0
+    finally:
+        await store.aclose()
