@@ -5,17 +5,19 @@ whose pub/sub connection is on another master, and the ``cluster`` URL option.""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+import redis
 from redis.exceptions import MovedError
 
 import distlock
 from distlock import BackendError, ConfigError
 from distlock._core import redis_lua as lua
-from tests.servers.redis_cluster import RedisCluster
+from tests.servers.redis_cluster import RedisCluster, redis_cluster
 
 #: names with no '}' (braces, unicode, separators): all keys must share the name's slot
 GOOD = ["plain", "jobs/nightly", "x{y", "{", "{{a", "ünïcödé-名前", "a:b:c", "t" * 300]
@@ -255,3 +257,99 @@ async def test_a_resharded_slot_is_followed_and_keeps_its_fence(cluster: RedisCl
     assert _keys_on(cluster, dst, n) == {lua.fence_key(n)}  # released: only the fence counter stays
     assert before is not None and after is not None and last is not None
     assert before < after < last  # the fence counter moved with the slot
+
+
+def test_wake_ups_follow_a_failover_of_the_listeners_node() -> None:
+    """The store's one pub/sub connection sits on one master. When that master dies and its replica takes
+    over, the listener moves to where the slot map now points and subscribes again: waiters are pushed
+    again (not just re-checking every 2 s)."""
+    with redis_cluster(3, replicas=True) as cl:
+        by_master: dict[int, str] = {}
+        i = 0
+        while 0 not in by_master or 1 not in by_master:
+            n = f"failover-{i}"
+            by_master.setdefault(_owner(cl, _slot(cl, n)), n)
+            i += 1
+        first, second = by_master[0], by_master[1]
+        with distlock.connect(cl.url) as holders, distlock.connect(cl.url) as waiters:
+            listener = waiters._backend.node.listener  # type: ignore[attr-defined]
+            for n in (first, second):
+                held = holders.lock(n, ttl=30)
+                assert held.acquire(timeout=5)
+                got: list[bool] = []
+
+                def wait(n: str = n, got: list[bool] = got) -> None:
+                    lk = waiters.lock(n, ttl=30)
+                    got.append(lk.acquire(timeout=30))
+                    lk.release()
+
+                t = threading.Thread(target=wait)
+                t.start()
+                deadline = time.monotonic() + 20
+                while listener.live(lua.channel(n)) is None:  # the waiter is subscribed (pushed, not polling)
+                    assert time.monotonic() < deadline, f"no live subscription for {n}"
+                    time.sleep(0.05)
+                held.release()
+                t.join(40)
+                assert got == [True]
+                if n == first:  # the pub/sub connection is on master 0 (the slot of the first channel): kill it
+                    cl.nodes[0].kill()
+                    deadline = time.monotonic() + 30
+                    while True:
+                        with contextlib.suppress(redis.RedisError):
+                            if (
+                                cl.client(3).info("replication")["role"] == "master"
+                                and cl.client(1).cluster("INFO").get("cluster_state") == "ok"
+                            ):
+                                break
+                        assert time.monotonic() < deadline, "no failover"
+                        time.sleep(0.2)
+
+
+async def test_wake_ups_follow_a_failover_of_the_listeners_node_async() -> None:
+    """The same on the asyncio side (the listener is a task there)."""
+    import asyncio
+
+    with redis_cluster(3, replicas=True) as cl:
+        by_master: dict[int, str] = {}
+        i = 0
+        while 0 not in by_master or 1 not in by_master:
+            n = f"afailover-{i}"
+            by_master.setdefault(_owner(cl, _slot(cl, n)), n)
+            i += 1
+        holders = await distlock.connect_async(cl.url)
+        waiters = await distlock.connect_async(cl.url)
+        try:
+            listener = waiters._backend.node.listener  # type: ignore[attr-defined]
+            for n in (by_master[0], by_master[1]):
+                held = holders.lock(n, ttl=30)
+                assert await held.acquire(timeout=5)
+
+                async def wait(n: str = n) -> bool:
+                    lk = waiters.lock(n, ttl=30)
+                    ok = await lk.acquire(timeout=30)
+                    await lk.release()
+                    return ok
+
+                task = asyncio.ensure_future(wait())
+                deadline = time.monotonic() + 20
+                while listener.live(lua.channel(n)) is None:
+                    assert time.monotonic() < deadline, f"no live subscription for {n}"
+                    await asyncio.sleep(0.05)
+                await held.release()
+                assert await asyncio.wait_for(task, 40)
+                if n == by_master[0]:
+                    cl.nodes[0].kill()
+                    deadline = time.monotonic() + 30
+                    while True:
+                        with contextlib.suppress(redis.RedisError):
+                            if (
+                                cl.client(3).info("replication")["role"] == "master"
+                                and cl.client(1).cluster("INFO").get("cluster_state") == "ok"
+                            ):
+                                break
+                        assert time.monotonic() < deadline, "no failover"
+                        await asyncio.sleep(0.2)
+        finally:
+            await waiters.aclose()
+            await holders.aclose()

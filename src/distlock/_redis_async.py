@@ -255,6 +255,7 @@ class Listener:
         self._task: asyncio.Task[None] | None = None
         self._guard = asyncio.Lock()
         self._closed = False
+        self._stale = False  # cluster: the pub/sub connection must move (see _move)
 
     def live(self, channel: str) -> int | None:
         """The generation of the channel's confirmed subscription, or None if it is not subscribed now."""
@@ -332,6 +333,10 @@ class Listener:
 
     async def _run(self) -> None:
         while not self._closed:
+            if self._stale:
+                await asyncio.sleep(0.2)
+                await self._move()
+                continue
             try:
                 msg = await self._pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
             except asyncio.CancelledError:
@@ -340,9 +345,32 @@ class Listener:
                 log.debug("wake-up listener: %s (reconnecting)", err)
                 self._lost_messages()
                 await asyncio.sleep(0.2)
+                if isinstance(self._client, ClusterClient):
+                    await self._move()
                 continue
             if msg is not None:
                 self._dispatch(msg)
+
+    async def _move(self) -> None:
+        """Redis Cluster: the node under the pub/sub connection may be gone for good (its replica took
+        over). Start a new pub/sub connection where the slot map now points and subscribe every channel
+        again; while that fails, refresh the slot map and try again on the next round."""
+        async with self._guard:
+            make: Any = self._client.pubsub
+            old, self._pubsub = self._pubsub, make()
+            with contextlib.suppress(Exception):
+                await old.aclose()
+            channels = list(self._confirmed)
+            self._stale = False
+            try:
+                if channels:
+                    await self._pubsub.subscribe(*channels)
+            except (RedisError, OSError, RuntimeError, RedisClusterException) as err:
+                self._stale = True
+                log.debug("wake-up listener: re-subscribe failed: %s (refreshing the slot map)", err)
+                with contextlib.suppress(Exception):
+                    cluster: Any = self._client
+                    await cluster.nodes_manager.initialize()
 
     def _dispatch(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")

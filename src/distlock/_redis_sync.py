@@ -263,6 +263,7 @@ class Listener:
         self._thread: threading.Thread | None = None
         self._guard = threading.RLock()
         self._closed = False
+        self._stale = False  # cluster: the pub/sub connection must move (see _move)
 
     def live(self, channel: str) -> int | None:
         """The generation of the channel's confirmed subscription, or None if it is not subscribed now."""
@@ -336,6 +337,10 @@ class Listener:
 
     def _run(self) -> None:
         while not self._closed:
+            if self._stale:
+                time.sleep(0.2)
+                self._move()
+                continue
             try:
                 msg = self._pubsub.get_message(ignore_subscribe_messages=False, timeout=0.5)
             except (RedisError, OSError, RuntimeError, ValueError, AttributeError) as err:
@@ -344,9 +349,30 @@ class Listener:
                 log.debug("wake-up listener: %s (reconnecting)", err)
                 self._lost_messages()
                 time.sleep(0.2)
+                if isinstance(self._client, ClusterClient):
+                    self._move()
                 continue
             if msg is not None:
                 self._dispatch(msg)
+
+    def _move(self) -> None:
+        """Redis Cluster: see :meth:`distlock._redis_async.Listener._move`."""
+        with self._guard:
+            make: Any = self._client.pubsub
+            old, self._pubsub = self._pubsub, make()
+            with contextlib.suppress(Exception):
+                old.close()
+            channels = list(self._confirmed)
+            self._stale = False
+            try:
+                if channels:
+                    self._pubsub.subscribe(*channels)
+            except (RedisError, OSError, RuntimeError, RedisClusterException) as err:
+                self._stale = True
+                log.debug("wake-up listener: re-subscribe failed: %s (refreshing the slot map)", err)
+                with contextlib.suppress(Exception):
+                    cluster: Any = self._client
+                    cluster.nodes_manager.initialize()
 
     def _dispatch(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")

@@ -43,30 +43,50 @@ def _ready(clients: list[redis.Redis]) -> bool:
     return True
 
 
+def _replicas_ready(clients: list[redis.Redis], masters: int) -> bool:
+    return all(c.info("replication").get("master_link_status") == "up" for c in clients[masters:])
+
+
 @contextlib.contextmanager
-def redis_cluster(masters: int = 3, timeout: float = 60.0) -> Iterator[RedisCluster]:
+def redis_cluster(masters: int = 3, timeout: float = 60.0, replicas: bool = False) -> Iterator[RedisCluster]:
+    """``masters`` masters; with ``replicas``, one replica each (nodes ``masters`` .. ``2 * masters - 1``,
+    replica ``masters + i`` of master ``i``), so a killed master fails over."""
+    total = 2 * masters if replicas else masters
     with workdir("redis-cluster") as d:
-        ports = free_ports(2 * masters)
+        ports = free_ports(2 * total)
         nodes: list[ServerProc] = []
         clients: list[redis.Redis] = []
         try:
-            for i in range(masters):
-                bus = ports[masters + i]
+            for i in range(total):
+                bus = ports[total + i]
                 extra = ["--cluster-enabled", "yes", "--cluster-port", str(bus), "--cluster-config-file", "nodes.conf"]
-                extra += ["--cluster-node-timeout", "2000"]
+                extra += ["--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0"]
                 nodes.append(start_redis(d, f"node{i}", ports[i], *extra))
             clients = [redis.Redis(host=LOOPBACK, port=n.port, socket_timeout=5) for n in nodes]
             per = SLOTS // masters
-            for i, c in enumerate(clients):
+            for i, c in enumerate(clients[:masters]):
                 last = SLOTS - 1 if i == masters - 1 else (i + 1) * per - 1
                 c.execute_command("CLUSTER", "ADDSLOTSRANGE", i * per, last)
-            for i in range(1, masters):
-                clients[0].execute_command("CLUSTER", "MEET", LOOPBACK, ports[i], ports[masters + i])
+            for i in range(1, total):
+                clients[0].execute_command("CLUSTER", "MEET", LOOPBACK, ports[i], ports[total + i])
             deadline = time.monotonic() + timeout
             while not _ready(clients):
                 if time.monotonic() > deadline:
                     raise RuntimeError("redis cluster did not reach cluster_state:ok")
                 time.sleep(0.1)
+            if replicas:
+                ids = [c.execute_command("CLUSTER", "MYID").decode() for c in clients[:masters]]
+                for i in range(masters):
+                    for _ in range(100):  # the replica must know the master's id first (gossip)
+                        try:
+                            clients[masters + i].execute_command("CLUSTER", "REPLICATE", ids[i])
+                            break
+                        except redis.ResponseError:
+                            time.sleep(0.1)
+                while not (_ready(clients) and _replicas_ready(clients, masters)):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("redis cluster replicas did not come up")
+                    time.sleep(0.1)
             yield RedisCluster(nodes)
         finally:
             for c in clients:
