@@ -1,9 +1,9 @@
 """The asyncio half of the etcd backend's connection driver (``_etcd_sync.py`` is its threaded twin).
 
-The etcd backend speaks HTTP/1.1 to the JSON gateway with a small client written once
-(``_async/backends/_etcd_http.py``, generated for the sync side); the only thing that differs between the
-sides is how a connection is opened, written and read, which lives here: asyncio streams on this side,
-a blocking socket on the other. Every step is bounded by a deadline (``time.monotonic()`` seconds);
+The etcd backend speaks HTTP/1.1 to the JSON gateway through a small client written once
+(``_async/backends/_etcd_http.py``, generated for the sync side; h11 parses the answers); the only thing
+that differs between the sides is how a connection is opened, written and read, which lives here: asyncio
+streams on this side, a blocking socket on the other. Every step is bounded by a deadline (``time.monotonic()`` seconds);
 failures are ``OSError`` (``TimeoutError`` for a deadline that passed, ``ConnectionError`` for a closed
 connection).
 """
@@ -14,8 +14,8 @@ import asyncio
 import ssl
 import time
 
-#: a line longer than this (a status or header line, a chunk size) is not a JSON gateway answer
-_MAX_LINE = 65536
+#: bytes asked for per read: a whole gateway answer, or what a stream has ready, in one call
+_READ_SIZE = 65536
 
 
 def _left(deadline: float) -> float:
@@ -33,7 +33,7 @@ class Conn:
     async def open(cls, host: str, port: int, tls: ssl.SSLContext | None, deadline: float) -> Conn:
         async with asyncio.timeout(_left(deadline)):
             reader, writer = await asyncio.open_connection(
-                host, port, ssl=tls, server_hostname=host if tls is not None else None, limit=_MAX_LINE
+                host, port, ssl=tls, server_hostname=host if tls is not None else None
             )
         return cls(reader, writer)  # asyncio sets TCP_NODELAY on TCP transports
 
@@ -42,26 +42,10 @@ class Conn:
         async with asyncio.timeout(_left(deadline)):
             await self._writer.drain()
 
-    async def readline(self, deadline: float) -> bytes:
-        try:
-            async with asyncio.timeout(_left(deadline)):
-                line = await self._reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as exc:
-            raise ConnectionError("connection closed by the server") from exc
-        except asyncio.LimitOverrunError as exc:
-            raise ConnectionError("line too long in an HTTP answer") from exc
-        return line
-
-    async def read(self, n: int, deadline: float) -> bytes:
-        try:
-            async with asyncio.timeout(_left(deadline)):
-                return await self._reader.readexactly(n)
-        except asyncio.IncompleteReadError as exc:
-            raise ConnectionError("connection closed by the server") from exc
-
-    async def read_to_end(self, deadline: float) -> bytes:
+    async def recv(self, deadline: float) -> bytes:
+        """What has arrived (waiting for at least one byte); ``b""`` once the server closed the connection."""
         async with asyncio.timeout(_left(deadline)):
-            return await self._reader.read()
+            return await self._reader.read(_READ_SIZE)
 
     def close(self) -> None:
         try:

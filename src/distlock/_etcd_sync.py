@@ -6,7 +6,7 @@ import socket
 import ssl
 import time
 
-_MAX_LINE = 65536
+_READ_SIZE = 65536
 
 
 def _left(deadline: float) -> float:
@@ -21,7 +21,6 @@ class Conn:
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        self._file = sock.makefile("rb")
 
     @classmethod
     def open(cls, host: str, port: int, tls: ssl.SSLContext | None, deadline: float) -> Conn:
@@ -40,27 +39,12 @@ class Conn:
         self._sock.settimeout(_left(deadline))
         self._sock.sendall(data)
 
-    def readline(self, deadline: float) -> bytes:
+    def recv(self, deadline: float) -> bytes:
         self._sock.settimeout(_left(deadline))
-        line = self._file.readline(_MAX_LINE)
-        if not line.endswith(b"\n"):
-            raise ConnectionError("connection closed by the server" if len(line) < _MAX_LINE else "line too long")
-        return line
-
-    def read(self, n: int, deadline: float) -> bytes:
-        self._sock.settimeout(_left(deadline))
-        data = self._file.read(n)
-        if len(data) < n:
-            raise ConnectionError("connection closed by the server")
-        return data
-
-    def read_to_end(self, deadline: float) -> bytes:
-        self._sock.settimeout(_left(deadline))
-        return self._file.read()
+        return self._sock.recv(_READ_SIZE)
 
     def close(self) -> None:
         try:
-            self._file.close()
             self._sock.close()
         except OSError:
             pass

@@ -40,7 +40,7 @@ BACKENDS: dict[str, tuple[str, str | None]] = {
 }
 
 #: modules of drivers whose absence means "install the extra"
-_DRIVER_MODULES = {"redis", "kazoo", "httpx", "pymysql", "psycopg", "psycopg_binary"}
+_DRIVER_MODULES = {"redis", "kazoo", "h11", "httpx", "pymysql", "psycopg", "psycopg_binary"}
 
 
 def _backend_class(config: StoreConfig) -> type[AsyncBackend]:

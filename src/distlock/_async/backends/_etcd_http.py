@@ -1,10 +1,13 @@
 """A small HTTP/1.1 client for etcd's JSON gateway, written once (the sync twin is generated).
 
-It does only what the gateway needs: ``POST`` a JSON body, read an answer framed by ``Content-Length``
-or chunked (the streamed ones: watch, lease keepalive), keep connections alive per member and reuse
-them. One request is one ``send`` of a pre-built byte string and buffered reads; a general client
-(httpx: ~1 ms of CPU per request here, more than etcd spends on a put on loopback) costs more than the
-round trip it makes. The connection itself is the driver twin's (``_etcd_async`` / ``_etcd_sync``).
+It does only what the gateway needs: ``POST`` a JSON body, read the answer (streamed for watch and lease
+keepalive), keep connections alive per member and reuse them. The HTTP/1.1 messages are h11's: each
+connection has an ``h11.Connection`` that writes the request and parses the answer (status line,
+headers, ``Content-Length`` or chunked framing, whether the connection can be reused). What is ours is
+the rest, kept lean because a general client (httpx: ~1 ms of CPU per request here, more than etcd spends
+on a put on loopback) costs more than the round trip it makes: the pool, one ``send`` per request and
+reads of whatever has arrived. The connection itself is the driver twin's (``_etcd_async`` /
+``_etcd_sync``).
 
 Errors are ``OSError``: ``TimeoutError`` when the deadline passed, ``ConnectionError`` for a closed or
 garbled connection, ``ssl.SSLError`` and the socket's own errors as they come.
@@ -16,26 +19,86 @@ import contextlib
 import ssl
 import threading
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+import h11
 
 from ... import _etcd_async as etcdio
 from ..._core.timing import monotonic
 
 #: idle connections kept per member
 _MAX_IDLE = 32
+#: request heads kept for reuse (distinct member, path, body length and headers)
+_MAX_HEADS = 512
 
 Member = tuple[str, int]
 
 
 @dataclass
 class Answer:
-    """The head of an answer, and for a plain request its whole body."""
+    """A whole answer."""
 
     status: int
     body: bytes = b""
-    length: int | None = None  # Content-Length, if framed by it
-    chunked: bool = False
-    keep_alive: bool = True
+
+
+class _Link:
+    """One connection and its HTTP/1.1 state."""
+
+    __slots__ = ("http", "io")
+
+    def __init__(self, io: etcdio.Conn) -> None:
+        self.io = io
+        self.http = h11.Connection(our_role=h11.CLIENT)
+
+    async def exchange(self, request: h11.Request, body: bytes, deadline: float) -> int:
+        """Send a request (one write) and read up to its answer's head; the status code."""
+        http = self.http
+        out = [http.send(request), http.send(h11.Data(data=body)), http.send(h11.EndOfMessage())]
+        await self.io.send(b"".join(b for b in out if b), deadline)
+        while True:
+            event = await self._event(deadline)
+            if type(event) is h11.Response:
+                return event.status_code
+            if type(event) is not h11.InformationalResponse:
+                raise ConnectionError(f"unexpected HTTP event {type(event).__name__}")
+
+    async def data(self, deadline: float) -> bytes | None:
+        """The next piece of the answer's body as it arrives; None at its end."""
+        while True:
+            event = await self._event(deadline)
+            if type(event) is h11.Data:
+                return bytes(event.data)
+            if type(event) is h11.EndOfMessage:
+                return None
+
+    async def _event(self, deadline: float) -> h11.Event:
+        """The next event of the answer (``Response``, ``Data``, ``EndOfMessage``), reading as needed."""
+        http = self.http
+        while True:
+            try:
+                event = http.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise ConnectionError(f"bad HTTP answer: {exc}") from exc
+            if isinstance(event, h11.Event):
+                if type(event) is h11.ConnectionClosed:
+                    raise ConnectionError("connection closed by the server")
+                return event
+            if event is not h11.NEED_DATA:  # PAUSED: bytes past the end of the answer
+                raise ConnectionError("unexpected bytes after an HTTP answer")
+            http.receive_data(await self.io.recv(deadline))
+
+    def next_cycle(self) -> bool:
+        """Make the connection ready for the next request; False if it cannot carry one (the answer was
+        not read to its end, or a side asked to close)."""
+        http = self.http
+        if http.our_state is h11.DONE and http.their_state is h11.DONE:
+            http.start_next_cycle()
+            return True
+        return False
+
+    def close(self) -> None:
+        self.io.close()
 
 
 @dataclass
@@ -43,30 +106,18 @@ class Stream:
     """A streamed answer (watch): ``status`` and its body line by line."""
 
     status: int
-    _client: HTTPClient
-    _conn: etcdio.Conn
-    _head: Answer
+    _link: _Link
     _deadline: float
-    _done: bool = field(default=False)
+    _done: bool = False
 
     async def lines(self) -> AsyncIterator[bytes]:
         """The body split at newlines (one JSON message per line), as it arrives."""
-        head, conn, deadline = self._head, self._conn, self._deadline
-        if not head.chunked:
-            body = await self._client._body(conn, head, deadline)
-            for line in body.splitlines():
-                yield line
-            return
         pending = b""
-        while True:
-            chunk = await self._client._chunk(conn, deadline)
-            if chunk is None:
-                break
-            pending += chunk
-            if b"\n" in pending:
-                *ready, pending = pending.split(b"\n")
-                for line in ready:
-                    yield line
+        while (data := await self._link.data(self._deadline)) is not None:
+            pending += data
+            while (cut := pending.find(b"\n")) >= 0:
+                yield pending[:cut]
+                pending = pending[cut + 1 :]
         self._done = True
         if pending:
             yield pending
@@ -77,23 +128,26 @@ class HTTPClient:
 
     def __init__(self, tls: ssl.SSLContext | None) -> None:
         self._tls = tls
-        self._idle: dict[Member, list[etcdio.Conn]] = {}
+        self._idle: dict[Member, list[_Link]] = {}
+        self._requests: dict[tuple[object, ...], h11.Request] = {}
         self._guard = threading.Lock()
         self._closed = False
 
     # -- connections ---------------------------------------------------------------------------------
-    def _take(self, member: Member) -> etcdio.Conn | None:
+    def _take(self, member: Member) -> _Link | None:
         with self._guard:
             idle = self._idle.get(member)
             return idle.pop() if idle else None
 
-    def _put(self, member: Member, conn: etcdio.Conn) -> None:
-        with self._guard:
-            idle = self._idle.setdefault(member, [])
-            if not self._closed and len(idle) < _MAX_IDLE:
-                idle.append(conn)
-                return
-        conn.close()
+    def _release(self, member: Member, link: _Link) -> None:
+        """Back to the pool if h11 says the connection can carry another request, else closed."""
+        if link.next_cycle():
+            with self._guard:
+                idle = self._idle.setdefault(member, [])
+                if not self._closed and len(idle) < _MAX_IDLE:
+                    idle.append(link)
+                    return
+        link.close()
 
     async def _open(self, member: Member, deadline: float) -> etcdio.Conn:
         return await etcdio.Conn.open(member[0], member[1], self._tls, deadline)
@@ -107,60 +161,63 @@ class HTTPClient:
             conn.close()
 
     # -- requests ------------------------------------------------------------------------------------
-    @staticmethod
-    def _request(member: Member, path: str, body: bytes, headers: dict[str, str]) -> bytes:
-        host = f"[{member[0]}]" if ":" in member[0] else member[0]
-        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        head = (
-            f"POST {path} HTTP/1.1\r\nHost: {host}:{member[1]}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n{extra}\r\n"
-        )
-        return head.encode("latin-1") + body
+    def _request(self, member: Member, path: str, body: bytes, headers: dict[str, str]) -> h11.Request:
+        """The request's head as an h11 event; built (and validated by h11) once per distinct head, since
+        the backend sends the same few again and again."""
+        key = (member, path, len(body), *headers.items())
+        request = self._requests.get(key)
+        if request is None:
+            host = f"[{member[0]}]" if ":" in member[0] else member[0]
+            fields = [("Host", f"{host}:{member[1]}"), ("Content-Type", "application/json")]
+            fields += [("Content-Length", str(len(body))), *headers.items()]
+            request = h11.Request(method="POST", target=path, headers=fields)
+            if len(self._requests) >= _MAX_HEADS:
+                self._requests.clear()
+            self._requests[key] = request
+        return request
 
     async def _send(
-        self, member: Member, request: bytes, timeout: float, connect_timeout: float
-    ) -> tuple[etcdio.Conn, Answer, float]:
-        """Send on a kept-alive connection (or a new one) and read the answer's head.
+        self, member: Member, request: h11.Request, body: bytes, timeout: float, connect_timeout: float
+    ) -> tuple[_Link, int, float]:
+        """Send on a kept-alive connection (or a new one) and read the answer's head: the connection, the
+        status and the deadline.
 
         A kept-alive connection the server closed meanwhile fails before any answer arrives; then the
         request goes once more on a new connection (every request the backend sends is safe to repeat).
         """
         deadline = monotonic() + timeout
-        conn = self._take(member)
-        if conn is not None:
+        link = self._take(member)
+        if link is not None:
             try:
-                await conn.send(request, deadline)
-                return conn, await self._head(conn, deadline), deadline
+                return link, await link.exchange(request, body, deadline), deadline
             except (ConnectionError, ssl.SSLError):
-                conn.close()
+                link.close()
             except BaseException:
-                conn.close()
+                link.close()
                 raise
-        conn = await self._open(member, min(deadline, monotonic() + connect_timeout))
+        link = _Link(await self._open(member, min(deadline, monotonic() + connect_timeout)))
         try:
-            await conn.send(request, deadline)
-            return conn, await self._head(conn, deadline), deadline
+            return link, await link.exchange(request, body, deadline), deadline
         except BaseException:
-            conn.close()
+            link.close()
             raise
 
     async def post(
         self, member: Member, path: str, body: bytes, headers: dict[str, str], timeout: float, connect_timeout: float
     ) -> Answer:
         """One request and its whole answer; the connection goes back to the pool when it can."""
-        conn, head, deadline = await self._send(
-            member, self._request(member, path, body, headers), timeout, connect_timeout
+        link, status, deadline = await self._send(
+            member, self._request(member, path, body, headers), body, timeout, connect_timeout
         )
+        parts: list[bytes] = []
         try:
-            head.body = await self._body(conn, head, deadline)
+            while (data := await link.data(deadline)) is not None:
+                parts.append(data)
         except BaseException:
-            conn.close()
+            link.close()
             raise
-        if head.keep_alive:
-            self._put(member, conn)
-        else:
-            conn.close()
-        return head
+        self._release(member, link)
+        return Answer(status, b"".join(parts))
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -168,63 +225,14 @@ class HTTPClient:
     ) -> AsyncIterator[Stream]:
         """A request whose answer is read as it streams in (``Stream.lines()``); the connection is closed
         afterwards unless the whole answer was read (leaving a watch means dropping its connection)."""
-        conn, head, deadline = await self._send(
-            member, self._request(member, path, body, headers), timeout, connect_timeout
+        link, status, deadline = await self._send(
+            member, self._request(member, path, body, headers), body, timeout, connect_timeout
         )
-        stream = Stream(head.status, self, conn, head, deadline)
+        stream = Stream(status, link, deadline)
         try:
             yield stream
         finally:
-            if stream._done and head.keep_alive:
-                self._put(member, conn)
+            if stream._done:
+                self._release(member, link)
             else:
-                conn.close()
-
-    # -- framing -------------------------------------------------------------------------------------
-    async def _head(self, conn: etcdio.Conn, deadline: float) -> Answer:
-        status_line = await conn.readline(deadline)
-        parts = status_line.split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-            raise ConnectionError("not an HTTP/1.x answer")
-        answer = Answer(int(parts[1]), keep_alive=parts[0] == b"HTTP/1.1")
-        while True:
-            line = await conn.readline(deadline)
-            if line in (b"\r\n", b"\n"):
-                break
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"content-length":
-                answer.length = int(value.strip())
-            elif name == b"transfer-encoding":
-                answer.chunked = b"chunked" in value.lower()
-            elif name == b"connection":
-                answer.keep_alive = b"close" not in value.lower()
-        if answer.length is None and not answer.chunked:
-            answer.keep_alive = False  # the body runs to the end of the connection
-        return answer
-
-    async def _body(self, conn: etcdio.Conn, head: Answer, deadline: float) -> bytes:
-        if head.chunked:
-            parts: list[bytes] = []
-            while True:
-                chunk = await self._chunk(conn, deadline)
-                if chunk is None:
-                    return b"".join(parts)
-                parts.append(chunk)
-        if head.length is not None:
-            return await conn.read(head.length, deadline) if head.length else b""
-        return await conn.read_to_end(deadline)
-
-    async def _chunk(self, conn: etcdio.Conn, deadline: float) -> bytes | None:
-        """The next chunk of a chunked body; None after the last one (trailers read)."""
-        size_line = await conn.readline(deadline)
-        try:
-            size = int(size_line.split(b";", 1)[0].strip(), 16)
-        except ValueError as exc:
-            raise ConnectionError("garbled chunked HTTP answer") from exc
-        if size == 0:
-            while (await conn.readline(deadline)) not in (b"\r\n", b"\n"):
-                pass
-            return None
-        data = await conn.read(size + 2, deadline)
-        return data[:size]
+                link.close()
