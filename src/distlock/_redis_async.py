@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -174,26 +175,10 @@ class Wire:
 
 async def scatter(wires: Sequence[Wire], packed: bytes, timeout: float, fanout: Fanout) -> list[Any]:
     """The same pre-encoded request to several servers, concurrently, with one deadline. Each result is the
-    reply, or the exception (``TimeoutError`` if none came in time)."""
-    tasks = [asyncio.ensure_future(w.call(packed)) for w in wires]
-    try:
-        done, pending = await asyncio.wait(tasks, timeout=timeout)
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        raise
-    for t in pending:
-        t.cancel()  # the wire closes a connection whose reply is still due
-    if pending:
-        await asyncio.wait(pending, timeout=1.0)
+    reply, or the exception (``TimeoutError`` if none came in time); a wire whose reply is still due when
+    the deadline passes is cancelled, and closes that connection."""
+    out = await fanout.gather([functools.partial(w.call, packed) for w in wires], timeout)
     _recheck_cancel()
-    out: list[Any] = []
-    for t in tasks:
-        if t in done and not t.cancelled():
-            exc = t.exception()
-            out.append(exc if exc is not None else t.result())
-        else:
-            out.append(TimeoutError(f"no reply within {timeout:.3f}s"))
     return out
 
 
