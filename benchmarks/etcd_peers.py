@@ -41,6 +41,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")  # python-etcd3's old generated code
 
+from benchmarks._interleave import interleaved_rates  # noqa: E402
+
 import distlock  # noqa: E402
 
 
@@ -200,24 +202,8 @@ def available(key: str) -> bool:
 
 # -- measurements --------------------------------------------------------------------------------------
 def uncontended(libs: list[Lib], seconds: float, slices: int = 10) -> list[float]:
-    """Locks/s of each lib, measured in interleaved slices of ``seconds / slices`` each: the load of a
-    shared machine drifts, and this way every row sees the same conditions (the ratios hold)."""
-    pairs = [lib.lock(f"u-{uuid.uuid4().hex[:8]}") for lib in libs]
-    for acquire, release in pairs:
-        for _ in range(20):  # warm up
-            acquire()
-            release()
-    counts = [0] * len(libs)
-    spent = [0.0] * len(libs)
-    for _ in range(slices):
-        for i, (acquire, release) in enumerate(pairs):
-            started = time.perf_counter()
-            while time.perf_counter() - started < seconds / slices:
-                acquire()
-                release()
-                counts[i] += 1
-            spent[i] += time.perf_counter() - started
-    return [n / t for n, t in zip(counts, spent, strict=True)]
+    """Locks/s of each lib, in interleaved slices (see benchmarks/_interleave.py)."""
+    return interleaved_rates([lib.lock(f"u-{uuid.uuid4().hex[:8]}") for lib in libs], seconds, slices)
 
 
 def handoff(cls: type[Lib], url: str, rounds: int) -> tuple[float, float, int]:

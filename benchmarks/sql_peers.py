@@ -37,6 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
+from benchmarks._interleave import interleaved_rates  # noqa: E402
+
 import distlock  # noqa: E402
 from distlock._core import sql_lease as sq  # noqa: E402
 from distlock._url import parse_url  # noqa: E402
@@ -231,24 +233,8 @@ def available(key: str) -> bool:
 
 
 def uncontended(libs: list[Lib], seconds: float, slices: int = 10) -> list[float]:
-    """Locks/s of each lib, measured in interleaved slices (the machine's load drifts; each row sees the
-    same conditions, so the ratios hold even on a busy machine)."""
-    pairs = [lib.lock(f"u-{uuid.uuid4().hex[:8]}") for lib in libs]
-    for acquire, release in pairs:
-        for _ in range(20):
-            acquire()
-            release()
-    counts = [0] * len(libs)
-    spent = [0.0] * len(libs)
-    for _ in range(slices):
-        for i, (acquire, release) in enumerate(pairs):
-            started = time.perf_counter()
-            while time.perf_counter() - started < seconds / slices:
-                acquire()
-                release()
-                counts[i] += 1
-            spent[i] += time.perf_counter() - started
-    return [c / t for c, t in zip(counts, spent, strict=True)]
+    """Locks/s of each lib, in interleaved slices (see benchmarks/_interleave.py)."""
+    return interleaved_rates([lib.lock(f"u-{uuid.uuid4().hex[:8]}") for lib in libs], seconds, slices)
 
 
 def handoff(cls: type[Lib], url: str, rounds: int) -> tuple[float, float, int]:
