@@ -67,6 +67,21 @@ def renew_interval(ttl: float) -> float:
     return ttl / 3.0
 
 
+def drift_margin(ttl: float) -> float:
+    """How much earlier than the server this process ends a lease: 1% of the TTL + 2 ms.
+
+    It covers a server clock that runs up to 1% faster than ours over one lease and the scheduling slack of
+    the timer that fires ``lost``; it does not cover a clock that runs faster than that (docs/safety.md).
+    """
+    return ttl * 0.01 + 0.002
+
+
+def lease_end(sent: float, ttl: float) -> float:
+    """The local end of a lease confirmed by a request *sent* at ``sent``: the server started counting
+    ``ttl`` no earlier than that, so ours ends ``drift_margin`` before the earliest moment the server's can."""
+    return sent + ttl - drift_margin(ttl)
+
+
 def validity(ttl: float, elapsed: float) -> float:
-    """Redlock validity (SAFETY F3): TTL - elapsed - drift, drift = 1% of TTL + 2 ms."""
-    return ttl - elapsed - (ttl * 0.01 + 0.002)
+    """Redlock validity (F3): TTL - elapsed - drift margin."""
+    return ttl - elapsed - drift_margin(ttl)

@@ -17,7 +17,12 @@ renewal, the lost signal and bookkeeping; a backend only answers:
 * ``inspect`` / ``list`` / ``break_lock`` for admin and the CLI.
 
 Backends with sessions instead of per-lock leases (ZooKeeper, etcd) set ``needs_renewal=False`` in their
-capabilities and report a lost session by calling ``self.lost(token)`` from any thread.
+capabilities, tell the store when their session may end through ``lease_end(claim)``, and report a lost
+session by calling ``self.lost(token)`` from any thread.
+
+Every network call a backend makes is bounded in time (connect, read, write, statement). ``renew`` may be
+cancelled by the store when the earliest lease in its batch runs out; a connection whose call timed out or
+was cancelled is closed, never reused (its reply may still arrive and would be read as the next call's).
 """
 
 from __future__ import annotations
@@ -63,6 +68,16 @@ class SyncBackend:
     # -- called by the store -------------------------------------------------------------------------
     def set_loss_handler(self, handler: Callable[[str, str], None]) -> None:
         self._loss_handler = handler
+
+    def lease_end(self, claim: Claim) -> float | None:
+        """Session backends: the monotonic moment at which the session behind ``claim`` may already have
+        expired on the server, as far as this process can tell -- the send time of the last request the
+        server answered (ZooKeeper) or of the last keepalive it confirmed (etcd), plus the session TTL, minus
+        :func:`~distlock._core.timing.drift_margin`. The store's lease clock fires ``lost`` at that moment
+        whatever I/O is in flight, and reads it again when it wakes (it only ever moves forward).
+        ``None``: no session deadline; the holding's own lease (renewed by the store) governs.
+        """
+        return None
 
     def lost(self, token: str, reason: str) -> None:
         """A backend learned that a holding is gone (session expired, lease revoked). Any thread."""
