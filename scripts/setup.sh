@@ -14,9 +14,20 @@ if [ ! -x .venv/bin/python ]; then
 fi
 PY="$ROOT/.venv/bin/python"
 stamp=".venv/.distlock-deps"
-want="$(sha256sum pyproject.toml | cut -d' ' -f1)-${1:-dev}"
+what="${1:-dev}"   # dev: every extra + plot + the dev dependency group; else the extras to install, e.g. "redis"
+want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)-$what"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  "$PY" -m pip install -q --disable-pip-version-check -e ".[${1:-dev}]"
+  # a venv from before the rename holds the old distribution `distlock` (same import name): drop it first
+  if "$PY" -m pip show -q distlock >/dev/null 2>&1; then "$PY" -m pip uninstall -q -y distlock; fi
+  if [ "$what" = dev ]; then
+    # the dev tools are a PEP 735 dependency group (not an extra users could install): read it from pyproject.toml
+    # with the standard library, so any pip can install it
+    "$PY" -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["dependency-groups"]["dev"]))' \
+      > .venv/.distlock-dev-group.txt
+    "$PY" -m pip install -q --disable-pip-version-check -e ".[all,plot]" -r .venv/.distlock-dev-group.txt
+  else
+    "$PY" -m pip install -q --disable-pip-version-check -e ".[$what]"
+  fi
   echo "$want" > "$stamp"
 fi
 export PY

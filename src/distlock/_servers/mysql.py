@@ -12,10 +12,12 @@ import os
 import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-
-import pymysql
+from typing import TYPE_CHECKING
 
 from .proc import LOOPBACK, ServerProc, free_port, which, workdir
+
+if TYPE_CHECKING:  # imported where used: the CLI starts without the [mysql] extra
+    import pymysql
 
 USER = "distlock"
 PASSWORD = "s3cret-pw"
@@ -32,6 +34,8 @@ def _as_root_flag() -> list[str]:
 
 def admin(srv: ServerProc) -> pymysql.connections.Connection[pymysql.cursors.Cursor]:
     """A root connection over the server's private unix socket (no password)."""
+    import pymysql
+
     return pymysql.connect(
         unix_socket=str(srv.workdir / "mysqld.sock"), user="root", autocommit=True, connect_timeout=5
     )

@@ -15,10 +15,12 @@ import signal
 import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-
-import psycopg
+from typing import TYPE_CHECKING
 
 from .proc import LOOPBACK, ServerProc, free_port, workdir
+
+if TYPE_CHECKING:  # imported where used: the CLI starts without the [postgres] extra
+    import psycopg
 
 USER = "distlock"
 PASSWORD = "s3cret-pw"
@@ -54,6 +56,8 @@ def stop_postgres(srv: ServerProc, grace: float = 20.0) -> None:
 
 def admin(srv: ServerProc, dbname: str = "postgres") -> psycopg.Connection[tuple[object, ...]]:
     """A superuser connection over the private unix socket (trust auth on the socket only)."""
+    import psycopg
+
     return psycopg.connect(host=str(srv.workdir), port=srv.port, user="postgres", dbname=dbname, autocommit=True,
                            connect_timeout=5)  # fmt: skip
 

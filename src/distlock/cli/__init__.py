@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from .. import __version__
 from .._errors import AcquireTimeout, BackendError, ConfigError, LockError, UnsupportedFeature
 from .._url import scrub
 
@@ -62,7 +63,7 @@ def one_line_errors(debug: bool) -> Iterator[None]:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--url", envvar="DISTLOCK_URL", default=None, help="Store URL (default: $DISTLOCK_URL, else SQLite).")
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
-@click.version_option(package_name="distlock")
+@click.version_option(version=__version__, prog_name="distlock")
 @click.pass_context
 def cli(ctx: click.Context, url: str | None, debug: bool) -> None:
     """Distributed locks from the shell: run commands under a lock, inspect and break locks."""
