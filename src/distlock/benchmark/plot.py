@@ -26,9 +26,10 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     try:
         import matplotlib
     except ModuleNotFoundError:
+        from .._dist import install_hint
         from .._errors import ConfigError
 
-        raise ConfigError("--plot needs matplotlib: pip install 'distlock[plot]'") from None
+        raise ConfigError(f"--plot needs matplotlib: {install_hint('plot')}") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

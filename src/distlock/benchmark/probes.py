@@ -120,19 +120,37 @@ def _zookeeper(config: StoreConfig, seconds: float) -> ProbeResult:
 
 
 def _etcd(config: StoreConfig, seconds: float) -> ProbeResult:
-    import httpx
+    # the standard library's HTTP/1.1 client on one kept-alive connection: the probe needs no extra driver
+    import http.client
+    import json
 
     host, port = config.hosts[0]
-    scheme = "https" if config.tls else "http"
-    with httpx.Client(base_url=f"{scheme}://{host}:{port}", timeout=10) as client:
+    conn: http.client.HTTPConnection
+    if config.tls:
+        import ssl
 
-        def put() -> None:
-            client.post("/v3/kv/put", json={"key": "ZGlzdGxvY2stcHJvYmU=", "value": ""}).raise_for_status()
+        conn = http.client.HTTPSConnection(host, port, timeout=10, context=ssl.create_default_context())
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=10)
+    headers = {"Content-Type": "application/json"}
 
+    def post(path: str, body: dict[str, str]) -> None:
+        conn.request("POST", path, body=json.dumps(body), headers=headers)
+        resp = conn.getresponse()
+        resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"etcd {path}: HTTP {resp.status}")
+
+    def put() -> None:
+        post("/v3/kv/put", {"key": "ZGlzdGxvY2stcHJvYmU=", "value": ""})
+
+    try:
+        return ProbeResult("PUT (a raft write)", _rate(put, seconds))
+    finally:
         try:
-            return ProbeResult("PUT (a raft write)", _rate(put, seconds))
+            post("/v3/kv/deleterange", {"key": "ZGlzdGxvY2stcHJvYmU="})
         finally:
-            client.post("/v3/kv/deleterange", json={"key": "ZGlzdGxvY2stcHJvYmU="})
+            conn.close()
 
 
 PROBES: dict[str, Callable[[StoreConfig, float], ProbeResult]] = {
