@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import socket
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger("distlock")
 
 Event = asyncio.Event
 Mutex = asyncio.Lock
@@ -74,7 +77,11 @@ class Waker:
 
 
 class Dispatcher:
-    """Runs callbacks in the store's own context (the event loop), from any thread."""
+    """Runs store internals and user callbacks on the store's event loop, from any thread.
+
+    A user callback never stops the store: whatever it raises (``SystemExit`` included, which would
+    otherwise end the event loop) is logged and dropped; a coroutine callback runs as its own task.
+    """
 
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -89,11 +96,27 @@ class Dispatcher:
         """Call a user callback off the critical path; coroutine functions become tasks."""
 
         def _go() -> None:
-            result = cb(*args)
+            try:
+                result = cb(*args)
+            except BaseException:  # user code must not stop the loop or the renewals
+                log.exception("on_lost callback %r raised", cb)
+                return
             if asyncio.iscoroutine(result):
-                self._loop.create_task(result)
+                self._loop.create_task(_contained(cb, result))
 
         self.call(_go)
+
+    def close(self) -> None:
+        pass
+
+
+async def _contained(cb: object, coro: Coroutine[Any, Any, object]) -> None:
+    try:
+        await coro
+    except asyncio.CancelledError:
+        raise
+    except BaseException:  # see Dispatcher
+        log.exception("on_lost callback %r raised", cb)
 
 
 class Background:
@@ -135,6 +158,13 @@ async def shielded(aw: Awaitable[T]) -> T:
         task.exception()  # retrieved: a clean-up failure must not be logged as "never retrieved"
         raise asyncio.CancelledError
     return task.result()
+
+
+async def bounded(timeout: float | None, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """``await fn(*args)``, cancelled after ``timeout`` seconds (then ``TimeoutError``). A backend closes a
+    connection whose call was cancelled, so a late reply is never read as the answer to a later call."""
+    async with asyncio.timeout(timeout):
+        return await fn(*args)
 
 
 async def wait_readable(sock: socket.socket, timeout: float | None) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import queue
 import select
 import socket
 import threading
@@ -10,6 +12,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger("distlock")
 
 Event = threading.Event
 Mutex = threading.Lock
@@ -49,13 +53,41 @@ class Waker:
 
 
 class Dispatcher:
-    """Runs callbacks in the caller's thread (the renewer thread or a driver thread): off the lock's critical path."""
+    """Store internals run in the caller's thread; user callbacks on one callback thread per store.
+
+    Never on the renewer, the lease clock or a driver's thread (kazoo's event thread delivers wake-ups to
+    every waiter of the store): a slow callback then delays only other callbacks (SAFETY F18). Whatever a
+    callback raises, ``SystemExit`` included, is logged and dropped.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Callable[..., object], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()
 
     def call(self, fn: Callable[[], object]) -> None:
         fn()
 
     def run_callback(self, cb: Callable[..., object], *args: Any) -> None:
-        cb(*args)
+        with self._guard:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="distlock-callbacks", daemon=True)
+                self._thread.start()
+        self._queue.put((cb, args))
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            cb, args = item
+            try:
+                cb(*args)
+            except BaseException:  # user code must not stop the callback thread
+                log.exception("on_lost callback %r raised", cb)
+
+    def close(self) -> None:
+        """Let queued callbacks run, then end the thread (not waited for: a callback may be slow)."""
+        with self._guard:
+            if self._thread is not None:
+                self._queue.put(None)
 
 
 class Background:
@@ -76,6 +108,35 @@ class Background:
 def shielded(value: T) -> T:
     """Sync twin of the async ``shielded``: a thread cannot be cancelled mid-call, the value is ready."""
     return value
+
+
+def bounded(timeout: float | None, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, waited for at most ``timeout`` seconds (then ``TimeoutError``).
+
+    A thread cannot be cancelled: the call runs on a helper thread and goes on after the timeout until the
+    driver's own socket timeout ends it (the backend then closes that connection); its result is dropped.
+    """
+    if timeout is None:
+        return fn(*args)
+    box: list[Any] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box.append((True, fn(*args)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            box.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="distlock-bounded-call", daemon=True).start()
+    if not done.wait(timeout):
+        raise TimeoutError(f"no answer within {timeout:.3f}s")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    result: T = value
+    return result
 
 
 def wait_readable(sock: socket.socket, timeout: float | None) -> bool:

@@ -12,16 +12,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from .. import _rt_sync as rt
 from .._core import ids
-from .._core.timing import Deadline, monotonic
+from .._core.timing import Deadline, monotonic, renew_interval
 from .._core.types import Claim, Mode
 from .._core.validate import check_name, check_permits, check_seconds, check_timeout
 from .._errors import AcquireTimeout, LockError, LockLost, NotHeld
+from .lease import Holding
 
 if TYPE_CHECKING:
     from .store import Store
@@ -64,21 +65,6 @@ class _Scoped:
             self.release()
         except LockError as err:
             log.warning("release after an error in the body failed: %s", err)
-
-
-@dataclass(eq=False)
-class Holding:
-    """One owner's hold of one lock object: what the renewer extends and the lost signal reports."""
-
-    lock: Lock
-    claim: Claim
-    fence: int | None
-    expires_at: float  # monotonic; the lease as this process last confirmed it
-    renew_at: float
-    auto_renew: bool
-    count: int = 1
-    lost: rt.Event = field(default_factory=rt.Event)
-    lost_reason: str = ""
 
 
 class Lock(_Scoped):
@@ -157,17 +143,15 @@ class Lock(_Scoped):
             permits=self.permits,
             fair=self.fair,
         )
-        result = self._store._acquire(claim, Deadline.after(wait))
-        if result is None:
+        won = self._store._acquire(claim, Deadline.after(wait))
+        if won is None:
             return False
-        grant, started = result
-        valid = grant.valid_for if grant.valid_for is not None else claim.ttl
         holding = Holding(
             lock=self,
-            claim=claim,
-            fence=grant.fence,
-            expires_at=started + valid,
-            renew_at=started + claim.ttl / 3.0,
+            claim=won.claim,
+            fence=won.grant.fence,
+            expires_at=won.expires_at,
+            renew_at=won.sent + renew_interval(claim.ttl),
             auto_renew=self.auto_renew,
         )
         with self._guard:
@@ -205,21 +189,31 @@ class Lock(_Scoped):
 
     # -- renewal and state -----------------------------------------------------------------------------
     def extend(self, ttl: float | None = None) -> None:
-        """Renew this owner's lease now, optionally with a new TTL (which later renewals keep)."""
+        """Renew this owner's lease now, optionally with a new TTL (which later renewals keep).
+
+        ``LockLost`` if the lease had already run out, was refused, or ran out while the request was on its
+        way (an answer that comes after the lease end confirms nothing).
+        """
         holding = self._own_holding()
         new_ttl = self.ttl if ttl is None else check_seconds(ttl, "ttl", name=self.name, backend=self._store.scheme)
-        self._store._check_expiry(holding)
-        if holding.lost.is_set():
+        leases = self._store._leases
+        if leases.check(holding):
             raise LockLost(f"lost: {holding.lost_reason}", name=self.name, backend=self._store.scheme)
+        leases.wait_io(holding)  # one round trip at a time per holding: the renewer's, or ours
         claim = replace(holding.claim, ttl=new_ttl)
-        started = monotonic()
-        ok = (self._store._backend.renew([claim]))[0]
-        if not ok:
+        sent = monotonic()
+        try:
+            ok = (self._store._backend.renew([claim]))[0]
+        except BaseException:
+            leases.end_io(holding, sent, new_ttl, None)  # it may still reach the server
+            raise
+        if ok:
+            holding.claim = claim  # before end_io: the next renewal must carry the new TTL
+        leases.end_io(holding, sent, new_ttl, ok)
+        if not ok and not holding.lost.is_set():
             self._store._lose(holding, "extend() found the lease gone")
-            raise LockLost("lost: extend() found the lease gone", name=self.name, backend=self._store.scheme)
-        holding.claim = claim
-        holding.expires_at = started + new_ttl
-        holding.renew_at = started + new_ttl / 3.0
+        if leases.check(holding):
+            raise LockLost(f"lost: {holding.lost_reason}", name=self.name, backend=self._store.scheme)
 
     def locked(self) -> bool:
         """Does anyone hold this name right now (asks the backend)?"""
@@ -237,7 +231,7 @@ class Lock(_Scoped):
         if holding.lost.is_set():
             return False
         if self._store._backend.holds(holding.claim):
-            return True
+            return not self._store._leases.check(holding)  # a "yes" that came after the lease end is no yes
         self._store._lose(holding, "the backend no longer lists this holder")
         return False
 

@@ -12,17 +12,20 @@ import inspect as _inspect
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from .. import _rt_sync as rt
+from .._core import ids
 from .._core.timing import Deadline, monotonic
 from .._core.types import Claim, Grant, LockInfo, Mode
 from .._core.validate import check_name
 from .._errors import ConfigError, LockError, UnsupportedFeature
 from .._url import StoreConfig, parse_url
 from .backend import SyncAttempt, SyncBackend
-from .locks import Lock, MultiLock, ReadWriteLock, Semaphore, Holding, LostCallback
+from .lease import Holding, Leases
+from .locks import Lock, MultiLock, ReadWriteLock, Semaphore, LostCallback
 
 log = logging.getLogger("distlock")
 
@@ -70,99 +73,15 @@ def connect(url: str | None = None, **options: Any) -> Store:
     return Store(backend)
 
 
-class _Renewer:
-    """One background worker per store that renews every held lease, batched per tick (SPEC section 3).
+@dataclass(frozen=True)
+class Acquired:
+    """A successful acquire: the claim that won (its token may differ from the one asked with, see
+    ``_acquire_at_backend``), the backend's grant, when the winning request was sent, and the local lease end."""
 
-    Each holding is due at ``renew_at`` (ttl/3 after its last confirmation); a tick renews every holding
-    due within the next half interval, so locks taken at different times share round trips. A holding
-    whose local lease estimate has run out (the process was paused, renewals kept failing) is lost at
-    once, before any renewal is tried: a lease that ran out may have been granted to someone else.
-    """
-
-    #: the worker wakes at least this often (also when nothing is held), so that a new holding due later
-    #: than that needs no wake-up: most acquires cost no thread switch
-    TICK = 2.0
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self._holds: set[Holding] = set()
-        self._guard = threading.Lock()
-        self._waker: rt.Waker | None = None
-        self._worker: rt.Background | None = None
-        self._closing = False
-        self._wake_at: float | None = None  # when the worker wakes next by itself (None: not started yet)
-
-    def add(self, holding: Holding) -> None:
-        with self._guard:
-            self._holds.add(holding)
-            # Wake the worker only if it would sleep past this holding's first deadline: a thread switch per
-            # acquire costs more than the whole acquire on a fast backend (Redis on loopback).
-            sleeps_past = self._wake_at is None or min(holding.renew_at, holding.expires_at) < self._wake_at
-        if self._worker is None or not self._worker.alive():
-            self._waker = rt.Waker()
-            self._worker = rt.Background(self._run, name=f"distlock-renewer-{self._store.scheme}")
-        elif self._waker is not None and sleeps_past:
-            self._waker.notify()
-
-    def discard(self, holding: Holding) -> None:
-        with self._guard:
-            self._holds.discard(holding)
-
-    def tracks(self, holding: Holding) -> bool:
-        with self._guard:
-            return holding in self._holds
-
-    def snapshot(self) -> list[Holding]:
-        with self._guard:
-            return list(self._holds)
-
-    def _run(self) -> None:
-        backend = self._store._backend
-        needs_renewal = backend.capabilities.needs_renewal
-        while not self._closing:
-            now = monotonic()
-            holds = self.snapshot()
-            for h in holds:
-                if now >= h.expires_at and needs_renewal:
-                    self._store._lose(h, "lease ran out before it could be renewed (process paused or backend down)")
-            holds = [h for h in holds if not h.lost.is_set()]
-            due = [h for h in holds if h.auto_renew and needs_renewal and h.renew_at <= now + h.claim.ttl / 6.0]
-            if due:
-                started = monotonic()
-                try:
-                    results = backend.renew([h.claim for h in due])
-                except LockError as err:
-                    log.warning("renewal of %d lease(s) failed, retrying: %s", len(due), err)
-                    for h in due:
-                        h.renew_at = monotonic() + min(1.0, h.claim.ttl / 10.0)
-                except Exception as err:
-                    log.exception("renewal crashed, retrying: %s", err)
-                    for h in due:
-                        h.renew_at = monotonic() + min(1.0, h.claim.ttl / 10.0)
-                else:
-                    for h, ok in zip(due, results, strict=True):
-                        if ok:
-                            h.expires_at = started + h.claim.ttl
-                            h.renew_at = started + h.claim.ttl / 3.0
-                        elif self.tracks(h):  # not released meanwhile: a release racing the renewal is no loss
-                            self._store._lose(h, "renewal refused: the lease had expired or was taken")
-            with self._guard:  # with add(): a holding added after this sees the _wake_at set here
-                pending = [h for h in self._holds if not h.lost.is_set()]
-                wait = self.TICK
-                if pending:
-                    nxt = min(min(h.renew_at if h.auto_renew and needs_renewal else h.expires_at, h.expires_at)
-                              for h in pending)  # fmt: skip
-                    wait = min(wait, max(0.0, nxt - monotonic()))
-                self._wake_at = monotonic() + wait
-            assert self._waker is not None
-            self._waker.wait(wait)
-
-    def stop(self) -> None:
-        self._closing = True
-        if self._waker is not None:
-            self._waker.notify()
-        if self._worker is not None:
-            self._worker.join(5.0)
+    claim: Claim
+    grant: Grant
+    sent: float
+    expires_at: float
 
 
 class Store:
@@ -176,7 +95,8 @@ class Store:
         self._backend = backend
         self.scheme = backend.scheme
         self.capabilities = backend.capabilities
-        self._renewer = _Renewer(self)
+        self._leases = Leases(backend, self._lose, backend.scheme)
+        self._renewer = self._leases  # the name tests and benchmarks use for "what is being renewed"
         self._by_token: dict[str, Holding] = {}
         self._guard = threading.Lock()
         # Local waiting lines, per (name, mode): see _acquire. Entries are the waiters' wakers (the first
@@ -320,13 +240,14 @@ class Store:
         if self._closed:
             return
         self._closed = True
-        for holding in self._renewer.snapshot():
+        for holding in self._leases.snapshot():
             try:
                 self._backend.release(holding.claim)
             except LockError as err:
                 log.warning("close: could not release %r: %s", holding.claim.name, err)
             self._forget(holding)
-        self._renewer.stop()
+        self._leases.stop()
+        self._dispatcher.close()
         self._backend.close()
 
     def __enter__(self) -> Self:
@@ -356,8 +277,8 @@ class Store:
             and not deadline.expired()
         )
 
-    def _acquire(self, claim: Claim, deadline: Deadline) -> tuple[Grant, float] | None:
-        """Try until granted or the deadline passes. Returns (grant, monotonic start of the winning try).
+    def _acquire(self, claim: Claim, deadline: Deadline) -> Acquired | None:
+        """Try until granted or the deadline passes; None if not granted in time.
 
         Blocking exclusive claims of one store on one name line up locally first, and only the first in
         line asks the backend: of N tasks or threads waiting here, at most one can be granted the lock at a
@@ -398,17 +319,31 @@ class Store:
             if isinstance(nxt, rt.Waker):
                 nxt.notify()
 
-    def _acquire_at_backend(self, claim: Claim, deadline: Deadline) -> tuple[Grant, float] | None:
+    def _acquire_at_backend(self, claim: Claim, deadline: Deadline) -> Acquired | None:
         """The backend's part of _acquire: on any way out without the lock (timeout, error, cancellation)
         the attempt is abandoned, which removes whatever the backend may have written for it, even a
-        holding whose reply was lost (F10)."""
+        holding whose reply was lost (F10).
+
+        A grant whose reply came after its own local lease end is no success (F3): by then the server may
+        have granted the lock to someone else. It is abandoned like a failed try and the claim tries again,
+        with a fresh token, while the deadline allows.
+        """
         attempt: SyncAttempt = self._backend.attempt(claim)
         try:
             while True:
-                started = monotonic()
+                sent = monotonic()
                 grant = attempt.try_acquire()
                 if grant.acquired:
-                    return grant, started
+                    end = min(self._leases.grant_end(claim, grant, sent), self._leases.session_deadline(claim))
+                    if monotonic() < end:
+                        return Acquired(claim, grant, sent, end)
+                    log.warning("grant of %r arrived after its lease ended; trying again", claim.name)
+                    rt.shielded(attempt.abandon())
+                    claim = replace(claim, token=ids.new_token())
+                    attempt = self._backend.attempt(claim)
+                    if deadline.expired():
+                        return None
+                    continue
                 left = deadline.remaining()
                 if left is not None and left <= 0:
                     rt.shielded(attempt.abandon())
@@ -429,17 +364,16 @@ class Store:
     def _register(self, holding: Holding) -> None:
         with self._guard:
             self._by_token[holding.claim.token] = holding
-        self._renewer.add(holding)
+        self._leases.add(holding)
 
     def _forget(self, holding: Holding) -> None:
         with self._guard:
             self._by_token.pop(holding.claim.token, None)
-        self._renewer.discard(holding)
+        self._leases.discard(holding)
 
     def _check_expiry(self, holding: Holding) -> None:
         """Lose a holding whose lease ran out locally (e.g. the process was paused past its TTL)."""
-        if not holding.lost.is_set() and self.capabilities.needs_renewal and monotonic() >= holding.expires_at:
-            self._lose(holding, "lease ran out (process paused or renewals failed)")
+        self._leases.check(holding)
 
     def _lose(self, holding: Holding, reason: str) -> None:
         """Mark a holding lost: set its event, stop renewing it, call the callbacks once, off the critical path."""
@@ -450,18 +384,10 @@ class Store:
         self._forget(holding)
         log.warning("lock %r lost: %s", holding.claim.name, reason)
         for cb in list(holding.lock._callbacks):
-            self._dispatcher.run_callback(_safe_callback, cb, holding.lock)
+            self._dispatcher.run_callback(cb, holding.lock)
 
     def _backend_lost(self, token: str, reason: str) -> None:
         with self._guard:
             holding = self._by_token.get(token)
         if holding is not None:
             self._dispatcher.call(lambda: self._lose(holding, reason))
-
-
-def _safe_callback(cb: LostCallback, lock: object) -> object:
-    try:
-        return cb(lock)
-    except Exception:
-        log.exception("on_lost callback %r raised", cb)
-        return None

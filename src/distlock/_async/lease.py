@@ -1,0 +1,306 @@
+"""The lease clock: the one owner of every holding's timing in a store.
+
+A holding's **local lease end** is the moment the request that last confirmed its lease was *sent*, plus the
+TTL that request carried, minus a drift margin (``timing.lease_end``). The server cannot have started its
+own count before we sent, so it cannot end its lease before ours: when ours ends, ``lost`` fires, and it
+fires by a timer, whatever round trip is in flight. That is the promise -- the holder is told before the
+backend can grant the lock to anyone else -- and why it never waits for I/O (SAFETY F15: a silent link or a
+half-open connection may never answer).
+
+Two workers per store, so that a stuck round trip can never delay a ``lost``:
+
+* the **clock** sleeps until the earliest local lease end and marks what ran out as lost. It does no I/O.
+* the **renewer** extends leases in batches (one round trip per tick for every holding due, SPEC section 3
+  of the docs: renewal every ttl/3). A batch is bounded by the earliest lease end in it: a call that cannot
+  be answered before that is given up (cancelled on asyncio; on threads the renewer stops waiting and the
+  driver's own socket timeout ends the call), and only the holdings whose lease ran out meanwhile are lost.
+
+Session backends (ZooKeeper, etcd) have no per-holding lease: ``backend.lease_end(claim)`` says when the
+session may have expired on the server, and the clock reads it each time it wakes.
+
+Renewals and ``extend()`` of one holding are serialised (one round trip at a time per holding), and each
+records the TTL it actually sent. A request whose outcome is unknown (given up, cancelled) may still be
+applied by the server later; if it carried a shorter TTL than a later confirmation, it could shorten the
+server's lease below ours, so every later confirmation counts with the smallest such TTL.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .. import _rt_async as rt
+from .._core.timing import lease_end, monotonic, renew_interval
+from .._core.types import Claim, Grant
+from .._errors import LockError
+from .backend import AsyncBackend
+
+if TYPE_CHECKING:
+    from .locks import AsyncLock
+
+log = logging.getLogger("distlock")
+
+#: after a failed renewal, try again this soon (capped by a tenth of the TTL)
+RETRY_AFTER_FAILURE = 1.0
+
+
+@dataclass(eq=False)
+class Holding:
+    """One owner's hold of one lock object: what the lease clock times and the lost signal reports."""
+
+    lock: AsyncLock
+    claim: Claim
+    fence: int | None
+    expires_at: float  # local lease end (monotonic); +inf where a session, not a lease, backs the holding
+    renew_at: float
+    auto_renew: bool
+    count: int = 1
+    lost: rt.Event = field(default_factory=rt.Event)
+    lost_reason: str = ""
+    busy: bool = False  # a renewal or extend() round trip of this holding is in flight (under Leases._guard)
+    unresolved_ttl: float = math.inf  # smallest TTL of a request of ours whose outcome is unknown
+
+
+class Leases:
+    """Every live holding of one store: when each ends, its renewal, and its loss.
+
+    ``lose(holding, reason)`` is the store's: it sets the event and runs the callbacks. It is called from
+    the clock's worker, the renewer's worker, or the caller's task/thread (``check``), never while a guard
+    here is held.
+    """
+
+    #: the workers wake at least this often (also when nothing is held), so that a new holding due later than
+    #: that needs no wake-up: most acquires cost no thread switch
+    TICK = 2.0
+
+    def __init__(self, backend: AsyncBackend, lose: Callable[[Holding, str], None], name: str) -> None:
+        self._backend = backend
+        self._lose = lose
+        self._name = name
+        self._renews = backend.capabilities.needs_renewal
+        self._holds: set[Holding] = set()
+        self._guard = threading.Lock()
+        self._closing = False
+        self._clock = _Worker(self._clock_loop, f"distlock-lease-clock-{name}")
+        self._renewer = _Worker(self._renew_loop, f"distlock-renewer-{name}")
+
+    # -- timing rules (pure) ----------------------------------------------------------------------------
+    def grant_end(self, claim: Claim, grant: Grant, sent: float) -> float:
+        """The local lease end of a grant whose request was sent at ``sent``."""
+        if not self._renews:
+            return math.inf
+        end = lease_end(sent, claim.ttl)
+        if grant.valid_for is not None:  # the backend knows better (Redlock: elapsed time and quorum)
+            end = min(end, sent + grant.valid_for)
+        return end
+
+    def deadline(self, holding: Holding) -> float:
+        """When ``lost`` fires for this holding: its lease end, or its session's."""
+        session = self._backend.lease_end(holding.claim)
+        return holding.expires_at if session is None else min(holding.expires_at, session)
+
+    def session_deadline(self, claim: Claim) -> float:
+        session = self._backend.lease_end(claim)
+        return math.inf if session is None else session
+
+    # -- the set of holdings ----------------------------------------------------------------------------
+    def add(self, holding: Holding) -> None:
+        with self._guard:
+            self._holds.add(holding)
+        first = min(self.deadline(holding), holding.renew_at if self._renews and holding.auto_renew else math.inf)
+        self._clock.ensure(self.deadline(holding))
+        if self._renews:
+            self._renewer.ensure(first)
+
+    def discard(self, holding: Holding) -> None:
+        with self._guard:
+            self._holds.discard(holding)
+
+    def tracks(self, holding: Holding) -> bool:
+        with self._guard:
+            return holding in self._holds
+
+    def snapshot(self) -> list[Holding]:
+        with self._guard:
+            return list(self._holds)
+
+    def check(self, holding: Holding) -> bool:
+        """Lose ``holding`` now if its lease ran out (the clock may not have woken yet). True if lost."""
+        if not holding.lost.is_set() and monotonic() >= self.deadline(holding):
+            self._lose(holding, self._why(holding))
+        return holding.lost.is_set()
+
+    def _why(self, holding: Holding) -> str:
+        if self._renews:
+            return "lease ran out before it could be renewed (process paused, backend slow or unreachable)"
+        return "the session may have expired on the server (no reply from it in time)"
+
+    # -- one round trip at a time per holding ------------------------------------------------------------
+    def claim_io(self, holding: Holding) -> bool:
+        """Mark a round trip of ``holding`` in flight; False if one already is."""
+        with self._guard:
+            if holding.busy:
+                return False
+            holding.busy = True
+            return True
+
+    def end_io(self, holding: Holding, sent: float, ttl: float, confirmed: bool | None) -> None:
+        """A round trip sent at ``sent`` with ``ttl`` ended: True confirmed, False refused, None unknown."""
+        with self._guard:
+            holding.busy = False
+            if confirmed is None:
+                holding.unresolved_ttl = min(holding.unresolved_ttl, ttl)
+            elif confirmed:
+                holding.expires_at = self._confirmed_end(holding, sent, ttl)
+                holding.renew_at = sent + renew_interval(ttl)
+
+    def _confirmed_end(self, holding: Holding, sent: float, ttl: float) -> float:
+        if not self._renews:
+            return math.inf
+        return lease_end(sent, min(ttl, holding.unresolved_ttl))
+
+    async def wait_io(self, holding: Holding) -> None:
+        """Wait until no round trip of ``holding`` is in flight, then claim it (for ``extend()``).
+
+        Renewals are short and bounded, so a short poll is enough; it ends at the holding's deadline at the
+        latest (the caller then finds it lost).
+        """
+        while not self.claim_io(holding):
+            if monotonic() >= self.deadline(holding):
+                with self._guard:
+                    holding.busy = True
+                return
+            await rt.sleep(0.002)
+
+    # -- the workers -------------------------------------------------------------------------------------
+    async def _clock_loop(self) -> None:
+        while not self._closing:
+            now = monotonic()
+            wake = now + self.TICK
+            for h in self.snapshot():
+                if h.lost.is_set():
+                    continue
+                end = self.deadline(h)
+                if now >= end:
+                    self._lose(h, self._why(h))
+                else:
+                    wake = min(wake, end)
+            await self._clock.sleep_until(wake)
+
+    async def _renew_loop(self) -> None:
+        while not self._closing:
+            now = monotonic()
+            due: list[Holding] = []
+            wake = now + self.TICK
+            for h in self.snapshot():
+                if h.lost.is_set() or not h.auto_renew:
+                    continue
+                # Renew everything due within a sixth of its TTL: locks taken at different times share trips.
+                if h.renew_at <= now + h.claim.ttl / 6.0:
+                    due.append(h)
+                else:
+                    wake = min(wake, h.renew_at)
+            if due:
+                await self._renew(due)
+                continue  # a renewal takes time: look again before sleeping
+            await self._renewer.sleep_until(wake)
+
+    async def _renew(self, due: list[Holding]) -> None:
+        batch = [h for h in due if self.claim_io(h)]
+        if not batch:
+            await self._renewer.sleep_until(monotonic() + 0.002)  # all busy in extend(): look again shortly
+            return
+        claims = [h.claim for h in batch]  # what is sent, TTLs included: recorded on the way back
+        sent = monotonic()
+        # Bounded by the earliest deadline in the batch: past it, the answer cannot save that holding, and a
+        # call that never returns (a silent link) must not keep the others from being renewed.
+        bound = max(0.0, min(self.deadline(h) for h in batch) - sent)
+        try:
+            results: Sequence[bool] = await rt.bounded(bound, self._backend.renew, claims)
+        except TimeoutError:
+            log.warning("renewal of %d lease(s) got no answer within %.3fs; retrying", len(batch), bound)
+            self._retry_soon(batch, claims, sent, unknown=True)
+        except LockError as err:
+            log.warning("renewal of %d lease(s) failed, retrying: %s", len(batch), err)
+            self._retry_soon(batch, claims, sent, unknown=True)
+        except Exception as err:
+            log.exception("renewal crashed, retrying: %s", err)
+            self._retry_soon(batch, claims, sent, unknown=True)
+        else:
+            for h, c, ok in zip(batch, claims, results, strict=True):
+                self.end_io(h, sent, c.ttl, ok)
+                if not ok and self.tracks(h):  # not released meanwhile: a release racing the renewal is no loss
+                    self._lose(h, "renewal refused: the lease had expired or was taken")
+            now = monotonic()
+            for h in batch:  # an answer that came after the lease end confirms nothing
+                if not h.lost.is_set() and now >= self.deadline(h):
+                    self._lose(h, self._why(h))
+        self._clock.wake()  # deadlines moved
+
+    def _retry_soon(self, batch: list[Holding], claims: list[Claim], sent: float, unknown: bool) -> None:
+        now = monotonic()
+        for h, c in zip(batch, claims, strict=True):
+            self.end_io(h, sent, c.ttl, None if unknown else False)
+            h.renew_at = now + min(RETRY_AFTER_FAILURE, c.ttl / 10.0)
+
+    async def stop(self) -> None:
+        self._closing = True
+        await self._clock.stop()
+        await self._renewer.stop()
+
+
+class _Worker:
+    """A background loop (an asyncio task, or a daemon thread on the sync side) that sleeps until a moment
+    and can be woken early. Started on first use; ``ensure(at)`` wakes it only if it sleeps past ``at`` (a
+    thread switch per acquire would cost more than the whole acquire on a fast backend). A moment passed to
+    ``ensure`` while the loop is between two sleeps is kept for its next sleep, so none is missed."""
+
+    def __init__(self, loop: Callable[[], Any], name: str) -> None:
+        self._loop = loop
+        self._name = name
+        self._waker: rt.Waker | None = None
+        self._task: rt.Background | None = None
+        self._wake_at: float | None = None  # None: awake (between two sleeps)
+        self._earliest = math.inf  # asked for while awake
+        self._guard = threading.Lock()
+
+    def ensure(self, at: float) -> None:
+        with self._guard:
+            if self._task is None or not self._task.alive():
+                self._waker = rt.Waker()
+                self._wake_at = None
+                self._earliest = math.inf
+                self._task = rt.Background(self._loop, name=self._name)
+                return
+            self._earliest = min(self._earliest, at)
+            sleeps_past = self._wake_at is not None and at < self._wake_at
+        if sleeps_past:
+            self.wake()
+
+    def wake(self) -> None:
+        with self._guard:
+            waker = self._waker
+        if waker is not None:
+            waker.notify()
+
+    async def sleep_until(self, at: float) -> None:
+        with self._guard:
+            at = min(at, self._earliest)
+            self._earliest = math.inf
+            self._wake_at = at
+            waker = self._waker
+        assert waker is not None
+        try:
+            await waker.wait(max(0.0, at - monotonic()))
+        finally:
+            with self._guard:
+                self._wake_at = None
+
+    async def stop(self) -> None:
+        self.wake()
+        if self._task is not None:
+            await self._task.join(5.0)
