@@ -37,7 +37,7 @@ def test_run_exports_fence_and_passes_exit_code(url: str) -> None:
 
 def test_run_exits_75_when_not_acquired(url: str) -> None:
     with distlock.connect(url) as store, store.lock("busy", ttl=30):
-        r = cli(url, "run", "busy", "--timeout", "0.3", "--", "true")
+        r = cli(url, "run", "--timeout", "0.3", "busy", "--", "true")
     assert r.returncode == 75
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
@@ -47,8 +47,11 @@ def test_bad_usage_and_urls_exit_2_with_one_line(url: str) -> None:
         ("--url", "bogus://x", "status", "a"),
         ("--url", "redis://h:notaport", "status", "a"),
         ("--url", url, "release", "a"),  # without --force
-        ("--url", url, "run", "a", "--ttl", "0", "--", "true"),
-        ("--url", url, "run", "a", "--ttl", "nan", "--", "true"),
+        ("--url", url, "run", "--ttl", "0", "a", "--", "true"),
+        ("--url", url, "run", "--ttl", "nan", "a", "--", "true"),
+        ("--url", url, "run", "--bogus", "a", "true"),  # an unknown option is not taken as NAME
+        ("--url", url, "run", "--", "-a", "true"),  # a NAME that starts with "-"
+        ("--url", url, "status", "--bogus", "a"),
         ("--url", url, "status", ""),
     ):
         r = cli(None, *args)
@@ -101,9 +104,9 @@ def test_lost_lock_sends_sigterm_to_child(url: str, tmp_path: Path) -> None:
             "--url",
             url,
             "run",
-            "victim",
             "--ttl",
             "1",
+            "victim",
             "--",
             sys.executable,
             "-c",

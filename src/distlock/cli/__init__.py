@@ -25,6 +25,7 @@ EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 69
 EXIT_LOST = 70
 EXIT_TIMEOUT = 75
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) while waiting
 
 
 class Abort(Exception):
@@ -58,6 +59,13 @@ def one_line_errors(debug: bool) -> Iterator[None]:
             traceback.print_exc()
         click.echo(f"distlock: {scrub(str(err))}", err=True)
         sys.exit(exit_code_for(err))
+    except (KeyboardInterrupt, SystemExit, click.exceptions.Exit, click.ClickException):
+        raise
+    except Exception as err:  # noqa: BLE001  (a bug of ours: still one line; the traceback with --debug)
+        if debug:
+            traceback.print_exc()
+        click.echo(f"distlock: internal error: {type(err).__name__}: {scrub(str(err))}", err=True)
+        sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -87,10 +95,27 @@ def _register() -> None:
 
 _register()
 
+from .commands import Interrupted  # noqa: E402  (needs the names above)
+
 
 def main(argv: list[str] | None = None) -> Any:
+    """The ``distlock`` entry point: usage errors are one line (exit 2), Ctrl-C exits 130."""
     runner: Callable[..., Any] = cli.main
     try:
-        return runner(args=argv, prog_name="distlock", standalone_mode=True)
-    except click.exceptions.Exit as e:  # pragma: no cover - standalone_mode handles it
-        sys.exit(e.exit_code)
+        code = runner(args=argv, prog_name="distlock", standalone_mode=False)
+    except click.UsageError as err:
+        where = (
+            f"distlock {err.ctx.command_path.split(' ', 1)[1]}"
+            if err.ctx and " " in err.ctx.command_path
+            else "distlock"
+        )
+        click.echo(f"{where}: {err.format_message()} (see '{where} --help')", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as err:
+        click.echo(f"distlock: {err.format_message()}", err=True)
+        sys.exit(err.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        sys.exit(EXIT_INTERRUPTED)
+    except Interrupted as sig:  # a stop signal while waiting for a lock
+        sys.exit(128 + sig.signum)
+    sys.exit(code if isinstance(code, int) else 0)

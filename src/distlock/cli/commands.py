@@ -1,4 +1,7 @@
-"""``run``, ``status``, ``list`` and ``release``: the everyday commands.
+"""``run``, ``hold``, ``status``, ``list`` and ``release``: the everyday commands.
+
+``run`` is meant to be as dependable as flock(1): options only before NAME, CMD verbatim after it, the child
+never outliving the lock (SIGTERM then SIGKILL on loss, SIGKILL when ``run`` itself dies, even by ``kill -9``).
 
 ``--json`` layouts (stable; documented in docs/cli.md):
 
@@ -8,21 +11,60 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import click
 
-from .. import _sync
 from .._core.types import LockInfo
 from .._errors import LockError
-from .._sync.store import connect
+from .._sync.store import Store, connect
 from . import EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE, Abort, one_line_errors
+
+#: signals that end ``run``/``hold`` while waiting or holding (forwarded to CMD while it runs)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+EXIT_CANNOT_EXEC = 126
+EXIT_NOT_FOUND = 127
+
+# Started as CMD's process in place of CMD: asks the kernel to SIGKILL it when its parent (``run``) dies, then
+# execs CMD (the parent-death signal survives execve). Doing this in a separate interpreter instead of a
+# ``preexec_fn`` keeps Python code out of the forked child of a threaded parent (the store's renewer and
+# callback threads run in ``run``), where a lock held by another thread at fork time could deadlock it.
+_TRAMPOLINE = r"""
+import ctypes, os, signal, sys
+parent = int(sys.argv[1])
+try:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+    pass  # not Linux: run still kills CMD on every exit it gets to handle
+if os.getppid() != parent:  # run died before the prctl: the signal would never come
+    os._exit(137)
+for s in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
+    signal.signal(s, signal.SIG_DFL)  # give CMD the dispositions a shell would
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.stderr.write(f"distlock: cannot run {sys.argv[2]!r}: {exc.strerror}\n")
+    os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+"""
+
+
+class Interrupted(BaseException):
+    """A stop signal arrived while ``run``/``hold`` waited for or held the lock (exit 128 + signal). A
+    BaseException, like KeyboardInterrupt, so that no ``except Exception`` on the way swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 def _info_json(name: str, info: LockInfo | None) -> dict[str, Any]:
@@ -31,96 +73,340 @@ def _info_json(name: str, info: LockInfo | None) -> dict[str, Any]:
     return {"held": bool(info.holders), **info.to_json()}
 
 
-def _positive(value: float | None, what: str) -> float | None:
-    if value is not None and not value > 0:
-        raise Abort(f"{what} must be > 0 seconds", EXIT_USAGE)
+def _seconds(value: float | None, what: str, *, zero_ok: bool = False) -> float | None:
+    if value is None:
+        return None
+    if math.isnan(value) or math.isinf(value) or value < 0 or (value == 0 and not zero_ok):
+        raise Abort(f"{what} must be {'>= 0' if zero_ok else '> 0'} seconds (finite)", EXIT_USAGE)
     return value
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
-@click.argument("name")
-@click.option("--ttl", type=float, default=30.0, show_default=True, help="Lease in seconds (renewed while CMD runs).")
-@click.option("--timeout", type=float, default=None, help="Give up (exit 75) if not acquired within S seconds.")
-@click.option("--read", "mode", flag_value="read", help="Take the read side of rwlock(NAME) (shared).")
-@click.option("--write", "mode", flag_value="write", help="Take the write side of rwlock(NAME) (exclusive).")
-@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.pass_obj
-def run(
-    obj: dict[str, Any], name: str, ttl: float, timeout: float | None, mode: str | None, cmd: tuple[str, ...]
-) -> None:
-    """Run CMD while holding the lock NAME (default: the mutex lock(NAME)).
+@contextlib.contextmanager
+def _raise_on_stop_signals() -> Iterator[None]:
+    """While waiting for the lock: SIGINT / SIGTERM / SIGHUP raise :class:`Interrupted` (main thread only)."""
 
-    CMD gets DISTLOCK_NAME and DISTLOCK_FENCE in its environment. If the lock is lost while CMD runs,
-    CMD gets SIGTERM and run exits 70. Exit 75 if not acquired in time; otherwise CMD's exit code.
-    """
-    with one_line_errors(obj["debug"]):
-        _positive(ttl, "--ttl")
-        if timeout is not None and timeout < 0:
-            raise Abort("--timeout must be >= 0 seconds", EXIT_USAGE)
-        if cmd and cmd[0] == "--":
-            cmd = cmd[1:]
-        if not cmd:
-            raise Abort("run needs a command after --", EXIT_USAGE)
-        with connect(obj["url"]) as store:
-            lock: _sync.locks.Lock
-            if mode is None:
-                lock = store.lock(name, ttl=ttl)
-            else:
-                rw = store.rwlock(name, ttl=ttl)
-                lock = rw.read if mode == "read" else rw.write
-            if not lock.acquire(timeout=timeout):
-                raise Abort(f"lock {name!r} not acquired within {timeout}s", EXIT_TIMEOUT)
-            code = _run_child(lock, name, cmd)
-        sys.exit(code)
+    def handler(signum: int, _frame: object) -> None:
+        raise Interrupted(signum)
 
-
-def _run_child(lock: Any, name: str, cmd: tuple[str, ...]) -> int:
-    env = dict(os.environ, DISTLOCK_NAME=name, DISTLOCK_FENCE=str(lock.fence if lock.fence is not None else ""))
+    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:
-        child = subprocess.Popen(list(cmd), env=env)
-    except OSError as exc:
-        lock.release()
-        raise Abort(
-            f"cannot run {cmd[0]!r}: {exc.strerror}", 127 if isinstance(exc, FileNotFoundError) else 126
-        ) from None
-    lost = threading.Event()
-
-    def on_lost(_lock: object) -> None:
-        lost.set()
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-
-    lock.on_lost(on_lost)
-    if lock.lost.is_set():  # lost between acquire and registering the callback
-        on_lost(lock)
-
-    def forward(signum: int, _frame: object) -> None:
-        if child.poll() is None:
-            child.send_signal(signum)
-
-    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    try:
-        code = child.wait()
+        yield
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def _lock_for(store: Store, name: str, ttl: float, mode: str | None) -> Any:
+    if mode is None:
+        return store.lock(name, ttl=ttl)
+    rw = store.rwlock(name, ttl=ttl)
+    return rw.read if mode == "shared" else rw.write
+
+
+def _acquire(lock: Any, name: str, nonblock: bool, timeout: float | None, conflict_code: int) -> None:
+    if nonblock:
+        ok = lock.acquire(blocking=False)
+    else:
+        ok = lock.acquire(timeout=timeout)
+    if not ok:
+        why = "is held by another owner" if nonblock else f"not acquired within {timeout:g}s"
+        raise Abort(f"lock {name!r} {why}", conflict_code)
+
+
+def _check_common(name: str, ttl: float, timeout: float | None, nonblock: bool, conflict_code: int) -> None:
+    if name.startswith("-"):
+        raise Abort(f"NAME {name!r} starts with '-': options go before NAME", EXIT_USAGE)
+    _seconds(ttl, "--ttl")
+    _seconds(timeout, "--timeout", zero_ok=True)
+    if nonblock and timeout is not None:
+        raise Abort("-n/--nonblock and -w/--timeout exclude each other", EXIT_USAGE)
+    if not 0 <= conflict_code <= 255:
+        raise Abort("-E/--conflict-exit-code must be 0-255", EXIT_USAGE)
+
+
+def _mode(shared: bool, exclusive: bool, legacy: str | None) -> str | None:
+    if shared and exclusive:
+        raise Abort("-s/--shared and -x/--exclusive exclude each other", EXIT_USAGE)
+    if shared or legacy == "read":
+        return "shared"
+    if exclusive or legacy == "write":
+        return "exclusive"
+    return None
+
+
+def lock_options(f: Any) -> Any:
+    """The options ``run`` and ``hold`` share (flock(1)'s, plus the lease)."""
+    for opt in reversed(
+        [
+            click.option("-n", "--nonblock", is_flag=True, help="One try: fail at once if the lock is held."),
+            click.option(
+                "-w",
+                "--timeout",
+                "--wait",
+                "timeout",
+                type=float,
+                default=None,
+                metavar="S",
+                help="Give up if not acquired within S seconds (default: wait forever).",
+            ),
+            click.option(
+                "-E",
+                "--conflict-exit-code",
+                "conflict_code",
+                type=int,
+                default=EXIT_TIMEOUT,
+                show_default=True,
+                metavar="CODE",
+                help="Exit code when the lock is not acquired (-n or -w).",
+            ),
+            click.option("-s", "--shared", is_flag=True, help="Shared: the read side of rwlock(NAME)."),
+            click.option(
+                "-x",
+                "--exclusive",
+                is_flag=True,
+                help="Exclusive: the write side of rwlock(NAME) (excludes -s holders).",
+            ),
+            click.option("--read", "legacy_mode", flag_value="read", hidden=True),
+            click.option("--write", "legacy_mode", flag_value="write", hidden=True),
+            click.option(
+                "--ttl",
+                type=float,
+                default=30.0,
+                show_default=True,
+                metavar="S",
+                help="Lease in seconds (renewed while held).",
+            ),
+        ]
+    ):
+        f = opt(f)
+    return f
+
+
+@click.command(
+    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": False},
+    short_help="Run CMD while holding the lock NAME (like flock(1)).",
+)
+@lock_options
+@click.option("-c", "--command", "shell", default=None, metavar="'SHELL CMD'", help="Run a shell string (sh -c).")
+@click.option(
+    "--kill-after",
+    type=float,
+    default=5.0,
+    show_default=True,
+    metavar="S",
+    help="On loss of the lock: SIGTERM to CMD, then SIGKILL after S seconds.",
+)
+@click.argument("name")
+@click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
+@click.pass_obj
+def run(
+    obj: dict[str, Any],
+    name: str,
+    nonblock: bool,
+    timeout: float | None,
+    conflict_code: int,
+    shared: bool,
+    exclusive: bool,
+    legacy_mode: str | None,
+    ttl: float,
+    shell: str | None,
+    kill_after: float,
+    cmd: tuple[str, ...],
+) -> None:
+    """Run CMD while holding the lock NAME (default: the mutex lock(NAME)); with no CMD, hold it like ``hold``.
+
+    Options go before NAME; everything after NAME is CMD, verbatim (an optional ``--`` first is dropped), or
+    ``-c 'SHELL CMD'``. CMD gets DISTLOCK_NAME and DISTLOCK_FENCE in its environment and never outlives the lock:
+    if the lock is lost CMD gets SIGTERM, then SIGKILL after --kill-after, and run exits 70; if run dies, even by
+    SIGKILL, CMD is killed. Exit codes: CMD's own (128+N if it died of signal N); 75 (or -E CODE) not acquired;
+    2 bad usage; 69 backend unreachable; 70 lost; 126/127 CMD not executable / not found; 130 Ctrl-C.
+    """
+    with one_line_errors(obj["debug"]):
+        _check_common(name, ttl, timeout, nonblock, conflict_code)
+        _seconds(kill_after, "--kill-after", zero_ok=True)
+        mode = _mode(shared, exclusive, legacy_mode)
+        argv = _command_line(shell, cmd)
+        if argv is None:
+            _hold(obj["url"], name, ttl, mode, nonblock, timeout, conflict_code)
+            return
+        sys.exit(_run(obj["url"], name, ttl, mode, nonblock, timeout, conflict_code, argv, kill_after))
+
+
+def _command_line(shell: str | None, cmd: tuple[str, ...]) -> list[str] | None:
+    """CMD as argv, or None to just hold the lock."""
+    if cmd and cmd[0] in ("-c", "--command") and shell is None:
+        if len(cmd) != 2:
+            raise Abort("-c takes exactly one shell string: -c 'CMD ARGS'", EXIT_USAGE)
+        shell, cmd = cmd[1], ()
+    if shell is not None:
+        if cmd:
+            raise Abort("give either -c 'SHELL CMD' or CMD [ARG...], not both", EXIT_USAGE)
+        return ["/bin/sh", "-c", shell]
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    return list(cmd) if cmd else None
+
+
+def _run(
+    url: str | None,
+    name: str,
+    ttl: float,
+    mode: str | None,
+    nonblock: bool,
+    timeout: float | None,
+    conflict_code: int,
+    argv: list[str],
+    kill_after: float,
+) -> int:
+    with connect(url) as store:
+        lock = _lock_for(store, name, ttl, mode)
+        with _raise_on_stop_signals():
+            _acquire(lock, name, nonblock, timeout, conflict_code)
+            try:
+                return _supervise(lock, name, argv, kill_after)
+            finally:
+                with contextlib.suppress(LockError):
+                    if lock.owned():
+                        lock.release()
+
+
+class _Terminal:
+    """Hands the controlling terminal's foreground to CMD's process group and back (as a shell does), so an
+    interactive CMD in its own process group can still read the terminal and gets Ctrl-C directly."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        try:
+            if os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp():
+                self.fd = 0
+        except OSError:
+            self.fd = None
+
+    def give(self, pgid: int) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.tcsetpgrp(self.fd, pgid)
+
+    def take_back(self) -> None:
+        if self.fd is not None:
+            old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # we are a background group at this point
+            try:
+                with contextlib.suppress(OSError):
+                    os.tcsetpgrp(self.fd, os.getpgrp())
+            finally:
+                signal.signal(signal.SIGTTOU, old)
+
+
+def _supervise(lock: Any, name: str, argv: list[str], kill_after: float) -> int:
+    """Start CMD, wait for it, kill it if the lock is lost; the lock is held throughout."""
+    lost = threading.Event()
+    lock.on_lost(lambda _lock: lost.set())
+    fence = lock.fence
+    env = dict(os.environ, DISTLOCK_NAME=name, DISTLOCK_FENCE="" if fence is None else str(fence))
+    terminal = _Terminal()
+    # own process group: a loss kills CMD's whole tree (a shell's children too), not only its first process
+    child = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", _TRAMPOLINE, str(os.getpid()), *argv], env=env, process_group=0
+    )
+    terminal.give(child.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGCONT)  # it may have stopped on the terminal before it was handed over
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signum)
+
+    old = {s: signal.signal(s, forward) for s in STOP_SIGNALS}
     try:
-        lock.release()
-    except LockError:
-        lost.set()
+        if lock.lost.is_set():  # lost between acquire and registering the callback
+            lost.set()
+        code = None
+        while code is None:
+            if lost.is_set():
+                _kill(child, kill_after)
+                code = child.wait()
+                break
+            try:
+                code = child.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                code = None
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        terminal.take_back()
     if lost.is_set():
-        raise Abort(f"lock {name!r} was lost while the command ran; it was sent SIGTERM", EXIT_LOST)
+        how = "SIGTERM" if code != -signal.SIGKILL else f"SIGTERM, then SIGKILL after {kill_after:g}s"
+        raise Abort(f"lock {name!r} was lost while the command ran; the command was stopped ({how})", EXIT_LOST)
     return code if code >= 0 else 128 - code
 
 
+def _kill(child: subprocess.Popen[bytes], kill_after: float) -> None:
+    """SIGTERM to CMD's process group, then SIGKILL if CMD is still there after ``kill_after`` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGTERM)
+    try:
+        child.wait(timeout=kill_after)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)  # the rest of the group too, even when CMD itself exited
+
+
+@click.command(short_help="Hold the lock NAME until interrupted (like `etcdctl lock NAME`).")
+@lock_options
+@click.argument("name")
+@click.pass_obj
+def hold(
+    obj: dict[str, Any],
+    name: str,
+    nonblock: bool,
+    timeout: float | None,
+    conflict_code: int,
+    shared: bool,
+    exclusive: bool,
+    legacy_mode: str | None,
+    ttl: float,
+) -> None:
+    """Take the lock NAME, print "NAME FENCE" on one line, and hold it (renewing) until SIGINT, SIGTERM or SIGHUP;
+    then release it and exit 0. Exit 70 if the lock is lost meanwhile, 75 (or -E CODE) if not acquired."""
+    with one_line_errors(obj["debug"]):
+        _check_common(name, ttl, timeout, nonblock, conflict_code)
+        _hold(obj["url"], name, ttl, _mode(shared, exclusive, legacy_mode), nonblock, timeout, conflict_code)
+
+
+def _hold(
+    url: str | None, name: str, ttl: float, mode: str | None, nonblock: bool, timeout: float | None, conflict: int
+) -> None:
+    with connect(url) as store:
+        lock = _lock_for(store, name, ttl, mode)
+        with _raise_on_stop_signals():
+            _acquire(lock, name, nonblock, timeout, conflict)
+            try:
+                click.echo(f"{name} {lock.fence}")
+                sys.stdout.flush()
+                while not lock.lost.wait(0.2):
+                    pass
+            except Interrupted:
+                with contextlib.suppress(LockError):
+                    lock.release()
+                return
+            with contextlib.suppress(LockError):
+                lock.release()
+            raise Abort(f"lock {name!r} was lost", EXIT_LOST)
+
+
 @click.command()
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing; exit 0 if held, 1 if free.")
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def status(obj: dict[str, Any], name: str, as_json: bool) -> None:
+def status(obj: dict[str, Any], name: str, quiet: bool, as_json: bool) -> None:
     """Show who holds NAME (owner, fence, seconds left) and how many wait."""
     with one_line_errors(obj["debug"]), connect(obj["url"]) as store:
         info = store.inspect(name)
+        held = info is not None and bool(info.holders)
+        if quiet:
+            sys.exit(0 if held else 1)
         if as_json:
             click.echo(json.dumps(_info_json(name, info)))
             return
@@ -163,4 +449,4 @@ def release(obj: dict[str, Any], name: str, force: bool) -> None:
         click.echo(f"{name}: released" if broke else f"{name}: was not held")
 
 
-COMMANDS = [run, status, list_, release]
+COMMANDS = [run, hold, status, list_, release]
