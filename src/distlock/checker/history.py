@@ -15,6 +15,14 @@ The verdicts, and why each is or is not a safety violation for a *correct* lease
 * **unfenced lost updates** are reported, not judged: under the pause fault a correct lock loses them too,
   because the resumed holder writes before it can learn anything. They are the reason fencing exists. When every
   overlap involved a holder that was told, they are "explained".
+* **told late** (must be <= 0): for every hand-over of a lock its holder lost (the holder was told, by its
+  ``on_lost`` callback or by ``release()``; or another worker was granted the lock while the old holder was
+  still inside its critical section), the moment the old holder stopped relying on the lock -- it was told, or
+  it called ``release()``, whichever came first -- minus the moment the next holder's ``acquire()`` returned.
+  distlock promises ``lost`` fires before anyone else can be granted the lock, so every value must be <= 0; a
+  holder overtaken in its critical section and never told at all counts as infinitely late. Holdings of a process that was stopped (``pause``,
+  ``clock-skew``) are not judged: nothing runs in a stopped process, and a server clock jump is invisible to
+  the client (fencing covers both). Killed holders are not judged either: they hold nothing once dead.
 * **liveness**: after a holder is killed, the lock must become available again within the TTL (plus slack for
   polling and process start-up): ``allowed = 2 * ttl + 1 s``. A lock without a TTL never recovers.
 """
@@ -92,6 +100,68 @@ def recovery_gaps(ops: Sequence[Op], faults: Iterable[Fault], kind: str, run_end
     return gaps
 
 
+#: faults that stop the holder's process or move the server's clock: the holdings they hit are not judged by
+#: the told-late figure (nothing can be told to a stopped process, nor can a client see a server's clock jump)
+UNTELLABLE = ("pause", "clock-skew")
+
+
+def told_late(
+    ops: Sequence[Op],
+    grants: Sequence[Op] = (),
+    lost: dict[str, float] | None = None,
+    faults: Sequence[Fault] = (),
+) -> dict[str, Any]:
+    """The told-late figure over every hand-over of a lost lock (see the module docstring).
+
+    ``grants`` are the ``grant`` events (op, worker, t_acq), also of holdings whose operation was never
+    reported (a worker killed, or stuck on a dead link); ``lost`` maps an op to the moment its ``lost`` fired."""
+    lost = lost or {}
+    hold: dict[str, dict[str, Any]] = {}
+    for g in grants:
+        hold[g["op"]] = {"worker": g["worker"], "t_acq": g["t_acq"], "t_end": math.inf, "t_told": None}
+    for o in ops:
+        h = hold.setdefault(o["op"], {"worker": o["worker"], "t_acq": o["t_acq"], "t_told": None})
+        h["t_end"] = o["t_rel"]  # from here on the holder no longer relied on the lock
+        if o["told"]:
+            h["t_told"] = o.get("t_done", o["t_rel"])
+    for op_id, t in lost.items():
+        h_lost = hold.get(op_id)
+        if h_lost is not None and (h_lost["t_told"] is None or t < h_lost["t_told"]):
+            h_lost["t_told"] = t
+    kills = [f for f in faults if f["kind"] == "kill"]
+    stops = [f for f in faults if f["kind"] in UNTELLABLE and f.get("landed")]
+    for h in hold.values():
+        for f in kills:
+            if f["worker"] == h["worker"] and f["t"] >= h["t_acq"]:
+                h["t_end"] = min(h["t_end"], f["t"])
+    by_acq = sorted(hold.values(), key=lambda h: h["t_acq"])
+    starts = [h["t_acq"] for h in by_acq]
+    values: list[float] = []
+    never = excluded = 0
+    for a in by_acq:
+        if any(f["worker"] == a["worker"] and a["t_acq"] <= f["t"] <= a["t_end"] for f in stops):
+            excluded += 1
+            continue
+        nxt = next((b for b in by_acq[bisect.bisect_right(starts, a["t_acq"]) :] if b["worker"] != a["worker"]), None)
+        if nxt is None:
+            continue
+        if a["t_told"] is None:
+            if nxt["t_acq"] < a["t_end"]:
+                never += 1  # someone else was granted the lock while this holder relied on it, and nobody said
+            continue
+        # the holder stopped relying on the lock when it was told, or when it called release(), if earlier
+        values.append(min(a["t_told"], a["t_end"]) - nxt["t_acq"])
+    late = sum(1 for v in values if v > 0)
+    return {
+        "handovers": len(values) + never,
+        "told": len(values),
+        "late": late + never,
+        "never_told": never,
+        "max_ms": round(max(values) * 1000, 3) if values else None,
+        "not_judged": excluded,
+    }
+
+
 def analyse(
     ops: Sequence[Op],
     faults: Sequence[Fault],
@@ -100,6 +170,8 @@ def analyse(
     ttl: float,
     run_end: float,
     errors: Sequence[str] = (),
+    grants: Sequence[Op] = (),
+    lost: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """The report of one run: counts, timings, verdicts. Layout documented in docs/checker.md."""
     present = set(final_unfenced)
@@ -118,6 +190,13 @@ def analyse(
         violations.append(f"{fence_bad} fence monotonicity violation(s)")
     if silent:
         violations.append(f"{silent} silent overlap(s): two holders at once and neither was told")
+    late = told_late(ops, grants, lost, faults)
+    if late["late"]:
+        worst = f"{late['never_told']} never told" if late["never_told"] else f"up to {late['max_ms']:.0f} ms late"
+        violations.append(
+            f"{late['late']} of {late['handovers']} hand-over(s) told late: the old holder learned it lost the lock "
+            f"after the next holder was granted it ({worst})"
+        )
     liveness_failures = []
     if max_kill_gap is not None and max_kill_gap > allowed:
         liveness_failures.append(
@@ -145,6 +224,7 @@ def analyse(
         },
         "fence_violations": fence_bad,
         "overlaps": {"total": pairs, "silent": silent},
+        "told_late": late,
         "liveness": {
             "ttl": ttl,
             "allowed_s": allowed,

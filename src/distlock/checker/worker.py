@@ -4,6 +4,15 @@ Every operation is reported to the parent as one :class:`Op` (a plain dict, so i
 release. A worker killed with SIGKILL never reports its last operation; the analysis allows for that.
 Times are ``time.monotonic()`` (CLOCK_MONOTONIC on Linux), one clock for every process on the host.
 
+Two more events feed the *told late* figure, sent the moment they happen rather than after the release (a
+worker whose link is dead may never get to release): ``grant`` when ``acquire()`` returned, and ``lost`` when
+the lock's ``on_lost`` callback ran for that holding (each holding has its own lock object, so a callback
+that runs late is never taken for the next holding's).
+
+A worker the injector targets with a gray link fault *lingers* in its critical section (flag in shared
+memory): it keeps working, as a long job that watches ``lost`` would, until ``lost`` fires or the injector
+clears the flag. Then it writes and releases as usual.
+
 The worker writes to the resources blindly, without first asking whether it still holds the lock: a process
 that was paused between its check and its write would write anyway, and showing what the resources do then
 is the point of the check.
@@ -14,6 +23,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +32,11 @@ from .._errors import LockError, NotHeld
 from .broken import BROKEN, CheckedLock
 from .resource import FencedRegister, UnfencedSet
 
+#: algorithms that run distlock's own lock (``ignore-lost``: a user who never looks at ``lost``)
+DISTLOCK_ALGORITHMS = ("distlock", "ignore-lost")
+
 # per-worker state in the shared array the fault injector reads
-IDLE, WAITING, HOLDING, HOLD_SLEEP, DONE = 0, 1, 2, 3, 4
+IDLE, WAITING, HOLDING, HOLD_SLEEP, DONE, LINGER = 0, 1, 2, 3, 4, 5
 
 
 @dataclass(frozen=True)
@@ -38,15 +51,40 @@ class Spec:
     workdir: str
 
 
-class DistlockLock:
-    """The library's own lock, as the checker drives it."""
+LostReport = Callable[[str, float], None]
 
-    def __init__(self, url: str | None, name: str, ttl: float) -> None:
+
+class DistlockLock:
+    """The library's own lock, as the checker drives it.
+
+    One lock object per holding (:meth:`prepare`), so the ``on_lost`` callback knows which operation it is
+    about. With ``watch_lost=False`` (the ``ignore-lost`` baseline) no callback is registered and the
+    lingering holder does not look at ``lost``: it learns of a loss only when ``release()`` says so."""
+
+    def __init__(self, url: str | None, name: str, ttl: float, watch_lost: bool = True) -> None:
         from .._sync.store import connect
 
         self.store = connect(url)
+        self.name = name
+        self.ttl = ttl
+        self.watch_lost = watch_lost
         self.lock = self.store.lock(name, ttl=ttl)
         self.fence: int | None = None
+        self._prepared = ""
+
+    def prepare(self, op_id: str, report: LostReport) -> None:
+        """The next acquire is operation ``op_id``; ``report(op_id, t)`` when its ``lost`` fires."""
+        if op_id == self._prepared:
+            return
+        self._prepared = op_id
+
+        def fired(_lock: object) -> None:
+            report(op_id, time.monotonic())
+
+        self.lock = self.store.lock(self.name, ttl=self.ttl, on_lost=fired if self.watch_lost else None)
+
+    def lost_event(self) -> Any:
+        return self.lock.lost if self.watch_lost else None
 
     def acquire(self, timeout: float) -> bool:
         ok = self.lock.acquire(timeout=max(0.0, timeout))
@@ -66,14 +104,28 @@ class DistlockLock:
 
 
 def make_lock(spec: Spec) -> CheckedLock:
-    if spec.algorithm == "distlock":
-        return DistlockLock(spec.url, spec.name, spec.ttl)
+    if spec.algorithm in DISTLOCK_ALGORITHMS:
+        return DistlockLock(spec.url, spec.name, spec.ttl, watch_lost=spec.algorithm == "distlock")
     factory, _needs_redis = BROKEN[spec.algorithm]
     lock: CheckedLock = factory(spec.url or "", spec.name, spec.ttl, Path(spec.workdir))
     return lock
 
 
-def run_worker(index: int, spec: Spec, events: Any, states: Any, go: Any, end: Any) -> None:
+def _linger(index: int, lock: CheckedLock, states: Any, linger: Any) -> None:
+    """Stay in the critical section while the injector says so, until ``lost`` fires."""
+    if not linger[index]:
+        return
+    states[index] = LINGER
+    lost = lock.lost_event() if isinstance(lock, DistlockLock) else None
+    while linger[index]:
+        if lost is not None:
+            if lost.wait(0.005):
+                return
+        else:
+            time.sleep(0.005)
+
+
+def run_worker(index: int, spec: Spec, events: Any, states: Any, go: Any, end: Any, linger: Any = None) -> None:
     """The worker process entry point (``multiprocessing`` spawn target)."""
     # drivers warn on stderr when a paused worker wakes up to a dropped session: expected here, not news
     logging.basicConfig(level=logging.ERROR, format="distlock check worker: %(message)s")
@@ -90,9 +142,16 @@ def run_worker(index: int, spec: Spec, events: Any, states: Any, go: Any, end: A
     events.put({"kind": "ready", "worker": index})
     go.wait()
     seq = 0
+
+    def report_lost(op_id: str, t: float) -> None:
+        events.put({"kind": "lost", "worker": index, "op": op_id, "t": t})
+
     try:
         while time.monotonic() < end.value:
             states[index] = WAITING
+            op_id = f"{index}.{seq}"
+            if isinstance(lock, DistlockLock):
+                lock.prepare(op_id, report_lost)
             t_start = time.monotonic()
             try:
                 got = lock.acquire(timeout=end.value - t_start)
@@ -105,12 +164,14 @@ def run_worker(index: int, spec: Spec, events: Any, states: Any, go: Any, end: A
             t_acq = time.monotonic()
             states[index] = HOLDING
             fence = lock.fence
-            op_id = f"{index}.{seq}"
             seq += 1
+            events.put({"kind": "grant", "worker": index, "op": op_id, "t_acq": t_acq})
             read = fenced.read(fence) if fence is not None else None
             items = unfenced.read()
             states[index] = HOLD_SLEEP
             time.sleep(random.uniform(spec.hold / 2, spec.hold))
+            if linger is not None:
+                _linger(index, lock, states, linger)
             states[index] = HOLDING
             unfenced.write([*items, op_id], tag=str(index))
             if fence is None or read is None:
@@ -132,6 +193,7 @@ def run_worker(index: int, spec: Spec, events: Any, states: Any, go: Any, end: A
             except LockError as err:
                 events.put({"kind": "error", "worker": index, "error": f"release: {err}"})
                 clean = False
+            t_done = time.monotonic()
             events.put(
                 {
                     "kind": "op",
@@ -141,6 +203,7 @@ def run_worker(index: int, spec: Spec, events: Any, states: Any, go: Any, end: A
                     "t_start": t_start,
                     "t_acq": t_acq,
                     "t_rel": t_rel,
+                    "t_done": t_done,
                     "told": not clean,
                     "fenced": fenced_result,
                 }

@@ -68,6 +68,14 @@ def render(report: dict[str, Any]) -> Table:
         f"{report['overlaps']['silent']} of {report['overlaps']['total']} overlaps",
         _verdict(report["overlaps"]["silent"] == 0),
     )
+    late = report["told_late"]
+    if late["handovers"]:
+        value = f"max {_ms(late['max_ms'])} ms; {late['told']} of {late['handovers']} hand-overs told"
+        if late["never_told"]:
+            value += f", {late['never_told']} never"
+    else:
+        value = "no hand-over of a lost lock"
+    table.add_row("told late (lost after the next grant)", value, _verdict(late["late"] == 0))
     kill_gap = lv["max_unavailable_after_kill_s"]
     table.add_row(
         "unavailable after a holder was killed",
@@ -83,6 +91,15 @@ def render(report: dict[str, Any]) -> Table:
     return table
 
 
+def _with_options(url: str, options: tuple[str, ...]) -> str:
+    for opt in options:
+        key, eq, _value = opt.partition("=")
+        if not eq or not key:
+            raise click.BadParameter(f"{opt!r} is not KEY=VALUE", param_hint="--url-option")
+        url += ("&" if "?" in url else "?") + opt
+    return url
+
+
 @click.command()
 @click.option("--url", "check_url", default=None, help="Store URL to check (default: the global --url, else SQLite).")
 @click.option("--workers", type=click.IntRange(2, 64), default=8, show_default=True, help="Worker processes.")
@@ -96,6 +113,13 @@ def render(report: dict[str, Any]) -> Table:
     help="Max sleep in the critical section (s).",
 )
 @click.option("--faults", default="", help=f"Comma-separated faults: {', '.join(FAULTS)}.")
+@click.option(
+    "--url-option",
+    "url_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Add a URL option to the store checked, also with --spawn (e.g. mode=session for postgres/mysql).",
+)
 @click.option(
     "--algorithm",
     type=click.Choice(ALGORITHMS),
@@ -139,6 +163,7 @@ def check(
     ttl: float,
     hold: float,
     faults: str,
+    url_options: tuple[str, ...],
     algorithm: str,
     spawn: str | None,
     volatile: bool,
@@ -156,6 +181,8 @@ def check(
             raise click.UsageError("--volatile only applies to a server started with --spawn")
         server = stack.enter_context(spawned(spawn, fault_list, not volatile, ttl)) if spawn else None
         url = server.url if server is not None else (check_url or obj["url"])
+        if url_options:
+            url = _with_options(url or default_url(), url_options)
         shown = redact(url or default_url())
         cfg = CheckConfig(
             url=url,
@@ -180,6 +207,8 @@ def check(
                     f"running {p['elapsed']:.1f}s: {p['acquisitions']} acquisitions, {p['faults']} faults"
                 ),
             )
+        if report.get("faults_skipped"):
+            console.print(f"[yellow]note:[/] {report['faults_skipped']}")
         console.print(render(report))
         for v in report["safety_violations"]:
             console.print(f"[bold red]safety violation:[/] {v}")
