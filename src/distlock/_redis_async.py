@@ -84,9 +84,16 @@ def _recheck_cancel() -> None:
         raise asyncio.CancelledError
 
 
-async def command(client: AnyClient, *args: Any) -> Any:
+async def every_master(client: AnyClient, *args: Any) -> Any:
+    """A command for every master of a cluster (one reply per node), or for the one server."""
+    if isinstance(client, ClusterClient):
+        return await command(client, *args, target_nodes=ClusterClient.PRIMARIES)
+    return await command(client, *args)
+
+
+async def command(client: AnyClient, *args: Any, **kwargs: Any) -> Any:
     run: Any = client.execute_command
-    result = await run(*args)
+    result = await run(*args, **kwargs)
     _recheck_cancel()
     return result
 
@@ -130,12 +137,16 @@ class Wire:
         pool: Any = client.connection_pool
         return cls(lambda: pool.connection_class(**pool.connection_kwargs))
 
-    async def call(self, packed: bytes) -> Any:
+    async def call(self, packed: bytes, unsure: list[bool] | None = None) -> Any:
+        """Send ``packed`` and return its reply. If a first try fails after the request went out (so the
+        server may have run it) and the request is sent again, ``True`` is appended to ``unsure``."""
         for attempt in (0, 1):
+            sent = False
             conn = self._idle.pop() if self._idle else self._make()
             try:
                 if not conn.is_connected:
                     await conn.connect()
+                sent = True
                 await conn.send_packed_command([packed], check_health=False)
                 reply = await conn.read_response()
             except ResponseError:
@@ -145,6 +156,8 @@ class Wire:
                 await self._drop(conn)
                 if attempt:
                     raise
+                if sent and unsure is not None:
+                    unsure.append(True)
                 continue
             except BaseException:
                 await self._drop(conn)

@@ -74,9 +74,16 @@ def route(client: ClusterClient, key: str) -> tuple[str, Callable[[], Any]]:
     return node.name, lambda: pool.connection_class(**pool.connection_kwargs)
 
 
-def command(client: AnyClient, *args: Any) -> Any:
+def every_master(client: AnyClient, *args: Any) -> Any:
+    """A command for every master of a cluster (one reply per node), or for the one server."""
+    if isinstance(client, ClusterClient):
+        return command(client, *args, target_nodes=ClusterClient.PRIMARIES)
+    return command(client, *args)
+
+
+def command(client: AnyClient, *args: Any, **kwargs: Any) -> Any:
     run: Any = client.execute_command
-    return run(*args)
+    return run(*args, **kwargs)
 
 
 def pipeline(client: AnyClient, commands: Sequence[Sequence[Any]]) -> list[Any]:
@@ -112,10 +119,13 @@ class Wire:
         pool: Any = client.connection_pool
         return cls(lambda: pool.connection_class(**pool.connection_kwargs))
 
-    def call(self, packed: bytes) -> Any:
+    def call(self, packed: bytes, unsure: list[bool] | None = None) -> Any:
+        """Send ``packed`` and return its reply. If a first try fails after the request went out (so the
+        server may have run it) and the request is sent again, ``True`` is appended to ``unsure``."""
         if self._pid != os.getpid():
             self._idle, self._pid = [], os.getpid()
         for attempt in (0, 1):
+            sent = False
             try:
                 conn = self._idle.pop()
             except IndexError:
@@ -123,6 +133,7 @@ class Wire:
             try:
                 if not conn.is_connected:
                     conn.connect()
+                sent = True
                 conn.send_packed_command([packed], check_health=False)
                 reply = conn.read_response()
             except ResponseError:
@@ -132,6 +143,8 @@ class Wire:
                 self.drop(conn)
                 if attempt:
                     raise
+                if sent and unsure is not None:
+                    unsure.append(True)
                 continue
             except BaseException:
                 self.drop(conn)

@@ -1,7 +1,8 @@
 """Key layout and Lua scripts of the Redis backends (single node and each Redlock master). No I/O here.
 
 Keys of one lock name ``N`` (all but the first carry the hash tag ``{N}``, so when ``N`` itself has no
-braces every key hashes to the same Redis Cluster slot as ``N``)::
+braces every key hashes to the same Redis Cluster slot as ``N``). Every one of them exists only while the
+name is held or waited on: the last release (or lease end) removes them all::
 
     N               string  the exclusive holder (lock / rwlock.write): value = token, PX = lease.
                             The redis-py ``Lock(N)`` layout, so the two exclude each other (SPEC section 6).
@@ -11,10 +12,27 @@ braces every key hashes to the same Redis Cluster slot as ``N``)::
     {N}:q           zset    waiters:        "mode|token" -> arrival sequence (FIFO order)
     {N}:qd          zset    waiter leases:  "mode|token" -> deadline (ms); a waiter that stops
                             refreshing its entry drops out (SAFETY F12)
-    {N}:fence       string  the last fencing token handed out (INCR); never reset
+    {N}:fence       string  0.1.0 only (a per-name counter that never went away): read once, folded into the
+                            fence counter below and deleted by the first script that meets it (upgrade)
     {N}:wake        channel wake-ups: a release publishes the token of the first waiter, "*" = all
 
-Every script gets the same seven KEYS (in the order above, from :func:`keys`) and ``ARGV[1]`` = the
+Fences come from one counter that does not grow with the names (the 8th key, :func:`counter_key`):
+
+    distlock:fences           hash  on a single node (and on each Redlock master): one per database
+    distlock:fences:{T}       hash  on Redis Cluster: one per hash slot, T = the fixed tag of the name's slot
+                                    (:func:`slot_tag`), so the counter lives in the slot of the name's keys
+                              fields: n = the last fence handed out (HINCRBY), e = the marker (below)
+
+The marker ``e`` is how a lost counter is noticed. A flush, an eviction or a restart without persistence
+removes the whole hash, marker included. On a node, ``e`` is a random epoch that the first client wrote;
+every client passes the epoch it saw, and a script that finds no marker (or another one) while the client
+expected one refuses with a ``DISTLOCK-FENCE-LOST`` error instead of counting from 1 again. On a Redlock
+master, ``e`` is the server's run id at the time the counter was seeded: a master whose marker is missing
+or names another run (it restarted, even from older data, or was flushed) is *not seeded*: it still votes
+for the lock but its counter counts toward no fence until the client re-seeds it from a majority of
+seeded masters (``FENCE_FLOOR``). ``docs/models/redlock_fence.pml`` models that rule.
+
+Every script gets the same eight KEYS (in the order above, from :func:`keys`) and ``ARGV[1]`` = the
 wake-up channel, so the scripts are cluster-correct and share one prelude. Times are the server's
 ``TIME`` in milliseconds, the same clock that runs ``PX``. The grant rule is the one of
 :mod:`distlock._core.arbiter`, written in Lua.
@@ -22,8 +40,10 @@ wake-up channel, so the scripts are cluster-correct and share one prelude. Times
 
 from __future__ import annotations
 
+import binascii
 import functools
 import hashlib
+import math
 from dataclasses import dataclass
 
 from .types import HolderInfo, LockInfo, Mode
@@ -31,9 +51,67 @@ from .types import HolderInfo, LockInfo, Mode
 KIND_OF_MODE = {"lock": "lock", "read": "rwlock", "write": "rwlock", "semaphore": "semaphore"}
 
 
-def keys(name: str) -> list[str]:
+#: the fence counter of a single node or Redlock master (one per database)
+NODE_COUNTER = "distlock:fences"
+#: Redis Cluster: one fence counter per hash slot, ``distlock:fences:{<tag of the slot>}``
+SLOTS = 16384
+#: the reply a node gives when its fence counter went missing under a client that had seen it
+FENCE_LOST = "DISTLOCK-FENCE-LOST"
+#: the SHA1 of the acquire script of distlock 0.1.0 (per-name ``{N}:fence`` counters): if a server has it
+#: cached, an old client has been using that server (see :func:`distlock._async.backends.redis.Node`)
+OLD_ACQUIRE_SHA = "a4624229ebf697be6b9ff040d73a51b94abf9126"
+
+
+def slot_of(key: str) -> int:
+    """The Redis Cluster hash slot of ``key`` (CRC16/XMODEM of the hash tag, or of the key, mod 16384)."""
+    data = key.encode()
+    start = data.find(b"{")
+    if start >= 0:
+        end = data.find(b"}", start + 1)
+        if end > start + 1:
+            data = data[start + 1 : end]
+    return binascii.crc_hqx(data, 0) % SLOTS
+
+
+@functools.lru_cache(maxsize=1)
+def _slot_tags() -> tuple[str, ...]:
+    """A fixed table: for every slot, the smallest decimal string that hashes to it (every client computes
+    the same table, ~40 ms once)."""
+    tags: list[str | None] = [None] * SLOTS
+    left, i = SLOTS, 0
+    while left:
+        s = binascii.crc_hqx(str(i).encode(), 0) % SLOTS
+        if tags[s] is None:
+            tags[s] = str(i)
+            left -= 1
+        i += 1
+    return tuple(t for t in tags if t is not None)
+
+
+def slot_tag(slot: int) -> str:
+    return _slot_tags()[slot]
+
+
+def counter_key(name: str, cluster: bool = False) -> str:
+    """The fence counter ``name`` draws from: the node's one counter, or on a cluster the counter of the
+    slot that the name's keys hash to."""
+    if not cluster:
+        return NODE_COUNTER
+    return "distlock:fences:{" + slot_tag(slot_of("{" + name + "}:r")) + "}"
+
+
+def keys(name: str, cluster: bool = False) -> list[str]:
     tag = "{" + name + "}"
-    return [name, tag + ":r", tag + ":p", tag + ":i", tag + ":q", tag + ":qd", tag + ":fence"]
+    return [
+        name,
+        tag + ":r",
+        tag + ":p",
+        tag + ":i",
+        tag + ":q",
+        tag + ":qd",
+        tag + ":fence",
+        counter_key(name, cluster),
+    ]
 
 
 def channel(name: str) -> str:
@@ -41,6 +119,7 @@ def channel(name: str) -> str:
 
 
 def fence_key(name: str) -> str:
+    """The per-name counter of distlock 0.1.0 (read and removed on upgrade; never written)."""
     return keys(name)[6]
 
 
@@ -111,6 +190,21 @@ local function fence_of(token)
   return tonumber(string.sub(inf, a + 1, b - 1))
 end
 
+-- 0.1.0 kept a per-name counter {N}:fence: fold it into the counter (never hand out a fence below it), drop it
+local function absorb()
+  local old = redis.call('GET', KEYS[7])
+  if old then
+    if tonumber(old) > tonumber(redis.call('HGET', KEYS[8], 'n') or '0') then
+      redis.call('HSET', KEYS[8], 'n', old)
+    end
+    redis.call('DEL', KEYS[7])
+  end
+end
+
+local function run_id()
+  return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+end
+
 -- is `token` a live holder in `mode`?
 local function holds(token, mode)
   if mode == 'lock' or mode == 'write' then return redis.call('GET', KEYS[1]) == token end
@@ -124,25 +218,52 @@ ACQUIRE = (
     _PRELUDE
     + """
 -- ARGV: 1 channel, 2 token, 3 mode, 4 ttl ms, 5 permits, 6 fair (0/1), 7 owner,
---       8 waiter entry ttl ms (0: do not queue on failure)
--- Returns {1, fence} when held (a retry after a lost reply gets the same fence back),
---         {0, ms until the earliest holder's lease ends, -1 if unknown} otherwise.
+--       8 waiter entry ttl ms (0: do not queue on failure),
+--       9 marker: on a node the epoch this client saw ('' = none yet), '@' on a Redlock master
+-- Returns {1, fence, mark, counter} when held (a retry after a lost reply gets the same fence back),
+--         {0, ms until the earliest holder's lease ends (-1 if unknown), mark, counter} otherwise;
+-- mark = the node's epoch, or on a Redlock master '1' (seeded: its fence counts) / '0' (not seeded:
+-- fence -1, the client re-seeds it). A node whose counter is gone under a client that saw it: an error.
 local token, mode = ARGV[2], ARGV[3]
 local ttl, permits, fair, owner, qttl = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7], tonumber(ARGV[8])
+local want = ARGV[9]
 local exclusive = (mode == 'lock' or mode == 'write')
 local member = mode .. '|' .. token
+local mark = redis.call('HGET', KEYS[8], 'e')
+local seeded = true
+if want == '@' then
+  seeded = (mark ~= false and mark == run_id())
+  if seeded then mark = '1' else mark = '0' end
+elseif not mark then
+  if want ~= '' then
+    return redis.error_reply('DISTLOCK-FENCE-LOST the fence counter ' .. KEYS[8] .. ' is gone (flushed, evicted or restarted without persistence): fences could go back, acquire refused')
+  end
+  mark = token
+  redis.call('HSET', KEYS[8], 'e', mark)
+elseif want ~= '' and mark ~= want then
+  return redis.error_reply('DISTLOCK-FENCE-LOST the fence counter ' .. KEYS[8] .. ' was replaced (flushed or restarted without persistence): fences could go back, acquire refused')
+end
+absorb()
+local function next_fence()
+  if seeded then return redis.call('HINCRBY', KEYS[8], 'n', 1) end
+  return -1
+end
+local function counter()
+  return tonumber(redis.call('HGET', KEYS[8], 'n') or '0')
+end
 -- fast path: nobody holds or waits for this name at all. (Details of holders whose lease ran out expire
--- with their lease; any other stale entry is dropped by the full path below. Five calls, no TIME.)
+-- with their lease; any other stale entry is dropped by the full path below. No TIME.)
 if exclusive and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[5]) == 0 then
-  local fence = redis.call('INCR', KEYS[7])
+  local fence = next_fence()
   redis.call('SET', KEYS[1], token, 'PX', ttl)
   redis.call('HSET', KEYS[4], token, mode .. '|' .. fence .. '|' .. owner)
   redis.call('PEXPIRE', KEYS[4], ttl)
-  return {1, fence}
+  if seeded then return {1, fence, mark, fence} end
+  return {1, fence, mark, counter()}
 end
 tick()
 purge()
-if holds(token, mode) then return {1, fence_of(token)} end
+if holds(token, mode) then return {1, fence_of(token), mark, counter()} end
 local holder = redis.call('GET', KEYS[1])
 local nread = redis.call('ZCARD', KEYS[2])
 local nsem = redis.call('ZCARD', KEYS[3])
@@ -171,7 +292,7 @@ else
   end
 end
 if ok then
-  local fence = redis.call('INCR', KEYS[7])
+  local fence = next_fence()
   local expires = now + ttl
   if exclusive then
     redis.call('SET', KEYS[1], token, 'PX', ttl)
@@ -195,7 +316,7 @@ if ok then
   end
   -- a shared grant may let the next waiter in too: pass the wake-up on
   if not exclusive then wake_head() end
-  return {1, fence}
+  return {1, fence, mark, counter()}
 end
 if qttl > 0 then
   if not myseq then
@@ -220,7 +341,7 @@ for _, set in ipairs({KEYS[2], KEYS[3]}) do
     if retry < 0 or d < retry then retry = d end
   end
 end
-return {0, retry}
+return {0, retry, mark, counter()}
 """
 )
 
@@ -240,6 +361,7 @@ else
   ok = redis.call('ZREM', shared_set(mode), token)
 end
 redis.call('HDEL', KEYS[4], token)
+absorb()
 if ok == 1 and redis.call('EXISTS', KEYS[5]) == 1 then
   purge()
   wake_head()
@@ -267,6 +389,7 @@ else
   gone = gone + redis.call('ZREM', shared_set(mode), token)
 end
 redis.call('HDEL', KEYS[4], token)
+absorb()
 if gone > 0 and not redis.call('GET', KEYS[1]) then wake_head() end
 return gone
 """
@@ -332,6 +455,7 @@ for _, set in ipairs({KEYS[2], KEYS[3]}) do
   for _, tk in ipairs(redis.call('ZRANGEBYSCORE', set, '(' .. now, '+inf')) do table.insert(out, tk) end
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+absorb()
 redis.call('PUBLISH', channel, '*')
 return out
 """
@@ -340,19 +464,21 @@ return out
 FENCE_FLOOR = (
     _PRELUDE
     + """
--- ARGV: 1 channel, 2 token, 3 fence.  Redlock: raise this master's counter to at least `fence` and record
--- it as the holder's fence, so any later majority (which shares a master with ours) counts above it.
--- Returns 1 if the token still holds the lock here.
-local token, fence = ARGV[2], tonumber(ARGV[3])
-local cur = tonumber(redis.call('GET', KEYS[7]) or '0')
-if cur < fence then redis.call('SET', KEYS[7], fence) end
+-- ARGV: 1 channel, 2 token, 3 floor, 4 mode, 5 fence.  Redlock: raise this master's counter to at least
+-- `floor` and mark it seeded under this run (the client sends a floor no lower than the counters of a
+-- majority of seeded masters, so every later majority, which shares a master with this write-back,
+-- counts above it); record `fence` as the holder's fence. Returns 1 if the token holds the name in `mode`.
+local token, floor, mode, fence = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+absorb()
+if tonumber(redis.call('HGET', KEYS[8], 'n') or '0') < floor then redis.call('HSET', KEYS[8], 'n', floor) end
+redis.call('HSET', KEYS[8], 'e', run_id())
 local inf = redis.call('HGET', KEYS[4], token)
 if inf then
   local a = string.find(inf, '|', 1, true)
   local b = string.find(inf, '|', a + 1, true)
   redis.call('HSET', KEYS[4], token, string.sub(inf, 1, a) .. fence .. string.sub(inf, b))
 end
-if redis.call('GET', KEYS[1]) == token then return 1 end
+if holds(token, mode) then return 1 end
 return 0
 """
 )
@@ -376,18 +502,27 @@ def _bulk(data: bytes) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(data), data)
 
 
+NKEYS = 8
+
+
 @functools.lru_cache(maxsize=4096)
-def _call_head(script: str, name: str) -> tuple[int, bytes]:
-    """RESP of ``EVALSHA sha 7 <keys> <channel>`` for one script and name: (number of parts, bytes)."""
-    parts = [b"EVALSHA", SHA[script].encode(), b"7", *(k.encode() for k in keys(name)), channel(name).encode()]
+def _call_head(script: str, name: str, cluster: bool) -> tuple[int, bytes]:
+    """RESP of ``EVALSHA sha 8 <keys> <channel>`` for one script and name: (number of parts, bytes)."""
+    parts = [
+        b"EVALSHA",
+        SHA[script].encode(),
+        b"%d" % NKEYS,
+        *(k.encode() for k in keys(name, cluster)),
+        channel(name).encode(),
+    ]
     return len(parts), b"".join(_bulk(p) for p in parts)
 
 
-def packed_call(script: str, name: str, *args: str | int) -> bytes:
+def packed_call(script: str, name: str, *args: str | int, cluster: bool = False) -> bytes:
     """The whole RESP request of ``EVALSHA`` of ``script`` on ``name`` with ``args`` (after the channel):
     byte for byte what redis-py would send, without its per-argument encoding (the keys of a name are
     encoded once and cached)."""
-    n, head = _call_head(script, name)
+    n, head = _call_head(script, name, cluster)
     out = [b"*%d\r\n" % (n + len(args)), head]
     for a in args:
         data = a.encode() if isinstance(a, str) else b"%d" % a
@@ -396,8 +531,10 @@ def packed_call(script: str, name: str, *args: str | int) -> bytes:
 
 
 def ms(seconds: float) -> int:
-    """Seconds -> whole milliseconds, at least 1 (a 0 PX would be an error, never 'forever')."""
-    return max(1, round(seconds * 1000))
+    """Seconds -> whole milliseconds, rounded UP (a server lease is never shorter than the local one), at
+    least 1 (a 0 PX would be an error, never 'forever'). The 1e-6 absorbs binary noise (0.3 s is
+    300.00000000000006 ms, which is 300 ms, not 301)."""
+    return max(1, math.ceil(seconds * 1000 - 1e-6))
 
 
 # -- decoding replies --------------------------------------------------------------------------------------
@@ -459,8 +596,12 @@ def decode_inspect(reply: list[object]) -> Snapshot:
     )
 
 
+#: ``acquire_args(..., marker=REDLOCK)``: a Redlock master (seeded = its marker holds its run id)
+REDLOCK = "@"
+
+
 def acquire_args(
-    token: str, mode: Mode, ttl: float, permits: int, fair: bool, owner: str, queue_ttl: float
+    token: str, mode: Mode, ttl: float, permits: int, fair: bool, owner: str, queue_ttl: float, marker: str = ""
 ) -> list[str]:
     return [
         token,
@@ -470,4 +611,5 @@ def acquire_args(
         "1" if fair else "0",
         owner,
         str(ms(queue_ttl) if queue_ttl > 0 else 0),
+        marker,
     ]

@@ -25,18 +25,19 @@ in different slots (it contains ``}``) is refused with ``ConfigError``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from redis.connection import URL_QUERY_ARGUMENT_PARSERS
 from redis.crc import key_slot
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from ... import _redis_async as drv
 from ... import _rt_async as rt
 from ..._core import redis_lua as lua
-from ..._core.timing import wait_slice
+from ..._core.timing import lease_end, monotonic, wait_slice
 from ..._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ..._errors import BackendError, ConfigError
 from ..._url import StoreConfig, scrub
@@ -50,6 +51,8 @@ MAX_WAIT_SLICE = 2.0
 SUBSCRIBE_TIMEOUT = 1.0
 
 _OURS = ("wait_replicas", "wait_timeout", "connect_timeout", "socket_timeout", "cluster")
+
+log = logging.getLogger("distlock")
 
 
 def driver_url(config: StoreConfig, host: tuple[str, int] | None = None) -> str:
@@ -93,6 +96,9 @@ class Node:
         # per master, chosen by the name's slot in redis-py's slot map)
         self.wire = None if isinstance(client, drv.ClusterClient) else drv.Wire.of(client)
         self._wires: dict[str, drv.Wire] = {}
+        # the marker of each fence counter as this node showed it to us (one counter per node; per slot on
+        # a cluster): a counter found without it later was lost (flushed, evicted, restarted empty)
+        self.epochs: dict[str, str] = {}
 
     @classmethod
     async def connect(
@@ -158,13 +164,55 @@ class Node:
     async def ping(self) -> None:
         try:
             await drv.command(self.client, "PING")
+            await self.check_server()
             await self.load()
         except RedisError as exc:
             raise self.error(exc, "cannot connect") from exc
 
-    @staticmethod
-    def call(script: str, name: str, *args: Any) -> tuple[Any, ...]:
-        return ("EVALSHA", lua.SHA[script], 7, *lua.keys(name), lua.channel(name), *args)
+    async def check_server(self) -> None:
+        """At connect: an eviction policy that may evict the fence counter -> a warning; a server whose script
+        cache holds distlock 0.1.0's acquire script (an old client uses it: its per-name fences would go
+        below ours) -> ConfigError. A server that refuses CONFIG (managed Redis) is not checked."""
+        try:
+            policies = _values(await drv.every_master(self.client, "CONFIG GET", "maxmemory-policy"))
+        except (RedisError, RedisClusterException) as exc:
+            log.debug(
+                "Redis %s: CONFIG GET maxmemory-policy refused (%s): eviction policy not checked", self.label, exc
+            )
+            policies = []
+        bad = sorted({p for p in policies if p.startswith("allkeys-")})
+        if bad:
+            log.warning(
+                "Redis %s: maxmemory-policy %s may evict the fence counter, and fences then start again "
+                "(set noeviction or a volatile-* policy)",
+                self.label,
+                bad[0],
+            )
+        try:
+            found = await drv.every_master(self.client, "SCRIPT EXISTS", lua.OLD_ACQUIRE_SHA)
+        except (RedisError, RedisClusterException):
+            return
+        if any(_truthy(x) for x in (found if isinstance(found, list) else [found])):
+            raise ConfigError(
+                f"Redis {self.label}: a distlock 0.1.0 client has used this server (its script is cached); "
+                "0.1.0 counts fences per name and would hand out fences below ours: stop every 0.1.0 client, "
+                "then run SCRIPT FLUSH",
+                backend=self.scheme,
+            )
+
+    def marker(self, name: str) -> str:
+        """The marker this node showed us for ``name``'s fence counter ('' before the first acquire)."""
+        return self.epochs.get(lua.counter_key(name, self.cluster), "")
+
+    def learn(self, name: str, reply: Sequence[Any]) -> None:
+        if len(reply) > 2:
+            key = lua.counter_key(name, self.cluster)
+            if key not in self.epochs:
+                raw = reply[2]
+                self.epochs[key] = raw.decode() if isinstance(raw, bytes) else str(raw)
+
+    def call(self, script: str, name: str, *args: Any) -> tuple[Any, ...]:
+        return ("EVALSHA", lua.SHA[script], lua.NKEYS, *lua.keys(name, self.cluster), lua.channel(name), *args)
 
     async def run(self, commands: Sequence[Sequence[Any]], what: str) -> list[Any]:
         """Commands in one round trip; reloads the scripts once if the server lost them (restart)."""
@@ -177,28 +225,31 @@ class Node:
         except RedisError as exc:
             raise self.error(exc, what) from exc
 
-    async def script(self, script: str, name: str, *args: str | int) -> Any:
-        """One script call on ``name`` (one round trip); reloads the scripts once after a restart."""
+    async def script(self, script: str, name: str, *args: str | int, unsure: list[bool] | None = None) -> Any:
+        """One script call on ``name`` (one round trip); reloads the scripts once after a restart. ``unsure``
+        gets a ``True`` when the call was sent again after a try whose outcome is unknown."""
         try:
             try:
-                return await self._send(script, name, args)
+                return await self._send(script, name, args, unsure)
             except NoScriptError:
                 await self.load()
-                return await self._send(script, name, args)
+                return await self._send(script, name, args, unsure)
         except RedisError as exc:
             raise self.error(exc, script) from exc
 
-    async def _send(self, script: str, name: str, args: tuple[str | int, ...]) -> Any:
+    async def _send(self, script: str, name: str, args: tuple[str | int, ...], unsure: list[bool] | None = None) -> Any:
         if self.wire is not None:
-            return await self.wire.call(lua.packed_call(script, name, *args))
+            return await self.wire.call(lua.packed_call(script, name, *args), unsure)
         assert isinstance(self.client, drv.ClusterClient)
         try:  # straight to the master of the name's slot ...
             key, make = drv.route(self.client, name)
             wire = self._wires.get(key)
             if wire is None:
                 wire = self._wires[key] = drv.Wire(make)
-            return await wire.call(lua.packed_call(script, name, *args))
+            return await wire.call(lua.packed_call(script, name, *args, cluster=True), unsure)
         except drv.REROUTE:  # ... unless the slot moved or the master is away: redis-py's routing sorts it out
+            if unsure is not None:
+                unsure.append(True)
             return await drv.command(self.client, *self.call(script, name, *args))
 
     async def names(self, prefix: str) -> list[str]:
@@ -229,13 +280,81 @@ class Node:
         await drv.close(self.client)
 
 
+def _values(reply: Any) -> list[str]:
+    """The values of a CONFIG GET reply: a dict, a flat list, or a dict per cluster node."""
+    out: list[str] = []
+    if isinstance(reply, dict):
+        for k, v in reply.items():
+            if isinstance(v, (dict, list)):
+                out += _values(v)
+            else:
+                key = k.decode() if isinstance(k, bytes) else str(k)
+                if key == "maxmemory-policy":
+                    out.append(v.decode() if isinstance(v, bytes) else str(v))
+    elif isinstance(reply, list):
+        flat = [x.decode() if isinstance(x, bytes) else str(x) for x in reply]
+        out += [flat[i + 1] for i in range(0, len(flat) - 1, 2) if flat[i] == "maxmemory-policy"]
+    return out
+
+
+def _truthy(x: Any) -> bool:
+    if isinstance(x, (list, tuple)):
+        return any(_truthy(y) for y in x)
+    if isinstance(x, dict):
+        return any(_truthy(y) for y in x.values())
+    return bool(int(x)) if isinstance(x, (int, bool)) else str(x) in ("1", "True")
+
+
 def same_slot(name: str) -> bool:
     """Do all keys of ``name`` hash to one Redis Cluster slot? (Always when the name has no ``}``.)"""
-    return "}" not in name or len({key_slot(k.encode()) for k in lua.keys(name)}) == 1
+    return "}" not in name or len({key_slot(k.encode()) for k in lua.keys(name, cluster=True)}) == 1
 
 
 def timeouts(config: StoreConfig) -> tuple[float, float]:
     return config.pop_float("connect_timeout", 5.0), config.pop_float("socket_timeout", 5.0)
+
+
+class Leases:
+    """What a release needs to be idempotent: for each held token, the local end of its last confirmed lease
+    (``lease_end`` of the request that confirmed it), and whether a release of it may already have run.
+
+    The rule: a release that finds the token gone (0) is still a success when an earlier try of this
+    release may have run on the server (the driver re-sent it after a dropped connection or a timeout, or a
+    previous ``release()`` raised) AND the reply came before the local lease end. The server's lease ends no
+    earlier than ours, so until then the key could only have gone by our own release (or an admin's
+    break_lock or a flush, which remove it just the same): nobody else can have held the name in between.
+    After the local lease end the answer stays ``False`` (``LockLost``): the lease may have run out first.
+    """
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+        self._unsure: set[str] = set()
+
+    def confirmed(self, claim: Claim, sent: float) -> None:
+        self._until[claim.token] = lease_end(sent, claim.ttl)
+
+    def renewed(self, claims: Sequence[Claim], ok: Sequence[bool], sent: float) -> None:
+        for c, good in zip(claims, ok, strict=True):
+            if good:
+                self._until[c.token] = lease_end(sent, c.ttl)
+            else:
+                self.forget(c.token)
+
+    def unsure(self, token: str) -> None:
+        if token in self._until:
+            self._unsure.add(token)
+
+    def released(self, token: str, ok: bool, gone: bool, retried: bool = False) -> bool:
+        """The answer of a release: ``ok`` = the token held and was removed now; ``gone`` = it is not held
+        (any more); ``retried`` = this very call was sent twice."""
+        if not ok and gone and (retried or token in self._unsure) and monotonic() < self._until.get(token, 0.0):
+            ok = True
+        self.forget(token)
+        return ok
+
+    def forget(self, token: str) -> None:
+        self._until.pop(token, None)
+        self._unsure.discard(token)
 
 
 class Attempt(AsyncAttempt):
@@ -279,6 +398,7 @@ class Attempt(AsyncAttempt):
 
     async def abandon(self) -> None:
         await self._unwatch()
+        self.backend.forget(self.claim.token)
         await self.backend.node.script("abandon", self.claim.name, self.claim.token, self.claim.mode.value)
 
     async def _unwatch(self) -> None:
@@ -312,6 +432,7 @@ class Backend(AsyncBackend):
         self.node = node
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
+        self.leases = Leases()
 
     @classmethod
     async def open(cls, config: StoreConfig) -> Backend:
@@ -350,13 +471,35 @@ class Backend(AsyncBackend):
         self.node.check_slot(claim.name)
         return Attempt(self, claim)
 
+    def forget(self, token: str) -> None:
+        self.leases.forget(token)
+
     async def _try(self, claim: Claim) -> Grant:
-        args = lua.acquire_args(claim.token, claim.mode, claim.ttl, claim.permits, claim.fair, claim.owner, WAITER_TTL)
+        node = self.node
+        args = lua.acquire_args(
+            claim.token,
+            claim.mode,
+            claim.ttl,
+            claim.permits,
+            claim.fair,
+            claim.owner,
+            WAITER_TTL,
+            node.marker(claim.name),
+        )
+        sent = monotonic()
         if not self.wait_replicas:
-            return grant_of(await self.node.script("acquire", claim.name, *args))
-        call = Node.call("acquire", claim.name, *args)
-        reply, acks = await self.node.run([call, ("WAIT", self.wait_replicas, self.wait_timeout_ms)], "acquire")
+            reply = await node.script("acquire", claim.name, *args)
+            node.learn(claim.name, reply)
+            grant = grant_of(reply)
+            if grant.acquired:
+                self.leases.confirmed(claim, sent)
+            return grant
+        call = node.call("acquire", claim.name, *args)
+        reply, acks = await node.run([call, ("WAIT", self.wait_replicas, self.wait_timeout_ms)], "acquire")
+        node.learn(claim.name, reply)
         grant = grant_of(reply)
+        if grant.acquired:
+            self.leases.confirmed(claim, sent)
         if grant.acquired and int(acks) < self.wait_replicas:
             await self.node.script("release", claim.name, claim.token, claim.mode.value)
             raise BackendError(
@@ -368,13 +511,22 @@ class Backend(AsyncBackend):
         return grant
 
     async def release(self, claim: Claim) -> bool:
-        return int(await self.node.script("release", claim.name, claim.token, claim.mode.value)) == 1
+        unsure: list[bool] = []
+        try:
+            reply = await self.node.script("release", claim.name, claim.token, claim.mode.value, unsure=unsure)
+        except BackendError:
+            self.leases.unsure(claim.token)
+            raise
+        return self.leases.released(claim.token, int(reply) == 1, True, bool(unsure))
 
     async def renew(self, claims: Sequence[Claim]) -> list[bool]:
         if not claims:
             return []
-        calls = [Node.call("renew", c.name, c.token, c.mode.value, lua.ms(c.ttl)) for c in claims]
-        return [int(r) == 1 for r in await self.node.run(calls, "renew")]
+        calls = [self.node.call("renew", c.name, c.token, c.mode.value, lua.ms(c.ttl)) for c in claims]
+        sent = monotonic()
+        out = [int(r) == 1 for r in await self.node.run(calls, "renew")]
+        self.leases.renewed(claims, out, sent)
+        return out
 
     async def holds(self, claim: Claim) -> bool:
         return int(await self.node.script("holds", claim.name, claim.token, claim.mode.value)) == 1
@@ -393,7 +545,9 @@ class Backend(AsyncBackend):
         self.node.check_slot(name)
         tokens = await self.node.script("break", name)
         for raw in tokens:
-            self.lost(raw.decode() if isinstance(raw, bytes) else str(raw), "broken by an admin (break_lock)")
+            token = raw.decode() if isinstance(raw, bytes) else str(raw)
+            self.leases.forget(token)
+            self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)
 
     async def aclose(self) -> None:

@@ -44,13 +44,35 @@ from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mod
 from ..._errors import BackendError, ConfigError, QuorumError
 from ..._url import StoreConfig
 from ..backend import SyncAttempt, SyncBackend
-from .redis import MAX_WAIT_SLICE, SUBSCRIBE_TIMEOUT, WAITER_TTL, Node, driver_url, grant_of, reject_unknown
+from .redis import MAX_WAIT_SLICE, SUBSCRIBE_TIMEOUT, WAITER_TTL, Leases, Node, driver_url, reject_unknown
 
 #: the random delay before retrying after a split vote (nobody got a majority): desynchronises contenders
 SPLIT_RETRY = 0.01
 #: consecutive tries in which fewer than a majority of masters answered in time before QuorumError
 #: (a master that refuses connections counts at once; one that is slow may just be overloaded)
 MAX_SILENT_TRIES = 5
+
+
+class Vote:
+    """One master's answer to an acquire: granted?, its fence (-1 if it is not seeded), the retry hint,
+    whether its counter is seeded (kept since seeded under its current run id) and the counter's value."""
+
+    __slots__ = ("acquired", "counter", "fence", "retry_after", "seeded")
+
+    def __init__(self, acquired: bool, fence: int, retry_after: float | None, seeded: bool, counter: int) -> None:
+        self.acquired = acquired
+        self.fence = fence
+        self.retry_after = retry_after
+        self.seeded = seeded
+        self.counter = counter
+
+    @classmethod
+    def of(cls, reply: Sequence[Any]) -> Vote:
+        ok = int(reply[0]) == 1
+        value = int(reply[1])
+        mark = reply[2].decode() if isinstance(reply[2], bytes) else str(reply[2])
+        retry = None if ok or value < 0 else value / 1000.0
+        return cls(ok, value if ok else -1, retry, mark == "1", int(reply[3]))
 
 
 class Attempt(SyncAttempt):
@@ -104,6 +126,7 @@ class Attempt(SyncAttempt):
     def abandon(self) -> None:
         self._unwatch()
         c = self.claim
+        self.backend.leases.forget(c.token)
         self.backend._fan(
             self.backend._calls(lambda n: n.script("abandon", c.name, c.token, c.mode.value), self.backend.nodes)
         )
@@ -126,6 +149,7 @@ class Backend(SyncBackend):
         self.quorum = len(nodes) // 2 + 1
         self.node_timeout = node_timeout
         self.fanout = drv.Fanout(len(nodes))
+        self.leases = Leases()
 
     @classmethod
     def open(cls, config: StoreConfig) -> Backend:
@@ -210,33 +234,25 @@ class Backend(SyncBackend):
 
     def _try(self, claim: Claim) -> tuple[Grant, list[BaseException] | None]:
         """One Redlock round: the grant, and None if a majority answered in time, else the errors."""
-        args = lua.acquire_args(claim.token, claim.mode, claim.ttl, claim.permits, False, claim.owner, WAITER_TTL)
+        args = lua.acquire_args(
+            claim.token, claim.mode, claim.ttl, claim.permits, False, claim.owner, WAITER_TTL, lua.REDLOCK
+        )
         started = monotonic()
         results = self._scatter(self.nodes, self._deadline(claim.ttl), "acquire", claim.name, *args)
-        grants = [None if isinstance(r, BaseException) else grant_of(r) for r in results]
-        won = [i for i, g in enumerate(grants) if g is not None and g.acquired]
-        fence: int | None = None
-        if len(won) >= self.quorum:
-            fences = [g.fence for g in grants if g is not None and g.acquired and g.fence is not None]
-            fence = max(fences) if fences else None
-            if fence is not None and any(f != fence for f in fences):
-                floors = self._scatter(
-                    [self.nodes[i] for i in won],
-                    self._deadline(claim.ttl),
-                    "fence_floor",
-                    claim.name,
-                    claim.token,
-                    fence,
-                )
-                if sum(1 for r in floors if not isinstance(r, BaseException) and int(r) == 1) < self.quorum:
-                    won = []
+        votes = [None if isinstance(r, BaseException) else Vote.of(r) for r in results]
+        fence, refused = self._fence(claim, votes)
+        won = [v for v in votes if v is not None and v.acquired]
+        if fence is not None and len(won) >= self.quorum:
             valid = validity(claim.ttl, monotonic() - started)
-            if len(won) >= self.quorum and valid > 0:
+            if valid > 0:
+                self.leases.confirmed(claim, started)
                 return Grant(True, fence=fence, valid_for=valid), None
         # Failed: take the claim back wherever it may have landed (granted, or no answer in time).
-        dirty = [n for n, g in zip(self.nodes, grants, strict=True) if g is None or g.acquired]
+        dirty = [n for n, v in zip(self.nodes, votes, strict=True) if v is None or v.acquired]
         if dirty:
             self._scatter(dirty, self._deadline(claim.ttl), "release", claim.name, claim.token, claim.mode.value)
+        if refused is not None:
+            raise QuorumError(refused, name=claim.name, backend=self.scheme)
         errors = [r for r in results if isinstance(r, BaseException)]
         if sum(1 for e in errors if not self._silent(e)) > len(self.nodes) - self.quorum:
             raise self._quorum_error(claim.name, "acquire", errors)  # a majority is down: no point waiting
@@ -244,19 +260,80 @@ class Backend(SyncBackend):
             return Grant(False, retry_after=random.uniform(0.0, SPLIT_RETRY)), errors
         if won:  # split vote: retry after a random delay so contenders fall out of step
             return Grant(False, retry_after=random.uniform(0.0, SPLIT_RETRY)), None
-        hints = sorted(g.retry_after for g in grants if g is not None and g.retry_after is not None)
+        hints = sorted(v.retry_after for v in votes if v is not None and v.retry_after is not None)
         return Grant(False, retry_after=hints[0] if hints else None), None
 
+    def _fence(self, claim: Claim, votes: list[Vote | None]) -> tuple[int | None, str | None]:
+        """The fence of a round that won a majority, or None; and the reason to refuse the acquire, if any.
+
+        Only *seeded* masters count (those that kept their counter since it was seeded under their current
+        run id): the fence is the largest counter of a majority of seeded masters that granted, written back
+        to a majority before the grant (every later majority shares a master with it). A master that lost
+        its state is re-seeded whenever a majority of seeded masters answered, with the largest of their
+        counters. When no master answering is seeded and all of them answered, the fleet is new (or every
+        master restarted at once): it is seeded with the largest counter of all. Fewer seeded masters than
+        a majority, and not all answering: refused. docs/models/redlock_fence.pml models this rule."""
+        answered = [i for i, v in enumerate(votes) if v is not None]
+        seeded = [i for i in answered if votes[i].seeded]  # type: ignore[union-attr]
+        won = [i for i in answered if votes[i].acquired]  # type: ignore[union-attr]
+        won_seeded = [i for i in won if i in seeded]
+        counters = {i: votes[i].counter for i in answered}  # type: ignore[union-attr]
+        fence: int | None = None
+        if len(seeded) >= self.quorum:
+            floor = max(counters[i] for i in seeded)
+            fresh = [i for i in answered if i not in seeded]
+            if len(won) >= self.quorum and len(won_seeded) >= self.quorum:
+                fence = max(votes[i].fence for i in won_seeded)  # type: ignore[union-attr]
+        elif len(answered) == len(self.nodes):
+            floor = max(counters.values()) + 1  # a new fleet: seed every master, hand out the next fence
+            fresh = answered
+            if len(won) >= self.quorum:
+                fence = floor
+        else:
+            reason = (
+                f"only {len(seeded)} of {len(self.nodes)} Redis masters answered with their fence counter "
+                f"intact (the others are down, or restarted or flushed and not re-seeded yet); "
+                f"{self.quorum} are needed so a fence never goes back: acquire refused"
+            )
+            return None, reason if len(won) >= self.quorum else None
+        if fence is None:
+            if fresh:  # re-seed what lost its state, for the next round
+                self._floor([self.nodes[i] for i in fresh], claim, floor, -1)
+            return None, None
+        # write the fence back where it is not yet, and re-seed the masters that lost their state
+        behind = [i for i in won if i not in fresh and votes[i].fence != fence]  # type: ignore[union-attr]
+        at = {i for i in won_seeded if votes[i].fence == fence}  # type: ignore[union-attr]
+        todo = sorted(set(behind) | set(fresh))
+        if todo:
+            replies = self._floor([self.nodes[i] for i in todo], claim, max(floor, fence), fence)
+            at |= {i for i, r in zip(todo, replies, strict=True) if not isinstance(r, BaseException) and int(r) == 1}
+        return (fence, None) if len(at) >= self.quorum else (None, None)
+
+    def _floor(self, nodes: list[Node], claim: Claim, floor: int, fence: int) -> list[Any]:
+        return self._scatter(
+            nodes, self._deadline(claim.ttl), "fence_floor", claim.name, claim.token, floor, claim.mode.value, fence
+        )
+
     def release(self, claim: Claim) -> bool:
+        """Released if a majority removed the token. An earlier try of this release may have run where this
+        one finds the token gone: those count too while our lease cannot have ended (see ``Leases``). Too
+        few definite answers to tell: ``QuorumError`` (the caller may retry; the retry is idempotent)."""
         results = self._scatter(
             self.nodes, self.node_timeout, "release", claim.name, claim.token, claim.mode.value
         )
-        return sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1) >= self.quorum
+        ones = sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1)
+        zeros = sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 0)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        gone = ones + zeros >= self.quorum  # a majority says the token does not hold the name now
+        if ones < self.quorum and not gone and ones + len(errors) >= self.quorum:
+            self.leases.unsure(claim.token)  # too few definite answers to tell
+            raise self._quorum_error(claim.name, "release", errors)
+        return self.leases.released(claim.token, ones >= self.quorum, gone)
 
     def renew(self, claims: Sequence[Claim]) -> list[bool]:
         if not claims:
             return []
-        calls = [Node.call("renew", c.name, c.token, c.mode.value, lua.ms(c.ttl)) for c in claims]
+        calls = [self.nodes[0].call("renew", c.name, c.token, c.mode.value, lua.ms(c.ttl)) for c in claims]
         started = monotonic()
         results = self._fan(
             self._calls(lambda n: n.run(calls, "renew"), self.nodes),
@@ -267,7 +344,9 @@ class Backend(SyncBackend):
         out = []
         for i, c in enumerate(claims):
             votes = sum(1 for r in results if not isinstance(r, BaseException) and int(r[i]) == 1)
+            # the drift margin applies to a renewal as to an acquire: ttl - elapsed - drift must stay > 0
             out.append(votes >= self.quorum and validity(c.ttl, elapsed) > 0)
+        self.leases.renewed(claims, out, started)
         return out
 
     def holds(self, claim: Claim) -> bool:
@@ -327,6 +406,7 @@ class Backend(SyncBackend):
             for t in r
         }
         for token in tokens:
+            self.leases.forget(token)
             self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)
 
