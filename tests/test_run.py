@@ -142,7 +142,10 @@ def test_lost_lock_sigterm_then_sigkill_for_a_child_that_ignores_sigterm(url: st
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 70, err
         assert "lost" in err and "SIGKILL" in err and err.strip().count("\n") == 0
-        assert not pid_alive(pid), "the SIGTERM-ignoring child outlived the lock"
+        alive = pid_alive(pid)
+        if alive:  # do not leak it when the test fails
+            os.kill(pid, signal.SIGKILL)
+        assert not alive, "the SIGTERM-ignoring child outlived the lock"
         # and the next holder can take it while nothing of the old command runs
         assert store.lock("victim").acquire(timeout=10)
 
@@ -165,7 +168,11 @@ def test_child_dies_when_run_is_killed_with_sigkill(url: str, tmp_path: Path) ->
     assert pid_alive(pid)
     proc.kill()  # kill -9 of run: no handler of ours runs
     proc.communicate(timeout=10)
-    assert wait_dead(pid), "CMD kept running after run was killed with SIGKILL"
+    try:
+        assert wait_dead(pid), "CMD kept running after run was killed with SIGKILL"
+    finally:
+        if pid_alive(pid):  # do not leak it when the test fails
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_ctrl_c_while_waiting_exits_130_and_sigterm_143(url: str) -> None:
