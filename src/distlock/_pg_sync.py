@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import psycopg
 
+from ._sqlwatch import watch
+
 Connection = psycopg.Connection[Any]
 Cursor = psycopg.Cursor[Any]
+T = TypeVar("T")
 
 
 def connect(**kwargs: Any) -> Connection:
     return psycopg.Connection.connect(**kwargs)
+
+
+def _fd(conn: Connection) -> int:
+    try:
+        return int(conn.pgconn.socket)
+    except psycopg.Error:
+        return -1
+
+
+def guarded(conn: Connection, deadline: float | None, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on ``conn``, its socket shut down at ``deadline`` (the caller then closes ``conn``)."""
+    with watch(_fd(conn), deadline):
+        return fn(*args)

@@ -8,18 +8,34 @@ that lives in a :class:`Dialect`.
 
 Lease-table schema (created on first use, idempotent; ``distlock`` is the ``table_prefix`` option)::
 
-    distlock_fences (name_key CHAR(64) PK, name TEXT, fence BIGINT)   -- one row per name ever locked;
-                                                                        the fence never goes down
-    distlock_holders(token PK, name_key, name, owner, mode, fence, expires_at DOUBLE, acquired_at DOUBLE)
+    distlock_fences (name_key CHAR(64) PK, name TEXT, fence BIGINT)   -- the name's row: exists only while
+                                                                        the name is held or waited on
+    distlock_holders(token PK, name_key, name, owner, mode, fence, expires_at DOUBLE, acquired_at DOUBLE,
+                     layout SMALLINT NOT NULL)  -- no default: a 0.1.0 client's INSERT fails (mixed fleet)
     distlock_queue  (seq auto PK, token UNIQUE, name_key, name, mode, expires_at DOUBLE)   -- waiters
+    distlock_fence_seq                         -- SEQUENCE: every fence of every name (MySQL without
+                                                  sequences: distlock_fence_ids, an AUTO_INCREMENT ticket)
+
+Fences come from one counter whose size does not grow with the names: drawn while the name's row is
+locked, so they are strictly increasing per name, across releases, restarts and ``break_lock``. The
+``fence`` column of the name rows is 0 for rows this version writes; a row left by 0.1.0 keeps the last
+fence it handed out, and opening a store raises the sequence above the largest of them (``seed``) before
+any such row is removed.
 
 ``name_key`` is the hex SHA-256 of the UTF-8 name: names of any length are indexed without truncation.
 Times are seconds since the epoch read from the DATABASE's clock (never the client's), once per
 transaction, after the name's fence row is locked.
 
-Atomicity: every acquire first locks the name's fence row (an upsert, which takes the row lock even when
-the row exists), so all decisions about one name are serialised by the database; the decision itself is
+Atomicity: every acquire first locks the name's row (an upsert, which takes the row lock even when the
+row exists), so all decisions about one name are serialised by the database; the decision itself is
 :mod:`distlock._core.arbiter` (the same rule as SQLite), made between that lock and the COMMIT.
+
+Renewals do not take that lock; they are serialised with acquires through the holder row itself: a
+renewal's ``UPDATE`` holds the row lock until its COMMIT, and an acquire that read the row as expired
+deletes it with ``... AND expires_at <= now``, which waits for that lock and re-evaluates the condition on
+the committed row. If the DELETE removes fewer rows than the acquire saw expired, a renewal got there
+first: the acquire decides nothing and tries again (zero extra round trips; the protocol model checks
+that this, with the holder's own lease clock, keeps one live holder and tells the old holder first).
 """
 
 from __future__ import annotations
@@ -36,6 +52,12 @@ from .types import Claim, Grant, HolderInfo, LockInfo, Mode
 
 #: a queued waiter that stops re-trying for this long is dropped from the queue (SAFETY F12)
 WAITER_TTL = 5.0
+#: holder rows of this layout; 0.1.0's have none (``upgrade`` gives them 1)
+LAYOUT = 2
+#: ``sweep`` removes holder and queue rows that expired this long ago (crashed processes)
+SWEEP_GRACE = 60.0
+#: ``sweep`` removes at most this many name rows per call
+SWEEP_BATCH = 2000
 
 KIND_OF_MODE = {
     Mode.EXCLUSIVE.value: "lock",
@@ -126,7 +148,7 @@ def _mysql_schema(p: str) -> tuple[str, ...]:
         f"fence BIGINT NOT NULL, {_SESSION_COLUMNS}) {opts}",
         f"CREATE TABLE IF NOT EXISTS {p}_holders (token VARCHAR(64) NOT NULL PRIMARY KEY, "
         "name_key CHAR(64) NOT NULL, name TEXT NOT NULL, owner VARCHAR(255) NOT NULL, mode VARCHAR(16) NOT NULL, "
-        f"fence BIGINT NOT NULL, expires_at DOUBLE NOT NULL, acquired_at DOUBLE NOT NULL, "
+        f"fence BIGINT NOT NULL, expires_at DOUBLE NOT NULL, acquired_at DOUBLE NOT NULL, layout SMALLINT NOT NULL, "
         f"KEY {p}_holders_name (name_key)) {opts}",
         f"CREATE TABLE IF NOT EXISTS {p}_queue (seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
         "token VARCHAR(64) NOT NULL UNIQUE, name_key CHAR(64) NOT NULL, name TEXT NOT NULL, "
@@ -140,8 +162,9 @@ def _pg_schema(p: str) -> tuple[str, ...]:
         f"fence BIGINT NOT NULL, {_SESSION_COLUMNS})",
         f"CREATE TABLE IF NOT EXISTS {p}_holders (token VARCHAR(64) PRIMARY KEY, name_key CHAR(64) NOT NULL, "
         "name TEXT NOT NULL, owner TEXT NOT NULL, mode VARCHAR(16) NOT NULL, fence BIGINT NOT NULL, "
-        "expires_at DOUBLE PRECISION NOT NULL, acquired_at DOUBLE PRECISION NOT NULL)",
+        "expires_at DOUBLE PRECISION NOT NULL, acquired_at DOUBLE PRECISION NOT NULL, layout SMALLINT NOT NULL)",
         f"CREATE INDEX IF NOT EXISTS {p}_holders_name ON {p}_holders (name_key)",
+        f"CREATE SEQUENCE IF NOT EXISTS {p}_fence_seq",
         f"CREATE TABLE IF NOT EXISTS {p}_queue (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
         "token VARCHAR(64) NOT NULL UNIQUE, name_key CHAR(64) NOT NULL, name TEXT NOT NULL, "
         "mode VARCHAR(16) NOT NULL, expires_at DOUBLE PRECISION NOT NULL)",
@@ -195,6 +218,8 @@ class Ops:
         self.d = dialect
         self.p = prefix
         self.channel = channel
+        #: MySQL/MariaDB: the server has SEQUENCE (MariaDB >= 10.5); set by the backend once it knows
+        self.sequences = dialect.name == "postgres"
 
     def _notify(self, key: str) -> Generator[Stmt, Result, None]:
         if self.d.notify is not None:
@@ -204,12 +229,39 @@ class Ops:
         r = yield Stmt(f"SELECT {self.d.now}")
         return _f(r.rows[0][0])
 
+    def _name_row_gone(self, key: str) -> Stmt:
+        """Delete the name's row if nobody holds or waits for it (run after a holder or waiter left)."""
+        p = self.p
+        return Stmt(
+            f"DELETE FROM {p}_fences WHERE name_key = %s AND lock_key IS NULL AND NOT EXISTS "
+            f"(SELECT 1 FROM {p}_holders h WHERE h.name_key = %s) AND NOT EXISTS "
+            f"(SELECT 1 FROM {p}_queue q WHERE q.name_key = %s)",
+            (key, key, key),
+        )
+
+    def _insert_holder(self, claim: Claim, key: str, now: float) -> Stmt:
+        """Insert the holding with a fence from the store's one counter; the statement returns the fence."""
+        p = self.p
+        cols = f"INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, layout) "
+        args = (claim.token, key, claim.name, claim.owner[:255], claim.mode.value, now + claim.ttl, now)
+        if self.d.name == "postgres":
+            fence = f"nextval('{p}_fence_seq')"
+        elif self.sequences:
+            fence = f"NEXTVAL({p}_fence_seq)"
+        else:  # MySQL without sequences: an AUTO_INCREMENT ticket, its row deleted at once (one statement batch)
+            return Stmt(
+                f"INSERT INTO {p}_fence_ids () VALUES (); DELETE FROM {p}_fence_ids WHERE id = LAST_INSERT_ID(); "
+                f"{cols}VALUES (%s, %s, %s, %s, %s, LAST_INSERT_ID(), %s, %s, {LAYOUT}); SELECT LAST_INSERT_ID()",
+                args,
+            )
+        return Stmt(f"{cols}VALUES (%s, %s, %s, %s, %s, {fence}, %s, %s, {LAYOUT}) RETURNING fence", args)
+
     def acquire(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant]:
         p = self.p
         r = yield Stmt(self.d.lock_fence, (key, claim.name))
         if not self.d.read_fence_returns:
             r = yield Stmt(f"SELECT fence, {self.d.now} FROM {p}_fences WHERE name_key = %s", (key,))
-        fence, now = _i(r.rows[0][0]), _f(r.rows[0][1])
+        now = _f(r.rows[0][1])
         r = yield Stmt(
             f"SELECT 0, token, mode, expires_at, 0 FROM {p}_holders WHERE name_key = %s UNION ALL "
             f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s",
@@ -217,29 +269,33 @@ class Ops:
         )
         holders: list[Held] = []
         queue: list[Queued] = []
-        stale = False
+        stale_holders = stale_waiters = 0
         for kind, token, mode, expires, seq in r.rows:
             if _f(expires) <= now:
-                stale = True
+                if kind == 0:
+                    stale_holders += 1
+                else:
+                    stale_waiters += 1
             elif kind == 0:
                 holders.append(Held(str(token), Mode(str(mode)), _f(expires)))
             else:
                 queue.append(Queued(str(token), Mode(str(mode)), _i(seq), _f(expires)))
         queue.sort(key=lambda q: q.seq)
-        if stale:
-            yield Stmt(f"DELETE FROM {p}_holders WHERE name_key = %s AND expires_at <= %s", (key, now))
+        if stale_holders:
+            # Waits for the row lock of a renewal in flight and re-evaluates on its committed row: a renewal
+            # that committed meanwhile makes this delete fewer rows than we saw expired. Then our look at the
+            # holders is out of date: decide nothing, try again (the renewed lease is live).
+            d = yield Stmt(f"DELETE FROM {p}_holders WHERE name_key = %s AND expires_at <= %s", (key, now))
+            if d.rowcount < stale_holders:
+                return Grant(False, retry_after=0.0)
+        if stale_waiters:
             yield Stmt(f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= %s", (key, now))
         if any(h.token == claim.token for h in holders):  # a retry after a lost reply: already ours
             r = yield Stmt(f"SELECT fence FROM {p}_holders WHERE token = %s", (claim.token,))
             return Grant(True, fence=_i(r.rows[0][0]))
         if may_acquire(claim.mode, claim.token, claim.permits, claim.fair, holders, queue):
-            fence += 1
-            yield Stmt(f"UPDATE {p}_fences SET fence = %s WHERE name_key = %s", (fence, key))
-            yield Stmt(
-                f"INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                (claim.token, key, claim.name, claim.owner[:255], claim.mode.value, fence, now + claim.ttl, now),
-            )
+            r = yield self._insert_holder(claim, key, now)
+            fence = _i(r.rows[0][0])
             if any(q.token == claim.token for q in queue):
                 yield Stmt(f"DELETE FROM {p}_queue WHERE token = %s", (claim.token,))
             return Grant(True, fence=fence)
@@ -251,28 +307,35 @@ class Ops:
         p = self.p
         a = yield Stmt(f"DELETE FROM {p}_queue WHERE token = %s", (claim.token,))
         b = yield Stmt(f"DELETE FROM {p}_holders WHERE token = %s", (claim.token,))
+        yield self._name_row_gone(key)
         if a.rowcount or b.rowcount:
             yield from self._notify(key)
             return True
         return False
 
     def release(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
-        """Compare-and-delete by token, in autocommit (no transaction needed: one row, by its key); True if
-        it was still a live lease. PostgreSQL: one statement that also notifies the name's waiters. MySQL:
-        delete it if live; only if that found nothing, delete an expired remnant."""
+        """Compare-and-delete by token, in autocommit (one round trip); True if it was still a live lease.
+        The name's row goes with the last holder (unless someone waits). PostgreSQL: one statement that also
+        notifies the name's waiters. MySQL: one batch that deletes it if live, else an expired remnant."""
         p = self.p
         if self.d.notify is not None:
             r = yield Stmt(
-                f"WITH d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING expires_at) "
+                f"WITH d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING name_key, expires_at), "
+                f"n AS (DELETE FROM {p}_fences f USING d WHERE f.name_key = d.name_key AND f.lock_key IS NULL "
+                "AND NOT EXISTS "
+                f"(SELECT 1 FROM {p}_holders h WHERE h.name_key = d.name_key AND h.token <> %s) AND NOT EXISTS "
+                f"(SELECT 1 FROM {p}_queue q WHERE q.name_key = d.name_key)) "
                 f"SELECT (SELECT expires_at FROM d) > {self.d.now}, pg_notify(%s, %s)",
-                (claim.token, self.channel, key),
+                (claim.token, claim.token, self.channel, key),
             )
             return bool(r.rows and r.rows[0][0])
-        r = yield Stmt(f"DELETE FROM {p}_holders WHERE token = %s AND expires_at > {self.d.now}", (claim.token,))
-        if r.rowcount == 1:
-            return True
-        yield Stmt(f"DELETE FROM {p}_holders WHERE token = %s", (claim.token,))
-        return False
+        gone = self._name_row_gone(key)
+        r = yield Stmt(
+            f"DELETE FROM {p}_holders WHERE token = %s AND expires_at > {self.d.now}; SELECT ROW_COUNT(); "
+            f"DELETE FROM {p}_holders WHERE token = %s; {gone.sql}",
+            (claim.token, claim.token, *gone.params),
+        )
+        return bool(r.rows and _i(r.rows[0][0]) == 1)
 
     def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[bool]]:
         """Extend every live lease in ``claims``: one UPDATE per distinct TTL (normally one), one SELECT."""
@@ -331,8 +394,63 @@ class Ops:
         tokens = [str(row[0]) for row in r.rows]
         if tokens:
             yield Stmt(f"DELETE FROM {p}_holders WHERE name_key = %s", (key,))
+            yield self._name_row_gone(key)
             yield from self._notify(key)
         return tokens
+
+    def sweep(self, grace: float = SWEEP_GRACE, batch: int = SWEEP_BATCH) -> Generator[Stmt, Result, int]:
+        """Remove what nobody will come back for: holder and queue rows expired for ``grace`` seconds
+        (crashed processes), and name rows with no holder and no waiter (a release that raced another
+        release of the same name, rows left by 0.1.0 once ``seed`` ran). At most ``batch`` name rows per
+        call; returns how many were removed (``batch``: there may be more). Safe at any time: an expired row
+        is no holding, and a name row is only the lock acquirers serialise on (the next one re-creates it)."""
+        p = self.p
+        now = yield from self.now()
+        yield Stmt(f"DELETE FROM {p}_holders WHERE expires_at < %s", (now - grace,))
+        yield Stmt(f"DELETE FROM {p}_queue WHERE expires_at < %s", (now - grace,))
+        orphans = (
+            f"SELECT f.name_key FROM {p}_fences f WHERE f.lock_key IS NULL AND NOT EXISTS "
+            f"(SELECT 1 FROM {p}_holders h WHERE h.name_key = f.name_key) AND NOT EXISTS "
+            f"(SELECT 1 FROM {p}_queue q WHERE q.name_key = f.name_key) LIMIT {int(batch)}"
+        )
+        r = yield Stmt(orphans)
+        keys = [str(row[0]) for row in r.rows]
+        if keys:
+            yield Stmt(f"DELETE FROM {p}_fences WHERE name_key IN ({', '.join(['%s'] * len(keys))})", tuple(keys))
+        return len(keys)
+
+    def seed(self) -> Generator[Stmt, Result, None]:
+        """Raise the fence counter above every fence a 0.1.0 name row recorded (only ever up)."""
+        p = self.p
+        r = yield Stmt(f"SELECT COALESCE(MAX(fence), 0) FROM {p}_fences WHERE lock_key IS NULL")
+        top = _i(r.rows[0][0])
+        if top <= 0:
+            return
+        if self.d.name == "postgres":
+            yield Stmt(f"SELECT setval('{p}_fence_seq', %s) FROM {p}_fence_seq WHERE last_value < %s", (top, top))
+        elif self.sequences:
+            yield Stmt(f"SELECT SETVAL({p}_fence_seq, %s)", (top,))  # MariaDB's SETVAL never moves down
+        else:  # an explicit id above the counter raises it; one below leaves it
+            yield Stmt(f"INSERT IGNORE INTO {p}_fence_ids (id) VALUES (%s)", (top,))
+            yield Stmt(f"DELETE FROM {p}_fence_ids WHERE id = %s", (top,))
+
+    def upgrade(self) -> Generator[Stmt, Result, None]:
+        """0.1.0 tables: the layout column without a default (a 0.1.0 client's acquire then fails instead of
+        writing per-name fences next to ours); rows it already holds count as layout 1."""
+        p = self.p
+        yield Stmt(f"ALTER TABLE {p}_holders ADD COLUMN IF NOT EXISTS layout SMALLINT NOT NULL DEFAULT 1")
+        yield Stmt(f"ALTER TABLE {p}_holders ALTER COLUMN layout DROP DEFAULT")
+
+    def extra_schema(self) -> tuple[str, ...]:
+        """The fence counter where the dialect's schema does not have it (MySQL/MariaDB)."""
+        p = self.p
+        if self.d.name == "postgres":
+            return ()
+        if self.sequences:
+            return (f"CREATE SEQUENCE IF NOT EXISTS {p}_fence_seq",)
+        return (
+            f"CREATE TABLE IF NOT EXISTS {p}_fence_ids (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY) ENGINE=InnoDB",
+        )
 
 
 # -- connection-bound (session) mode ---------------------------------------------------------------------

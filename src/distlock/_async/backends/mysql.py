@@ -14,7 +14,13 @@ connection's ``wait_timeout`` (whole seconds, the TTL rounded up) is the lease. 
 
 PyMySQL blocks: on the async side every call runs in the backend's worker threads (``_my_async.call``).
 
-URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeout=10``, ``unix_socket=``,
+Bounded calls: PyMySQL's socket timeouts are set per call to what is left of the call's deadline
+(``call_timeout=5`` seconds, plus the server-side wait a blocking statement makes on purpose), and
+``innodb_lock_wait_timeout`` bounds row-lock waits on the server. A connection whose call timed out or was
+cancelled is closed, never reused (on the async side its worker thread ends at the socket timeout).
+
+URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeout=10``, ``call_timeout=5``,
+``unix_socket=``,
 ``ssl=true`` (verify against the system CAs), ``ssl_ca=``, ``ssl_cert=``, ``ssl_key=``,
 ``ssl_verify=true``. The database is the URL path.
 """
@@ -22,6 +28,8 @@ URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeou
 from __future__ import annotations
 
 import logging
+import math
+import socket
 import ssl as _ssl
 import threading
 from collections.abc import Generator, Sequence
@@ -34,10 +42,12 @@ import pymysql.err
 
 from ... import _my_async as my
 from ..._core import sql_lease as sq
+from ..._core.timing import monotonic
 from ..._core.types import Capabilities, Claim, Grant, Mode
 from ..._errors import BackendError, ConfigError, UnsupportedFeature
 from ..._url import StoreConfig
 from ._sql import (
+    SESSION_WAIT_SLICE,
     LeaseAttempt,
     RetryableError,
     SqlBackend,
@@ -48,6 +58,8 @@ from ._sql import (
 
 log = logging.getLogger("distlock")
 
+#: a call on the bell connection (a wake-up hint) gets at most this long
+BELL_TIMEOUT = 1.0
 #: server error codes: deadlock, lock wait timeout (re-run the transaction)
 _RETRY_CODES = {1213, 1205}
 #: a row lock that was not granted in time (lock wait timeout; MySQL 8's NOWAIT)
@@ -67,6 +79,7 @@ class MyConn:
 
 class Backend(SqlBackend):
     make_dialect = staticmethod(sq.mysql)
+    schema_sql = "DATABASE()"
     existing_tables_sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()"
     kill_sql = "KILL CONNECTION %s"
 
@@ -99,6 +112,8 @@ class Backend(SqlBackend):
             "password": config.password or "",
             "database": config.path.lstrip("/") or None,
             "connect_timeout": self.connect_timeout,
+            "read_timeout": self.call_timeout + SESSION_WAIT_SLICE,
+            "write_timeout": self.call_timeout + SESSION_WAIT_SLICE,
             "autocommit": True,
             "charset": "utf8mb4",
             "ssl": ssl_ctx,
@@ -113,6 +128,7 @@ class Backend(SqlBackend):
         r: sq.Result = await self._tx(lambda: sq.single(sq.Stmt("SELECT VERSION()")), tx=False)
         version = str(r.rows[0][0])
         self.fast_session = _has_sequences(version)
+        self.ops.sequences = self.fast_session
         if self.row_lock and not self.fast_session:
             raise UnsupportedFeature("session_lock=row needs MariaDB >= 10.5", backend=self.scheme)
         await self._ensure_schema()
@@ -126,11 +142,15 @@ class Backend(SqlBackend):
 
     # -- driver ------------------------------------------------------------------------------------------
     def _connect_blocking(self, session_ttl: float | None) -> MyConn:
+        kwargs = {k: v for k, v in self._kwargs.items() if v is not None}
+        kwargs["connect_timeout"] = self._connect_timeout()
         try:
-            conn = pymysql.connect(**{k: v for k, v in self._kwargs.items() if v is not None})
+            conn = pymysql.connect(**kwargs)
             with conn.cursor() as cur:
                 cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-                cur.execute("SET time_zone = '+00:00'")
+                cur.execute(
+                    f"SET time_zone = '+00:00', innodb_lock_wait_timeout = {max(1, math.ceil(self.call_timeout))}"
+                )
         except pymysql.err.MySQLError as exc:
             raise self._error(f"cannot connect to {self.describe()}", exc) from exc
         return MyConn(conn)
@@ -143,10 +163,31 @@ class Backend(SqlBackend):
 
     @staticmethod
     def _close_blocking(c: MyConn) -> None:
+        if not c.guard.acquire(blocking=False):  # a worker thread is still in a call on it: end that call
+            sock = getattr(c.conn, "_sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            return  # that thread's call fails now; the connection is dropped with it
         try:
             c.conn.close()
         except pymysql.err.Error:
             pass
+        except OSError:
+            pass
+        finally:
+            c.guard.release()
+
+    @staticmethod
+    def _bound(c: MyConn, deadline: float | None) -> None:
+        """Socket timeouts of the next reads and writes: what is left until ``deadline``."""
+        if deadline is None:
+            return
+        left = max(0.05, deadline - monotonic())
+        c.conn._read_timeout = left  # PyMySQL applies it to the socket before each read / write
+        c.conn._write_timeout = left
 
     def _driver_error(self, exc: BaseException) -> bool:
         return isinstance(exc, pymysql.err.MySQLError)
@@ -156,11 +197,14 @@ class Backend(SqlBackend):
             return True
         return isinstance(exc, pymysql.err.OperationalError) and bool(exc.args) and exc.args[0] in _GONE_CODES
 
-    async def _run(self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool) -> Any:
-        return await my.call(self._drive, conn, script, tx)
+    async def _run(
+        self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None = None
+    ) -> Any:
+        return await my.call(self._drive, conn, script, tx, deadline)
 
-    def _drive(self, c: MyConn, script: Generator[sq.Stmt, sq.Result, Any], tx: bool) -> Any:
+    def _drive(self, c: MyConn, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None) -> Any:
         with c.guard:
+            self._bound(c, deadline)
             cur = c.conn.cursor()
             started = False
             try:
@@ -183,7 +227,11 @@ class Backend(SqlBackend):
                             raise
                         started = True
                         rows = list(cur.fetchall()) if cur.description is not None else []
-                        stmt = script.send(sq.Result(rows, cur.rowcount))
+                        count = cur.rowcount
+                        while cur.nextset():  # a batch: the answer is its last result set
+                            if cur.description is not None:
+                                rows, count = list(cur.fetchall()), cur.rowcount
+                        stmt = script.send(sq.Result(rows, count))
                 except StopIteration as stop:
                     result = stop.value
                 if tx:
@@ -214,6 +262,7 @@ class Backend(SqlBackend):
         for attempt in range(2):
             if self._bell is None or not self._bell.conn.open:
                 self._bell = self._connect_blocking(None)
+            self._bound(self._bell, monotonic() + min(self.call_timeout, BELL_TIMEOUT))  # only a hint
             try:
                 with self._bell.conn.cursor() as cur:
                     cur.execute(sql, params)
@@ -260,10 +309,10 @@ class Backend(SqlBackend):
     async def _forget_bells(self, tokens: Sequence[str]) -> None:
         await my.call(self._bell_drop, tokens)
 
-    @staticmethod
-    def _bell_wait_blocking(c: MyConn, companion: str, timeout: float) -> int:
+    def _bell_wait_blocking(self, c: MyConn, companion: str, timeout: float) -> int:
         """-1: nobody rings this name; 1: it rang (the holder let go); 0: timed out."""
         with c.guard, c.conn.cursor() as cur:
+            self._bound(c, self._deadline(timeout))
             cur.execute("SELECT IF(IS_USED_LOCK(%s) IS NULL, -1, GET_LOCK(%s, %s))", (companion, companion, timeout))
             row = cur.fetchone()
             got = -1 if row is None or row[0] is None else int(row[0])
@@ -298,9 +347,10 @@ class Backend(SqlBackend):
             attempt.backoff.reset()
 
     # -- session mode: GET_LOCK ----------------------------------------------------------------------------
-    def _session_call_blocking(self, c: MyConn, stmt: sq.Stmt) -> list[list[tuple[Any, ...]]]:
+    def _session_call_blocking(self, c: MyConn, stmt: sq.Stmt, deadline: float) -> list[list[tuple[Any, ...]]]:
         sets: list[list[tuple[Any, ...]]] = []
         with c.guard:
+            self._bound(c, deadline)
             try:
                 with c.conn.cursor() as cur:
                     cur.execute(stmt.sql, stmt.params or None)
@@ -321,8 +371,8 @@ class Backend(SqlBackend):
                 raise StaleConnection(str(exc)) from exc
         return sets
 
-    async def _session_call(self, conn: Any, stmt: sq.Stmt) -> list[list[tuple[Any, ...]]]:
-        return await my.call(self._session_call_blocking, conn, stmt)
+    async def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
+        return await my.call(self._session_call_blocking, conn, stmt, self._deadline(wait))
 
     async def aclose(self) -> None:
         await super().aclose()

@@ -19,6 +19,7 @@ statements; everything else is here.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import threading
@@ -28,7 +29,7 @@ from typing import Any, Self, TypeVar
 
 from ... import _rt_sync as rt
 from ..._core import sql_lease as sq
-from ..._core.timing import Backoff, wait_slice
+from ..._core.timing import Backoff, monotonic, wait_slice
 from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
 from ..._errors import BackendError, ConfigError
 from ..._url import StoreConfig, scrub
@@ -48,6 +49,37 @@ MAX_IDLE = 4
 MAX_POOL = 4
 
 LEASE_CAPS = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True)
+
+#: default bound of one call (a transaction, a statement), URL option ``call_timeout``
+CALL_TIMEOUT = 5.0
+#: the clean-up after a failed or cancelled acquire (``abandon``) gets at most this long, then its
+#: connection is closed and the lease bounds what is left on the server
+CLEANUP_TIMEOUT = 1.0
+#: a renewal round trip gets at most this share of the shortest TTL in its batch, then one more try on a
+#: fresh connection (a half-open pooled connection costs one try, not the holdings)
+RENEW_SHARE = 0.25
+#: renewals also sweep expired rows and free names' rows, at most this often
+SWEEP_EVERY = 30.0
+
+#: a deadline (monotonic) that the calls made in this context must meet, tighter than ``call_timeout``
+_BUDGET: contextvars.ContextVar[float | None] = contextvars.ContextVar("distlock_sql_budget", default=None)
+
+
+class Budget:
+    """``with Budget(seconds):`` every database call inside (this task or thread) ends by then."""
+
+    def __init__(self, seconds: float) -> None:
+        self.deadline = monotonic() + seconds
+        self._token: contextvars.Token[float | None] | None = None
+
+    def __enter__(self) -> Budget:
+        outer = _BUDGET.get()
+        self._token = _BUDGET.set(self.deadline if outer is None else min(outer, self.deadline))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._token is not None
+        _BUDGET.reset(self._token)
 
 
 class RetryableError(Exception):
@@ -95,7 +127,9 @@ class LeaseAttempt(SyncAttempt):
     def abandon(self) -> None:
         self._unwatch()
         b = self.backend
-        if b._tx(lambda: b.ops.abandon(self.claim, self.key)):
+        with Budget(b.cleanup_timeout):  # then the connection is closed: the lease bounds what is left
+            done = b._tx(lambda: b.ops.abandon(self.claim, self.key))
+        if done:
             b._released([self.claim.token], self.key)
 
     def _unwatch(self) -> None:
@@ -171,6 +205,9 @@ class SqlBackend(SyncBackend):
             )
         self.prefix = prefix
         self.connect_timeout = config.pop_float("connect_timeout", 10.0)
+        self.call_timeout = config.pop_float("call_timeout", CALL_TIMEOUT)
+        self.cleanup_timeout = min(self.call_timeout, CLEANUP_TIMEOUT)
+        self._swept = monotonic()
         self.dialect = type(self).make_dialect(prefix)
         self.ops = sq.Ops(self.dialect, prefix, channel=f"{prefix}_wake")
         if self.session:
@@ -192,9 +229,23 @@ class SqlBackend(SyncBackend):
         """A new connection in autocommit mode; with ``session_ttl``, its idle timeout is that TTL."""
         raise NotImplementedError
 
-    def _run(self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool) -> Any:
-        """Drive ``script`` on ``conn`` (inside BEGIN/COMMIT if ``tx``). Driver errors propagate."""
+    def _run(
+        self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None = None
+    ) -> Any:
+        """Drive ``script`` on ``conn`` (inside BEGIN/COMMIT if ``tx``), ended by ``deadline`` (monotonic;
+        the connection is then broken). Driver errors propagate."""
         raise NotImplementedError
+
+    def _deadline(self, extra: float = 0.0) -> float:
+        """When the call starting now must be over: ``call_timeout`` (+ ``extra``: a server-side wait it
+        makes on purpose), or the context's tighter :class:`Budget`."""
+        own = monotonic() + self.call_timeout + extra
+        budget = _BUDGET.get()
+        return own if budget is None else min(own, budget)
+
+    def _connect_timeout(self) -> float:
+        budget = _BUDGET.get()
+        return self.connect_timeout if budget is None else max(0.1, min(self.connect_timeout, budget - monotonic()))
 
     def _close(self, conn: Any) -> None:
         raise NotImplementedError
@@ -209,9 +260,10 @@ class SqlBackend(SyncBackend):
     def _db_error(self, exc: BaseException) -> bool:
         return isinstance(exc, (StaleConnection, RetryableError)) or self._driver_error(exc)
 
-    def _session_call(self, conn: Any, stmt: sq.Stmt) -> list[list[tuple[Any, ...]]]:
+    def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
         """Run one (MySQL: multi-) statement in autocommit; every result set. A connection that is gone
-        raises StaleConnection; PostgreSQL's lock_timeout ends in an empty answer (not acquired)."""
+        raises StaleConnection; PostgreSQL's lock_timeout ends in an empty answer (not acquired). Bounded
+        by ``call_timeout`` plus ``wait`` (a server-side wait the statement makes on purpose)."""
         raise NotImplementedError
 
     kill_sql: str = ""
@@ -257,6 +309,8 @@ class SqlBackend(SyncBackend):
                 if waker in self._pool_waiters:
                     self._pool_waiters.remove(waker)
         try:
+            if (budget := _BUDGET.get()) is not None and monotonic() >= budget:
+                raise BackendError(f"database call timed out ({self.describe()})", backend=self.scheme)
             return self._connect()
         except BaseException:
             self._forget_conn()
@@ -282,6 +336,16 @@ class SqlBackend(SyncBackend):
         for w in waiters:
             w.notify()
 
+    def _purge_idle(self) -> None:
+        with self._pool_guard:
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+            waiters, self._pool_waiters = self._pool_waiters[: len(idle)], self._pool_waiters[len(idle) :]
+        for w in waiters:
+            w.notify()
+        for conn in idle:
+            self._close_quietly(conn)
+
     def _discard(self, conn: Any) -> None:
         """Close a pool connection that is broken or in an unknown state."""
         self._forget_conn()
@@ -294,28 +358,33 @@ class SqlBackend(SyncBackend):
             log.debug("closing a connection failed: %s", exc)
 
     def _tx(self, make: Callable[[], Generator[sq.Stmt, sq.Result, T]], tx: bool = True) -> T:
-        """Run the script ``make()`` in one transaction on a pooled connection, retrying deadlocks."""
-        for attempt in range(8):
-            conn = self._borrow()
-            try:
-                result: T = self._run(conn, make(), tx)
-            except (RetryableError, StaleConnection) as exc:
-                self._discard(conn) if isinstance(exc, StaleConnection) else self._give_back(conn)
-                if attempt == 7:
-                    raise self._error("database busy", exc) from exc
-                rt.sleep(0.001 * (attempt + 1))
-                continue
-            except BaseException as exc:
-                if self._db_error(exc):
-                    if self._broken(exc):
-                        self._discard(conn)
-                    else:
-                        self._give_back(conn)
-                    raise self._error("database error", exc) from exc
-                self._discard(conn)  # cancelled mid-transaction: its state is unknown
-                raise
-            self._give_back(conn)
-            return result
+        """Run the script ``make()`` in one transaction on a pooled connection, retrying deadlocks. The whole
+        of it (connects and retries included) ends within ``call_timeout`` or the context's Budget."""
+        with Budget(self.call_timeout) as budget:
+            for attempt in range(8):
+                if monotonic() >= budget.deadline:
+                    raise BackendError(f"database call timed out ({self.describe()})", backend=self.scheme)
+                conn = self._borrow()
+                try:
+                    result: T = self._run(conn, make(), tx, self._deadline())
+                except (RetryableError, StaleConnection) as exc:
+                    self._discard(conn) if isinstance(exc, StaleConnection) else self._give_back(conn)
+                    if attempt == 7:
+                        raise self._error("database busy", exc) from exc
+                    rt.sleep(0.001 * (attempt + 1))
+                    continue
+                except BaseException as exc:
+                    if self._db_error(exc):
+                        if self._broken(exc):
+                            self._discard(conn)
+                            self._purge_idle()  # a link that went silent under one went under all
+                        else:
+                            self._give_back(conn)
+                        raise self._error("database error", exc) from exc
+                    self._discard(conn)  # cancelled mid-transaction: its state is unknown
+                    raise
+                self._give_back(conn)
+                return result
         raise AssertionError("unreachable")
 
     #: session mode with the sequence + holder-record layout (see ``sql_lease.session_schema``)
@@ -324,6 +393,7 @@ class SqlBackend(SyncBackend):
     row_lock = False
 
     existing_tables_sql: str | None = None  # lists the tables (and sequences) already there, if needed
+    schema_sql = "current_schema()"  # the schema (database) the tables live in, as an SQL expression
     #: taken first, in the same transaction as the DDL, where concurrent ``CREATE ... IF NOT EXISTS`` can
     #: fail (PostgreSQL: two sessions creating one table both pass the check, one then violates the
     #: unique index of ``pg_type``); None where the server serialises them itself (MySQL's metadata locks)
@@ -346,11 +416,28 @@ class SqlBackend(SyncBackend):
     def _ensure_schema(self) -> None:
         """Create what is missing. Where the server has one, the list of existing tables is read first:
         MySQL's ``CREATE TABLE IF NOT EXISTS`` waits for the metadata lock of a table that an open
-        transaction (a row-lock holder) has touched, even when there is nothing to create."""
+        transaction (a row-lock holder) has touched, even when there is nothing to create.
+
+        Then the 0.1.0 upgrade: the holders table gets its ``layout`` column (0.1.0 clients can no longer
+        acquire), the fence counter is raised above every per-name fence 0.1.0 recorded, and the rows of
+        names nobody holds are swept (in batches; later renewals sweep the rest)."""
         existing: set[str] = set()
         if self.existing_tables_sql is not None:
             found: sq.Result = self._tx(lambda: sq.single(sq.Stmt(str(self.existing_tables_sql))), tx=False)
             existing = {str(row[0]).lower() for row in found.rows}
+        old_holders = False
+        if f"{self.prefix}_holders" in existing:
+            col: sq.Result = self._tx(
+                lambda: sq.single(
+                    sq.Stmt(
+                        "SELECT 1 FROM information_schema.columns WHERE table_schema = "
+                        f"{self.schema_sql} AND table_name = %s AND column_name = 'layout'",
+                        (f"{self.prefix}_holders",),
+                    )
+                ),
+                tx=False,
+            )
+            old_holders = not col.rows
 
         def script() -> Generator[sq.Stmt, sq.Result, None]:
             if self.schema_guard_sql is not None:
@@ -358,20 +445,28 @@ class SqlBackend(SyncBackend):
             extra = sq.row_schema(self.prefix) if self.row_lock else ()
             for stmt in (
                 *self.dialect.schema,
+                *self.ops.extra_schema(),
                 *sq.session_schema(self.dialect, self.prefix, self.fast_session),
                 *extra,
             ):
                 if sq.created_name(stmt).lower() not in existing:
                     yield sq.Stmt(stmt)
+            if old_holders:
+                yield from self.ops.upgrade()
+            yield from self.ops.seed()
             cleanup = sq.session_cleanup(self.dialect, self.prefix, self.fast_session)
             if self.session and cleanup is not None:
                 yield cleanup
 
         self._tx(script, tx=self.schema_guard_sql is not None)
+        deadline = monotonic() + 2.0
+        while monotonic() < deadline:  # rows a 0.1.0 store left for names nobody holds
+            if self._tx(lambda: self.ops.sweep()) < sq.SWEEP_BATCH:
+                break
 
     def _one(self, conn: Any, sql: str, params: tuple[object, ...] = ()) -> Any:
         """One statement in autocommit on ``conn``; the first column of its first row."""
-        r: sq.Result = self._run(conn, sq.single(sq.Stmt(sql, params)), False)
+        r: sq.Result = self._run(conn, sq.single(sq.Stmt(sql, params)), False, self._deadline())
         return r.rows[0][0] if r.rows else None
 
     # -- local wake-ups --------------------------------------------------------------------------------
@@ -418,10 +513,10 @@ class SqlBackend(SyncBackend):
         else:
             stmt = sq.session_acquire(self.dialect, self.prefix, claim, wait, change, self.fast_session)
         try:
-            sets = self._session_call(conn, stmt)
+            sets = self._session_call(conn, stmt, wait or 0.0)
             if self.row_lock and len(sets) == 2 and not sets[0]:  # the name has no row yet: create it, retry
                 self._session_call(conn, sq.row_create(self.prefix, claim.name))
-                sets = self._session_call(conn, stmt)
+                sets = self._session_call(conn, stmt, wait or 0.0)
         except StaleConnection:
             raise
         except BaseException as exc:
@@ -580,13 +675,33 @@ class SqlBackend(SyncBackend):
             return []
         if self.session:
             return self._session_renew(claims)
-        result: list[bool] = self._tx(lambda: self.ops.renew(claims))
+        share = RENEW_SHARE * min(c.ttl for c in claims)
+        result: list[bool] = []
+        for attempt in range(2):
+            try:
+                with Budget(share):  # a silent connection costs one try; the second runs on a fresh one
+                    result = self._tx(lambda: self.ops.renew(claims))
+                break
+            except BackendError:
+                if attempt:
+                    raise
+        self._maybe_sweep()
         with self._pool_guard:
             result = [ok or c.token in self._releasing for c, ok in zip(claims, result, strict=True)]
         gone = [c.token for c, ok in zip(claims, result, strict=True) if not ok]
         if gone:
             self._forget_bells(gone)
         return result
+
+    def _maybe_sweep(self) -> None:
+        """Every SWEEP_EVERY seconds, from the renewer: remove expired rows and free names' rows."""
+        if monotonic() - self._swept < SWEEP_EVERY:
+            return
+        self._swept = monotonic()
+        try:
+            self._tx(lambda: self.ops.sweep())
+        except BackendError as exc:
+            log.debug("sweep failed: %s", exc)
 
     def _forget_bells(self, tokens: Sequence[str]) -> None:
         """Lease mode: holdings that ran out keep no companion lock (MySQL)."""

@@ -11,8 +11,15 @@ SHA-256(name) as a signed bigint (``pg_advisory_lock_shared`` for rwlock readers
 pinned to the holding. ``idle_session_timeout`` of that connection is the TTL: the renewer's check keeps
 it alive; a holder that stops renewing, dies or loses its connection loses the lock.
 
-URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeout=10`` (seconds), and
-libpq's ``sslmode``, ``sslrootcert``, ``sslcert``, ``sslkey``. The database is the URL path.
+URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeout=10`` (seconds),
+``call_timeout=5`` (seconds: the bound of every call, see below), and libpq's ``sslmode``,
+``sslrootcert``, ``sslcert``, ``sslkey``. The database is the URL path.
+
+Bounded calls: psycopg has no client-side read timeout, and TCP keepalives / ``tcp_user_timeout`` (both set)
+only notice a peer that stops acknowledging, not one that acknowledges and never answers. Every call
+therefore runs under a watchdog (``_sqlwatch``) that shuts the socket down at the call's deadline; the
+connection is then closed, never reused. The server side bounds its own part: ``statement_timeout``,
+``lock_timeout`` and ``idle_in_transaction_session_timeout`` are set on every connection.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from ..._core import sql_lease as sq
 from ..._core.types import Grant, Mode
 from ..._errors import BackendError
 from ..._url import StoreConfig
-from ._sql import LeaseAttempt, RetryableError, SqlBackend, StaleConnection, lease_slice
+from ._sql import SESSION_WAIT_SLICE, LeaseAttempt, RetryableError, SqlBackend, StaleConnection, lease_slice
 
 _SSL_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey")
 
@@ -57,9 +64,17 @@ class Backend(SqlBackend):
             "dbname": config.path.lstrip("/") or None,
             "user": config.username,
             "password": config.password,
-            "connect_timeout": max(1, math.ceil(self.connect_timeout)),
+            "connect_timeout": max(2, math.ceil(self.connect_timeout)),
             "application_name": "distlock",
             "autocommit": True,
+            "keepalives": 1,
+            "keepalives_idle": 5,
+            "keepalives_interval": 2,
+            "keepalives_count": 3,
+            "tcp_user_timeout": max(1000, math.ceil(self.call_timeout * 1000)),
+            "options": f"-c statement_timeout={math.ceil((self.call_timeout + SESSION_WAIT_SLICE) * 1000)} "
+            f"-c lock_timeout={math.ceil(self.call_timeout * 1000)} "
+            f"-c idle_in_transaction_session_timeout={math.ceil(self.call_timeout * 2000)}",
             **self._ssl,
         }
         self._listener: rt.Background | None = None
@@ -68,6 +83,7 @@ class Backend(SqlBackend):
     # -- driver ------------------------------------------------------------------------------------------
     def _connect(self, session_ttl: float | None = None) -> Any:
         kwargs = dict(self._kwargs)
+        kwargs["connect_timeout"] = max(2, math.ceil(self._connect_timeout()))  # libpq's minimum is 2 s
         try:
             return pg.connect(**{k: v for k, v in kwargs.items() if v is not None})
         except psycopg.Error as exc:
@@ -82,7 +98,15 @@ class Backend(SqlBackend):
     def _broken(self, exc: BaseException) -> bool:
         return isinstance(exc, psycopg.OperationalError) and not isinstance(exc, psycopg.errors.LockNotAvailable)
 
-    def _run(self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool) -> Any:
+    def _run(
+        self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None = None
+    ) -> Any:
+        try:
+            return pg.guarded(conn, deadline, self._drive, conn, script, tx)
+        finally:
+            script.close()
+
+    def _drive(self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool) -> Any:
         cur: pg.Cursor = conn.cursor()
         started = False
         try:
@@ -170,7 +194,10 @@ class Backend(SqlBackend):
                         pass
 
     # -- session mode: advisory locks ----------------------------------------------------------------------
-    def _session_call(self, conn: Any, stmt: sq.Stmt) -> list[list[tuple[Any, ...]]]:
+    def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
+        return pg.guarded(conn, self._deadline(wait), self._session_drive, conn, stmt)
+
+    def _session_drive(self, conn: Any, stmt: sq.Stmt) -> list[list[tuple[Any, ...]]]:
         cur: pg.Cursor = conn.cursor()
         try:
             cur.execute(stmt.sql, stmt.params)
