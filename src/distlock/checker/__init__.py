@@ -7,9 +7,10 @@ Layout (one concept per module):
   the highest it has seen). Neither is protected by anything but the lock under test.
 * :mod:`.broken` -- known-broken locks (the seed documents' wrong examples) that the checker must catch.
 * :mod:`.worker` -- the worker process loop.
-* :mod:`.history` -- pure analysis of the recorded history: overlaps, fences, liveness, verdicts.
+* :mod:`.history` -- pure analysis of the recorded history: overlaps, fences, told late, liveness, verdicts.
 * :mod:`.runner` -- starts workers, injects faults (kill -9, SIGSTOP past the TTL, server restarts), collects.
 * :mod:`.servers` -- servers the checker starts itself (``--spawn``), on loopback only.
+* :mod:`.gray` -- per-worker loopback proxies (:mod:`.proxy`) and the URL rewriting behind the gray link faults.
 """
 
 from __future__ import annotations
