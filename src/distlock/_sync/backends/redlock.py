@@ -270,8 +270,8 @@ class Backend(SyncBackend):
         run id): the fence is the largest counter of a majority of seeded masters that granted, written back
         to a majority before the grant (every later majority shares a master with it). A master that lost
         its state is re-seeded whenever a majority of seeded masters answered, with the largest of their
-        counters. When no master answering is seeded and all of them answered, the fleet is new (or every
-        master restarted at once): it is seeded with the largest counter of all. Fewer seeded masters than
+        counters. When all masters answered and none of them is seeded, the fleet is new (or every master
+        restarted at once): it is seeded with the largest counter of all, plus one. Fewer seeded masters than
         a majority, and not all answering: refused. docs/models/redlock_fence.pml models this rule."""
         answered = [i for i, v in enumerate(votes) if v is not None]
         seeded = [i for i in answered if votes[i].seeded]  # type: ignore[union-attr]
@@ -284,7 +284,7 @@ class Backend(SyncBackend):
             fresh = [i for i in answered if i not in seeded]
             if len(won) >= self.quorum and len(won_seeded) >= self.quorum:
                 fence = max(votes[i].fence for i in won_seeded)  # type: ignore[union-attr]
-        elif len(answered) == len(self.nodes):
+        elif len(answered) == len(self.nodes) and not seeded:
             floor = max(counters.values()) + 1  # a new fleet: seed every master, hand out the next fence
             fresh = answered
             if len(won) >= self.quorum:

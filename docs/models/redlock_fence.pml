@@ -1,0 +1,149 @@
+/* Redlock fences as distlock implements them (src/distlock/_async/backends/redlock.py, Backend._fence),
+   over N = 3 masters, acquisitions one after another. Checked on every grant: fences strictly increase.
+
+   Each master keeps one fence counter (not one per name) and a marker: the server run id the counter was
+   seeded under. A master is "seeded" when its marker holds its current run id. Per round:
+     1. every master that answers runs the acquire script; it may grant the lock or not (another holder);
+        a seeded master that grants increments its counter, an unseeded one does not;
+     2. if a majority of all masters answered seeded: floor = the largest counter among them;
+        fence = the largest counter among the seeded masters that granted, if a majority granted AND a
+        majority of seeded masters granted;
+        else if all masters answered and none is seeded (a new fleet, or all restarted): floor = the largest
+        counter + 1, and fence = floor if a majority granted;
+        else: refused (nothing handed out);
+     3. no fence: the unseeded masters that answered are re-seeded with floor (each write may be lost);
+        a fence: it is written back, before the grant, to the granting masters that are behind and to
+        every unseeded master that answered (counter = max(counter, floor, fence), marker = run id); each
+        write may be lost; granted only if a majority of granting masters hold the fence afterwards.
+   Faults: any master may miss any step; WIPES: one master loses its data once (counter 0, marker gone);
+   ROLLBACK: one master restarts from older data once (counter goes back; a restart changes the run id,
+   so its marker no longer matches: unseeded).
+   Variants (-D):
+     WIPES, ROLLBACK   the faults above
+     FRESH             the masters start unseeded with counter 0 (a new fleet: the bootstrap path)
+     RESEED_ANY        (a wrong rule, to see it fail) re-seed and count fences with a single seeded answer
+   Results: holds in every line but two. "-DWIPES -DRESEED_ANY" is the wrong rule. "-DFRESH -DWIPES
+   -DROLLBACK" is the tolerance limit: on a new fleet, a master that has not been seeded yet (its bootstrap
+   write was lost) is one without state; a wipe and a rollback of the two others leave no master that knows
+   the last fence, all three look new, and the bootstrap starts below it. Fences survive as long as fewer
+   than a majority of masters are without their state at once.
+   Table (check.sh runs each line):
+     (today)
+     -DWIPES
+     -DROLLBACK
+     -DWIPES -DROLLBACK
+     -DFRESH -DWIPES
+     -DFRESH -DWIPES -DROLLBACK
+     -DWIPES -DRESEED_ANY
+*/
+#define N 3
+#define MAJ 2
+#define ACQS 4
+
+#ifdef RESEED_ANY
+#define SEEDQ 1
+#else
+#define SEEDQ MAJ
+#endif
+
+byte cnt[N];
+bool seeded[N];
+byte last = 0;          /* the largest fence handed out so far */
+bool wiped = 0;
+bool rolled = 0;
+
+proctype acquirer() {
+  byte i, fence, floor, sn, an, wn, wsn, acked, done = 0;
+  bool ans[N], won[N], fresh[N];
+  byte w;
+  do
+  :: done < ACQS ->
+#ifdef WIPES
+       if :: !wiped -> atomic { select(w : 0 .. N-1); cnt[w] = 0; seeded[w] = 0; wiped = 1 } :: true fi;
+#endif
+#ifdef ROLLBACK
+       if
+       :: !rolled -> atomic { select(w : 0 .. N-1); select(i : 0 .. cnt[w]); cnt[w] = i; seeded[w] = 0; rolled = 1 }
+       :: true
+       fi;
+#endif
+       /* 1. the acquire script on every master that answers */
+       sn = 0; an = 0; wn = 0; wsn = 0;
+       for (i : 0 .. N-1) {
+         if :: ans[i] = 1 :: ans[i] = 0 fi;
+         if :: ans[i] -> if :: won[i] = 1 :: won[i] = 0 fi :: else -> won[i] = 0 fi;
+         fresh[i] = 0;
+         if
+         :: ans[i] ->
+              an++;
+              if :: seeded[i] -> sn++ :: else fi;
+              if :: won[i] -> wn++; if :: seeded[i] -> cnt[i]++; wsn++ :: else fi :: else fi
+         :: else
+         fi
+       }
+       /* 2. the fence, the floor and the masters to re-seed */
+       fence = 0; floor = 0;
+       if
+       :: sn >= SEEDQ ->
+            for (i : 0 .. N-1) {
+              if :: ans[i] && seeded[i] && cnt[i] > floor -> floor = cnt[i] :: else fi;
+              fresh[i] = ans[i] && !seeded[i]
+            }
+            if
+            :: wn >= MAJ && wsn >= SEEDQ ->
+                 for (i : 0 .. N-1) { if :: won[i] && seeded[i] && cnt[i] > fence -> fence = cnt[i] :: else fi }
+            :: else
+            fi
+       :: sn == 0 && an == N ->
+            for (i : 0 .. N-1) { if :: cnt[i] > floor -> floor = cnt[i] :: else fi; fresh[i] = 1 }
+            floor++;
+            if :: wn >= MAJ -> fence = floor :: else fi
+       :: else       /* refused */
+       fi;
+       /* 3. re-seed, or write back and grant */
+       if
+       :: fence == 0 ->
+            for (i : 0 .. N-1) {
+              if
+              :: fresh[i] -> if :: cnt[i] < floor -> cnt[i] = floor :: else fi; seeded[i] = 1
+              :: fresh[i] -> skip            /* the write is lost */
+              :: else
+              fi
+            }
+       :: else ->
+            if :: floor < fence -> floor = fence :: else fi;
+            acked = 0;
+            for (i : 0 .. N-1) {
+              if
+              :: won[i] && seeded[i] && !fresh[i] && cnt[i] == fence -> acked++
+              :: (won[i] && !fresh[i] && cnt[i] != fence) || fresh[i] ->
+                   if
+                   :: if :: cnt[i] < floor -> cnt[i] = floor :: else fi; seeded[i] = 1;
+                      if :: won[i] -> acked++ :: else fi
+                   :: skip                   /* the write-back is lost */
+                   fi
+              :: else
+              fi
+            }
+            if
+            :: acked >= MAJ -> assert(fence > last); last = fence
+            :: else         /* refused: nothing handed out */
+            fi
+       fi;
+       done++
+  :: done == ACQS -> break
+  od
+}
+
+init {
+  byte i;
+  for (i : 0 .. N-1) {
+    cnt[i] = 0;
+#ifdef FRESH
+    seeded[i] = 0
+#else
+    seeded[i] = 1
+#endif
+  }
+  run acquirer()
+}
