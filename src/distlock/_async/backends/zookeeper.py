@@ -12,11 +12,19 @@ the waiter, which lists the children again and checks that its own child is stil
 deletes whatever the attempt created, even a grant whose reply never reached the caller (F10).
 
 Liveness is the session, not a per-lock lease (``needs_renewal=False``): the session timeout is what ``ttl`` is
-on the other backends. Kazoo sends the heartbeats. Connection SUSPENDED: holders may have lost the lock, and if
-the connection stays down for ``suspend_grace`` (default: a third of the session timeout, which is what is left
-of the session at worst when kazoo notices the silence) every holding is reported lost before the server can
-have expired the session (F7). Session LOST/expired: every holding is reported lost at once. A holder also
-watches its own child, so a child deleted by an admin (``break_lock`` from anywhere) is reported lost too.
+on the other backends. It is judged from the last *answer*, not from kazoo's connection state: kazoo counts
+every request it sends as a heartbeat, so a process that keeps sending into a dead link never goes SUSPENDED
+while the server expires its session. Every request remembers when it was queued; an answer from the server
+moves ``lease_end`` to that moment + the granted session timeout - the drift margin, and at ``lease_end``
+every holding is reported lost (by the store's lease clock and by the backend's liveness thread, which also
+sends a cheap request when nothing was answered for a quarter of the session). ``lost_on=suspended``
+(Curator's standard policy) also reports loss as soon as kazoo suspends the connection. Session LOST/expired:
+every holding is reported lost at once. A holder also watches its own child, so a child deleted by an admin
+(``break_lock`` from anywhere) is reported lost too.
+
+Every wait for an answer is bounded (``operation_timeout``; an acquire's later tries by its deadline; the
+clean-up after a failed acquire by its own budget, what it leaves goes with the session). Callbacks on
+kazoo's threads only record or signal.
 
 Fence: the creation zxid (``czxid``) of the holder's child. zxids only grow across the whole ensemble, so the
 fence keeps growing even if the lock's parent node is deleted and re-created (the sequence counter restarts).
@@ -31,15 +39,17 @@ watches wake the waiting task through ``rt.Waker`` (thread-safe).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    AuthFailedError,
     ConnectionLoss,
     KazooException,
     NoAuthError,
@@ -58,6 +68,7 @@ from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
 from ... import _rt_async as rt
 from ..._core import zookeeper_layout as layout
+from ..._core.timing import drift_margin, monotonic
 from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
 from ..._errors import BackendError, ConfigError, LockError
 from ..._url import StoreConfig, scrub
@@ -73,6 +84,25 @@ MAX_WAIT_SLICE = 5.0
 MAX_PASSES = 200
 #: a holding gets its deletion watch once it has lived this long (short holds never pay the extra request)
 WATCH_AFTER = 0.2
+#: the liveness thread makes sure some request was answered at least every session timeout / this
+HEARTBEAT_DIVISOR = 4.0
+#: a blocking wait of an acquire step looks at its cancellation flag this often (asyncio cancellation)
+ABORT_SLICE = 0.05
+#: the ``lost_on`` URL option: when holders are told ``lost``
+LOST_ON = ("session", "suspended")
+#: errors kazoo makes up itself when a request got no answer (not a reply from the server)
+_NO_REPLY = (ConnectionLoss, SessionExpiredError, AuthFailedError)
+
+
+class _Stop(BackendError):
+    """A blocking step gave up: its acquire's deadline passed, or the asyncio task behind it was cancelled."""
+
+    DEADLINE = "the acquire's timeout passed"
+    CANCELLED = "cancelled"
+
+    def __init__(self, why: str, scheme: str) -> None:
+        super().__init__(why, backend=scheme)
+        self.why = why
 
 
 class _CreateContainer(Create2):  # type: ignore[misc]
@@ -130,21 +160,30 @@ class Attempt(AsyncAttempt):
         self._lease: str | None = None
         self._lease_created = False
         self._granted: str | None = None  # path of the holding, once granted
+        self._deadline: float | None = None  # the acquire's deadline, learned from wait()
+        self._abort = threading.Event()  # asyncio: the task waiting for the step was cancelled
 
     # -- the async interface ---------------------------------------------------------------------------
     async def try_acquire(self) -> Grant:
         if self._waker is None:
             self._waker = rt.Waker()
             self.backend._watch_session(self)
-        # A worker thread cannot be stopped: a cancellation waits for the step to finish, so the abandon that
-        # follows runs after it and deletes the child it created, never before (it would leave that child behind).
-        grant: Grant = await rt.shielded(rt.run_blocking(self._step))
+        # A worker thread cannot be stopped from outside: a cancellation raises the step's abort flag, and the
+        # step stops at its next wait (within ABORT_SLICE). The abandon that follows takes the step guard, so
+        # it runs after the step and deletes the child it created, never before (it would leave it behind).
+        try:
+            grant: Grant = await rt.run_blocking(self._step)
+        except BaseException:
+            self._abort.set()
+            raise
         if grant.acquired:
             self.backend._unwatch_session(self)
         return grant
 
     async def wait(self, grant: Grant, timeout: float | None) -> None:
         assert self._waker is not None
+        # the store passes what is left of the acquire's timeout: the next steps wait no longer than that
+        self._deadline = None if timeout is None else monotonic() + timeout
         await self._waker.wait(MAX_WAIT_SLICE if timeout is None else min(timeout, MAX_WAIT_SLICE))
 
     async def abandon(self) -> None:
@@ -158,8 +197,14 @@ class Attempt(AsyncAttempt):
 
     # -- blocking steps --------------------------------------------------------------------------------
     def _step(self) -> Grant:
-        with self._step_guard:
-            return self.backend._translated(self._step_or_requeue)
+        b = self.backend
+        with self._step_guard, b._bounded(self._deadline, self._abort):
+            try:
+                return b._translated(self._step_or_requeue)
+            except _Stop as stop:
+                if stop.why == _Stop.DEADLINE:  # the store sees the deadline passed and abandons the attempt
+                    return Grant(False)
+                raise
 
     def _step_or_requeue(self) -> Grant:
         try:
@@ -231,19 +276,23 @@ class Attempt(AsyncAttempt):
         self._uuid = str(uuid.uuid4())
 
     def _abandon(self) -> None:
-        with self._step_guard:
-            self.backend._translated(self._abandon_or_forget)
+        b = self.backend
+        # The clean-up has its own budget; what it cannot delete in time is deleted once the server answers
+        # again, or goes with the session (its nodes are ephemeral).
+        with self._step_guard, b._bounded(monotonic() + b.cleanup_timeout, None):
+            b._translated(self._abandon_or_forget)
 
     def _abandon_or_forget(self) -> None:
         try:
             self._abandon_locked()
         except SessionExpiredError:  # everything this attempt created died with the session
             self.backend._unhold(self.claim.token)
-        except (LockError, KazooException):
-            # The connection is down: whatever is left is deleted when it returns with this session
-            # (with a new session it is gone anyway). Never leave a node that would stall the queue (F8).
+        except (LockError, KazooException) as exc:
+            # The connection is down or silent: whatever is left is deleted when the server answers again
+            # with this session (with a new session it is gone anyway). Never leave a node that would stall
+            # the queue (F8). Not an error of the acquire: it did not get the lock, which is what it reports.
             self.backend._defer_cleanup(self._leftovers())
-            raise
+            log.warning("clean-up of an abandoned acquire of %r deferred: %s", self.claim.name, exc)
 
     def _leftovers(self) -> list[tuple[str, str | None, str]]:
         items: list[tuple[str, str | None, str]] = []
@@ -292,6 +341,8 @@ class Backend(AsyncBackend):
         suspend_grace: float | None,
         op_timeout: float,
         session_log: _SessionLog,
+        lost_on: str = "session",
+        started: float = 0.0,
     ) -> None:
         super().__init__(config)
         self._client = client
@@ -311,7 +362,18 @@ class Backend(AsyncBackend):
         self._deferred: list[tuple[str, str | None, str]] = []  # (parent, child or None, uuid) to delete
         self._sweep_timer: threading.Timer | None = None
         self._session = self._session_id()
+        self._lost_on = lost_on
+        # Liveness (see lease_end): the moment the last request the server answered was queued. The connect
+        # request of the session was sent after ``started``.
+        self._confirmed = started
+        self._beat_sent = started
+        self._beat: Any = None  # the heartbeat request in flight (a kazoo async result)
+        self._local = threading.local()  # per thread: the deadline and abort flag of the step it runs
+        self._liveness_wake = threading.Event()
+        self._deferred_running = False
         client.add_listener(self._on_state)
+        self._liveness_thread = threading.Thread(target=self._liveness, name="distlock-zk-liveness", daemon=True)
+        self._liveness_thread.start()
 
     # -- connecting ------------------------------------------------------------------------------------
     @classmethod
@@ -323,8 +385,11 @@ class Backend(AsyncBackend):
             raise ConfigError(f"URL option root={root!r}: {problem}", backend=config.scheme)
         session_timeout = config.pop_float("session_timeout", 10.0)
         connect_timeout = config.pop_float("connect_timeout", 10.0)
-        suspend_grace: float | None = config.pop_float("suspend_grace", 0.0) or None  # None: a third of the session
-        op_timeout = config.pop_float("operation_timeout", max(session_timeout, 5.0))
+        suspend_grace: float | None = config.pop_float("suspend_grace", 0.0) or None  # None: the session decides
+        op_timeout = config.pop_float("operation_timeout", min(5.0, max(1.0, session_timeout / 2.0)))
+        lost_on = config.pop("lost_on", "session") or "session"
+        if lost_on not in LOST_ON:
+            raise ConfigError(f"URL option lost_on={lost_on!r}: use one of {', '.join(LOST_ON)}", backend=config.scheme)
         config.reject_unknown()
         hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in config.hosts)
         chroot = config.path.rstrip("/")
@@ -339,7 +404,17 @@ class Backend(AsyncBackend):
             auth = [("digest", f"{config.username}:{password}")]
             acl = [make_digest_acl(config.username, password, all=True)]
         backend: Backend = await rt.run_blocking(
-            cls._connect, config, root, hosts, auth, acl, session_timeout, connect_timeout, suspend_grace, op_timeout
+            cls._connect,
+            config,
+            root,
+            hosts,
+            auth,
+            acl,
+            session_timeout,
+            connect_timeout,
+            suspend_grace,
+            op_timeout,
+            lost_on,
         )
         return backend
 
@@ -355,6 +430,7 @@ class Backend(AsyncBackend):
         connect_timeout: float,
         suspend_grace: float | None,
         op_timeout: float,
+        lost_on: str,
     ) -> Backend:
         session_log = _SessionLog()
         client = KazooClient(
@@ -366,6 +442,7 @@ class Backend(AsyncBackend):
             connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0, ignore_expire=False),
             command_retry=None,
         )
+        started = monotonic()
         try:
             client.start(timeout=connect_timeout)
         except (KazooTimeoutError, KazooException) as exc:
@@ -376,22 +453,75 @@ class Backend(AsyncBackend):
                 f"{scrub(str(exc) or type(exc).__name__, config.password)}",
                 backend=config.scheme,
             ) from exc
-        return cls(config, client, root, acl, session_timeout, suspend_grace, op_timeout, session_log)
+        return cls(config, client, root, acl, session_timeout, suspend_grace, op_timeout, session_log, lost_on, started)
 
     # -- plumbing --------------------------------------------------------------------------------------
     def _session_id(self) -> int | None:
         cid = self._client.client_id
         return int(cid[0]) if cid else None
 
-    def _get(self, result: Any) -> Any:
-        """Wait for one kazoo async result, bounded: a server that does not answer is a BackendError."""
+    def _send(self, request: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Queue a kazoo request (``client.*_async``); its result remembers when it was queued, which is no
+        later than when kazoo sends it."""
+        sent = monotonic()
+        result = request(*args, **kwargs)
+        result.distlock_sent = sent
+        return result
+
+    def _on_reply(self, result: Any) -> None:
+        """A request of ours got its answer (any thread; kazoo's completion thread for ``rawlink``): the
+        server heard from this session no earlier than when the request was queued. Only records."""
+        sent = getattr(result, "distlock_sent", None)
+        if sent is None or sent <= self._confirmed or not result.ready():
+            return
+        if isinstance(result.exception, _NO_REPLY):  # made up by kazoo: the server said nothing
+            return
+        # Unlocked: a racing thread may store an older time over a newer one, which only ends the lease
+        # earlier than needed, never later.
+        self._confirmed = sent
+
+    @contextlib.contextmanager
+    def _bounded(self, deadline: float | None, abort: threading.Event | None) -> Iterator[None]:
+        """Waits of this thread's requests in the block end at ``deadline`` (raise ``_Stop``) and stop soon
+        after ``abort`` is set."""
+        local = self._local
+        local.deadline, local.abort = deadline, abort
         try:
-            return result.get(timeout=self._op_timeout)
-        except KazooTimeoutError as exc:
-            raise BackendError(
-                f"ZooKeeper did not answer within {self._op_timeout}s (connection {self._client.state})",
-                backend=self.scheme,
-            ) from exc
+            yield
+        finally:
+            local.deadline = local.abort = None
+
+    def _get(self, result: Any) -> Any:
+        """Wait for one kazoo async result, bounded: a server that does not answer within
+        ``operation_timeout`` is a BackendError; within the step's deadline, a ``_Stop``.
+
+        A request that timed out needs no closed connection: ZooKeeper answers a session's requests in order
+        and kazoo pairs each answer with its request, so a late answer is never read as another's.
+        """
+        deadline: float | None = getattr(self._local, "deadline", None)
+        abort: threading.Event | None = getattr(self._local, "abort", None)
+        limit = monotonic() + self._op_timeout
+        end = limit if deadline is None else min(limit, deadline)
+        while True:
+            left = max(0.0, end - monotonic())
+            try:
+                value = result.get(timeout=left if abort is None else min(left, ABORT_SLICE))
+            except KazooTimeoutError as exc:
+                if abort is not None and abort.is_set():
+                    raise _Stop(_Stop.CANCELLED, self.scheme) from exc
+                if monotonic() < end:
+                    continue
+                if deadline is not None and deadline <= limit:
+                    raise _Stop(_Stop.DEADLINE, self.scheme) from exc
+                raise BackendError(
+                    f"ZooKeeper did not answer within {self._op_timeout}s (connection {self._client.state})",
+                    backend=self.scheme,
+                ) from exc
+            except KazooException:
+                self._on_reply(result)
+                raise
+            self._on_reply(result)
+            return value
 
     def _translated(self, fn: Callable[[], T]) -> T:
         try:
@@ -413,7 +543,7 @@ class Backend(AsyncBackend):
 
     def _children(self, path: str, watch: Callable[[WatchedEvent], None] | None = None) -> list[str]:
         try:
-            children: list[str] = self._get(self._client.get_children_async(path, watch=watch))
+            children: list[str] = self._get(self._send(self._client.get_children_async, path, watch=watch))
         except NoNodeError:
             return []
         return children
@@ -425,13 +555,13 @@ class Backend(AsyncBackend):
         server and in kazoo, which never fires (sequence names are not reused), as Curator also avoids.
         """
         try:
-            self._get(self._client.get_async(path, watch=callback))
+            self._get(self._send(self._client.get_async, path, watch=callback))
         except NoNodeError:
             return False
         return True
 
     def _czxid(self, path: str) -> int:
-        stat = self._get(self._client.exists_async(path))
+        stat = self._get(self._send(self._client.exists_async, path))
         if stat is None:
             raise BackendError(f"lock node {path} vanished while being granted", backend=self.scheme)
         return int(stat.czxid)
@@ -451,8 +581,13 @@ class Backend(AsyncBackend):
                     if own is not None:
                         return own, self._czxid(f"{parent}/{own}")
                 path, stat = self._get(
-                    self._client.create_async(
-                        f"{parent}/{prefix}", data, ephemeral=True, sequence=True, include_data=True
+                    self._send(
+                        self._client.create_async,
+                        f"{parent}/{prefix}",
+                        data,
+                        ephemeral=True,
+                        sequence=True,
+                        include_data=True,
                     )
                 )
                 return path.rsplit("/", 1)[1], int(stat.czxid)
@@ -473,6 +608,7 @@ class Backend(AsyncBackend):
             result = self._client.handler.async_result()
             chroot = self._client.chroot or ""
             try:
+                result.distlock_sent = monotonic()
                 self._client._call(_CreateContainer(chroot + path, b"", self._acl, 4), result)
                 self._get(result)
                 return
@@ -482,7 +618,7 @@ class Backend(AsyncBackend):
                 log.info("this ZooKeeper has no container nodes: lock parents are persistent")
                 self._containers = False
         try:
-            self._get(self._client.create_async(path, b"", acl=self._acl))
+            self._get(self._send(self._client.create_async, path, b"", acl=self._acl))
         except NodeExistsError:
             pass
 
@@ -491,7 +627,7 @@ class Backend(AsyncBackend):
         retried = False
         for _ in range(5):
             try:
-                self._get(self._client.delete_async(path))
+                self._get(self._send(self._client.delete_async, path))
                 return True
             except NoNodeError:
                 return retried
@@ -521,16 +657,21 @@ class Backend(AsyncBackend):
             self._deferred.extend(items)
 
     def _run_deferred(self) -> None:
-        with self._guard:
-            items, self._deferred = self._deferred, []
-        for parent, child, uid in items:
-            try:
-                if child is not None:
-                    self._delete(f"{parent}/{child}")
-                else:
-                    self._delete_by_uuid(parent, uid)
-            except (LockError, KazooException) as exc:
-                log.warning("could not delete an abandoned lock node under %s: %s", parent, exc)
+        try:
+            with self._guard:
+                items, self._deferred = self._deferred, []
+            for parent, child, uid in items:
+                try:
+                    if child is not None:
+                        self._delete(f"{parent}/{child}")
+                    else:
+                        self._delete_by_uuid(parent, uid)
+                except (LockError, KazooException) as exc:
+                    log.warning("could not delete an abandoned lock node under %s: %s", parent, exc)
+                    self._defer_cleanup([(parent, child, uid)])
+        finally:
+            with self._guard:
+                self._deferred_running = False
 
     # -- holdings and the session ----------------------------------------------------------------------
     def _hold(self, held: _Held) -> None:
@@ -568,6 +709,7 @@ class Backend(AsyncBackend):
                 self._arm_holder_watch(held)
 
         def on_reply(result: Any) -> None:
+            self._on_reply(result)
             try:
                 result.get_nowait()
             except NoNodeError:
@@ -577,7 +719,7 @@ class Backend(AsyncBackend):
                 return
 
         try:
-            self._client.get_async(held.path, watch=on_event).rawlink(on_reply)
+            self._send(self._client.get_async, held.path, watch=on_event).rawlink(on_reply)
         except KazooException:
             pass
 
@@ -587,11 +729,13 @@ class Backend(AsyncBackend):
         held.lost = True
         self.lost(held.token, reason)
 
-    def _lose_all(self, reason: str) -> None:
+    def _lose_all(self, reason: str) -> list[_Held]:
+        """Report every holding lost; the ones not lost before."""
         with self._guard:
-            holdings = list(self._held.values())
+            holdings = [h for h in self._held.values() if not h.lost]
         for held in holdings:
             self._lose(held, reason)
+        return holdings
 
     def _watch_session(self, attempt: Attempt) -> None:
         with self._guard:
@@ -612,15 +756,20 @@ class Backend(AsyncBackend):
         if self._closing:
             return
         if state == KazooState.SUSPENDED:
-            log.warning(
-                "ZooKeeper connection suspended: holders may lose their locks; lost in %.1fs unless it returns",
-                self.suspend_grace,
-            )
-            self._cancel_timer()
-            timer = threading.Timer(self.suspend_grace, self._suspended_too_long)
-            timer.daemon = True
-            self._suspend_timer = timer
-            timer.start()
+            if self._lost_on == "suspended":  # Curator's standard policy: a suspended connection is a lost lock
+                self._lose_all("ZooKeeper connection suspended (lost_on=suspended)")
+            elif self._grace_option is not None:
+                log.warning(
+                    "ZooKeeper connection suspended: holders may lose their locks; lost in %.1fs unless it returns",
+                    self._grace_option,
+                )
+                self._cancel_timer()
+                timer = threading.Timer(self._grace_option, self._suspended_too_long)
+                timer.daemon = True
+                self._suspend_timer = timer
+                timer.start()
+            else:
+                log.warning("ZooKeeper connection suspended: holders may lose their locks if it does not return")
         elif state == KazooState.LOST:
             self._cancel_timer()
             self._lose_all("ZooKeeper session expired or closed")
@@ -633,18 +782,83 @@ class Backend(AsyncBackend):
                 with self._guard:
                     self._deferred.clear()  # the old session's nodes are gone with it
             self._drop_stale()
-            if self._deferred:
-                threading.Thread(target=self._run_deferred, name="distlock-zk-cleanup", daemon=True).start()
+            self._start_deferred()
+            self._liveness_wake.set()  # a heartbeat now: the reconnection itself is not seen as an answer
         self._wake_all()
 
     @property
-    def suspend_grace(self) -> float:
-        """How long the connection may stay down before holders are told lost: the ``suspend_grace`` option,
-        else a third of the session timeout the server granted (kazoo declares the connection suspended after
-        two thirds of it without an answer, so that is what is left of the session at worst)."""
-        if self._grace_option is not None:
-            return self._grace_option
-        return (self._session_log.negotiated or self.session_timeout) / 3.0
+    def suspend_grace(self) -> float | None:
+        """The ``suspend_grace`` option: an extra limit on how long the connection may stay down (kazoo's
+        SUSPENDED) before holders are told lost; None (the default): the session's own end decides."""
+        return self._grace_option
+
+    @property
+    def granted_timeout(self) -> float:
+        """The session timeout the server granted (it may clamp the requested one), in seconds."""
+        return self._session_log.negotiated or self.session_timeout
+
+    @property
+    def cleanup_timeout(self) -> float:
+        """Budget of the clean-up after a failed acquire (what is left is deleted later, or expires)."""
+        return min(self._op_timeout, 2.0)
+
+    # -- liveness: from the last answer, not from kazoo's connection state ------------------------------
+    def lease_end(self, claim: Claim) -> float | None:
+        """When the session may have expired on the server: the moment the last request the server answered
+        was queued (so sent no earlier), plus the granted session timeout, minus the drift margin.
+
+        Not kazoo's connection state: kazoo counts every request it *sends* as a heartbeat, so a process
+        that keeps sending into a dead link never goes SUSPENDED while the server expires its session.
+        The server restarts a session's timeout on every request it receives, so an answered request sent
+        at ``t`` keeps the session alive until at least ``t`` + timeout.
+        """
+        timeout = self.granted_timeout
+        return self._confirmed + timeout - drift_margin(timeout)
+
+    def _liveness(self) -> None:
+        """The liveness thread, one per store: asks something cheap (``exists /``) whenever nothing else was
+        answered for a quarter of the session timeout, and reports every holding lost once ``lease_end``
+        passed (the store's lease clock does the same; whichever is first). Requests only, never a wait
+        for an answer: a silent server does not hold this thread up."""
+        wake = self._liveness_wake
+        while not self._closing:
+            timeout = self.granted_timeout
+            beat = timeout / HEARTBEAT_DIVISOR
+            now = monotonic()
+            end = self._confirmed + timeout - drift_margin(timeout)
+            if now >= end:
+                lost = self._lose_all(
+                    f"no answer from ZooKeeper for {now - self._confirmed:.1f}s of a {timeout:g}s session: "
+                    "the server may have expired it"
+                )
+                for held in lost:  # if the server answers again with this session, the nodes go (no wait)
+                    with contextlib.suppress(KazooException):
+                        self._send(self._client.delete_async, held.path).rawlink(self._on_reply)
+            elif self._deferred and now - self._confirmed < beat:
+                self._start_deferred()  # answers again without a reconnection (a healed silent link)
+            # One heartbeat in flight at most: a request sent while the last one is unanswered would make kazoo
+            # count the link as alive (it suspends a connection only after a silence in *both* directions),
+            # and so keep it from moving to another member before the session ends.
+            idle = self._beat is None or self._beat.ready()
+            if idle and now - self._confirmed >= beat and now - self._beat_sent >= beat and self._client.connected:
+                self._beat_sent = now
+                with contextlib.suppress(KazooException):
+                    self._beat = self._send(self._client.exists_async, "/")
+                    self._beat.rawlink(self._on_reply)
+            with self._guard:
+                holding = any(not h.lost for h in self._held.values())
+            nxt = max(self._confirmed, self._beat_sent) + beat
+            if holding:
+                nxt = min(nxt, end)
+            wake.wait(min(max(0.005, nxt - monotonic()), beat))
+            wake.clear()
+
+    def _start_deferred(self) -> None:
+        with self._guard:
+            if not self._deferred or self._deferred_running:
+                return
+            self._deferred_running = True
+        threading.Thread(target=self._run_deferred, name="distlock-zk-cleanup", daemon=True).start()
 
     def _cancel_timer(self) -> None:
         timer, self._suspend_timer = self._suspend_timer, None
@@ -660,10 +874,8 @@ class Backend(AsyncBackend):
         with self._guard:
             stale = [h for h in self._held.values() if h.lost]
         for held in stale:
-            try:
-                self._client.delete_async(held.path)
-            except KazooException:
-                pass
+            with contextlib.suppress(KazooException):
+                self._send(self._client.delete_async, held.path).rawlink(self._on_reply)
 
     # -- operations (blocking; run in a worker thread on the async side) ------------------------------
     def _release(self, claim: Claim) -> bool:
@@ -678,7 +890,7 @@ class Backend(AsyncBackend):
         if held is None or held.lost:
             return False
         try:
-            stat = self._get(self._client.exists_async(held.path))
+            stat = self._get(self._send(self._client.exists_async, held.path))
         except SessionExpiredError:
             return False
         return stat is not None and int(stat.ephemeralOwner) == self._session_id()
@@ -689,7 +901,7 @@ class Backend(AsyncBackend):
         pending = []
         for claim in claims:
             held = self._held.get(claim.token)
-            pending.append(None if held is None or held.lost else self._client.exists_async(held.path))
+            pending.append(None if held is None or held.lost else self._send(self._client.exists_async, held.path))
         for result in pending:
             try:
                 results.append(result is not None and self._get(result) is not None)
@@ -725,7 +937,7 @@ class Backend(AsyncBackend):
         return LockInfo(name, "semaphore", tuple(holders), len(lockers))
 
     def _holder_infos(self, parent: str, children: list[str]) -> list[tuple[HolderInfo, int | None]]:
-        results = [(c, self._client.get_async(f"{parent}/{c}")) for c in children]
+        results = [(c, self._send(self._client.get_async, f"{parent}/{c}")) for c in children]
         out = []
         for child, result in results:
             try:
@@ -744,7 +956,7 @@ class Backend(AsyncBackend):
         found: list[LockInfo] = []
         level = [self.root]
         while level:
-            results = [(p, self._client.get_children_async(p)) for p in level]
+            results = [(p, self._send(self._client.get_children_async, p)) for p in level]
             level = []
             for path, result in results:
                 try:
@@ -806,6 +1018,7 @@ class Backend(AsyncBackend):
 
     async def aclose(self) -> None:
         self._closing = True
+        self._liveness_wake.set()
         self._cancel_timer()
         with self._guard:
             sweep, self._sweep_timer = self._sweep_timer, None
