@@ -1,7 +1,8 @@
-"""How a protected resource rejects a stale holder with the fencing token (SPEC section 5).
+"""How a protected resource rejects a stale holder with the fencing token.
 
 The resource here is a SQLite table; the pattern is the same for any store that can do a conditional write:
-write only if the fence you carry is larger than the largest the resource has seen.
+write only if the fence you carry is at least the largest the resource has seen (``fence <= :fence``: a
+holder's own second write carries the same fence and must pass; an older holder's fence is smaller and fails).
 
     python examples/fencing.py            # uses a temporary SQLite lock store
 
@@ -21,8 +22,9 @@ import distlock
 
 
 def guarded_write(db: sqlite3.Connection, value: str, fence: int) -> bool:
-    """Write ``value`` only if ``fence`` is newer than every fence the resource has accepted."""
-    cur = db.execute("UPDATE resource SET value = ?, fence = ? WHERE id = 1 AND fence < ?", (value, fence, fence))
+    """Write ``value`` only if ``fence`` is at least every fence the resource has accepted (>=, not >: the
+    holder's own second write carries the same fence)."""
+    cur = db.execute("UPDATE resource SET value = ?, fence = ? WHERE id = 1 AND fence <= ?", (value, fence, fence))
     db.commit()
     return cur.rowcount == 1
 

@@ -22,3 +22,30 @@ def test_demo_passes_its_own_checks(tmp_path: Path) -> None:
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     assert "no lost update" in r.stdout and "strictly increasing" in r.stdout
+
+
+def _example(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, f"examples/{script}", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cron_example_runs_the_job_once_across_hosts() -> None:
+    r = _example("cron_once.py", "--hosts", "4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the job ran 1 time(s) across 4 hosts" in r.stdout
+    assert r.stdout.count("skipped") == 3
+
+
+def test_payment_example_charges_once_for_concurrent_requests() -> None:
+    r = _example("payment_handler.py", "--requests", "6")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "order 42 was charged 1 time(s) for 6 requests" in r.stdout
+    assert r.stdout.count("201 paid") == 1
+
+
+def test_worker_pool_example_never_exceeds_the_permits() -> None:
+    r = _example("worker_pool.py", "--workers", "5", "--calls", "4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    peak = int(r.stdout.split("at most ")[1].split()[0])
+    assert 1 <= peak <= 3 and "20 calls by 5 workers" in r.stdout
