@@ -86,14 +86,20 @@ class FaultProxy:
         self._call(self._close())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5.0)
+        if not self._thread.is_alive():
+            self._loop.close()
 
     async def _close(self) -> None:
         if self._server is not None:
             self._server.close()
         self._thawed.set()
         for link in list(self._links):
+            link.dead = True  # no EOF passed on: the pumps end with their sockets
             for w in link.writers:
                 w.close()
+        pumps = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if pumps:
+            await asyncio.wait(pumps, timeout=2.0)
 
     def __enter__(self) -> Self:
         return self.start()

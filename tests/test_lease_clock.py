@@ -1,0 +1,194 @@
+"""The lease clock (``distlock/_async/lease.py``) against real servers through a gray link.
+
+The promise under test: when a holder may have lost its lock, ``lost`` fires before the backend can grant the
+lock to anyone else -- on a silent link too, where the renewal round trip never returns. Each test puts one
+client behind :class:`~distlock.checker.proxy.FaultProxy` and a second client on the direct link, and
+compares two moments on this host's monotonic clock: when the first client's ``lost`` was set, and when the
+second client's acquire returned. Callbacks are tested without a server (``memory://``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+import distlock
+from distlock.checker.proxy import FaultProxy
+
+LEASE_BACKENDS = ["redis", "postgres", "mysql"]
+
+
+@contextmanager
+def proxied(url: str) -> Iterator[tuple[FaultProxy, str]]:
+    """A proxy in front of a one-host URL, and the URL that goes through it."""
+    parts = urlsplit(url)
+    assert parts.hostname and parts.port, url
+    with FaultProxy(parts.hostname, parts.port) as proxy:
+        auth = parts.netloc.rpartition("@")[0]
+        netloc = f"{auth}@{proxy.address}" if auth else proxy.address
+        yield proxy, urlunsplit(parts._replace(netloc=netloc))
+
+
+def watch(event: threading.Event) -> list[float]:
+    """The moment ``event`` is set, recorded by a thread that waits on it (independent of callbacks)."""
+    seen: list[float] = []
+
+    def run() -> None:
+        if event.wait(30):
+            seen.append(time.monotonic())
+
+    threading.Thread(target=run, daemon=True).start()
+    return seen
+
+
+@pytest.mark.parametrize("backend", LEASE_BACKENDS)
+def test_frozen_link_lost_fires_before_another_client_is_granted(
+    backend: str, name: str, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue(f"{backend}_url")
+    with proxied(url) as (proxy, through), distlock.connect(url) as direct:
+        gray = distlock.connect(through)
+        try:
+            held = gray.lock(name, ttl=3.0)
+            assert held.acquire(timeout=5)
+            lost_at = watch(held.lost)
+            proxy.freeze()  # the renewals go out and never come back; no FIN, no RST
+            other = direct.lock(name, ttl=5.0)
+            assert other.acquire(timeout=10)
+            granted_at = time.monotonic()
+            assert held.lost.wait(1), "the frozen holder was never told"
+            time.sleep(0.05)  # let the watcher record
+            assert lost_at and lost_at[0] < granted_at, f"told {lost_at[0] - granted_at:+.3f}s after the grant"
+            other.release()
+        finally:
+            proxy.heal()
+            gray.close()
+
+
+@pytest.mark.parametrize("backend", ["redis", "postgres"])
+async def test_frozen_link_lost_fires_before_another_client_is_granted_async(
+    backend: str, name: str, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue(f"{backend}_url")
+    with proxied(url) as (proxy, through):
+        direct = await distlock.connect_async(url)
+        gray = await distlock.connect_async(through)
+        try:
+            held = gray.lock(name, ttl=3.0)
+            assert await held.acquire(timeout=5)
+            lost_at: list[float] = []
+
+            async def watcher() -> None:
+                await held.lost.wait()
+                lost_at.append(time.monotonic())
+
+            task = asyncio.create_task(watcher())
+            proxy.freeze()
+            other = direct.lock(name, ttl=5.0)
+            assert await other.acquire(timeout=10)
+            granted_at = time.monotonic()
+            await asyncio.wait_for(task, 1)
+            assert lost_at[0] < granted_at, f"told {lost_at[0] - granted_at:+.3f}s after the grant"
+            await other.release()
+        finally:
+            proxy.heal()
+            await gray.aclose()
+            await direct.aclose()
+
+
+def test_grant_whose_reply_comes_after_its_lease_end_is_no_success(redis_url: str, name: str) -> None:
+    """F3 on every backend, not only Redlock: the reply took longer than the lease, so the server may have
+    handed the lock to someone else before we heard of it. acquire() must not report success, and must leave
+    nothing behind."""
+    with proxied(redis_url) as (proxy, through), distlock.connect(through) as slow:
+        proxy.delay(0.35)  # each way: every answer comes 0.7 s after its request, the lease is 0.5 s
+        lock = slow.lock(name, ttl=0.5)
+        assert lock.acquire(timeout=2.0) is False
+        assert not lock.lost.is_set()
+        proxy.heal()
+        with distlock.connect(redis_url) as direct:
+            assert direct.inspect(name) is None
+            assert direct.lock(name).acquire(blocking=False)
+
+
+async def test_extend_in_flight_is_not_overwritten_by_a_renewal(redis_url: str, name: str) -> None:
+    """Finding 5: extend(ttl=30) is on its way when the renewer sends its own renewal with the old TTL (1.5 s),
+    which the server applies last. A renewer that records the new TTL for the request that carried the old
+    one believes in a lease far longer than the server's, and another client takes the lock while the holder
+    is not told. Serialised, the renewal waits for extend() and then carries the new TTL."""
+    with proxied(redis_url) as (proxy, through):
+        direct = await distlock.connect_async(redis_url)
+        gray = await distlock.connect_async(through)
+        try:
+            held = gray.lock(name, ttl=1.5)
+            assert await held.acquire(timeout=5)
+            t0 = time.monotonic()  # the renewer sends its first renewal ttl/3 = 0.5 s after this
+            proxy.delay(0.5)  # each way
+            await asyncio.sleep(max(0.0, t0 + 0.3 - time.monotonic()))
+            await held.extend(30.0)  # on its way from t0+0.3; the server applies it at t0+0.8
+            got = await direct.lock(name, ttl=5.0).acquire(timeout=6.0)
+            if got:
+                assert held.lost.is_set(), "another client holds the lock; the holder was not told"
+            else:
+                assert not held.lost.is_set()
+        finally:
+            proxy.heal()
+            await gray.aclose()
+            await direct.aclose()
+
+
+def test_extend_whose_answer_comes_after_the_lease_end_raises(redis_url: str, name: str) -> None:
+    """An extend() confirmed only after the lease it was meant to extend had run out confirms nothing: the
+    lock may have been someone else's in between. It raises LockLost instead of returning."""
+    with proxied(redis_url) as (proxy, through), distlock.connect(through) as gray:
+        held = gray.lock(name, ttl=1.0, auto_renew=False)
+        assert held.acquire(timeout=5)
+        proxy.delay(0.6)  # each way: the answer comes 1.2 s after the request, past the 1 s lease
+        with pytest.raises(distlock.LockLost):
+            held.extend()
+        assert held.lost.is_set()
+        proxy.heal()
+
+
+def test_slow_or_failing_callback_delays_no_renewal_and_no_other_lost() -> None:
+    """Finding 8: a sync on_lost callback used to run on the renewer's thread. A slow one delayed every other
+    lock's renewal and lost signal; one raising SystemExit killed the renewer silently."""
+    with distlock.connect("memory://") as store:
+        slow = store.lock("slow", ttl=0.3, auto_renew=False, on_lost=lambda _lock: time.sleep(3))
+        dying = store.lock("dying", ttl=0.3, auto_renew=False, on_lost=lambda _lock: (_ for _ in ()).throw(SystemExit))
+        short = store.lock("short", ttl=0.8, auto_renew=False, on_lost=lambda _lock: None)
+        renewed = store.lock("renewed", ttl=0.6)
+        assert slow.acquire() and dying.acquire() and renewed.acquire()
+        start = time.monotonic()
+        assert short.acquire()
+        short_lost_at = watch(short.lost)
+        time.sleep(2.0)  # the slow callback is still sleeping; the SystemExit was raised long ago
+        assert short_lost_at, "a slow callback delayed another lock's lost"
+        assert short_lost_at[0] - start < 1.2
+        assert renewed.owned() and not renewed.lost.is_set(), "renewals stopped behind a callback"
+        renewed.release()
+
+
+async def test_async_callback_raising_systemexit_stops_nothing() -> None:
+    store = await distlock.connect_async("memory://")
+    try:
+        dying = store.lock("dying", ttl=0.3, auto_renew=False, on_lost=lambda _lock: (_ for _ in ()).throw(SystemExit))
+
+        async def failing(_lock: object) -> None:
+            raise SystemExit
+
+        dying_async = store.lock("dying-async", ttl=0.3, auto_renew=False, on_lost=failing)
+        renewed = store.lock("renewed", ttl=0.6)
+        assert await dying.acquire() and await dying_async.acquire() and await renewed.acquire()
+        await asyncio.sleep(1.5)
+        assert dying.lost.is_set() and dying_async.lost.is_set()
+        assert await renewed.owned()
+        await renewed.release()
+    finally:
+        await store.aclose()
