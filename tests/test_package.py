@@ -132,11 +132,6 @@ def test_bare_redis_url_says_which_extra_to_install(bare: BareEnv) -> None:
     assert re.search(r"pip install '[\w-]+\[redis\]'", r.stderr), r.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the install hint in src/distlock/_async/store.py (_driver error) still says 'distlock[...]': "
-    "it should use distlock._dist.install_hint(extra) (lead's file)",
-)
 def test_bare_install_hint_names_the_distribution(bare: BareEnv) -> None:
     r = bare.run(bare.distlock, "--url", "redis://127.0.0.1:1/0", "status", "x")
     assert f"pip install '{DIST_NAME}[redis]'" in r.stderr, r.stderr

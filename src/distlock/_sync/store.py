@@ -21,6 +21,7 @@ from .._core import ids
 from .._core.timing import Deadline, monotonic
 from .._core.types import Claim, Grant, LockInfo, Mode
 from .._core.validate import check_name
+from .._dist import install_hint
 from .._errors import ConfigError, LockError, UnsupportedFeature
 from .._url import StoreConfig, parse_url
 from .backend import SyncAttempt, SyncBackend
@@ -54,7 +55,7 @@ def _backend_class(config: StoreConfig) -> type[SyncBackend]:
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] in _DRIVER_MODULES and extra:
             raise ConfigError(
-                f"the {config.backend} backend needs its driver: pip install 'distlock[{extra}]'",
+                f"the {config.backend} backend needs its driver: {install_hint(extra)}",
                 backend=config.scheme,
             ) from None
         if exc.name and exc.name.startswith(f"{__package__}.backends"):
