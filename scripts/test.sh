@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian/Ubuntu machine: installs the servers and the Python deps that
-# are missing, checks the generated sync code, lints, type-checks, then runs pytest (which starts and stops
+# are missing, checks the generated sync code, lints, type-checks, builds the docs site (strict), then runs pytest
+# (which includes the bare-install test: tests/test_package.py) (which starts and stops
 # its own servers on free loopback ports). Extra arguments go to pytest.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -10,4 +11,8 @@ source scripts/setup.sh dev
 "$PY" scripts/gen_sync.py --check
 "$ROOT/.venv/bin/ruff" check --quiet src tests scripts benchmarks
 "$ROOT/.venv/bin/mypy" --no-error-summary src/distlock
+# the docs site (MkDocs + the API reference from the docstrings); warnings are errors
+site="$(mktemp -d)"
+"$ROOT/.venv/bin/mkdocs" build --strict --quiet --site-dir "$site"
+rm -rf "$site"
 exec "$PY" -m pytest -q -p no:cacheprovider "$@"
