@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian/Ubuntu machine: installs the servers and the Python deps that
 # are missing, checks the generated sync code, lints, type-checks, builds the docs site (strict), then runs pytest
-# (which includes the bare-install test: tests/test_package.py) (which starts and stops
-# its own servers on free loopback ports). Extra arguments go to pytest.
+# (which starts and stops its own servers on free loopback ports, and builds the wheel and installs it into a bare
+# venv: tests/test_package.py). Extra arguments go to pytest.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
