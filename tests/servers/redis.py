@@ -1,6 +1,7 @@
 """Re-exports :mod:`distlock._servers.redis` (one implementation for the tests and ``--spawn``)."""
 
 from distlock._servers.redis import (
+    DURABLE,
     redis_binary,
     redis_masters,
     redis_replicated,
@@ -11,6 +12,7 @@ from distlock._servers.redis import (
 )
 
 __all__ = [
+    "DURABLE",
     "redis_binary",
     "redis_masters",
     "redis_replicated",

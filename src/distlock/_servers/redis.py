@@ -2,7 +2,7 @@
 
 Every server binds 127.0.0.1 on a kernel-chosen free port, keeps its data in a temporary directory and
 has persistence off (so a kill -9 + restart on the same port comes back EMPTY, the worst case the
-Redis and Redlock docs discuss). ``restart`` reuses the port.
+Redis and Redlock docs discuss) unless started with :data:`DURABLE`. ``restart`` reuses the port.
 """
 
 from __future__ import annotations
@@ -60,14 +60,18 @@ def redlock_url(servers: list[ServerProc], query: str = "") -> str:
     return f"redlock://{hosts}/0" + (f"?{query}" if query else "")
 
 
+#: extra arguments of a server that keeps every write across a restart (AOF, fsync per write)
+DURABLE = ("--appendonly", "yes", "--appendfsync", "always")
+
+
 @contextlib.contextmanager
-def redis_masters(n: int = 5) -> Iterator[list[ServerProc]]:
-    """``n`` independent masters (a Redlock quorum)."""
+def redis_masters(n: int = 5, *extra: str) -> Iterator[list[ServerProc]]:
+    """``n`` independent masters (a Redlock quorum); ``extra`` server arguments, e.g. :data:`DURABLE`."""
     with workdir("redlock") as d:
         servers: list[ServerProc] = []
         try:
             for i, port in enumerate(free_ports(n)):
-                servers.append(start_redis(d, f"master{i}", port))
+                servers.append(start_redis(d, f"master{i}", port, *extra))
             yield servers
         finally:
             for s in servers:

@@ -1,0 +1,323 @@
+"""Fences on Redis, Redis Cluster and Redlock: nothing of a released name stays on a server, fences of a
+reused name keep going up (release, break_lock, a restart that keeps data), a lost counter is noticed, a
+0.1.0 per-name counter is honoured and removed. Real redis-server processes only."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+import distlock
+from distlock import BackendError, ConfigError, QuorumError
+from distlock._core import redis_lua as lua
+from tests.servers.proc import ServerProc
+from tests.servers.redis import DURABLE, redis_masters, redis_server, redlock_url, restart
+from tests.servers.redis_cluster import RedisCluster
+
+
+def raw(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=5)
+
+
+def keys_with(client: redis.Redis, text: str) -> list[str]:
+    return sorted(k.decode() for k in client.scan_iter(match="*" + text + "*", count=1000))
+
+
+def churn(store: distlock.Store, prefix: str, n: int, kinds: bool = True) -> None:
+    """``n`` fresh names, each taken and released; every few names another kind of lock, a contender that
+    queues and gives up, a reentrant re-acquire."""
+    for i in range(n):
+        name = f"{prefix}{i}"
+        k = i % 5 if kinds else 0
+        if k == 0:
+            with store.lock(name, ttl=10) as lk:
+                assert not store.lock(name, ttl=10).acquire(timeout=0.01)  # queued, then abandoned
+                assert lk.fence is not None
+        elif k == 1:
+            rl = store.rlock(name, ttl=10)
+            with rl:
+                fence = rl.fence
+                with rl:
+                    assert rl.fence == fence  # a reentrant re-acquire keeps its fence
+        elif k == 2:
+            rw = store.rwlock(name, ttl=10)
+            with rw.read, store.rwlock(name, ttl=10).read:
+                pass
+            with rw.write:
+                pass
+        elif k == 3:
+            with store.semaphore(name, permits=2, ttl=10):
+                pass
+        else:
+            lk = store.lock(name, ttl=10)
+            assert lk.acquire()
+            store.break_lock(name)
+            assert lk.lost.wait(5)
+
+
+# -- one node ---------------------------------------------------------------------------------------------
+@pytest.fixture
+def own_server() -> Iterator[ServerProc]:
+    with redis_server() as srv:
+        yield srv
+
+
+def test_churn_over_fresh_names_leaves_no_key(redis_url: str) -> None:
+    prefix = f"churn-{uuid.uuid4().hex[:8]}-"
+    with distlock.connect(redis_url) as store:
+        churn(store, prefix, 200)
+    r = raw(redis_url)
+    try:
+        assert keys_with(r, prefix) == []  # 0.1.0 left one {N}:fence per name
+        assert r.type(lua.NODE_COUNTER) == b"hash"  # the one counter of the store
+    finally:
+        r.close()
+
+
+def test_fences_of_a_reused_name_go_up_after_release_and_break(redis_url: str, name: str) -> None:
+    fences = []
+    with distlock.connect(redis_url) as store:
+        for _ in range(3):
+            with store.lock(name, ttl=10) as lk:
+                fences.append(lk.fence)
+        lk = store.lock(name, ttl=10)
+        assert lk.acquire()
+        fences.append(lk.fence)
+        assert store.break_lock(name)
+        with store.lock(name, ttl=10) as lk:
+            fences.append(lk.fence)
+        with store.rwlock(name, ttl=10).read:
+            pass
+    assert all(isinstance(f, int) for f in fences)
+    assert fences == sorted(fences) and len(set(fences)) == len(fences), fences
+
+
+def test_fences_go_up_across_a_restart_that_keeps_data(name: str) -> None:
+    with redis_server(*DURABLE) as srv:
+        with distlock.connect(srv.url) as store:
+            with store.lock(name, ttl=10) as lk:
+                before = lk.fence
+            restart(srv)
+            with store.lock(name, ttl=10) as lk:  # the same store: the marker survived, no refusal
+                after = lk.fence
+        with distlock.connect(srv.url) as store, store.lock(name, ttl=10) as lk:
+            last = lk.fence
+        r = raw(srv.url)
+        assert keys_with(r, name) == []
+        r.close()
+    assert before is not None and after is not None and last is not None
+    assert before < after < last
+
+
+def test_a_flushed_counter_is_noticed_and_refused(own_server: ServerProc, name: str) -> None:
+    with distlock.connect(own_server.url) as store:
+        with store.lock(name, ttl=10):
+            pass
+        r = raw(own_server.url)
+        r.flushall()
+        r.close()
+        with pytest.raises(BackendError, match="DISTLOCK-FENCE-LOST") as err:
+            store.lock(name, ttl=10).acquire(timeout=2)
+        assert "\n" not in str(err.value)
+        assert store.inspect(name) is None  # refused before writing anything
+
+
+def test_an_old_per_name_fence_key_is_honoured_and_removed(redis_url: str, name: str) -> None:
+    r = raw(redis_url)
+    try:
+        r.set(lua.fence_key(name), 5_000_000)  # what 0.1.0 left behind
+        with distlock.connect(redis_url) as store:
+            with store.lock(name, ttl=10) as lk:
+                first = lk.fence
+                assert first is not None and first > 5_000_000
+                assert not r.exists(lua.fence_key(name))  # folded into the counter, gone
+            with store.lock(name + "-other", ttl=10) as other:
+                assert other.fence is not None and other.fence > first  # the counter never goes back
+        assert keys_with(r, name) == []
+    finally:
+        r.close()
+
+
+def test_allkeys_eviction_policy_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    with redis_server("--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru") as srv:
+        with caplog.at_level(logging.WARNING, logger="distlock"), distlock.connect(srv.url):
+            pass
+    found = [r.getMessage() for r in caplog.records if "maxmemory-policy" in r.getMessage()]
+    assert found and "allkeys-lru" in found[0] and "\n" not in found[0]
+
+
+def test_noeviction_is_not_warned_about(redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="distlock"), distlock.connect(redis_url):
+        pass
+    assert not [r for r in caplog.records if "maxmemory-policy" in r.getMessage()]
+
+
+def test_a_server_an_old_client_used_is_refused(own_server: ServerProc, monkeypatch: pytest.MonkeyPatch) -> None:
+    """0.1.0 clients leave their acquire script in the server's script cache. (The test loads a stand-in
+    script and points the check at its SHA; the real one is 0.1.0's acquire script.)"""
+    r = raw(own_server.url)
+    sha = r.script_load("return 'distlock 0.1.0 stand-in'")
+    monkeypatch.setattr(lua, "OLD_ACQUIRE_SHA", sha)
+    with pytest.raises(ConfigError, match=r"0\.1\.0") as err:
+        distlock.connect(own_server.url)
+    assert "\n" not in str(err.value)
+    r.script_flush()
+    r.close()
+    with distlock.connect(own_server.url) as store, store.lock("after-flush", ttl=5):
+        pass
+
+
+def test_px_is_rounded_up() -> None:
+    assert lua.ms(0.0011) == 2  # never shorter than the local lease
+    assert lua.ms(0.3) == 300 and lua.ms(1.0) == 1000  # binary noise is not rounded up
+    assert lua.ms(0.0) == 1
+
+
+# -- Redis Cluster ------------------------------------------------------------------------------------------
+def test_cluster_churn_over_names_in_many_slots_leaves_no_key(redis_cluster_servers: RedisCluster) -> None:
+    cluster = redis_cluster_servers
+    prefix = f"cchurn-{uuid.uuid4().hex[:6]}-"
+    with distlock.connect(cluster.url) as store:
+        churn(store, prefix, 120)
+        slots = {lua.slot_of("{" + f"{prefix}{i}" + "}:r") for i in range(120)}
+        assert len(slots) > 100  # names spread over many slots (and all three masters)
+        with store.lock(prefix + "7", ttl=10) as lk:
+            again = lk.fence
+        assert again is not None
+    left = []
+    for i in range(len(cluster.nodes)):
+        c = cluster.client(i)
+        left += keys_with(c, prefix)
+        c.close()
+    assert left == []
+
+
+def test_cluster_fences_of_a_reused_name_go_up(redis_cluster_servers: RedisCluster, name: str) -> None:
+    with distlock.connect(redis_cluster_servers.url) as store:
+        fences = []
+        for n in (name, name + "-b", name, name + "-c", name):
+            with store.lock(n, ttl=10) as lk:
+                if n == name:
+                    fences.append(lk.fence)
+    assert fences == sorted(fences) and len(set(fences)) == 3, fences
+
+
+# -- Redlock ------------------------------------------------------------------------------------------------
+def _marker(srv: ServerProc) -> tuple[bytes | None, int]:
+    r = raw(srv.url)
+    try:
+        return r.hget(lua.NODE_COUNTER, "e"), int(r.hget(lua.NODE_COUNTER, "n") or 0)
+    finally:
+        r.close()
+
+
+def _run_id(srv: ServerProc) -> bytes:
+    r = raw(srv.url)
+    try:
+        return str(r.info("server")["run_id"]).encode()
+    finally:
+        r.close()
+
+
+def test_redlock_churn_leaves_no_key_on_any_master(redlock_url_servers: list[ServerProc]) -> None:
+    prefix = f"rchurn-{uuid.uuid4().hex[:6]}-"
+    with distlock.connect(redlock_url(redlock_url_servers)) as store:
+        for i in range(100):
+            name = f"{prefix}{i}"
+            if i % 3 == 2:
+                with store.rwlock(name, ttl=10).read:
+                    pass
+            else:
+                with store.lock(name, ttl=10):
+                    assert not store.lock(name, ttl=10).acquire(blocking=False)
+    for s in redlock_url_servers:
+        r = raw(s.url)
+        assert keys_with(r, prefix) == [], s.name
+        r.close()
+
+
+def test_redlock_wiped_master_is_excluded_until_reseeded(name: str) -> None:
+    """The finding: fences went 5 -> 1 when a wiped master and one that missed the recent acquisitions formed
+    the next majority. Now the wiped master counts toward no fence; with only it and the stale one up, the
+    acquire is refused; once a majority that kept its state answers, it is re-seeded and fences go on up."""
+    with redis_masters(3) as (a, b, c):
+        with distlock.connect(redlock_url([a, b, c], "node_timeout=0.3")) as store:
+            with store.lock(name, ttl=10):
+                pass  # seeds all three
+            fences = []
+            c.pause()
+            try:
+                for _ in range(4):  # c misses these
+                    with store.lock(name, ttl=10) as lk:
+                        fences.append(lk.fence)
+            finally:
+                c.resume()
+            r = raw(a.url)
+            r.flushall()  # a loses its state
+            r.close()
+            b.pause()
+            try:  # a (wiped) and c (stale) answer: 0.1.0 handed out 1 here
+                with pytest.raises(QuorumError, match="fence counter intact") as err:
+                    store.lock(name, ttl=10).acquire(timeout=2)
+                assert "\n" not in str(err.value)
+            finally:
+                b.resume()
+            with store.lock(name, ttl=10) as lk:
+                fences.append(lk.fence)
+            mark, n = _marker(a)
+            assert mark == _run_id(a) and n >= fences[-1]  # a was re-seeded from b and c
+            b.pause()
+            try:  # now a (re-seeded) and c (written back) form the majority
+                with store.lock(name, ttl=10) as lk:
+                    fences.append(lk.fence)
+            finally:
+                b.resume()
+    assert all(isinstance(f, int) for f in fences)
+    assert fences == sorted(fences) and len(set(fences)) == len(fences), fences
+
+
+def test_redlock_master_restarted_empty_or_with_its_data_is_reseeded(name: str) -> None:
+    """A restart changes the run id, so even a master that kept its data (or came back from an older
+    snapshot) is re-seeded from the others before its counter counts again."""
+    with redis_masters(5, *DURABLE) as masters:
+        with distlock.connect(redlock_url(masters)) as store:
+            fences = []
+            with store.lock(name, ttl=10) as lk:
+                fences.append(lk.fence)
+            old = _run_id(masters[0])
+            restart(masters[0])  # keeps its data (AOF, fsync always), new run id
+            restart(masters[1])
+            assert _run_id(masters[0]) != old
+            for _ in range(2):
+                with store.lock(name, ttl=10) as lk:
+                    fences.append(lk.fence)
+            assert _marker(masters[0])[0] == _run_id(masters[0])
+            assert _marker(masters[1])[0] == _run_id(masters[1])
+        assert fences == sorted(fences) and len(set(fences)) == len(fences), fences
+
+
+def test_redlock_read_lock_when_the_counters_disagree(name: str) -> None:
+    """The masters' counters out of step (one far ahead): the read lock's fence must be written back to a
+    majority, and the write-back must recognise a reader (0.1.0 only recognised the exclusive key)."""
+    with redis_masters(3) as masters:
+        r = raw(masters[0].url)
+        r.set(lua.fence_key(name), 1000)  # one master far ahead (here: a 0.1.0 per-name counter)
+        r.close()
+        with distlock.connect(redlock_url(masters)) as store:
+            rw = store.rwlock(name, ttl=10)
+            assert rw.read.acquire(blocking=False)  # one try (0.1.0 needed a second, after its failed write-back)
+            assert rw.read.fence is not None and rw.read.fence > 1000
+            info = store.inspect(name)
+            assert info is not None and info.holders[0].fence == rw.read.fence
+            rw.read.release()
+            masters[0].kill()  # the master that was ahead is gone: the others count above it
+            with store.rwlock(name, ttl=10).read:
+                pass
+            rd = store.rwlock(name, ttl=10).read
+            assert rd.acquire(timeout=5)
+            assert rd.fence is not None and rd.fence > 1000
+            rd.release()
