@@ -2,7 +2,7 @@
 
 * :mod:`.probes` -- per-scheme probes of the raw limit (Redis ``PING``, SQLite ``BEGIN IMMEDIATE`` + ``COMMIT``...).
 * :mod:`.measure` -- the measurements (uncontended, hand-off between two processes, 8-way contention).
-* :mod:`.plot` -- the chart (matplotlib, the optional ``distlock[plot]`` extra).
+* :mod:`.plot` -- the chart (matplotlib, the optional ``python-distlock[plot]`` extra).
 """
 
 from __future__ import annotations

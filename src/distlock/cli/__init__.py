@@ -1,4 +1,4 @@
-"""The ``distlock`` command line (SPEC section 8).
+"""The ``distlock`` command line (docs/cli.md).
 
 Exit codes of its own: 0 ok; 2 bad usage or URL; 69 backend unreachable; 70 the lock was lost while
 ``run``'s command ran; 75 lock not acquired in time. ``run`` otherwise exits with its command's code.

@@ -131,7 +131,7 @@ def render_async(results: list[dict[str, Any]]) -> Table:
     "plot_file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Draw a PNG chart (needs distlock[plot]).",
+    help="Draw a PNG chart (needs python-distlock[plot]).",
 )
 @click.pass_obj
 def bench(
