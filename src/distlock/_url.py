@@ -158,8 +158,11 @@ def parse_url(url: str | None, options: dict[str, object] | None = None) -> Stor
         known = ", ".join(sorted(SCHEMES))
         raise ConfigError(f"unknown URL scheme {scheme!r} (known: {known})", backend=scheme)
     backend = SCHEMES[scheme]
-    parts = urlsplit(url)
-    params = dict(parse_qsl(parts.query, keep_blank_values=True))
+    try:
+        parts = urlsplit(url)
+        params = dict(parse_qsl(parts.query, keep_blank_values=True))
+    except ValueError as exc:  # e.g. an unclosed "[" of an IPv6 host
+        raise ConfigError(f"malformed {scheme}:// URL ({exc}): {redact(url)!r}", backend=scheme) from None
     for key, value in (options or {}).items():
         params[key] = str(value).lower() if isinstance(value, bool) else str(value)
 

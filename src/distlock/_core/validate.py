@@ -6,6 +6,10 @@ import math
 
 from .._errors import ConfigError
 
+#: Shortest lease accepted: a lease must outlast a round trip and the drift margin (1% + 2 ms) by a wide
+#: margin, or every grant arrives after its own end. Shorter TTLs are refused rather than silently useless.
+MIN_TTL = 0.05
+
 #: Longest name accepted at all. Backends with smaller limits map longer names (by full hash).
 MAX_NAME_CHARS = 1024
 
@@ -38,6 +42,18 @@ def check_seconds(value: object, what: str, *, name: str | None = None, backend:
     if math.isnan(f) or math.isinf(f) or f <= 0:
         raise ConfigError(
             f"{what} must be a positive finite number of seconds, got {value!r}", name=name, backend=backend
+        )
+    return f
+
+
+def check_ttl(value: object, what: str = "ttl", *, name: str | None = None, backend: str | None = None) -> float:
+    """A lease: positive, finite, and at least :data:`MIN_TTL` seconds."""
+    f = check_seconds(value, what, name=name, backend=backend)
+    if f < MIN_TTL:
+        raise ConfigError(
+            f"{what} must be at least {MIN_TTL} seconds (a lease must outlast a round trip), got {value!r}",
+            name=name,
+            backend=backend,
         )
     return f
 

@@ -20,8 +20,8 @@ from .. import _rt_sync as rt
 from .._core import ids
 from .._core.timing import Deadline, monotonic, renew_interval
 from .._core.types import Claim, Mode
-from .._core.validate import check_name, check_permits, check_seconds, check_timeout
-from .._errors import AcquireTimeout, LockError, LockLost, NotHeld
+from .._core.validate import check_name, check_permits, check_timeout, check_ttl
+from .._errors import AcquireTimeout, ConfigError, LockError, LockLost, NotHeld
 from .lease import Holding
 
 if TYPE_CHECKING:
@@ -30,6 +30,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("distlock")
 
 LostCallback = Callable[[Any], object]
+
+
+def _wait_of(blocking: bool, timeout: float | None, *, name: str, backend: str) -> float | None:
+    if not blocking:
+        if timeout is not None:
+            raise ConfigError("a timeout cannot be given with blocking=False", name=name, backend=backend)
+        return 0.0
+    return check_timeout(timeout, name=name, backend=backend)
 
 
 class _Scoped:
@@ -92,7 +100,7 @@ class Lock(_Scoped):
     ) -> None:
         backend = store.scheme
         self.name = check_name(name, backend=backend)
-        self.ttl = check_seconds(ttl, "ttl", name=name, backend=backend)
+        self.ttl = check_ttl(ttl, name=name, backend=backend)
         self.timeout = check_timeout(timeout, name=name, backend=backend)
         self.permits = check_permits(permits, name=name, backend=backend)
         self.mode = mode
@@ -113,10 +121,18 @@ class Lock(_Scoped):
     # -- acquire ---------------------------------------------------------------------------------------
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Acquire; True on success, False if not acquired in time (``blocking=False``: one attempt)."""
-        wait = check_timeout(timeout, name=self.name, backend=self._store.scheme) if blocking else 0.0
+        wait = self._wait_of(blocking, timeout)
         key = rt.owner_key()
         with self._guard:
             mine = self._holds.get(key)
+            if mine and not self.reentrant and self.mode is not Mode.SEMAPHORE and mine[-1].lost.is_set():
+                # The holding was lost: this owner holds nothing, so it may take the lock again (the lost
+                # holding's release() would only say LockLost). A reentrant holding stays: its count says
+                # the owner is still inside, and re-entering a lost lock must fail.
+                mine.pop()
+                if not mine:
+                    del self._holds[key]
+                mine = self._holds.get(key)
             if mine and self.mode is not Mode.SEMAPHORE:
                 current = mine[-1]
                 if not self.reentrant:
@@ -160,6 +176,10 @@ class Lock(_Scoped):
         self._store._register(holding)
         return True
 
+    def _wait_of(self, blocking: bool, timeout: float | None) -> float | None:
+        """How long acquire() may wait: threading's rules (a timeout with blocking=False is an error)."""
+        return _wait_of(blocking, timeout, name=self.name, backend=self._store.scheme)
+
     # -- release ---------------------------------------------------------------------------------------
     def release(self) -> None:
         """Release this owner's holding. ``NotHeld`` if it holds nothing, ``LockLost`` if it was lost."""
@@ -195,7 +215,7 @@ class Lock(_Scoped):
         way (an answer that comes after the lease end confirms nothing).
         """
         holding = self._own_holding()
-        new_ttl = self.ttl if ttl is None else check_seconds(ttl, "ttl", name=self.name, backend=self._store.scheme)
+        new_ttl = self.ttl if ttl is None else check_ttl(ttl, name=self.name, backend=self._store.scheme)
         leases = self._store._leases
         if leases.check(holding):
             raise LockLost(f"lost: {holding.lost_reason}", name=self.name, backend=self._store.scheme)
@@ -309,7 +329,7 @@ class MultiLock(_Scoped):
 
     def __init__(self, store: Store, names: list[str], **options: Any) -> None:
         if isinstance(names, str) or not names:
-            raise LockError("multilock needs a non-empty list of names", backend=store.scheme)
+            raise ConfigError("multilock needs a non-empty list of names", backend=store.scheme)
         unique = sorted({check_name(n, backend=store.scheme) for n in names})
         self.names = unique
         self.timeout = check_timeout(options.pop("timeout", None), backend=store.scheme)
@@ -321,7 +341,7 @@ class MultiLock(_Scoped):
         return f"<{type(self).__name__} {self.names!r}>"
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
-        deadline = Deadline.after(check_timeout(timeout, backend=self._store.scheme) if blocking else 0.0)
+        deadline = Deadline.after(_wait_of(blocking, timeout, name=self.name, backend=self._store.scheme))
         taken: list[tuple[Lock, Holding]] = []
         try:
             for lock in self._locks:
