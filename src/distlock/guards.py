@@ -24,4 +24,4 @@ def etcd_guard(lock: Lock | AsyncLock) -> Any:
 
         return sync_guard(lock)
     except ModuleNotFoundError as exc:
-        raise ConfigError("etcd_guard() needs the etcd extra: pip install 'distlock[etcd]'") from exc
+        raise ConfigError("etcd_guard() needs the etcd extra: pip install 'python-distlock[etcd]'") from exc

@@ -58,7 +58,7 @@ def _poll_pause() -> None:
 
 class _RedisLock:
     def __init__(self, url: str, name: str, ttl: float) -> None:
-        import redis  # the baselines need redis-py: pip install 'distlock[redis]'
+        import redis  # the baselines need redis-py: pip install 'python-distlock[redis]'
 
         self.r: Any = redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5)
         self.key = name
