@@ -139,6 +139,14 @@ class HTTPClient:
             idle = self._idle.get(member)
             return idle.pop() if idle else None
 
+    def _flush(self, member: Member) -> None:
+        """Close every idle connection to ``member``: one of them went silent (a half-open link, a frozen
+        path), and the others were opened no later than it was; new connections are made as needed."""
+        with self._guard:
+            idle = self._idle.pop(member, [])
+        for link in idle:
+            link.close()
+
     def _release(self, member: Member, link: _Link) -> None:
         """Back to the pool if h11 says the connection can carry another request, else closed."""
         if link.next_cycle():
@@ -184,6 +192,10 @@ class HTTPClient:
 
         A kept-alive connection the server closed meanwhile fails before any answer arrives; then the
         request goes once more on a new connection (every request the backend sends is safe to repeat).
+        A kept-alive connection that stays silent until the deadline is closed with every other idle one to
+        the member (they may be half-open too), so the caller's next try starts on a new connection.
+        Whatever ends a request early (timeout, cancellation, error) closes its connection: a late answer
+        must never be read as the next request's.
         """
         deadline = monotonic() + timeout
         link = self._take(member)
@@ -192,6 +204,10 @@ class HTTPClient:
                 return link, await link.exchange(request, body, deadline), deadline
             except (ConnectionError, ssl.SSLError):
                 link.close()
+            except TimeoutError:
+                link.close()
+                self._flush(member)
+                raise
             except BaseException:
                 link.close()
                 raise

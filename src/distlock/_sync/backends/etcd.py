@@ -29,6 +29,7 @@ if its lease was revoked from outside meanwhile, it queues again at the back wit
 from __future__ import annotations
 
 import json
+import logging
 import ssl
 import threading
 from collections.abc import Sequence
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import _rt_sync as rt
 from ..._core import etcd_keys as keys
-from ..._core.timing import monotonic
+from ..._core.timing import drift_margin, monotonic
 from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
 from ..._errors import BackendError, ConfigError, NotHeld, UnsupportedFeature
 from ..._url import StoreConfig, scrub
@@ -46,6 +47,8 @@ from ._etcd_http import HTTPClient, Member
 
 if TYPE_CHECKING:
     from ..locks import Lock
+
+log = logging.getLogger("distlock")
 
 #: gRPC codes the gateway reports for a member that cannot serve now (no leader, leader changed, timeout)
 _RETRY_CODES = {4, 8, 14}
@@ -56,6 +59,8 @@ _FAST_TRY = 0.5
 _MAX_TXN_OPS = 100
 #: free leases kept per TTL for reuse
 _POOL_SIZE = 8
+#: budget of the clean-up after a failed acquire (what it leaves goes with its lease's TTL)
+_CLEANUP = 2.0
 
 
 @dataclass
@@ -66,6 +71,15 @@ class _Lease:
 
     def left(self, now: float) -> float:
         return self.confirmed + self.ttl - now
+
+    def end(self) -> float:
+        """The local end of this lease: no later than the server's, by the drift margin."""
+        return self.confirmed + self.ttl - drift_margin(self.ttl)
+
+    def confirm(self, sent: float, ttl: int) -> None:
+        """A keepalive sent at ``sent`` was answered with ``ttl`` (> 0)."""
+        self.confirmed = max(self.confirmed, sent)
+        self.ttl = min(self.ttl, ttl)  # the server's word, in case it ever answers less than it granted
 
 
 @dataclass
@@ -217,15 +231,20 @@ class _Gateway:
             if tries % len(self.bases) == 0:
                 rt.sleep(min(0.2, 0.02 * tries))
 
-    def keepalive(self, ids: Sequence[int]) -> dict[int, int]:
-        """One request for many leases (the gateway streams one answer per id): id -> TTL (0: gone)."""
+    def keepalive(self, ids: Sequence[int], op_timeout: float | None = None) -> dict[int, int]:
+        """One request for many leases (the gateway streams one answer per id): id -> TTL (0: gone).
+
+        The answer confirms the leases from the moment the *first* try was sent, which is no later than the
+        try the server answered: a caller that counts from its own send time never outlives the server."""
         if not ids:
             return {}
         body = "\n".join(json.dumps({"ID": str(i)}) for i in ids)
-        deadline = monotonic() + self.op_timeout
+        op_timeout = self.op_timeout if op_timeout is None else op_timeout
+        deadline = monotonic() + op_timeout
         while True:
             # a healthy leader answers keepalives in milliseconds: give up on a member sooner than usual
-            data = self.call("/v3/lease/keepalive", body, try_timeout=_FAST_TRY)
+            left = max(0.05, deadline - monotonic())
+            data = self.call("/v3/lease/keepalive", body, try_timeout=_FAST_TRY, op_timeout=left)
             out: dict[int, int] = {}
             failed = ""
             for msg in data.get("_messages", [data]):
@@ -374,8 +393,27 @@ class Attempt(SyncAttempt):
         self._since = 0
         self._woke: tuple[Member, int] | None = None  # where and at which revision the watch saw the delete
         self._granted = False  # the backend adopted our key as a holding
+        self._deadline: float | None = None  # the acquire's deadline, learned from wait()
+        self._try_end = 0.0  # the current try's end: its start + the op timeout, or the deadline if sooner
+
+    def _budget(self) -> float:
+        """How long the next call of this try may take: what is left of the try (at least a moment)."""
+        return max(0.01, self._try_end - monotonic())
 
     def try_acquire(self) -> Grant:
+        """One try, bounded as a whole by the op timeout (``timeout=`` in the URL), and by the acquire's
+        deadline once wait() told it: a try that runs into the deadline is a plain "not yet"."""
+        self._try_end = monotonic() + self.backend.gw.op_timeout
+        if self._deadline is not None:
+            self._try_end = min(self._try_end, self._deadline)
+        try:
+            return self._try()
+        except BackendError:
+            if self._deadline is not None and monotonic() >= self._deadline:
+                return Grant(False)  # ran into the acquire's deadline: the store abandons the attempt
+            raise
+
+    def _try(self) -> Grant:
         started = monotonic()
         claim = self.claim
         if self._entry is None:
@@ -419,7 +457,7 @@ class Attempt(SyncAttempt):
             data = gw.read_at(member, {**keys.prefix_range(self._prefix), "serializable": True})
             if data is not None and int((data.get("header") or {}).get("revision") or 0) >= rev > 0:
                 return data
-        return gw.call("/v3/kv/range", keys.prefix_range(self._prefix))
+        return gw.call("/v3/kv/range", keys.prefix_range(self._prefix), op_timeout=self._budget())
 
     def _enqueue(self) -> tuple[_Entry, int, list[keys.Contender]]:
         """Create our key (put-if-absent on our own lease) and read the queue, in one txn."""
@@ -429,7 +467,7 @@ class Attempt(SyncAttempt):
         fresh = False
         while True:
             if self._lease is None:
-                self._lease = self.backend._take_lease(claim.ttl, fresh=fresh)
+                self._lease = self.backend._take_lease(claim.ttl, fresh=fresh, op_timeout=self._budget())
             lease = self._lease
             key = keys.lock_key(claim.name, claim.mode, lease.id)
             data = self.backend.gw.call(
@@ -445,6 +483,7 @@ class Attempt(SyncAttempt):
                     "failure": [{"request_range": keys.range_op(key)}, queue_range],
                 },
                 ok_codes=() if fresh else (_NOT_FOUND,),
+                op_timeout=self._budget(),
             )
             if int(data.get("code") or 0) != _NOT_FOUND:
                 break
@@ -461,6 +500,8 @@ class Attempt(SyncAttempt):
         return entry, header_rev, keys.contenders(self._prefix, keys.kvs_of(responses[-1]))
 
     def wait(self, grant: Grant, timeout: float | None) -> None:
+        # the store passes what is left of the acquire's timeout: later calls of this attempt stop there
+        self._deadline = None if timeout is None else monotonic() + timeout
         entry = self._entry
         if entry is None or not self._watch:
             rt.sleep(0.01)
@@ -470,10 +511,16 @@ class Attempt(SyncAttempt):
         # keep our place in the queue: a waiter's lease is kept alive by the waiter (holders' by the renewer)
         if monotonic() >= lease.confirmed + lease.ttl / 3.0:
             sent = monotonic()
-            ttl = (gw.keepalive([lease.id])).get(lease.id, 0)
+            limit = gw.op_timeout if timeout is None else max(0.01, min(gw.op_timeout, timeout))
+            try:
+                ttl = (gw.keepalive([lease.id], op_timeout=limit)).get(lease.id, 0)
+            except BackendError:
+                if self._deadline is not None and monotonic() >= self._deadline:
+                    return  # the store sees the deadline passed and abandons the attempt
+                raise
             if ttl <= 0:
                 return  # gone: the next try sees our key missing and queues again
-            lease.confirmed = sent
+            lease.confirm(sent, ttl)
         slice_ = max(0.05, lease.confirmed + lease.ttl / 3.0 - monotonic())
         if timeout is not None:
             slice_ = min(slice_, max(0.0, timeout))
@@ -488,11 +535,18 @@ class Attempt(SyncAttempt):
             )
 
     def abandon(self) -> None:
+        """Bounded by its own budget (``_CLEANUP``, at most the op timeout): on a silent link, what is left
+        goes with the lease, which nobody keeps alive any more (it is never given back to the pool)."""
+        budget = min(_CLEANUP, self.backend.gw.op_timeout)
+        end = monotonic() + budget
         if self._granted:
             # Granted, but the caller never took the holding (cancelled as the grant came back): release it
             # like any holding, or it would block the name until its lease ran out (F10).
             self._granted = False
-            self.backend.release(self.claim)
+            try:
+                self.backend._release(self.claim, budget)
+            except BackendError as exc:
+                log.warning("clean-up of a grant nobody took (%r) left to its lease: %s", self.claim.name, exc)
             return
         entry = self._entry
         lease = entry.lease if entry is not None else self._lease
@@ -509,6 +563,7 @@ class Attempt(SyncAttempt):
                         "compare": [keys.create_is(entry.key, entry.rev)],
                         "success": [keys.delete_op(entry.key), keys.delete_op(keys.owner_key(lease.id))],
                     },
+                    op_timeout=budget,
                 )
             except BackendError:
                 data = {}
@@ -516,7 +571,8 @@ class Attempt(SyncAttempt):
                 self.backend._give_back(lease)
                 return
         # Revoking deletes our key and owner record even if the create's reply never reached us (F10).
-        self.backend.gw.revoke(lease.id)
+        if not self.backend.gw.revoke(lease.id, op_timeout=max(0.05, end - monotonic())):
+            log.warning("clean-up of an abandoned acquire of %r left to its lease's TTL", self.claim.name)
 
     def _drop(self) -> None:
         """Our key is gone from the queue: revoke the lease it was on (it may be dead already)."""
@@ -576,7 +632,7 @@ class Backend(SyncBackend):
         return Attempt(self, claim)
 
     # -- leases ----------------------------------------------------------------------------------------
-    def _take_lease(self, ttl: float, fresh: bool = False) -> _Lease:
+    def _take_lease(self, ttl: float, fresh: bool = False, op_timeout: float | None = None) -> _Lease:
         want = keys.lease_ttl_seconds(ttl)
         now = monotonic()
         enough = max(ttl * 2.0 / 3.0, 0.5)
@@ -595,11 +651,12 @@ class Backend(SyncBackend):
             # a keepalive is answered by the leader without a raft write, unlike a grant (and the revoke of
             # the old lease it would need)
             sent = monotonic()
-            if (self.gw.keepalive([refresh.id])).get(refresh.id, 0) > 0:
-                refresh.confirmed = sent
+            ttl_left = (self.gw.keepalive([refresh.id], op_timeout=op_timeout)).get(refresh.id, 0)
+            if ttl_left > 0:
+                refresh.confirm(sent, ttl_left)
                 return refresh
         sent = monotonic()
-        data = self.gw.call("/v3/lease/grant", {"TTL": str(want)})
+        data = self.gw.call("/v3/lease/grant", {"TTL": str(want)}, op_timeout=op_timeout)
         return _Lease(int(data["ID"]), int(data.get("TTL") or want), sent)
 
     def _give_back(self, lease: _Lease) -> None:
@@ -658,7 +715,17 @@ class Backend(SyncBackend):
             self.gw.revoke(new.id)
 
     # -- the backend interface -------------------------------------------------------------------------
+    def lease_end(self, claim: Claim) -> float | None:
+        """The local end of the holding's own etcd lease: the send time of its last confirmed keepalive (or
+        grant) + the TTL the server granted - the drift margin. Tighter than the store's own count when a
+        pooled lease was confirmed before the acquire started."""
+        entry = self._entry(claim)
+        return None if entry is None else entry.lease.end()
+
     def release(self, claim: Claim) -> bool:
+        return self._release(claim, None)
+
+    def _release(self, claim: Claim, op_timeout: float | None) -> bool:
         with self._guard:
             entry = self._entries.get(claim.token)
             if entry is None:
@@ -671,6 +738,7 @@ class Backend(SyncBackend):
                     "compare": [keys.create_is(entry.key, entry.rev)],
                     "success": [keys.delete_op(entry.key), keys.delete_op(keys.owner_key(entry.lease.id))],
                 },
+                op_timeout=op_timeout,
             )
         finally:
             with self._guard:
@@ -682,7 +750,7 @@ class Backend(SyncBackend):
         if data.get("succeeded"):
             self._give_back(entry.lease)
             return True
-        self.gw.revoke(entry.lease.id)
+        self.gw.revoke(entry.lease.id, op_timeout=op_timeout)
         return False
 
     def renew(self, claims: Sequence[Claim]) -> list[bool]:
@@ -702,7 +770,7 @@ class Backend(SyncBackend):
         dead = set()
         for lease in pooled:
             if ttls.get(lease.id, 0) > 0:
-                lease.confirmed = sent
+                lease.confirm(sent, ttls[lease.id])
             else:
                 dead.add(lease.id)
         if dead:
@@ -717,8 +785,8 @@ class Backend(SyncBackend):
         out = []
         for e, gone in zip(entries, released, strict=True):
             ok = e is not None and (e.releasing or (ttls.get(e.lease.id, 0) > 0 and (e.key, e.rev) in present))
-            if ok and e is not None:
-                e.lease.confirmed = sent
+            if ok and e is not None and ttls.get(e.lease.id, 0) > 0:
+                e.lease.confirm(sent, ttls[e.lease.id])
             out.append(ok or gone)
         self._revoke_stale()
         return out
