@@ -63,11 +63,15 @@ def redact(url: str) -> str:
 
 
 def scrub(text: str, *secrets: str | None) -> str:
-    """Remove URLs' passwords and each given secret from a message (driver errors may echo them)."""
+    """Remove URLs' passwords and each given secret from a message (driver errors may echo them).
+
+    A secret is replaced where it stands as a whole token (not inside a longer word or number), so a short
+    password such as ``p`` does not turn "port 1" into "***ort 1", while ``password=p`` or ``'p'`` still go.
+    """
     out = redact(text)
     for secret in secrets:
         if secret:
-            out = out.replace(secret, "***")
+            out = re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", "***", out)
     return out
 
 
