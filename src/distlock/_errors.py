@@ -1,4 +1,4 @@
-"""The one error tree of distlock (SPEC section 7).
+"""The one error tree of distlock (documented in the README).
 
 ::
 

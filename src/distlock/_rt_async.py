@@ -34,7 +34,7 @@ async def run_blocking(fn: Callable[..., T], *args: Any) -> T:
 
 
 def owner_key() -> object:
-    """Who owns a reentrant hold: the current asyncio task (never the thread: PEERS, redis-py asyncio)."""
+    """Who owns a reentrant hold: the current asyncio task (never the thread: redis-py's asyncio lock keyed by thread, so two tasks shared a hold)."""
     task = asyncio.current_task()
     return task if task is not None else threading.get_ident()
 

@@ -56,7 +56,7 @@ class Dispatcher:
     """Store internals run in the caller's thread; user callbacks on one callback thread per store.
 
     Never on the renewer, the lease clock or a driver's thread (kazoo's event thread delivers wake-ups to
-    every waiter of the store): a slow callback then delays only other callbacks (SAFETY F18). Whatever a
+    every waiter of the store): a slow callback then delays only other callbacks (F18 in docs/safety.md). Whatever a
     callback raises, ``SystemExit`` included, is logged and dropped.
     """
 

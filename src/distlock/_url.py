@@ -1,6 +1,6 @@
 """Store URLs -> :class:`StoreConfig`, and credential scrubbing.
 
-One parser for every backend (SPEC section 2). Multi-host URLs (``redlock://h1:6379,h2:6379``,
+One parser for every backend. Multi-host URLs (``redlock://h1:6379,h2:6379``,
 ``zookeeper://h1:2181,h2:2181/chroot``) are split here, so backends receive a list of
 ``(host, port)`` pairs and never parse URLs themselves. Query parameters are backend options;
 the backend pops the ones it knows and :meth:`StoreConfig.reject_unknown` turns leftovers into a
@@ -76,7 +76,7 @@ def scrub(text: str, *secrets: str | None) -> str:
 
 
 def default_url() -> str:
-    """``DISTLOCK_URL``, else the SQLite file in the user's state dir (SPEC section 2)."""
+    """``DISTLOCK_URL``, else the SQLite file in the user's state dir."""
     env = os.environ.get("DISTLOCK_URL")
     if env:
         return env

@@ -9,7 +9,7 @@ renewal, the lost signal and bookkeeping; a backend only answers:
 * ``attempt.wait(grant, timeout)``   block until something changed that may let us in (push), or timeout.
 * ``attempt.abandon()``              after a failed, timed-out, cancelled or errored acquire: delete every
                                       trace of this claim (queue entry, a holding whose reply was lost, its
-                                      lease). Must be idempotent and safe to call in any state (SAFETY F10).
+                                      lease). Must be idempotent and safe to call in any state (F10 in docs/safety.md).
 * ``release(claim)``                 compare-and-delete by token; False if it was no longer held.
 * ``renew(claims)``                  extend many leases in one round trip per tick; one bool per claim.
 * ``holds(claim)``                   is this claim still a live holder (``owned()``)?

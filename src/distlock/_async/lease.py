@@ -4,14 +4,14 @@ A holding's **local lease end** is the moment the request that last confirmed it
 TTL that request carried, minus a drift margin (``timing.lease_end``). The server cannot have started its
 own count before we sent, so it cannot end its lease before ours: when ours ends, ``lost`` fires, and it
 fires by a timer, whatever round trip is in flight. That is the promise -- the holder is told before the
-backend can grant the lock to anyone else -- and why it never waits for I/O (SAFETY F15: a silent link or a
+backend can grant the lock to anyone else -- and why it never waits for I/O (F15 in docs/safety.md: a silent link or a
 half-open connection may never answer).
 
 Two workers per store, so that a stuck round trip can never delay a ``lost``:
 
 * the **clock** sleeps until the earliest local lease end and marks what ran out as lost. It does no I/O.
-* the **renewer** extends leases in batches (one round trip per tick for every holding due, SPEC section 3
-  of the docs: renewal every ttl/3). A batch is bounded by the earliest lease end in it: a call that cannot
+* the **renewer** extends leases in batches (one round trip per tick for every holding due; each is renewed every
+  ttl/3). A batch is bounded by the earliest lease end in it: a call that cannot
   be answered before that is given up (cancelled on asyncio; on threads the renewer stops waiting and the
   driver's own socket timeout ends the call), and only the holdings whose lease ran out meanwhile are lost.
 

@@ -43,7 +43,7 @@ class _Scoped:
     """``with lock:`` / ``async with lock:`` for every lock object.
 
     Enter: acquire within the object's ``timeout`` or raise ``AcquireTimeout`` (never run the body without
-    the lock: PEERS, python-etcd3 #599). Exit: release; if the lock was lost meanwhile, ``LockLost`` is
+    the lock, as python-etcd3 did: its issue #599). Exit: release; if the lock was lost meanwhile, ``LockLost`` is
     raised, unless the body already raised (its exception wins and is not masked).
     """
 
@@ -256,7 +256,7 @@ class AsyncLock(_Scoped):
 
     @property
     def fence(self) -> int | None:
-        """The fencing token of this owner's current holding (SPEC section 5), else None."""
+        """The fencing token of this owner's current holding (strictly increasing per name), else None."""
         with self._guard:
             mine = self._holds.get(rt.owner_key())
         return mine[-1].fence if mine else None

@@ -283,7 +283,7 @@ class AsyncStore:
         Blocking exclusive claims of one store on one name line up locally first, and only the first in
         line asks the backend: of N tasks or threads waiting here, at most one can be granted the lock at a
         time anyway, and letting all of them answer every release (a wake-up per waiter, a transaction per
-        wake-up on SQLite and SQL) is a herd inside the process (SAFETY F11) that costs the holder's hand-off
+        wake-up on SQLite and SQL) is a herd inside the process (F11 in docs/safety.md) that costs the holder's hand-off
         far more than the grant. Fair claims skip the line (the backend's queue is their order), and so do
         backends that always queue (each waiter already watches only its predecessor).
         """

@@ -63,7 +63,7 @@ def wait_slice(hint: float | None, backoff: float | None, deadline_left: float |
 
 
 def renew_interval(ttl: float) -> float:
-    """Renew every ttl/3 (SAFETY F1): two renewals can fail before the lease runs out."""
+    """Renew every ttl/3 (F1 in docs/safety.md): two renewals can fail before the lease runs out."""
     return ttl / 3.0
 
 

@@ -32,7 +32,7 @@ class Mode(enum.StrEnum):
 class Claim:
     """One acquisition attempt, from the first try to the release.
 
-    ``token`` authorises release/renewal: random, >= 128 bits, per acquisition (SPEC section 4).
+    ``token`` authorises release/renewal: random, >= 128 bits, per acquisition, never derived from the owner id.
     ``owner`` is informational only (``host:pid:thread-or-task``) and never used for authorisation.
     """
 

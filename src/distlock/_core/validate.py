@@ -1,4 +1,4 @@
-"""Argument checks done before anything touches a backend (SPEC section 7: bad input changes nothing)."""
+"""Argument checks done before anything touches a backend (bad input changes nothing)."""
 
 from __future__ import annotations
 
