@@ -356,16 +356,16 @@ def test_renewal_of_many_locks_is_one_round_trip_per_tick(
     for lock in locks:
         assert lock.acquire(blocking=False)
     sent: list[int] = []
-    real = _redis_sync.pipeline
+    real = _redis_sync.Wire.call_many
 
-    def counting(client: object, commands: list[object]) -> list[object]:
-        sent.append(len(commands))
-        return real(client, commands)  # type: ignore[arg-type]
+    def counting(wire: _redis_sync.Wire, packs: list[bytes], *args: object) -> list[object]:
+        sent.append(len(packs))
+        return real(wire, packs, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_redis_sync, "pipeline", counting)
+    monkeypatch.setattr(_redis_sync.Wire, "call_many", counting)
     results = store._backend.renew([h.claim for h in store._renewer.snapshot()])  # what one tick sends
     assert results == [True] * 200
-    assert sent == [200]  # 200 renewals, one pipeline: one round trip
+    assert sent == [200]  # 200 renewals, one write and 200 replies: one round trip
     monkeypatch.undo()
     for lock in locks:
         lock.release()

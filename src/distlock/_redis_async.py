@@ -137,22 +137,38 @@ class Wire:
         pool: Any = client.connection_pool
         return cls(lambda: pool.connection_class(**pool.connection_kwargs))
 
-    async def call(self, packed: bytes, unsure: list[bool] | None = None) -> Any:
+    async def call(self, packed: bytes, unsure: list[bool] | None = None, timeout: float | None = None) -> Any:
         """Send ``packed`` and return its reply. If a first try fails after the request went out (so the
-        server may have run it) and the request is sent again, ``True`` is appended to ``unsure``."""
+        server may have run it) and the request is sent again, ``True`` is appended to ``unsure``.
+        ``timeout`` bounds each try below the connection's own socket timeout."""
+        reply = (await self.call_many([packed], unsure, timeout))[0]
+        if isinstance(reply, ResponseError):
+            raise reply
+        return reply
+
+    async def call_many(
+        self, packs: Sequence[bytes], unsure: list[bool] | None = None, timeout: float | None = None
+    ) -> list[Any]:
+        """Several requests in one round trip; an error reply is returned in its place (a ``ResponseError``),
+        the connection stays in step. A try that times out closes its connection (a silent, half-open one
+        is never used again) and is sent once more on a new one."""
         for attempt in (0, 1):
             sent = False
             conn = self._idle.pop() if self._idle else self._make()
             try:
                 if not conn.is_connected:
                     await conn.connect()
-                sent = True
-                await conn.send_packed_command([packed], check_health=False)
-                reply = await conn.read_response()
-            except ResponseError:
-                self._put(conn)
-                raise
-            except (RedisConnectionError, RedisTimeoutError):
+                short = timeout is not None and timeout < (conn.socket_timeout or float("inf"))
+                async with asyncio.timeout(timeout if short else None):
+                    sent = True
+                    await conn.send_packed_command(list(packs), check_health=False)
+                    replies: list[Any] = []
+                    for _ in packs:
+                        try:
+                            replies.append(await conn.read_response())
+                        except ResponseError as exc:
+                            replies.append(exc)
+            except (RedisConnectionError, RedisTimeoutError, TimeoutError):
                 await self._drop(conn)
                 if attempt:
                     raise
@@ -164,7 +180,7 @@ class Wire:
                 raise
             self._put(conn)
             _recheck_cancel()
-            return reply
+            return replies
         raise AssertionError("unreachable")
 
     def _put(self, conn: Any) -> None:

@@ -119,9 +119,21 @@ class Wire:
         pool: Any = client.connection_pool
         return cls(lambda: pool.connection_class(**pool.connection_kwargs))
 
-    def call(self, packed: bytes, unsure: list[bool] | None = None) -> Any:
+    def call(self, packed: bytes, unsure: list[bool] | None = None, timeout: float | None = None) -> Any:
         """Send ``packed`` and return its reply. If a first try fails after the request went out (so the
-        server may have run it) and the request is sent again, ``True`` is appended to ``unsure``."""
+        server may have run it) and the request is sent again, ``True`` is appended to ``unsure``.
+        ``timeout`` bounds each try below the connection's own socket timeout."""
+        reply = self.call_many([packed], unsure, timeout)[0]
+        if isinstance(reply, ResponseError):
+            raise reply
+        return reply
+
+    def call_many(
+        self, packs: Sequence[bytes], unsure: list[bool] | None = None, timeout: float | None = None
+    ) -> list[Any]:
+        """Several requests in one round trip; an error reply is returned in its place (a ``ResponseError``),
+        the connection stays in step. A try that times out closes its connection (a silent, half-open one
+        is never used again) and is sent once more on a new one."""
         if self._pid != os.getpid():
             self._idle, self._pid = [], os.getpid()
         for attempt in (0, 1):
@@ -133,13 +145,20 @@ class Wire:
             try:
                 if not conn.is_connected:
                     conn.connect()
+                short = timeout is not None and timeout < (conn.socket_timeout or float("inf"))
+                if short:
+                    conn._sock.settimeout(timeout)
                 sent = True
-                conn.send_packed_command([packed], check_health=False)
-                reply = conn.read_response()
-            except ResponseError:
-                self.put(conn)
-                raise
-            except (RedisConnectionError, RedisTimeoutError):
+                conn.send_packed_command(list(packs), check_health=False)
+                replies: list[Any] = []
+                for _ in packs:
+                    try:
+                        replies.append(conn.read_response())
+                    except ResponseError as exc:
+                        replies.append(exc)
+                if short:
+                    conn._sock.settimeout(conn.socket_timeout)
+            except (RedisConnectionError, RedisTimeoutError, TimeoutError):
                 self.drop(conn)
                 if attempt:
                     raise
@@ -150,7 +169,7 @@ class Wire:
                 self.drop(conn)
                 raise
             self.put(conn)
-            return reply
+            return replies
         raise AssertionError("unreachable")
 
     def take_ready(self) -> Any:

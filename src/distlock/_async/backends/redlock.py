@@ -332,11 +332,12 @@ class Backend(AsyncBackend):
     async def renew(self, claims: Sequence[Claim]) -> list[bool]:
         if not claims:
             return []
-        calls = [self.nodes[0].call("renew", c.name, c.token, c.mode.value, lua.ms(c.ttl)) for c in claims]
+        calls = [(c.name, (c.token, c.mode.value, lua.ms(c.ttl))) for c in claims]
         started = monotonic()
+        deadline = self._deadline(min(c.ttl for c in claims))
         results = await self._fan(
-            self._calls(lambda n: n.run(calls, "renew"), self.nodes),
-            self._deadline(min(c.ttl for c in claims)),
+            self._calls(lambda n: n.batch("renew", calls, "renew", deadline), self.nodes),
+            deadline,
         )
         self._need_quorum(results, None, "renew")
         elapsed = monotonic() - started

@@ -86,11 +86,14 @@ class Node:
     """One Redis server (or one Redis Cluster): the client, its wake-up listener, scripts by name, errors ->
     BackendError."""
 
-    def __init__(self, client: drv.AnyClient, scheme: str, secret: str | None, label: str) -> None:
+    def __init__(
+        self, client: drv.AnyClient, scheme: str, secret: str | None, label: str, socket_timeout: float = 5.0
+    ) -> None:
         self.client = client
         self.scheme = scheme
         self.secret = secret
         self.label = label
+        self.socket_timeout = socket_timeout
         self.listener = drv.Listener(client)
         self.cluster = isinstance(client, drv.ClusterClient)
         # the hot path: pre-encoded script calls on distlock's own connections (on a cluster, one set of them
@@ -126,7 +129,7 @@ class Node:
             raise ConfigError(scrub(f"bad Redis URL option: {exc}", secret), backend=scheme) from None
         except RedisError as exc:
             raise BackendError(scrub(f"Redis {label}: cannot connect: {exc}", secret), backend=scheme) from exc
-        return cls(client, scheme, secret, label)
+        return cls(client, scheme, secret, label, socket_timeout)
 
     @property
     def plain_wire(self) -> drv.Wire:
@@ -226,28 +229,69 @@ class Node:
         except RedisError as exc:
             raise self.error(exc, what) from exc
 
-    def script(self, script: str, name: str, *args: str | int, unsure: list[bool] | None = None) -> Any:
+    def budget(self, ttl: float) -> float:
+        """How long one try of a call about a lease of ``ttl`` may wait for its reply: a third of the TTL
+        (at least 50 ms), at most the socket timeout. A try that runs out closes its connection and is sent
+        once more on a new one, so one silent (half-open) connection costs a third of a lease, not all."""
+        return min(self.socket_timeout, max(0.05, ttl / 3.0))
+
+    def script(
+        self,
+        script: str,
+        name: str,
+        *args: str | int,
+        unsure: list[bool] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
         """One script call on ``name`` (one round trip); reloads the scripts once after a restart. ``unsure``
-        gets a ``True`` when the call was sent again after a try whose outcome is unknown."""
+        gets a ``True`` when the call was sent again after a try whose outcome is unknown; ``timeout``
+        bounds each try (below the socket timeout)."""
         try:
             try:
-                return self._send(script, name, args, unsure)
+                return self._send(script, name, args, unsure, timeout)
             except NoScriptError:
                 self.load()
-                return self._send(script, name, args, unsure)
+                return self._send(script, name, args, unsure, timeout)
         except RedisError as exc:
             raise self.error(exc, script) from exc
 
-    def _send(self, script: str, name: str, args: tuple[str | int, ...], unsure: list[bool] | None = None) -> Any:
+    def batch(
+        self, script: str, calls: Sequence[tuple[str, Sequence[str | int]]], what: str, timeout: float | None
+    ) -> list[Any]:
+        """The same script on many names in one round trip (renewals), each try bounded by ``timeout``, on
+        distlock's own connections (a cluster: redis-py's pipeline, which routes by slot)."""
+        if self.wire is None:
+            return self.run([self.call(script, n, *a) for n, a in calls], what)
+        packs = [lua.packed_call(script, n, *a) for n, a in calls]
+        try:
+            replies = self.wire.call_many(packs, None, timeout)
+            if any(isinstance(r, NoScriptError) for r in replies):
+                self.load()
+                replies = self.wire.call_many(packs, None, timeout)
+        except RedisError as exc:
+            raise self.error(exc, what) from exc
+        for r in replies:
+            if isinstance(r, RedisError):
+                raise self.error(r, what) from r
+        return replies
+
+    def _send(
+        self,
+        script: str,
+        name: str,
+        args: tuple[str | int, ...],
+        unsure: list[bool] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
         if self.wire is not None:
-            return self.wire.call(lua.packed_call(script, name, *args), unsure)
+            return self.wire.call(lua.packed_call(script, name, *args), unsure, timeout)
         assert isinstance(self.client, drv.ClusterClient)
         try:  # straight to the master of the name's slot ...
             key, make = drv.route(self.client, name)
             wire = self._wires.get(key)
             if wire is None:
                 wire = self._wires[key] = drv.Wire(make)
-            return wire.call(lua.packed_call(script, name, *args, cluster=True), unsure)
+            return wire.call(lua.packed_call(script, name, *args, cluster=True), unsure, timeout)
         except drv.REROUTE:  # ... unless the slot moved or the master is away: redis-py's routing sorts it out
             if unsure is not None:
                 unsure.append(True)
@@ -489,7 +533,7 @@ class Backend(SyncBackend):
         )
         sent = monotonic()
         if not self.wait_replicas:
-            reply = node.script("acquire", claim.name, *args)
+            reply = node.script("acquire", claim.name, *args, timeout=node.budget(claim.ttl))
             node.learn(claim.name, reply)
             grant = grant_of(reply)
             if grant.acquired:
@@ -514,7 +558,9 @@ class Backend(SyncBackend):
     def release(self, claim: Claim) -> bool:
         unsure: list[bool] = []
         try:
-            reply = self.node.script("release", claim.name, claim.token, claim.mode.value, unsure=unsure)
+            reply = self.node.script(
+                "release", claim.name, claim.token, claim.mode.value, unsure=unsure, timeout=self.node.budget(claim.ttl)
+            )
         except BackendError:
             self.leases.unsure(claim.token)
             raise
@@ -523,9 +569,10 @@ class Backend(SyncBackend):
     def renew(self, claims: Sequence[Claim]) -> list[bool]:
         if not claims:
             return []
-        calls = [self.node.call("renew", c.name, c.token, c.mode.value, lua.ms(c.ttl)) for c in claims]
+        calls = [(c.name, (c.token, c.mode.value, lua.ms(c.ttl))) for c in claims]
         sent = monotonic()
-        out = [int(r) == 1 for r in self.node.run(calls, "renew")]
+        budget = self.node.budget(min(c.ttl for c in claims))
+        out = [int(r) == 1 for r in self.node.batch("renew", calls, "renew", budget)]
         self.leases.renewed(claims, out, sent)
         return out
 

@@ -1,0 +1,104 @@
+"""Redis under gray link failures (a loopback proxy between the client and the server): a half-open pooled
+connection does not stop the renewal of other locks, a release whose reply was lost and that is retried
+does not report a loss it did not have. Real redis-server processes only."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+import distlock
+from distlock.checker.proxy import FaultProxy
+from tests.servers.proc import ServerProc
+
+
+def _port(url: str) -> tuple[str, int]:
+    hostport = url.split("//", 1)[1].split("/", 1)[0]
+    host, port = hostport.rsplit(":", 1)
+    return host, int(port)
+
+
+@pytest.fixture
+def proxy(redis_url: str) -> FaultProxy:
+    host, port = _port(redis_url)
+    p = FaultProxy(host, port).start()
+    yield p  # type: ignore[misc]
+    p.close()
+
+
+def test_half_open_pooled_connections_do_not_stop_renewal(proxy: FaultProxy, name: str) -> None:
+    """Every connection open at some moment goes silent for good (no FIN); a lock taken afterwards, and the
+    one held before, keep being renewed on new connections."""
+    url = f"redis://127.0.0.1:{proxy.port}/0"  # default timeouts (5 s), longer than the TTL
+    with distlock.connect(url) as store:
+        before = store.lock(name, ttl=2)
+        assert before.acquire()
+        time.sleep(1.0)  # a renewal ran: the pool and the short path each hold an open connection
+        assert proxy.half_open() >= 1
+        after = store.lock(name + "-after", ttl=2)
+        assert after.acquire(timeout=5)
+        time.sleep(3.0)  # longer than the TTL: both live only if renewed
+        assert not after.lost.is_set() and after.owned()
+        assert not before.lost.is_set() and before.owned()
+        after.release()
+        before.release()
+
+
+async def test_half_open_pooled_connections_do_not_stop_renewal_async(proxy: FaultProxy, name: str) -> None:
+    url = f"redis://127.0.0.1:{proxy.port}/0"
+    store = await distlock.connect_async(url)
+    try:
+        before = store.lock(name, ttl=2)
+        assert await before.acquire()
+        await asyncio.sleep(1.0)
+        assert proxy.half_open() >= 1
+        after = store.lock(name + "-after", ttl=2)
+        assert await after.acquire(timeout=5)
+        await asyncio.sleep(3.0)
+        assert not after.lost.is_set() and await after.owned()
+        assert not before.lost.is_set() and await before.owned()
+        await after.release()
+        await before.release()
+    finally:
+        await store.aclose()
+
+
+def test_a_retried_release_that_had_succeeded_is_not_a_loss(proxy: FaultProxy, redis_url: str, name: str) -> None:
+    """The reply of a release is held back longer than the socket timeout: the driver gives up on that
+    connection and sends the release again on a new one, which finds the key gone (the first one ran). Inside
+    the lease that can only be our own release: success, not LockLost."""
+    url = f"redis://127.0.0.1:{proxy.port}/0?socket_timeout=0.5&connect_timeout=1"
+    with distlock.connect(url) as store:
+        lock = store.lock(name, ttl=30)
+        assert lock.acquire()
+        held = proxy.delay_next(b":1\r\n", 2.0, direction="down")  # the release's reply (no renewal due)
+        lock.release()  # raised LockLost before
+        assert held.is_set()
+        assert store.inspect(name) is None
+        with store.lock(name, ttl=5):
+            pass
+
+
+def test_a_release_after_the_lease_may_have_ended_still_reports_the_loss(own_server: ServerProc, name: str) -> None:
+    """The rule is bounded by the lease: a token gone after the local lease end is a loss, retried or not."""
+    import redis
+
+    with distlock.connect(own_server.url) as store:
+        lock = store.lock(name, ttl=1)
+        assert lock.acquire()
+        r = redis.Redis.from_url(own_server.url)
+        r.delete(name)  # gone behind our back
+        r.close()
+        assert lock.lost.wait(5)
+        with pytest.raises(distlock.LockLost):
+            lock.release()
+
+
+@pytest.fixture
+def own_server() -> ServerProc:
+    from tests.servers.redis import redis_server
+
+    with redis_server() as srv:
+        yield srv  # type: ignore[misc]
