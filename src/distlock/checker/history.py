@@ -17,8 +17,9 @@ The verdicts, and why each is or is not a safety violation for a *correct* lease
   overlap involved a holder that was told, they are "explained".
 * **told late** (must be <= 0): for every hand-over of a lock its holder lost (the holder was told, by its
   ``on_lost`` callback or by ``release()``; or another worker was granted the lock while the old holder was
-  still inside its critical section), the moment the old holder stopped relying on the lock -- it was told, or
-  it called ``release()``, whichever came first -- minus the moment the next holder's ``acquire()`` returned.
+  still inside its critical section), the moment the old holder was told minus the moment the next holder's
+  ``acquire()`` returned; when the old holder had already called ``release()`` before that grant (it no longer
+  relied on the lock), the moment of that call counts if it came before it was told.
   distlock promises ``lost`` fires before anyone else can be granted the lock, so every value must be <= 0; a
   holder overtaken in its critical section and never told at all counts as infinitely late. Holdings of a process that was stopped (``pause``,
   ``clock-skew``) are not judged: nothing runs in a stopped process, and a server clock jump is invisible to
@@ -149,8 +150,11 @@ def told_late(
             if nxt["t_acq"] < a["t_end"]:
                 never += 1  # someone else was granted the lock while this holder relied on it, and nobody said
             continue
-        # the holder stopped relying on the lock when it was told, or when it called release(), if earlier
-        values.append(min(a["t_told"], a["t_end"]) - nxt["t_acq"])
+        if nxt["t_acq"] < a["t_end"]:
+            values.append(a["t_told"] - nxt["t_acq"])  # overtaken while it still relied on the lock
+        else:
+            # it had stopped relying on the lock (release() called) before the next grant: told, or not, by then
+            values.append(min(a["t_told"], a["t_end"]) - nxt["t_acq"])
     late = sum(1 for v in values if v > 0)
     return {
         "handovers": len(values) + never,

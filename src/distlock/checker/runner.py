@@ -91,6 +91,8 @@ def validate(cfg: CheckConfig) -> None:
         raise ConfigError("memory:// is in-process only; the check runs several processes (use sqlite:// or a server)")
     gray = [f for f in cfg.faults if f in GRAY_FAULTS]
     if gray and gray_faults_skipped(cfg) is None:
+        if cfg.algorithm == "lockfile":
+            raise ConfigError(f"{', '.join(gray)}: the lockfile baseline has no network link to break")
         link_hosts(cfg.url)  # a one-line ConfigError: this store has no link to break
 
 
@@ -279,7 +281,8 @@ def _run(
     if cfg.history is not None:
         lost_recs = [{"kind": "lost", "op": k, "t": t} for k, t in lost.items()]
         with cfg.history.open("w") as fh:
-            for rec in sorted([*ops, *lost_recs, *({**f, "kind": f"fault-{f['kind']}"} for f in faults)], key=_when):
+            recs = [*ops, *grants, *lost_recs, *({**f, "kind": f"fault-{f['kind']}"} for f in faults)]
+            for rec in sorted(recs, key=_when):
                 fh.write(json.dumps(rec, sort_keys=True) + "\n")
             fh.write(json.dumps({"kind": "final-unfenced", "items": final}) + "\n")
     lease = _lease(cfg)
