@@ -8,6 +8,7 @@ timeout) and must not starve the short calls (a release) of threads.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,4 +20,6 @@ _POOL = ThreadPoolExecutor(max_workers=256, thread_name_prefix="distlock-mysql")
 
 
 async def call(fn: Callable[..., T], *args: Any) -> T:
-    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(fn, *args))
+    """``fn(*args)`` on a worker thread, in a copy of the caller's context (its call budget goes along)."""
+    ctx = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(ctx.run, fn, *args))

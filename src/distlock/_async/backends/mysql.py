@@ -143,9 +143,12 @@ class Backend(SqlBackend):
     # -- driver ------------------------------------------------------------------------------------------
     def _connect_blocking(self, session_ttl: float | None) -> MyConn:
         kwargs = {k: v for k, v in self._kwargs.items() if v is not None}
-        kwargs["connect_timeout"] = self._connect_timeout()
+        limit = self._connect_timeout()
+        kwargs["connect_timeout"] = limit
+        kwargs["read_timeout"] = kwargs["write_timeout"] = min(limit, self.call_timeout + SESSION_WAIT_SLICE)
         try:
-            conn = pymysql.connect(**kwargs)
+            conn = pymysql.connect(**kwargs)  # the handshake is read with read_timeout: bounded by the limit too
+            conn._read_timeout = conn._write_timeout = self.call_timeout + SESSION_WAIT_SLICE
             with conn.cursor() as cur:
                 cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
                 cur.execute(
