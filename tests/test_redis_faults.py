@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 
 import pytest
+import redis
 
 import distlock
 from distlock.checker.proxy import FaultProxy
 from tests.servers.proc import ServerProc
+from tests.servers.redis import redis_server
 
 
 def _port(url: str) -> tuple[str, int]:
@@ -21,11 +24,13 @@ def _port(url: str) -> tuple[str, int]:
 
 
 @pytest.fixture
-def proxy(redis_url: str) -> FaultProxy:
+def proxy(redis_url: str) -> Iterator[FaultProxy]:
     host, port = _port(redis_url)
     p = FaultProxy(host, port).start()
-    yield p  # type: ignore[misc]
-    p.close()
+    try:
+        yield p
+    finally:
+        p.close()
 
 
 def test_half_open_pooled_connections_do_not_stop_renewal(proxy: FaultProxy, name: str) -> None:
@@ -83,8 +88,6 @@ def test_a_retried_release_that_had_succeeded_is_not_a_loss(proxy: FaultProxy, r
 
 def test_a_release_after_the_lease_may_have_ended_still_reports_the_loss(own_server: ServerProc, name: str) -> None:
     """The rule is bounded by the lease: a token gone after the local lease end is a loss, retried or not."""
-    import redis
-
     with distlock.connect(own_server.url) as store:
         lock = store.lock(name, ttl=1)
         assert lock.acquire()
@@ -97,8 +100,6 @@ def test_a_release_after_the_lease_may_have_ended_still_reports_the_loss(own_ser
 
 
 @pytest.fixture
-def own_server() -> ServerProc:
-    from tests.servers.redis import redis_server
-
+def own_server() -> Iterator[ServerProc]:
     with redis_server() as srv:
-        yield srv  # type: ignore[misc]
+        yield srv

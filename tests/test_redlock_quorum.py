@@ -104,6 +104,10 @@ def test_wiped_masters_come_back_and_fences_still_increase(masters: list[ServerP
             lock.release()
         assert all(isinstance(f, int) for f in fences)
         assert fences == sorted(fences) and len(set(fences)) == len(fences), fences
+        for s in masters[:2]:  # the restarted masters were re-seeded under their new run id
+            r = raw(s)
+            assert r.hget("distlock:fences", "e") == str(r.info("server")["run_id"]).encode()
+            r.close()
 
 
 def test_fences_increase_when_master_counters_are_out_of_step(masters: list[ServerProc], name: str) -> None:
