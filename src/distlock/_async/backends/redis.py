@@ -3,7 +3,9 @@
 Every operation is one Lua script call, one round trip (``_core/redis_lua.py`` has the scripts, the key
 layout and the grant rule). A plain ``lock(name)`` is the redis-py layout: key = the name, value = the
 token, ``PX`` = the lease, so a redis-py ``Lock(name)`` and a distlock lock exclude each other. The fence
-is ``INCR {name}:fence`` in the same script.
+comes from the store's one counter (one per hash slot on a cluster) in the same script; nothing of a name
+stays on the server once it is free. A store remembers the marker of each counter it used and refuses to
+acquire when the counter went missing (flush, eviction, restart without persistence).
 
 Waiting is push: a waiter that failed is entered in the name's wait queue (with its own short deadline,
 refreshed on every re-check), subscribes to the name's channel on the store's one pub/sub connection,

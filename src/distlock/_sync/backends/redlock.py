@@ -10,10 +10,12 @@ key and token on every master, so each master alone looks like the single-node l
   counts its lease from that validity (``Grant.valid_for``). An unreachable master is a failed vote.
 * a failed attempt removes the claim from every master that granted it or did not answer (a late
   success there must not linger), then the waiter retries after a random delay if the votes were split.
-* fences: each master INCRs its own counter; the holder's fence is the maximum of the majority's
-  replies, and when they disagree it is written back (``FENCE_FLOOR``) to the masters that granted, so
-  every later majority (which shares a master with this one) counts above it, even after a master was
-  wiped or replaced. If the write-back does not reach a majority the attempt fails.
+* fences: each master has one counter, seeded under its run id (``Backend._fence``): the holder's fence
+  is the maximum over a majority of *seeded* masters that granted, written back (``FENCE_FLOOR``) to a
+  majority before the grant, so every later majority (which shares a master with it) counts above it. A
+  master that lost its state (flushed, restarted) counts toward no fence until it is re-seeded from a
+  majority of seeded masters; with fewer seeded masters answering the acquire is refused
+  (``docs/models/redlock_fence.pml``).
 * renew: one pipeline per master per tick, in parallel; a lease is kept if a majority extended it.
 * waiting: a waiter subscribes to the name's channel on every master (push, one waiter per release on
   each master) and re-checks no later than the holders' remaining lease.
