@@ -156,6 +156,24 @@ def test_half_open_pooled_connection_does_not_stop_renewal(db: str, url: str, pr
         lock.release()
 
 
+def test_session_mode_half_open_pinned_connection_costs_only_its_own_lock(
+    db: str, url: str, proxy: FaultProxy, name: str
+) -> None:
+    """Session mode: the holding whose pinned connection went silent is reported lost; a lock taken later on
+    a healthy connection keeps being renewed."""
+    with distlock.connect(with_options(via(url, proxy), mode="session")) as s:
+        first = s.lock(name, ttl=3)
+        assert first.acquire(timeout=5)
+        assert proxy.half_open() >= 1
+        second = s.lock(name + "-b", ttl=3)
+        assert second.acquire(timeout=10)
+        assert first.lost.wait(10), "the silent connection's holding must be reported lost"
+        time.sleep(4.0)  # more than a TTL after: the healthy one was renewed throughout
+        assert not second.lost.is_set()
+        assert second.owned()
+        second.release()
+
+
 # -- issue 20: nothing of a free name stays; fences from one counter -------------------------------------
 def test_churn_over_fresh_names_leaves_no_row(db: str, url: str) -> None:
     prefix = fresh_prefix()

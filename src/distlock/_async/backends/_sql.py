@@ -207,6 +207,7 @@ class SqlBackend(AsyncBackend):
         self.call_timeout = config.pop_float("call_timeout", CALL_TIMEOUT)
         self.cleanup_timeout = min(self.call_timeout, CLEANUP_TIMEOUT)
         self._swept = monotonic()
+        self._released_since_sweep = False
         self.dialect = type(self).make_dialect(prefix)
         self.ops = sq.Ops(self.dialect, prefix, channel=f"{prefix}_wake")
         if self.session:
@@ -580,7 +581,10 @@ class SqlBackend(AsyncBackend):
             if releasing:  # its owner is releasing it right now: release() tells the outcome
                 out.append(True)
                 continue
-            ok = pinned is not None and await self._session_check(pinned, claim.ttl)
+            ok = False
+            if pinned is not None:
+                with Budget(RENEW_SHARE * claim.ttl):  # a silent pinned connection: this holding is lost
+                    ok = await self._session_check(pinned, claim.ttl)
             if not ok and pinned is not None and claim.token not in self._releasing:
                 self._unpin(claim.token)
                 await self._close_quietly(pinned.conn)
@@ -662,6 +666,7 @@ class SqlBackend(AsyncBackend):
             if self.session:
                 return await self._session_release(claim)
             key = sq.name_key(claim.name)
+            self._released_since_sweep = True
             ok: bool = await self._tx(lambda: self.ops.release(claim, key), tx=False)
             await self._released([claim.token], key)
             return ok
@@ -743,6 +748,12 @@ class SqlBackend(AsyncBackend):
         return bool(tokens)
 
     async def aclose(self) -> None:
+        if not self.session and not self._closed and self._released_since_sweep:
+            try:  # rows of names whose last releases raced each other, and long-expired ones
+                with Budget(self.cleanup_timeout):
+                    await self._tx(lambda: self.ops.sweep())
+            except BackendError as exc:
+                log.debug("sweep at close failed: %s", exc)
         with self._pool_guard:
             self._closed = True
             idle, self._idle = self._idle, []
