@@ -227,3 +227,39 @@ def test_churn_leaves_nothing_once_containers_are_reaped_and_fences_go_up(zookee
         assert again.acquire(timeout=10)
         assert again.fence is not None and all(again.fence > f for f in fences if f is not None)
         again.release()
+
+
+def test_a_slow_on_lost_callback_does_not_delay_another_waiters_wake_up(zookeeper_url: str, name: str) -> None:
+    """Issue 12 finding 8: kazoo runs every watch callback on one thread. The backend's own callbacks there
+    only signal, and user callbacks run on the store's callback thread: a holder whose lock is broken (its
+    deletion watch fires) and whose on_lost sleeps must not hold up the wake-up of another waiter."""
+    slow_started = threading.Event()
+
+    def slow(lock: object) -> None:
+        slow_started.set()
+        time.sleep(3.0)
+
+    with distlock.connect(zookeeper_url) as store, distlock.connect(zookeeper_url) as other:
+        victim = store.lock(name + "-victim", on_lost=slow)
+        assert victim.acquire(timeout=10)
+        time.sleep(0.5)  # the holder's deletion watch is armed
+        blocker = other.lock(name + "-busy")
+        assert blocker.acquire(timeout=10)
+        woke: dict[str, float] = {}
+
+        def wait_for_busy() -> None:
+            lock = store.lock(name + "-busy")
+            if lock.acquire(timeout=20):
+                woke["at"] = time.monotonic()
+                lock.release()
+
+        waiter = threading.Thread(target=wait_for_busy, daemon=True)
+        waiter.start()
+        time.sleep(0.5)  # queued, watching the blocker's node
+        assert other.break_lock(name + "-victim")
+        assert slow_started.wait(10)
+        released = time.monotonic()
+        blocker.release()
+        waiter.join(20)
+        assert "at" in woke
+        assert woke["at"] - released < 1.5, f"the waiter woke {woke['at'] - released:.1f}s after the release"
