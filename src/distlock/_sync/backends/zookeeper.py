@@ -845,14 +845,22 @@ class Backend(SyncBackend):
                 self._beat_sent = now
                 with contextlib.suppress(KazooException):
                     self._beat = self._send(self._client.exists_async, "/")
-                    self._beat.rawlink(self._on_reply)
+                    self._beat.rawlink(self._on_beat)
             with self._guard:
                 holding = any(not h.lost for h in self._held.values())
-            nxt = max(self._confirmed, self._beat_sent) + beat
+            if self._beat is not None and not self._beat.ready():
+                nxt = now + beat  # its answer wakes this thread (_on_beat)
+            else:
+                nxt = max(self._confirmed, self._beat_sent) + beat
             if holding:
                 nxt = min(nxt, end)
             wake.wait(min(max(0.005, nxt - monotonic()), beat))
             wake.clear()
+
+    def _on_beat(self, result: Any) -> None:
+        """The heartbeat's answer (kazoo's completion thread): record it and let the liveness thread go on."""
+        self._on_reply(result)
+        self._liveness_wake.set()
 
     def _start_deferred(self) -> None:
         with self._guard:
