@@ -145,9 +145,10 @@ class Wire:
             try:
                 if not conn.is_connected:
                     conn.connect()
-                short = timeout is not None and timeout < (conn.socket_timeout or float("inf"))
-                if short:
-                    conn._sock.settimeout(timeout)
+                want = timeout if timeout is not None and timeout < (conn.socket_timeout or float("inf")) else None
+                want = conn.socket_timeout if want is None else want
+                if conn._sock.gettimeout() != want:  # a system call each time it changes: only then
+                    conn._sock.settimeout(want)
                 sent = True
                 conn.send_packed_command(list(packs), check_health=False)
                 replies: list[Any] = []
@@ -156,8 +157,6 @@ class Wire:
                         replies.append(conn.read_response())
                     except ResponseError as exc:
                         replies.append(exc)
-                if short:
-                    conn._sock.settimeout(conn.socket_timeout)
             except (RedisConnectionError, RedisTimeoutError, TimeoutError):
                 self.drop(conn)
                 if attempt:
