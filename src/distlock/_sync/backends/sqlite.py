@@ -138,6 +138,8 @@ class Backend(SyncBackend):
         self._owns_conn = config.backend == "sqlite"
         self.wake_dir = WakeDir(db_key) if self._owns_conn else None
         self.clock: Callable[[], float] = time.time
+        self._durable = False  # the transaction running now commits with synchronous=FULL
+        self._sync_level = "NORMAL" if self._owns_conn else "OFF"
 
     @classmethod
     def open(cls, config: StoreConfig) -> Backend:
@@ -209,7 +211,22 @@ class Backend(SyncBackend):
                 raise BackendError(f"SQLite: {exc}", backend=self.scheme) from exc
 
     def _tx(self, body: Callable[[sqlite3.Connection, float], T]) -> T:
-        """Run ``body(conn, now)`` in one BEGIN IMMEDIATE transaction (caller holds the guard)."""
+        """Run ``body(conn, now)`` in one BEGIN IMMEDIATE transaction (caller holds the guard). A body that
+        hands out the first fence of a new block (``NeedsSync``) runs again with ``synchronous=FULL``: the
+        level cannot change inside a transaction."""
+        try:
+            return self._tx_once(body)
+        except sql.NeedsSync:
+            pass
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._durable = True
+        try:
+            return self._tx_once(body)
+        finally:
+            self._durable = False
+            self._conn.execute(f"PRAGMA synchronous={self._sync_level}")
+
+    def _tx_once(self, body: Callable[[sqlite3.Connection, float], T]) -> T:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -236,7 +253,7 @@ class Backend(SyncBackend):
             if mine is not None:  # a retry after a lost reply: already ours
                 return Grant(True, fence=sql.fence_of(conn, claim.token))
             if arbiter.may_acquire(claim.mode, claim.token, claim.permits, claim.fair, holders, queue):
-                fence = sql.next_fence(conn, claim.name)
+                fence = sql.next_fence(conn, self._durable)
                 sql.insert_holder(conn, claim, fence, now)
                 sql.dequeue(conn, claim.token)
                 return Grant(True, fence=fence)
