@@ -265,13 +265,6 @@ def test_a_slow_on_lost_callback_does_not_delay_another_waiters_wake_up(zookeepe
         assert woke["at"] - released < 1.5, f"the waiter woke {woke['at'] - released:.1f}s after the release"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store: a session holding's expires_at is fixed at the grant to the session's lease_end of that "
-    "moment (store._acquire_at_backend), so the lease clock reports it lost one session timeout after the "
-    "grant although the session is alive; remove this mark once the store keeps expires_at at +inf for "
-    "session backends",
-)
 def test_a_holding_on_a_healthy_link_outlives_the_session_timeout(zookeeper_url: str, name: str) -> None:
     """The session's end moves with every answer (the liveness thread asks when nothing else was answered):
     a lock held for longer than the session timeout on a healthy link is not lost."""

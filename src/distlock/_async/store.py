@@ -334,8 +334,8 @@ class AsyncStore:
                 sent = monotonic()
                 grant = await attempt.try_acquire()
                 if grant.acquired:
-                    end = min(self._leases.grant_end(claim, grant, sent), self._leases.session_deadline(claim))
-                    if monotonic() < end:
+                    end = self._leases.grant_end(claim, grant, sent)  # +inf where a session backs it
+                    if monotonic() < min(end, self._leases.session_deadline(claim)):
                         return Acquired(claim, grant, sent, end)
                     log.warning("grant of %r arrived after its lease ended; trying again", claim.name)
                     await rt.shielded(attempt.abandon())

@@ -335,8 +335,8 @@ class Store:
                 sent = monotonic()
                 grant = attempt.try_acquire()
                 if grant.acquired:
-                    end = min(self._leases.grant_end(claim, grant, sent), self._leases.session_deadline(claim))
-                    if monotonic() < end:
+                    end = self._leases.grant_end(claim, grant, sent)  # +inf where a session backs it
+                    if monotonic() < min(end, self._leases.session_deadline(claim)):
                         return Acquired(claim, grant, sent, end)
                     log.warning("grant of %r arrived after its lease ended; trying again", claim.name)
                     rt.shielded(attempt.abandon())
