@@ -192,3 +192,26 @@ async def test_async_callback_raising_systemexit_stops_nothing() -> None:
         await renewed.release()
     finally:
         await store.aclose()
+
+
+def test_lost_callbacks_run_once_when_many_find_the_loss_at_once(name: str) -> None:
+    """The clock, the renewer, a backend's own liveness thread and the caller may all find one loss at the
+    same moment; the callbacks still run once."""
+    with distlock.connect("memory://") as store:
+        calls: list[object] = []
+        lock = store.lock(name, ttl=5.0, on_lost=calls.append)
+        assert lock.acquire()
+        holding = store._leases.snapshot()[0]
+        start = threading.Barrier(8)
+
+        def lose() -> None:
+            start.wait()
+            store._lose(holding, "found by many")
+
+        threads = [threading.Thread(target=lose) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        time.sleep(0.2)  # the callback thread
+        assert calls == [lock]

@@ -378,9 +378,10 @@ class Store:
 
     def _lose(self, holding: Holding, reason: str) -> None:
         """Mark a holding lost: set its event, stop renewing it, call the callbacks once, off the critical path."""
-        if holding.lost.is_set():
-            return
-        holding.lost_reason = reason
+        with self._guard:  # the clock, the renewer, a driver thread and the caller may all find it at once
+            if holding.lost_reason:
+                return
+            holding.lost_reason = reason or "lost"
         holding.lost.set()
         self._forget(holding)
         log.warning("lock %r lost: %s", holding.claim.name, reason)
