@@ -5,6 +5,7 @@ reused name keep going up (release, break_lock, a restart that keeps data), a lo
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -251,11 +252,12 @@ def test_redlock_wiped_master_is_excluded_until_reseeded(name: str) -> None:
             fences = []
             c.pause()
             try:
-                for _ in range(4):  # c misses these
-                    with store.lock(name, ttl=10) as lk:
+                for _ in range(4):  # c misses these (it runs them late, once resumed)
+                    with store.lock(name, ttl=1) as lk:
                         fences.append(lk.fence)
             finally:
                 c.resume()
+            time.sleep(1.5)  # a late acquire that c ran after its release expires
             r = raw(a.url)
             r.flushall()  # a loses its state
             r.close()

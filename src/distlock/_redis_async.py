@@ -113,6 +113,23 @@ async def close(client: AnyClient) -> None:
     await client.aclose()
 
 
+class Restarted(ResponseError):
+    """The server restarted since this client last read its run id (Redlock): the request prepared with the
+    old run id is not sent; the caller counts this server out for the round and prepares the next with the
+    new one."""
+
+
+async def read_run_id(conn: Any) -> str:
+    """The server's run id, read on ``conn`` itself (``INFO server``)."""
+    await conn.send_command("INFO", "server", check_health=False)
+    raw = await conn.read_response()
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    for line in text.splitlines():
+        if line.startswith("run_id:"):
+            return line[7:].strip()
+    raise ResponseError("INFO server has no run_id")
+
+
 class Wire:
     """distlock's own hot path to one server: a pre-encoded request on a connection of a small free list.
 
@@ -130,6 +147,8 @@ class Wire:
         self._make = make  # a new, unconnected redis.asyncio Connection
         self._idle: list[Any] = []
         self._closed = False
+        #: called with each new connection before its first request (Redlock: read the run id)
+        self.on_connect: Callable[[Any], Any] | None = None
 
     @classmethod
     def of(cls, client: Client) -> Wire:
@@ -158,6 +177,8 @@ class Wire:
             try:
                 if not conn.is_connected:
                     await conn.connect()
+                    if self.on_connect is not None:
+                        await self.on_connect(conn)
                 short = timeout is not None and timeout < (conn.socket_timeout or float("inf"))
                 async with asyncio.timeout(timeout if short else None):
                     sent = True
@@ -168,6 +189,9 @@ class Wire:
                             replies.append(await conn.read_response())
                         except ResponseError as exc:
                             replies.append(exc)
+            except Restarted:
+                await self._drop(conn)
+                raise
             except (RedisConnectionError, RedisTimeoutError, TimeoutError):
                 await self._drop(conn)
                 if attempt:
@@ -202,11 +226,12 @@ class Wire:
             await self._drop(conn)
 
 
-async def scatter(wires: Sequence[Wire], packed: bytes, timeout: float, fanout: Fanout) -> list[Any]:
+async def scatter(wires: Sequence[Wire], packed: bytes | Sequence[bytes], timeout: float, fanout: Fanout) -> list[Any]:
     """The same pre-encoded request to several servers, concurrently, with one deadline. Each result is the
     reply, or the exception (``TimeoutError`` if none came in time); a wire whose reply is still due when
     the deadline passes is cancelled, and closes that connection."""
-    out = await fanout.gather([functools.partial(w.call, packed) for w in wires], timeout)
+    packs = [packed] * len(wires) if isinstance(packed, bytes) else list(packed)
+    out = await fanout.gather([functools.partial(w.call, p) for w, p in zip(wires, packs, strict=True)], timeout)
     _recheck_cancel()
     return out
 

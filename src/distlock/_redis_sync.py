@@ -100,6 +100,23 @@ def close(client: AnyClient) -> None:
     client.close()
 
 
+class Restarted(ResponseError):
+    """The server restarted since this client last read its run id (Redlock): the request prepared with the
+    old run id is not sent; the caller counts this server out for the round and prepares the next with the
+    new one."""
+
+
+def read_run_id(conn: Any) -> str:
+    """The server's run id, read on ``conn`` itself (``INFO server``)."""
+    conn.send_command("INFO", "server", check_health=False)
+    raw = conn.read_response()
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    for line in text.splitlines():
+        if line.startswith("run_id:"):
+            return line[7:].strip()
+    raise ResponseError("INFO server has no run_id")
+
+
 class Wire:
     """distlock's own hot path to one server; see :class:`distlock._redis_async.Wire` (same contract).
 
@@ -112,6 +129,8 @@ class Wire:
         self._idle: list[Any] = []
         self._pid = os.getpid()
         self._closed = False
+        #: called with each new connection before its first request (Redlock: read the run id)
+        self.on_connect: Callable[[Any], Any] | None = None
 
     @classmethod
     def of(cls, client: Client) -> Wire:
@@ -145,6 +164,8 @@ class Wire:
             try:
                 if not conn.is_connected:
                     conn.connect()
+                    if self.on_connect is not None:
+                        self.on_connect(conn)
                 want = timeout if timeout is not None and timeout < (conn.socket_timeout or float("inf")) else None
                 want = conn.socket_timeout if want is None else want
                 if conn._sock.gettimeout() != want:  # a system call each time it changes: only then
@@ -157,6 +178,9 @@ class Wire:
                         replies.append(conn.read_response())
                     except ResponseError as exc:
                         replies.append(exc)
+            except Restarted:
+                self.drop(conn)
+                raise
             except (RedisConnectionError, RedisTimeoutError, TimeoutError):
                 self.drop(conn)
                 if attempt:
@@ -207,12 +231,13 @@ class Wire:
             self.drop(conn)
 
 
-def scatter(wires: Sequence[Wire], packed: bytes, timeout: float, fanout: Fanout) -> list[Any]:
+def scatter(wires: Sequence[Wire], packed: bytes | Sequence[bytes], timeout: float, fanout: Fanout) -> list[Any]:
     """The same pre-encoded request to several servers, in parallel with one deadline. Each result is the
     reply, or the exception (``TimeoutError`` if none came in time). Servers with an idle, connected and
     quiet connection are served from this one thread (send to all, then read all: parallel on the wire, no
     thread hand-offs); any other (it needs a connect, which may block) runs on the fan-out pool."""
     deadline = time.monotonic() + timeout
+    packs = [packed] * len(wires) if isinstance(packed, bytes) else list(packed)
     out: list[Any] = [None] * len(wires)
     conns: list[Any] = [None] * len(wires)
     slow: list[int] = []
@@ -222,13 +247,13 @@ def scatter(wires: Sequence[Wire], packed: bytes, timeout: float, fanout: Fanout
             slow.append(i)
             continue
         try:
-            conn.send_packed_command([packed], check_health=False)
+            conn.send_packed_command([packs[i]], check_health=False)
             conns[i] = conn
         except (RedisError, OSError) as exc:
             out[i] = exc
             wire.drop(conn)
     if slow:
-        runs = [lambda w=wires[i]: w.call(packed) for i in slow]
+        runs = [lambda w=wires[i], p=packs[i]: w.call(p) for i in slow]
         for i, r in zip(slow, fanout.gather(runs, max(0.0, deadline - time.monotonic())), strict=True):
             out[i] = r
     for i, conn in enumerate(conns):

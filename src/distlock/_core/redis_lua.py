@@ -27,8 +27,9 @@ The marker ``e`` is how a lost counter is noticed. A flush, an eviction or a res
 removes the whole hash, marker included. On a node, ``e`` is a random epoch that the first client wrote;
 every client passes the epoch it saw, and a script that finds no marker (or another one) while the client
 expected one refuses with a ``DISTLOCK-FENCE-LOST`` error instead of counting from 1 again. On a Redlock
-master, ``e`` is the server's run id at the time the counter was seeded: a master whose marker is missing
-or names another run (it restarted, even from older data, or was flushed) is *not seeded*: it still votes
+master, ``e`` is the server's run id at the time the counter was seeded (the client reads the run id on
+each new connection and sends it with the acquire; a restart closes every connection): a master whose
+marker is missing or names another run (it restarted, even from older data, or was flushed) is *not seeded*: it still votes
 for the lock but its counter counts toward no fence until the client re-seeds it from a majority of
 seeded masters (``FENCE_FLOOR``). ``docs/models/redlock_fence.pml`` models that rule.
 
@@ -201,10 +202,6 @@ local function absorb()
   end
 end
 
-local function run_id()
-  return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
-end
-
 -- is `token` a live holder in `mode`?
 local function holds(token, mode)
   if mode == 'lock' or mode == 'write' then return redis.call('GET', KEYS[1]) == token end
@@ -219,7 +216,8 @@ ACQUIRE = (
     + """
 -- ARGV: 1 channel, 2 token, 3 mode, 4 ttl ms, 5 permits, 6 fair (0/1), 7 owner,
 --       8 waiter entry ttl ms (0: do not queue on failure),
---       9 marker: on a node the epoch this client saw ('' = none yet), '@' on a Redlock master
+--       9 marker: on a node the epoch this client saw ('' = none yet); on a Redlock master '@' + the run id
+--         of the server, which the client read on the very connection this request goes out on
 -- Returns {1, fence, mark, counter} when held (a retry after a lost reply gets the same fence back),
 --         {0, ms until the earliest holder's lease ends (-1 if unknown), mark, counter} otherwise;
 -- mark = the node's epoch, or on a Redlock master '1' (seeded: its fence counts) / '0' (not seeded:
@@ -231,8 +229,8 @@ local exclusive = (mode == 'lock' or mode == 'write')
 local member = mode .. '|' .. token
 local mark = redis.call('HGET', KEYS[8], 'e')
 local seeded = true
-if want == '@' then
-  seeded = (mark ~= false and mark == run_id())
+if string.sub(want, 1, 1) == '@' then
+  seeded = (mark ~= false and mark == string.sub(want, 2))
   if seeded then mark = '1' else mark = '0' end
 elseif not mark then
   if want ~= '' then
@@ -464,14 +462,14 @@ return out
 FENCE_FLOOR = (
     _PRELUDE
     + """
--- ARGV: 1 channel, 2 token, 3 floor, 4 mode, 5 fence.  Redlock: raise this master's counter to at least
--- `floor` and mark it seeded under this run (the client sends a floor no lower than the counters of a
--- majority of seeded masters, so every later majority, which shares a master with this write-back,
+-- ARGV: 1 channel, 2 token, 3 floor, 4 mode, 5 fence, 6 run id.  Redlock: raise this master's counter to
+-- at least `floor` and mark it seeded under this run (the client sends a floor no lower than the counters
+-- of a majority of seeded masters, so every later majority, which shares a master with this write-back,
 -- counts above it); record `fence` as the holder's fence. Returns 1 if the token holds the name in `mode`.
-local token, floor, mode, fence = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local token, floor, mode, fence, run = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
 absorb()
 if tonumber(redis.call('HGET', KEYS[8], 'n') or '0') < floor then redis.call('HSET', KEYS[8], 'n', floor) end
-redis.call('HSET', KEYS[8], 'e', run_id())
+redis.call('HSET', KEYS[8], 'e', run)
 local inf = redis.call('HGET', KEYS[4], token)
 if inf then
   local a = string.find(inf, '|', 1, true)
@@ -596,7 +594,7 @@ def decode_inspect(reply: list[object]) -> Snapshot:
     )
 
 
-#: ``acquire_args(..., marker=REDLOCK)``: a Redlock master (seeded = its marker holds its run id)
+#: ``acquire_args(..., marker=REDLOCK + run_id)``: a Redlock master (seeded = its marker holds its run id)
 REDLOCK = "@"
 
 

@@ -104,6 +104,8 @@ class Node:
         # the marker of each fence counter as this node showed it to us (one counter per node; per slot on
         # a cluster): a counter found without it later was lost (flushed, evicted, restarted empty)
         self.epochs: dict[str, str] = {}
+        # Redlock: the server's run id as last read on a new connection (None: not read yet)
+        self.run_id: str | None = None
 
     @classmethod
     async def connect(
@@ -169,6 +171,9 @@ class Node:
     async def ping(self) -> None:
         try:
             await drv.command(self.client, "PING")
+            if self.wire is not None and self.wire.on_connect is not None and self.run_id is None:
+                info = await drv.command(self.client, "INFO", "server")
+                self.run_id = str(info.get("run_id")) if isinstance(info, dict) else None
             await self.check_server()
             await self.load()
         except RedisError as exc:
@@ -204,6 +209,22 @@ class Node:
                 "then run SCRIPT FLUSH",
                 backend=self.scheme,
             )
+
+    def watch_restarts(self) -> None:
+        """Redlock: read the run id on every new connection of the short path; a changed run id (the server
+        restarted) fails the request that was prepared with the old one (``drv.Restarted``)."""
+        self.plain_wire.on_connect = self._on_connect
+
+    async def _on_connect(self, conn: Any) -> None:
+        run = await drv.read_run_id(conn)
+        if self.run_id is not None and run != self.run_id:
+            self.run_id = run
+            raise drv.Restarted(f"Redis {self.label} restarted (new run id): its fence counter is re-checked")
+        self.run_id = run
+
+    def redlock_marker(self) -> str:
+        """The acquire's marker argument on a Redlock master: '@' + the run id its counter must be seeded under."""
+        return lua.REDLOCK + (self.run_id or "")
 
     def marker(self, name: str) -> str:
         """The marker this node showed us for ``name``'s fence counter ('' before the first acquire)."""

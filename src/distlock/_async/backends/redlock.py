@@ -169,6 +169,8 @@ class Backend(AsyncBackend):
             for url, (h, p) in zip(urls, config.hosts, strict=True)
         ]
         backend = cls(config, nodes, node_timeout)
+        for n in nodes:
+            n.watch_restarts()
         results = await backend._fan([n.ping for n in nodes], connect_timeout + socket_timeout)
         up = sum(1 for r in results if not isinstance(r, BaseException))
         if up < backend.quorum:
@@ -190,10 +192,20 @@ class Backend(AsyncBackend):
     async def _scatter(self, nodes: Sequence[Node], timeout: float, script: str, name: str, *args: Any) -> list[Any]:
         """The same script on every node, in parallel on the wire (one thread on the sync side, no pool).
         Each result is the reply or an exception; a node that lost its scripts (restart) is retried alone."""
-        packed = lua.packed_call(script, name, *args)  # encoded once for every master
+        return await self._scatter_each(nodes, timeout, script, name, [args] * len(nodes))
+
+    async def _scatter_each(
+        self, nodes: Sequence[Node], timeout: float, script: str, name: str, each: Sequence[Sequence[Any]]
+    ) -> list[Any]:
+        """As :meth:`_scatter`, with each node's own arguments (``each[i]``)."""
+        first = each[0] if each else ()
+        if all(a == first for a in each):
+            packed: bytes | list[bytes] = lua.packed_call(script, name, *first)  # encoded once for every master
+        else:
+            packed = [lua.packed_call(script, name, *a) for a in each]
         results = await drv.scatter([n.plain_wire for n in nodes], packed, timeout, self.fanout)
         out: list[Any] = []
-        for n, r in zip(nodes, results, strict=True):
+        for n, r, args in zip(nodes, results, each, strict=True):
             if isinstance(r, NoScriptError):
                 try:
                     r = await n.script(script, name, *args)
@@ -214,7 +226,7 @@ class Backend(AsyncBackend):
     def _silent(r: object) -> bool:
         """No answer in time (as opposed to a refused connection or an error reply)."""
         cause = r.__cause__ if isinstance(r, BackendError) else r
-        return isinstance(cause, (TimeoutError, RedisTimeoutError))
+        return isinstance(cause, (TimeoutError, RedisTimeoutError, drv.Restarted))
 
     def _quorum_error(self, name: str | None, what: str, errors: Sequence[BaseException]) -> QuorumError:
         detail = "; ".join(sorted({type(e).__name__ + ": " + str(e)[:120] for e in errors}))
@@ -235,11 +247,14 @@ class Backend(AsyncBackend):
 
     async def _try(self, claim: Claim) -> tuple[Grant, list[BaseException] | None]:
         """One Redlock round: the grant, and None if a majority answered in time, else the errors."""
-        args = lua.acquire_args(
-            claim.token, claim.mode, claim.ttl, claim.permits, False, claim.owner, WAITER_TTL, lua.REDLOCK
-        )
+        each = [
+            lua.acquire_args(
+                claim.token, claim.mode, claim.ttl, claim.permits, False, claim.owner, WAITER_TTL, n.redlock_marker()
+            )
+            for n in self.nodes
+        ]
         started = monotonic()
-        results = await self._scatter(self.nodes, self._deadline(claim.ttl), "acquire", claim.name, *args)
+        results = await self._scatter_each(self.nodes, self._deadline(claim.ttl), "acquire", claim.name, each)
         votes = [None if isinstance(r, BaseException) else Vote.of(r) for r in results]
         fence, refused = await self._fence(claim, votes)
         won = [v for v in votes if v is not None and v.acquired]
@@ -311,9 +326,8 @@ class Backend(AsyncBackend):
         return (fence, None) if len(at) >= self.quorum else (None, None)
 
     async def _floor(self, nodes: list[Node], claim: Claim, floor: int, fence: int) -> list[Any]:
-        return await self._scatter(
-            nodes, self._deadline(claim.ttl), "fence_floor", claim.name, claim.token, floor, claim.mode.value, fence
-        )
+        each = [(claim.token, floor, claim.mode.value, fence, n.run_id or "") for n in nodes]
+        return await self._scatter_each(nodes, self._deadline(claim.ttl), "fence_floor", claim.name, each)
 
     async def release(self, claim: Claim) -> bool:
         """Released if a majority removed the token. An earlier try of this release may have run where this
