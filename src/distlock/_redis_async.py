@@ -147,8 +147,9 @@ class Wire:
         self._make = make  # a new, unconnected redis.asyncio Connection
         self._idle: list[Any] = []
         self._closed = False
-        #: called with each new connection before its first request (Redlock: read the run id)
-        self.on_connect: Callable[[Any], Any] | None = None
+        #: called with each new connection and the call's ``expect`` before its first request (Redlock: the
+        #: server's run id must be the one the request was prepared with)
+        self.on_connect: Callable[[Any, str | None], Any] | None = None
 
     @classmethod
     def of(cls, client: Client) -> Wire:
@@ -156,17 +157,23 @@ class Wire:
         pool: Any = client.connection_pool
         return cls(lambda: pool.connection_class(**pool.connection_kwargs))
 
-    async def call(self, packed: bytes, unsure: list[bool] | None = None, timeout: float | None = None) -> Any:
+    async def call(
+        self, packed: bytes, unsure: list[bool] | None = None, timeout: float | None = None, expect: str | None = None
+    ) -> Any:
         """Send ``packed`` and return its reply. If a first try fails after the request went out (so the
         server may have run it) and the request is sent again, ``True`` is appended to ``unsure``.
         ``timeout`` bounds each try below the connection's own socket timeout."""
-        reply = (await self.call_many([packed], unsure, timeout))[0]
+        reply = (await self.call_many([packed], unsure, timeout, expect))[0]
         if isinstance(reply, ResponseError):
             raise reply
         return reply
 
     async def call_many(
-        self, packs: Sequence[bytes], unsure: list[bool] | None = None, timeout: float | None = None
+        self,
+        packs: Sequence[bytes],
+        unsure: list[bool] | None = None,
+        timeout: float | None = None,
+        expect: str | None = None,
     ) -> list[Any]:
         """Several requests in one round trip; an error reply is returned in its place (a ``ResponseError``),
         the connection stays in step. A try that times out closes its connection (a silent, half-open one
@@ -178,7 +185,7 @@ class Wire:
                 if not conn.is_connected:
                     await conn.connect()
                     if self.on_connect is not None:
-                        await self.on_connect(conn)
+                        await self.on_connect(conn, expect)
                 short = timeout is not None and timeout < (conn.socket_timeout or float("inf"))
                 async with asyncio.timeout(timeout if short else None):
                     sent = True
@@ -226,12 +233,20 @@ class Wire:
             await self._drop(conn)
 
 
-async def scatter(wires: Sequence[Wire], packed: bytes | Sequence[bytes], timeout: float, fanout: Fanout) -> list[Any]:
+async def scatter(
+    wires: Sequence[Wire],
+    packed: bytes | Sequence[bytes],
+    timeout: float,
+    fanout: Fanout,
+    expects: Sequence[str | None] | None = None,
+) -> list[Any]:
     """The same pre-encoded request to several servers, concurrently, with one deadline. Each result is the
     reply, or the exception (``TimeoutError`` if none came in time); a wire whose reply is still due when
     the deadline passes is cancelled, and closes that connection."""
     packs = [packed] * len(wires) if isinstance(packed, bytes) else list(packed)
-    out = await fanout.gather([functools.partial(w.call, p) for w, p in zip(wires, packs, strict=True)], timeout)
+    exp = list(expects) if expects is not None else [None] * len(wires)
+    calls = [functools.partial(w.call, p, None, None, e) for w, p, e in zip(wires, packs, exp, strict=True)]
+    out = await fanout.gather(calls, timeout)
     _recheck_cancel()
     return out
 

@@ -129,8 +129,9 @@ class Wire:
         self._idle: list[Any] = []
         self._pid = os.getpid()
         self._closed = False
-        #: called with each new connection before its first request (Redlock: read the run id)
-        self.on_connect: Callable[[Any], Any] | None = None
+        #: called with each new connection and the call's ``expect`` before its first request (Redlock: the
+        #: server's run id must be the one the request was prepared with)
+        self.on_connect: Callable[[Any, str | None], Any] | None = None
 
     @classmethod
     def of(cls, client: Client) -> Wire:
@@ -138,17 +139,23 @@ class Wire:
         pool: Any = client.connection_pool
         return cls(lambda: pool.connection_class(**pool.connection_kwargs))
 
-    def call(self, packed: bytes, unsure: list[bool] | None = None, timeout: float | None = None) -> Any:
+    def call(
+        self, packed: bytes, unsure: list[bool] | None = None, timeout: float | None = None, expect: str | None = None
+    ) -> Any:
         """Send ``packed`` and return its reply. If a first try fails after the request went out (so the
         server may have run it) and the request is sent again, ``True`` is appended to ``unsure``.
         ``timeout`` bounds each try below the connection's own socket timeout."""
-        reply = self.call_many([packed], unsure, timeout)[0]
+        reply = self.call_many([packed], unsure, timeout, expect)[0]
         if isinstance(reply, ResponseError):
             raise reply
         return reply
 
     def call_many(
-        self, packs: Sequence[bytes], unsure: list[bool] | None = None, timeout: float | None = None
+        self,
+        packs: Sequence[bytes],
+        unsure: list[bool] | None = None,
+        timeout: float | None = None,
+        expect: str | None = None,
     ) -> list[Any]:
         """Several requests in one round trip; an error reply is returned in its place (a ``ResponseError``),
         the connection stays in step. A try that times out closes its connection (a silent, half-open one
@@ -165,7 +172,7 @@ class Wire:
                 if not conn.is_connected:
                     conn.connect()
                     if self.on_connect is not None:
-                        self.on_connect(conn)
+                        self.on_connect(conn, expect)
                 want = timeout if timeout is not None and timeout < (conn.socket_timeout or float("inf")) else None
                 want = conn.socket_timeout if want is None else want
                 if conn._sock.gettimeout() != want:  # a system call each time it changes: only then
@@ -231,13 +238,20 @@ class Wire:
             self.drop(conn)
 
 
-def scatter(wires: Sequence[Wire], packed: bytes | Sequence[bytes], timeout: float, fanout: Fanout) -> list[Any]:
+def scatter(
+    wires: Sequence[Wire],
+    packed: bytes | Sequence[bytes],
+    timeout: float,
+    fanout: Fanout,
+    expects: Sequence[str | None] | None = None,
+) -> list[Any]:
     """The same pre-encoded request to several servers, in parallel with one deadline. Each result is the
     reply, or the exception (``TimeoutError`` if none came in time). Servers with an idle, connected and
     quiet connection are served from this one thread (send to all, then read all: parallel on the wire, no
     thread hand-offs); any other (it needs a connect, which may block) runs on the fan-out pool."""
     deadline = time.monotonic() + timeout
     packs = [packed] * len(wires) if isinstance(packed, bytes) else list(packed)
+    exp = list(expects) if expects is not None else [None] * len(wires)
     out: list[Any] = [None] * len(wires)
     conns: list[Any] = [None] * len(wires)
     slow: list[int] = []
@@ -253,7 +267,7 @@ def scatter(wires: Sequence[Wire], packed: bytes | Sequence[bytes], timeout: flo
             out[i] = exc
             wire.drop(conn)
     if slow:
-        runs = [lambda w=wires[i], p=packs[i]: w.call(p) for i in slow]
+        runs = [lambda w=wires[i], p=packs[i], e=exp[i]: w.call(p, None, None, e) for i in slow]
         for i, r in zip(slow, fanout.gather(runs, max(0.0, deadline - time.monotonic())), strict=True):
             out[i] = r
     for i, conn in enumerate(conns):

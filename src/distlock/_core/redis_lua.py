@@ -230,7 +230,7 @@ local member = mode .. '|' .. token
 local mark = redis.call('HGET', KEYS[8], 'e')
 local seeded = true
 if string.sub(want, 1, 1) == '@' then
-  seeded = (mark ~= false and mark == string.sub(want, 2))
+  seeded = (mark ~= false and want ~= '@' and mark == string.sub(want, 2))
   if seeded then mark = '1' else mark = '0' end
 elseif not mark then
   if want ~= '' then
@@ -469,7 +469,7 @@ FENCE_FLOOR = (
 local token, floor, mode, fence, run = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
 absorb()
 if tonumber(redis.call('HGET', KEYS[8], 'n') or '0') < floor then redis.call('HSET', KEYS[8], 'n', floor) end
-redis.call('HSET', KEYS[8], 'e', run)
+if run ~= '' then redis.call('HSET', KEYS[8], 'e', run) end
 local inf = redis.call('HGET', KEYS[4], token)
 if inf then
   local a = string.find(inf, '|', 1, true)

@@ -215,16 +215,11 @@ class Node:
         restarted) fails the request that was prepared with the old one (``drv.Restarted``)."""
         self.plain_wire.on_connect = self._on_connect
 
-    async def _on_connect(self, conn: Any) -> None:
+    async def _on_connect(self, conn: Any, expect: str | None) -> None:
         run = await drv.read_run_id(conn)
-        if self.run_id is not None and run != self.run_id:
-            self.run_id = run
-            raise drv.Restarted(f"Redis {self.label} restarted (new run id): its fence counter is re-checked")
         self.run_id = run
-
-    def redlock_marker(self) -> str:
-        """The acquire's marker argument on a Redlock master: '@' + the run id its counter must be seeded under."""
-        return lua.REDLOCK + (self.run_id or "")
+        if expect is not None and run != expect:  # the request was prepared with another run's id
+            raise drv.Restarted(f"Redis {self.label} restarted (new run id): its fence counter is re-checked")
 
     def marker(self, name: str) -> str:
         """The marker this node showed us for ``name``'s fence counter ('' before the first acquire)."""

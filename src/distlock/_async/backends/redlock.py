@@ -195,15 +195,22 @@ class Backend(AsyncBackend):
         return await self._scatter_each(nodes, timeout, script, name, [args] * len(nodes))
 
     async def _scatter_each(
-        self, nodes: Sequence[Node], timeout: float, script: str, name: str, each: Sequence[Sequence[Any]]
+        self,
+        nodes: Sequence[Node],
+        timeout: float,
+        script: str,
+        name: str,
+        each: Sequence[Sequence[Any]],
+        expects: Sequence[str | None] | None = None,
     ) -> list[Any]:
-        """As :meth:`_scatter`, with each node's own arguments (``each[i]``)."""
+        """As :meth:`_scatter`, with each node's own arguments (``each[i]``); ``expects[i]``: the run id the
+        request to node i was prepared with (a new connection that finds another one fails that request)."""
         first = each[0] if each else ()
         if all(a == first for a in each):
             packed: bytes | list[bytes] = lua.packed_call(script, name, *first)  # encoded once for every master
         else:
             packed = [lua.packed_call(script, name, *a) for a in each]
-        results = await drv.scatter([n.plain_wire for n in nodes], packed, timeout, self.fanout)
+        results = await drv.scatter([n.plain_wire for n in nodes], packed, timeout, self.fanout, expects)
         out: list[Any] = []
         for n, r, args in zip(nodes, results, each, strict=True):
             if isinstance(r, NoScriptError):
@@ -247,14 +254,16 @@ class Backend(AsyncBackend):
 
     async def _try(self, claim: Claim) -> tuple[Grant, list[BaseException] | None]:
         """One Redlock round: the grant, and None if a majority answered in time, else the errors."""
+        runs = [n.run_id or "" for n in self.nodes]
         each = [
             lua.acquire_args(
-                claim.token, claim.mode, claim.ttl, claim.permits, False, claim.owner, WAITER_TTL, n.redlock_marker()
+                claim.token, claim.mode, claim.ttl, claim.permits, False, claim.owner, WAITER_TTL, lua.REDLOCK + run
             )
-            for n in self.nodes
+            for run in runs
         ]
         started = monotonic()
-        results = await self._scatter_each(self.nodes, self._deadline(claim.ttl), "acquire", claim.name, each)
+        deadline = self._deadline(claim.ttl)
+        results = await self._scatter_each(self.nodes, deadline, "acquire", claim.name, each, runs)
         votes = [None if isinstance(r, BaseException) else Vote.of(r) for r in results]
         fence, refused = await self._fence(claim, votes)
         won = [v for v in votes if v is not None and v.acquired]
@@ -326,8 +335,9 @@ class Backend(AsyncBackend):
         return (fence, None) if len(at) >= self.quorum else (None, None)
 
     async def _floor(self, nodes: list[Node], claim: Claim, floor: int, fence: int) -> list[Any]:
-        each = [(claim.token, floor, claim.mode.value, fence, n.run_id or "") for n in nodes]
-        return await self._scatter_each(nodes, self._deadline(claim.ttl), "fence_floor", claim.name, each)
+        runs = [n.run_id or "" for n in nodes]
+        each = [(claim.token, floor, claim.mode.value, fence, run) for run in runs]
+        return await self._scatter_each(nodes, self._deadline(claim.ttl), "fence_floor", claim.name, each, runs)
 
     async def release(self, claim: Claim) -> bool:
         """Released if a majority removed the token. An earlier try of this release may have run where this
