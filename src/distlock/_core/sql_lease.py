@@ -8,27 +8,29 @@ that lives in a :class:`Dialect`.
 
 Lease-table schema (created on first use, idempotent; ``distlock`` is the ``table_prefix`` option)::
 
-    distlock_fences (name_key CHAR(64) PK, name TEXT, fence BIGINT)   -- the name's row: exists only while
-                                                                        the name is held or waited on
+    distlock_fences (name_key CHAR(64) PK, name TEXT, fence BIGINT)   -- 0.1.0's per-name fences: emptied
+                                                                        at the upgrade (kept for the session
+                                                                        mode's portable layout)
     distlock_holders(token PK, name_key, name, owner, mode, fence, expires_at DOUBLE, acquired_at DOUBLE,
                      layout SMALLINT NOT NULL)  -- no default: a 0.1.0 client's INSERT fails (mixed fleet)
     distlock_queue  (seq auto PK, token UNIQUE, name_key, name, mode, expires_at DOUBLE)   -- waiters
     distlock_fence_seq                         -- SEQUENCE: every fence of every name (MySQL without
                                                   sequences: distlock_fence_ids, an AUTO_INCREMENT ticket)
 
-Fences come from one counter whose size does not grow with the names: drawn while the name's row is
-locked, so they are strictly increasing per name, across releases, restarts and ``break_lock``. The
-``fence`` column of the name rows is 0 for rows this version writes; a row left by 0.1.0 keeps the last
-fence it handed out, and opening a store raises the sequence above the largest of them (``seed``) before
-any such row is removed.
+Fences come from one counter whose size does not grow with the names: drawn while the name's lock is
+held, so they are strictly increasing per name, across releases, restarts and ``break_lock``. Opening a
+store raises the sequence above every fence a 0.1.0 row recorded (``seed``), then deletes those rows.
 
 ``name_key`` is the hex SHA-256 of the UTF-8 name: names of any length are indexed without truncation.
 Times are seconds since the epoch read from the DATABASE's clock (never the client's), once per
 transaction, after the name's fence row is locked.
 
-Atomicity: every acquire first locks the name's row (an upsert, which takes the row lock even when the
-row exists), so all decisions about one name are serialised by the database; the decision itself is
-:mod:`distlock._core.arbiter` (the same rule as SQLite), made between that lock and the COMMIT.
+Atomicity: every acquire first takes the name's lock for the length of its transaction, a lock that
+leaves no row: PostgreSQL ``pg_advisory_xact_lock(a, b)`` (the two-integer key space, apart from the
+session mode's bigint keys; released by COMMIT/ROLLBACK), MySQL/MariaDB ``GET_LOCK`` on the same
+connection, released by ``RELEASE_ALL_LOCKS()`` in the batch that commits or rolls back (pool connections
+hold no other named lock). So all decisions about one name are serialised by the database; the decision
+itself is :mod:`distlock._core.arbiter` (the same rule as SQLite), made between that lock and the COMMIT.
 
 Renewals do not take that lock; they are serialised with acquires through the holder row itself: a
 renewal's ``UPDATE`` holds the row lock until its COMMIT, and an acquire that read the row as expired
@@ -56,8 +58,8 @@ WAITER_TTL = 5.0
 LAYOUT = 2
 #: ``sweep`` removes holder and queue rows that expired this long ago (crashed processes)
 SWEEP_GRACE = 60.0
-#: ``sweep`` removes at most this many name rows per call
-SWEEP_BATCH = 2000
+#: ``sweep`` removes at most this many 0.1.0 fence rows per call
+SWEEP_BATCH = 5000
 
 KIND_OF_MODE = {
     Mode.EXCLUSIVE.value: "lock",
@@ -131,8 +133,7 @@ class Dialect:
     name: str
     now: str  # an expression: seconds since the epoch, from the database's clock
     schema: tuple[str, ...]
-    lock_fence: str  # create-or-lock the name's fence row: (key, name)
-    read_fence_returns: bool  # lock_fence returns (fence, now); else run SELECT fence, now
+    lock_name: str  # take the name's transaction lock and read the clock: (a, b) -> (locked, now)
     enqueue: str  # (token, key, name, mode, expires_at) -> join or refresh the deadline
     notify: str | None  # (channel, key): wake the listeners of the name, delivered at commit
 
@@ -178,9 +179,7 @@ def mysql(prefix: str) -> Dialect:
         name="mysql",
         now="UNIX_TIMESTAMP(NOW(6))",
         schema=_mysql_schema(p),
-        lock_fence=f"INSERT INTO {p}_fences (name_key, name, fence) VALUES (%s, %s, 0) "
-        "ON DUPLICATE KEY UPDATE fence = fence",
-        read_fence_returns=False,
+        lock_name="SELECT GET_LOCK(%s, %s), UNIX_TIMESTAMP(NOW(6))",
         enqueue=f"INSERT INTO {p}_queue (token, name_key, name, mode, expires_at) VALUES (%s, %s, %s, %s, %s) "
         "ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)",
         notify=None,
@@ -194,9 +193,7 @@ def postgres(prefix: str) -> Dialect:
         name="postgres",
         now=now,
         schema=_pg_schema(p),
-        lock_fence=f"INSERT INTO {p}_fences AS f (name_key, name, fence) VALUES (%s, %s, 0) "
-        f"ON CONFLICT (name_key) DO UPDATE SET fence = f.fence RETURNING f.fence, {now}",
-        read_fence_returns=True,
+        lock_name=f"SELECT pg_advisory_xact_lock(%s, %s)::text IS NOT NULL, {now}",
         enqueue=f"INSERT INTO {p}_queue (token, name_key, name, mode, expires_at) VALUES (%s, %s, %s, %s, %s) "
         "ON CONFLICT (token) DO UPDATE SET expires_at = EXCLUDED.expires_at",
         notify="SELECT pg_notify(%s, %s)",
@@ -220,6 +217,8 @@ class Ops:
         self.channel = channel
         #: MySQL/MariaDB: the server has SEQUENCE (MariaDB >= 10.5); set by the backend once it knows
         self.sequences = dialect.name == "postgres"
+        #: MySQL: seconds an acquire waits for the name's GET_LOCK (another acquire's transaction)
+        self.name_wait = 5.0
 
     def _notify(self, key: str) -> Generator[Stmt, Result, None]:
         if self.d.notify is not None:
@@ -229,15 +228,14 @@ class Ops:
         r = yield Stmt(f"SELECT {self.d.now}")
         return _f(r.rows[0][0])
 
-    def _name_row_gone(self, key: str) -> Stmt:
-        """Delete the name's row if nobody holds or waits for it (run after a holder or waiter left)."""
-        p = self.p
-        return Stmt(
-            f"DELETE FROM {p}_fences WHERE name_key = %s AND lock_key IS NULL AND NOT EXISTS "
-            f"(SELECT 1 FROM {p}_holders h WHERE h.name_key = %s) AND NOT EXISTS "
-            f"(SELECT 1 FROM {p}_queue q WHERE q.name_key = %s)",
-            (key, key, key),
-        )
+    def _lock_name(self, key: str) -> Stmt:
+        """The name's transaction lock: PostgreSQL's two-int advisory key from SHA-256(prefix:key); MySQL's
+        GET_LOCK name ``prefix:key`` (cut to 64 characters: a collision only serialises two names)."""
+        if self.d.name == "postgres":
+            h = hashlib.sha256(f"{self.p}:{key}".encode()).digest()
+            a, b = (int.from_bytes(h[i : i + 4], "big", signed=True) for i in (0, 4))
+            return Stmt(self.d.lock_name, (a, b))
+        return Stmt(self.d.lock_name, (f"{self.p}:{key}"[:64], self.name_wait))
 
     def _insert_holder(self, claim: Claim, key: str, now: float) -> Stmt:
         """Insert the holding with a fence from the store's one counter; the statement returns the fence."""
@@ -258,9 +256,9 @@ class Ops:
 
     def acquire(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant]:
         p = self.p
-        r = yield Stmt(self.d.lock_fence, (key, claim.name))
-        if not self.d.read_fence_returns:
-            r = yield Stmt(f"SELECT fence, {self.d.now} FROM {p}_fences WHERE name_key = %s", (key,))
+        r = yield self._lock_name(key)
+        if r.rows[0][0] in (0, None):  # MySQL: not granted within name_wait (a stuck transaction)
+            return Grant(False, retry_after=0.05)
         now = _f(r.rows[0][1])
         r = yield Stmt(
             f"SELECT 0, token, mode, expires_at, 0 FROM {p}_holders WHERE name_key = %s UNION ALL "
@@ -307,35 +305,28 @@ class Ops:
         p = self.p
         a = yield Stmt(f"DELETE FROM {p}_queue WHERE token = %s", (claim.token,))
         b = yield Stmt(f"DELETE FROM {p}_holders WHERE token = %s", (claim.token,))
-        yield self._name_row_gone(key)
         if a.rowcount or b.rowcount:
             yield from self._notify(key)
             return True
         return False
 
     def release(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
-        """Compare-and-delete by token, in autocommit (one round trip); True if it was still a live lease.
-        The name's row goes with the last holder (unless someone waits). PostgreSQL: one statement that also
-        notifies the name's waiters. MySQL: one batch that deletes it if live, else an expired remnant."""
+        """Compare-and-delete by token, in autocommit (no transaction needed: one row, by its key); True if
+        it was still a live lease. PostgreSQL: one statement that also notifies the name's waiters. MySQL:
+        delete it if live; only if that found nothing, delete an expired remnant."""
         p = self.p
         if self.d.notify is not None:
             r = yield Stmt(
-                f"WITH d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING name_key, expires_at), "
-                f"n AS (DELETE FROM {p}_fences f USING d WHERE f.name_key = d.name_key AND f.lock_key IS NULL "
-                "AND NOT EXISTS "
-                f"(SELECT 1 FROM {p}_holders h WHERE h.name_key = d.name_key AND h.token <> %s) AND NOT EXISTS "
-                f"(SELECT 1 FROM {p}_queue q WHERE q.name_key = d.name_key)) "
+                f"WITH d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING expires_at) "
                 f"SELECT (SELECT expires_at FROM d) > {self.d.now}, pg_notify(%s, %s)",
-                (claim.token, claim.token, self.channel, key),
+                (claim.token, self.channel, key),
             )
             return bool(r.rows and r.rows[0][0])
-        gone = self._name_row_gone(key)
-        r = yield Stmt(
-            f"DELETE FROM {p}_holders WHERE token = %s AND expires_at > {self.d.now}; SELECT ROW_COUNT(); "
-            f"DELETE FROM {p}_holders WHERE token = %s; {gone.sql}",
-            (claim.token, claim.token, *gone.params),
-        )
-        return bool(r.rows and _i(r.rows[0][0]) == 1)
+        r = yield Stmt(f"DELETE FROM {p}_holders WHERE token = %s AND expires_at > {self.d.now}", (claim.token,))
+        if r.rowcount == 1:
+            return True
+        yield Stmt(f"DELETE FROM {p}_holders WHERE token = %s", (claim.token,))
+        return False
 
     def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[bool]]:
         """Extend every live lease in ``claims``: one UPDATE per distinct TTL (normally one), one SELECT."""
@@ -394,30 +385,26 @@ class Ops:
         tokens = [str(row[0]) for row in r.rows]
         if tokens:
             yield Stmt(f"DELETE FROM {p}_holders WHERE name_key = %s", (key,))
-            yield self._name_row_gone(key)
             yield from self._notify(key)
         return tokens
 
     def sweep(self, grace: float = SWEEP_GRACE, batch: int = SWEEP_BATCH) -> Generator[Stmt, Result, int]:
         """Remove what nobody will come back for: holder and queue rows expired for ``grace`` seconds
-        (crashed processes), and name rows with no holder and no waiter (a release that raced another
-        release of the same name, rows left by 0.1.0 once ``seed`` ran). At most ``batch`` name rows per
-        call; returns how many were removed (``batch``: there may be more). Safe at any time: an expired row
-        is no holding, and a name row is only the lock acquirers serialise on (the next one re-creates it)."""
+        (crashed processes; the name's next acquire would remove them too), and 0.1.0's per-name fence rows
+        (run after ``seed``: the counter is above them), at most ``batch`` of those per call; returns how
+        many it removed. Safe at any time: an expired row is no holding."""
         p = self.p
         now = yield from self.now()
         yield Stmt(f"DELETE FROM {p}_holders WHERE expires_at < %s", (now - grace,))
         yield Stmt(f"DELETE FROM {p}_queue WHERE expires_at < %s", (now - grace,))
-        orphans = (
-            f"SELECT f.name_key FROM {p}_fences f WHERE f.lock_key IS NULL AND NOT EXISTS "
-            f"(SELECT 1 FROM {p}_holders h WHERE h.name_key = f.name_key) AND NOT EXISTS "
-            f"(SELECT 1 FROM {p}_queue q WHERE q.name_key = f.name_key) LIMIT {int(batch)}"
-        )
-        r = yield Stmt(orphans)
-        keys = [str(row[0]) for row in r.rows]
-        if keys:
-            yield Stmt(f"DELETE FROM {p}_fences WHERE name_key IN ({', '.join(['%s'] * len(keys))})", tuple(keys))
-        return len(keys)
+        if self.d.name == "postgres":
+            r = yield Stmt(
+                f"DELETE FROM {p}_fences WHERE name_key IN "
+                f"(SELECT name_key FROM {p}_fences WHERE lock_key IS NULL LIMIT {int(batch)})"
+            )
+        else:
+            r = yield Stmt(f"DELETE FROM {p}_fences WHERE lock_key IS NULL LIMIT {int(batch)}")
+        return r.rowcount
 
     def seed(self) -> Generator[Stmt, Result, None]:
         """Raise the fence counter above every fence a 0.1.0 name row recorded (only ever up)."""

@@ -58,7 +58,7 @@ CLEANUP_TIMEOUT = 1.0
 #: a renewal round trip gets at most this share of the shortest TTL in its batch, then one more try on a
 #: fresh connection (a half-open pooled connection costs one try, not the holdings)
 RENEW_SHARE = 0.25
-#: renewals also sweep expired rows and free names' rows, at most this often
+#: renewals also sweep long-expired rows (and 0.1.0's fence rows), at most this often
 SWEEP_EVERY = 30.0
 
 #: a deadline (monotonic) that the calls made in this context must meet, tighter than ``call_timeout``
@@ -208,9 +208,9 @@ class SqlBackend(SyncBackend):
         self.call_timeout = config.pop_float("call_timeout", CALL_TIMEOUT)
         self.cleanup_timeout = min(self.call_timeout, CLEANUP_TIMEOUT)
         self._swept = monotonic()
-        self._released_since_sweep = False
         self.dialect = type(self).make_dialect(prefix)
         self.ops = sq.Ops(self.dialect, prefix, channel=f"{prefix}_wake")
+        self.ops.name_wait = self.call_timeout
         if self.session:
             self.capabilities = Capabilities(modes=self.session_modes, fair=False, needs_renewal=True)
         self._idle: list[Any] = []
@@ -420,8 +420,8 @@ class SqlBackend(SyncBackend):
         transaction (a row-lock holder) has touched, even when there is nothing to create.
 
         Then the 0.1.0 upgrade: the holders table gets its ``layout`` column (0.1.0 clients can no longer
-        acquire), the fence counter is raised above every per-name fence 0.1.0 recorded, and the rows of
-        names nobody holds are swept (in batches; later renewals sweep the rest)."""
+        acquire), the fence counter is raised above every per-name fence 0.1.0 recorded, and those rows are
+        deleted (in batches for up to 2 s; the renewer's sweeps remove the rest)."""
         existing: set[str] = set()
         if self.existing_tables_sql is not None:
             found: sq.Result = self._tx(lambda: sq.single(sq.Stmt(str(self.existing_tables_sql))), tx=False)
@@ -461,9 +461,12 @@ class SqlBackend(SyncBackend):
 
         self._tx(script, tx=self.schema_guard_sql is not None)
         deadline = monotonic() + 2.0
-        while monotonic() < deadline:  # rows a 0.1.0 store left for names nobody holds
-            if self._tx(lambda: self.ops.sweep()) < sq.SWEEP_BATCH:
-                break
+        try:
+            while monotonic() < deadline:  # the rows 0.1.0 left, one per name it ever locked
+                if self._tx(lambda: self.ops.sweep()) < sq.SWEEP_BATCH:
+                    break
+        except BackendError as exc:  # a big table: the renewer's sweeps go on with it
+            log.debug("sweep at open failed: %s", exc)
 
     def _one(self, conn: Any, sql: str, params: tuple[object, ...] = ()) -> Any:
         """One statement in autocommit on ``conn``; the first column of its first row."""
@@ -667,7 +670,6 @@ class SqlBackend(SyncBackend):
             if self.session:
                 return self._session_release(claim)
             key = sq.name_key(claim.name)
-            self._released_since_sweep = True
             ok: bool = self._tx(lambda: self.ops.release(claim, key), tx=False)
             self._released([claim.token], key)
             return ok
@@ -749,12 +751,6 @@ class SqlBackend(SyncBackend):
         return bool(tokens)
 
     def close(self) -> None:
-        if not self.session and not self._closed and self._released_since_sweep:
-            try:  # rows of names whose last releases raced each other, and long-expired ones
-                with Budget(self.cleanup_timeout):
-                    self._tx(lambda: self.ops.sweep())
-            except BackendError as exc:
-                log.debug("sweep at close failed: %s", exc)
         with self._pool_guard:
             self._closed = True
             idle, self._idle = self._idle, []

@@ -238,8 +238,10 @@ class Backend(SqlBackend):
                         stmt = script.send(sq.Result(rows, count))
                 except StopIteration as stop:
                     result = stop.value
-                if tx:
-                    cur.execute("COMMIT")
+                if tx:  # and let go of the name's GET_LOCK (pool connections hold no other named lock)
+                    cur.execute("COMMIT; DO RELEASE_ALL_LOCKS()")
+                    while cur.nextset():
+                        pass
                 return result
             except pymysql.err.OperationalError as exc:
                 self._rollback(c, tx)
@@ -257,7 +259,9 @@ class Backend(SqlBackend):
         if tx and c.conn.open:
             try:
                 c.conn.rollback()
-            except pymysql.err.Error:
+                with c.conn.cursor() as cur:
+                    cur.execute("DO RELEASE_ALL_LOCKS()")
+            except (pymysql.err.Error, OSError):
                 pass
 
     # -- lease-mode wake-ups: the companion GET_LOCK ("bell") ------------------------------------------------
