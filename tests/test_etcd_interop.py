@@ -125,3 +125,38 @@ def test_mixed_contention_keeps_a_shared_counter_exact(etcd_url: str, name: str,
         t.join(180)
     assert not errors, errors
     assert int(counter.read_text()) == 4 * per_worker  # no lost update: nobody ever overlapped
+
+
+def test_go_sees_one_key_per_contender_and_distlock_writes_nothing_else(etcd_url: str, name: str) -> None:
+    """What a Go contender reads of the queue ``NAME/`` is what it always was: one key per contender, on the
+    contender's lease, ordered by create revision. distlock's owner record is the value of its own key (Go
+    writes and reads no values) and nothing of it lies outside ``NAME/``."""
+    from distlock._core import etcd_keys as keys
+    from tests.servers.etcd import client_ports, post
+
+    port = client_ports(etcd_url)[0]
+
+    def everything() -> list[dict[str, str]]:
+        data = post(port, "/v3/kv/range", {"key": keys.b64(b"\x00"), "range_end": keys.b64(b"\x00")})
+        return [kv for kv in data.get("kvs") or [] if name.encode() in keys.unb64(kv["key"])]  # type: ignore[attr-defined]
+
+    with distlock.connect(etcd_url) as store:
+        lock = store.lock(name, ttl=10)
+        assert lock.acquire()
+        proc = etcdctl(etcd_url, name)
+        try:
+            deadline = time.monotonic() + 10
+            while len(everything()) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            mine, theirs = sorted(everything(), key=lambda kv: int(kv["create_revision"]))
+            assert keys.unb64(mine["key"]) == f"{name}/{int(mine['lease']):x}".encode()
+            assert int(mine["create_revision"]) == lock.fence
+            assert keys.parse_owner(keys.unb64(mine["value"]))[0] is not None
+            assert keys.unb64(theirs["key"]).startswith(name.encode() + b"/") and not theirs.get("value")
+            lock.release()
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == keys.unb64(theirs["key"]).decode()
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=30)
+    assert everything() == []

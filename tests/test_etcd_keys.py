@@ -16,7 +16,6 @@ def test_keys_match_go_mutex_layout() -> None:
     assert k.lock_key("r", Mode.WRITE, 255) == b"r/write/ff"
     assert k.lock_key("s", Mode.SEMAPHORE, 1) == b"s/sem/1"
     assert k.lock_key("ключ", Mode.EXCLUSIVE, 1) == "ключ/1".encode()
-    assert k.owner_key(255) == b"\x00distlock/owner/ff"
 
 
 def test_prefix_end() -> None:
@@ -95,3 +94,17 @@ def test_lease_ttl_is_rounded_up_never_down() -> None:
 def test_owner_record_round_trip() -> None:
     assert k.parse_owner(k.owner_value("h:1:t", Mode.SEMAPHORE, 3)) == ("h:1:t", 3)
     assert k.parse_owner(b"not json") == (None, None)
+
+
+def test_owner_record_is_the_value_of_the_contender_key() -> None:
+    """Everything distlock writes for a name is inside ``NAME/`` (a role on the names' prefix covers it): the
+    owner record rides in the lock key's value, which Go's Mutex writes empty and never reads."""
+    value = k.owner_value("h:1:t", Mode.SEMAPHORE, 2)
+    kvs = [
+        {"key": k.b64(b"app/s/sem/1a"), "value": k.b64(value), "create_revision": "7", "lease": "26"},
+        {"key": k.b64(b"app/s/2b"), "create_revision": "9", "lease": "43"},  # a Go contender: empty value
+    ]
+    mine, go = k.contenders(b"app/s/", kvs)
+    assert mine.value == value and k.parse_owner(mine.value) == ("h:1:t", 2)
+    assert go.value == b"" and go.mode is Mode.EXCLUSIVE
+    assert not hasattr(k, "OWNER_PREFIX")

@@ -2,15 +2,18 @@
 
 Layout (the one of etcd's Go ``concurrency.Mutex``, so ``etcdctl lock NAME`` interoperates):
 
-* a contender of lock ``NAME`` is the key ``NAME/<lease id in lowercase hex>`` with an empty value,
-  attached to that contender's own lease; its *create revision* orders the queue and is the fence.
+* a contender of lock ``NAME`` is the key ``NAME/<lease id in lowercase hex>``, attached to that
+  contender's own lease; its *create revision* orders the queue and is the fence.
 * read-write locks use the marker segments of etcd's Go ``recipes.RWMutex``: ``NAME/read/<hex>`` and
   ``NAME/write/<hex>`` (the recipe's own keys, ``NAME/read/<UnixNano>``, are recognised too); semaphores
   use ``NAME/sem/<hex>``.
-* who the contender is (owner id, semaphore permits) lives next to it in ``\\x00distlock/owner/<hex>``
-  (keyed by the lease the lock key is attached to, same lease, written in the same transaction), so the
-  lock key itself stays exactly what Go's client writes. The leading NUL byte keeps these records out of
-  every lock's prefix range (lock names cannot contain NUL).
+* who the contender is (owner id, mode, semaphore permits) is the *value* of its own key (JSON), written
+  with it in one put. So everything distlock writes for a name lives inside ``NAME/``, the same range a Go
+  ``concurrency.Mutex`` needs: an etcd role granted the prefix of the names (or just ``NAME/``) is enough,
+  and a role scoped to another prefix can neither read nor delete any of it. Go's Mutex and ``etcdctl
+  lock`` write an empty value and never read values (only keys and create revisions), so the queue they
+  see has the same keys, revisions and leases as before. distlock 0.1 kept the owner record in a second key,
+  ``\\x00distlock/owner/<hex>``, outside every prefix; holders written by 0.1 show as ``unknown:lease:<hex>``.
 
 Grant rule, FIFO by create revision (``ahead`` = contenders of the name with a smaller revision):
 
@@ -33,7 +36,6 @@ from typing import Any
 
 from .types import Mode
 
-OWNER_PREFIX = b"\x00distlock/owner/"
 MARKERS: dict[Mode, bytes] = {
     Mode.EXCLUSIVE: b"",
     Mode.READ: b"read/",
@@ -76,10 +78,6 @@ def lock_key(name: str, mode: Mode, lease: int) -> bytes:
     return lock_prefix(name) + MARKERS[mode] + format(lease, "x").encode("ascii")
 
 
-def owner_key(lease: int) -> bytes:
-    return OWNER_PREFIX + format(lease, "x").encode("ascii")
-
-
 def owner_value(owner: str, mode: Mode, permits: int) -> bytes:
     return json.dumps({"owner": owner, "mode": mode.value, "permits": permits}, separators=(",", ":")).encode()
 
@@ -99,6 +97,7 @@ class Contender:
     mode: Mode
     rev: int  # create revision: queue order and fence
     lease: int
+    value: bytes = b""  # the key's value (owner record; empty for Go's keys, or when read keys-only)
 
 
 def mode_of(prefix: bytes, key: bytes) -> Mode | None:
@@ -119,7 +118,8 @@ def contenders(prefix: bytes, kvs: Iterable[dict[str, Any]]) -> list[Contender]:
         key = unb64(kv.get("key"))
         mode = mode_of(prefix, key)
         if mode is not None:
-            out.append(Contender(key, mode, int(kv.get("create_revision") or 0), int(kv.get("lease") or 0)))
+            rev, lease = int(kv.get("create_revision") or 0), int(kv.get("lease") or 0)
+            out.append(Contender(key, mode, rev, lease, unb64(kv.get("value"))))
     out.sort(key=lambda c: c.rev)
     return out
 
@@ -204,8 +204,8 @@ def range_op(
     return op
 
 
-def prefix_range(prefix: bytes) -> dict[str, object]:
-    return range_op(prefix, prefix_end(prefix), by_create=True)
+def prefix_range(prefix: bytes, *, keys_only: bool = True) -> dict[str, object]:
+    return range_op(prefix, prefix_end(prefix), keys_only=keys_only, by_create=True)
 
 
 def create_is(key: bytes, rev: int) -> dict[str, object]:

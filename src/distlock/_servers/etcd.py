@@ -1,14 +1,21 @@
-"""etcd processes on loopback: one node, or a 3-member cluster (kill / pause / restart members by PID)."""
+"""etcd processes on loopback: one node, or a 3-member cluster (kill / pause / restart members by PID).
+
+``etcd_cluster(..., root_password=PW, auth_token_ttl=S)`` starts it with authentication on (a ``root`` user
+with that password, simple tokens that expire after S seconds); :meth:`EtcdCluster.add_user` then creates
+a user whose role grants read-write on key prefixes only (what an operator would give one tenant).
+"""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import ssl
 import subprocess
 import time
+import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,13 +31,40 @@ def etcdctl_binary() -> str | None:
 
 
 def post(
-    port: int, path: str, body: dict[str, object], timeout: float = 1.0, host: str = LOOPBACK
+    port: int,
+    path: str,
+    body: Mapping[str, object],
+    timeout: float = 1.0,
+    host: str = LOOPBACK,
+    token: str | None = None,
 ) -> dict[str, object]:
+    """POST to the JSON gateway; an error answer (HTTP 4xx, e.g. permission denied) is returned as its JSON."""
     req = urllib.request.Request(f"http://{host}:{port}{path}", data=json.dumps(body).encode(), method="POST")
+    if token:
+        req.add_header("Authorization", token)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only, never a proxy
-    with opener.open(req, timeout=timeout) as resp:
-        data: dict[str, object] = json.loads(resp.read() or b"{}")
-        return data
+    try:
+        with opener.open(req, timeout=timeout) as resp:
+            raw = resp.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code >= 500:
+            raise
+        raw = exc.read()
+    data: dict[str, object] = json.loads(raw or b"{}")
+    return data
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The end of the key range of ``prefix`` (etcd's ``GetPrefixRangeEnd``; ``prefix`` not all 0xff)."""
+    end = bytearray(prefix)
+    while end and end[-1] == 0xFF:
+        end.pop()
+    end[-1] += 1
+    return bytes(end)
 
 
 @dataclass
@@ -41,6 +75,55 @@ class EtcdCluster:
     members: list[ServerProc] = field(default_factory=list)
     peer_ports: list[int] = field(default_factory=list)
     argvs: list[list[str]] = field(default_factory=list)
+    root_password: str | None = field(default=None, repr=False)  # set once auth is on
+
+    # -- authentication ----------------------------------------------------------------------------------
+    def token(self, user: str, password: str, i: int = 0) -> str:
+        """A fresh auth token of ``user`` (asked of member ``i``)."""
+        data = post(self.members[i].port, "/v3/auth/authenticate", {"name": user, "password": password},
+                    host=self.host(i))  # fmt: skip
+        token = data.get("token")
+        if not isinstance(token, str):
+            raise RuntimeError(f"etcd authentication of {user!r} failed: {data.get('error')}")
+        return token
+
+    def admin(self, path: str, body: Mapping[str, object], i: int = 0) -> dict[str, object]:
+        """A request as ``root`` (a fresh token each time: the tests use tokens that expire in seconds)."""
+        token = self.token("root", self.root_password, i) if self.root_password is not None else None
+        return post(self.members[i].port, path, body, timeout=5.0, host=self.host(i), token=token)
+
+    def enable_auth(self, root_password: str) -> None:
+        """Create ``root`` (role ``root``) and turn authentication on."""
+        port, host = self.members[0].port, self.host(0)
+        for path, body in (
+            ("/v3/auth/role/add", {"name": "root"}),
+            ("/v3/auth/user/add", {"name": "root", "password": root_password}),
+            ("/v3/auth/user/grant", {"user": "root", "role": "root"}),
+            ("/v3/auth/enable", {}),
+        ):
+            data = post(port, path, body, timeout=5.0, host=host)
+            if "error" in data:
+                raise RuntimeError(f"etcd {path}: {data['error']}")
+        self.root_password = root_password
+
+    def add_user(self, user: str, password: str, prefixes: Sequence[str], perm: str = "READWRITE") -> None:
+        """A user with a role of its own (named like the user) granting ``perm`` on each key prefix only,
+        like ``etcdctl role grant-permission --prefix=true ROLE readwrite PREFIX``."""
+        steps: list[tuple[str, dict[str, object]]] = [("/v3/auth/role/add", {"name": user})]
+        for prefix in prefixes:
+            raw = prefix.encode("utf-8")
+            perm_body = {"permType": perm, "key": _b64(raw), "range_end": _b64(prefix_end(raw))}
+            steps.append(("/v3/auth/role/grant", {"name": user, "perm": perm_body}))
+        steps.append(("/v3/auth/user/add", {"name": user, "password": password}))
+        steps.append(("/v3/auth/user/grant", {"user": user, "role": user}))
+        for path, body in steps:
+            data = self.admin(path, body)
+            if "error" in data:
+                raise RuntimeError(f"etcd {path}: {data['error']}")
+
+    def auth_url(self, user: str, password: str) -> str:
+        """The store URL of ``user`` (every member)."""
+        return f"etcd://{user}:{password}@" + self.url.split("://", 1)[1]
 
     @property
     def url(self) -> str:
@@ -111,8 +194,9 @@ def endpoints(url: str) -> str:
 
 
 def _healthy(port: int, host: str = LOOPBACK) -> bool:
+    """A linearizable read went through (with auth on, it is refused only after the read-index wait)."""
     data = post(port, "/v3/kv/range", {"key": "AA=="}, timeout=0.5, host=host)
-    return "header" in data
+    return "header" in data or "user name is empty" in str(data.get("error", ""))
 
 
 def start_cluster(d: Path, size: int, extra: Sequence[str] = (), fsync: bool = False) -> EtcdCluster:
@@ -176,10 +260,22 @@ def _wait_ready(m: ServerProc, timeout: float = 60.0, host: str = LOOPBACK) -> N
 
 
 @contextlib.contextmanager
-def etcd_cluster(size: int = 3, extra: Sequence[str] = (), fsync: bool = False) -> Iterator[EtcdCluster]:
+def etcd_cluster(
+    size: int = 3,
+    extra: Sequence[str] = (),
+    fsync: bool = False,
+    root_password: str | None = None,
+    auth_token_ttl: int | None = None,
+) -> Iterator[EtcdCluster]:
+    """A cluster for the duration of the block; with ``root_password`` authentication is on, with
+    ``auth_token_ttl`` simple tokens expire after that many seconds (etcd's default: 300)."""
+    if auth_token_ttl is not None:
+        extra = (*extra, "--auth-token-ttl", str(auth_token_ttl))
     with workdir("etcd") as d:
         cluster = start_cluster(d, size, extra, fsync)
         try:
+            if root_password is not None:
+                cluster.enable_auth(root_password)
             yield cluster
         finally:
             cluster.stop()

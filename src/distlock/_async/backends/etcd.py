@@ -52,6 +52,7 @@ log = logging.getLogger("distlock")
 #: gRPC codes the gateway reports for a member that cannot serve now (no leader, leader changed, timeout)
 _RETRY_CODES = {4, 8, 14}
 _NOT_FOUND = 5
+_PERMISSION_DENIED = 7
 #: per-try limit of the renewal requests (keepalive, key check): they must fail over well within a lease
 _FAST_TRY = 0.5
 #: ops per txn (etcd refuses more than --max-txn-ops, 128 by default)
@@ -125,6 +126,16 @@ def guard(lock: AsyncLock) -> EtcdGuard:
     return backend._guard_for(lock.name, fence)
 
 
+class _Denied(BackendError):
+    """etcd refused a request for lack of permission (the user's roles do not cover the key)."""
+
+
+def _denied(exc: _Denied, name: str | None, user: str | None, what: str) -> BackendError:
+    """The one-line error of a request etcd refused for lack of permission, naming the lock."""
+    who = f"user {user!r}" if user else "this client"
+    return BackendError(f"etcd: permission denied: {who} may not {what}", name=name, backend=exc.backend)
+
+
 class _Gateway:
     """Requests to the JSON gateway with failover across endpoints, bounded time and token auth."""
 
@@ -151,6 +162,10 @@ class _Gateway:
         self._current = 0
 
     @property
+    def username(self) -> str | None:
+        return self._username
+
+    @property
     def base(self) -> Member:
         return self.bases[self._current % len(self.bases)]
 
@@ -174,6 +189,21 @@ class _Gateway:
         if not isinstance(token, str) or not token:
             raise self._error("authentication returned no token")
         self._token = token
+
+    async def ping(self) -> None:
+        """Check at connect that the cluster answers and has a leader, without touching any key: the status
+        endpoint needs no permission (a user whose role covers only its own prefix may connect), and the
+        token was checked by the authentication just before. A member without a leader is asked again or
+        the next one is, until the op timeout."""
+        deadline = monotonic() + self.op_timeout
+        while True:
+            data = await self.call("/v3/maintenance/status", {}, op_timeout=max(0.05, deadline - monotonic()))
+            if str(data.get("leader") or "0") != "0":
+                return
+            if monotonic() >= deadline:
+                raise self._error(f"no leader within {self.op_timeout}s")
+            self._rotate(self.base)
+            await rt.sleep(0.1)
 
     async def call(
         self,
@@ -221,6 +251,10 @@ class _Gateway:
                 if code not in _RETRY_CODES and resp.status < 500:
                     if "authentication failed" in message:
                         raise self._error("authentication failed (wrong user name or password)")
+                    if code == _PERMISSION_DENIED or "permission denied" in message:
+                        raise _Denied(f"etcd: {path}: permission denied", backend=self.scheme)
+                    if "user name is empty" in message:
+                        raise self._error("the server has authentication on: put user:password in the URL")
                     raise self._error(f"{path}: {message}")
                 last, cause = message, None
                 self._rotate(base)
@@ -407,6 +441,9 @@ class Attempt(AsyncAttempt):
             self._try_end = min(self._try_end, self._deadline)
         try:
             return await self._try()
+        except _Denied as exc:
+            what = f"write {self._prefix.decode('utf-8', 'replace')!r}"
+            raise _denied(exc, self.claim.name, self.backend.gw.username, what) from None
         except BackendError:
             if self._deadline is not None and monotonic() >= self._deadline:
                 return Grant(False)  # ran into the acquire's deadline: the store abandons the attempt
@@ -473,11 +510,7 @@ class Attempt(AsyncAttempt):
                 "/v3/kv/txn",
                 {
                     "compare": [keys.create_is(key, 0)],
-                    "success": [
-                        keys.put_op(key, b"", lease.id),
-                        keys.put_op(keys.owner_key(lease.id), value, lease.id),
-                        queue_range,
-                    ],
+                    "success": [keys.put_op(key, value, lease.id), queue_range],
                     # the key exists already: a retried create whose first reply was lost (F8); it is ours
                     "failure": [{"request_range": keys.range_op(key)}, queue_range],
                 },
@@ -558,10 +591,7 @@ class Attempt(AsyncAttempt):
             try:
                 data = await self.backend.gw.call(
                     "/v3/kv/txn",
-                    {
-                        "compare": [keys.create_is(entry.key, entry.rev)],
-                        "success": [keys.delete_op(entry.key), keys.delete_op(keys.owner_key(lease.id))],
-                    },
+                    {"compare": [keys.create_is(entry.key, entry.rev)], "success": [keys.delete_op(entry.key)]},
                     op_timeout=budget,
                 )
             except BackendError:
@@ -569,7 +599,7 @@ class Attempt(AsyncAttempt):
             if data.get("succeeded"):
                 self.backend._give_back(lease)
                 return
-        # Revoking deletes our key and owner record even if the create's reply never reached us (F10).
+        # Revoking deletes our key even if the create's reply never reached us (F10).
         if not await self.backend.gw.revoke(lease.id, op_timeout=max(0.05, end - monotonic())):
             log.warning("clean-up of an abandoned acquire of %r left to its lease's TTL", self.claim.name)
 
@@ -621,7 +651,7 @@ class Backend(AsyncBackend):
         )
         try:
             await gw.authenticate()
-            await gw.call("/v3/kv/range", keys.range_op(keys.OWNER_PREFIX + b"ping"))
+            await gw.ping()
         except BaseException:
             await client.aclose()
             raise
@@ -700,11 +730,7 @@ class Backend(AsyncBackend):
             "/v3/kv/txn",
             {
                 "compare": [keys.create_is(entry.key, entry.rev)],
-                "success": [
-                    keys.put_op(entry.key, b"", new.id),
-                    keys.put_op(keys.owner_key(new.id), entry.owner_value, new.id),
-                    keys.delete_op(keys.owner_key(old.id)),
-                ],
+                "success": [keys.put_op(entry.key, entry.owner_value, new.id)],
             },
         )
         if data.get("succeeded"):
@@ -733,10 +759,7 @@ class Backend(AsyncBackend):
         try:
             data = await self.gw.call(
                 "/v3/kv/txn",
-                {
-                    "compare": [keys.create_is(entry.key, entry.rev)],
-                    "success": [keys.delete_op(entry.key), keys.delete_op(keys.owner_key(entry.lease.id))],
-                },
+                {"compare": [keys.create_is(entry.key, entry.rev)], "success": [keys.delete_op(entry.key)]},
                 op_timeout=op_timeout,
             )
         finally:
@@ -797,28 +820,23 @@ class Backend(AsyncBackend):
         data = await self.gw.call("/v3/kv/range", keys.range_op(entry.key))
         return any(int(kv.get("create_revision") or 0) == entry.rev for kv in data.get("kvs") or [])
 
-    async def _snapshot(self, name: str) -> tuple[list[keys.Contender], list[keys.Contender], dict[int, str]]:
-        """(queue, holders, lease -> owner id) of one name."""
+    async def _snapshot(self, name: str) -> tuple[list[keys.Contender], list[keys.Contender], dict[bytes, str]]:
+        """(queue, holders, key -> owner id) of one name: one range read of ``NAME/`` with the values."""
         prefix = keys.lock_prefix(name)
-        data = await self.gw.call("/v3/kv/range", keys.prefix_range(prefix))
+        try:
+            data = await self.gw.call("/v3/kv/range", keys.prefix_range(prefix, keys_only=False))
+        except _Denied as exc:
+            raise _denied(exc, name, self.gw.username, f"read {prefix.decode('utf-8', 'replace')!r}") from None
         queue = keys.contenders(prefix, data.get("kvs") or [])
-        if not queue:
-            return [], [], {}
-        leases = [c.lease for c in queue if c.lease]
-        owners: dict[int, str] = {}
-        permits: dict[int, int] = {}
-        if leases:
-            found = await self.gw.txn_each(
-                [{"request_range": keys.range_op(keys.owner_key(i), keys_only=False)} for i in leases]
-            )
-            for lease, r in zip(leases, found, strict=False):
-                for kv in keys.kvs_of(r):
-                    owner, n = keys.parse_owner(keys.unb64(kv.get("value")))
-                    if owner is not None:
-                        owners[lease] = owner
-                    if n is not None:
-                        permits[lease] = n
-        return queue, keys.holders(queue, permits.get(queue[0].lease)), owners
+        owners: dict[bytes, str] = {}
+        permits: int | None = None
+        for c in queue:
+            owner, n = keys.parse_owner(c.value) if c.value else (None, None)
+            if owner is not None:
+                owners[c.key] = owner
+            if c is queue[0]:
+                permits = n
+        return queue, keys.holders(queue, permits), owners
 
     async def inspect(self, name: str) -> LockInfo | None:
         queue, holders, owners = await self._snapshot(name)
@@ -831,14 +849,17 @@ class Backend(AsyncBackend):
                 data = await self.gw.call("/v3/lease/timetolive", {"ID": str(h.lease)})
                 ttl = int(data.get("TTL") or 0)
                 ttl_left = float(max(0, ttl))
-            owner = owners.get(h.lease) or f"unknown:lease:{h.lease:x}"
+            owner = owners.get(h.key) or f"unknown:lease:{h.lease:x}"
             infos.append(HolderInfo(owner, h.rev, h.mode.value, ttl_left))
         return LockInfo(name, keys.kind_of(queue), tuple(infos), len(queue) - len(holders))
 
     async def list(self, prefix: str) -> list[LockInfo]:
         start = prefix.encode("utf-8")
         op = keys.range_op(start or b"\x01", keys.prefix_end(start) if start else b"\x00")
-        data = await self.gw.call("/v3/kv/range", op)
+        try:
+            data = await self.gw.call("/v3/kv/range", op)
+        except _Denied as exc:
+            raise _denied(exc, None, self.gw.username, f"read the keys under {prefix!r}") from None
         names: set[str] = set()
         for kv in data.get("kvs") or []:
             if not int(kv.get("lease") or 0):
@@ -857,7 +878,10 @@ class Backend(AsyncBackend):
         _, holders, _ = await self._snapshot(name)
         if not holders:
             return False
-        await self.gw.txn_each([keys.delete_op(h.key) for h in holders])
+        try:
+            await self.gw.txn_each([keys.delete_op(h.key) for h in holders])
+        except _Denied as exc:
+            raise _denied(exc, name, self.gw.username, f"delete keys under {name + '/'!r}") from None
         broken = {(h.key, h.rev) for h in holders}
         with self._guard:
             mine = [t for t, e in self._entries.items() if (e.key, e.rev) in broken]
