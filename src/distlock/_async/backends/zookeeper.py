@@ -200,7 +200,7 @@ class Attempt(AsyncAttempt):
         b = self.backend
         with self._step_guard, b._bounded(self._deadline, self._abort):
             try:
-                return b._translated(self._step_or_requeue)
+                return b._translated(self._step_or_requeue, self.claim.name)
             except _Stop as stop:
                 if stop.why == _Stop.DEADLINE:  # the store sees the deadline passed and abandons the attempt
                     return Grant(False)
@@ -286,6 +286,11 @@ class Attempt(AsyncAttempt):
         try:
             self._abandon_locked()
         except SessionExpiredError:  # everything this attempt created died with the session
+            self.backend._unhold(self.claim.token)
+        except NoAuthError:
+            # The ACL of the lock's path refused us: a create it refused left nothing, and a node we could
+            # create but may not list or delete there is ephemeral and goes with the session. Retrying
+            # later would be refused the same way.
             self.backend._unhold(self.claim.token)
         except (LockError, KazooException) as exc:
             # The connection is down or silent: whatever is left is deleted when the server answers again
@@ -523,22 +528,24 @@ class Backend(AsyncBackend):
             self._on_reply(result)
             return value
 
-    def _translated(self, fn: Callable[[], T]) -> T:
+    def _translated(self, fn: Callable[[], T], name: str | None = None) -> T:
         try:
             return fn()
         except LockError:
             raise
         except NoAuthError as exc:
             raise BackendError(
-                "ZooKeeper refused access (NoAuth): check the user:password in the URL and the ACLs of the root",
+                "ZooKeeper refused access (NoAuth): permission denied by a node's ACL; check the user:password"
+                " in the URL and the ACLs of the root and of the lock's parent nodes",
+                name=name,
                 backend=self.scheme,
             ) from exc
         except KazooException as exc:
             msg = scrub(str(exc) or type(exc).__name__, self.config.password)
             raise BackendError(f"ZooKeeper: {type(exc).__name__}: {msg}", backend=self.scheme) from exc
 
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        result: T = await rt.run_blocking(lambda: self._translated(lambda: fn(*args)))
+    async def _call(self, fn: Callable[..., T], *args: Any, name: str | None = None) -> T:
+        result: T = await rt.run_blocking(lambda: self._translated(lambda: fn(*args), name))
         return result
 
     def _children(self, path: str, watch: Callable[[WatchedEvent], None] | None = None) -> list[str]:
@@ -666,6 +673,8 @@ class Backend(AsyncBackend):
                         self._delete(f"{parent}/{child}")
                     else:
                         self._delete_by_uuid(parent, uid)
+                except NoAuthError:
+                    log.warning("an abandoned lock node under %s is left to the session (NoAuth)", parent)
                 except (LockError, KazooException) as exc:
                     log.warning("could not delete an abandoned lock node under %s: %s", parent, exc)
                     self._defer_cleanup([(parent, child, uid)])
@@ -960,7 +969,10 @@ class Backend(AsyncBackend):
         return self._inspect_path(layout.lock_path(name, self.root), name)
 
     def _list(self, prefix: str) -> list[LockInfo]:
-        """Walk the tree under the root (one level per round trip), report every held lock under ``prefix``."""
+        """Walk the tree under the root (one level per round trip), report every held lock under ``prefix``.
+
+        Subtrees whose ACL does not let this client read them (another user's nodes under a shared root) are
+        skipped: a store lists what its credentials can see."""
         found: list[LockInfo] = []
         level = [self.root]
         while level:
@@ -971,6 +983,10 @@ class Backend(AsyncBackend):
                     children: list[str] = self._get(result)
                 except NoNodeError:
                     continue
+                except NoAuthError:
+                    if path == self.root:
+                        raise
+                    continue  # another user's subtree (its ACL does not let us read it): not ours to list
                 is_lock = any(c.startswith(layout.PROTECTED) or _marked(c) for c in children) or (
                     layout.SEM_LEASES in children and layout.SEM_LOCKS in children
                 )
@@ -1016,13 +1032,13 @@ class Backend(AsyncBackend):
         return await self._call(self._holds, claim)
 
     async def inspect(self, name: str) -> LockInfo | None:
-        return await self._call(self._inspect_name, name)
+        return await self._call(self._inspect_name, name, name=name)
 
     async def list(self, prefix: str) -> list[LockInfo]:
         return await self._call(self._list, prefix)
 
     async def break_lock(self, name: str) -> bool:
-        return bool(await self._call(self._break, name))
+        return bool(await self._call(self._break, name, name=name))
 
     async def aclose(self) -> None:
         self._closing = True
