@@ -126,3 +126,14 @@ def test_lost_lock_sends_sigterm_to_child(url: str, tmp_path: Path) -> None:
     assert marker.exists(), "the command was not sent SIGTERM"
     assert "lost" in err and err.strip().count("\n") == 0
     assert time.monotonic() - started < 20
+
+
+def test_init_checks_the_url_and_says_what_it_did(url: str) -> None:
+    """``distlock init`` (SQL: creates the tables, see tests/test_access_sql.py); elsewhere it only checks the
+    URL. A URL that does not answer is one line without its password, exit 69."""
+    r = cli(url, "init")
+    assert r.returncode == 0, r.stderr
+    assert "nothing to create on sqlite://" in r.stdout
+    bad = cli("postgresql://admin:hunter2-pw@127.0.0.1:1/db?connect_timeout=1", "init")
+    assert bad.returncode == 69
+    assert bad.stderr.count("\n") == 1 and "hunter2-pw" not in bad.stderr, bad.stderr

@@ -81,7 +81,7 @@ def cli(ctx: click.Context, url: str | None, debug: bool) -> None:
 
 def _register() -> None:
     # each command lives in its own module, which defines ``command`` (a click command)
-    for module in ("commands", "demo", "bench", "check"):
+    for module in ("commands", "demo", "bench", "check", "init"):
         try:
             mod = importlib.import_module(f"{__name__}.{module}")
         except ModuleNotFoundError as exc:

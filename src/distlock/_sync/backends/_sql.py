@@ -290,7 +290,9 @@ class SqlBackend(SyncBackend):
 
     # -- plumbing --------------------------------------------------------------------------------------
     def _error(self, what: str, exc: BaseException) -> BackendError:
-        return BackendError(f"{what}: {scrub(str(exc), self.config.password)}", backend=self.scheme)
+        # one line: the driver's first (psycopg adds "LINE 1: <statement>" and a caret, or a hint)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return BackendError(f"{what}: {scrub(first, self.config.password)}", backend=self.scheme)
 
     def _borrow(self) -> Any:
         """A connection of the store's pool (at most MAX_POOL open): short transactions share a few
