@@ -179,6 +179,9 @@ def test_clean_hand_overs_paused_and_killed_holders_are_not_judged() -> None:
     assert r["handovers"] == 0 and r["not_judged"] == 1
     killed = [{"kind": "kill", "t": 1.5, "worker": 0, "landed": True}]
     assert told_late([b], [grant(a), grant(b)], faults=killed)["handovers"] == 0
+    # killed inside release(), after its release reached the server and the next holder was granted the lock
+    killed_late = [{"kind": "kill", "t": 3.1, "worker": 0, "landed": False}]
+    assert told_late([b], [grant(a), grant(b)], faults=killed_late)["handovers"] == 0
 
 
 def test_analyse_makes_a_late_hand_over_a_safety_violation() -> None:

@@ -132,15 +132,16 @@ def told_late(
     kills = [f for f in faults if f["kind"] == "kill"]
     stops = [f for f in faults if f["kind"] in UNTELLABLE and f.get("landed")]
     for h in hold.values():
-        for f in kills:
-            if f["worker"] == h["worker"] and f["t"] >= h["t_acq"]:
-                h["t_end"] = min(h["t_end"], f["t"])
+        # a holding whose operation was never reported and whose worker was killed: it died holding the lock,
+        # or releasing it (the release may have reached the server before the kill); either way a dead process
+        # relies on nothing and can be told nothing
+        h["killed"] = h["t_end"] == math.inf and any(f["worker"] == h["worker"] and f["t"] >= h["t_acq"] for f in kills)
     by_acq = sorted(hold.values(), key=lambda h: h["t_acq"])
     starts = [h["t_acq"] for h in by_acq]
     values: list[float] = []
     never = excluded = 0
     for a in by_acq:
-        if any(f["worker"] == a["worker"] and a["t_acq"] <= f["t"] <= a["t_end"] for f in stops):
+        if a["killed"] or any(f["worker"] == a["worker"] and a["t_acq"] <= f["t"] <= a["t_end"] for f in stops):
             excluded += 1
             continue
         nxt = next((b for b in by_acq[bisect.bisect_right(starts, a["t_acq"]) :] if b["worker"] != a["worker"]), None)
