@@ -588,13 +588,24 @@ class SqlBackend(AsyncBackend):
                 continue
             ok = False
             if pinned is not None:
-                with Budget(RENEW_SHARE * claim.ttl):  # a silent pinned connection: this holding is lost
-                    ok = await self._session_check(pinned, claim.ttl)
+                try:
+                    with Budget(RENEW_SHARE * claim.ttl):  # a silent pinned connection: this holding is lost
+                        ok = await self._session_check(pinned, claim.ttl)
+                except BaseException:  # cancelled mid-check: the connection is closed, and the lock with it
+                    self._session_lost(claim, pinned, "its connection's check was cancelled")
+                    await self._close_quietly(pinned.conn)
+                    raise
             if not ok and pinned is not None and claim.token not in self._releasing:
-                self._unpin(claim.token)
+                self._session_lost(claim, pinned, "its connection failed, timed out or no longer holds the lock")
                 await self._close_quietly(pinned.conn)
             out.append(ok or claim.token in self._releasing)
         return out
+
+    def _session_lost(self, claim: Claim, pinned: Pinned, why: str) -> None:
+        """Session mode: the lock lives and dies with its connection. Unpin it and tell the store now,
+        whether or not it still waits for this renewal's answer (the sync renewer may have stopped waiting)."""
+        if self._unpin(claim.token) is pinned and claim.token not in self._releasing:
+            self.lost(claim.token, f"connection-bound lock lost: {why}")
 
     async def _session_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
         if self.row_lock:
