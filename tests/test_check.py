@@ -77,16 +77,16 @@ def test_redis_passes_a_server_restart_with_spawn(tmp_path: Path) -> None:
 
 @needs_redis_server
 @pytest.mark.skipif(not HAVE_REDIS_BACKEND, reason="the redis backend has not landed yet")
-def test_restart_of_a_redis_without_persistence_is_caught_by_the_fence_check(tmp_path: Path) -> None:
-    # SAFETY F4: the restarted server forgot the fence counter, so fences start again from 1
+def test_restart_of_a_redis_without_persistence_is_refused_not_handed_lower_fences(tmp_path: Path) -> None:
+    # SAFETY F4: the restarted server forgot the fence counter; fences would start again from 1. The stores
+    # that saw the counter notice (its marker is gone) and refuse to acquire (DISTLOCK-FENCE-LOST, counted
+    # as worker errors) instead of handing out lower fences: no fence goes back.
     code, report, output = check(tmp_path, "--seconds", "4", "--spawn", "--volatile", "--faults", "server-restart")
-    assert code == 1, output
+    assert code == 0, output
     assert report["url"].startswith("redis://127.0.0.1:")  # the server --spawn started
     assert report["faults"]["server-restart"]["landed"] >= 1
-    assert report["fence_violations"] >= 1
-    assert any("fence monotonicity" in v for v in report["safety_violations"])
-    # the fenced register saw the higher fences before the restart and turned the new, lower ones away
-    assert report["fenced"]["stale_accepted"] == 0 and report["fenced"]["stale_rejected"] >= 1
+    assert report["fence_violations"] == 0 and report["fenced"]["stale_accepted"] == 0
+    assert report["errors"] >= 1
 
 
 # -- servers the checker starts itself (--spawn FAMILY) and the server faults ----------------------------------
