@@ -18,6 +18,9 @@ Connection = psycopg.AsyncConnection[Any]
 Cursor = psycopg.AsyncCursor[Any]
 T = TypeVar("T")
 
+#: after a cancellation shut the socket down, how long the interrupted call gets to notice it and end
+CANCEL_GRACE = 1.0
+
 
 async def connect(**kwargs: Any) -> Connection:
     return await psycopg.AsyncConnection.connect(**kwargs)
@@ -43,6 +46,9 @@ async def guarded(conn: Connection, deadline: float | None, fn: Callable[..., Aw
             if not task.done():
                 if fd >= 0:
                     WATCHDOG.kill(fd)
+                # let the call end on its dead socket before the caller closes the connection: a call still
+                # running would poll a descriptor number the next connection may already have been given
+                await asyncio.wait({task}, timeout=CANCEL_GRACE)
                 task.add_done_callback(_consume)
             raise
 

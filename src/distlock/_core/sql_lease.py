@@ -302,7 +302,11 @@ class Ops:
         return Grant(False, retry_after=retry_after(holders, now))
 
     def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
+        """Delete the claim's queue entry and holding. The name's lock first: an acquire of this claim that
+        was cancelled in flight (its connection shut down) may still be running on the server, and holds
+        that lock until it commits or rolls back; deleting before then would miss what it commits."""
         p = self.p
+        yield self._lock_name(key)
         a = yield Stmt(f"DELETE FROM {p}_queue WHERE token = %s", (claim.token,))
         b = yield Stmt(f"DELETE FROM {p}_holders WHERE token = %s", (claim.token,))
         if a.rowcount or b.rowcount:
