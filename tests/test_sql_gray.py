@@ -143,6 +143,33 @@ def test_asyncio_timeout_around_acquire_on_a_frozen_link_is_bounded(
     assert elapsed < 2 + BOUND, f"asyncio.timeout(2) around acquire took {elapsed:.1f} s"
 
 
+def test_async_acquire_timeout_on_a_frozen_link_is_bounded(db: str, url: str, proxy: FaultProxy, name: str) -> None:
+    async def main() -> float:
+        holder = await distlock.connect_async(url)
+        store = await distlock.connect_async(with_options(via(url, proxy), call_timeout=CALL))
+        try:
+            held = holder.lock(name, ttl=10)
+            assert await held.acquire(timeout=5)
+            assert await store.inspect(name) is not None
+            proxy.freeze()
+            t0 = time.monotonic()
+            try:
+                assert not await store.lock(name, ttl=5).acquire(timeout=2)
+            except distlock.BackendError:
+                pass
+            elapsed = time.monotonic() - t0
+            proxy.heal()
+            await held.release()
+            return elapsed
+        finally:
+            proxy.heal()
+            await holder.aclose()
+            await store.aclose()
+
+    elapsed = asyncio.run(main())
+    assert elapsed < 2 + BOUND, f"async acquire(timeout=2) on a silent link took {elapsed:.1f} s"
+
+
 def test_half_open_pooled_connection_does_not_stop_renewal(db: str, url: str, proxy: FaultProxy, name: str) -> None:
     """Every connection the store has open goes silent for good (new ones work): the renewals that land on
     one of them cost a try, not the lock."""
