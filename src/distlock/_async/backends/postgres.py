@@ -165,7 +165,7 @@ class Backend(SqlBackend):
             conn: Any = None
             try:
                 conn = await pg.connect(**{k: v for k, v in self._kwargs.items() if v is not None})
-                await conn.execute(f"LISTEN {self.ops.channel}")
+                await pg.guarded(conn, self._deadline(), conn.execute, f"LISTEN {self.ops.channel}")
                 self._listening = True
                 failures = 0
                 idle = 0
