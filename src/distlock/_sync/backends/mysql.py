@@ -262,7 +262,14 @@ class Backend(SqlBackend):
                 with c.conn.cursor() as cur:
                     cur.execute("DO RELEASE_ALL_LOCKS()")
             except (pymysql.err.Error, OSError):
-                pass
+                # the name's GET_LOCK may still be held: end the connection (the server releases it), so it
+                # is never given back to the pool holding it
+                sock = getattr(c.conn, "_sock", None)
+                if sock is not None:
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
 
     # -- lease-mode wake-ups: the companion GET_LOCK ("bell") ------------------------------------------------
     def _bell_call(self, sql: str, params: tuple[object, ...]) -> Any:
