@@ -295,3 +295,36 @@ def test_mysql_batch_statements_do_not_leak_results(mysql_url: str, name: str) -
             assert lock.acquire(timeout=5)
             lock.release()
         assert s.inspect(name) is None
+
+
+def test_mysql_without_sequences_draws_fences_from_an_auto_increment_ticket(
+    mysql_url: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MySQL servers without SEQUENCE (MySQL 8, MariaDB < 10.5): the lease-mode fence is an AUTO_INCREMENT
+    ticket whose row is deleted in the same batch; a 0.1.0 fence raises the counter. Simulated on MariaDB."""
+    from distlock._sync.backends import mysql as sync_mysql
+
+    monkeypatch.setattr(sync_mysql, "_has_sequences", lambda version: False)
+    prefix = fresh_prefix()
+    admin = raw_conn("mysql", mysql_url)
+    cur = admin.cursor()
+    for stmt in _old_schema("mysql", prefix):
+        cur.execute(stmt)
+    cur.execute(f"INSERT INTO {prefix}_fences (name_key, name, fence) VALUES (%s, %s, 300)", (sq.name_key(name), name))
+    with distlock.connect(with_options(mysql_url, table_prefix=prefix)) as a:
+        assert not a._backend.ops.sequences
+        fences = []
+        for _ in range(3):
+            with a.lock(name, ttl=5) as lock:
+                fences.append(lock.fence)
+        lock = a.lock(name, ttl=30)
+        assert lock.acquire(timeout=5)
+        fences.append(lock.fence)
+        assert a.break_lock(name)
+        with a.lock(name + "-2", ttl=5) as other:
+            fences.append(other.fence)
+    assert all(f is not None and f > 300 for f in fences), fences
+    assert fences == sorted(fences) and len(set(fences)) == len(fences), fences
+    assert int(one(admin, f"SELECT COUNT(*) FROM {prefix}_fence_ids")) == 0
+    admin.close()
+    assert count_rows("mysql", mysql_url, prefix) == {"holders": 0, "queue": 0, "fences": 0}
