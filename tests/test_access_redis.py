@@ -1,9 +1,10 @@
 """Redis with an ACL user limited to the key pattern of its lock names.
 
-The grant is the one docs/access-control.md prints (:data:`ACL`): the keys ``app/*`` (the exclusive key is
-the name itself) and ``{app/*`` (the name's other keys, ``{NAME}:r`` ...), the fence counter
-``distlock:fences`` (one per database), the wake-up channels ``{app/*`` and the commands distlock sends.
-The server is the test's own (the fence counter test deletes the counter).
+The grants are the ones docs/access-control.md prints (:func:`acl`): the keys ``app/*`` (the exclusive key
+is the name itself, and the store's own fence counter ``app/distlock:fences``, named by the URL option
+``fence_counter``) and ``{app/*`` (the name's other keys, ``{NAME}:r`` ...), the wake-up channels ``{app/*``
+and the commands distlock sends. A third user keeps the default counter ``distlock:fences``, shared by the
+database, and needs a grant on it. The server is the test's own (the fence counter test deletes counters).
 """
 
 from __future__ import annotations
@@ -22,6 +23,16 @@ from tests.servers.redis import redis_server
 ADMIN_PW = "adm1n-Secret-5"
 ALICE_PW = "al1ce-Secret-7"
 BOB_PW = "b0b-Secret-3"
+CAROL_PW = "car0l-Secret-9"
+#: alice's and bob's stores keep their fence counter under their own prefix; carol's uses the shared one
+ALICE_COUNTER = "app/distlock:fences"
+BOB_COUNTER = "other/distlock:fences"
+#: user -> (password, prefix of its lock names, its store's fence_counter, or None for the default)
+USERS = {
+    "alice": (ALICE_PW, "app/", ALICE_COUNTER),
+    "bob": (BOB_PW, "other/", BOB_COUNTER),
+    "carol": (CAROL_PW, "shared/", None),
+}
 
 #: the commands distlock sends on a single node and the ones its scripts run: data commands (@read, @write,
 #: SCAN included), the scripts (@scripting), wake-ups (@pubsub), PING/HELLO (@connection) and TIME; nothing
@@ -29,21 +40,25 @@ BOB_PW = "b0b-Secret-3"
 COMMANDS = "-@all +@read +@write +@scripting +@pubsub +@connection +time -@dangerous"
 
 
-def acl(prefix: str) -> list[str]:
-    """The ACL SETUSER rules of a user whose lock names start with ``prefix``."""
-    return [f"~{prefix}*", f"~{{{prefix}*", "~distlock:fences", f"&{{{prefix}*", *COMMANDS.split()]
+def acl(prefix: str, own_counter: bool = True) -> list[str]:
+    """The ACL SETUSER rules of a user whose lock names start with ``prefix``: with ``own_counter`` its
+    stores name a fence counter under ``prefix`` (``?fence_counter=PREFIXdistlock:fences``), which ``~PREFIX*``
+    already covers; otherwise they use the database's shared ``distlock:fences``, which must be granted."""
+    shared = [] if own_counter else ["~distlock:fences"]
+    return [f"~{prefix}*", f"~{{{prefix}*", *shared, f"&{{{prefix}*", *COMMANDS.split()]
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    """(url without credentials) of a server whose default user is off; users alice (``app/``) and bob
-    (``other/``), and an admin."""
+    """(url without credentials) of a server whose default user is off; users alice (``app/``), bob
+    (``other/``) and carol (``shared/``, the shared fence counter), and an admin."""
     with redis_server() as srv:
         admin = redis.Redis(host="127.0.0.1", port=srv.port)
         admin.acl_setuser("admin", enabled=True, passwords=[f"+{ADMIN_PW}"], keys=["*"], channels=["*"],
                           commands=["+@all"])  # fmt: skip
-        for user, password, prefix in (("alice", ALICE_PW, "app/"), ("bob", BOB_PW, "other/")):
-            admin.execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", *acl(prefix))
+        for user, (password, prefix, counter) in USERS.items():
+            rules = acl(prefix, own_counter=counter is not None)
+            admin.execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", *rules)
         admin.execute_command("ACL", "SETUSER", "default", "off")
         admin.close()
         yield f"127.0.0.1:{srv.port}"
@@ -54,8 +69,12 @@ def admin_client(server: str) -> redis.Redis:
     return redis.Redis(host=host, port=int(port), username="admin", password=ADMIN_PW)
 
 
-def url(server: str, user: str, password: str) -> str:
-    return f"redis://{user}:{password}@{server}/0"
+def url(server: str, user: str, password: str | None = None) -> str:
+    """The store URL of ``user`` (with its ``fence_counter``); a ``password`` given: that one, no option."""
+    if password is not None:
+        return f"redis://{user}:{password}@{server}/0"
+    password, _, counter = USERS[user]
+    return f"redis://{user}:{password}@{server}/0" + (f"?fence_counter={counter}" if counter else "")
 
 
 def keys_of(server: str, part: str) -> list[bytes]:
@@ -66,16 +85,17 @@ def keys_of(server: str, part: str) -> list[bytes]:
 def one_line_without_secrets(err: BaseException) -> str:
     text = str(err)
     assert "\n" not in text, text
-    for secret in (ADMIN_PW, ALICE_PW, BOB_PW):
+    for secret in (ADMIN_PW, ALICE_PW, BOB_PW, CAROL_PW):
         assert secret not in text and secret not in repr(err), text
     return text
 
 
-def test_the_acl_pattern_is_enough_for_every_lock_kind_fences_and_wakeups(server: str) -> None:
-    base = f"app/{uuid.uuid4().hex[:8]}"
+@pytest.mark.parametrize("user", ["alice", "carol"])
+def test_the_acl_pattern_is_enough_for_every_lock_kind_fences_and_wakeups(server: str, user: str) -> None:
+    base = f"{USERS[user][1]}{uuid.uuid4().hex[:8]}"
     with (
-        distlock.connect(url(server, "alice", ALICE_PW)) as store,
-        distlock.connect(url(server, "alice", ALICE_PW)) as other,
+        distlock.connect(url(server, user)) as store,
+        distlock.connect(url(server, user)) as other,
     ):
         lock = store.lock(f"{base}/lock", ttl=5)
         assert lock.acquire(timeout=5)
@@ -116,7 +136,7 @@ def test_the_acl_pattern_is_enough_for_every_lock_kind_fences_and_wakeups(server
 
 def test_a_name_outside_the_pattern_is_a_one_line_noperm_error_that_leaves_nothing(server: str) -> None:
     outside = f"other/{uuid.uuid4().hex[:8]}"
-    with distlock.connect(url(server, "alice", ALICE_PW)) as store:
+    with distlock.connect(url(server, "alice")) as store:
         started = time.monotonic()
         with pytest.raises(distlock.BackendError) as err:
             store.lock(outside, ttl=5).acquire(timeout=5)
@@ -134,14 +154,14 @@ def test_a_name_outside_the_pattern_is_a_one_line_noperm_error_that_leaves_nothi
 def test_another_user_can_neither_read_nor_delete_and_a_wrong_password_is_refused(server: str) -> None:
     name = f"app/{uuid.uuid4().hex[:8]}"
     host, port = server.split(":")
-    with distlock.connect(url(server, "alice", ALICE_PW)) as store:
+    with distlock.connect(url(server, "alice")) as store:
         lock = store.lock(name, ttl=5)
         assert lock.acquire(timeout=5)
         with redis.Redis(host=host, port=int(port), username="bob", password=BOB_PW) as bob:
             for command in (("GET", name), ("DEL", name), ("HGETALL", "{" + name + "}:i")):
                 with pytest.raises(redis.exceptions.NoPermissionError):
                     bob.execute_command(*command)
-        with distlock.connect(url(server, "bob", BOB_PW)) as other:
+        with distlock.connect(url(server, "bob")) as other:
             with pytest.raises(distlock.BackendError) as err:
                 other.break_lock(name)
             assert "no permissions" in one_line_without_secrets(err.value)
@@ -156,22 +176,41 @@ def test_another_user_can_neither_read_nor_delete_and_a_wrong_password_is_refuse
     assert keys_of(server, name) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the fence counter distlock:fences is one key shared by every user of the database: a user that"
-    " needs it for its own locks may delete it, and every other user's next acquire is refused (FENCE-LOST)."
-    " A per-prefix counter (a URL option naming it) would keep tenants apart.",
-)
 def test_another_user_cannot_touch_the_fence_counter_of_this_one(server: str) -> None:
+    """With ``?fence_counter=app/distlock:fences`` alice's counter is inside her own key pattern: bob (another
+    tenant, ``~other/*``) can neither read, rewrite nor delete it, nor does he need the shared one; alice's
+    fences go on up whatever bob does to his own counter. Without the option, alice's grant (no
+    ``~distlock:fences``) is not enough: a one-line NOPERM error."""
     name = f"app/{uuid.uuid4().hex[:8]}"
     host, port = server.split(":")
-    with distlock.connect(url(server, "alice", ALICE_PW)) as store:
-        with store.lock(name, ttl=5, timeout=5):
-            pass
+    with admin_client(server) as admin:
+        shared_before = admin.hgetall("distlock:fences")
+    with distlock.connect(url(server, "alice")) as store:
+        with store.lock(name, ttl=5, timeout=5) as lk:
+            first = lk.fence
+        assert first is not None
+        with admin_client(server) as admin:
+            assert int(admin.hget(ALICE_COUNTER, "n") or 0) == first  # the store's counter is alice's own key
+            assert admin.hget(ALICE_COUNTER, "e")  # with its marker
         with redis.Redis(host=host, port=int(port), username="bob", password=BOB_PW) as bob:
-            try:
-                bob.execute_command("DEL", "distlock:fences")
-            except redis.exceptions.NoPermissionError:
-                pass
-        with store.lock(name, ttl=5, timeout=5):  # refused today: the counter it saw is gone
-            pass
+            for command in (
+                ("DEL", ALICE_COUNTER),
+                ("HSET", ALICE_COUNTER, "n", "0"),
+                ("HDEL", ALICE_COUNTER, "e"),
+                ("HGET", ALICE_COUNTER, "n"),
+                ("UNLINK", ALICE_COUNTER),
+            ):
+                with pytest.raises(redis.exceptions.NoPermissionError):
+                    bob.execute_command(*command)
+            with distlock.connect(url(server, "bob")) as other, other.lock("other/x", ttl=5, timeout=5) as theirs:
+                assert theirs.fence is not None
+            assert bob.delete(BOB_COUNTER) == 1  # bob may wreck his own counter: it is his alone
+        with store.lock(name, ttl=5, timeout=5) as lk:  # alice is not affected
+            assert lk.fence is not None and lk.fence > first
+    with admin_client(server) as admin:
+        assert admin.hgetall("distlock:fences") == shared_before  # the shared counter was never used
+    with distlock.connect(url(server, "alice", ALICE_PW)) as store:  # no option: the shared counter
+        with pytest.raises(distlock.BackendError) as err:
+            store.lock(name, ttl=5).acquire(timeout=5)
+        assert "no permissions" in one_line_without_secrets(err.value)
+    assert keys_of(server, name) == []

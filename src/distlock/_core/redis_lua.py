@@ -18,10 +18,13 @@ name is held or waited on: the last release (or lease end) removes them all::
 
 Fences come from one counter that does not grow with the names (the 8th key, :func:`counter_key`):
 
-    distlock:fences           hash  on a single node (and on each Redlock master): one per database
-    distlock:fences:{T}       hash  on Redis Cluster: one per hash slot, T = the fixed tag of the name's slot
+    C                         hash  on a single node (and on each Redlock master): one per database
+    C:{T}                     hash  on Redis Cluster: one per hash slot, T = the fixed tag of the name's slot
                                     (:func:`slot_tag`), so the counter lives in the slot of the name's keys
                               fields: n = the last fence handed out (HINCRBY), e = the marker (below)
+
+``C`` is ``distlock:fences`` unless the store URL names another key (``?fence_counter=app/fences``, checked
+by :func:`check_counter`): a tenant whose ACL covers only its own key pattern keeps its counter there.
 
 The marker ``e`` is how a lost counter is noticed. A flush, an eviction or a restart without persistence
 removes the whole hash, marker included. On a node, ``e`` is a random epoch that the first client wrote;
@@ -52,9 +55,9 @@ from .types import HolderInfo, LockInfo, Mode
 KIND_OF_MODE = {"lock": "lock", "read": "rwlock", "write": "rwlock", "semaphore": "semaphore"}
 
 
-#: the fence counter of a single node or Redlock master (one per database)
+#: the default fence counter of a single node or Redlock master (one per database); on Redis Cluster the
+#: prefix of the per-slot counters ``distlock:fences:{<tag of the slot>}``. URL option ``fence_counter``.
 NODE_COUNTER = "distlock:fences"
-#: Redis Cluster: one fence counter per hash slot, ``distlock:fences:{<tag of the slot>}``
 SLOTS = 16384
 #: the reply a node gives when its fence counter went missing under a client that had seen it
 FENCE_LOST = "DISTLOCK-FENCE-LOST"
@@ -93,15 +96,29 @@ def slot_tag(slot: int) -> str:
     return _slot_tags()[slot]
 
 
-def counter_key(name: str, cluster: bool = False) -> str:
-    """The fence counter ``name`` draws from: the node's one counter, or on a cluster the counter of the
-    slot that the name's keys hash to."""
+def check_counter(counter: str, cluster: bool) -> str | None:
+    """Why ``counter`` (URL option ``fence_counter``) cannot name the fence counter, or None if it can."""
+    if not counter:
+        return "fence_counter must not be empty"
+    if any(c < " " or c == "\x7f" for c in counter):
+        return "fence_counter must not contain control characters (NUL, newline, ...)"
+    if cluster and ("{" in counter or "}" in counter):
+        return (
+            f"fence_counter={counter!r}: no braces on Redis Cluster (the counter of each hash slot is "
+            "fence_counter:{TAG}, and the first {...} of a key decides its slot)"
+        )
+    return None
+
+
+def counter_key(name: str, cluster: bool = False, counter: str = NODE_COUNTER) -> str:
+    """The fence counter ``name`` draws from: the node's one counter ``counter``, or on a cluster the counter
+    of the slot that the name's keys hash to (``counter:{T}``)."""
     if not cluster:
-        return NODE_COUNTER
-    return "distlock:fences:{" + slot_tag(slot_of("{" + name + "}:r")) + "}"
+        return counter
+    return counter + ":{" + slot_tag(slot_of("{" + name + "}:r")) + "}"
 
 
-def keys(name: str, cluster: bool = False) -> list[str]:
+def keys(name: str, cluster: bool = False, counter: str = NODE_COUNTER) -> list[str]:
     tag = "{" + name + "}"
     return [
         name,
@@ -111,7 +128,7 @@ def keys(name: str, cluster: bool = False) -> list[str]:
         tag + ":q",
         tag + ":qd",
         tag + ":fence",
-        counter_key(name, cluster),
+        counter_key(name, cluster, counter),
     ]
 
 
@@ -504,23 +521,23 @@ NKEYS = 8
 
 
 @functools.lru_cache(maxsize=4096)
-def _call_head(script: str, name: str, cluster: bool) -> tuple[int, bytes]:
+def _call_head(script: str, name: str, cluster: bool, counter: str) -> tuple[int, bytes]:
     """RESP of ``EVALSHA sha 8 <keys> <channel>`` for one script and name: (number of parts, bytes)."""
     parts = [
         b"EVALSHA",
         SHA[script].encode(),
         b"%d" % NKEYS,
-        *(k.encode() for k in keys(name, cluster)),
+        *(k.encode() for k in keys(name, cluster, counter)),
         channel(name).encode(),
     ]
     return len(parts), b"".join(_bulk(p) for p in parts)
 
 
-def packed_call(script: str, name: str, *args: str | int, cluster: bool = False) -> bytes:
+def packed_call(script: str, name: str, *args: str | int, cluster: bool = False, counter: str = NODE_COUNTER) -> bytes:
     """The whole RESP request of ``EVALSHA`` of ``script`` on ``name`` with ``args`` (after the channel):
     byte for byte what redis-py would send, without its per-argument encoding (the keys of a name are
-    encoded once and cached)."""
-    n, head = _call_head(script, name, cluster)
+    encoded once and cached; ``counter``: the store's fence counter)."""
+    n, head = _call_head(script, name, cluster, counter)
     out = [b"*%d\r\n" % (n + len(args)), head]
     for a in args:
         data = a.encode() if isinstance(a, str) else b"%d" % a

@@ -16,8 +16,10 @@ Lock or a crashed process, cannot strand it).
 URL options: ``wait_replicas=N`` and ``wait_timeout=ms`` (WAIT for N replicas after each acquire;
 fewer acknowledgements -> the lock is released and ``BackendError`` is raised), ``connect_timeout``
 and ``socket_timeout`` (seconds), ``cluster`` (``auto``: a seed that reports ``cluster_enabled:1`` is
-used through redis-py's ``RedisCluster``; ``true``/``false`` force it), plus redis-py's own URL options
-(``ssl_*``, ``client_name``, ...).
+used through redis-py's ``RedisCluster``; ``true``/``false`` force it), ``fence_counter`` (the key of the
+store's fence counter, default ``distlock:fences``; on a cluster the prefix of the per-slot counters: a tenant
+limited to its own key pattern names one inside it), plus redis-py's own URL options (``ssl_*``,
+``client_name``, ...).
 
 Redis Cluster: every key of one name is in the slot of the name (hash tag ``{name}``), so each script
 runs on the one master that owns the name; the wake-up is a classic ``PUBLISH``, which the cluster
@@ -52,7 +54,7 @@ MAX_WAIT_SLICE = 2.0
 #: how long a waiter waits for the server to confirm its subscription before relying on hints
 SUBSCRIBE_TIMEOUT = 1.0
 
-_OURS = ("wait_replicas", "wait_timeout", "connect_timeout", "socket_timeout", "cluster")
+_OURS = ("wait_replicas", "wait_timeout", "connect_timeout", "socket_timeout", "cluster", "fence_counter")
 
 log = logging.getLogger("distlock")
 
@@ -88,7 +90,13 @@ class Node:
     BackendError."""
 
     def __init__(
-        self, client: drv.AnyClient, scheme: str, secret: str | None, label: str, socket_timeout: float = 5.0
+        self,
+        client: drv.AnyClient,
+        scheme: str,
+        secret: str | None,
+        label: str,
+        socket_timeout: float = 5.0,
+        counter: str = lua.NODE_COUNTER,
     ) -> None:
         self.client = client
         self.scheme = scheme
@@ -97,6 +105,11 @@ class Node:
         self.socket_timeout = socket_timeout
         self.listener = drv.Listener(client)
         self.cluster = isinstance(client, drv.ClusterClient)
+        # the key of the fence counter (on a cluster: the prefix of the per-slot counters), fixed per store
+        self.counter = counter
+        bad = lua.check_counter(counter, self.cluster)
+        if bad is not None:
+            raise ConfigError(bad, backend=scheme)
         # the hot path: pre-encoded script calls on distlock's own connections (on a cluster, one set of them
         # per master, chosen by the name's slot in redis-py's slot map)
         self.wire = None if isinstance(client, drv.ClusterClient) else drv.Wire.of(client)
@@ -117,6 +130,7 @@ class Node:
         socket_timeout: float,
         label: str,
         cluster: bool = False,
+        counter: str = lua.NODE_COUNTER,
     ) -> Node:
         client: drv.AnyClient
         if cluster and urlsplit(url).path.strip("/") not in ("", "0"):
@@ -132,7 +146,11 @@ class Node:
             raise ConfigError(scrub(f"bad Redis URL option: {exc}", secret), backend=scheme) from None
         except RedisError as exc:
             raise BackendError(scrub(f"Redis {label}: cannot connect: {exc}", secret), backend=scheme) from exc
-        return cls(client, scheme, secret, label, socket_timeout)
+        try:
+            return cls(client, scheme, secret, label, socket_timeout, counter)
+        except ConfigError:
+            await drv.close(client)
+            raise
 
     @property
     def plain_wire(self) -> drv.Wire:
@@ -223,17 +241,18 @@ class Node:
 
     def marker(self, name: str) -> str:
         """The marker this node showed us for ``name``'s fence counter ('' before the first acquire)."""
-        return self.epochs.get(lua.counter_key(name, self.cluster), "")
+        return self.epochs.get(lua.counter_key(name, self.cluster, self.counter), "")
 
     def learn(self, name: str, reply: Sequence[Any]) -> None:
         if len(reply) > 2:
-            key = lua.counter_key(name, self.cluster)
+            key = lua.counter_key(name, self.cluster, self.counter)
             if key not in self.epochs:
                 raw = reply[2]
                 self.epochs[key] = raw.decode() if isinstance(raw, bytes) else str(raw)
 
     def call(self, script: str, name: str, *args: Any) -> tuple[Any, ...]:
-        return ("EVALSHA", lua.SHA[script], lua.NKEYS, *lua.keys(name, self.cluster), lua.channel(name), *args)
+        keys = lua.keys(name, self.cluster, self.counter)
+        return ("EVALSHA", lua.SHA[script], lua.NKEYS, *keys, lua.channel(name), *args)
 
     async def run(self, commands: Sequence[Sequence[Any]], what: str) -> list[Any]:
         """Commands in one round trip; reloads the scripts once if the server lost them (restart)."""
@@ -279,7 +298,7 @@ class Node:
         distlock's own connections (a cluster: redis-py's pipeline, which routes by slot)."""
         if self.wire is None:
             return await self.run([self.call(script, n, *a) for n, a in calls], what)
-        packs = [lua.packed_call(script, n, *a) for n, a in calls]
+        packs = [lua.packed_call(script, n, *a, counter=self.counter) for n, a in calls]
         try:
             replies = await self.wire.call_many(packs, None, timeout)
             if any(isinstance(r, NoScriptError) for r in replies):
@@ -301,14 +320,15 @@ class Node:
         timeout: float | None = None,
     ) -> Any:
         if self.wire is not None:
-            return await self.wire.call(lua.packed_call(script, name, *args), unsure, timeout)
+            return await self.wire.call(lua.packed_call(script, name, *args, counter=self.counter), unsure, timeout)
         assert isinstance(self.client, drv.ClusterClient)
         try:  # straight to the master of the name's slot ...
             key, make = drv.route(self.client, name)
             wire = self._wires.get(key)
             if wire is None:
                 wire = self._wires[key] = drv.Wire(make)
-            return await wire.call(lua.packed_call(script, name, *args, cluster=True), unsure, timeout)
+            packed = lua.packed_call(script, name, *args, cluster=True, counter=self.counter)
+            return await wire.call(packed, unsure, timeout)
         except drv.REROUTE:  # ... unless the slot moved or the master is away: redis-py's routing sorts it out
             if unsure is not None:
                 unsure.append(True)
@@ -374,6 +394,17 @@ def same_slot(name: str) -> bool:
 
 def timeouts(config: StoreConfig) -> tuple[float, float]:
     return config.pop_float("connect_timeout", 5.0), config.pop_float("socket_timeout", 5.0)
+
+
+def fence_counter(config: StoreConfig) -> str:
+    """URL option ``fence_counter``: the key of the store's fence counter (default ``distlock:fences``). Every
+    store of one tenant must name the same one (two counters hand out fences independently)."""
+    counter = config.pop("fence_counter", lua.NODE_COUNTER)
+    assert counter is not None
+    bad = lua.check_counter(counter, False)  # braces are refused once the server turns out to be a cluster
+    if bad is not None:
+        raise ConfigError(bad, backend=config.scheme)
+    return counter
 
 
 class Leases:
@@ -506,17 +537,18 @@ class Backend(AsyncBackend):
         if wait_timeout <= 0:
             raise ConfigError("wait_timeout (ms) must be > 0", backend=config.scheme)
         connect_timeout, socket_timeout = timeouts(config)
+        counter = fence_counter(config)
         if wait_replicas:
             socket_timeout = max(socket_timeout, wait_timeout / 1000.0 + 1.0)
         url = driver_url(config)
         reject_unknown(config)
         args = (url, config.scheme, config.password, connect_timeout, socket_timeout)
-        node = await Node.connect(*args, "server", cluster=bool(cluster))
+        node = await Node.connect(*args, "server", cluster=bool(cluster), counter=counter)
         try:
             await node.ping()
             if cluster is None and await node.is_cluster():  # auto: a cluster node was given as the seed
                 await node.aclose()
-                node = await Node.connect(*args, "cluster", cluster=True)
+                node = await Node.connect(*args, "cluster", cluster=True, counter=counter)
                 await node.ping()
             if node.cluster and wait_replicas:
                 raise ConfigError(

@@ -24,7 +24,8 @@ Lock kinds: lock, rlock, multilock and rwlock (a writer's majority and a reader'
 which never grants both). Semaphores are refused (``UnsupportedFeature``): per-master permit counts over
 majorities could admit up to 2N-1 holders. ``fair=True`` is refused (no FIFO across masters).
 URL options: ``node_timeout`` (s, default 0.5), ``connect_timeout`` (s, default 1), ``socket_timeout``
-(s, default 1), plus redis-py's own URL options.
+(s, default 1), ``fence_counter`` (the key of each master's fence counter, default ``distlock:fences``), plus
+redis-py's own URL options.
 """
 
 from __future__ import annotations
@@ -45,7 +46,16 @@ from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mod
 from ..._errors import BackendError, ConfigError, QuorumError
 from ..._url import StoreConfig
 from ..backend import AsyncAttempt, AsyncBackend
-from .redis import MAX_WAIT_SLICE, SUBSCRIBE_TIMEOUT, WAITER_TTL, Leases, Node, driver_url, reject_unknown
+from .redis import (
+    MAX_WAIT_SLICE,
+    SUBSCRIBE_TIMEOUT,
+    WAITER_TTL,
+    Leases,
+    Node,
+    driver_url,
+    fence_counter,
+    reject_unknown,
+)
 
 #: the random delay before retrying after a split vote (nobody got a majority): desynchronises contenders
 SPLIT_RETRY = 0.01
@@ -147,6 +157,7 @@ class Backend(AsyncBackend):
     def __init__(self, config: StoreConfig, nodes: list[Node], node_timeout: float) -> None:
         super().__init__(config)
         self.nodes = nodes
+        self.counter = nodes[0].counter  # the same on every master
         self.quorum = len(nodes) // 2 + 1
         self.node_timeout = node_timeout
         self.fanout = drv.Fanout(len(nodes))
@@ -162,10 +173,13 @@ class Backend(AsyncBackend):
         node_timeout = config.pop_float("node_timeout", 0.5)
         connect_timeout = config.pop_float("connect_timeout", 1.0)
         socket_timeout = config.pop_float("socket_timeout", 1.0)
+        counter = fence_counter(config)
         urls = [driver_url(config, host) for host in config.hosts]
         reject_unknown(config)
         nodes = [
-            await Node.connect(url, config.scheme, config.password, connect_timeout, socket_timeout, f"{h}:{p}")
+            await Node.connect(
+                url, config.scheme, config.password, connect_timeout, socket_timeout, f"{h}:{p}", counter=counter
+            )
             for url, (h, p) in zip(urls, config.hosts, strict=True)
         ]
         backend = cls(config, nodes, node_timeout)
@@ -207,9 +221,10 @@ class Backend(AsyncBackend):
         request to node i was prepared with (a new connection that finds another one fails that request)."""
         first = each[0] if each else ()
         if all(a == first for a in each):
-            packed: bytes | list[bytes] = lua.packed_call(script, name, *first)  # encoded once for every master
+            # encoded once for every master
+            packed: bytes | list[bytes] = lua.packed_call(script, name, *first, counter=self.counter)
         else:
-            packed = [lua.packed_call(script, name, *a) for a in each]
+            packed = [lua.packed_call(script, name, *a, counter=self.counter) for a in each]
         results = await drv.scatter([n.plain_wire for n in nodes], packed, timeout, self.fanout, expects)
         out: list[Any] = []
         for n, r, args in zip(nodes, results, each, strict=True):
