@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from redis.cluster import RedisCluster as RedisClusterClient
 
 import distlock
 from distlock import BackendError, ConfigError, QuorumError
@@ -170,6 +171,88 @@ def test_a_server_an_old_client_used_is_refused(own_server: ServerProc, monkeypa
     r.close()
     with distlock.connect(own_server.url) as store, store.lock("after-flush", ttl=5):
         pass
+
+
+# -- fence_counter: the store's counter under a key of its own ------------------------------------------------
+@pytest.mark.parametrize(
+    ("query", "why"),
+    [
+        ("fence_counter=", "must not be empty"),
+        ("fence_counter=app/%00fences", "control characters"),
+        ("fence_counter=app/%0Afences", "control characters"),
+    ],
+)
+@pytest.mark.parametrize(
+    "scheme", ["redis://127.0.0.1:1/0", "unix:///nowhere.sock", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"]
+)
+def test_a_bad_fence_counter_is_a_one_line_config_error(scheme: str, query: str, why: str) -> None:
+    sep = "&" if "?" in scheme else "?"
+    with pytest.raises(ConfigError, match=why) as err:
+        distlock.connect(scheme + sep + query)  # refused before connecting (nothing listens there)
+    assert "\n" not in str(err.value)
+
+
+def test_fence_counter_names_the_node_counter_and_its_loss_is_noticed(own_server: ServerProc, name: str) -> None:
+    counter = f"t-{uuid.uuid4().hex[:6]}/fences"
+    r = raw(own_server.url)
+    try:
+        with distlock.connect(own_server.url + "?fence_counter=" + counter) as store:
+            fences = []
+            for n in (name, name + "-b", name):
+                with store.lock(n, ttl=10) as lk:
+                    fences.append(lk.fence)
+            assert fences == [1, 2, 3]
+            assert int(r.hget(counter, "n") or 0) == 3 and r.hget(counter, "e")
+            assert not r.exists(lua.NODE_COUNTER)  # the default counter is not touched
+            with distlock.connect(own_server.url) as default, default.lock(name, ttl=10) as lk:
+                assert lk.fence == 1  # another counter counts on its own: why every store of a tenant needs the same
+            r.delete(counter)
+            with pytest.raises(BackendError, match="DISTLOCK-FENCE-LOST the fence counter " + counter) as err:
+                store.lock(name, ttl=10).acquire(timeout=2)
+            assert "\n" not in str(err.value)
+        assert keys_with(r, name) == []
+    finally:
+        r.close()
+
+
+def test_fence_counter_with_braces_is_refused_on_a_cluster_and_names_the_slot_counters(
+    redis_cluster_servers: RedisCluster,
+) -> None:
+    cluster = redis_cluster_servers
+    with pytest.raises(ConfigError, match="no braces on Redis Cluster") as err:
+        distlock.connect(cluster.url + "?fence_counter={app}/fences")
+    assert "\n" not in str(err.value)
+    counter = f"t-{uuid.uuid4().hex[:6]}/fences"
+    prefix = f"fc-{uuid.uuid4().hex[:6]}-"
+    names = [f"{prefix}{i}" for i in range(12)]
+    rc = RedisClusterClient(host="127.0.0.1", port=cluster.nodes[0].port, socket_timeout=5)
+    try:
+        with distlock.connect(cluster.url + "?fence_counter=" + counter) as store:
+            for n in names:
+                with store.lock(n, ttl=10) as lk:
+                    key = lua.counter_key(n, cluster=True, counter=counter)
+                    assert key.startswith(counter + ":{")
+                    assert int(rc.hget(key, "n") or 0) == lk.fence  # the name's slot counter, under the prefix
+                    assert not rc.exists(lua.counter_key(n, cluster=True))  # not the default one
+    finally:
+        rc.close()
+
+
+def test_redlock_fence_counter_on_every_master(redlock_url_servers: list[ServerProc], name: str) -> None:
+    counter = f"t-{uuid.uuid4().hex[:6]}/fences"
+    with distlock.connect(redlock_url(redlock_url_servers, "fence_counter=" + counter)) as store:
+        fences = []
+        for _ in range(2):
+            with store.lock(name, ttl=10) as lk:
+                fences.append(lk.fence)
+    assert fences == [1, 2], fences
+    for s in redlock_url_servers:
+        r = raw(s.url)
+        try:
+            assert r.hget(counter, "e") == _run_id(s)  # seeded under the master's run id, in the named key
+            assert int(r.hget(counter, "n") or 0) == 2
+        finally:
+            r.close()
 
 
 def test_px_is_rounded_up() -> None:
