@@ -91,11 +91,6 @@ def test_mysql_unix_socket_url_is_accepted() -> None:
     parse_url("mysql:///db?unix_socket=/run/mysqld/mysqld.sock")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="psycopg's connection error keeps libpq's second line ('Is the server running...'): "
-    "the BackendError message should be one line (src/distlock/_async/backends/postgres.py)",
-)
 def test_postgres_connection_error_is_one_line() -> None:
     with pytest.raises(distlock.BackendError) as err:
         distlock.connect("postgresql://user:secret@127.0.0.1:1/db")
