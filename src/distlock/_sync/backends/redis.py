@@ -99,18 +99,18 @@ class Node:
         socket_timeout: float = 5.0,
         counter: str = lua.NODE_COUNTER,
     ) -> None:
+        self.cluster = isinstance(client, drv.ClusterClient)
+        # the key of the fence counter (on a cluster: the prefix of the per-slot counters), fixed per store
+        bad = lua.check_counter(counter, self.cluster)
+        if bad is not None:
+            raise ConfigError(bad, backend=scheme)
+        self.counter = counter
         self.client = client
         self.scheme = scheme
         self.secret = secret
         self.label = label
         self.socket_timeout = socket_timeout
         self.listener = drv.Listener(client)
-        self.cluster = isinstance(client, drv.ClusterClient)
-        # the key of the fence counter (on a cluster: the prefix of the per-slot counters), fixed per store
-        self.counter = counter
-        bad = lua.check_counter(counter, self.cluster)
-        if bad is not None:
-            raise ConfigError(bad, backend=scheme)
         # the hot path: pre-encoded script calls on distlock's own connections (on a cluster, one set of them
         # per master, chosen by the name's slot in redis-py's slot map)
         self.wire = None if isinstance(client, drv.ClusterClient) else drv.Wire.of(client)
