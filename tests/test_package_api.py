@@ -79,14 +79,10 @@ def test_inspect_counts_a_blocked_non_fair_waiter(store: distlock.Store, tmp_pat
     assert info is not None and info.waiters != 0
 
 
-@pytest.mark.xfail(
-    strict=True, reason="libpq's unix-socket URL form (host= in the query) is refused by src/distlock/_url.py"
-)
 def test_postgres_unix_socket_url_is_accepted() -> None:
     parse_url("postgresql:///db?host=/var/run/postgresql")
 
 
-@pytest.mark.xfail(strict=True, reason="mysql:///db?unix_socket=... (documented in sql.md) is refused by _url.py")
 def test_mysql_unix_socket_url_is_accepted() -> None:
     parse_url("mysql:///db?unix_socket=/run/mysqld/mysqld.sock")
 

@@ -181,9 +181,10 @@ def parse_url(url: str | None, options: dict[str, object] | None = None) -> Stor
     hosts: list[tuple[str, int]] = []
     if backend in DEFAULT_PORTS and scheme != "unix":
         if not netloc:
-            raise ConfigError(f"{scheme}:// URL needs a host", backend=scheme)
-        for item in netloc.split(","):
-            hosts.append(_host_port(item, DEFAULT_PORTS[backend], scheme))
+            hosts.append(_socket_host(backend, scheme, params))
+        else:
+            for item in netloc.split(","):
+                hosts.append(_host_port(item, DEFAULT_PORTS[backend], scheme))
     path = unquote(parts.path)
     if backend == "sqlite":
         # SQLAlchemy convention: sqlite:///rel/path.db (relative), sqlite:////abs/path.db (absolute)
@@ -206,6 +207,40 @@ def parse_url(url: str | None, options: dict[str, object] | None = None) -> Stor
     )
 
 
+def _socket_host(backend: str, scheme: str, params: dict[str, str]) -> tuple[str, int]:
+    """A URL with no host: the unix-socket forms of libpq (``postgresql:///db?host=/run/postgresql&port=5432``,
+    ``host`` the socket's directory) and PyMySQL (``mysql:///db?unix_socket=/run/mysqld/mysqld.sock``).
+    PostgreSQL's ``host``/``port`` leave ``params`` and become the host (libpq reads a host starting with
+    ``/`` as a socket directory); MySQL's ``unix_socket`` stays for the backend, the host is a placeholder."""
+    if backend == "postgres" and "host" in params:
+        directory = params.pop("host")
+        if not directory.startswith("/"):
+            raise ConfigError(
+                f"{scheme}:// URL option host={directory!r} must be a socket directory (an absolute path); "
+                f"put a TCP host in the URL: {scheme}://host:port/db",
+                backend=scheme,
+            )
+        port_s = params.pop("port", "")
+        return directory, _port(port_s, scheme) if port_s else DEFAULT_PORTS[backend]
+    if backend == "mysql" and params.get("unix_socket"):
+        return "localhost", DEFAULT_PORTS[backend]
+    how = {
+        "postgres": " (or host=/socket/directory in the query)",
+        "mysql": " (or unix_socket=/path/to/mysqld.sock in the query)",
+    }.get(backend, "")
+    raise ConfigError(f"{scheme}:// URL needs a host{how}", backend=scheme)
+
+
+def _port(port_s: str, scheme: str) -> int:
+    try:
+        port = int(port_s)
+    except ValueError:
+        raise ConfigError(f"bad port {port_s!r} in {scheme}:// URL", backend=scheme) from None
+    if not 0 < port < 65536:
+        raise ConfigError(f"port {port} out of range in {scheme}:// URL", backend=scheme)
+    return port
+
+
 def _host_port(item: str, default_port: int, scheme: str) -> tuple[str, int]:
     item = item.strip()
     if item.startswith("["):  # [::1]:port
@@ -217,10 +252,4 @@ def _host_port(item: str, default_port: int, scheme: str) -> tuple[str, int]:
         raise ConfigError(f"empty host in {scheme}:// URL", backend=scheme)
     if not port_s:
         return host, default_port
-    try:
-        port = int(port_s)
-    except ValueError:
-        raise ConfigError(f"bad port {port_s!r} in {scheme}:// URL", backend=scheme) from None
-    if not 0 < port < 65536:
-        raise ConfigError(f"port {port} out of range in {scheme}:// URL", backend=scheme)
-    return host, port
+    return host, _port(port_s, scheme)

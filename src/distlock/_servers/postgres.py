@@ -106,6 +106,8 @@ def start_postgres(
             conn.execute(f"CREATE DATABASE {DATABASE} OWNER {USER}")
             # terminating other sessions in the fault tests
             conn.execute(f"GRANT pg_signal_backend TO {USER}")
+            # reading unix_socket_directories: the unix-socket URL tests find the socket through the server
+            conn.execute(f"GRANT pg_read_all_settings TO {USER}")
         finally:
             conn.close()
     srv.url = f"postgresql://{USER}:{PASSWORD}@{LOOPBACK}:{port}/{DATABASE}"

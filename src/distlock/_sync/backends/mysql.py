@@ -147,8 +147,13 @@ class Backend(SqlBackend):
         limit = self._connect_timeout()
         kwargs["connect_timeout"] = limit
         kwargs["read_timeout"] = kwargs["write_timeout"] = min(limit, self.call_timeout + SESSION_WAIT_SLICE)
+        conn: pymysql.connections.Connection[Any] | None = None
         try:
-            conn = pymysql.connect(**kwargs)  # the handshake is read with read_timeout: bounded by the limit too
+            if "unix_socket" in kwargs:
+                conn = pymysql.connect(**kwargs, defer_connect=True)
+                _connect_unix(conn, kwargs["unix_socket"], limit)
+            else:
+                conn = pymysql.connect(**kwargs)  # the handshake is read with read_timeout: bounded by the limit
             conn._read_timeout = conn._write_timeout = self.call_timeout + SESSION_WAIT_SLICE
             with conn.cursor() as cur:
                 cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
@@ -156,6 +161,8 @@ class Backend(SqlBackend):
                     f"SET time_zone = '+00:00', innodb_lock_wait_timeout = {max(1, math.ceil(self.call_timeout))}"
                 )
         except pymysql.err.MySQLError as exc:
+            if conn is not None and conn.open:
+                conn._force_close()  # a half-set-up connection is not kept (nor left to the garbage collector)
             raise self._error(f"cannot connect to {self.describe()}", exc) from exc
         return MyConn(conn)
 
@@ -396,6 +403,23 @@ class Backend(SqlBackend):
             self._bells.clear()
         if bell is not None:
             my.call(self._close_blocking, bell)
+
+
+def _connect_unix(conn: pymysql.connections.Connection[Any], path: str, timeout: float) -> None:
+    """PyMySQL's unix-socket connect, with the socket closed when the connect fails (PyMySQL's own leaves it
+    to the garbage collector)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(path)
+    except OSError as exc:
+        sock.close()
+        raise pymysql.err.OperationalError(
+            2002, f"Can't connect to local server through socket {path!r} ({exc})"
+        ) from None
+    conn.host_info = "Localhost via UNIX socket"
+    conn._secure = True  # as PyMySQL marks its own unix-socket connections: no RSA exchange for the password
+    conn.connect(sock)  # the handshake; on failure PyMySQL closes the socket it was given
 
 
 def _has_sequences(version: str) -> bool:
