@@ -93,17 +93,12 @@ def test_postgres_connection_error_is_one_line() -> None:
     assert "\n" not in str(err.value) and "secret" not in str(err.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="connect(client=...) for an existing redis-py client / pool (kazoo client, psycopg pool) is not "
-    "there yet (src/distlock/_async/store.py and the backends)",
-)
 def test_connect_accepts_an_existing_redis_client_and_leaves_it_open(redis_url: str) -> None:
     import redis
 
     client = redis.Redis.from_url(redis_url)
     try:
-        with distlock.connect(client=client) as s, s.lock("pc/client", ttl=5) as lock:  # type: ignore[call-arg]
+        with distlock.connect(client=client) as s, s.lock("pc/client", ttl=5) as lock:
             assert lock.fence is not None
         assert client.ping()  # the store did not close a client it did not create
     finally:

@@ -22,6 +22,7 @@ from .._core.types import Claim, Grant, LockInfo, Mode
 from .._core.validate import check_name
 from .._dist import install_hint
 from .._errors import ConfigError, LockError, UnsupportedFeature
+from .._given import client_config
 from .._url import StoreConfig, parse_url
 from .backend import AsyncAttempt, AsyncBackend
 from .lease import Holding, Leases
@@ -66,9 +67,17 @@ def _backend_class(config: StoreConfig) -> type[AsyncBackend]:
     return cls
 
 
-async def connect_async(url: str | None = None, **options: Any) -> AsyncStore:
-    """Open a store. ``url=None``: ``$DISTLOCK_URL``, else the SQLite file in the user's state dir."""
-    config = parse_url(url, options)
+async def connect_async(url: str | None = None, *, client: object | None = None, **options: Any) -> AsyncStore:
+    """Open a store. ``url=None``: ``$DISTLOCK_URL``, else the SQLite file in the user's state dir.
+
+    ``client``: a driver object the caller already has: a redis-py client or ``ConnectionPool`` (asyncio ones
+    on the async side, ``redis.Redis`` on the sync side), or a started kazoo ``KazooClient``. The backend is
+    taken from its type and the URL may be left out (if given, it must name the same backend; its options
+    apply). The store never closes a client it was given: close it yourself, after the store. Redis: the
+    store makes its own connections from the client's connection parameters, with its own timeouts, and
+    closes them. ZooKeeper: the store uses the client's session. psycopg pools are refused (see docs/sql.md).
+    """
+    config = parse_url(url, options) if client is None else client_config(client, url, options)
     backend = await _backend_class(config).open(config)
     return AsyncStore(backend)
 

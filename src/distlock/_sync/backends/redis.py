@@ -45,6 +45,7 @@ from ..._core import redis_lua as lua
 from ..._core.timing import lease_end, monotonic, wait_slice
 from ..._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ..._errors import BackendError, ConfigError
+from ..._given import given
 from ..._url import StoreConfig, scrub
 from ..backend import SyncAttempt, SyncBackend
 
@@ -132,8 +133,18 @@ class Node:
         label: str,
         cluster: bool = False,
         counter: str = lua.NODE_COUNTER,
+        given: object | None = None,
     ) -> Node:
+        """A node on a client made from ``url``, or (``given``: the caller's redis-py client or pool, see
+        ``connect(client=...)``) on distlock's own client with the given one's connection parameters."""
         client: drv.AnyClient
+        if given is not None:
+            try:
+                client = drv.derive(given, connect_timeout, socket_timeout)
+            except ValueError as exc:
+                raise ConfigError(str(exc), backend=scheme) from None
+            secret = secret or client.connection_pool.connection_kwargs.get("password")
+            return cls(client, scheme, secret, label, socket_timeout, counter)
         if cluster and urlsplit(url).path.strip("/") not in ("", "0"):
             raise ConfigError("Redis Cluster has only database 0 (drop /N from the URL)", backend=scheme)
         try:
@@ -509,6 +520,12 @@ def grant_of(reply: Sequence[Any]) -> Grant:
     return Grant(False, retry_after=None if left < 0 else left / 1000.0)
 
 
+_GIVEN_CLUSTER = (
+    "the given redis-py client's server is a Redis Cluster node: give a redis:// URL of it instead "
+    "(distlock makes its own cluster client)"
+)
+
+
 def _cluster_option(config: StoreConfig) -> bool | None:
     """``cluster=auto`` (default: ask the seed) -> None; ``true``/``false`` -> forced."""
     raw = config.params.get("cluster")
@@ -543,11 +560,16 @@ class Backend(SyncBackend):
             socket_timeout = max(socket_timeout, wait_timeout / 1000.0 + 1.0)
         url = driver_url(config)
         reject_unknown(config)
+        client = given(config)
+        if client is not None and cluster:
+            raise ConfigError(_GIVEN_CLUSTER, backend=config.scheme)
         args = (url, config.scheme, config.password, connect_timeout, socket_timeout)
-        node = Node.connect(*args, "server", cluster=bool(cluster), counter=counter)
+        node = Node.connect(*args, "server", cluster=bool(cluster), counter=counter, given=client)
         try:
             node.ping()
             if cluster is None and node.is_cluster():  # auto: a cluster node was given as the seed
+                if client is not None:
+                    raise ConfigError(_GIVEN_CLUSTER, backend=config.scheme)
                 node.close()
                 node = Node.connect(*args, "cluster", cluster=True, counter=counter)
                 node.ping()

@@ -1,0 +1,118 @@
+"""connect(client=...): a store on a driver client or pool the caller already has (issue 16).
+
+Real servers. The store never closes a client it was given; Redis: the store's own connections are made
+from the client's parameters with distlock's timeouts and are closed by the store; ZooKeeper: the store
+uses the client's session and leaves it connected."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import distlock
+
+
+def _clients(client: Any) -> int:
+    return len(client.client_list(_type="normal")) + len(client.client_list(_type="pubsub"))
+
+
+def test_redis_client_lock_release_fence_wakeup_and_left_open(redis_url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(redis_url)  # no timeouts of its own
+    try:
+        before = _clients(client)
+        with distlock.connect(client=client) as store:
+            assert store.scheme == "redis"
+            # distlock's own connections carry distlock's timeouts, not the client's (none)
+            own = store._backend.node.client.connection_pool  # type: ignore[attr-defined]
+            assert own is not client.connection_pool
+            assert own.connection_kwargs["socket_timeout"] == 5.0
+            assert own.connection_kwargs["socket_connect_timeout"] == 5.0
+            a = store.lock("cc/redis", ttl=30)
+            a.acquire()
+            f1 = a.fence
+            got: list[float] = []
+
+            def waiter() -> None:
+                b = store.lock("cc/redis", ttl=30, timeout=20)
+                b.acquire()
+                got.append(time.monotonic())
+                assert b.fence is not None and f1 is not None and b.fence > f1
+                b.release()
+
+            t = threading.Thread(target=waiter)
+            t.start()
+            time.sleep(0.5)
+            released = time.monotonic()
+            a.release()
+            t.join(20)
+            assert got and got[0] - released < 10  # woken by the release, far before the 30 s lease ran out
+            assert _clients(client) > before  # the store's own connections (short path, listener)
+        assert client.ping()  # the store did not close a client it did not create
+        deadline = time.monotonic() + 5
+        while _clients(client) > before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _clients(client) <= before  # ... but closed its own connections
+    finally:
+        client.close()
+
+
+def test_redis_connection_pool_and_matching_url(redis_url: str) -> None:
+    import redis
+
+    pool = redis.ConnectionPool.from_url(redis_url)
+    try:
+        with distlock.connect(redis_url, client=pool, socket_timeout=2) as store, store.lock("cc/pool") as lock:
+            assert lock.fence is not None
+            assert store._backend.node.client.connection_pool.connection_kwargs["socket_timeout"] == 2.0  # type: ignore[attr-defined]
+        assert redis.Redis(connection_pool=pool).ping()
+    finally:
+        pool.disconnect()
+
+
+def test_redis_wrong_side_and_wrong_url_are_config_errors(redis_url: str) -> None:
+    import redis
+    import redis.asyncio
+
+    aclient = redis.asyncio.Redis.from_url(redis_url)
+    with pytest.raises(distlock.ConfigError, match=r"needs a redis\.Redis client") as err:
+        distlock.connect(client=aclient)
+    assert "\n" not in str(err.value)
+    client = redis.Redis.from_url(redis_url)
+    try:
+
+        async def main() -> None:
+            with pytest.raises(distlock.ConfigError, match=r"needs a redis\.asyncio\.Redis client"):
+                await distlock.connect_async(client=client)
+            await aclient.aclose()
+
+        asyncio.run(main())
+        with pytest.raises(distlock.ConfigError, match="drives the redis backend"):
+            distlock.connect("zookeeper://127.0.0.1:2181", client=client)
+        with pytest.raises(distlock.ConfigError, match=r"connect\(client=\.\.\.\) takes"):
+            distlock.connect(client=object())
+        assert client.ping()
+    finally:
+        client.close()
+
+
+def test_redis_asyncio_client_on_the_async_store(redis_url: str) -> None:
+    import redis.asyncio
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        try:
+            async with await distlock.connect_async(client=client) as store:
+                async with store.lock("cc/async", ttl=5) as lock:
+                    assert lock.fence is not None
+                assert await store.lock("cc/async").acquire(blocking=False)
+            assert await client.ping()
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
