@@ -116,3 +116,64 @@ def test_redis_asyncio_client_on_the_async_store(redis_url: str) -> None:
             await client.aclose()
 
     asyncio.run(main())
+
+
+def _kazoo(zookeeper_url: str) -> Any:
+    from kazoo.client import KazooClient
+
+    hosts = zookeeper_url.split("://", 1)[1].split("?", 1)[0]
+    zk = KazooClient(hosts=hosts, timeout=4)
+    zk.start(timeout=15)
+    return zk
+
+
+def test_kazoo_client_lock_release_fence_wakeup_and_left_connected(zookeeper_url: str) -> None:
+    zk = _kazoo(zookeeper_url)
+    try:
+        listeners = len(zk.state_listeners)
+        with distlock.connect(client=zk) as store:
+            assert store.scheme == "zookeeper"
+            a = store.lock("cc/zk", ttl=30)
+            a.acquire()
+            f1 = a.fence
+            got: list[int] = []
+
+            def waiter() -> None:
+                b = store.lock("cc/zk", ttl=30, timeout=20)
+                b.acquire()
+                assert b.fence is not None
+                got.append(b.fence)
+                b.release()
+
+            t = threading.Thread(target=waiter)
+            t.start()
+            time.sleep(0.5)
+            a.release()
+            t.join(20)
+            assert got and f1 is not None and got[0] > f1
+        assert zk.connected  # the store did not stop the caller's client
+        assert zk.exists("/") is not None
+        assert len(zk.state_listeners) == listeners  # its state listener went with the store
+        with pytest.raises(distlock.ConfigError, match="session_timeout"):
+            distlock.connect(client=zk, session_timeout=5)
+    finally:
+        zk.stop()
+        zk.close()
+    with pytest.raises(distlock.ConfigError, match=r"start\(\) it"):
+        distlock.connect(client=zk)
+
+
+def test_kazoo_client_on_the_async_store(zookeeper_url: str) -> None:
+    zk = _kazoo(zookeeper_url)
+
+    async def main() -> None:
+        async with await distlock.connect_async(zookeeper_url.split("?")[0], client=zk) as store:
+            async with store.lock("cc/zk-async") as lock:
+                assert lock.fence is not None
+
+    try:
+        asyncio.run(main())
+        assert zk.connected and zk.exists("/") is not None
+    finally:
+        zk.stop()
+        zk.close()

@@ -71,6 +71,7 @@ from ..._core import zookeeper_layout as layout
 from ..._core.timing import drift_margin, monotonic
 from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
 from ..._errors import BackendError, ConfigError, LockError
+from ..._given import given
 from ..._url import StoreConfig, scrub
 from ..backend import AsyncAttempt, AsyncBackend
 
@@ -348,9 +349,11 @@ class Backend(AsyncBackend):
         session_log: _SessionLog,
         lost_on: str = "session",
         started: float = 0.0,
+        owned: bool = True,
     ) -> None:
         super().__init__(config)
         self._client = client
+        self._owned = owned  # False: the caller's client (connect(client=...)), never stopped or closed here
         self.root = root
         self._acl = acl
         self.session_timeout = session_timeout
@@ -383,6 +386,19 @@ class Backend(AsyncBackend):
     # -- connecting ------------------------------------------------------------------------------------
     @classmethod
     async def open(cls, config: StoreConfig) -> Backend:
+        client = given(config)
+        if client is not None:
+            for key in ("session_timeout", "connect_timeout"):
+                if key in config.params:
+                    raise ConfigError(
+                        f"URL option {key}: the given KazooClient's own settings decide (set it on the client)",
+                        backend=config.scheme,
+                    )
+            if config.username is not None:
+                raise ConfigError(
+                    "credentials in the URL: the given KazooClient authenticates (its auth_data)",
+                    backend=config.scheme,
+                )
         root = config.pop("root", layout.DEFAULT_ROOT) or layout.DEFAULT_ROOT
         root = root.rstrip("/") or "/"
         problem = layout.check_root(root)
@@ -396,6 +412,11 @@ class Backend(AsyncBackend):
         if lost_on not in LOST_ON:
             raise ConfigError(f"URL option lost_on={lost_on!r}: use one of {', '.join(LOST_ON)}", backend=config.scheme)
         config.reject_unknown()
+        if client is not None:
+            adopted: Backend = await rt.run_blocking(
+                cls._adopt, config, client, root, suspend_grace, op_timeout, lost_on
+            )
+            return adopted
         hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in config.hosts)
         chroot = config.path.rstrip("/")
         if chroot:
@@ -459,6 +480,61 @@ class Backend(AsyncBackend):
                 backend=config.scheme,
             ) from exc
         return cls(config, client, root, acl, session_timeout, suspend_grace, op_timeout, session_log, lost_on, started)
+
+    @classmethod
+    def _adopt(
+        cls,
+        config: StoreConfig,
+        client: object,
+        root: str,
+        suspend_grace: float | None,
+        op_timeout: float,
+        lost_on: str,
+    ) -> Backend:
+        """A store on the caller's started KazooClient (``connect(client=...)``): its session, its chroot,
+        its ``default_acl`` (world-open if it has none); one answered request first, so the liveness clock
+        starts from an answer. The client is never stopped or closed by the store."""
+        if not isinstance(client, KazooClient):
+            raise ConfigError(
+                f"the ZooKeeper backend takes a kazoo KazooClient; got a {type(client).__qualname__}",
+                backend=config.scheme,
+            )
+        if not client.connected:
+            raise ConfigError(
+                "the given KazooClient is not connected: start() it before connect(client=...)", backend=config.scheme
+            )
+        chroot = config.path.rstrip("/")
+        if chroot and chroot != (client.chroot or ""):
+            raise ConfigError(
+                f"the URL's chroot {chroot!r} is not the given KazooClient's ({client.chroot or '/'!r})",
+                backend=config.scheme,
+            )
+        acl = list(client.default_acl or OPEN_ACL_UNSAFE)
+        # kazoo keeps the session timeout the server granted to itself (it only logs it when the session
+        # starts): the one the client asked for is used (see docs/zookeeper.md)
+        session_timeout = client._session_timeout / 1000.0
+        started = monotonic()
+        try:
+            client.exists_async("/").get(timeout=op_timeout)
+        except (KazooTimeoutError, KazooException) as exc:
+            raise BackendError(
+                f"the given KazooClient did not answer within {op_timeout}s: "
+                f"{scrub(str(exc) or type(exc).__name__, config.password)}",
+                backend=config.scheme,
+            ) from exc
+        return cls(
+            config,
+            client,
+            root,
+            acl,
+            session_timeout,
+            suspend_grace,
+            op_timeout,
+            _SessionLog(),
+            lost_on,
+            started,
+            False,
+        )
 
     # -- plumbing --------------------------------------------------------------------------------------
     def _session_id(self) -> int | None:
@@ -1051,6 +1127,9 @@ class Backend(AsyncBackend):
         await rt.run_blocking(self._close)
 
     def _close(self) -> None:
+        if not self._owned:  # the caller's client: only our listener goes
+            self._client.remove_listener(self._on_state)
+            return
         try:
             self._client.stop()
         finally:
