@@ -61,11 +61,6 @@ def test_malformed_ipv6_url_is_a_config_error_and_one_cli_line() -> None:
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "pw" not in r.stderr, r.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="inspect() of the SQLite backend counts only fair waiters: a blocked non-fair waiter must count, or "
-    "waiters must be None where the backend cannot tell (src/distlock/_async/backends/sqlite.py inspect)",
-)
 def test_inspect_counts_a_blocked_non_fair_waiter(store: distlock.Store, tmp_path: Path) -> None:
     with distlock.connect(f"sqlite:///{tmp_path}/locks.db") as other:
         holder = other.lock("pc/w", ttl=30)

@@ -256,8 +256,9 @@ class Backend(AsyncBackend):
                 sql.insert_holder(conn, claim, fence, now)
                 sql.dequeue(conn, claim.token)
                 return Grant(True, fence=fence)
-            if arbiter.should_queue(claim.mode, claim.fair):
-                sql.enqueue(conn, claim, now + WAITER_TTL)
+            # Every waiter registers (as on Redis), so inspect() counts the non-fair ones too; only fair claims
+            # and writers are held back by the entries ahead of them (the grant rule, ``arbiter``).
+            sql.enqueue(conn, claim, now + WAITER_TTL)
             return Grant(False, retry_after=arbiter.retry_after(holders, now))
 
         return self._tx(body)
