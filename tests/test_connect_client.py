@@ -177,3 +177,18 @@ def test_kazoo_client_on_the_async_store(zookeeper_url: str) -> None:
     finally:
         zk.stop()
         zk.close()
+
+
+def test_psycopg_connection_or_pool_is_refused_with_the_reason(postgres_url: str) -> None:
+    import psycopg
+
+    conn = psycopg.connect(postgres_url)
+    try:
+        with pytest.raises(distlock.ConfigError, match="does not take a psycopg pool") as err:
+            distlock.connect(client=conn)
+        assert "\n" not in str(err.value)
+        with pytest.raises(distlock.ConfigError, match="does not take a psycopg pool"):
+            distlock.connect(postgres_url, client=conn)
+        assert not conn.closed
+    finally:
+        conn.close()

@@ -35,11 +35,21 @@ from ... import _pg_sync as pg
 from ... import _rt_sync as rt
 from ..._core import sql_lease as sq
 from ..._core.types import Grant, Mode
-from ..._errors import BackendError
+from ..._errors import BackendError, ConfigError
+from ..._given import given
 from ..._url import StoreConfig
 from ._sql import SESSION_WAIT_SLICE, LeaseAttempt, RetryableError, SqlBackend, StaleConnection, lease_slice
 
 _SSL_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey")
+
+
+#: why ``connect(client=...)`` refuses a psycopg pool or connection (docs/sql.md says the same)
+GIVEN_POOL = (
+    "distlock does not take a psycopg pool or connection: it shuts down and discards a connection whose call "
+    "timed out, pins one per holding in session mode (idle_session_timeout = the TTL) and sets "
+    "statement_timeout, lock_timeout and idle_in_transaction_session_timeout on its connections, none of "
+    "which may happen to a pool's connections; pass the URL (the pool's conninfo) instead"
+)
 
 
 class Backend(SqlBackend):
@@ -54,6 +64,8 @@ class Backend(SqlBackend):
     kill_sql = "SELECT pg_terminate_backend(%s)"
 
     def __init__(self, config: StoreConfig) -> None:
+        if given(config) is not None:
+            raise ConfigError(GIVEN_POOL, backend=config.scheme)
         super().__init__(config)
         self._ssl = {k: v for k in _SSL_OPTIONS if (v := config.pop(k)) is not None}
         config.reject_unknown()
