@@ -105,3 +105,33 @@ def test_a_missing_socket_is_a_one_line_error_without_the_password(db: str, url:
     message = str(err.value)
     assert "\n" not in message and password not in message, message
     assert str(missing) in message or "socket" in message.lower() or "connect" in message, message
+
+
+@pytest.mark.parametrize(
+    ("url", "hosts", "params"),
+    [
+        ("postgresql:///db?host=/var/run/postgresql", [("/var/run/postgresql", 5432)], {}),
+        ("postgres://u:pw@/db?host=/tmp/pg&port=5433&mode=session", [("/tmp/pg", 5433)], {"mode": "session"}),
+        ("mysql:///db?unix_socket=/run/mysqld/mysqld.sock", [("localhost", 3306)],
+         {"unix_socket": "/run/mysqld/mysqld.sock"}),
+    ],
+)  # fmt: skip
+def test_socket_url_forms(url: str, hosts: list[tuple[str, int]], params: dict[str, str]) -> None:
+    cfg = parse_url(url)
+    assert cfg.hosts == hosts and cfg.params == params and cfg.path == "/db"
+    assert "pw" not in cfg.redacted
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql:///db",  # no host at all
+        "postgresql:///db?host=db.internal",  # a TCP host belongs in the URL
+        "postgresql:///db?host=/tmp/pg&port=99999",
+        "mysql:///db",
+        "mysql:///db?unix_socket=",
+    ],
+)
+def test_socket_url_mistakes_are_config_errors(url: str) -> None:
+    with pytest.raises(distlock.ConfigError):
+        parse_url(url)
