@@ -38,8 +38,6 @@ def proxies(etcd_cluster_3: EtcdCluster) -> Iterator[list[FaultProxy]]:
         for p in ps:
             p.heal()
             p.close()
-            if not p._loop.is_running() and not p._loop.is_closed():  # FaultProxy.close() leaves its loop open
-                p._loop.close()
 
 
 def proxied_url(proxies: list[FaultProxy]) -> str:

@@ -38,8 +38,6 @@ def proxies(zookeeper_ensemble_3: ZkEnsemble) -> Iterator[list[FaultProxy]]:
         for p in ps:
             p.heal()
             p.close()
-            if not p._loop.is_running() and not p._loop.is_closed():  # FaultProxy.close() leaves its loop open
-                p._loop.close()
 
 
 def proxied_url(proxies: list[FaultProxy], **options: object) -> str:

@@ -175,12 +175,7 @@ class Backend(SqlBackend):
     @staticmethod
     def _close_blocking(c: MyConn) -> None:
         if not c.guard.acquire(blocking=False):  # a worker thread is still in a call on it: end that call
-            sock = getattr(c.conn, "_sock", None)
-            if sock is not None:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            _shut_down(c)
             return  # that thread's call fails now; the connection is dropped with it
         try:
             c.conn.close()
@@ -271,12 +266,7 @@ class Backend(SqlBackend):
             except (pymysql.err.Error, OSError):
                 # the name's GET_LOCK may still be held: end the connection (the server releases it), so it
                 # is never given back to the pool holding it
-                sock = getattr(c.conn, "_sock", None)
-                if sock is not None:
-                    try:
-                        sock.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
+                _shut_down(c)
 
     # -- lease-mode wake-ups: the companion GET_LOCK ("bell") ------------------------------------------------
     def _bell_call(self, sql: str, params: tuple[object, ...]) -> Any:
@@ -431,3 +421,13 @@ def _has_sequences(version: str) -> bool:
     except ValueError:
         return False
     return (major, minor) >= (10, 5)
+
+
+def _shut_down(c: MyConn) -> None:
+    """End a connection's socket now (a call blocked on it fails at once); the server then drops its session."""
+    sock = getattr(c.conn, "_sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
