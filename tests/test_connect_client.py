@@ -179,16 +179,60 @@ def test_kazoo_client_on_the_async_store(zookeeper_url: str) -> None:
         zk.close()
 
 
-def test_psycopg_connection_or_pool_is_refused_with_the_reason(postgres_url: str) -> None:
+def test_psycopg_pool_lends_its_parameters_and_is_left_open(postgres_url: str, name: str) -> None:
+    """distlock opens connections of its own from the pool's conninfo (it discards one whose call timed out
+    and pins one per holding in session mode, which must never happen to a pool's), and never closes the pool."""
     import psycopg
+    from psycopg_pool import ConnectionPool
 
-    conn = psycopg.connect(postgres_url)
+    params = distlock._url.parse_url(postgres_url)
+    host, port = params.hosts[0]
+    conninfo = f"host={host} port={port} dbname={params.path.lstrip('/')} user={params.username}"
+    pool = ConnectionPool(conninfo, kwargs={"password": params.password}, min_size=1, max_size=2, open=True)
     try:
-        with pytest.raises(distlock.ConfigError, match="does not take a psycopg pool") as err:
-            distlock.connect(client=conn)
-        assert "\n" not in str(err.value)
-        with pytest.raises(distlock.ConfigError, match="does not take a psycopg pool"):
-            distlock.connect(postgres_url, client=conn)
-        assert not conn.closed
+        with distlock.connect(client=pool) as store:
+            assert "postgresql://" in repr(store) and str(params.password) not in repr(store)
+            lock = store.lock(name)
+            assert lock.acquire(timeout=5) and lock.fence is not None
+            first = lock.fence
+            lock.release()
+            with distlock.connect(postgres_url) as other:
+                assert other.lock(name).acquire(timeout=5)  # the same server and tables
+                assert store.lock(name).acquire(timeout=0.2) is False
+            assert lock.acquire(timeout=5) and lock.fence > first
+            assert pool.get_stats().get("requests_num", 0) == 0  # none of the pool's connections was used
+            lock.release()
+        with pool.connection() as conn:  # the store left the pool open and working
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        single = psycopg.connect(postgres_url)
+        try:
+            with pytest.raises(distlock.ConfigError, match="takes a psycopg_pool pool") as err:
+                distlock.connect(client=single)
+            assert "\n" not in str(err.value)
+            assert not single.closed
+        finally:
+            single.close()
     finally:
-        conn.close()
+        pool.close()
+
+
+async def test_psycopg_async_pool_on_the_async_store(postgres_url: str, name: str) -> None:
+    from psycopg_pool import AsyncConnectionPool
+
+    params = distlock._url.parse_url(postgres_url)
+    host, port = params.hosts[0]
+    conninfo = f"host={host} port={port} dbname={params.path.lstrip('/')} user={params.username}"
+    pool = AsyncConnectionPool(conninfo, kwargs={"password": params.password}, min_size=1, open=False)
+    await pool.open()
+    try:
+        store = await distlock.connect_async(client=pool)
+        try:
+            lock = store.lock(name)
+            assert await lock.acquire(timeout=5)
+            await lock.release()
+        finally:
+            await store.aclose()
+        async with pool.connection() as conn:
+            assert await (await conn.execute("SELECT 1")).fetchone() == (1,)
+    finally:
+        await pool.close()

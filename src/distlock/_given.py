@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from ._errors import ConfigError
 from ._url import SCHEMES, StoreConfig, parse_url
@@ -18,10 +19,7 @@ from ._url import SCHEMES, StoreConfig, parse_url
 #: the top-level module of a client's type -> the backend it drives
 _MODULES = {"redis": "redis", "kazoo": "zookeeper", "psycopg_pool": "postgres", "psycopg": "postgres"}
 
-ACCEPTED = (
-    "a redis-py Redis client or ConnectionPool, a started kazoo KazooClient (psycopg pools are refused: see the "
-    "PostgreSQL docs)"
-)
+ACCEPTED = "a redis-py Redis client or ConnectionPool, a started kazoo KazooClient, or a psycopg_pool pool"
 
 
 @dataclass
@@ -64,7 +62,33 @@ def _url_of(client: object, backend: str) -> str:
         hosts: Any = getattr(client, "hosts", None) or [("localhost", 2181)]
         netloc = ",".join(f"[{h}]:{p}" if ":" in str(h) else f"{h}:{p}" for h, p in hosts)
         return f"zookeeper://{netloc}{getattr(client, 'chroot', None) or ''}"
-    return "postgresql://localhost/given-pool"
+    params = pool_params(client)
+    user = quote(str(params.get("user") or ""), safe="")
+    db = quote(str(params.get("dbname") or ""), safe="")
+    host = str(params.get("host") or "localhost").split(",")[0]
+    port = int(str(params.get("port") or 5432).split(",")[0])
+    auth = f"{user}@" if user else ""
+    if host.startswith("/"):  # libpq's unix-socket directory
+        return f"postgresql://{auth}/{db}?host={quote(host, safe='/')}&port={port}"
+    host = f"[{host}]" if ":" in host else host
+    return f"postgresql://{auth}{host}:{port}/{db}"
+
+
+def pool_params(pool: object) -> dict[str, Any]:
+    """The connection parameters of a psycopg_pool pool (its conninfo and kwargs), password included.
+
+    distlock opens its own connections with them and never uses the pool's (see the PostgreSQL backend).
+    """
+    if type(pool).__module__.split(".")[0] != "psycopg_pool" or not hasattr(pool, "conninfo"):
+        raise ConfigError(
+            f"connect(client=...) takes a psycopg_pool pool for PostgreSQL, not a {_type_name(pool)}: distlock "
+            "needs connections of its own (it discards one whose call timed out and pins one per holding in "
+            "session mode), which a single connection cannot give"
+        )
+    from psycopg.conninfo import conninfo_to_dict  # psycopg is there: psycopg_pool needs it
+
+    kwargs: dict[str, Any] = dict(getattr(pool, "kwargs", None) or {})
+    return dict(conninfo_to_dict(str(pool.conninfo), **kwargs))
 
 
 def client_config(client: object, url: str | None, options: dict[str, Any]) -> ClientConfig:

@@ -35,21 +35,12 @@ from ... import _pg_sync as pg
 from ... import _rt_sync as rt
 from ..._core import sql_lease as sq
 from ..._core.types import Grant, Mode
-from ..._errors import BackendError, ConfigError
-from ..._given import given
+from ..._errors import BackendError
+from ..._given import given, pool_params
 from ..._url import StoreConfig
 from ._sql import SESSION_WAIT_SLICE, LeaseAttempt, RetryableError, SqlBackend, StaleConnection, lease_slice
 
 _SSL_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey")
-
-
-#: why ``connect(client=...)`` refuses a psycopg pool or connection (docs/sql.md says the same)
-GIVEN_POOL = (
-    "distlock does not take a psycopg pool or connection: it shuts down and discards a connection whose call "
-    "timed out, pins one per holding in session mode (idle_session_timeout = the TTL) and sets "
-    "statement_timeout, lock_timeout and idle_in_transaction_session_timeout on its connections, none of "
-    "which may happen to a pool's connections; pass the URL (the pool's conninfo) instead"
-)
 
 
 class Backend(SqlBackend):
@@ -64,8 +55,11 @@ class Backend(SqlBackend):
     kill_sql = "SELECT pg_terminate_backend(%s)"
 
     def __init__(self, config: StoreConfig) -> None:
-        if given(config) is not None:
-            raise ConfigError(GIVEN_POOL, backend=config.scheme)
+        pool = given(config)
+        # A caller's pool lends its connection parameters only: distlock shuts down and discards a connection
+        # whose call timed out, pins one per holding in session mode and sets server-side timeouts on its
+        # connections, none of which may happen to the pool's. So it opens its own, and never closes the pool.
+        from_pool = pool_params(pool) if pool is not None else {}
         super().__init__(config)
         self._ssl = {k: v for k in _SSL_OPTIONS if (v := config.pop(k)) is not None}
         config.reject_unknown()
@@ -89,6 +83,12 @@ class Backend(SqlBackend):
             f"-c idle_in_transaction_session_timeout={math.ceil(self.call_timeout * 2000)}",
             **self._ssl,
         }
+        if from_pool:
+            if config.password is None:
+                self._kwargs["password"] = from_pool.get("password")
+            for key in _SSL_OPTIONS:
+                if key not in self._ssl and from_pool.get(key) is not None:
+                    self._kwargs[key] = from_pool[key]
         self._listener: rt.Background | None = None
         self._listening = False
 
