@@ -75,7 +75,7 @@ async def connect_async(url: str | None = None, *, client: object | None = None,
     taken from its type and the URL may be left out (if given, it must name the same backend; its options
     apply). The store never closes a client it was given: close it yourself, after the store. Redis: the
     store makes its own connections from the client's connection parameters, with its own timeouts, and
-    closes them. ZooKeeper: the store uses the client's session. a psycopg_pool pool lends its connection parameters; the
+    closes them. ZooKeeper: the store uses the client's session. A psycopg_pool pool lends its connection parameters; the
     store opens connections of its own with them (see docs/sql.md).
     """
     config = parse_url(url, options) if client is None else client_config(client, url, options)
