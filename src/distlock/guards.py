@@ -1,4 +1,4 @@
-"""Guarded writes in the lock's own store (SAFETY.md, "the one principle", design 2).
+"""Guarded writes in the lock's own store (docs/safety.md: the two sound designs, the second).
 
 ``etcd_guard(lock)`` returns the compare that makes your own etcd transaction conditional on still holding
 the lock (the lock key's create revision), as etcd's Go ``Mutex.IsOwner()`` does. See docs/etcd.md.

@@ -5,7 +5,7 @@ language; this module is its reference, and the conformance suite checks every b
 behaviour it describes.
 
 State of one name: the live holders, and the queue of waiting claims (each with a sequence number and
-its own server-side deadline, so a dead waiter cannot stall the queue: SAFETY F12).
+its own server-side deadline, so a dead waiter cannot stall the queue: F12 in docs/safety.md).
 
 Rule for a claim ``c`` (``ahead`` = queue entries with a smaller sequence than ``c``'s own, or all of
 them when ``c`` is not queued):

@@ -18,5 +18,5 @@ def new_token() -> str:
 
 
 def owner_id(local: str) -> str:
-    """``host:pid:thread-or-task`` (SPEC section 4). ``local`` names the thread or task."""
+    """``host:pid:thread-or-task`` (informational, never used to authorise). ``local`` names the thread or task."""
     return f"{_HOST}:{os.getpid()}:{local}"

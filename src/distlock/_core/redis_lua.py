@@ -5,13 +5,13 @@ braces every key hashes to the same Redis Cluster slot as ``N``). Every one of t
 name is held or waited on: the last release (or lease end) removes them all::
 
     N               string  the exclusive holder (lock / rwlock.write): value = token, PX = lease.
-                            The redis-py ``Lock(N)`` layout, so the two exclude each other (SPEC section 6).
+                            The redis-py ``Lock(N)`` layout, so the two exclude each other (the wire layout docs/redis.md documents).
     {N}:r           zset    readers:        token -> lease end (ms, server clock)
     {N}:p           zset    semaphore:      token -> lease end (ms, server clock)
     {N}:i           hash    holder details: token -> "mode|fence|owner" (for inspect and fences)
     {N}:q           zset    waiters:        "mode|token" -> arrival sequence (FIFO order)
     {N}:qd          zset    waiter leases:  "mode|token" -> deadline (ms); a waiter that stops
-                            refreshing its entry drops out (SAFETY F12)
+                            refreshing its entry drops out (F12 in docs/safety.md)
     {N}:fence       string  0.1.0 only (a per-name counter that never went away): read once, folded into the
                             fence counter below and deleted by the first script that meets it (upgrade)
     {N}:wake        channel wake-ups: a release publishes the token of the first waiter, "*" = all
@@ -389,7 +389,7 @@ ABANDON = (
     _PRELUDE
     + """
 -- ARGV: 1 channel, 2 token, 3 mode.  Remove every trace of a failed or cancelled acquire: the queue
--- entry, and a holding whose reply was lost (SAFETY F10). Passes a wake-up on if the name is free.
+-- entry, and a holding whose reply was lost (F10 in docs/safety.md). Passes a wake-up on if the name is free.
 local token, mode = ARGV[2], ARGV[3]
 local member = mode .. '|' .. token
 purge()

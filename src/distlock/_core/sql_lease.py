@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from .arbiter import Held, Queued, may_acquire, retry_after, should_queue
 from .types import Claim, Grant, HolderInfo, LockInfo, Mode
 
-#: a queued waiter that stops re-trying for this long is dropped from the queue (SAFETY F12)
+#: a queued waiter that stops re-trying for this long is dropped from the queue (F12 in docs/safety.md)
 WAITER_TTL = 5.0
 #: holder rows of this layout; 0.1.0's have none (``upgrade`` gives them 1)
 LAYOUT = 2

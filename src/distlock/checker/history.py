@@ -6,10 +6,10 @@ The verdicts, and why each is or is not a safety violation for a *correct* lease
   an accepted write whose value changed since the same holder's read means two holders were let through with
   fences that did not order them. With strictly increasing fences this cannot happen, pauses or not.
 * **fence violations** (must be 0): an acquisition whose fence is not greater than the fence of an acquisition
-  that had completed before it started waiting, or a fence handed out twice (SPEC section 5).
+  that had completed before it started waiting, or a fence handed out twice (fences strictly increase per name).
 * **silent overlaps** (must be 0): two holdings overlapped in time and *neither* holder was told it had lost the
   lock (``lost`` event, ``LockLost`` from ``release``). No lease lock can prevent every overlap (a holder paused
-  past its TTL resumes believing it holds the lock: SAFETY, "the one principle"), but a correct one always tells
+  past its TTL resumes believing it holds the lock: docs/safety.md, the one principle), but a correct one always tells
   the paused holder afterwards. Timestamps are taken *inside* the holding (after ``acquire`` returned, before
   ``release`` is called) on one monotonic clock, so a correct hand-over never looks like an overlap.
 * **unfenced lost updates** are reported, not judged: under the pause fault a correct lock loses them too,

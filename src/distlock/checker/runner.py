@@ -13,7 +13,7 @@ its outcome:
 * ``leader-kill`` -- (``--spawn etcd|zookeeper``) kill -9 of the cluster's current leader, restarted after a lease.
 * ``partition`` -- (``--spawn etcd|zookeeper``, root) the member listed first in the URL is cut off from its
   peers and the clients (its network namespace's link goes down) for a lease, then healed.
-* ``clock-skew`` -- (``--spawn postgres|mysql``) SAFETY F2: a holder is paused in its critical section for half
+* ``clock-skew`` -- (``--spawn postgres|mysql``) F2 in docs/safety.md: a holder is paused in its critical section for half
   its lease (which a correct clock lets it survive), and meanwhile the database server's wall clock jumps
   forward by ``2 * ttl + 1 s`` (libfaketime): its lease expires early, another worker takes the lock, and the
   resumed holder's writes must be rejected by the fenced register.

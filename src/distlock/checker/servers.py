@@ -15,7 +15,7 @@ family         what is started                                       server faul
 =============  ====================================================  =========================================
 
 The Redis servers keep an append-only file fsynced on every write (``appendfsync always``), so a kill -9 and
-restart keeps the lock keys and the fence counter: SAFETY F4 says a lock server that forgets keys on restart
+restart keeps the lock keys and the fence counter: F4 in docs/safety.md says a lock server that forgets keys on restart
 breaks fencing, and the ``server-restart`` fault is meant to test the lock, not that misconfiguration.
 ``durable=False`` (``--volatile``) starts them with no persistence at all, to show exactly that failure; for
 PostgreSQL it means ``synchronous_commit=off`` (a commit returns before its WAL is written, so a kill -9 loses
@@ -24,7 +24,7 @@ the last fences handed out). The other families always keep what they committed.
 ``partition`` needs root and iproute2: one member (the one listed first in the URL) runs in a network
 namespace of its own behind a veth link that exists only on this host; the fault takes the link down (cutting
 that member off from its peers and every client) and brings it back up. ``clock-skew`` runs the SQL server under
-libfaketime with a control file, so its wall clock can jump while it runs (SAFETY F2); Debian's
+libfaketime with a control file, so its wall clock can jump while it runs (F2 in docs/safety.md); Debian's
 redis-server cannot be run under libfaketime (its jemalloc recurses into libfaketime's start-up), see
 docs/checker.md.
 """

@@ -139,7 +139,7 @@ def _with_options(url: str, options: tuple[str, ...]) -> str:
     "--volatile",
     is_flag=True,
     help="With --spawn redis/redlock/postgres: commits not kept or not waited for, so a server-restart forgets "
-    "locks and fences (SAFETY F4).",
+    "locks and fences (F4 in docs/safety.md).",
 )
 @click.option(
     "--json",

@@ -10,7 +10,7 @@ HTTP/1.1 client (``_etcd_http.py``; the sockets are ``_etcd_async`` / ``_etcd_sy
 unmaintained and breaks with current protobuf; the gateway needs no generated code and speaks the same API
 as gRPC.
 
-Leases (SAFETY F14): every claim gets a lease of its own, so two lock objects of one process never share
+Leases (F14 in docs/safety.md): every claim gets a lease of its own, so two lock objects of one process never share
 one. Leases are pooled: a released claim's lease goes back to a small pool and the next claim with the same
 TTL reuses it if enough of it is left, which saves the grant and revoke writes of the uncontended path.
 The store's renewer keeps all held leases alive with one keepalive stream request per tick (a batch of

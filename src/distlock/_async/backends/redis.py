@@ -48,7 +48,7 @@ from ..._given import given
 from ..._url import StoreConfig, scrub
 from ..backend import AsyncAttempt, AsyncBackend
 
-#: a waiter's queue entry lives this long unless refreshed by a re-check (SAFETY F12)
+#: a waiter's queue entry lives this long unless refreshed by a re-check (F12 in docs/safety.md)
 WAITER_TTL = 5.0
 #: the longest a waiter sleeps between re-checks when no hint says otherwise (refreshes its entry)
 MAX_WAIT_SLICE = 2.0

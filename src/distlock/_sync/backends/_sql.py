@@ -9,7 +9,7 @@ Two modes, chosen by the URL option ``mode``:
   transaction per tick. Waiters are woken by a push (PostgreSQL: LISTEN/NOTIFY; MySQL: a companion
   ``GET_LOCK`` that the holder keeps and the waiters block on), with a re-check at the holder's expiry.
 * ``session``: a connection-bound lock (MySQL ``GET_LOCK``, PostgreSQL advisory locks) on a connection
-  pinned to the holding (SAFETY F13). The server's idle timeout of that connection is the lease: the
+  pinned to the holding (F13 in docs/safety.md). The server's idle timeout of that connection is the lease: the
   renewer's check every ttl/3 keeps it alive, a holder that stops renewing (or dies) loses it, and a
   dropped connection is seen by the next renewal (``lost``). Fences come from the fence counter table.
 

@@ -36,7 +36,7 @@ from ..backend import SyncAttempt, SyncBackend
 
 T = TypeVar("T")
 
-#: a queued waiter that stops re-trying for this long is dropped from the queue (SAFETY F12)
+#: a queued waiter that stops re-trying for this long is dropped from the queue (F12 in docs/safety.md)
 WAITER_TTL = 5.0
 #: the longest a waiter sleeps between checks, whatever the hints say (keeps its queue entry fresh)
 MAX_WAIT_SLICE = 1.0

@@ -7,7 +7,7 @@ lock's path, named and ordered exactly as Apache Curator does (see ``_core/zooke
 distlock lock exclude each other. The queue is FIFO by construction (``always_fair``).
 
 One attempt (``try_acquire``): create our child once (protected name ``_c_<uuid>-...``; a create whose reply
-was lost is found again by its UUID, SAFETY F8), list the children, and either hold the lock or set a watch on
+was lost is found again by its UUID, F8 in docs/safety.md), list the children, and either hold the lock or set a watch on
 the ONE child whose deletion may let us in (no herd, F11). A watch, a session event or a 5 s safety tick wakes
 the waiter, which lists the children again and checks that its own child is still there (F6). ``abandon``
 deletes whatever the attempt created, even a grant whose reply never reached the caller (F10).
@@ -654,7 +654,7 @@ class Backend(SyncBackend):
         """Create ``parent/_c_<uid>-<mark><seq>`` (ephemeral, sequential); return (child name, czxid).
 
         If the reply is lost (connection loss), the create may or may not have happened: look for the
-        child by its UUID before creating another one (Curator's protected mode, SAFETY F8).
+        child by its UUID before creating another one (Curator's protected mode, F8 in docs/safety.md).
         """
         prefix = layout.child_prefix(uid, mark)
         uncertain = False  # a create was sent and its reply lost: look before creating another one
