@@ -27,6 +27,7 @@ log = logging.getLogger("distlock")
 
 Client = redis_driver.Redis
 ClusterClient = redis_driver.RedisCluster
+ConnectionPool = redis_driver.ConnectionPool
 #: either kind of client: the backend runs the same commands and pipelines on both
 AnyClient = Client | ClusterClient
 #: a cluster call on distlock's own connection that meets one of these goes through redis-py's routing
@@ -65,39 +66,6 @@ async def connect_cluster(url: str, max_connections: int = 4096, **kwargs: Any) 
         await client.initialize()
     except RedisClusterException as exc:  # not a RedisError: say "cannot connect" like the plain client
         raise RedisConnectionError(str(exc)) from exc
-    return client
-
-
-#: what a caller of this side of the API gives ``connect(client=...)``
-_WANT = "the asyncio store (distlock.connect_async) needs a redis.asyncio.Redis client or redis.asyncio.ConnectionPool; a redis.Redis client goes to distlock.connect()"
-
-
-def derive(given: object, connect_timeout: float, socket_timeout: float, max_connections: int = 4096) -> Client:
-    """distlock's own client for ``connect(client=...)``: the connection parameters of the caller's client or
-    pool (host or socket, TLS, credentials, db, protocol) with distlock's timeouts and retry, in a pool of its
-    own. The caller's object is only read: none of its connections is used, nothing of it is closed.
-
-    A client of the other side, a cluster client, a Sentinel pool or anything else is a ``ValueError``
-    whose text says what is needed."""
-    pool: Any = given.connection_pool if isinstance(given, Client) else given
-    if not isinstance(pool, redis_driver.ConnectionPool):
-        kind = f"{type(given).__module__}.{type(given).__qualname__}"
-        if isinstance(given, (ClusterClient, redis_driver.RedisCluster)) or "Cluster" in type(given).__name__:
-            raise ValueError(
-                f"a Redis Cluster client ({kind}) is not taken: give a redis:// URL of one node instead "
-                "(distlock makes its own cluster client)"
-            )
-        raise ValueError(f"{_WANT}; got a {kind}")
-    if "Sentinel" in type(pool).__name__:
-        raise ValueError("a Sentinel-managed pool is not taken: give a redis:// URL of the master instead")
-    kwargs = {
-        **pool.connection_kwargs,
-        "socket_connect_timeout": connect_timeout,
-        "socket_timeout": socket_timeout,
-        "retry": Retry(NoBackoff(), 1),
-    }
-    own = redis_driver.ConnectionPool(connection_class=pool.connection_class, max_connections=max_connections, **kwargs)
-    client: Client = redis_driver.Redis.from_pool(own)
     return client
 
 

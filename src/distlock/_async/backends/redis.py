@@ -34,9 +34,11 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from redis.backoff import NoBackoff
 from redis.connection import URL_QUERY_ARGUMENT_PARSERS
 from redis.crc import key_slot
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError
+from redis.retry import Retry
 
 from ... import _redis_async as drv
 from ... import _rt_async as rt
@@ -84,6 +86,47 @@ def reject_unknown(config: StoreConfig) -> None:
     for key in [k for k in config.params if _is_driver_option(k)]:
         config.params.pop(key)
     config.reject_unknown()
+
+
+#: what a caller of this side of the API gives ``connect(client=...)``
+_WANT = (
+    "the asyncio store (distlock.connect_async) needs a redis.asyncio.Redis client or redis.asyncio.ConnectionPool; "
+    "a redis.Redis client goes to distlock.connect()"
+    if rt.IS_ASYNC
+    else "the sync store (distlock.connect) needs a redis.Redis client or redis.ConnectionPool; a redis.asyncio "
+    "client goes to distlock.connect_async()"
+)
+
+
+def derive(given: object, connect_timeout: float, socket_timeout: float, max_connections: int = 4096) -> drv.Client:
+    """distlock's own client for ``connect(client=...)``: the connection parameters of the caller's client or
+    pool (host or socket, TLS, credentials, db, protocol) with distlock's timeouts and retry, in a pool of its
+    own. The caller's object is only read: none of its connections is used, nothing of it is closed.
+
+    A client of the other side, a cluster client, a Sentinel pool or anything else is a ``ValueError``
+    whose text says what is needed."""
+    pool: Any = given.connection_pool if isinstance(given, drv.Client) else given
+    if not isinstance(pool, drv.ConnectionPool):
+        kind = f"{type(given).__module__}.{type(given).__qualname__}"
+        if isinstance(given, drv.ClusterClient) or "Cluster" in type(given).__name__:
+            raise ValueError(
+                f"a Redis Cluster client ({kind}) is not taken: give a redis:// URL of one node instead "
+                "(distlock makes its own cluster client)"
+            )
+        raise ValueError(f"{_WANT}; got a {kind}")
+    if "Sentinel" in type(pool).__name__:
+        raise ValueError("a Sentinel-managed pool is not taken: give a redis:// URL of the master instead")
+    kwargs = {
+        **pool.connection_kwargs,
+        "socket_connect_timeout": connect_timeout,
+        "socket_timeout": socket_timeout,
+        "retry": Retry(NoBackoff(), 1),
+    }
+    own = drv.ConnectionPool(
+        connection_class=pool.connection_class, max_connections=max_connections, **kwargs
+    )
+    client: drv.Client = drv.Client.from_pool(own)
+    return client
 
 
 class Node:
@@ -139,7 +182,7 @@ class Node:
         client: drv.AnyClient
         if given is not None:
             try:
-                client = drv.derive(given, connect_timeout, socket_timeout)
+                client = derive(given, connect_timeout, socket_timeout)
             except ValueError as exc:
                 raise ConfigError(str(exc), backend=scheme) from None
             secret = secret or client.connection_pool.connection_kwargs.get("password")
