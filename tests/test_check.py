@@ -7,8 +7,12 @@ workers and a 1 s TTL. The pure analysis is unit-tested at the end on hand-made 
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,8 @@ import pytest
 from distlock._servers import etcd, mysql, postgres, zookeeper
 from distlock._servers.proc import faketime_lib, netns_usable
 from distlock.checker.history import analyse, fence_violations, overlaps
-from distlock.checker.runner import effective_lease
+from distlock.checker.runner import Reports, effective_lease
+from distlock.checker.worker import Events
 from tests.servers.redis import redis_binary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -242,3 +247,57 @@ def test_analyse_verdicts_and_liveness() -> None:
     clean = analyse([op(0, 0, 1, 2, 1)], [], ["w.0"], ttl=1.0, run_end=3.0)
     assert clean["ok"] is True and clean["unfenced"]["lost_updates"] == 0
     assert analyse([], [], [], ttl=1.0, run_end=1.0)["ok"] is False
+
+
+def _report_forever(index: int, conn: Any) -> None:
+    """A worker that does nothing but report (spawn target of the test below)."""
+    events = Events(conn)
+    n = 0
+    while True:
+        events.put({"kind": "op", "worker": index, "n": n})
+        n += 1
+
+
+def test_a_worker_paused_or_killed_mid_report_holds_up_no_other_worker() -> None:
+    """The parent hears the others while one worker is stopped and one is killed in the middle of reporting
+    (workers once shared one multiprocessing.Queue, whose lock a killed worker could take with it: every other
+    worker then hung, unable to report or exit)."""
+    ctx = mp.get_context("spawn")
+    reports = Reports(ctx)
+    procs = []
+    for i in range(3):
+        writer = reports.pipe()
+        p = ctx.Process(target=_report_forever, args=(i, writer), daemon=True)
+        p.start()
+        writer.close()
+        procs.append(p)
+    try:
+        last: dict[int, int] = {}
+
+        def listen(seconds: float) -> None:
+            stop = time.monotonic() + seconds
+            while time.monotonic() < stop:
+                for ev in reports.drain(0.05):
+                    last[ev["worker"]] = ev["n"]
+
+        deadline = time.monotonic() + 60
+        while len(last) < 3 and time.monotonic() < deadline:
+            listen(0.1)
+        assert set(last) == {0, 1, 2}
+        os.kill(procs[1].pid, signal.SIGSTOP)
+        for _ in range(20):  # kill lands at a random point of a report (or between two)
+            listen(0.01)
+        os.kill(procs[0].pid, signal.SIGKILL)
+        procs[0].join(10)
+        before = last[2]
+        listen(0.5)
+        assert last[2] > before + 10, "the live worker's reports stopped arriving"
+        os.kill(procs[1].pid, signal.SIGCONT)
+        paused_at = last[1]
+        listen(0.5)
+        assert last[1] > paused_at, "the resumed worker's reports did not arrive"
+    finally:
+        for p in procs:
+            p.kill()
+            p.join(10)
+        reports.close()

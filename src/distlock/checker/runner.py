@@ -32,8 +32,8 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing as mp
+import multiprocessing.connection as mp_conn
 import os
-import queue
 import secrets
 import signal
 import tempfile
@@ -180,11 +180,49 @@ def run_check(cfg: CheckConfig, progress: Callable[[dict[str, Any]], None] | Non
     return report
 
 
+class Reports:
+    """The parent's ends of the workers' report pipes, one pipe per worker: a worker killed mid-send breaks
+    only its own (a shared ``multiprocessing.Queue`` would stall every worker; see checker/worker.py)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self._readers: list[Any] = []
+
+    def pipe(self) -> Any:
+        """A new pipe; returns the end to hand to the worker (close it here once the worker has started)."""
+        reader, writer = self._ctx.Pipe(duplex=False)
+        self._readers.append(reader)
+        return writer
+
+    def drain(self, wait: float) -> list[dict[str, Any]]:
+        """Every report that has arrived, after waiting up to ``wait`` for the first."""
+        if not self._readers:
+            time.sleep(wait)
+            return []
+        got: list[dict[str, Any]] = []
+        ready: list[Any] = mp_conn.wait(list(self._readers), timeout=wait)
+        for reader in ready:
+            try:
+                for _ in range(100):  # a bound, so one chatty worker cannot keep the parent here
+                    got.append(reader.recv())
+                    if not reader.poll():
+                        break
+            except (EOFError, OSError):  # every copy of the worker's end is closed: it has exited or died
+                reader.close()
+                self._readers.remove(reader)
+        return got
+
+    def close(self) -> None:
+        for reader in self._readers:
+            reader.close()
+        self._readers.clear()
+
+
 def _run(
     cfg: CheckConfig, spec: Spec, unfenced: UnfencedSet, progress: Callable[[dict[str, Any]], None] | None
 ) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
-    events: Any = ctx.Queue()
+    reports = Reports(ctx)
     states: Any = ctx.Array("i", cfg.workers + MAX_RESPAWNS, lock=False)
     linger: Any = ctx.Array("i", cfg.workers + MAX_RESPAWNS, lock=False)
     go = ctx.Event()
@@ -196,8 +234,10 @@ def _run(
 
     def spawn(index: int) -> None:
         own = spec if links is None else replace(spec, url=links.url_for(index))
-        p = ctx.Process(target=run_worker, args=(index, own, events, states, go, end, linger), daemon=True)
+        writer = reports.pipe()
+        p = ctx.Process(target=run_worker, args=(index, own, writer, states, go, end, linger), daemon=True)
         p.start()
+        writer.close()  # the worker has its copy: when it dies, its pipe reads as closed
         procs[index] = p
 
     ops: list[dict[str, Any]] = []
@@ -207,29 +247,24 @@ def _run(
     faults: list[dict[str, Any]] = []
     exited: set[int] = set()
 
+    def take(ev: dict[str, Any]) -> None:
+        kind = ev["kind"]
+        if kind == "op":
+            ops.append(ev)
+        elif kind == "grant":
+            grants.append(ev)
+        elif kind == "lost":
+            lost.setdefault(ev["op"], ev["t"])
+        elif kind == "error":
+            errors.append(f"worker {ev['worker']}: {ev['error']}")
+        elif kind == "exit":
+            exited.add(ev["worker"])
+        elif kind == "ready":
+            ready.add(ev["worker"])
+
     def drain(wait: float) -> None:
-        try:
-            ev = events.get(timeout=wait) if wait > 0 else events.get_nowait()
-        except queue.Empty:
-            return
-        while True:
-            kind = ev["kind"]
-            if kind == "op":
-                ops.append(ev)
-            elif kind == "grant":
-                grants.append(ev)
-            elif kind == "lost":
-                lost.setdefault(ev["op"], ev["t"])
-            elif kind == "error":
-                errors.append(f"worker {ev['worker']}: {ev['error']}")
-            elif kind == "exit":
-                exited.add(ev["worker"])
-            elif kind == "ready":
-                ready.add(ev["worker"])
-            try:
-                ev = events.get_nowait()
-            except queue.Empty:
-                return
+        for ev in reports.drain(wait):
+            take(ev)
 
     ready: set[int] = set()
     try:
@@ -259,6 +294,7 @@ def _run(
                 errors.append(f"worker {i}: still running 30s after the end of the run (killed)")
         run_end = end.value
     finally:
+        reports.close()  # late reports are not counted; a worker sending one is not held up
         for p in procs.values():
             if p.is_alive():
                 with contextlib.suppress(ProcessLookupError):
@@ -273,8 +309,6 @@ def _run(
                     errors.append(f"worker {i}: its store did not close within 10s (killed)")
                 p.kill()
                 p.join(5.0)
-        events.close()
-        events.join_thread()
         if links is not None:
             links.close()
     final = unfenced.read()

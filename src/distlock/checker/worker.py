@@ -4,6 +4,10 @@ Every operation is reported to the parent as one :class:`Op` (a plain dict, so i
 release. A worker killed with SIGKILL never reports its last operation; the analysis allows for that.
 Times are ``time.monotonic()`` (CLOCK_MONOTONIC on Linux), one clock for every process on the host.
 
+Each worker reports through a pipe of its own (:class:`Events`), not a queue shared by all: a
+``multiprocessing.Queue`` puts under one lock that every writer shares, and a worker killed with SIGKILL
+while holding it would leave every other worker's reports stuck forever (and those workers unable to exit).
+
 Two more events feed the *told late* figure, sent the moment they happen rather than after the release (a
 worker whose link is dead may never get to release): ``grant`` when ``acquire()`` returned, and ``lost`` when
 the lock's ``on_lost`` callback ran for that holding (each holding has its own lock object, so a callback
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,6 +108,31 @@ class DistlockLock:
         self.store.close()
 
 
+#: an error report's text is cut to this many characters (see :class:`Events`)
+ERROR_CHARS = 1000
+
+
+class Events:
+    """The worker's end of its report pipe. Sends are whole messages under a lock, because the ``on_lost``
+    callback reports from its own thread; a pipe the parent has closed (the run is over) drops them.
+
+    A report is kept well under PIPE_BUF (4096 bytes), so it goes into the pipe in one atomic write: a worker
+    paused or killed mid-send never leaves half a message for the parent to wait on."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    def put(self, event: dict[str, Any]) -> None:
+        if "error" in event:
+            event = {**event, "error": str(event["error"])[:ERROR_CHARS]}
+        with self._lock:
+            try:
+                self._conn.send(event)
+            except (OSError, ValueError):  # the parent stopped listening
+                pass
+
+
 def make_lock(spec: Spec) -> CheckedLock:
     if spec.algorithm in DISTLOCK_ALGORITHMS:
         return DistlockLock(spec.url, spec.name, spec.ttl, watch_lost=spec.algorithm == "distlock")
@@ -125,8 +155,9 @@ def _linger(index: int, lock: CheckedLock, states: Any, linger: Any) -> None:
             time.sleep(0.005)
 
 
-def run_worker(index: int, spec: Spec, events: Any, states: Any, go: Any, end: Any, linger: Any = None) -> None:
-    """The worker process entry point (``multiprocessing`` spawn target)."""
+def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any, linger: Any = None) -> None:
+    """The worker process entry point (``multiprocessing`` spawn target); ``conn`` is its report pipe."""
+    events = Events(conn)
     # drivers warn on stderr when a paused worker wakes up to a dropped session: expected here, not news
     logging.basicConfig(level=logging.ERROR, format="distlock check worker: %(message)s")
     workdir = Path(spec.workdir)
