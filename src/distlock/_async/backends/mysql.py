@@ -16,7 +16,7 @@ PyMySQL blocks: on the async side every call runs in the backend's worker thread
 
 Bounded calls: PyMySQL's socket timeouts are set per call to what is left of the call's deadline
 (``call_timeout=5`` seconds, plus the server-side wait a blocking statement makes on purpose), and
-``innodb_lock_wait_timeout`` bounds row-lock waits on the server. A connection whose call timed out or was
+``innodb_lock_wait_timeout`` and ``lock_wait_timeout`` bound row-lock and metadata-lock waits on the server. A connection whose call timed out or was
 cancelled is closed, never reused (on the async side its worker thread ends at the socket timeout).
 
 URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeout=10``, ``call_timeout=5``,
@@ -156,9 +156,10 @@ class Backend(SqlBackend):
             conn._read_timeout = conn._write_timeout = self.call_timeout + SESSION_WAIT_SLICE
             with conn.cursor() as cur:
                 cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-                cur.execute(
-                    f"SET time_zone = '+00:00', innodb_lock_wait_timeout = {max(1, math.ceil(self.call_timeout))}"
-                )
+                # row-lock and metadata-lock waits end on the server when the call does (the default metadata
+                # wait is a day: a schema change left waiting would queue every later statement on its table)
+                wait = max(1, math.ceil(self.call_timeout))
+                cur.execute(f"SET time_zone = '+00:00', innodb_lock_wait_timeout = {wait}, lock_wait_timeout = {wait}")
         except pymysql.err.MySQLError as exc:
             if conn is not None and conn.open:
                 conn._force_close()  # a half-set-up connection is not kept (nor left to the garbage collector)
