@@ -350,19 +350,19 @@ def test_bad_url_options_are_config_errors(redis_url: str, query: str) -> None:
 def test_renewal_of_many_locks_is_one_round_trip_per_tick(
     store: distlock.Store, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from distlock import _redis_sync
+    from distlock._sync.backends.redis_wire import Wire
 
     locks = [store.lock(f"{name}-{i}", ttl=30) for i in range(200)]
     for lock in locks:
         assert lock.acquire(blocking=False)
     sent: list[int] = []
-    real = _redis_sync.Wire.call_many
+    real = Wire.call_many
 
-    def counting(wire: _redis_sync.Wire, packs: list[bytes], *args: object) -> list[object]:
+    def counting(wire: Wire, packs: list[bytes], *args: object) -> list[object]:
         sent.append(len(packs))
         return real(wire, packs, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_redis_sync.Wire, "call_many", counting)
+    monkeypatch.setattr(Wire, "call_many", counting)
     results = store._backend.renew([h.claim for h in store._renewer.snapshot()])  # what one tick sends
     assert results == [True] * 200
     assert sent == [200]  # 200 renewals, one write and 200 replies: one round trip

@@ -1,15 +1,14 @@
-"""The threaded side of the Redis driver glue (``redis``); the twin of :mod:`distlock._redis_async`.
+"""The threaded side of the Redis driver seam (``redis``); the twin of :mod:`distlock._redis_async`.
 
-Same names and behaviour; here the pub/sub listener is a daemon thread and the Redlock fan-out uses a
-small thread pool.
+Same names and contracts. Here a request is bounded by its socket's timeout, and the Redlock fan-out serves
+servers whose connection is idle and quiet from the calling thread (send to all, then read all) and the
+others from a small thread pool.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ALL_COMPLETED, ThreadPoolExecutor, wait
@@ -75,11 +74,8 @@ def route(client: ClusterClient, key: str) -> tuple[str, Callable[[], Any]]:
     return node.name, lambda: pool.connection_class(**pool.connection_kwargs)
 
 
-def every_master(client: AnyClient, *args: Any) -> Any:
-    """A command for every master of a cluster (one reply per node), or for the one server."""
-    if isinstance(client, ClusterClient):
-        return command(client, *args, target_nodes=ClusterClient.PRIMARIES)
-    return command(client, *args)
+def recheck_cancel() -> None:
+    """A thread cannot be cancelled: nothing was swallowed (see the asyncio twin)."""
 
 
 def command(client: AnyClient, *args: Any, **kwargs: Any) -> Any:
@@ -101,146 +97,50 @@ def close(client: AnyClient) -> None:
     client.close()
 
 
-class Restarted(ResponseError):
-    """The server restarted since this client last read its run id (Redlock): the request prepared with the
-    old run id is not sent; the caller counts this server out for the round and prepares the next with the
-    new one."""
+class io_bound:
+    """Bounds a request's send and read on ``conn``: its socket's timeout (None: the connection's own).
+    A system call each time it changes, so only then."""
 
+    def __init__(self, conn: Any, timeout: float | None) -> None:
+        want = conn.socket_timeout if timeout is None else timeout
+        if conn._sock.gettimeout() != want:
+            conn._sock.settimeout(want)
 
-def read_run_id(conn: Any) -> str:
-    """The server's run id, read on ``conn`` itself (``INFO server``)."""
-    conn.send_command("INFO", "server", check_health=False)
-    raw = conn.read_response()
-    text = raw.decode() if isinstance(raw, bytes) else str(raw)
-    for line in text.splitlines():
-        if line.startswith("run_id:"):
-            return line[7:].strip()
-    raise ResponseError("INFO server has no run_id")
-
-
-class Wire:
-    """distlock's own hot path to one server; see :class:`distlock._redis_async.Wire` (same contract).
-
-    Threads take a connection each from the free list (``list.pop``/``append`` are atomic); a forked
-    child starts a new list instead of sharing the parent's sockets.
-    """
-
-    def __init__(self, make: Callable[[], Any]) -> None:
-        self._make = make  # a new, unconnected redis Connection
-        self._idle: list[Any] = []
-        self._pid = os.getpid()
-        self._closed = False
-        #: called with each new connection and the call's ``expect`` before its first request (Redlock: the
-        #: server's run id must be the one the request was prepared with)
-        self.on_connect: Callable[[Any, str | None], Any] | None = None
-
-    @classmethod
-    def of(cls, client: Client) -> Wire:
-        """Connections made like the client's own (URL, TLS, password, db, timeouts)."""
-        pool: Any = client.connection_pool
-        return cls(lambda: pool.connection_class(**pool.connection_kwargs))
-
-    def call(
-        self, packed: bytes, unsure: list[bool] | None = None, timeout: float | None = None, expect: str | None = None
-    ) -> Any:
-        """Send ``packed`` and return its reply. If a first try fails after the request went out (so the
-        server may have run it) and the request is sent again, ``True`` is appended to ``unsure``.
-        ``timeout`` bounds each try below the connection's own socket timeout."""
-        reply = self.call_many([packed], unsure, timeout, expect)[0]
-        if isinstance(reply, ResponseError):
-            raise reply
-        return reply
-
-    def call_many(
-        self,
-        packs: Sequence[bytes],
-        unsure: list[bool] | None = None,
-        timeout: float | None = None,
-        expect: str | None = None,
-    ) -> list[Any]:
-        """Several requests in one round trip; an error reply is returned in its place (a ``ResponseError``),
-        the connection stays in step. A try that times out closes its connection (a silent, half-open one
-        is never used again) and is sent once more on a new one."""
-        if self._pid != os.getpid():
-            self._idle, self._pid = [], os.getpid()
-        for attempt in (0, 1):
-            sent = False
-            try:
-                conn = self._idle.pop()
-            except IndexError:
-                conn = self._make()
-            try:
-                if not conn.is_connected:
-                    conn.connect()
-                    if self.on_connect is not None:
-                        self.on_connect(conn, expect)
-                want = timeout if timeout is not None and timeout < (conn.socket_timeout or float("inf")) else None
-                want = conn.socket_timeout if want is None else want
-                if conn._sock.gettimeout() != want:  # a system call each time it changes: only then
-                    conn._sock.settimeout(want)
-                sent = True
-                conn.send_packed_command(list(packs), check_health=False)
-                replies: list[Any] = []
-                for _ in packs:
-                    try:
-                        replies.append(conn.read_response())
-                    except ResponseError as exc:
-                        replies.append(exc)
-            except Restarted:
-                self.drop(conn)
-                raise
-            except (RedisConnectionError, RedisTimeoutError, TimeoutError):
-                self.drop(conn)
-                if attempt:
-                    raise
-                if sent and unsure is not None:
-                    unsure.append(True)
-                continue
-            except BaseException:
-                self.drop(conn)
-                raise
-            self.put(conn)
-            return replies
-        raise AssertionError("unreachable")
-
-    def take_ready(self) -> Any:
-        """An idle connection that is connected and has nothing unread (a server that closed it, e.g. on a
-        restart, makes it readable), else None: the caller then uses :meth:`call` (which may connect)."""
-        if self._pid != os.getpid():
-            self._idle, self._pid = [], os.getpid()
-        try:
-            conn = self._idle.pop()
-        except IndexError:
-            return None
-        try:
-            if conn.is_connected and not conn.can_read(timeout=0):
-                return conn
-        except (RedisError, OSError):
-            pass
-        self.drop(conn)
-        self._idle.append(conn)  # disconnected: the next call reconnects it
+    def __enter__(self) -> None:
         return None
 
-    def put(self, conn: Any) -> None:
-        if self._closed:
-            self.drop(conn)
-        else:
-            self._idle.append(conn)
+    def __exit__(self, *exc: object) -> None:
+        return None
 
-    @staticmethod
-    def drop(conn: Any) -> None:
-        with contextlib.suppress(Exception):
-            conn.disconnect()
 
-    def close(self) -> None:
-        self._closed = True
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            self.drop(conn)
+def disconnect(conn: Any) -> None:
+    """Close a connection that may be mid-request (its reply is never read by a later request)."""
+    with contextlib.suppress(Exception):
+        conn.disconnect()
+
+
+close_now = disconnect
+
+
+def take_ready(wire: Any) -> Any:
+    """An idle connection of ``wire`` that is connected and has nothing unread (a server that closed it,
+    e.g. on a restart, makes it readable), else None: the caller then uses ``wire.call`` (which may
+    connect)."""
+    conn = wire.pop_idle()
+    if conn is None:
+        return None
+    try:
+        if conn.is_connected and not conn.can_read(timeout=0):
+            return conn
+    except (RedisError, OSError):
+        pass
+    disconnect(conn)
+    wire.put(conn)  # disconnected: the next call reconnects it
+    return None
 
 
 def scatter(
-    wires: Sequence[Wire],
+    wires: Sequence[Any],
     packed: bytes | Sequence[bytes],
     timeout: float,
     fanout: Fanout,
@@ -257,7 +157,7 @@ def scatter(
     conns: list[Any] = [None] * len(wires)
     slow: list[int] = []
     for i, wire in enumerate(wires):
-        conn = wire.take_ready()
+        conn = take_ready(wire)
         if conn is None:
             slow.append(i)
             continue
@@ -266,7 +166,7 @@ def scatter(
             conns[i] = conn
         except (RedisError, OSError) as exc:
             out[i] = exc
-            wire.drop(conn)
+            disconnect(conn)
     if slow:
         runs = [lambda w=wires[i], p=packs[i], e=exp[i]: w.call(p, None, None, e) for i in slow]
         for i, r in zip(slow, fanout.gather(runs, max(0.0, deadline - time.monotonic())), strict=True):
@@ -283,7 +183,7 @@ def scatter(
             wires[i].put(conn)
         except (RedisError, OSError) as exc:  # TimeoutError is an OSError; a late reply may still come
             out[i] = exc
-            wires[i].drop(conn)
+            disconnect(conn)
         else:
             wires[i].put(conn)
     return out
@@ -312,171 +212,3 @@ class Fanout:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-class Listener:
-    """One pub/sub connection per server and store: routes wake-up messages to the local waiters.
-
-    See :class:`distlock._redis_async.Listener` (same contract); here a daemon thread reads the messages.
-    """
-
-    LINGER = 10.0
-
-    def __init__(self, client: AnyClient) -> None:
-        self._client = client
-        self._pubsub: Any = None
-        self._waiters: dict[str, dict[str, Callable[[], None]]] = {}
-        self._confirmed: dict[str, threading.Event] = {}
-        self._live: dict[str, int] = {}
-        self._idle: dict[str, float] = {}
-        self._gen = 0
-        self._last_sweep = 0.0
-        self._thread: threading.Thread | None = None
-        self._guard = threading.RLock()
-        self._closed = False
-        self._stale = False  # cluster: the pub/sub connection must move (see _move)
-
-    def live(self, channel: str) -> int | None:
-        """The generation of the channel's confirmed subscription, or None if it is not subscribed now."""
-        with self._guard:
-            return self._live.get(channel)
-
-    def add(self, channel: str, token: str, notify: Callable[[], None]) -> None:
-        """Register a waiter locally (no I/O): messages for ``token`` on ``channel`` call ``notify``."""
-        with self._guard:
-            self._waiters.setdefault(channel, {})[token] = notify
-            self._idle.pop(channel, None)
-
-    def watch(self, channel: str, token: str, notify: Callable[[], None], timeout: float) -> bool:
-        """Register a waiter and subscribe; True once the subscription is confirmed (False: rely on hints)."""
-        with self._guard:
-            self.add(channel, token, notify)
-            if channel in self._live:
-                return True
-            if self._pubsub is None:
-                make: Any = self._client.pubsub
-                self._pubsub = make()
-            event = self._confirmed.get(channel)
-            if event is None:
-                event = self._confirmed[channel] = threading.Event()
-                try:
-                    self._pubsub.subscribe(channel)
-                except RedisError as err:
-                    log.debug("subscribe to %s failed: %s", channel, err)
-                    del self._confirmed[channel]
-                    return False
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="distlock-redis-listener", daemon=True)
-                self._thread.start()
-        return event.wait(timeout)
-
-    def unwatch(self, channel: str, token: str) -> None:
-        with self._guard:
-            group = self._waiters.get(channel)
-            if group is not None:
-                group.pop(token, None)
-                if not group:
-                    del self._waiters[channel]
-                    self._idle[channel] = time.monotonic()
-            self._sweep()
-
-    def _sweep(self) -> None:
-        """Unsubscribe channels nobody waited on for ``LINGER`` seconds (checked at most once a second)."""
-        now = time.monotonic()
-        if now - self._last_sweep < 1.0 or self._pubsub is None:
-            return
-        self._last_sweep = now
-        stale = [c for c, t in self._idle.items() if now - t > self.LINGER and c not in self._waiters]
-        for c in stale:
-            self._idle.pop(c, None)
-            self._confirmed.pop(c, None)
-            self._live.pop(c, None)
-        if stale:
-            with contextlib.suppress(RedisError, OSError):
-                self._pubsub.unsubscribe(*stale)
-
-    def _lost_messages(self) -> None:
-        """The connection dropped: subscriptions are not confirmed until re-subscribed; everyone re-checks."""
-        with self._guard:
-            self._gen += 1
-            self._live.clear()
-            for c in list(self._confirmed):
-                self._confirmed[c] = threading.Event()
-            everyone = [n for group in self._waiters.values() for n in group.values()]
-        for notify in everyone:
-            notify()
-
-    def _run(self) -> None:
-        while not self._closed:
-            if self._stale:
-                time.sleep(0.2)
-                self._move()
-                continue
-            try:
-                msg = self._pubsub.get_message(ignore_subscribe_messages=False, timeout=0.5)
-            except (RedisError, OSError, RuntimeError, ValueError, AttributeError) as err:
-                if self._closed:
-                    return
-                log.debug("wake-up listener: %s (reconnecting)", err)
-                self._lost_messages()
-                time.sleep(0.2)
-                if isinstance(self._client, ClusterClient):
-                    self._move()
-                continue
-            if msg is not None:
-                self._dispatch(msg)
-
-    def _move(self) -> None:
-        """Redis Cluster: see :meth:`distlock._redis_async.Listener._move`."""
-        with self._guard:
-            make: Any = self._client.pubsub
-            old, self._pubsub = self._pubsub, make()
-            with contextlib.suppress(Exception):
-                old.close()
-            channels = list(self._confirmed)
-            self._stale = False
-            try:
-                if channels:
-                    self._pubsub.subscribe(*channels)
-            except (RedisError, OSError, RuntimeError, RedisClusterException) as err:
-                self._stale = True
-                log.debug("wake-up listener: re-subscribe failed: %s (refreshing the slot map)", err)
-                with contextlib.suppress(Exception):
-                    cluster: Any = self._client
-                    cluster.nodes_manager.initialize()
-
-    def _dispatch(self, msg: dict[str, Any]) -> None:
-        kind = msg.get("type")
-        channel = msg.get("channel")
-        if isinstance(channel, bytes):
-            channel = channel.decode()
-        if not isinstance(channel, str):
-            return
-        wake: list[Callable[[], None]] = []
-        with self._guard:
-            group = self._waiters.get(channel, {})
-            if kind == "subscribe":
-                event = self._confirmed.get(channel)
-                if event is not None:
-                    if event.is_set():  # re-subscribed after a reconnect we did not see: messages may be lost
-                        self._gen += 1
-                        wake = list(group.values())
-                    event.set()
-                    self._live[channel] = self._gen
-            elif kind == "message":
-                data = msg.get("data")
-                token = data.decode() if isinstance(data, bytes) else str(data)
-                if token == "*":
-                    wake = list(group.values())
-                elif token in group:
-                    wake = [group[token]]
-        for notify in wake:
-            notify()
-
-    def close(self) -> None:
-        self._closed = True
-        if self._pubsub is not None:
-            with contextlib.suppress(RedisError, OSError):
-                self._pubsub.close()
-        if self._thread is not None:
-            self._thread.join(2.0)

@@ -24,6 +24,27 @@ Mutex = asyncio.Lock
 IS_ASYNC = True
 
 
+class StateGuard:
+    """Guards a few dict operations that never await: one task runs at a time, so nothing to do here (on the
+    threaded side it is a lock, because a reader thread shares the maps with the callers' threads)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
+    """True once ``event`` is set, False if ``timeout`` passed first."""
+    try:
+        async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can swallow a cancellation
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
 async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
@@ -120,7 +141,7 @@ async def _contained(cb: object, coro: Coroutine[Any, Any, object]) -> None:
 
 
 class Background:
-    """One background worker (the store's renewer): an asyncio task."""
+    """One background worker (the store's renewer, a pub/sub reader): an asyncio task."""
 
     def __init__(self, fn: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
         self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(fn(), name=name)
@@ -137,6 +158,10 @@ class Background:
 
     def alive(self) -> bool:
         return not self._task.done()
+
+    def cancel(self) -> None:
+        """Stop the worker at its next await (a thread cannot be stopped: it watches a flag instead)."""
+        self._task.cancel()
 
 
 async def shielded(aw: Awaitable[T]) -> T:

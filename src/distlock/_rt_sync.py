@@ -18,6 +18,12 @@ log = logging.getLogger("distlock")
 Event = threading.Event
 Mutex = threading.Lock
 IS_ASYNC = False
+#: a reader thread shares the guarded maps with the callers' threads (reentrant: a notify may register)
+StateGuard = threading.RLock
+
+
+def wait_event(event: threading.Event, timeout: float | None) -> bool:
+    return event.wait(timeout)
 
 
 def sleep(seconds: float) -> None:
@@ -91,7 +97,7 @@ class Dispatcher:
 
 
 class Background:
-    """One background worker (the store's renewer): a daemon thread."""
+    """One background worker (the store's renewer, a pub/sub reader): a daemon thread."""
 
     def __init__(self, fn: Callable[[], None], name: str) -> None:
         self._thread = threading.Thread(target=fn, name=name, daemon=True)
@@ -103,6 +109,9 @@ class Background:
 
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+    def cancel(self) -> None:
+        """A thread cannot be stopped from outside: the worker watches a flag its owner sets."""
 
 
 def shielded(value: T) -> T:

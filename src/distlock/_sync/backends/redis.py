@@ -50,6 +50,8 @@ from ..._errors import BackendError, ConfigError
 from ..._given import given
 from ..._url import StoreConfig, scrub
 from ..backend import SyncAttempt, SyncBackend
+from .redis_listener import Listener
+from .redis_wire import Restarted, Wire, every_master, read_run_id
 
 #: a waiter's queue entry lives this long unless refreshed by a re-check (F12 in docs/safety.md)
 WAITER_TTL = 5.0
@@ -154,11 +156,11 @@ class Node:
         self.secret = secret
         self.label = label
         self.socket_timeout = socket_timeout
-        self.listener = drv.Listener(client)
+        self.listener = Listener(client)
         # the hot path: pre-encoded script calls on distlock's own connections (on a cluster, one set of them
         # per master, chosen by the name's slot in redis-py's slot map)
-        self.wire = None if isinstance(client, drv.ClusterClient) else drv.Wire.of(client)
-        self._wires: dict[str, drv.Wire] = {}
+        self.wire = None if isinstance(client, drv.ClusterClient) else Wire.of(client)
+        self._wires: dict[str, Wire] = {}
         # the marker of each fence counter as this node showed it to us (one counter per node; per slot on
         # a cluster): a counter found without it later was lost (flushed, evicted, restarted empty)
         self.epochs: dict[str, str] = {}
@@ -208,7 +210,7 @@ class Node:
             raise
 
     @property
-    def plain_wire(self) -> drv.Wire:
+    def plain_wire(self) -> Wire:
         """The short path of a single server (Redlock masters are never clusters)."""
         assert self.wire is not None
         return self.wire
@@ -257,7 +259,7 @@ class Node:
         cache holds distlock 0.1.0's acquire script (an old client uses it: its per-name fences would go
         below ours) -> ConfigError. A server that refuses CONFIG (managed Redis) is not checked."""
         try:
-            policies = _values(drv.every_master(self.client, "CONFIG GET", "maxmemory-policy"))
+            policies = _values(every_master(self.client, "CONFIG GET", "maxmemory-policy"))
         except (RedisError, RedisClusterException) as exc:
             log.debug(
                 "Redis %s: CONFIG GET maxmemory-policy refused (%s): eviction policy not checked", self.label, exc
@@ -272,7 +274,7 @@ class Node:
                 bad[0],
             )
         try:
-            found = drv.every_master(self.client, "SCRIPT EXISTS", lua.OLD_ACQUIRE_SHA)
+            found = every_master(self.client, "SCRIPT EXISTS", lua.OLD_ACQUIRE_SHA)
         except (RedisError, RedisClusterException):
             return
         if any(_truthy(x) for x in (found if isinstance(found, list) else [found])):
@@ -285,14 +287,14 @@ class Node:
 
     def watch_restarts(self) -> None:
         """Redlock: read the run id on every new connection of the short path; a changed run id (the server
-        restarted) fails the request that was prepared with the old one (``drv.Restarted``)."""
+        restarted) fails the request that was prepared with the old one (``Restarted``)."""
         self.plain_wire.on_connect = self._on_connect
 
     def _on_connect(self, conn: Any, expect: str | None) -> None:
-        run = drv.read_run_id(conn)
+        run = read_run_id(conn)
         self.run_id = run
         if expect is not None and run != expect:  # the request was prepared with another run's id
-            raise drv.Restarted(f"Redis {self.label} restarted (new run id): its fence counter is re-checked")
+            raise Restarted(f"Redis {self.label} restarted (new run id): its fence counter is re-checked")
 
     def marker(self, name: str) -> str:
         """The marker this node showed us for ``name``'s fence counter ('' before the first acquire)."""
@@ -381,7 +383,7 @@ class Node:
             key, make = drv.route(self.client, name)
             wire = self._wires.get(key)
             if wire is None:
-                wire = self._wires[key] = drv.Wire(make)
+                wire = self._wires[key] = Wire(make)
             packed = lua.packed_call(script, name, *args, cluster=True, counter=self.counter)
             return wire.call(packed, unsure, timeout)
         except drv.REROUTE:  # ... unless the slot moved or the master is away: redis-py's routing sorts it out

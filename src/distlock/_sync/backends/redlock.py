@@ -57,6 +57,7 @@ from .redis import (
     fence_counter,
     reject_unknown,
 )
+from .redis_wire import Restarted
 
 #: the random delay before retrying after a split vote (nobody got a majority): desynchronises contenders
 SPLIT_RETRY = 0.01
@@ -249,7 +250,7 @@ class Backend(SyncBackend):
     def _silent(r: object) -> bool:
         """No answer in time (as opposed to a refused connection or an error reply)."""
         cause = r.__cause__ if isinstance(r, BackendError) else r
-        return isinstance(cause, (TimeoutError, RedisTimeoutError, drv.Restarted))
+        return isinstance(cause, (TimeoutError, RedisTimeoutError, Restarted))
 
     def _quorum_error(self, name: str | None, what: str, errors: Sequence[BaseException]) -> QuorumError:
         detail = "; ".join(sorted({type(e).__name__ + ": " + str(e)[:120] for e in errors}))

@@ -1,0 +1,210 @@
+"""The pub/sub :class:`Listener` that turns Redis wake-up messages into local wake-ups, written once for both
+sides (generated for the sync side: there the reader is a daemon thread, here an asyncio task)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from redis.exceptions import RedisClusterException, RedisError
+
+from ... import _redis_async as drv
+from ... import _rt_async as rt
+
+log = logging.getLogger("distlock")
+
+#: what a broken or closed pub/sub connection raises while the reader waits on it (a closed sync PubSub
+#: also raises ValueError / AttributeError from the socket it dropped)
+_BROKEN = (RedisError, OSError, RuntimeError, ValueError, AttributeError)
+
+
+class Listener:
+    """One pub/sub connection per server and store: routes wake-up messages to the local waiters.
+
+    A waiter registers ``(channel, token, notify)``; a message carrying its token (or ``*``) calls
+    ``notify``. :meth:`watch` returns only once the server has confirmed the subscription. :meth:`live`
+    tells whether a channel's subscription is confirmed, and in which *generation*: the generation changes
+    whenever messages may have been missed (the connection dropped), and every waiter is then notified to
+    re-check. A caller that registered (:meth:`add`) while the channel was live, and finds the same
+    generation after its re-check, cannot have missed a release in between. Channels stay subscribed for
+    ``LINGER`` seconds after their last waiter left, so a busy lock is not re-subscribed per acquire.
+
+    Two guards: ``_state`` for the maps, taken for a few dict operations and never across I/O (the reader
+    and the waiters' threads share them on the sync side; on asyncio it is a no-op), and ``_io`` that puts
+    the subscription changes in one order (held across their round trips).
+    """
+
+    LINGER = 10.0
+
+    def __init__(self, client: drv.AnyClient) -> None:
+        self._client = client
+        self._pubsub: Any = None
+        self._waiters: dict[str, dict[str, Callable[[], None]]] = {}
+        self._confirmed: dict[str, rt.Event] = {}
+        self._live: dict[str, int] = {}
+        self._idle: dict[str, float] = {}
+        self._gen = 0
+        self._last_sweep = 0.0
+        self._reader: rt.Background | None = None
+        self._state = rt.StateGuard()
+        self._io = rt.Mutex()
+        self._closed = False
+        self._stale = False  # cluster: the pub/sub connection must move (see _move)
+
+    def live(self, channel: str) -> int | None:
+        """The generation of the channel's confirmed subscription, or None if it is not subscribed now."""
+        with self._state:
+            return self._live.get(channel)
+
+    def add(self, channel: str, token: str, notify: Callable[[], None]) -> None:
+        """Register a waiter locally (no I/O): messages for ``token`` on ``channel`` call ``notify``."""
+        with self._state:
+            self._waiters.setdefault(channel, {})[token] = notify
+            self._idle.pop(channel, None)
+
+    async def watch(self, channel: str, token: str, notify: Callable[[], None], timeout: float) -> bool:
+        """Register a waiter and subscribe; True once the subscription is confirmed (False: rely on hints)."""
+        self.add(channel, token, notify)
+        if self.live(channel) is not None:
+            return True
+        async with self._io:
+            with self._state:
+                if self._pubsub is None:
+                    make: Any = self._client.pubsub
+                    self._pubsub = make()
+                event = self._confirmed.get(channel)
+                subscribe = event is None
+                if event is None:
+                    event = self._confirmed[channel] = rt.Event()
+            if subscribe:
+                try:
+                    await self._pubsub.subscribe(channel)
+                except RedisError as err:
+                    log.debug("subscribe to %s failed: %s", channel, err)
+                    with self._state:
+                        self._confirmed.pop(channel, None)
+                    return False
+            if self._reader is None or not self._reader.alive():
+                self._reader = rt.Background(self._run, "distlock-redis-listener")
+        return await rt.wait_event(event, timeout)
+
+    async def unwatch(self, channel: str, token: str) -> None:
+        with self._state:
+            group = self._waiters.get(channel)
+            if group is not None:
+                group.pop(token, None)
+                if not group:
+                    del self._waiters[channel]
+                    self._idle[channel] = time.monotonic()
+        await self._sweep()
+
+    async def _sweep(self) -> None:
+        """Unsubscribe channels nobody waited on for ``LINGER`` seconds (checked at most once a second)."""
+        now = time.monotonic()
+        if now - self._last_sweep < 1.0 or self._pubsub is None:
+            return
+        self._last_sweep = now
+        async with self._io:
+            with self._state:
+                stale = [c for c, t in self._idle.items() if now - t > self.LINGER and c not in self._waiters]
+                for c in stale:
+                    self._idle.pop(c, None)
+                    self._confirmed.pop(c, None)
+                    self._live.pop(c, None)
+            if stale:
+                with contextlib.suppress(RedisError, OSError):
+                    await self._pubsub.unsubscribe(*stale)
+
+    def _lost_messages(self) -> None:
+        """The connection dropped: subscriptions are not confirmed until re-subscribed; everyone re-checks."""
+        with self._state:
+            self._gen += 1
+            self._live.clear()
+            for c in list(self._confirmed):
+                self._confirmed[c] = rt.Event()
+            everyone = [n for group in self._waiters.values() for n in group.values()]
+        for notify in everyone:
+            notify()
+
+    async def _run(self) -> None:
+        while not self._closed:
+            if self._stale:
+                await rt.sleep(0.2)
+                await self._move()
+                continue
+            try:
+                msg = await self._pubsub.get_message(ignore_subscribe_messages=False, timeout=0.5)
+            except _BROKEN as err:
+                if self._closed:
+                    return
+                log.debug("wake-up listener: %s (reconnecting)", err)
+                self._lost_messages()
+                await rt.sleep(0.2)
+                if isinstance(self._client, drv.ClusterClient):
+                    await self._move()
+                continue
+            if msg is not None:
+                self._dispatch(msg)
+
+    async def _move(self) -> None:
+        """Redis Cluster: the node under the pub/sub connection may be gone for good (its replica took
+        over). Start a new pub/sub connection where the slot map now points and subscribe every channel
+        again; while that fails, refresh the slot map and try again on the next round."""
+        async with self._io:
+            make: Any = self._client.pubsub
+            old, self._pubsub = self._pubsub, make()
+            with contextlib.suppress(Exception):
+                await old.aclose()
+            with self._state:
+                channels = list(self._confirmed)
+            self._stale = False
+            try:
+                if channels:
+                    await self._pubsub.subscribe(*channels)
+            except (RedisError, OSError, RuntimeError, RedisClusterException) as err:
+                self._stale = True
+                log.debug("wake-up listener: re-subscribe failed: %s (refreshing the slot map)", err)
+                with contextlib.suppress(Exception):
+                    cluster: Any = self._client
+                    await cluster.nodes_manager.initialize()
+
+    def _dispatch(self, msg: dict[str, Any]) -> None:
+        kind = msg.get("type")
+        channel = msg.get("channel")
+        if isinstance(channel, bytes):
+            channel = channel.decode()
+        if not isinstance(channel, str):
+            return
+        wake: list[Callable[[], None]] = []
+        with self._state:
+            group = self._waiters.get(channel, {})
+            if kind == "subscribe":
+                event = self._confirmed.get(channel)
+                if event is not None:
+                    if event.is_set():  # re-subscribed after a reconnect we did not see: messages may be lost
+                        self._gen += 1
+                        wake = list(group.values())
+                    event.set()
+                    self._live[channel] = self._gen
+            elif kind == "message":
+                data = msg.get("data")
+                token = data.decode() if isinstance(data, bytes) else str(data)
+                if token == "*":
+                    wake = list(group.values())
+                elif token in group:
+                    wake = [group[token]]
+        for notify in wake:
+            notify()
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._reader is not None:
+            self._reader.cancel()  # asyncio: now; a thread sees ``_closed`` within its 0.5 s read
+        if self._pubsub is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await self._pubsub.aclose()
+        if self._reader is not None:
+            await self._reader.join(2.0)
