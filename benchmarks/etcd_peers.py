@@ -161,7 +161,7 @@ class RawPutOwn(Lib):
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
-        from distlock._sync.backends._etcd_http import HTTPClient
+        from distlock._sync.backends.etcd.http import HTTPClient
 
         self.member = first_endpoint(url)
         self.client = HTTPClient(None)

@@ -1,7 +1,7 @@
 """The asyncio half of the etcd backend's connection driver (``_etcd_sync.py`` is its threaded twin).
 
 The etcd backend speaks HTTP/1.1 to the JSON gateway through a small client written once
-(``_async/backends/_etcd_http.py``, generated for the sync side; h11 parses the answers); the only thing
+(``_async/backends/etcd/http.py``, generated for the sync side; h11 parses the answers); the only thing
 that differs between the sides is how a connection is opened, written and read, which lives here: asyncio
 streams on this side, a blocking socket on the other. Every step is bounded by a deadline (``time.monotonic()`` seconds);
 failures are ``OSError`` (``TimeoutError`` for a deadline that passed, ``ConnectionError`` for a closed

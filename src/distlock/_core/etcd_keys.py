@@ -1,4 +1,4 @@
-"""etcd key layout and the grant rule, with no I/O (the backend is ``_async/backends/etcd.py``).
+"""etcd key layout and the grant rule, with no I/O (the backend is ``_async/backends/etcd/``).
 
 Layout (the one of etcd's Go ``concurrency.Mutex``, so ``etcdctl lock NAME`` interoperates):
 

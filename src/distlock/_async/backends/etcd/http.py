@@ -6,8 +6,9 @@ connection has an ``h11.Connection`` that writes the request and parses the answ
 headers, ``Content-Length`` or chunked framing, whether the connection can be reused). What is ours is
 the rest, kept lean because a general client (httpx: ~1 ms of CPU per request here, more than etcd spends
 on a put on loopback) costs more than the round trip it makes: the pool, one ``send`` per request and
-reads of whatever has arrived. The connection itself is the driver twin's (``_etcd_async`` /
-``_etcd_sync``).
+reads of whatever has arrived. The connection itself (open, send, receive, close: the only part that differs
+between asyncio and threads) is the hand-kept driver pair ``distlock._etcd_async`` / ``distlock._etcd_sync``.
+The JSON the gateway speaks, and what to do when a member fails, is ``gateway.py``'s.
 
 Errors are ``OSError``: ``TimeoutError`` when the deadline passed, ``ConnectionError`` for a closed or
 garbled connection, ``ssl.SSLError`` and the socket's own errors as they come.
@@ -23,8 +24,8 @@ from dataclasses import dataclass
 
 import h11
 
-from ... import _etcd_async as etcdio
-from ..._core.timing import monotonic
+from .... import _etcd_async as etcdio
+from ...._core.timing import monotonic
 
 #: idle connections kept per member
 _MAX_IDLE = 32
