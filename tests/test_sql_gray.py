@@ -302,9 +302,9 @@ def test_mysql_without_sequences_draws_fences_from_an_auto_increment_ticket(
 ) -> None:
     """MySQL servers without SEQUENCE (MySQL 8, MariaDB < 10.5): the lease-mode fence is an AUTO_INCREMENT
     ticket whose row is deleted in the same batch; a 0.1.0 fence raises the counter. Simulated on MariaDB."""
-    from distlock._sync.backends import mysql as sync_mysql
+    from distlock._sync.backends.mysql import driver as sync_mysql_driver
 
-    monkeypatch.setattr(sync_mysql, "_has_sequences", lambda version: False)
+    monkeypatch.setattr(sync_mysql_driver, "_has_sequences", lambda version: False)
     prefix = fresh_prefix()
     admin = raw_conn("mysql", mysql_url)
     cur = admin.cursor()

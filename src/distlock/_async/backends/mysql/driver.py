@@ -1,39 +1,21 @@
-# GENERATED from src/distlock/_async/backends/mysql.py by scripts/gen_sync.py: edit that file, not this one.
-"""MySQL / MariaDB: ``mysql://user:password@host:3306/db`` (alias ``mariadb://``), with PyMySQL.
-
-Lease mode (default): the lease tables of ``_core/sql_lease.py`` (InnoDB, READ COMMITTED, the database's
-clock in UTC). Wake-ups are a server-side wait: while a store holds a name it keeps ``GET_LOCK`` on the
-name's companion (``distlock-bell:<key>``) on one "bell" connection, and releases it right after the
-holding's row is deleted; a waiter blocks in ``GET_LOCK(companion, t)`` and re-tries as soon as that
-returns. When no companion is held (the holder crashed, or its store could not take it) the waiter
-falls back to a short capped backoff and re-checks at the holder's lease end at the latest.
-
-Session mode (``?mode=session``): ``GET_LOCK(name)`` on a connection pinned to the holding; names longer
-than 64 characters map to ``~`` + base64url(SHA-256(name)) (see ``sql_lease.get_lock_name``). The
-connection's ``wait_timeout`` (whole seconds, the TTL rounded up) is the lease. Only exclusive kinds
-(lock, rlock, multilock): ``GET_LOCK`` has no shared mode.
+"""PyMySQL under every mode: connections, transactions, single statements, their bounds and errors.
 
 PyMySQL blocks: on the async side every call runs in the backend's worker threads (``_my_async.call``).
 
 Bounded calls: PyMySQL's socket timeouts are set per call to what is left of the call's deadline
 (``call_timeout=5`` seconds, plus the server-side wait a blocking statement makes on purpose), and
-``innodb_lock_wait_timeout`` and ``lock_wait_timeout`` bound row-lock and metadata-lock waits on the server. A connection whose call timed out or was
-cancelled is closed, never reused (on the async side its worker thread ends at the socket timeout).
-
-URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeout=10``, ``call_timeout=5``,
-``unix_socket=``,
-``ssl=true`` (verify against the system CAs), ``ssl_ca=``, ``ssl_cert=``, ``ssl_key=``,
-``ssl_verify=true``. The database is the URL path.
+``innodb_lock_wait_timeout`` and ``lock_wait_timeout`` bound row-lock and metadata-lock waits on the
+server. A connection whose call timed out or was cancelled is closed, never reused (on the async side its
+worker thread ends at the socket timeout).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import socket
 import ssl as _ssl
 import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,26 +23,12 @@ import pymysql
 import pymysql.constants.CLIENT
 import pymysql.err
 
-from ... import _my_sync as my
-from ..._core import sql_lease as sq
-from ..._core.timing import monotonic
-from ..._core.types import Capabilities, Claim, Grant, Mode
-from ..._errors import BackendError, ConfigError, UnsupportedFeature
-from ..._url import StoreConfig
-from ._sql import (
-    SESSION_WAIT_SLICE,
-    LeaseAttempt,
-    RetryableError,
-    SqlBackend,
-    StaleConnection,
-    lease_slice,
-    session_timeout_seconds,
-)
+from .... import _my_async as my
+from ...._core import sql_lease as sq
+from ...._core.timing import monotonic
+from ...._url import StoreConfig
+from ..sql.base import SESSION_WAIT_SLICE, RetryableError, SqlBase, StaleConnection
 
-log = logging.getLogger("distlock")
-
-#: a call on the bell connection (a wake-up hint) gets at most this long
-BELL_TIMEOUT = 1.0
 #: server error codes: deadlock, lock wait timeout (re-run the transaction)
 _RETRY_CODES = {1213, 1205}
 #: a row lock that was not granted in time (lock wait timeout; MySQL 8's NOWAIT)
@@ -78,7 +46,9 @@ class MyConn:
     wait_timeout: int | None = None  # session mode: the idle timeout last set on this connection
 
 
-class Backend(SqlBackend):
+class MyDriver(SqlBase):
+    """The MySQL/MariaDB dialect and the PyMySQL driver, for every mode (first base of each mode's class)."""
+
     make_dialect = staticmethod(sq.mysql)
     schema_sql = "DATABASE()"
     existing_tables_sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()"
@@ -98,12 +68,6 @@ class Backend(SqlBackend):
                 ssl_ctx.check_hostname = False
                 ssl_ctx.verify_mode = _ssl.CERT_NONE
         unix_socket = config.pop("unix_socket")
-        how = (config.pop("session_lock", "get_lock") or "get_lock").lower()
-        if how not in ("get_lock", "row"):
-            raise ConfigError(f"URL option session_lock={how!r} must be 'get_lock' or 'row'", backend=config.scheme)
-        self.row_lock = self.session and how == "row"
-        if self.row_lock:
-            self.capabilities = Capabilities(modes=frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE}), fair=False)
         config.reject_unknown()
         host, port = config.hosts[0]
         self._kwargs: dict[str, Any] = {
@@ -121,20 +85,15 @@ class Backend(SqlBackend):
             "unix_socket": unix_socket,
             "client_flag": pymysql.constants.CLIENT.MULTI_STATEMENTS,
         }
-        self._bell: MyConn | None = None
-        self._bell_guard = threading.Lock()
-        self._bells: dict[str, str] = {}  # token -> companion lock the bell connection holds for it
 
-    def _prepare(self) -> None:
-        r: sq.Result = self._tx(lambda: sq.single(sq.Stmt("SELECT VERSION()")), tx=False)
-        version = str(r.rows[0][0])
-        self.fast_session = _has_sequences(version)
+    async def _prepare(self) -> None:
+        r: sq.Result = await self._tx(lambda: sq.single(sq.Stmt("SELECT VERSION()")), tx=False)
+        self.fast_session = _has_sequences(str(r.rows[0][0]))
         self.ops.sequences = self.fast_session
-        if self.row_lock and not self.fast_session:
-            raise UnsupportedFeature("session_lock=row needs MariaDB >= 10.5", backend=self.scheme)
-        self._ensure_schema()
+        await super()._prepare()
 
     def _timeout_change(self, conn: Any, ttl: float) -> float | None:
+        """Session mode: ``wait_timeout`` is set with the next statement only when it changes."""
         seconds = session_timeout_seconds(ttl)
         if conn.wait_timeout == seconds:
             return None
@@ -142,7 +101,7 @@ class Backend(SqlBackend):
         return ttl
 
     # -- driver ------------------------------------------------------------------------------------------
-    def _connect_blocking(self, session_ttl: float | None) -> MyConn:
+    def _connect_blocking(self) -> MyConn:
         kwargs = {k: v for k, v in self._kwargs.items() if v is not None}
         limit = self._connect_timeout()
         kwargs["connect_timeout"] = limit
@@ -167,11 +126,11 @@ class Backend(SqlBackend):
             raise self._error(f"cannot connect to {self.describe()}", exc) from exc
         return MyConn(conn)
 
-    def _connect(self, session_ttl: float | None = None) -> Any:
-        return my.call(self._connect_blocking, session_ttl)
+    async def _connect(self) -> Any:
+        return await my.call(self._connect_blocking)
 
-    def _close(self, conn: Any) -> None:
-        my.call(self._close_blocking, conn)
+    async def _close(self, conn: Any) -> None:
+        await my.call(self._close_blocking, conn)
 
     @staticmethod
     def _close_blocking(c: MyConn) -> None:
@@ -204,10 +163,10 @@ class Backend(SqlBackend):
             return True
         return isinstance(exc, pymysql.err.OperationalError) and bool(exc.args) and exc.args[0] in _GONE_CODES
 
-    def _run(
+    async def _run(
         self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None = None
     ) -> Any:
-        return my.call(self._drive, conn, script, tx, deadline)
+        return await my.call(self._drive, conn, script, tx, deadline)
 
     def _drive(self, c: MyConn, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None) -> Any:
         with c.guard:
@@ -269,97 +228,7 @@ class Backend(SqlBackend):
                 # is never given back to the pool holding it
                 _shut_down(c)
 
-    # -- lease-mode wake-ups: the companion GET_LOCK ("bell") ------------------------------------------------
-    def _bell_call(self, sql: str, params: tuple[object, ...]) -> Any:
-        """One statement on the bell connection (caller holds ``_bell_guard``); reconnects once."""
-        for attempt in range(2):
-            if self._bell is None or not self._bell.conn.open:
-                self._bell = self._connect_blocking(None)
-            self._bound(self._bell, monotonic() + min(self.call_timeout, BELL_TIMEOUT))  # only a hint
-            try:
-                with self._bell.conn.cursor() as cur:
-                    cur.execute(sql, params)
-                    row = cur.fetchone()
-                    return None if row is None else row[0]
-            except pymysql.err.MySQLError:
-                self._close_blocking(self._bell)
-                self._bell = None
-                self._bells.clear()  # the companions went with the connection
-                if attempt:
-                    raise
-        return None
-
-    def _bell_hold(self, token: str, key: str) -> None:
-        with self._bell_guard:
-            try:
-                if self._bell_call("SELECT GET_LOCK(%s, 0.02)", (sq.bell_name(key),)) == 1:
-                    self._bells[token] = sq.bell_name(key)
-            except (pymysql.err.MySQLError, BackendError):
-                pass  # waiters fall back to re-checking
-
-    def _bell_drop(self, tokens: Sequence[str]) -> None:
-        with self._bell_guard:
-            for token in tokens:
-                companion = self._bells.pop(token, None)
-                if companion is None:
-                    continue
-                try:
-                    self._bell_call("SELECT RELEASE_LOCK(%s)", (companion,))
-                except (pymysql.err.MySQLError, BackendError):
-                    pass
-
-    def _granted(self, claim: Claim, key: str) -> None:
-        if not self._closed:
-            my.call(self._bell_hold, claim.token, key)
-
-    def _released(self, tokens: Sequence[str], key: str) -> None:
-        self._wake(key)
-        with self._bell_guard:
-            ours = any(t in self._bells for t in tokens)
-        if ours:
-            my.call(self._bell_drop, tokens)
-
-    def _forget_bells(self, tokens: Sequence[str]) -> None:
-        my.call(self._bell_drop, tokens)
-
-    def _bell_wait_blocking(self, c: MyConn, companion: str, timeout: float) -> int:
-        """-1: nobody rings this name; 1: it rang (the holder let go); 0: timed out."""
-        with c.guard, c.conn.cursor() as cur:
-            self._bound(c, self._deadline(timeout))
-            cur.execute("SELECT IF(IS_USED_LOCK(%s) IS NULL, -1, GET_LOCK(%s, %s))", (companion, companion, timeout))
-            row = cur.fetchone()
-            got = -1 if row is None or row[0] is None else int(row[0])
-            if got == 1:
-                cur.execute("SELECT RELEASE_LOCK(%s)", (companion,))
-            return got
-
-    def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
-        assert attempt.waker is not None
-        if attempt.waker.wait(0):  # a local release since our try
-            attempt.backoff.reset()
-            return
-        delay = lease_slice(attempt, grant, timeout, backoff=False)
-        if delay <= 0:
-            return
-        conn = self._session_borrow()  # outside the bounded pool: it blocks for up to `delay`
-        try:
-            rang = my.call(self._bell_wait_blocking, conn, sq.bell_name(attempt.key), delay)
-        except pymysql.err.MySQLError as exc:  # only a hint: fall back to re-checking
-            log.debug("bell wait failed: %s", exc)
-            self._close_quietly(conn)
-            rang = -1
-        except BaseException:
-            self._close_quietly(conn)  # cancelled: the thread may still be waiting on it
-            raise
-        else:
-            self._session_give_back(conn)
-        if rang == -1:
-            if attempt.waker.wait(lease_slice(attempt, grant, timeout, backoff=True)):
-                attempt.backoff.reset()
-        else:
-            attempt.backoff.reset()
-
-    # -- session mode: GET_LOCK ----------------------------------------------------------------------------
+    # -- single statements on a dedicated connection (session mode) -----------------------------------------
     def _session_call_blocking(self, c: MyConn, stmt: sq.Stmt, deadline: float) -> list[list[tuple[Any, ...]]]:
         sets: list[list[tuple[Any, ...]]] = []
         with c.guard:
@@ -384,16 +253,8 @@ class Backend(SqlBackend):
                 raise StaleConnection(str(exc)) from exc
         return sets
 
-    def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
-        return my.call(self._session_call_blocking, conn, stmt, self._deadline(wait))
-
-    def close(self) -> None:
-        super().close()
-        with self._bell_guard:
-            bell, self._bell = self._bell, None
-            self._bells.clear()
-        if bell is not None:
-            my.call(self._close_blocking, bell)
+    async def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
+        return await my.call(self._session_call_blocking, conn, stmt, self._deadline(wait))
 
 
 def _connect_unix(conn: pymysql.connections.Connection[Any], path: str, timeout: float) -> None:
@@ -432,3 +293,8 @@ def _shut_down(c: MyConn) -> None:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+def session_timeout_seconds(ttl: float) -> int:
+    """MySQL's ``wait_timeout`` is whole seconds (at least 1): the TTL rounded up."""
+    return max(1, math.ceil(ttl))

@@ -1,25 +1,12 @@
-# GENERATED from src/distlock/_async/backends/postgres.py by scripts/gen_sync.py: edit that file, not this one.
-"""PostgreSQL: ``postgresql://user:password@host:5432/db`` (alias ``postgres://``), with psycopg 3.
-
-Lease mode (default): the lease tables of ``_core/sql_lease.py``; a release, abandon or break sends
-``NOTIFY <prefix>_wake, '<name key>'`` in its transaction, and each store keeps one ``LISTEN`` connection
-that wakes its waiters of that name at once (delivered at commit). A waiter still re-checks at the
-holder's lease end and at least every second, so a lost notification costs latency, never the lock.
-
-Session mode (``?mode=session``): advisory locks, ``pg_advisory_lock(key)`` with key = the first 8 bytes of
-SHA-256(name) as a signed bigint (``pg_advisory_lock_shared`` for rwlock readers), on a connection
-pinned to the holding. ``idle_session_timeout`` of that connection is the TTL: the renewer's check keeps
-it alive; a holder that stops renewing, dies or loses its connection loses the lock.
-
-URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeout=10`` (seconds),
-``call_timeout=5`` (seconds: the bound of every call, see below), and libpq's ``sslmode``,
-``sslrootcert``, ``sslcert``, ``sslkey``. The database is the URL path.
+# GENERATED from src/distlock/_async/backends/postgres/driver.py by scripts/gen_sync.py: edit that file, not this one.
+"""psycopg 3 under every mode: connections, transactions, single statements, their bounds and errors.
 
 Bounded calls: psycopg has no client-side read timeout, and TCP keepalives / ``tcp_user_timeout`` (both set)
 only notice a peer that stops acknowledging, not one that acknowledges and never answers. Every call
-therefore runs under a watchdog (``_sqlwatch``) that shuts the socket down at the call's deadline; the
-connection is then closed, never reused. The server side bounds its own part: ``statement_timeout``,
-``lock_timeout`` and ``idle_in_transaction_session_timeout`` are set on every connection.
+therefore runs under a watchdog (``_sqlwatch``, through ``_pg_async.guarded``) that shuts the socket down at
+the call's deadline; the connection is then closed, never reused. The server side bounds its own part:
+``statement_timeout``, ``lock_timeout`` and ``idle_in_transaction_session_timeout`` are set on every
+connection.
 """
 
 from __future__ import annotations
@@ -31,19 +18,20 @@ from typing import Any
 import psycopg
 import psycopg.errors
 
-from ... import _pg_sync as pg
-from ... import _rt_sync as rt
-from ..._core import sql_lease as sq
-from ..._core.types import Grant, Mode
-from ..._errors import BackendError
-from ..._given import given, pool_params
-from ..._url import StoreConfig
-from ._sql import SESSION_WAIT_SLICE, LeaseAttempt, RetryableError, SqlBackend, StaleConnection, lease_slice
+from .... import _pg_sync as pg
+from ...._core import sql_lease as sq
+from ...._core.types import Mode
+from ...._given import given, pool_params
+from ...._url import StoreConfig
+from ..sql.base import SESSION_WAIT_SLICE, RetryableError, SqlBase, StaleConnection
 
 _SSL_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey")
 
 
-class Backend(SqlBackend):
+class PgDriver(SqlBase):
+    """The PostgreSQL dialect and the psycopg driver, for every mode (first base of each mode's class)."""
+
+    #: advisory locks have a shared mode: rwlocks in session mode
     session_modes = frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE})
     make_dialect = staticmethod(sq.postgres)
     # tables, indexes and sequences of the current schema: once they exist, opening a store runs no DDL
@@ -89,11 +77,9 @@ class Backend(SqlBackend):
             for key in _SSL_OPTIONS:
                 if key not in self._ssl and from_pool.get(key) is not None:
                     self._kwargs[key] = from_pool[key]
-        self._listener: rt.Background | None = None
-        self._listening = False
 
     # -- driver ------------------------------------------------------------------------------------------
-    def _connect(self, session_ttl: float | None = None) -> Any:
+    def _connect(self) -> Any:
         kwargs = dict(self._kwargs)
         kwargs["connect_timeout"] = max(2, math.ceil(self._connect_timeout()))  # libpq's minimum is 2 s
         try:
@@ -163,49 +149,7 @@ class Backend(SqlBackend):
             except psycopg.Error:
                 pass
 
-    # -- lease-mode wake-ups: LISTEN/NOTIFY ----------------------------------------------------------------
-    def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
-        if self._listener is None or not self._listener.alive():
-            self._listener = rt.Background(self._listen, name="distlock-postgres-listen")
-        delay = lease_slice(attempt, grant, timeout, backoff=not self._listening)
-        assert attempt.waker is not None
-        if attempt.waker.wait(delay):
-            attempt.backoff.reset()
-
-    def _listen(self) -> None:
-        failures = 0
-        while not self._closed:
-            conn: Any = None
-            try:
-                conn = pg.connect(**{k: v for k, v in self._kwargs.items() if v is not None})
-                pg.guarded(conn, self._deadline(), conn.execute, f"LISTEN {self.ops.channel}")
-                self._listening = True
-                failures = 0
-                idle = 0
-                while not self._closed:
-                    got = False
-                    for note in conn.notifies(timeout=0.5):
-                        got = True
-                        self._wake(note.payload)
-                    idle = 0 if got or self._watching() else idle + 1
-                    if idle > 20:  # nobody has waited for ~10 s: stop listening, restart on demand
-                        return
-            except (psycopg.Error, OSError, BackendError):
-                failures += 1
-                self._listening = False
-                rt.sleep(min(2.0, 0.05 * 2**failures))
-                if failures > 3 and not self._watching():
-                    return
-
-            finally:
-                self._listening = False
-                if conn is not None:
-                    try:
-                        conn.close()
-                    except psycopg.Error:
-                        pass
-
-    # -- session mode: advisory locks ----------------------------------------------------------------------
+    # -- single statements on a dedicated connection (session mode) -------------------------------------------------------------------
     def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
         return pg.guarded(conn, self._deadline(wait), self._session_drive, conn, stmt)
 
@@ -223,8 +167,3 @@ class Backend(SqlBackend):
         finally:
             if not conn.closed:
                 cur.close()
-
-    def close(self) -> None:
-        super().close()
-        if self._listener is not None:
-            self._listener.join(0.0)

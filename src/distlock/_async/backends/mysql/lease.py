@@ -1,0 +1,140 @@
+"""MySQL/MariaDB lease mode (the default): the lease tables, and wake-ups by a companion ``GET_LOCK``.
+
+While a store holds a name it keeps ``GET_LOCK`` on the name's companion (``distlock-bell:<key>``) on one
+"bell" connection, and releases it right after the holding's row is deleted; a waiter blocks in
+``GET_LOCK(companion, t)`` (on a connection outside the pool) and re-tries as soon as that returns. When
+no companion is held (the holder crashed, or its store could not take it) the waiter falls back to a short
+capped backoff and re-checks at the holder's lease end at the latest. The bell is only a hint: its calls
+get at most BELL_TIMEOUT, and a failure costs latency, never the lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pymysql.err
+
+from .... import _my_async as my
+from ...._core import sql_lease as sq
+from ...._core.timing import monotonic
+from ...._core.types import Claim, Grant
+from ...._errors import BackendError
+from ...._url import StoreConfig
+from ..sql.lease import LeaseAttempt, LeaseBackend, lease_slice
+from .driver import MyConn, MyDriver
+
+log = logging.getLogger("distlock")
+
+#: a call on the bell connection (a wake-up hint) gets at most this long
+BELL_TIMEOUT = 1.0
+
+
+class Lease(MyDriver, LeaseBackend):
+    """``mode=lease`` (the default) on MySQL/MariaDB."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        super().__init__(config)
+        self._bell: MyConn | None = None
+        self._bell_guard = threading.Lock()
+        self._bells: dict[str, str] = {}  # token -> companion lock the bell connection holds for it
+
+    # -- lease-mode wake-ups: the companion GET_LOCK ("bell") ------------------------------------------------
+    def _bell_call(self, sql: str, params: tuple[object, ...]) -> Any:
+        """One statement on the bell connection (caller holds ``_bell_guard``); reconnects once."""
+        for attempt in range(2):
+            if self._bell is None or not self._bell.conn.open:
+                self._bell = self._connect_blocking()
+            self._bound(self._bell, monotonic() + min(self.call_timeout, BELL_TIMEOUT))  # only a hint
+            try:
+                with self._bell.conn.cursor() as cur:
+                    cur.execute(sql, params)
+                    row = cur.fetchone()
+                    return None if row is None else row[0]
+            except pymysql.err.MySQLError:
+                self._close_blocking(self._bell)
+                self._bell = None
+                self._bells.clear()  # the companions went with the connection
+                if attempt:
+                    raise
+        return None
+
+    def _bell_hold(self, token: str, key: str) -> None:
+        with self._bell_guard:
+            try:
+                if self._bell_call("SELECT GET_LOCK(%s, 0.02)", (sq.bell_name(key),)) == 1:
+                    self._bells[token] = sq.bell_name(key)
+            except (pymysql.err.MySQLError, BackendError):
+                pass  # waiters fall back to re-checking
+
+    def _bell_drop(self, tokens: Sequence[str]) -> None:
+        with self._bell_guard:
+            for token in tokens:
+                companion = self._bells.pop(token, None)
+                if companion is None:
+                    continue
+                try:
+                    self._bell_call("SELECT RELEASE_LOCK(%s)", (companion,))
+                except (pymysql.err.MySQLError, BackendError):
+                    pass
+
+    async def _granted(self, claim: Claim, key: str) -> None:
+        if not self._closed:
+            await my.call(self._bell_hold, claim.token, key)
+
+    async def _released(self, tokens: Sequence[str], key: str) -> None:
+        self._wake(key)
+        with self._bell_guard:
+            ours = any(t in self._bells for t in tokens)
+        if ours:
+            await my.call(self._bell_drop, tokens)
+
+    async def _forget_bells(self, tokens: Sequence[str]) -> None:
+        await my.call(self._bell_drop, tokens)
+
+    def _bell_wait_blocking(self, c: MyConn, companion: str, timeout: float) -> int:
+        """-1: nobody rings this name; 1: it rang (the holder let go); 0: timed out."""
+        with c.guard, c.conn.cursor() as cur:
+            self._bound(c, self._deadline(timeout))
+            cur.execute("SELECT IF(IS_USED_LOCK(%s) IS NULL, -1, GET_LOCK(%s, %s))", (companion, companion, timeout))
+            row = cur.fetchone()
+            got = -1 if row is None or row[0] is None else int(row[0])
+            if got == 1:
+                cur.execute("SELECT RELEASE_LOCK(%s)", (companion,))
+            return got
+
+    async def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
+        assert attempt.waker is not None
+        if await attempt.waker.wait(0):  # a local release since our try
+            attempt.backoff.reset()
+            return
+        delay = lease_slice(attempt, grant, timeout, backoff=False)
+        if delay <= 0:
+            return
+        conn = await self._borrow_dedicated()  # outside the bounded pool: it blocks for up to `delay`
+        try:
+            rang = await my.call(self._bell_wait_blocking, conn, sq.bell_name(attempt.key), delay)
+        except pymysql.err.MySQLError as exc:  # only a hint: fall back to re-checking
+            log.debug("bell wait failed: %s", exc)
+            await self._close_quietly(conn)
+            rang = -1
+        except BaseException:
+            await self._close_quietly(conn)  # cancelled: the thread may still be waiting on it
+            raise
+        else:
+            await self._give_back_dedicated(conn)
+        if rang == -1:
+            if await attempt.waker.wait(lease_slice(attempt, grant, timeout, backoff=True)):
+                attempt.backoff.reset()
+        else:
+            attempt.backoff.reset()
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        with self._bell_guard:
+            bell, self._bell = self._bell, None
+            self._bells.clear()
+        if bell is not None:
+            await my.call(self._close_blocking, bell)

@@ -1,0 +1,378 @@
+"""What every SQL backend class shares, whatever its mode: connections, bounded calls, the schema, errors.
+
+:class:`SqlBase` is the common base of the mode classes (``lease.py``, ``session.py``, ``rowlock.py``);
+a dialect package (``backends/mysql/``, ``backends/postgres/``) adds the driver (``_connect``, ``_run``,
+error classification) and the dialect's data (``make_dialect``, the schema and kill statements).
+
+Here: the URL options every mode reads, a small pool of connections for short transactions (``_tx``:
+re-runs deadlocks, discards broken connections), connections outside that pool for calls that block on
+the server on purpose (a waiter's wake-up wait, a session-mode holding), the call budget (``Budget``: every
+call ends by a deadline), creating the tables at open, and turning driver errors into ``BackendError``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, Self, TypeVar
+
+from .... import _rt_async as rt
+from ...._core import sql_lease as sq
+from ...._core.timing import monotonic
+from ...._core.types import Claim
+from ...._errors import BackendError, ConfigError
+from ...._url import StoreConfig, scrub
+from ...backend import AsyncBackend
+
+log = logging.getLogger("distlock")
+
+T = TypeVar("T")
+
+#: session mode: the longest one server-side blocking wait lasts (bounds a cancelled wait's tail); the
+#: drivers' socket and statement timeouts leave room for it
+SESSION_WAIT_SLICE = 2.0
+#: connections kept idle outside the pool (waits, session holdings) per store
+MAX_IDLE = 8
+#: connections of a store's pool (lease-mode transactions, inspect, schema)
+MAX_POOL = 4
+#: default bound of one call (a transaction, a statement), URL option ``call_timeout``
+CALL_TIMEOUT = 5.0
+#: the clean-up after a failed or cancelled acquire (``abandon``) gets at most this long, then its
+#: connection is closed and the lease bounds what is left on the server
+CLEANUP_TIMEOUT = 1.0
+#: a renewal round trip gets at most this share of the shortest TTL in its batch (lease mode: then one more
+#: try on a fresh connection, so a half-open pooled connection costs one try, not the holdings)
+RENEW_SHARE = 0.25
+
+#: a deadline (monotonic) that the calls made in this context must meet, tighter than ``call_timeout``
+_BUDGET: contextvars.ContextVar[float | None] = contextvars.ContextVar("distlock_sql_budget", default=None)
+
+
+class Budget:
+    """``with Budget(seconds):`` every database call inside (this task or thread) ends by then."""
+
+    def __init__(self, seconds: float) -> None:
+        self.deadline = monotonic() + seconds
+        self._token: contextvars.Token[float | None] | None = None
+
+    def __enter__(self) -> Budget:
+        outer = _BUDGET.get()
+        self._token = _BUDGET.set(self.deadline if outer is None else min(outer, self.deadline))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._token is not None
+        _BUDGET.reset(self._token)
+
+
+class RetryableError(Exception):
+    """A deadlock or serialization failure: the transaction was rolled back and may simply be re-run."""
+
+
+class StaleConnection(Exception):
+    """The connection failed before anything of the transaction was sent: run it on a fresh one."""
+
+
+def pop_mode(config: StoreConfig) -> str:
+    """The URL option ``mode``: ``lease`` (default) or ``session``. Read once, when the store opens: it
+    picks the backend class."""
+    mode = (config.pop("mode", "lease") or "lease").lower()
+    if mode not in ("lease", "session"):
+        raise ConfigError(f"URL option mode={mode!r} must be 'lease' or 'session'", backend=config.scheme)
+    return mode
+
+
+class SqlBase(AsyncBackend):
+    """The part of ``mysql.Backend`` and ``postgres.Backend`` that does not depend on the mode."""
+
+    make_dialect: Callable[[str], sq.Dialect]
+    #: the session mode's sequence + holder-record layout (see ``sql_lease.session_schema``); MySQL
+    #: servers without sequences use the portable one
+    fast_session = True
+
+    existing_tables_sql: str | None = None  # lists the tables (and sequences) already there, if needed
+    schema_sql = "current_schema()"  # the schema (database) the tables live in, as an SQL expression
+    #: taken first, in the same transaction as the DDL, where concurrent ``CREATE ... IF NOT EXISTS`` can
+    #: fail (PostgreSQL: two sessions creating one table both pass the check, one then violates the
+    #: unique index of ``pg_type``); None where the server serialises them itself (MySQL's metadata locks)
+    schema_guard_sql: str | None = None
+
+    def __init__(self, config: StoreConfig) -> None:
+        super().__init__(config)
+        prefix = config.pop("table_prefix", "distlock") or "distlock"
+        if not sq.valid_prefix(prefix):
+            raise ConfigError(
+                f"URL option table_prefix={prefix!r} is not a plain SQL identifier", backend=config.scheme
+            )
+        self.prefix = prefix
+        self.connect_timeout = config.pop_float("connect_timeout", 10.0)
+        self.call_timeout = config.pop_float("call_timeout", CALL_TIMEOUT)
+        self.cleanup_timeout = min(self.call_timeout, CLEANUP_TIMEOUT)
+        self.dialect = type(self).make_dialect(prefix)
+        self.ops = sq.Ops(self.dialect, prefix, channel=f"{prefix}_wake")
+        self.ops.name_wait = self.call_timeout
+        # one guard for the pool, the idle dedicated connections and the modes' maps of holdings
+        self._guard = threading.Lock()
+        self._idle: list[Any] = []
+        self._open = 0  # pool connections open (idle or borrowed)
+        self._pool_waiters: list[rt.Waker] = []
+        self._dedicated_idle: list[Any] = []
+        self._releasing: set[str] = set()  # tokens whose release is in flight
+        self._closed = False
+
+    # -- driver hooks (the dialect package) ----------------------------------------------------------------
+    async def _connect(self) -> Any:
+        """A new connection in autocommit mode."""
+        raise NotImplementedError
+
+    async def _run(
+        self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None = None
+    ) -> Any:
+        """Drive ``script`` on ``conn`` (inside BEGIN/COMMIT if ``tx``), ended by ``deadline`` (monotonic;
+        the connection is then broken). Driver errors propagate."""
+        raise NotImplementedError
+
+    async def _close(self, conn: Any) -> None:
+        raise NotImplementedError
+
+    def _broken(self, exc: BaseException) -> bool:
+        """Is ``exc`` a driver error after which the connection must be thrown away?"""
+        raise NotImplementedError
+
+    def _driver_error(self, exc: BaseException) -> bool:
+        raise NotImplementedError
+
+    # -- mode hooks ------------------------------------------------------------------------------------------
+    def _mode_schema(self) -> Sequence[str]:
+        """DDL the mode needs beyond the shared tables (created at open when missing)."""
+        return ()
+
+    def _open_cleanup(self) -> sq.Stmt | None:
+        """A statement run at open after the schema (the session mode clears records of dead connections)."""
+        return None
+
+    async def _release(self, claim: Claim) -> bool:
+        raise NotImplementedError
+
+    # -- bounds and errors -------------------------------------------------------------------------------
+    def _deadline(self, extra: float = 0.0) -> float:
+        """When the call starting now must be over: ``call_timeout`` (+ ``extra``: a server-side wait it
+        makes on purpose), or the context's tighter :class:`Budget`."""
+        own = monotonic() + self.call_timeout + extra
+        budget = _BUDGET.get()
+        return own if budget is None else min(own, budget)
+
+    def _connect_timeout(self) -> float:
+        budget = _BUDGET.get()
+        return self.connect_timeout if budget is None else max(0.1, min(self.connect_timeout, budget - monotonic()))
+
+    def _db_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, (StaleConnection, RetryableError)) or self._driver_error(exc)
+
+    def _error(self, what: str, exc: BaseException) -> BackendError:
+        # one line: the driver's first (psycopg adds "LINE 1: <statement>" and a caret, or a hint)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return BackendError(f"{what}: {scrub(first, self.config.password)}", backend=self.scheme)
+
+    # -- the pool: short transactions ----------------------------------------------------------------------
+    async def _borrow(self) -> Any:
+        """A connection of the store's pool (at most MAX_POOL open): short transactions share a few
+        connections instead of opening one per concurrent caller (each connect costs a TLS/SCRAM handshake,
+        and libpq computes SCRAM on the calling thread: the event loop on the async side)."""
+        while True:
+            with self._guard:
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < MAX_POOL:
+                    self._open += 1
+                    break
+                waker = rt.Waker()
+                self._pool_waiters.append(waker)
+            await waker.wait(0.05)
+            with self._guard:
+                if waker in self._pool_waiters:
+                    self._pool_waiters.remove(waker)
+        try:
+            if (budget := _BUDGET.get()) is not None and monotonic() >= budget:
+                raise BackendError(f"database call timed out ({self.describe()})", backend=self.scheme)
+            return await self._connect()
+        except BaseException:
+            self._forget_conn()
+            raise
+
+    def _forget_conn(self) -> None:
+        with self._guard:
+            self._open -= 1
+            waiters, self._pool_waiters = self._pool_waiters[:1], self._pool_waiters[1:]
+        for w in waiters:
+            w.notify()
+
+    async def _give_back(self, conn: Any) -> None:
+        with self._guard:
+            closed = self._closed
+            waiters: list[rt.Waker] = []
+            if not closed:
+                self._idle.append(conn)
+                waiters, self._pool_waiters = self._pool_waiters[:1], self._pool_waiters[1:]
+        if closed:
+            await self._discard(conn)
+            return
+        for w in waiters:
+            w.notify()
+
+    async def _purge_idle(self) -> None:
+        with self._guard:
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+            waiters, self._pool_waiters = self._pool_waiters[: len(idle)], self._pool_waiters[len(idle) :]
+        for w in waiters:
+            w.notify()
+        for conn in idle:
+            await self._close_quietly(conn)
+
+    async def _discard(self, conn: Any) -> None:
+        """Close a pool connection that is broken or in an unknown state."""
+        self._forget_conn()
+        await self._close_quietly(conn)
+
+    async def _close_quietly(self, conn: Any) -> None:
+        try:
+            await self._close(conn)
+        except Exception as exc:  # noqa: BLE001 - closing a dead connection
+            log.debug("closing a connection failed: %s", exc)
+
+    async def _tx(self, make: Callable[[], Generator[sq.Stmt, sq.Result, T]], tx: bool = True) -> T:
+        """Run the script ``make()`` in one transaction on a pooled connection, retrying deadlocks. The whole
+        of it (connects and retries included) ends within ``call_timeout`` or the context's Budget."""
+        with Budget(self.call_timeout) as budget:
+            for attempt in range(8):
+                if monotonic() >= budget.deadline:
+                    raise BackendError(f"database call timed out ({self.describe()})", backend=self.scheme)
+                conn = await self._borrow()
+                try:
+                    result: T = await self._run(conn, make(), tx, self._deadline())
+                except (RetryableError, StaleConnection) as exc:
+                    await self._discard(conn) if isinstance(exc, StaleConnection) else await self._give_back(conn)
+                    if attempt == 7:
+                        raise self._error("database busy", exc) from exc
+                    await rt.sleep(0.001 * (attempt + 1))
+                    continue
+                except BaseException as exc:
+                    if self._db_error(exc):
+                        if self._broken(exc):
+                            await self._discard(conn)
+                            await self._purge_idle()  # a link that went silent under one went under all
+                        else:
+                            await self._give_back(conn)
+                        raise self._error("database error", exc) from exc
+                    await self._discard(conn)  # cancelled mid-transaction: its state is unknown
+                    raise
+                await self._give_back(conn)
+                return result
+        raise AssertionError("unreachable")
+
+    # -- dedicated connections: calls that block on the server on purpose --------------------------------
+    async def _borrow_dedicated(self) -> Any:
+        """A connection outside the bounded pool (a waiter's server-side wait, a session-mode holding):
+        calls that block for seconds must not starve the short transactions of connections."""
+        with self._guard:
+            if self._dedicated_idle:
+                return self._dedicated_idle.pop()
+        return await self._connect()
+
+    async def _give_back_dedicated(self, conn: Any) -> None:
+        with self._guard:
+            if not self._closed and len(self._dedicated_idle) < MAX_IDLE:
+                self._dedicated_idle.append(conn)
+                return
+        await self._close_quietly(conn)
+
+    # -- opening: the schema -------------------------------------------------------------------------------
+    @classmethod
+    async def open(cls, config: StoreConfig) -> Self:
+        backend = cls(config)
+        try:
+            await backend._prepare()
+        except BaseException:
+            await backend.aclose()  # the connections the failed preparation opened, not left to the GC
+            raise
+        return backend
+
+    async def _prepare(self) -> None:
+        """What opening a store does before its first lock: create the tables that are missing."""
+        await self._ensure_schema()
+
+    async def _ensure_schema(self) -> None:
+        """Create what is missing. Where the server has one, the list of existing tables is read first:
+        MySQL's ``CREATE TABLE IF NOT EXISTS`` waits for the metadata lock of a table that an open
+        transaction (a row-lock holder) has touched, even when there is nothing to create.
+
+        Then the 0.1.0 upgrade: the holders table gets its ``layout`` column (0.1.0 clients can no longer
+        acquire), the fence counter is raised above every per-name fence 0.1.0 recorded, and those rows are
+        deleted (in batches for up to 2 s; the renewer's sweeps remove the rest)."""
+        existing: set[str] = set()
+        if self.existing_tables_sql is not None:
+            found: sq.Result = await self._tx(lambda: sq.single(sq.Stmt(str(self.existing_tables_sql))), tx=False)
+            existing = {str(row[0]).lower() for row in found.rows}
+        old_holders = False
+        if f"{self.prefix}_holders" in existing:
+            col: sq.Result = await self._tx(
+                lambda: sq.single(
+                    sq.Stmt(
+                        "SELECT 1 FROM information_schema.columns WHERE table_schema = "
+                        f"{self.schema_sql} AND table_name = %s AND column_name = 'layout'",
+                        (f"{self.prefix}_holders",),
+                    )
+                ),
+                tx=False,
+            )
+            old_holders = not col.rows
+
+        def script() -> Generator[sq.Stmt, sq.Result, None]:
+            if self.schema_guard_sql is not None:
+                yield sq.Stmt(self.schema_guard_sql, (sq.advisory_key(f"distlock-schema:{self.prefix}"),))
+            for stmt in (
+                *self.dialect.schema,
+                *self.ops.extra_schema(),
+                *sq.session_schema(self.dialect, self.prefix, self.fast_session),
+                *self._mode_schema(),
+            ):
+                if sq.created_name(stmt).lower() not in existing:
+                    yield sq.Stmt(stmt)
+            if old_holders:
+                yield from self.ops.upgrade()
+            yield from self.ops.seed()
+            cleanup = self._open_cleanup()
+            if cleanup is not None:
+                yield cleanup
+
+        await self._tx(script, tx=self.schema_guard_sql is not None)
+        deadline = monotonic() + 2.0
+        try:
+            while monotonic() < deadline:  # the rows 0.1.0 left, one per name it ever locked
+                if await self._tx(lambda: self.ops.sweep()) < sq.SWEEP_BATCH:
+                    break
+        except BackendError as exc:  # a big table: the renewer's sweeps go on with it
+            log.debug("sweep at open failed: %s", exc)
+
+    # -- the backend interface: what both modes do alike ------------------------------------------------------
+    async def release(self, claim: Claim) -> bool:
+        # A renewal racing with this release must not report the holding lost: mark it as being released.
+        with self._guard:
+            self._releasing.add(claim.token)
+        try:
+            return await self._release(claim)
+        finally:
+            with self._guard:
+                self._releasing.discard(claim.token)
+
+    async def aclose(self) -> None:
+        with self._guard:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            idle += self._dedicated_idle
+            self._dedicated_idle = []
+        for conn in idle:
+            await self._close_quietly(conn)

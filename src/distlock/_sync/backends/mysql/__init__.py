@@ -1,0 +1,51 @@
+# GENERATED from src/distlock/_async/backends/mysql/__init__.py by scripts/gen_sync.py: edit that file, not this one.
+"""MySQL / MariaDB: ``mysql://user:password@host:3306/db`` (alias ``mariadb://``), with PyMySQL.
+
+Lease mode (default): the lease tables of ``_core/sql_lease.py`` (InnoDB, READ COMMITTED, the database's
+clock in UTC); waiters are woken by a companion ``GET_LOCK`` the holder keeps (``lease.py``).
+
+Session mode (``?mode=session``): ``GET_LOCK(name)`` on a connection pinned to the holding; names longer
+than 64 characters map to ``~`` + base64url(SHA-256(name)) (see ``sql_lease.get_lock_name``). The
+connection's ``wait_timeout`` (whole seconds, the TTL rounded up) is the lease. Only exclusive kinds
+(lock, rlock, multilock): ``GET_LOCK`` has no shared mode. With ``session_lock=row``, a row lock held in
+an open transaction instead (``sql/rowlock.py``; MariaDB >= 10.5), which also gives rwlocks.
+
+``driver.py`` is PyMySQL under every mode (bounded calls, error classification); the algorithm of each
+mode is in ``backends/sql/``.
+
+URL options: ``mode=lease|session``, ``session_lock=get_lock|row``, ``table_prefix=distlock``,
+``connect_timeout=10``, ``call_timeout=5``, ``unix_socket=``, ``ssl=true`` (verify against the system
+CAs), ``ssl_ca=``, ``ssl_cert=``, ``ssl_key=``, ``ssl_verify=true``. The database is the URL path.
+"""
+
+from __future__ import annotations
+
+from ...._errors import ConfigError
+from ...._url import StoreConfig
+from ...backend import SyncBackend
+from ..sql.base import pop_mode
+from ..sql.rowlock import RowLockBackend
+from ..sql.session import SessionBackend
+from .driver import MyDriver
+from .lease import Lease
+
+
+class Session(MyDriver, SessionBackend):
+    """``mode=session``: ``GET_LOCK`` on a pinned connection."""
+
+
+class RowLock(MyDriver, RowLockBackend):
+    """``mode=session&session_lock=row``: ``SELECT ... FOR UPDATE`` in a transaction kept open."""
+
+
+class Backend(SyncBackend):
+    """What the store opens: the class of the URL's mode, chosen once."""
+
+    @classmethod
+    def open(cls, config: StoreConfig) -> SyncBackend:
+        mode = pop_mode(config)
+        how = (config.pop("session_lock", "get_lock") or "get_lock").lower()
+        if how not in ("get_lock", "row"):
+            raise ConfigError(f"URL option session_lock={how!r} must be 'get_lock' or 'row'", backend=config.scheme)
+        kind: type[MyDriver] = Lease if mode == "lease" else RowLock if how == "row" else Session
+        return kind.open(config)

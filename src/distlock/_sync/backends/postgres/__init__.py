@@ -1,0 +1,40 @@
+# GENERATED from src/distlock/_async/backends/postgres/__init__.py by scripts/gen_sync.py: edit that file, not this one.
+"""PostgreSQL: ``postgresql://user:password@host:5432/db`` (alias ``postgres://``), with psycopg 3.
+
+Lease mode (default): the lease tables of ``_core/sql_lease.py``; waiters are woken by LISTEN/NOTIFY
+(``lease.py``).
+
+Session mode (``?mode=session``): advisory locks, ``pg_advisory_lock(key)`` with key = the first 8 bytes of
+SHA-256(name) as a signed bigint (``pg_advisory_lock_shared`` for rwlock readers), on a connection
+pinned to the holding. ``idle_session_timeout`` of that connection is the TTL: the renewer's check keeps
+it alive; a holder that stops renewing, dies or loses its connection loses the lock.
+
+``driver.py`` is psycopg under every mode (bounded calls, error classification); the algorithm of each
+mode is in ``backends/sql/``.
+
+URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeout=10`` (seconds),
+``call_timeout=5`` (seconds: the bound of every call, see ``driver.py``), and libpq's ``sslmode``,
+``sslrootcert``, ``sslcert``, ``sslkey``. The database is the URL path.
+"""
+
+from __future__ import annotations
+
+from ...._url import StoreConfig
+from ...backend import SyncBackend
+from ..sql.base import pop_mode
+from ..sql.session import SessionBackend
+from .driver import PgDriver
+from .lease import Lease
+
+
+class Session(PgDriver, SessionBackend):
+    """``mode=session``: advisory locks on a pinned connection."""
+
+
+class Backend(SyncBackend):
+    """What the store opens: the class of the URL's mode, chosen once."""
+
+    @classmethod
+    def open(cls, config: StoreConfig) -> SyncBackend:
+        kind: type[PgDriver] = Lease if pop_mode(config) == "lease" else Session
+        return kind.open(config)

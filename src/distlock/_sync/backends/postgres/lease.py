@@ -1,0 +1,78 @@
+# GENERATED from src/distlock/_async/backends/postgres/lease.py by scripts/gen_sync.py: edit that file, not this one.
+"""PostgreSQL lease mode (the default): the lease tables, and wake-ups by LISTEN/NOTIFY.
+
+A release, abandon or break sends ``NOTIFY <prefix>_wake, '<name key>'`` in its transaction (the statement
+is in ``_core/sql_lease.py``), and each store keeps one ``LISTEN`` connection, started when a waiter first
+waits and stopped after ~10 s without waiters, that wakes its waiters of that name at once (delivered at
+commit). A waiter still re-checks at the holder's lease end and at least every second, so a lost
+notification costs latency, never the lock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from .... import _pg_sync as pg
+from .... import _rt_sync as rt
+from ...._core.types import Grant
+from ...._errors import BackendError
+from ...._url import StoreConfig
+from ..sql.lease import LeaseAttempt, LeaseBackend, lease_slice
+from .driver import PgDriver
+
+
+class Lease(PgDriver, LeaseBackend):
+    """``mode=lease`` (the default) on PostgreSQL."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        super().__init__(config)
+        self._listener: rt.Background | None = None
+        self._listening = False
+
+    def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
+        if self._listener is None or not self._listener.alive():
+            self._listener = rt.Background(self._listen, name="distlock-postgres-listen")
+        delay = lease_slice(attempt, grant, timeout, backoff=not self._listening)
+        assert attempt.waker is not None
+        if attempt.waker.wait(delay):
+            attempt.backoff.reset()
+
+    def _listen(self) -> None:
+        failures = 0
+        while not self._closed:
+            conn: Any = None
+            try:
+                conn = pg.connect(**{k: v for k, v in self._kwargs.items() if v is not None})
+                pg.guarded(conn, self._deadline(), conn.execute, f"LISTEN {self.ops.channel}")
+                self._listening = True
+                failures = 0
+                idle = 0
+                while not self._closed:
+                    got = False
+                    for note in conn.notifies(timeout=0.5):
+                        got = True
+                        self._wake(note.payload)
+                    idle = 0 if got or self._watching() else idle + 1
+                    if idle > 20:  # nobody has waited for ~10 s: stop listening, restart on demand
+                        return
+            except (psycopg.Error, OSError, BackendError):
+                failures += 1
+                self._listening = False
+                rt.sleep(min(2.0, 0.05 * 2**failures))
+                if failures > 3 and not self._watching():
+                    return
+
+            finally:
+                self._listening = False
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except psycopg.Error:
+                        pass
+
+    def close(self) -> None:
+        super().close()
+        if self._listener is not None:
+            self._listener.join(0.0)

@@ -1,0 +1,184 @@
+# GENERATED from src/distlock/_async/backends/sql/lease.py by scripts/gen_sync.py: edit that file, not this one.
+"""The lease-table mode (the default, ``mode=lease``): holdings are rows with an expiry, on the database's clock.
+
+Every statement is in ``_core/sql_lease.py`` (``Ops``); this class runs them. Each operation is one short
+transaction on a pooled connection; the acquire locks the name first, so it and the takeover of an expired
+holding are atomic. Renewal of every held lease of the store is one transaction per tick, which also sweeps
+long-expired rows now and then. Waiters watch the name locally (a release in this process wakes them at
+once) and the dialect adds a push from other processes (``_lease_wait``: PostgreSQL LISTEN/NOTIFY, MySQL a
+companion ``GET_LOCK``), with a re-check at the holder's expiry at the latest.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+from .... import _rt_sync as rt
+from ...._core import sql_lease as sq
+from ...._core.timing import Backoff, monotonic, wait_slice
+from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
+from ...._errors import BackendError
+from ...._url import StoreConfig
+from ...backend import SyncAttempt
+from .base import RENEW_SHARE, Budget, SqlBase
+
+log = logging.getLogger("distlock")
+
+#: the longest one wait lasts before a re-check (keeps the waiter's queue entry fresh: WAITER_TTL)
+MAX_WAIT_SLICE = 1.0
+#: renewals also sweep long-expired rows (and 0.1.0's fence rows), at most this often
+SWEEP_EVERY = 30.0
+
+
+class LeaseAttempt(SyncAttempt):
+    backend: LeaseBackend
+
+    def __init__(self, backend: LeaseBackend, claim: Claim) -> None:
+        super().__init__(backend, claim)
+        self.key = sq.name_key(claim.name)
+        self.backoff = Backoff()
+        self.waker: rt.Waker | None = None
+
+    def try_acquire(self) -> Grant:
+        b = self.backend
+        if self.waker is None:  # watch before looking, so a release right after our look is not missed
+            self.waker = rt.Waker()
+            b._watch(self.key, self.waker)
+        grant: Grant = b._tx(lambda: b.ops.acquire(self.claim, self.key))
+        if grant.acquired:
+            self._unwatch()
+            b._granted(self.claim, self.key)
+        return grant
+
+    def wait(self, grant: Grant, timeout: float | None) -> None:
+        self.backend._lease_wait(self, grant, timeout)
+
+    def abandon(self) -> None:
+        self._unwatch()
+        b = self.backend
+        with Budget(b.cleanup_timeout):  # then the connection is closed: the lease bounds what is left
+            done = b._tx(lambda: b.ops.abandon(self.claim, self.key))
+        if done:
+            b._released([self.claim.token], self.key)
+
+    def _unwatch(self) -> None:
+        if self.waker is not None:
+            self.backend._unwatch(self.key, self.waker)
+            self.waker = None
+
+
+def lease_slice(attempt: LeaseAttempt, grant: Grant, timeout: float | None, backoff: bool) -> float:
+    """How long one wait lasts: until the holder's lease end, ``timeout`` or MAX_WAIT_SLICE, whichever is
+    first; with ``backoff``, also the waiter's capped backoff (when no push will come)."""
+    return wait_slice(grant.retry_after, attempt.backoff.next_delay() if backoff else None, timeout, MAX_WAIT_SLICE)
+
+
+class LeaseBackend(SqlBase):
+    """Lease rows; the dialect gives the push that wakes waiters (``_lease_wait`` and the hooks below)."""
+
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True)
+
+    def __init__(self, config: StoreConfig) -> None:
+        super().__init__(config)
+        self._swept = monotonic()
+        self._wakers: dict[str, set[rt.Waker]] = {}
+        self._wake_guard = threading.Lock()
+
+    # -- wake-up hooks (the dialect) --------------------------------------------------------------------------
+    def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
+        raise NotImplementedError
+
+    def _granted(self, claim: Claim, key: str) -> None:
+        """After a grant (MySQL takes the companion lock here)."""
+
+    def _released(self, tokens: Sequence[str], key: str) -> None:
+        """After a release/abandon/break: wake the local waiters (and ring the bell)."""
+        self._wake(key)
+
+    def _forget_bells(self, tokens: Sequence[str]) -> None:
+        """Holdings that ran out keep no companion lock (MySQL)."""
+
+    # -- local wake-ups --------------------------------------------------------------------------------
+    def _watch(self, key: str, waker: rt.Waker) -> None:
+        with self._wake_guard:
+            self._wakers.setdefault(key, set()).add(waker)
+
+    def _unwatch(self, key: str, waker: rt.Waker) -> None:
+        with self._wake_guard:
+            group = self._wakers.get(key)
+            if group is not None:
+                group.discard(waker)
+                if not group:
+                    del self._wakers[key]
+
+    def _wake(self, key: str) -> None:
+        with self._wake_guard:
+            group = list(self._wakers.get(key, ()))
+        for waker in group:
+            waker.notify()
+
+    def _watching(self) -> bool:
+        with self._wake_guard:
+            return bool(self._wakers)
+
+    # -- the backend interface -------------------------------------------------------------------------
+    def attempt(self, claim: Claim) -> SyncAttempt:
+        return LeaseAttempt(self, claim)
+
+    def _release(self, claim: Claim) -> bool:
+        key = sq.name_key(claim.name)
+        ok: bool = self._tx(lambda: self.ops.release(claim, key), tx=False)
+        self._released([claim.token], key)
+        return ok
+
+    def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        if not claims:
+            return []
+        share = RENEW_SHARE * min(c.ttl for c in claims)
+        result: list[bool] = []
+        for attempt in range(2):
+            try:
+                with Budget(share):  # a silent connection costs one try; the second runs on a fresh one
+                    result = self._tx(lambda: self.ops.renew(claims))
+                break
+            except BackendError:
+                if attempt:
+                    raise
+        self._maybe_sweep()
+        with self._guard:
+            result = [ok or c.token in self._releasing for c, ok in zip(claims, result, strict=True)]
+        gone = [c.token for c, ok in zip(claims, result, strict=True) if not ok]
+        if gone:
+            self._forget_bells(gone)
+        return result
+
+    def _maybe_sweep(self) -> None:
+        """Every SWEEP_EVERY seconds, from the renewer: remove expired rows and free names' rows."""
+        if monotonic() - self._swept < SWEEP_EVERY:
+            return
+        self._swept = monotonic()
+        try:
+            self._tx(lambda: self.ops.sweep())
+        except BackendError as exc:
+            log.debug("sweep failed: %s", exc)
+
+    def holds(self, claim: Claim) -> bool:
+        ok: bool = self._tx(lambda: self.ops.holds(claim), tx=False)
+        return ok
+
+    def inspect(self, name: str) -> LockInfo | None:
+        infos = self._tx(lambda: self.ops.inspect([name]), tx=False)
+        return infos[0] if infos else None
+
+    def list(self, prefix: str) -> list[LockInfo]:
+        infos: list[LockInfo] = self._tx(lambda: self.ops.inspect(None, prefix), tx=False)
+        return infos
+
+    def break_lock(self, name: str) -> bool:
+        tokens: list[str] = self._tx(lambda: self.ops.break_lock(name))
+        self._released(tokens, sq.name_key(name))
+        for token in tokens:
+            self.lost(token, "broken by an admin (break_lock)")
+        return bool(tokens)

@@ -1,0 +1,298 @@
+# GENERATED from src/distlock/_async/backends/sql/session.py by scripts/gen_sync.py: edit that file, not this one.
+"""The connection-bound mode (``mode=session``, F13 in docs/safety.md): the database's own lock, held by a
+connection pinned to the holding.
+
+MySQL ``GET_LOCK`` or PostgreSQL advisory locks (the statements are in ``_core/sql_lease.py``; MySQL's
+row-lock variant is ``rowlock.py``). The server's idle timeout of the pinned connection is the lease: the
+renewer's check every ttl/3 keeps it alive, a holder that stops renewing (or dies) loses it, and a
+dropped connection is seen by the next renewal (``lost``). Fences come from the fence counter table, and
+a record per holding says who holds what (``inspect``); a connection holding a lock without a record of
+ours (another application's plain lock) shows as ``<db>:connection:<id>``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .... import _rt_sync as rt
+from ...._core import sql_lease as sq
+from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
+from ...._errors import BackendError
+from ...._url import StoreConfig, scrub
+from ...backend import SyncAttempt
+from .base import RENEW_SHARE, SESSION_WAIT_SLICE, Budget, SqlBase, StaleConnection
+
+log = logging.getLogger("distlock")
+
+Sets = list[list[tuple[Any, ...]]]
+
+
+@dataclass
+class Pinned:
+    """The connection that holds one claim's lock, and what is known about it."""
+
+    conn: Any
+    claim: Claim
+    conn_id: int
+    ttl: float = 0.0
+
+
+class SessionAttempt(SyncAttempt):
+    backend: SessionBackend
+
+    def __init__(self, backend: SessionBackend, claim: Claim) -> None:
+        super().__init__(backend, claim)
+        self.conn: Any = None
+        self.taken: tuple[int, int] | None = None  # (fence, connection id) once the server granted it
+
+    def _go(self, wait: float | None) -> None:
+        b = self.backend
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = b._borrow_dedicated()
+            try:
+                self.taken = b._session_acquire(self.conn, self.claim, wait)
+                return
+            except StaleConnection as exc:  # a pooled connection the server had closed: nothing was held
+                conn, self.conn = self.conn, None
+                b._close_quietly(conn)
+                if attempt:
+                    raise b._error("database error", exc) from exc
+
+    def try_acquire(self) -> Grant:
+        if self.taken is None:
+            self._go(None)
+        if self.taken is None:
+            return Grant(False)
+        fence, conn_id = self.taken
+        conn, self.conn = self.conn, None
+        self.backend._pin(conn, self.claim, conn_id)
+        return Grant(True, fence=fence)
+
+    def wait(self, grant: Grant, timeout: float | None) -> None:
+        slice_ = SESSION_WAIT_SLICE if timeout is None else min(timeout, SESSION_WAIT_SLICE)
+        if slice_ > 0:
+            self._go(slice_)
+
+    def abandon(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:  # closing the connection drops whatever it holds or waits for
+            self.backend._close_quietly(conn)
+        pinned = self.backend._unpin(self.claim.token)
+        if pinned is not None:
+            self.backend._close_quietly(pinned.conn)
+
+
+class SessionBackend(SqlBase):
+    """Connection-bound locks; the dialect gives ``_session_call`` and ``kill_sql``."""
+
+    #: modes the connection-bound lock can do on this database
+    session_modes: frozenset[Mode] = frozenset({Mode.EXCLUSIVE})
+    #: ends a connection from the server side (``break_lock``), its id as the one parameter
+    kill_sql: str = ""
+
+    def __init__(self, config: StoreConfig) -> None:
+        super().__init__(config)
+        self.capabilities = Capabilities(modes=self.session_modes, fair=False, needs_renewal=True)
+        self._pinned: dict[str, Pinned] = {}
+        self._own_conn_ids: set[int] = set()  # connections this store has held locks on
+
+    # -- driver hooks (the dialect package) ----------------------------------------------------------------
+    def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> Sets:
+        """Run one (MySQL: multi-) statement in autocommit; every result set. A connection that is gone
+        raises StaleConnection; a lock wait that timed out on the server ends in an empty answer (not
+        acquired). Bounded by ``call_timeout`` plus ``wait`` (a server-side wait it makes on purpose)."""
+        raise NotImplementedError
+
+    def _timeout_change(self, conn: Any, ttl: float) -> float | None:
+        """The idle timeout to set with the next statement on ``conn``, or None if it is already ``ttl``."""
+        return ttl
+
+    # -- the statements (``rowlock.py`` gives others) --------------------------------------------------------
+    def _open_cleanup(self) -> sq.Stmt | None:
+        return sq.session_cleanup(self.dialect, self.prefix, self.fast_session)
+
+    def _acquire_call(self, conn: Any, claim: Claim, wait: float | None, change: float | None) -> Sets:
+        stmt = sq.session_acquire(self.dialect, self.prefix, claim, wait, change, self.fast_session)
+        return self._session_call(conn, stmt, wait or 0.0)
+
+    def _unlock_stmt(self, claim: Claim) -> sq.Stmt:
+        return sq.session_unlock(self.dialect, claim)
+
+    def _check_stmt(self, claim: Claim, change: float | None) -> sq.Stmt:
+        return sq.session_check(self.dialect, claim, change)
+
+    def _holder_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
+        """(name, owner, mode, fence, record's connection id, holding connection id, its lock mode) of the
+        names' live holders."""
+        stmt = sq.session_holders(self.dialect, self.prefix, names, prefix, self.fast_session)
+        r: sq.Result = self._tx(lambda: sq.single(stmt), tx=False)
+        return r.rows
+
+    # -- holdings ----------------------------------------------------------------------------------------------
+    def _session_acquire(self, conn: Any, claim: Claim, wait: float | None) -> tuple[int, int] | None:
+        change = self._timeout_change(conn, claim.ttl)
+        try:
+            sets = self._acquire_call(conn, claim, wait, change)
+        except StaleConnection:
+            raise
+        except BaseException as exc:
+            if self._db_error(exc):
+                raise self._error("database error", exc) from exc
+            raise
+        return sq.session_acquired(self.dialect, sets, self.fast_session)
+
+    def _pin(self, conn: Any, claim: Claim, conn_id: int) -> None:
+        with self._guard:
+            self._pinned[claim.token] = Pinned(conn, claim, conn_id, ttl=claim.ttl)
+            self._own_conn_ids.add(conn_id)
+
+    def _unpin(self, token: str) -> Pinned | None:
+        with self._guard:
+            return self._pinned.pop(token, None)
+
+    def _check(self, pinned: Pinned, ttl: float) -> bool:
+        try:
+            change = self._timeout_change(pinned.conn, ttl)
+            sets = self._session_call(pinned.conn, self._check_stmt(pinned.claim, change))
+        except Exception as exc:  # the connection is gone: so is the lock
+            if not self._db_error(exc):
+                raise
+            log.debug("session check of %r failed: %s", pinned.claim.name, scrub(str(exc), self.config.password))
+            return False
+        pinned.ttl = ttl
+        return bool(sets and sets[-1] and sets[-1][0][0])
+
+    def _lose(self, claim: Claim, pinned: Pinned, why: str) -> None:
+        """The lock lives and dies with its connection. Unpin it and tell the store now, whether or not it
+        still waits for this renewal's answer (the sync renewer may have stopped waiting)."""
+        if self._unpin(claim.token) is pinned and claim.token not in self._releasing:
+            self.lost(claim.token, f"connection-bound lock lost: {why}")
+
+    def _kill(self, conn_ids: Sequence[int]) -> None:
+        """Break: end the connections that hold a lock, from the server side."""
+        for cid in conn_ids:
+            stmt = sq.Stmt(self.kill_sql, (int(cid),))
+            try:
+                self._tx(lambda stmt=stmt: sq.single(stmt), tx=False)  # type: ignore[misc]
+            except BackendError as exc:
+                log.debug("could not end connection %s: %s", cid, exc)
+
+    # -- the backend interface -------------------------------------------------------------------------
+    def attempt(self, claim: Claim) -> SyncAttempt:
+        return SessionAttempt(self, claim)
+
+    def _release(self, claim: Claim) -> bool:
+        with self._guard:
+            pinned = self._pinned.get(claim.token)
+        if pinned is None:
+            return False
+        ok = False
+        try:
+            sets = self._session_call(pinned.conn, self._unlock_stmt(claim))
+            ok = bool(sets and sets[-1] and sets[-1][0][0])
+        except Exception as exc:  # a dead connection: the lock went with it
+            if not self._db_error(exc):
+                raise
+        finally:
+            self._unpin(claim.token)
+        if ok:
+            self._give_back_dedicated(pinned.conn)
+        else:
+            self._close_quietly(pinned.conn)
+        return ok
+
+    def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        out: list[bool] = []
+        for claim in claims:
+            with self._guard:
+                pinned = self._pinned.get(claim.token)
+                releasing = claim.token in self._releasing
+            if releasing:  # its owner is releasing it right now: release() tells the outcome
+                out.append(True)
+                continue
+            ok = False
+            if pinned is not None:
+                try:
+                    with Budget(RENEW_SHARE * claim.ttl):  # a silent pinned connection: this holding is lost
+                        ok = self._check(pinned, claim.ttl)
+                except BaseException:  # cancelled mid-check: the connection is closed, and the lock with it
+                    self._lose(claim, pinned, "its connection's check was cancelled")
+                    self._close_quietly(pinned.conn)
+                    raise
+            if not ok and pinned is not None and claim.token not in self._releasing:
+                self._lose(claim, pinned, "its connection failed, timed out or no longer holds the lock")
+                self._close_quietly(pinned.conn)
+            out.append(ok or claim.token in self._releasing)
+        return out
+
+    def holds(self, claim: Claim) -> bool:
+        with self._guard:
+            pinned = self._pinned.get(claim.token)
+        if pinned is None:
+            return False
+        try:
+            return self._check(pinned, pinned.ttl)
+        except Exception as exc:  # a dead connection holds nothing
+            if not self._db_error(exc):
+                raise
+            return False
+
+    def _inspect(self, names: Sequence[str] | None, prefix: str) -> list[LockInfo]:
+        """Live holders: records whose connection still holds the lock; a connection holding it without
+        a record of its own (another application's plain lock) shows as ``<db>:connection:<id>``."""
+        rows = self._holder_rows(names, prefix)
+        ours: dict[str, dict[int, HolderInfo]] = {}
+        foreign: dict[str, dict[int, HolderInfo]] = {}
+        for name, owner, mode, fence, conn_id, holder, holder_mode in rows:
+            n, h = str(name), int(holder)
+            if conn_id is not None and int(conn_id) == h:
+                ours.setdefault(n, {})[h] = HolderInfo(str(owner), int(fence), str(mode), None)
+            else:
+                shared = str(holder_mode).lower().startswith("share")
+                label = f"{self.dialect.name}:connection:{h}"
+                foreign.setdefault(n, {})[h] = HolderInfo(label, None, "read" if shared else "lock", None)
+        out = []
+        for n in sorted(set(ours) | set(foreign)):
+            mine = ours.get(n, {})
+            holders = [*mine.values(), *(v for k, v in foreign.get(n, {}).items() if k not in mine)]
+            modes = {x.mode for x in holders}
+            kind = sq.KIND_OF_MODE[Mode.READ.value] if modes & {"read", "write"} else "lock"
+            out.append(LockInfo(n, kind, tuple(holders), None))
+        return out
+
+    def inspect(self, name: str) -> LockInfo | None:
+        infos = self._inspect([name], "")
+        return infos[0] if infos else None
+
+    def list(self, prefix: str) -> list[LockInfo]:
+        return self._inspect(None, prefix)
+
+    def break_lock(self, name: str) -> bool:
+        rows = self._holder_rows([name], "")
+        if not rows:
+            return False
+        holders = {int(row[5]) for row in rows if row[5] is not None}
+        with self._guard:
+            mine = [t for t, p in self._pinned.items() if p.claim.name == name and p.conn_id in holders]
+        for token in mine:
+            pinned = self._unpin(token)
+            if pinned is not None:
+                self._close_quietly(pinned.conn)
+                self.lost(token, "broken by an admin (break_lock)")
+        self._kill(sorted(holders))
+        for _ in range(100):  # a terminated session lets go of its locks a moment later
+            if not self._holder_rows([name], ""):
+                break
+            rt.sleep(0.02)
+        return True
+
+    def close(self) -> None:
+        super().close()
+        with self._guard:
+            pinned, self._pinned = list(self._pinned.values()), {}
+        for p in pinned:
+            self._close_quietly(p.conn)
