@@ -158,7 +158,7 @@ def test_a_name_under_a_node_the_user_may_not_create_in(single: ZkEnsemble, tena
         text = one_line_without_secrets(err.value)
         assert "NoAuth" in text and name in text
         # nothing left to clean up later either (a refused clean-up retried on every heartbeat, for ever)
-        assert store._backend._deferred == []  # type: ignore[attr-defined]
+        assert store._backend.cleanup.deferred == []  # type: ignore[attr-defined]
         with store.lock(f"jobs/{uuid.uuid4().hex[:8]}", timeout=10):  # the store still works inside its grant
             pass
     assert admin.get_children(f"{root}/other") == []

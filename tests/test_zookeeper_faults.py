@@ -76,14 +76,14 @@ def test_session_expired_from_outside_sets_lost_and_requeues_waiters(single: ZkE
             ok = queued.acquire(timeout=60)
             got.append(ok)
             if ok:  # no orphan from the expired session: our node is the only child
-                got.append(backend_of(queued)._client.get_children(queue_path))
+                got.append(backend_of(queued).wire.client.get_children(queue_path))
                 queued.release()
 
         waiter = threading.Thread(target=wait_then_release)
         waiter.start()
         time.sleep(0.5)  # the waiter's node is queued under the victim's session
         # expire the victim's session: a second client attaches to it and closes it
-        session_id, password = backend_of(held)._client.client_id
+        session_id, password = backend_of(held).wire.client.client_id
         thief = KazooClient(hosts=single.hosts, client_id=(session_id, password), timeout=4)
         thief.start(20)
         thief.stop()
@@ -137,7 +137,7 @@ def test_kill_9_holder_frees_lock_after_session_timeout(single: ZkEnsemble, name
 def test_lost_create_reply_is_found_by_its_uuid(single: ZkEnsemble, name: str) -> None:
     """F8: the create succeeds on the server but the client sees a connection loss."""
     with distlock.connect(single.url) as store:
-        client = backend_of(store.lock(name))._client
+        client = backend_of(store.lock(name)).wire.client
         real = client.create_async
         calls: list[str] = []
 
@@ -181,7 +181,7 @@ def test_digest_acl_protects_nodes(single: ZkEnsemble, name: str) -> None:
         lock = store.lock(name)
         assert lock.acquire(timeout=10)
         path = layout.lock_path(name, root)
-        own = backend_of(lock)._client
+        own = backend_of(lock).wire.client
         (child,) = own.get_children(path)
         acl, _ = own.get_acls(f"{path}/{child}")
         assert [a.id.scheme for a in acl] == ["digest"]
@@ -206,7 +206,7 @@ def test_emptied_lock_paths_are_removed(single: ZkEnsemble, name: str) -> None:
         lock = store.lock(name + "/deep/er")
         assert lock.acquire(timeout=10)
         lock.release()
-        client = backend_of(lock)._client
+        client = backend_of(lock).wire.client
         path = layout.lock_path(name)
         # container nodes: the server deletes them once empty (checked every second by the test servers)
         assert wait_for(lambda: client.exists(path) is None, 20, 0.2), client.get_children(path)
@@ -261,7 +261,7 @@ def test_leader_killed_during_contention_never_grants_twice(ensemble: ZkEnsemble
     def worker() -> None:
         try:
             with distlock.connect(url) as store:
-                store._backend._client.add_listener(states.append)  # type: ignore[attr-defined]
+                store._backend.wire.client.add_listener(states.append)  # type: ignore[attr-defined]
                 lock = store.lock(name)
                 while not stop.is_set():
                     try:
@@ -392,7 +392,7 @@ def test_fences_keep_growing_when_the_parent_is_recreated(single: ZkEnsemble, na
             assert lock.acquire(timeout=10)
             fences.append(lock.fence)
             lock.release()
-        client = backend_of(lock)._client
+        client = backend_of(lock).wire.client
         path = layout.lock_path(name)
         try:
             client.delete(path)  # what the server does to an emptied container, done now
@@ -416,25 +416,25 @@ def test_abandon_during_a_disconnection_is_finished_on_reconnect(
         holder = a.lock(name)
         assert holder.acquire(timeout=10)
         backend = backend_of(b.lock(name))
-        real_delete = backend._delete
+        real_delete = backend.nodes.delete
 
         def down(path: str) -> bool:
             raise distlock.BackendError("injected: connection down", backend="zookeeper")
 
-        monkeypatch.setattr(backend, "_delete", down)
+        monkeypatch.setattr(backend.nodes, "delete", down)
         # times out; its clean-up fails and is deferred (logged): the acquire reports what happened, not held
         assert b.lock(name).acquire(timeout=0.3) is False
         path = layout.lock_path(name)
-        client = backend._client
+        client = backend.wire.client
         session = client.client_id[0]
 
         def b_nodes() -> list[str]:
             return [c for c in client.get_children(path) if client.exists(f"{path}/{c}").ephemeralOwner == session]
 
         assert len(b_nodes()) == 1  # the orphan the failed abandon left behind
-        monkeypatch.setattr(backend, "_delete", real_delete)
-        backend._on_state(KazooState.SUSPENDED)
-        backend._on_state(KazooState.CONNECTED)  # the same session is back
+        monkeypatch.setattr(backend.nodes, "delete", real_delete)
+        backend.session.on_state(KazooState.SUSPENDED)
+        backend.session.on_state(KazooState.CONNECTED)  # the same session is back
         assert wait_for(lambda: b_nodes() == [], 10)
         holder.release()
         assert b.lock(name).acquire(timeout=10)  # nothing stalls the queue
@@ -446,8 +446,8 @@ def test_watching_a_vanished_predecessor_leaves_no_watch(single: ZkEnsemble, nam
     with distlock.connect(single.url) as store:
         backend = backend_of(store.lock(name))
         gone = f"{layout.lock_path(name)}/_c_x-lock-0000000007"
-        assert backend._watch_exists(gone, lambda event: None) is False
-        assert gone not in backend._client._data_watchers
+        assert backend.nodes.watch_exists(gone, lambda event: None) is False
+        assert gone not in backend.wire.client._data_watchers
 
 
 def test_session_end_follows_the_session_timeout_the_server_granted(single: ZkEnsemble) -> None:

@@ -209,7 +209,7 @@ def test_churn_leaves_nothing_once_containers_are_reaped_and_fences_go_up(zookee
         sem = store.semaphore(f"{name}/sem", 2)
         assert sem.acquire(timeout=10)
         sem.release()
-        client = store._backend._client  # type: ignore[attr-defined]
+        client = store._backend.wire.client  # type: ignore[attr-defined]
         top = layout.lock_path(name)
 
         def left() -> list[str]:

@@ -1,0 +1,174 @@
+# GENERATED from src/distlock/_async/backends/zookeeper/__init__.py by scripts/gen_sync.py: edit that file, not this one.
+"""``zookeeper://h1:2181,h2:2181[/chroot]`` (alias ``zk://``): Curator-compatible locks on a ZooKeeper ensemble.
+
+One kazoo client (one ZooKeeper session) per store. Every lock kind is an ephemeral sequential child under the
+lock's path, named and ordered exactly as Apache Curator does (see ``_core/zookeeper_layout.py``), so a Curator
+``InterProcessMutex`` / ``InterProcessReadWriteLock`` / ``InterProcessSemaphoreV2`` on the same path and a
+distlock lock exclude each other. The queue is FIFO by construction (``always_fair``).
+
+Liveness is the session, not a per-lock lease (``needs_renewal=False``): the session timeout is what ``ttl`` is
+on the other backends, and ``lease_end`` is judged from the last answer of the server. ``lost_on=suspended``
+(Curator's standard policy) also reports loss as soon as kazoo suspends the connection. A holder also watches
+its own child, so a child deleted by an admin (``break_lock`` from anywhere) is reported lost too. Every wait
+for an answer is bounded (``operation_timeout``; an acquire's later tries by its deadline; the clean-up after
+a failed acquire by its own budget, what it leaves goes with the session). Callbacks on kazoo's threads only
+record or signal.
+
+Fence: the creation zxid (``czxid``) of the holder's child. zxids only grow across the whole ensemble, so the
+fence keeps growing even if the lock's parent node is deleted and re-created (the sequence counter restarts).
+Parents (the root and every lock path) are container nodes where the server supports them (3.5+): the server
+deletes them once they are empty. With ``user:password@`` in the URL the client authenticates with the
+``digest`` scheme and every node it creates gets an ACL granting everything to that identity only.
+
+The package, from the lock down to the wire (each module says more):
+
+* ``recipe.py``    ``Attempt``: one try of Curator's lock recipe (mutex, read/write, semaphore) and its waits.
+* ``cleanup.py``   what a failed attempt leaves, deleted now or once the session answers again.
+* ``admin.py``     ``inspect`` / ``list`` / ``break_lock``: read and break locks from their nodes.
+* ``holdings.py``  the holdings of the store, their deletion watches, loss; ``release`` / ``holds``.
+* ``nodes.py``     node operations: protected create, watch, containers, delete.
+* ``session.py``   liveness from the last answer (``lease_end``, heartbeat thread) and kazoo's connection states.
+* ``connect.py``   URL options, a new kazoo client or the caller's.
+* ``wire.py``      every request: time-stamped, bounded, errors translated.
+
+This module's ``Backend`` only composes them and answers the backend contract (``_async/backend.py``); each
+blocking operation runs in a worker thread (``rt.run_blocking``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from .... import _rt_sync as rt
+from ...._core.types import Capabilities, Claim, LockInfo, Mode
+from ...._given import given
+from ...._url import StoreConfig
+from ...backend import SyncBackend
+from . import connect
+from .admin import Admin
+from .cleanup import Cleanup
+from .holdings import Holdings
+from .nodes import Nodes
+from .recipe import Attempt
+from .session import Session
+from .wire import Wire
+
+__all__ = ["Attempt", "Backend"]
+
+T = TypeVar("T")
+
+
+class Backend(SyncBackend):
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=False)
+
+    def __init__(self, config: StoreConfig, link: connect.Link, opts: connect.Options) -> None:
+        super().__init__(config)
+        self.root = opts.root
+        self.wire = Wire(link.client, config, opts.op_timeout, link.started)
+        self.nodes = Nodes(self.wire, link.acl)
+        self.holdings = Holdings(self.wire, self.nodes, self.lost)
+        self.cleanup = Cleanup(self.nodes, self.holdings, opts.op_timeout)
+        self.admin = Admin(self.wire, self.nodes, self.holdings, self.root)
+        self._guard = threading.Lock()
+        self._waiting: set[Attempt] = set()  # attempts that look again on any change of the connection
+        self.session = Session(
+            self.wire,
+            self,
+            link.session_timeout,
+            link.session_log,
+            opts.suspend_grace,
+            opts.lost_on,
+            link.owned,
+            link.started,
+        )
+        self.session.start()
+
+    @classmethod
+    def open(cls, config: StoreConfig) -> Backend:
+        client = given(config)
+        opts = connect.options(config, client)
+        if client is not None:
+            link = rt.run_blocking(connect.adopt, config, client, opts)
+        else:
+            link = rt.run_blocking(connect.start, config, opts)
+        return cls(config, link, opts)
+
+    @property
+    def suspend_grace(self) -> float | None:
+        """The ``suspend_grace`` option: an extra limit on how long the connection may stay down (kazoo's
+        SUSPENDED) before holders are told lost; None (the default): the session's own end decides."""
+        return self.session.suspend_grace
+
+    @property
+    def granted_timeout(self) -> float:
+        """The session timeout the server granted (it may clamp the requested one), in seconds."""
+        return self.session.granted_timeout
+
+    def lease_end(self, claim: Claim) -> float | None:
+        """When the session may have expired on the server (``Session.lease_end``): the same for every claim."""
+        return self.session.lease_end()
+
+    # -- attempts waiting for a change of the connection -----------------------------------------------
+    def watch_session(self, attempt: Attempt) -> None:
+        with self._guard:
+            self._waiting.add(attempt)
+
+    def unwatch_session(self, attempt: Attempt) -> None:
+        with self._guard:
+            self._waiting.discard(attempt)
+
+    # -- the session's events (SessionEvents; kazoo's threads or the liveness thread) --------------------
+    def lose_all(self, reason: str) -> list[str]:
+        return [held.path for held in self.holdings.lose_all(reason)]
+
+    def holding(self) -> bool:
+        return self.holdings.holding()
+
+    def replaced(self) -> None:
+        self.cleanup.clear()
+
+    def reconnected(self) -> None:
+        self.holdings.drop_stale()
+        self.cleanup.start()
+
+    def answering_again(self) -> None:
+        self.cleanup.start()
+
+    def changed(self) -> None:
+        with self._guard:
+            waiting = list(self._waiting)
+        for attempt in waiting:
+            attempt.wake()
+
+    # -- the backend interface -------------------------------------------------------------------------
+    def _call(self, fn: Callable[..., T], *args: Any, name: str | None = None) -> T:
+        result: T = rt.run_blocking(lambda: self.wire.translated(lambda: fn(*args), name))
+        return result
+
+    def attempt(self, claim: Claim) -> Attempt:
+        return Attempt(self, claim)
+
+    def release(self, claim: Claim) -> bool:
+        return self._call(self.holdings.release, claim.token)
+
+    def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        return self._call(self.holdings.still_held, [c.token for c in claims])
+
+    def holds(self, claim: Claim) -> bool:
+        return self._call(self.holdings.holds, claim.token)
+
+    def inspect(self, name: str) -> LockInfo | None:
+        return self._call(self.admin.inspect, name, name=name)
+
+    def list(self, prefix: str) -> list[LockInfo]:
+        return self._call(self.admin.list_locks, prefix)
+
+    def break_lock(self, name: str) -> bool:
+        return bool(self._call(self.admin.break_lock, name, name=name))
+
+    def close(self) -> None:
+        self.session.stop()
+        self.holdings.close()
+        rt.run_blocking(self.session.release_client)

@@ -1,0 +1,177 @@
+# GENERATED from src/distlock/_async/backends/zookeeper/holdings.py by scripts/gen_sync.py: edit that file, not this one.
+"""What this store holds: one node per holding, and everything that can take it away.
+
+A holding is the node that grants the lock (a mutex/read/write child, or a semaphore lease), registered by
+its claim's token. It is reported lost (``AsyncBackend.lost``, once) when the node is deleted by anyone
+else (a watch on it, armed only once it has lived ``WATCH_AFTER``, so short holds never pay the request),
+when the session is gone or may be (``lose_all``, from the session's events) or when an admin broke it.
+``release`` / ``holds`` / ``still_held`` are the backend operations on a holding.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.exceptions import KazooException, NoNodeError, SessionExpiredError
+from kazoo.protocol.states import EventType, WatchedEvent
+
+from .nodes import Nodes
+from .wire import Wire
+
+#: a holding gets its deletion watch once it has lived this long (short holds never pay the extra request)
+WATCH_AFTER = 0.2
+
+
+@dataclass(eq=False)
+class Held:
+    token: str
+    name: str
+    path: str  # the znode that is the holding (mutex/read/write child, or the semaphore lease)
+    lost: bool = False
+
+
+class Holdings:
+    """The holdings of one store, by token. Thread-safe; kazoo's callbacks only record or signal."""
+
+    def __init__(self, wire: Wire, nodes: Nodes, on_lost: Callable[[str, str], None]) -> None:
+        self._wire = wire
+        self._nodes = nodes
+        self._on_lost = on_lost
+        self._guard = threading.Lock()
+        self._held: dict[str, Held] = {}
+        self._unwatched: list[Held] = []
+        self._sweep_timer: threading.Timer | None = None
+        self._closing = False
+
+    def hold(self, held: Held) -> None:
+        with self._guard:
+            self._held[held.token] = held
+            self._unwatched.append(held)
+            if self._sweep_timer is not None or self._closing:
+                return
+            timer = self._sweep_timer = threading.Timer(WATCH_AFTER, self._sweep)
+        timer.daemon = True
+        timer.start()
+
+    def unhold(self, token: str) -> Held | None:
+        with self._guard:
+            return self._held.pop(token, None)
+
+    def close(self) -> None:
+        """The store closes: no more watches are armed."""
+        self._closing = True
+        with self._guard:
+            sweep, self._sweep_timer = self._sweep_timer, None
+        if sweep is not None:
+            sweep.cancel()
+
+    def _sweep(self) -> None:
+        """Arm the deletion watch of every holding still held (batched: one timer per ``WATCH_AFTER``)."""
+        with self._guard:
+            batch, self._unwatched = self._unwatched, []
+            self._sweep_timer = None
+            batch = [h for h in batch if self._held.get(h.token) is h]
+        for held in batch:
+            self._arm_watch(held)
+
+    def _arm_watch(self, held: Held) -> None:
+        """Watch our own holding node (no wait for the reply): its deletion by anyone else means lost."""
+        w = self._wire
+
+        def on_event(event: WatchedEvent) -> None:
+            if self._held.get(held.token) is not held or held.lost:
+                return
+            if event.type == EventType.DELETED:
+                self._lose(held, "the lock node was deleted (break_lock or an administrator)")
+            elif not self._closing:  # data change, or the watch was dropped by a disconnection: re-arm
+                self._arm_watch(held)
+
+        def on_reply(result: Any) -> None:
+            w.on_reply(result)
+            try:
+                result.get_nowait()
+            except NoNodeError:
+                if self._held.get(held.token) is held:
+                    self._lose(held, "the lock node is gone")
+            except Exception:  # noqa: BLE001 - connection trouble: the session events cover it
+                return
+
+        try:
+            w.send(w.client.get_async, held.path, watch=on_event).rawlink(on_reply)
+        except KazooException:
+            pass
+
+    # -- loss ------------------------------------------------------------------------------------------
+    def _lose(self, held: Held, reason: str) -> None:
+        if held.lost:
+            return
+        held.lost = True
+        self._on_lost(held.token, reason)
+
+    def lose_all(self, reason: str) -> list[Held]:
+        """Report every holding lost; the ones not lost before."""
+        with self._guard:
+            holdings = [h for h in self._held.values() if not h.lost]
+        for held in holdings:
+            self._lose(held, reason)
+        return holdings
+
+    def lose_paths(self, paths: Sequence[str], reason: str) -> None:
+        """Our holdings among the deleted ``paths`` are lost (an admin's ``break_lock`` through this store)."""
+        with self._guard:
+            ours = [h for h in self._held.values() if h.path in paths]
+        for h in ours:
+            self._lose(h, reason)
+
+    def holding(self) -> bool:
+        """Is something held and not yet reported lost?"""
+        with self._guard:
+            return any(not h.lost for h in self._held.values())
+
+    def drop_stale(self) -> None:
+        """After a reconnect: delete nodes of holdings already reported lost (the session survived)."""
+        w = self._wire
+        with self._guard:
+            stale = [h for h in self._held.values() if h.lost]
+        for held in stale:
+            try:
+                w.send(w.client.delete_async, held.path).rawlink(w.on_reply)
+            except KazooException:
+                pass
+
+    # -- the backend operations (blocking) -------------------------------------------------------------
+    def release(self, token: str) -> bool:
+        held = self.unhold(token)
+        if held is None:
+            return False
+        existed = self._nodes.delete(held.path)
+        return existed and not held.lost
+
+    def holds(self, token: str) -> bool:
+        w = self._wire
+        held = self._held.get(token)
+        if held is None or held.lost:
+            return False
+        try:
+            stat = w.get(w.send(w.client.exists_async, held.path))
+        except SessionExpiredError:
+            return False
+        return stat is not None and int(stat.ephemeralOwner) == w.session_id()
+
+    def still_held(self, tokens: Sequence[str]) -> list[bool]:
+        """Nothing to extend (the session is kazoo's business): report whether each holding still exists."""
+        w = self._wire
+        results = []
+        pending = []
+        for token in tokens:
+            held = self._held.get(token)
+            pending.append(None if held is None or held.lost else w.send(w.client.exists_async, held.path))
+        for result in pending:
+            try:
+                results.append(result is not None and w.get(result) is not None)
+            except SessionExpiredError:
+                results.append(False)
+        return results

@@ -1,0 +1,216 @@
+# GENERATED from src/distlock/_async/backends/zookeeper/nodes.py by scripts/gen_sync.py: edit that file, not this one.
+"""Node operations on the ensemble, one request each or a short retry loop: list, watch, create, delete.
+
+What makes them lock-safe lives here and nowhere else:
+
+* ``create_protected``: Curator's protected mode. An ephemeral sequential child ``_c_<uuid>-<mark><seq>``;
+  a create whose reply was lost (connection loss) may or may not have happened, so the child is first
+  looked for by its UUID before another is created (F8 in docs/safety.md). :class:`Entry` is one such
+  child of an attempt: its UUID, whether a create was sent, its name once known.
+* ``watch_exists``: a data read with a watch, never ``exists`` (a watch for the creation of a sequence
+  name that is never reused would stay behind, on the server and in kazoo).
+* parents are container nodes where the server has them (3.5+; persistent before), created with the
+  store's ACL; ``delete`` is retried over a connection loss (it is idempotent).
+
+The names and order of children are pure layout (``_core/zookeeper_layout.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.exceptions import (
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    SessionExpiredError,
+    UnimplementedError,
+)
+from kazoo.protocol.serialization import Create2
+from kazoo.protocol.states import WatchedEvent
+
+from ...._core import zookeeper_layout as layout
+from ...._core.timing import monotonic
+from ...._errors import BackendError
+from .wire import Wire
+
+log = logging.getLogger("distlock")
+
+
+class _CreateContainer(Create2):  # type: ignore[misc]
+    """ZooKeeper's createContainer request (opcode 19): kazoo 2.x has no public call for it."""
+
+    type = 19
+
+
+def _new_uid() -> str:
+    return str(uuid.uuid4())
+
+
+@dataclass(eq=False)
+class Entry:
+    """One protected sequential child an attempt makes under ``parent``: ``_c_<uid>-<mark><seq>``."""
+
+    parent: str
+    mark: str
+    uid: str = field(default_factory=_new_uid)
+    name: str | None = None  # the child's name, once a create was answered
+    created: bool = False  # a create was sent for ``uid`` (its reply may have been lost)
+    czxid: int = 0  # the creation zxid of the child: the fence, if it becomes the holding
+
+    @property
+    def path(self) -> str:
+        return f"{self.parent}/{self.name}"
+
+    def reset(self) -> None:
+        """The child is gone (deleted by us): the next create may reuse the UUID."""
+        self.name = None
+        self.created = False
+
+    def renew(self) -> None:
+        """The child vanished (session, admin): queue again under a fresh UUID."""
+        self.reset()
+        self.uid = _new_uid()
+
+
+class Nodes:
+    """The node operations of one store (blocking; bounded by the wire)."""
+
+    def __init__(self, wire: Wire, acl: list[Any]) -> None:
+        self._wire = wire
+        self._acl = acl
+        self._containers = True  # False once the server said it has no container nodes
+
+    def children(self, path: str, watch: Callable[[WatchedEvent], None] | None = None) -> list[str]:
+        """The children of ``path``; none if it does not exist."""
+        w = self._wire
+        try:
+            children: list[str] = w.get(w.send(w.client.get_children_async, path, watch=watch))
+        except NoNodeError:
+            return []
+        return children
+
+    def watch_exists(self, path: str, callback: Callable[[WatchedEvent], None]) -> bool:
+        """Set a watch on ``path``; False if it no longer exists (then no watch is left behind).
+
+        A data read, not ``exists``: on a missing node ``exists`` would leave a watch for its creation on the
+        server and in kazoo, which never fires (sequence names are not reused), as Curator also avoids.
+        """
+        w = self._wire
+        try:
+            w.get(w.send(w.client.get_async, path, watch=callback))
+        except NoNodeError:
+            return False
+        return True
+
+    def _czxid(self, path: str) -> int:
+        w = self._wire
+        stat = w.get(w.send(w.client.exists_async, path))
+        if stat is None:
+            raise BackendError(f"lock node {path} vanished while being granted", backend=w.scheme)
+        return int(stat.czxid)
+
+    def create(self, entry: Entry, data: bytes) -> str:
+        """Create ``entry``'s child (see ``create_protected``); ``entry`` learns its name and czxid."""
+        entry.created = True
+        name, entry.czxid = self.create_protected(entry.parent, entry.uid, entry.mark, data)
+        entry.name = name
+        return name
+
+    def create_protected(self, parent: str, uid: str, mark: str, data: bytes) -> tuple[str, int]:
+        """Create ``parent/_c_<uid>-<mark><seq>`` (ephemeral, sequential); return (child name, czxid).
+
+        If the reply is lost (connection loss), the create may or may not have happened: look for the
+        child by its UUID before creating another one (Curator's protected mode, F8 in docs/safety.md).
+        """
+        w = self._wire
+        prefix = layout.child_prefix(uid, mark)
+        uncertain = False  # a create was sent and its reply lost: look before creating another one
+        for _ in range(10):
+            try:
+                if uncertain:
+                    own = layout.find_own(self.children(parent), uid)
+                    if own is not None:
+                        return own, self._czxid(f"{parent}/{own}")
+                path, stat = w.get(
+                    w.send(
+                        w.client.create_async,
+                        f"{parent}/{prefix}",
+                        data,
+                        ephemeral=True,
+                        sequence=True,
+                        include_data=True,
+                    )
+                )
+                return path.rsplit("/", 1)[1], int(stat.czxid)
+            except NoNodeError:
+                self._make_parents(parent)
+            except ConnectionLoss:
+                uncertain = True
+        raise BackendError(f"could not create a lock node under {parent}", backend=w.scheme)
+
+    def _make_parents(self, path: str) -> None:
+        """Create ``path`` and its missing ancestors as container nodes (persistent on servers before 3.5)."""
+        parts = path.strip("/").split("/")
+        for i in range(1, len(parts) + 1):
+            self._create_container("/" + "/".join(parts[:i]))
+
+    def _create_container(self, path: str) -> None:
+        w = self._wire
+        if self._containers:
+            result = w.client.handler.async_result()
+            chroot = w.client.chroot or ""
+            try:
+                result.distlock_sent = monotonic()
+                w.client._call(_CreateContainer(chroot + path, b"", self._acl, 4), result)
+                w.get(result)
+                return
+            except NodeExistsError:
+                return
+            except UnimplementedError:
+                log.info("this ZooKeeper has no container nodes: lock parents are persistent")
+                self._containers = False
+        try:
+            w.get(w.send(w.client.create_async, path, b"", acl=self._acl))
+        except NodeExistsError:
+            pass
+
+    def delete(self, path: str) -> bool:
+        """Delete ``path``; True if it existed. Retried over a connection loss (delete is idempotent)."""
+        w = self._wire
+        retried = False
+        for _ in range(5):
+            try:
+                w.get(w.send(w.client.delete_async, path))
+                return True
+            except NoNodeError:
+                return retried
+            except (NotEmptyError, SessionExpiredError):  # an expired session's ephemeral nodes are gone
+                return False
+            except ConnectionLoss:
+                retried = True
+        raise BackendError(f"could not delete {path}", backend=w.scheme)
+
+    def delete_by_uuid(self, parent: str, uid: str) -> None:
+        """Delete our child under ``parent`` whose name we never learned (its create's reply was lost)."""
+        for _ in range(5):
+            try:
+                own = layout.find_own(self.children(parent), uid)
+            except ConnectionLoss:
+                continue
+            if own is not None:
+                self.delete(f"{parent}/{own}")
+            return
+        raise BackendError(f"could not look for our node under {parent}", backend=self._wire.scheme)
+
+    def remove(self, entry: Entry) -> None:
+        """Delete ``entry``'s child if one may exist: by name, or by UUID if its create's reply was lost."""
+        if entry.name is not None:
+            self.delete(entry.path)
+        elif entry.created:
+            self.delete_by_uuid(entry.parent, entry.uid)

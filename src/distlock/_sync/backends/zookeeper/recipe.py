@@ -1,0 +1,178 @@
+# GENERATED from src/distlock/_async/backends/zookeeper/recipe.py by scripts/gen_sync.py: edit that file, not this one.
+"""The lock recipe: one acquire attempt, laid out exactly as Apache Curator lays out its locks.
+
+Curator's layering is the model: ``InterProcessMutex`` (reentrancy: the store's lock objects) ->
+``LockInternals`` (this module: create our child, list the queue, hold or watch) ->
+``StandardLockInternalsDriver`` (the pure rule ``layout.verdict``: acquired, or the ONE child to watch).
+
+One try (``try_acquire``): create our child once (protected name, ``nodes.py``), list the children, and
+either hold the lock or set a watch on the one child whose deletion may let us in (no herd, F11 in
+docs/safety.md). A watch, a session event or a ``MAX_WAIT_SLICE`` tick wakes the waiter, which lists the
+children again and checks that its own child is still there (F6). Mutex, read and write locks differ only
+in the mark of the child and the order rule. The semaphore is Curator's ``InterProcessSemaphoreV2``: take
+the internal mutex at ``<path>/locks``, then a lease at ``<path>/leases``; held once at most ``permits``
+leases exist, and the internal mutex is released at once. ``abandon`` deletes whatever the attempt
+created, even a grant whose reply never reached the caller (F10; ``cleanup.py``).
+
+kazoo is threaded: each blocking step runs in a worker thread (``rt.run_blocking``) and watches wake the
+waiting task through ``rt.Waker`` (thread-safe). A worker thread cannot be stopped from outside, so a
+cancelled step is told through its abort flag and stops at its next wait (``Wire.bounded``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from kazoo.exceptions import SessionExpiredError
+from kazoo.protocol.states import WatchedEvent
+
+from .... import _rt_sync as rt
+from ...._core import zookeeper_layout as layout
+from ...._core.timing import monotonic
+from ...._core.types import Claim, Grant, Mode
+from ...._errors import BackendError
+from ...backend import SyncAttempt
+from .cleanup import Traces
+from .holdings import Held
+from .nodes import Entry
+from .wire import Stop
+
+if TYPE_CHECKING:
+    from . import Backend
+
+#: a waiter re-checks at least this often even without a wake-up (watches are the real mechanism)
+MAX_WAIT_SLICE = 5.0
+#: passes of one attempt step before giving up (each pass follows a change of the queue)
+MAX_PASSES = 200
+
+
+class Attempt(SyncAttempt):
+    backend: Backend
+
+    def __init__(self, backend: Backend, claim: Claim) -> None:
+        super().__init__(backend, claim)
+        self.path = layout.lock_path(claim.name, backend.root)
+        self._semaphore = claim.mode is Mode.SEMAPHORE
+        # The semaphore first takes Curator's internal mutex at <path>/locks, then a lease at <path>/leases.
+        queue = f"{self.path}/{layout.SEM_LOCKS}" if self._semaphore else self.path
+        mark = layout.MUTEX_MARK if self._semaphore else layout.MARK_OF_MODE[claim.mode]
+        self._order = Mode.EXCLUSIVE if self._semaphore else claim.mode
+        self._data = layout.node_data(claim.owner, claim.mode, claim.permits)
+        self._traces = Traces(
+            claim.token,
+            claim.name,
+            node=Entry(queue, mark),
+            lease=Entry(f"{self.path}/{layout.SEM_LEASES}", layout.LEASE_MARK),
+        )
+        self._step_guard = threading.Lock()  # one blocking step at a time: abandon waits for a running try
+        self._waker: rt.Waker | None = None
+        self._deadline: float | None = None  # the acquire's deadline, learned from wait()
+        self._abort = threading.Event()  # asyncio: the task waiting for the step was cancelled
+
+    # -- the async interface ---------------------------------------------------------------------------
+    def try_acquire(self) -> Grant:
+        if self._waker is None:
+            self._waker = rt.Waker()
+            self.backend.watch_session(self)
+        # A worker thread cannot be stopped from outside: a cancellation raises the step's abort flag, and the
+        # step stops at its next wait (within ABORT_SLICE). The abandon that follows takes the step guard, so
+        # it runs after the step and deletes the child it created, never before (it would leave it behind).
+        try:
+            grant: Grant = rt.run_blocking(self._step)
+        except BaseException:
+            self._abort.set()
+            raise
+        if grant.acquired:
+            self.backend.unwatch_session(self)
+        return grant
+
+    def wait(self, grant: Grant, timeout: float | None) -> None:
+        assert self._waker is not None
+        # the store passes what is left of the acquire's timeout: the next steps wait no longer than that
+        self._deadline = None if timeout is None else monotonic() + timeout
+        self._waker.wait(MAX_WAIT_SLICE if timeout is None else min(timeout, MAX_WAIT_SLICE))
+
+    def abandon(self) -> None:
+        self.backend.unwatch_session(self)
+        rt.run_blocking(self._abandon)
+
+    # -- called from kazoo's threads -------------------------------------------------------------------
+    def wake(self, event: WatchedEvent | None = None) -> None:
+        if self._waker is not None:
+            self._waker.notify()
+
+    # -- blocking steps --------------------------------------------------------------------------------
+    def _step(self) -> Grant:
+        wire = self.backend.wire
+        with self._step_guard, wire.bounded(self._deadline, self._abort):
+            try:
+                return wire.translated(self._step_or_requeue, self.claim.name)
+            except Stop as stop:
+                if stop.why == Stop.DEADLINE:  # the store sees the deadline passed and abandons the attempt
+                    return Grant(False)
+                raise
+
+    def _step_or_requeue(self) -> Grant:
+        try:
+            return self._step_locked()
+        except SessionExpiredError:
+            # kazoo is opening a new session; our children died with the old one. Queue again once it is
+            # up (the session listener wakes this attempt).
+            self._traces.node.renew()
+            self._traces.lease.reset()
+            return Grant(False, retry_after=0.2)
+
+    def _step_locked(self) -> Grant:
+        nodes = self.backend.nodes
+        node = self._traces.node
+        for _ in range(MAX_PASSES):
+            name = node.name if node.name is not None else nodes.create(node, self._data)
+            children = nodes.children(node.parent)
+            try:
+                verdict = layout.verdict(self._order, layout.sort_children(children), name)
+            except layout.NodeGone:  # our child vanished (session expired, admin): queue again, fresh name
+                node.renew()
+                continue
+            if not verdict.acquired:
+                assert verdict.watch is not None
+                if nodes.watch_exists(f"{node.parent}/{verdict.watch}", self.wake):
+                    return Grant(False)
+                continue  # the child to watch is already gone: look again
+            if not self._semaphore:
+                return self._grant(node.path, node.czxid)
+            grant = self._lease_step()
+            if grant is not None:
+                return grant
+        raise BackendError(
+            f"the queue of {self.claim.name!r} kept changing; giving up this attempt", backend=self.backend.scheme
+        )
+
+    def _lease_step(self) -> Grant | None:
+        """Semaphore, holding the internal mutex: take a lease, wait until at most ``permits`` leases exist."""
+        nodes = self.backend.nodes
+        lease = self._traces.lease
+        if lease.name is None:
+            nodes.create(lease, self._data)
+        leases = nodes.children(lease.parent, watch=self.wake)
+        if lease.name not in leases:  # lost with the session: make a new one
+            lease.renew()
+            return None
+        if len(leases) > self.claim.permits:
+            return Grant(False)
+        node = self._traces.node
+        nodes.delete(node.path)  # Curator releases the internal mutex once leased
+        node.reset()
+        return self._grant(lease.path, lease.czxid)
+
+    def _grant(self, path: str, czxid: int) -> Grant:
+        self._traces.granted = path
+        self.backend.holdings.hold(Held(self.claim.token, self.claim.name, path))
+        return Grant(True, fence=czxid)
+
+    def _abandon(self) -> None:
+        b = self.backend
+        # The clean-up has its own budget; what it cannot delete in time is deleted once the server answers
+        # again, or goes with the session (its nodes are ephemeral).
+        with self._step_guard, b.wire.bounded(monotonic() + b.cleanup.budget, None):
+            b.wire.translated(lambda: b.cleanup.abandon(self._traces))
