@@ -317,13 +317,13 @@ def servers(mysql_url: str | None, pg_url: str | None, only: str | None) -> Iter
     with ExitStack() as stack:
         if only in (None, "mysql"):
             if mysql_url is None:
-                from distlock._servers.mysql import mariadb_server
+                from tests.servers.mysql import mariadb_server
 
                 mysql_url = stack.enter_context(mariadb_server()).url
             urls["mysql"] = mysql_url
         if only in (None, "postgres"):
             if pg_url is None:
-                from distlock._servers.postgres import postgres_server
+                from tests.servers.postgres import postgres_server
 
                 pg_url = stack.enter_context(postgres_server()).url
             urls["postgres"] = pg_url

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 import distlock
-from distlock._servers import mysql as my_srv
-from distlock._servers import postgres as pg_srv
-from distlock._servers.proc import LOOPBACK, ServerProc
+from tests.servers import mysql as my_srv
+from tests.servers import postgres as pg_srv
+from tests.servers.proc import LOOPBACK, ServerProc
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_PW = "app-Secret-42"

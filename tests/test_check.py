@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from distlock._servers import etcd, mysql, postgres, zookeeper
-from distlock._servers.proc import faketime_lib, netns_usable
 from distlock.checker.history import analyse, fence_violations, overlaps
 from distlock.checker.runner import Reports, effective_lease
 from distlock.checker.worker import Events
+from tests.servers import etcd, mysql, postgres, zookeeper
+from tests.servers.proc import faketime_lib, netns_usable
 from tests.servers.redis import redis_binary
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -95,6 +95,20 @@ def test_wheel_metadata_name_version_license(bare: BareEnv) -> None:
     assert r.stdout.split() == [distlock.__version__, "Apache-2.0", "True"], r.stderr
 
 
+def test_wheel_ships_no_server_spawners_and_spawn_says_why(bare: BareEnv) -> None:
+    """Test servers and fault tools live in the repository (tests/servers/); --url works from the wheel."""
+    import zipfile
+
+    wheel = zipfile.ZipFile(bare.wheel)
+    assert not [n for n in wheel.namelist() if "/_servers/" in n or n.startswith("tests/")]
+    # what only a server spawner says: the data-directory set-up of MariaDB, ZooKeeper's main class, etcd's peers
+    spawner_words = ("mariadb-install-db", "QuorumPeerMain", "--initial-cluster")
+    code = {n: wheel.read(n).decode() for n in wheel.namelist() if n.endswith(".py")}
+    assert not [n for n, text in code.items() if any(w in text for w in spawner_words)]
+    r = bare.run(bare.distlock, "check", "--spawn", "redis", "--seconds", "1")
+    assert r.returncode == 2 and "checkout" in r.stderr and "--url" in r.stderr, r.stdout + r.stderr
+
+
 def test_bare_install_has_no_driver(bare: BareEnv) -> None:
     code = f"import importlib.util as u; print([m for m in {DRIVERS!r} if u.find_spec(m)])"
     assert bare.run(bare.python, "-c", code).stdout.strip() == "[]"

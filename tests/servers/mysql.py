@@ -1,18 +1,104 @@
-"""Re-exports :mod:`distlock._servers.mysql` (one implementation for the tests and ``--spawn``)."""
+"""mariadbd processes: a fresh data directory from ``mariadb-install-db``, loopback TCP, a socket in the temp dir.
+
+The server is started without ``--skip-grant-tables``: tests connect over TCP as the user ``distlock``
+with a password (created through the root account on the private unix socket), so a wrong password
+really fails.
+"""
 
 from __future__ import annotations
 
-import pytest
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from distlock._servers.mysql import (
-    DATABASE,
-    PASSWORD,
-    USER,
-    admin,
-    mariadb_binary,
-    mariadb_server,
-    start_mariadb,
-)
+from .proc import LOOPBACK, ServerProc, free_port, which, workdir
+
+if TYPE_CHECKING:  # imported where used: ``--spawn`` runs without the [mysql] extra or pytest
+    import pymysql
+    import pytest
+
+USER = "distlock"
+PASSWORD = "s3cret-pw"
+DATABASE = "distlock"
+
+
+def mariadb_binary() -> str | None:
+    return which("mariadbd", "mysqld")
+
+
+def _as_root_flag() -> list[str]:
+    return ["--user=root"] if os.geteuid() == 0 else []
+
+
+def admin(srv: ServerProc) -> pymysql.connections.Connection[pymysql.cursors.Cursor]:
+    """A root connection over the server's private unix socket (no password)."""
+    import pymysql
+
+    return pymysql.connect(
+        unix_socket=str(srv.workdir / "mysqld.sock"), user="root", autocommit=True, connect_timeout=5
+    )
+
+
+def start_mariadb(
+    dirpath: Path, name: str = "mariadb", port: int | None = None, wrap: Sequence[str] = ()
+) -> ServerProc:
+    """Start (``mariadb-install-db`` first if ``dirpath/name`` is new) a server; ``wrap`` goes in front of the
+    ``mariadbd`` command only (e.g. :func:`~tests.servers.proc.faketime_prefix`)."""
+    binary = mariadb_binary()
+    install = which("mariadb-install-db", "mysql_install_db")
+    if binary is None or install is None:
+        raise RuntimeError("mariadb-server is not installed (scripts/install_servers.sh installs it)")
+    port = port or free_port()
+    d = dirpath / name
+    data = d / "data"
+    if not data.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [install, "--no-defaults", f"--datadir={data}", "--auth-root-authentication-method=normal",
+             "--skip-test-db", *_as_root_flag()],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120,
+        )  # fmt: skip
+    argv = [
+        *wrap, binary, "--no-defaults", f"--datadir={data}", f"--bind-address={LOOPBACK}", f"--port={port}",
+        f"--socket={d / 'mysqld.sock'}", f"--pid-file={d / 'mysqld.pid'}", "--skip-log-bin",
+        "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--max-connections=500",
+        "--innodb-flush-log-at-trx-commit=2", "--skip-name-resolve", *_as_root_flag(),
+    ]  # fmt: skip
+    srv = ServerProc(name, argv, port, d)
+    srv.start(ready=lambda: (d / "mysqld.sock").exists() and _ping(srv))
+    conn = admin(srv)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+            for host in ("127.0.0.1", "localhost"):
+                cur.execute(f"CREATE USER IF NOT EXISTS '{USER}'@'{host}' IDENTIFIED BY '{PASSWORD}'")
+                cur.execute(f"GRANT ALL ON {DATABASE}.* TO '{USER}'@'{host}'")
+                # KILL of other users' connections in the fault tests needs CONNECTION ADMIN / PROCESS
+                cur.execute(f"GRANT PROCESS, CONNECTION ADMIN ON *.* TO '{USER}'@'{host}'")
+    finally:
+        conn.close()
+    srv.url = f"mysql://{USER}:{PASSWORD}@{LOOPBACK}:{port}/{DATABASE}"
+    return srv
+
+
+def _ping(srv: ServerProc) -> bool:
+    conn = admin(srv)
+    conn.close()
+    return True
+
+
+@contextlib.contextmanager
+def mariadb_server() -> Iterator[ServerProc]:
+    with workdir("mariadb") as d:
+        srv = start_mariadb(d)
+        try:
+            yield srv
+        finally:
+            srv.stop(grace=20)
+
 
 # -- used by the session-mode plugins (tests/plugins/*_session.py) --------------------------------------
 #: session mode queues a waiting writer in the server only while its blocking wait runs: a reader arriving
@@ -26,6 +112,8 @@ def skip_unsupported_kinds(
 ) -> None:
     """Skip the conformance tests (by a part of their name) that ``backend`` refuses with UnsupportedFeature
     (tests/test_sql_faults.py checks the refusal itself), or that test a guarantee it documents as weaker."""
+    import pytest
+
     why = reason or f"{backend} does not offer this kind (UnsupportedFeature)"
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -33,17 +121,3 @@ def skip_unsupported_kinds(
             continue
         if any(word in item.name for word in unsupported):
             item.add_marker(pytest.mark.skip(reason=why))
-
-
-__all__ = [
-    "DATABASE",
-    "PASSWORD",
-    "USER",
-    "WEAKER",
-    "WEAKER_REASON",
-    "admin",
-    "mariadb_binary",
-    "mariadb_server",
-    "skip_unsupported_kinds",
-    "start_mariadb",
-]

@@ -1,7 +1,9 @@
 """Servers ``distlock check --spawn`` / ``distlock bench --spawn`` start themselves, and the server faults.
 
-Every family is started by :mod:`distlock._servers` (the same code the test suite uses): loopback only, free
-ports, temporary directories removed afterwards.
+The deployments themselves are started by the repository's ``tests/servers/`` (the same code the test suite
+uses; ``spawn.py`` there): loopback only, free ports, temporary directories removed afterwards. The installed
+package ships no server spawners: ``--spawn`` works from a checkout of the repository; against servers of your
+own, ``--url`` works anywhere. This module is the interface the checker drives.
 
 =============  ====================================================  =========================================
 family         what is started                                       server faults (``check --faults``)
@@ -32,15 +34,13 @@ docs/checker.md.
 from __future__ import annotations
 
 import contextlib
-import os
+import importlib
 import subprocess
-import time
+import sys
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from pathlib import Path
 
 from .._errors import ConfigError
-from .._servers import etcd, mysql, postgres, redis, zookeeper
-from .._servers.proc import ServerProc, faketime_lib, faketime_prefix, netns_usable, workdir
 
 FAMILIES = ("redis", "redlock", "zookeeper", "etcd", "postgres", "mysql")
 #: faults the checker injects into servers it started, and the families that support each
@@ -50,9 +50,6 @@ SERVER_FAULTS: dict[str, tuple[str, ...]] = {
     "partition": ("zookeeper", "etcd"),
     "clock-skew": ("postgres", "mysql"),
 }
-#: the arguments that make a spawned redis-server durable (they override the harness' ``--appendonly no``)
-REDIS_DURABLE = ("--appendonly", "yes", "--appendfsync", "always")
-T = TypeVar("T")
 
 
 class Spawned:
@@ -90,200 +87,26 @@ class Spawned:
         self.stack.close()
 
 
-def _wait_for(find: Callable[[], T | None], failure: str, timeout: float = 30.0) -> T:
-    """What ``find`` returns once it is not None (a cluster may be electing a leader right now)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = find()
-        if found is not None:
-            return found
-        if time.monotonic() > deadline:
-            raise ConfigError(f"{failure} after {timeout:g}s")
-        time.sleep(0.1)
-
-
-def _need_netns() -> None:
-    if not netns_usable():
-        raise ConfigError("the partition fault needs root and iproute2 (network namespaces)")
-
-
-class SpawnedRedis(Spawned):
-    """``redis``: one server; ``redlock``: ``masters`` independent ones."""
-
-    def __init__(self, durable: bool = True, masters: int = 0) -> None:
-        super().__init__()
-        self.family = "redlock" if masters else "redis"
-        self.masters = masters
-        self.durable = durable
-        self.servers: list[ServerProc] = []
-
-    def start(self) -> SpawnedRedis:
-        if redis.redis_binary() is None:
-            raise ConfigError("--spawn redis needs redis-server installed (Debian: apt-get install redis-server)")
-        d = self.stack.enter_context(workdir(f"spawn-{self.family}"))
-        extra = REDIS_DURABLE if self.durable else ()
-        names = [f"master{i}" for i in range(self.masters)] if self.masters else ["redis"]
-        for name in names:
-            srv = redis.start_redis(d, name, None, *extra)
-            self.stack.callback(srv.stop)
-            self.servers.append(srv)
-        self.url = redis.redlock_url(self.servers) if self.masters else self.servers[0].url
-        return self
-
-    def restart(self) -> None:
-        for srv in self.servers:
-            srv.kill()
-        for srv in self.servers:
-            srv.restart()
-
-
-class SpawnedZookeeper(Spawned):
-    family = "zookeeper"
-
-    def __init__(self, session_timeout: float, partitionable: bool = False) -> None:
-        super().__init__()
-        self.session_timeout = session_timeout
-        self.partitionable = partitionable
-
-    def start(self) -> SpawnedZookeeper:
-        if not zookeeper.available():
-            raise ConfigError("--spawn zookeeper needs ZooKeeper and java (Debian: apt-get install zookeeper)")
-        if self.partitionable:
-            _need_netns()
-            self.ensemble = self.stack.enter_context(zookeeper.partitionable_ensemble(3))
-            hosts = ",".join(n.address for n in [self.ensemble.nodes[-1], *self.ensemble.nodes[:-1]])
-        else:
-            d = self.stack.enter_context(workdir("spawn-zookeeper"))
-            self.ensemble = zookeeper.make_ensemble(d, 3)
-            self.stack.callback(self.ensemble.stop)
-            self.ensemble.start()
-            hosts = self.ensemble.hosts
-        self.url = f"zookeeper://{hosts}?session_timeout={self.session_timeout:g}"
-        return self
-
-    def partition(self) -> Callable[[], None]:
-        if self.ensemble.link is None:
-            raise ConfigError("partition: the ensemble was not started partitionable")
-        self.ensemble.partition()
-        return self.ensemble.heal
-
-    def restart(self) -> None:
-        self.ensemble.crash()
-
-    def kill_leader(self) -> Callable[[], None]:
-        node = _wait_for(self.ensemble.leader, "no ZooKeeper node says it is the leader")
-        self.ensemble.kill(node)
-        return lambda: self.ensemble.restart(node)
-
-
-class SpawnedEtcd(Spawned):
-    family = "etcd"
-
-    def __init__(self, partitionable: bool = False) -> None:
-        super().__init__()
-        self.partitionable = partitionable
-
-    def start(self) -> SpawnedEtcd:
-        if etcd.etcd_binary() is None:
-            raise ConfigError("--spawn etcd needs etcd installed (Debian: apt-get install etcd-server)")
-        if self.partitionable:
-            _need_netns()
-            part = self.stack.enter_context(etcd.partitionable_cluster(3, fsync=True))
-            self.cluster: etcd.EtcdCluster = part
-            # the member in the namespace first: every client talks to it until it is cut off
-            order = [len(part.members) - 1, *range(len(part.members) - 1)]
-            self.url = "etcd://" + ",".join(f"{part.addrs[i]}:{part.members[i].port}" for i in order)
-        else:
-            d = self.stack.enter_context(workdir("spawn-etcd"))
-            self.cluster = etcd.start_cluster(d, 3, fsync=True)
-            self.stack.callback(self.cluster.stop)
-            self.url = self.cluster.url
-        return self
-
-    def restart(self) -> None:
-        self.cluster.crash()
-
-    def kill_leader(self) -> Callable[[], None]:
-        i = _wait_for(self.cluster.leader_index, "no etcd member knows a leader")
-        self.cluster.members[i].kill()
-        return lambda: self.cluster.restart(i)
-
-    def partition(self) -> Callable[[], None]:
-        if not isinstance(self.cluster, etcd.PartitionableCluster):
-            raise ConfigError("partition: the cluster was not started partitionable")
-        self.cluster.partition()
-        return self.cluster.heal
-
-
-class SpawnedSQL(Spawned):
-    """``postgres`` / ``mysql``: one server in lease mode; with ``clock``, under libfaketime."""
-
-    def __init__(self, family: str, clock: bool = False, durable: bool = True) -> None:
-        super().__init__()
-        self.family = family
-        self.clock = clock
-        self.durable = durable
-
-    def start(self) -> SpawnedSQL:
-        d = self.stack.enter_context(workdir(f"spawn-{self.family}"))
-        wrap: list[str] = []
-        if self.clock:
-            if faketime_lib() is None:
-                raise ConfigError("the clock-skew fault needs libfaketime (Debian: apt-get install faketime)")
-            self.control = d / "faketime.rc"
-            self._write_offset()
-            wrap = faketime_prefix(self.control)
-        if self.family == "postgres":
-            if postgres.pg_bindir() is None:
-                raise ConfigError("--spawn postgres needs PostgreSQL (Debian: apt-get install postgresql)")
-            self.server = postgres.start_postgres(d, wrap=wrap, durable=self.durable)
-            self.stack.callback(postgres.stop_postgres, self.server)
-        else:
-            if mysql.mariadb_binary() is None:
-                raise ConfigError("--spawn mysql needs MariaDB (Debian: apt-get install mariadb-server)")
-            self.server = mysql.start_mariadb(d, wrap=wrap)
-            self.stack.callback(self.server.stop, 20.0)
-        self.url = self.server.url
-        return self
-
-    def _write_offset(self) -> None:
-        tmp = self.control.with_suffix(".tmp")
-        tmp.write_text(f"{self.clock_offset:+g}\n")
-        os.chmod(tmp, 0o644)  # the server may run as another user (postgres)
-        tmp.replace(self.control)  # atomic: the server never reads half a line
-
-    def restart(self) -> None:
-        self.server.restart()
-
-    def skew_clock(self, seconds: float) -> None:
-        if not self.clock:
-            raise ConfigError("clock-skew: the server was not started under libfaketime")
-        self.clock_offset += seconds
-        self._write_offset()
-
-
-def spawn(family: str, faults: tuple[str, ...] = (), durable: bool = True, lease: float = 2.0) -> Spawned:
-    """The (not yet started) deployment ``--spawn family`` asks for, prepared for ``faults``."""
-    if family not in FAMILIES:
-        raise ConfigError(f"unknown --spawn {family!r}; choose from {', '.join(FAMILIES)}")
-    for f in faults:
-        if f in SERVER_FAULTS and family not in SERVER_FAULTS[f]:
-            raise ConfigError(f"the {f} fault needs --spawn {' or '.join(SERVER_FAULTS[f])}, not {family}")
-    if not durable and family not in ("redis", "redlock", "postgres"):
-        raise ConfigError("--volatile applies to --spawn redis, redlock and postgres only")
-    if family in ("redis", "redlock"):
-        return SpawnedRedis(durable, masters=5 if family == "redlock" else 0)
-    if family == "zookeeper":
-        return SpawnedZookeeper(session_timeout=max(lease, 2.0), partitionable="partition" in faults)
-    if family == "etcd":
-        return SpawnedEtcd(partitionable="partition" in faults)
-    return SpawnedSQL(family, clock="clock-skew" in faults, durable=durable)
+def _dev_spawn() -> Callable[..., Spawned]:
+    """``tests/servers/spawn.py`` of the repository this package runs from (an editable install or
+    ``PYTHONPATH=src``); the installed package ships no server spawners."""
+    root = Path(__file__).resolve().parents[3]
+    if not (root / "tests" / "servers" / "spawn.py").is_file():
+        raise ConfigError(
+            "--spawn starts throwaway servers with the tools of distlock's repository: run distlock from a "
+            "checkout of it (pip install -e .), or point --url at servers you run"
+        )
+    if str(root) not in sys.path:
+        sys.path.append(str(root))
+    module = importlib.import_module("tests.servers.spawn")
+    found: Callable[..., Spawned] = module.spawn
+    return found
 
 
 @contextlib.contextmanager
 def spawned(family: str, faults: tuple[str, ...] = (), durable: bool = True, lease: float = 2.0) -> Iterator[Spawned]:
     """Start ``family`` for the length of the block; a server that fails to start is a ConfigError (exit 2)."""
-    deployment = spawn(family, faults, durable, lease)
+    deployment = _dev_spawn()(family, faults, durable, lease)
     try:
         deployment.start()
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
@@ -298,4 +121,4 @@ def spawned(family: str, faults: tuple[str, ...] = (), durable: bool = True, lea
         deployment.close()
 
 
-__all__ = ["FAMILIES", "SERVER_FAULTS", "Spawned", "spawn", "spawned"]
+__all__ = ["FAMILIES", "SERVER_FAULTS", "Spawned", "spawned"]
