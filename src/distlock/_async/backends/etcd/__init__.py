@@ -120,11 +120,7 @@ class Backend(AsyncBackend):
                 return False
             entry.releasing = True  # a renewal racing with this release must not report the holding lost
         try:
-            data = await self.gw.call(
-                "/v3/kv/txn",
-                {"compare": [keys.create_is(entry.key, entry.rev)], "success": [keys.delete_op(entry.key)]},
-                op_timeout=op_timeout,
-            )
+            deleted = await self.gw.delete_if_created(entry.key, entry.rev, op_timeout=op_timeout)
         finally:
             with self._guard:
                 self._entries.pop(claim.token, None)
@@ -132,7 +128,7 @@ class Backend(AsyncBackend):
                 self._released[claim.token] = None
                 if len(self._released) > 256:
                     del self._released[next(iter(self._released))]
-        if data.get("succeeded"):
+        if deleted:
             self.leases.give_back(entry.lease)
             return True
         await self.leases.revoke(entry.lease.id, op_timeout=op_timeout)

@@ -222,6 +222,16 @@ class Gateway:
             out.extend(data.get("responses") or [])
         return out
 
+    async def delete_if_created(self, key: bytes, rev: int, op_timeout: float | None = None) -> bool:
+        """Delete ``key`` only if it still has create revision ``rev`` (still this holding's key, not a later
+        one on the same lease); whether it did."""
+        data = await self.call(
+            "/v3/kv/txn",
+            {"compare": [keys.create_is(key, rev)], "success": [keys.delete_op(key)]},
+            op_timeout=op_timeout,
+        )
+        return bool(data.get("succeeded"))
+
     async def watch_delete(
         self, key: bytes, end: bytes | None, since: int, targets: dict[bytes, int], timeout: float
     ) -> tuple[Member, int] | None:

@@ -248,14 +248,10 @@ class Attempt(AsyncAttempt):
         if entry is not None:
             # We know our key (the create's reply arrived): delete it and keep the lease for the next claim.
             try:
-                data = await backend.gw.call(
-                    "/v3/kv/txn",
-                    {"compare": [keys.create_is(entry.key, entry.rev)], "success": [keys.delete_op(entry.key)]},
-                    op_timeout=budget,
-                )
+                deleted = await backend.gw.delete_if_created(entry.key, entry.rev, op_timeout=budget)
             except BackendError:
-                data = {}
-            if data.get("succeeded"):
+                deleted = False
+            if deleted:
                 backend.leases.give_back(lease)
                 return
         # Revoking deletes our key even if the create's reply never reached us (F10).

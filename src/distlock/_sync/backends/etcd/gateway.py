@@ -223,6 +223,16 @@ class Gateway:
             out.extend(data.get("responses") or [])
         return out
 
+    def delete_if_created(self, key: bytes, rev: int, op_timeout: float | None = None) -> bool:
+        """Delete ``key`` only if it still has create revision ``rev`` (still this holding's key, not a later
+        one on the same lease); whether it did."""
+        data = self.call(
+            "/v3/kv/txn",
+            {"compare": [keys.create_is(key, rev)], "success": [keys.delete_op(key)]},
+            op_timeout=op_timeout,
+        )
+        return bool(data.get("succeeded"))
+
     def watch_delete(
         self, key: bytes, end: bytes | None, since: int, targets: dict[bytes, int], timeout: float
     ) -> tuple[Member, int] | None:
