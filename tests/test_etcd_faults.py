@@ -20,11 +20,10 @@ from tests.servers.etcd import (
     client_ports,
     etcd_cluster,
     etcd_tls_member,
-    netns_usable,
     partitionable_cluster,
     post,
 )
-from tests.servers.proc import free_port
+from tests.servers.proc import free_port, netns_usable
 
 pytestmark = pytest.mark.skipif(not __import__("shutil").which("etcd"), reason="etcd is not installed")
 
