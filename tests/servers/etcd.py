@@ -129,9 +129,6 @@ class EtcdCluster:
     def url(self) -> str:
         return "etcd://" + ",".join(f"{LOOPBACK}:{m.port}" for m in self.members)
 
-    def member_url(self, i: int) -> str:
-        return f"etcd://{LOOPBACK}:{self.members[i].port}"
-
     def host(self, i: int) -> str:
         return LOOPBACK
 
