@@ -26,8 +26,7 @@ WATCH_AFTER = 0.2
 
 @dataclass(eq=False)
 class Held:
-    token: str
-    name: str
+    token: str  # the claim's
     path: str  # the znode that is the holding (mutex/read/write child, or the semaphore lease)
     lost: bool = False
 

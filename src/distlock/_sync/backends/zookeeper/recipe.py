@@ -167,7 +167,7 @@ class Attempt(SyncAttempt):
 
     def _grant(self, path: str, czxid: int) -> Grant:
         self._traces.granted = path
-        self.backend.holdings.hold(Held(self.claim.token, self.claim.name, path))
+        self.backend.holdings.hold(Held(self.claim.token, path))
         return Grant(True, fence=czxid)
 
     def _abandon(self) -> None:
