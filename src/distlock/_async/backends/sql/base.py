@@ -7,7 +7,8 @@ error classification) and the dialect's data (``make_dialect``, the schema and k
 Here: the URL options every mode reads, a small pool of connections for short transactions (``_tx``:
 re-runs deadlocks, discards broken connections), connections outside that pool for calls that block on
 the server on purpose (a waiter's wake-up wait, a session-mode holding), the call budget (``Budget``: every
-call ends by a deadline), creating the tables at open, and turning driver errors into ``BackendError``.
+call ends by a deadline), opening (the tables are created by ``schema.py``), and turning driver errors into
+``BackendError``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ...._core.types import Claim
 from ...._errors import BackendError, ConfigError
 from ...._url import StoreConfig, scrub
 from ...backend import AsyncBackend
+from .schema import ensure_schema
 
 log = logging.getLogger("distlock")
 
@@ -289,7 +291,7 @@ class SqlBase(AsyncBackend):
                 return
         await self._close_quietly(conn)
 
-    # -- opening: the schema -------------------------------------------------------------------------------
+    # -- opening ---------------------------------------------------------------------------------------
     @classmethod
     async def open(cls, config: StoreConfig) -> Self:
         backend = cls(config)
@@ -302,60 +304,7 @@ class SqlBase(AsyncBackend):
 
     async def _prepare(self) -> None:
         """What opening a store does before its first lock: create the tables that are missing."""
-        await self._ensure_schema()
-
-    async def _ensure_schema(self) -> None:
-        """Create what is missing. Where the server has one, the list of existing tables is read first:
-        MySQL's ``CREATE TABLE IF NOT EXISTS`` waits for the metadata lock of a table that an open
-        transaction (a row-lock holder) has touched, even when there is nothing to create.
-
-        Then the 0.1.0 upgrade: the holders table gets its ``layout`` column (0.1.0 clients can no longer
-        acquire), the fence counter is raised above every per-name fence 0.1.0 recorded, and those rows are
-        deleted (in batches for up to 2 s; the renewer's sweeps remove the rest)."""
-        existing: set[str] = set()
-        if self.existing_tables_sql is not None:
-            found: sq.Result = await self._tx(lambda: sq.single(sq.Stmt(str(self.existing_tables_sql))), tx=False)
-            existing = {str(row[0]).lower() for row in found.rows}
-        old_holders = False
-        if f"{self.prefix}_holders" in existing:
-            col: sq.Result = await self._tx(
-                lambda: sq.single(
-                    sq.Stmt(
-                        "SELECT 1 FROM information_schema.columns WHERE table_schema = "
-                        f"{self.schema_sql} AND table_name = %s AND column_name = 'layout'",
-                        (f"{self.prefix}_holders",),
-                    )
-                ),
-                tx=False,
-            )
-            old_holders = not col.rows
-
-        def script() -> Generator[sq.Stmt, sq.Result, None]:
-            if self.schema_guard_sql is not None:
-                yield sq.Stmt(self.schema_guard_sql, (sq.advisory_key(f"distlock-schema:{self.prefix}"),))
-            for stmt in (
-                *self.dialect.schema,
-                *self.ops.extra_schema(),
-                *sq.session_schema(self.dialect, self.prefix, self.fast_session),
-                *self._mode_schema(),
-            ):
-                if sq.created_name(stmt).lower() not in existing:
-                    yield sq.Stmt(stmt)
-            if old_holders:
-                yield from self.ops.upgrade()
-            yield from self.ops.seed()
-            cleanup = self._open_cleanup()
-            if cleanup is not None:
-                yield cleanup
-
-        await self._tx(script, tx=self.schema_guard_sql is not None)
-        deadline = monotonic() + 2.0
-        try:
-            while monotonic() < deadline:  # the rows 0.1.0 left, one per name it ever locked
-                if await self._tx(lambda: self.ops.sweep()) < sq.SWEEP_BATCH:
-                    break
-        except BackendError as exc:  # a big table: the renewer's sweeps go on with it
-            log.debug("sweep at open failed: %s", exc)
+        await ensure_schema(self)
 
     # -- the backend interface: what both modes do alike ------------------------------------------------------
     async def release(self, claim: Claim) -> bool:
