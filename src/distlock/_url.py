@@ -16,36 +16,13 @@ from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ._errors import ConfigError
+from ._registry import ROWS
 
 #: scheme -> canonical backend name (aliases collapse here)
-SCHEMES: dict[str, str] = {
-    "memory": "memory",
-    "sqlite": "sqlite",
-    "redis": "redis",
-    "rediss": "redis",
-    "unix": "redis",
-    "redlock": "redlock",
-    "redlocks": "redlock",
-    "zookeeper": "zookeeper",
-    "zk": "zookeeper",
-    "etcd": "etcd",
-    "etcds": "etcd",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-    "postgresql": "postgres",
-    "postgres": "postgres",
-}
-
-DEFAULT_PORTS: dict[str, int] = {
-    "redis": 6379,
-    "redlock": 6379,
-    "zookeeper": 2181,
-    "etcd": 2379,
-    "mysql": 3306,
-    "postgres": 5432,
-}
-
-TLS_SCHEMES = frozenset({"rediss", "redlocks", "etcds"})
+SCHEMES: dict[str, str] = {scheme: row.name for row in ROWS for scheme in row.schemes}
+#: backend name -> the port of a host given without one
+DEFAULT_PORTS: dict[str, int] = {row.name: row.port for row in ROWS if row.port is not None}
+TLS_SCHEMES = frozenset(scheme for row in ROWS for scheme in row.tls_schemes)
 
 _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:@/]*)(?::(?P<pw>[^@/]*))?@", re.I)
 _PARAM_SECRET = re.compile(r"(?P<key>(?:password|passwd|pw|secret|token)=)[^&\s]*", re.I)

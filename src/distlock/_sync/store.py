@@ -24,6 +24,7 @@ from .._core.validate import check_name
 from .._dist import install_hint
 from .._errors import ConfigError, LockError, UnsupportedFeature
 from .._given import client_config
+from .._registry import BY_NAME
 from .._url import StoreConfig, parse_url
 from .backend import SyncAttempt, SyncBackend
 from .lease import Holding, Leases
@@ -33,28 +34,13 @@ log = logging.getLogger("distlock")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: backend name -> (module under ./backends, the extra that installs its driver)
-BACKENDS: dict[str, tuple[str, str | None]] = {
-    "memory": ("sqlite", None),
-    "sqlite": ("sqlite", None),
-    "redis": ("redis", "redis"),
-    "redlock": ("redlock", "redis"),
-    "zookeeper": ("zookeeper", "zookeeper"),
-    "etcd": ("etcd", "etcd"),
-    "mysql": ("mysql", "mysql"),
-    "postgres": ("postgres", "postgres"),
-}
-
-#: modules of drivers whose absence means "install the extra"
-_DRIVER_MODULES = {"redis", "kazoo", "h11", "httpx", "pymysql", "psycopg", "psycopg_binary"}
-
-
 def _backend_class(config: StoreConfig) -> type[SyncBackend]:
-    module_name, extra = BACKENDS[config.backend]
+    row = BY_NAME[config.backend]
+    extra = row.extra
     try:
-        module = importlib.import_module(f"{__package__}.backends.{module_name}")
+        module = importlib.import_module(f"{__package__}.backends.{row.module}")
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] in _DRIVER_MODULES and extra:
+        if exc.name and exc.name.split(".")[0] in row.drivers and extra:
             raise ConfigError(
                 f"the {config.backend} backend needs its driver: {install_hint(extra)}",
                 backend=config.scheme,
