@@ -31,7 +31,8 @@ class Session(PgDriver, SessionBackend):
 
 
 class Backend(AsyncBackend):
-    """What the store opens: the class of the URL's mode, chosen once."""
+    """What the store opens (``store.py`` loads ``Backend`` by module name): ``open`` reads the URL's mode
+    once and opens that mode's class. Never instantiated itself."""
 
     @classmethod
     async def open(cls, config: StoreConfig) -> AsyncBackend:

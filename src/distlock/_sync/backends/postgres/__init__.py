@@ -32,7 +32,8 @@ class Session(PgDriver, SessionBackend):
 
 
 class Backend(SyncBackend):
-    """What the store opens: the class of the URL's mode, chosen once."""
+    """What the store opens (``store.py`` loads ``Backend`` by module name): ``open`` reads the URL's mode
+    once and opens that mode's class. Never instantiated itself."""
 
     @classmethod
     def open(cls, config: StoreConfig) -> SyncBackend:
