@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from distlock.checker.collect import Reports
+from distlock.checker.config import effective_lease
 from distlock.checker.history import analyse, fence_violations, overlaps
-from distlock.checker.runner import Reports, effective_lease
 from distlock.checker.worker import Events
 from tests.servers import etcd, mysql, postgres, zookeeper
 from tests.servers.proc import faketime_lib, netns_usable

@@ -8,7 +8,10 @@ Layout (one concept per module):
 * :mod:`.broken` -- known-broken locks (the seed documents' wrong examples) that the checker must catch.
 * :mod:`.worker` -- the worker process loop.
 * :mod:`.history` -- pure analysis of the recorded history: overlaps, fences, told late, liveness, verdicts.
-* :mod:`.runner` -- starts workers, injects faults (kill -9, SIGSTOP past the TTL, server restarts), collects.
+* :mod:`.config` -- what a check runs (:class:`~.config.CheckConfig`), its validation, the lease it implies.
+* :mod:`.runner` -- one check: starts the workers, hands them to the injector, stops them, builds the report.
+* :mod:`.injector` -- the faults (kill -9, SIGSTOP past the TTL, server and gray link faults) and their timing.
+* :mod:`.collect` -- the workers' report pipes, the tally of what they reported, the ``--history`` file.
 * :mod:`.servers` -- servers the checker starts itself (``--spawn``), on loopback only.
 * :mod:`.gray` -- per-worker loopback proxies (:mod:`.proxy`) and the URL rewriting behind the gray link faults.
 """

@@ -1,0 +1,99 @@
+"""What one check runs: its settings (:class:`CheckConfig`), their validation, and the lease they imply.
+
+Kept apart from the run itself so that the command line can check a configuration (one-line errors, exit 2)
+without touching processes, and so that the run loop, the fault injector and the report all read the same
+lease (:func:`lease_of`): the time a dead or paused holder keeps the lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._errors import ConfigError
+from .broken import BROKEN
+from .gray import GRAY_FAULTS, link_hosts
+from .servers import SERVER_FAULTS, Spawned
+from .worker import DISTLOCK_ALGORITHMS
+
+FAULTS = ("kill", "pause", "server-restart", "leader-kill", "partition", "clock-skew", *GRAY_FAULTS)
+ALGORITHMS = (*DISTLOCK_ALGORITHMS, *BROKEN)
+
+
+@dataclass
+class CheckConfig:
+    url: str | None
+    algorithm: str = "distlock"
+    workers: int = 8
+    seconds: float = 10.0
+    ttl: float = 2.0
+    hold: float = 0.02
+    faults: tuple[str, ...] = ()
+    server: Spawned | None = None  # the deployment --spawn started (server faults need one)
+    history: Path | None = None  # write every operation and fault as JSON lines here
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def validate(cfg: CheckConfig) -> None:
+    if cfg.algorithm not in ALGORITHMS:
+        raise ConfigError(f"unknown --algorithm {cfg.algorithm!r}; choose from {', '.join(ALGORITHMS)}")
+    for f in cfg.faults:
+        if f not in FAULTS:
+            raise ConfigError(f"unknown fault {f!r}; choose from {', '.join(FAULTS)}")
+    for f in cfg.faults:
+        if f not in SERVER_FAULTS:
+            continue
+        if cfg.server is None:
+            raise ConfigError(f"the {f} fault needs --spawn (the checker only breaks servers it started)")
+        if cfg.server.family not in SERVER_FAULTS[f]:
+            raise ConfigError(f"the {f} fault needs --spawn {' or '.join(SERVER_FAULTS[f])}")
+    url = cfg.url or ""
+    if cfg.algorithm in BROKEN and BROKEN[cfg.algorithm][1] and not url.startswith(("redis://", "rediss://")):
+        raise ConfigError(f"--algorithm {cfg.algorithm} needs a redis:// URL (or --spawn)")
+    if cfg.algorithm in DISTLOCK_ALGORITHMS and url.startswith("memory:"):
+        raise ConfigError("memory:// is in-process only; the check runs several processes (use sqlite:// or a server)")
+    gray = [f for f in cfg.faults if f in GRAY_FAULTS]
+    if gray and gray_faults_skipped(cfg) is None:
+        if cfg.algorithm == "lockfile":
+            raise ConfigError(f"{', '.join(gray)}: the lockfile baseline has no network link to break")
+        link_hosts(cfg.url)  # a one-line ConfigError: this store has no link to break
+
+
+def gray_faults_skipped(cfg: CheckConfig) -> str | None:
+    """Why the gray link faults asked for are skipped on this store (None: they run, or none were asked).
+
+    A store without a network link (sqlite, a lock file) has nothing to freeze. Asked alone, the faults are
+    refused (``validate`` raises); listed among others (the same ``--faults`` for every backend), they are
+    skipped and the run says so."""
+    gray = [f for f in cfg.faults if f in GRAY_FAULTS]
+    if not gray or all(f in GRAY_FAULTS for f in cfg.faults):
+        return None
+    no_link = cfg.algorithm == "lockfile"
+    if not no_link:
+        try:
+            link_hosts(cfg.url)
+        except ConfigError:
+            no_link = True
+    if not no_link:
+        return None
+    return f"{', '.join(gray)} skipped: this store has no network link to break"
+
+
+def effective_lease(url: str | None, ttl: float) -> float:
+    """How long a dead or paused holder keeps the lock: the TTL, or ZooKeeper's session timeout (which is what
+    frees a ZooKeeper lock; the lock's ``ttl`` does not apply there)."""
+    from .._url import parse_url
+
+    config = parse_url(url)
+    if config.backend == "zookeeper":
+        try:
+            return max(ttl, float(config.params.get("session_timeout", "10")))
+        except ValueError:
+            return ttl
+    return ttl
+
+
+def lease_of(cfg: CheckConfig) -> float:
+    """The lease of this run: :func:`effective_lease` for distlock's own locks, the TTL for the baselines."""
+    return effective_lease(cfg.url, cfg.ttl) if cfg.algorithm in DISTLOCK_ALGORITHMS else cfg.ttl
