@@ -7,6 +7,7 @@ speed assertions: a lock that is not handed over within its TTL is broken, not s
 from __future__ import annotations
 
 import math
+from time import monotonic
 
 import pytest
 
@@ -14,8 +15,6 @@ import distlock
 from distlock import ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
 from distlock._core.types import Mode
 from tests.concurrency_async import other_owner, run_all, sleep
-
-from ..support import monotonic
 
 
 async def test_acquire_release_and_fences_increase(async_store: distlock.AsyncStore, name: str) -> None:

@@ -8,6 +8,7 @@ speed assertions: a lock that is not handed over within its TTL is broken, not s
 from __future__ import annotations
 
 import math
+from time import monotonic
 
 import pytest
 
@@ -15,8 +16,6 @@ import distlock
 from distlock import ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
 from distlock._core.types import Mode
 from tests.concurrency_sync import other_owner, run_all, sleep
-
-from ..support import monotonic
 
 
 def test_acquire_release_and_fences_increase(sync_store: distlock.Store, name: str) -> None:

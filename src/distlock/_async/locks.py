@@ -81,8 +81,6 @@ class AsyncLock(_Scoped):
     waits forever. ``with lock:`` acquires within the object's ``timeout`` or raises ``AcquireTimeout``.
     """
 
-    kind = "lock"
-
     def __init__(
         self,
         store: AsyncStore,
@@ -301,8 +299,6 @@ class AsyncLock(_Scoped):
 class AsyncSemaphore(AsyncLock):
     """At most ``permits`` holders; each permit is its own lease. One owner may hold several permits."""
 
-    kind = "semaphore"
-
 
 class AsyncReadWriteLock:
     """``rw.read`` and ``rw.write`` are lock objects on one name: many readers or one writer.
@@ -313,9 +309,7 @@ class AsyncReadWriteLock:
     def __init__(self, store: AsyncStore, name: str, **options: Any) -> None:
         self.name = name
         self.read = AsyncLock(store, name, mode=Mode.READ, **options)
-        self.read.kind = "read"
         self.write = AsyncLock(store, name, mode=Mode.WRITE, **options)
-        self.write.kind = "write"
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -323,8 +317,6 @@ class AsyncReadWriteLock:
 
 class AsyncMultiLock(_Scoped):
     """All of several locks or none, acquired in one global order (sorted names), so no deadlock."""
-
-    kind = "multilock"
 
     def __init__(self, store: AsyncStore, names: list[str], **options: Any) -> None:
         if isinstance(names, str) or not names:

@@ -130,11 +130,9 @@ class AsyncStore:
         fair: bool = False,
     ) -> AsyncLock:
         """A reentrant mutex: counted per owner (thread, or asyncio task on the async side)."""
-        lock = AsyncLock(
+        return AsyncLock(
             self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, reentrant=True, fair=fair
         )
-        lock.kind = "rlock"
-        return lock
 
     def rwlock(
         self,

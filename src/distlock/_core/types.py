@@ -59,9 +59,6 @@ class Grant:
     valid_for: float | None = None  # lease validity counted from the attempt's start; None = the claim's TTL
 
 
-GRANTED_NO_FENCE = Grant(True)
-
-
 @dataclass(frozen=True)
 class HolderInfo:
     owner: str
@@ -105,4 +102,3 @@ class Capabilities:
     fair: bool = True  # supports fair=True (FIFO) at all
     always_fair: bool = False  # FIFO whatever the option says (ZooKeeper, etcd)
     needs_renewal: bool = True  # leases that the store's renewer must extend (False: sessions)
-    max_name_bytes: int | None = None  # longer names are mapped by the backend (hash), never truncated

@@ -82,8 +82,6 @@ class Lock(_Scoped):
     waits forever. ``with lock:`` acquires within the object's ``timeout`` or raises ``AcquireTimeout``.
     """
 
-    kind = "lock"
-
     def __init__(
         self,
         store: Store,
@@ -302,8 +300,6 @@ class Lock(_Scoped):
 class Semaphore(Lock):
     """At most ``permits`` holders; each permit is its own lease. One owner may hold several permits."""
 
-    kind = "semaphore"
-
 
 class ReadWriteLock:
     """``rw.read`` and ``rw.write`` are lock objects on one name: many readers or one writer.
@@ -314,9 +310,7 @@ class ReadWriteLock:
     def __init__(self, store: Store, name: str, **options: Any) -> None:
         self.name = name
         self.read = Lock(store, name, mode=Mode.READ, **options)
-        self.read.kind = "read"
         self.write = Lock(store, name, mode=Mode.WRITE, **options)
-        self.write.kind = "write"
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -324,8 +318,6 @@ class ReadWriteLock:
 
 class MultiLock(_Scoped):
     """All of several locks or none, acquired in one global order (sorted names), so no deadlock."""
-
-    kind = "multilock"
 
     def __init__(self, store: Store, names: list[str], **options: Any) -> None:
         if isinstance(names, str) or not names:

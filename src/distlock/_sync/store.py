@@ -131,11 +131,9 @@ class Store:
         fair: bool = False,
     ) -> Lock:
         """A reentrant mutex: counted per owner (thread, or asyncio task on the async side)."""
-        lock = Lock(
+        return Lock(
             self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, reentrant=True, fair=fair
         )
-        lock.kind = "rlock"
-        return lock
 
     def rwlock(
         self,
