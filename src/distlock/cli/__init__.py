@@ -80,8 +80,8 @@ def cli(ctx: click.Context, url: str | None, debug: bool) -> None:
 
 
 def _register() -> None:
-    # each command lives in its own module, which defines ``command`` (a click command)
-    for module in ("commands", "demo", "bench", "check", "init"):
+    # each module defines ``command`` (a click command) or ``COMMANDS`` (the several it holds)
+    for module in ("lock", "admin", "demo", "bench", "check", "init"):
         try:
             mod = importlib.import_module(f"{__name__}.{module}")
         except ModuleNotFoundError as exc:
@@ -95,7 +95,7 @@ def _register() -> None:
 
 _register()
 
-from .commands import Interrupted  # noqa: E402  (needs the names above)
+from .lock import Interrupted  # noqa: E402  (needs the names above)
 
 
 def main(argv: list[str] | None = None) -> Any:

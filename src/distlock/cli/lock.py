@@ -1,61 +1,27 @@
-"""``run``, ``hold``, ``status``, ``list`` and ``release``: the everyday commands.
+"""``run`` and ``hold``: the commands that take a lock from the shell and keep it.
 
 ``run`` is meant to be as dependable as flock(1): options only before NAME, CMD verbatim after it, the child
 never outliving the lock (SIGTERM then SIGKILL on loss, SIGKILL when ``run`` itself dies, even by ``kill -9``).
-
-``--json`` layouts (stable; documented in docs/cli.md):
-
-* ``status``: ``{"name", "held": bool, "kind", "waiters", "holders": [{"owner", "fence", "mode", "ttl_left"}]}``
-* ``list``: a JSON array of the same objects (``held`` is always true there).
+``hold`` (and ``run`` with no CMD) takes the lock, prints "NAME FENCE" and keeps it until a stop signal.
+Both share flock(1)'s options (:func:`lock_options`), their checks, and the way a stop signal ends the wait
+(:class:`Interrupted`, exit 128 + N). Starting and stopping CMD itself is in :mod:`.child`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-import os
 import signal
-import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import click
 
-from .._core.types import LockInfo
 from .._errors import LockError
 from .._sync.store import Store, connect
 from . import EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE, Abort, one_line_errors
-
-#: signals that end ``run``/``hold`` while waiting or holding (forwarded to CMD while it runs)
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-EXIT_CANNOT_EXEC = 126
-EXIT_NOT_FOUND = 127
-
-# Started as CMD's process in place of CMD: asks the kernel to SIGKILL it when its parent (``run``) dies, then
-# execs CMD (the parent-death signal survives execve). Doing this in a separate interpreter instead of a
-# ``preexec_fn`` keeps Python code out of the forked child of a threaded parent (the store's renewer and
-# callback threads run in ``run``), where a lock held by another thread at fork time could deadlock it.
-_TRAMPOLINE = r"""
-import ctypes, os, signal, sys
-parent = int(sys.argv[1])
-try:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-except (OSError, AttributeError):
-    pass  # not Linux: run still kills CMD on every exit it gets to handle
-if os.getppid() != parent:  # run died before the prctl: the signal would never come
-    os._exit(137)
-for s in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
-    signal.signal(s, signal.SIG_DFL)  # give CMD the dispositions a shell would
-try:
-    os.execvp(sys.argv[2], sys.argv[2:])
-except OSError as exc:
-    sys.stderr.write(f"distlock: cannot run {sys.argv[2]!r}: {exc.strerror}\n")
-    os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
-"""
+from .child import STOP_SIGNALS, supervise
 
 
 class Interrupted(BaseException):
@@ -65,12 +31,6 @@ class Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
-
-
-def _info_json(name: str, info: LockInfo | None) -> dict[str, Any]:
-    if info is None:
-        return {"name": name, "held": False, "kind": None, "waiters": 0, "holders": []}
-    return {"held": bool(info.holders), **info.to_json()}
 
 
 def _seconds(value: float | None, what: str, *, zero_ok: bool = False) -> float | None:
@@ -263,93 +223,11 @@ def _run(
         with _raise_on_stop_signals():
             _acquire(lock, name, nonblock, timeout, conflict_code)
             try:
-                return _supervise(lock, name, argv, kill_after)
+                return supervise(lock, name, argv, kill_after)
             finally:
                 with contextlib.suppress(LockError):
                     if lock.owned():
                         lock.release()
-
-
-class _Terminal:
-    """Hands the controlling terminal's foreground to CMD's process group and back (as a shell does), so an
-    interactive CMD in its own process group can still read the terminal and gets Ctrl-C directly."""
-
-    def __init__(self) -> None:
-        self.fd: int | None = None
-        try:
-            if os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp():
-                self.fd = 0
-        except OSError:
-            self.fd = None
-
-    def give(self, pgid: int) -> None:
-        if self.fd is not None:
-            with contextlib.suppress(OSError):
-                os.tcsetpgrp(self.fd, pgid)
-
-    def take_back(self) -> None:
-        if self.fd is not None:
-            old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # we are a background group at this point
-            try:
-                with contextlib.suppress(OSError):
-                    os.tcsetpgrp(self.fd, os.getpgrp())
-            finally:
-                signal.signal(signal.SIGTTOU, old)
-
-
-def _supervise(lock: Any, name: str, argv: list[str], kill_after: float) -> int:
-    """Start CMD, wait for it, kill it if the lock is lost; the lock is held throughout."""
-    lost = threading.Event()
-    lock.on_lost(lambda _lock: lost.set())
-    fence = lock.fence
-    env = dict(os.environ, DISTLOCK_NAME=name, DISTLOCK_FENCE="" if fence is None else str(fence))
-    terminal = _Terminal()
-    # own process group: a loss kills CMD's whole tree (a shell's children too), not only its first process
-    child = subprocess.Popen(
-        [sys.executable, "-I", "-S", "-c", _TRAMPOLINE, str(os.getpid()), *argv], env=env, process_group=0
-    )
-    terminal.give(child.pid)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(child.pid, signal.SIGCONT)  # it may have stopped on the terminal before it was handed over
-
-    def forward(signum: int, _frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signum)
-
-    old = {s: signal.signal(s, forward) for s in STOP_SIGNALS}
-    try:
-        if lock.lost.is_set():  # lost between acquire and registering the callback
-            lost.set()
-        code = None
-        while code is None:
-            if lost.is_set():
-                _kill(child, kill_after)
-                code = child.wait()
-                break
-            try:
-                code = child.wait(timeout=0.05)
-            except subprocess.TimeoutExpired:
-                code = None
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        terminal.take_back()
-    if lost.is_set():
-        how = "SIGTERM" if code != -signal.SIGKILL else f"SIGTERM, then SIGKILL after {kill_after:g}s"
-        raise Abort(f"lock {name!r} was lost while the command ran; the command was stopped ({how})", EXIT_LOST)
-    return code if code >= 0 else 128 - code
-
-
-def _kill(child: subprocess.Popen[bytes], kill_after: float) -> None:
-    """SIGTERM to CMD's process group, then SIGKILL if CMD is still there after ``kill_after`` seconds."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(child.pid, signal.SIGTERM)
-    try:
-        child.wait(timeout=kill_after)
-    except subprocess.TimeoutExpired:
-        pass
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(child.pid, signal.SIGKILL)  # the rest of the group too, even when CMD itself exited
 
 
 @click.command(short_help="Hold the lock NAME until interrupted (like `etcdctl lock NAME`).")
@@ -395,58 +273,4 @@ def _hold(
             raise Abort(f"lock {name!r} was lost", EXIT_LOST)
 
 
-@click.command()
-@click.option("-q", "--quiet", is_flag=True, help="Print nothing; exit 0 if held, 1 if free.")
-@click.argument("name")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.pass_obj
-def status(obj: dict[str, Any], name: str, quiet: bool, as_json: bool) -> None:
-    """Show who holds NAME (owner, fence, seconds left) and how many wait."""
-    with one_line_errors(obj["debug"]), connect(obj["url"]) as store:
-        info = store.inspect(name)
-        held = info is not None and bool(info.holders)
-        if quiet:
-            sys.exit(0 if held else 1)
-        if as_json:
-            click.echo(json.dumps(_info_json(name, info)))
-            return
-        if info is None or not info.holders:
-            click.echo(f"{name}: free")
-            return
-        click.echo(f"{name}: held ({info.kind}), {info.waiters if info.waiters is not None else '?'} waiting")
-        for h in info.holders:
-            left = "session" if h.ttl_left is None else f"{h.ttl_left:.1f}s left"
-            click.echo(f"  {h.owner}  fence={h.fence}  mode={h.mode}  {left}")
-
-
-@click.command(name="list")
-@click.argument("prefix", default="")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.pass_obj
-def list_(obj: dict[str, Any], prefix: str, as_json: bool) -> None:
-    """List held locks whose names start with PREFIX."""
-    with one_line_errors(obj["debug"]), connect(obj["url"]) as store:
-        infos = list(store.list(prefix))
-        if as_json:
-            click.echo(json.dumps([_info_json(i.name, i) for i in infos]))
-            return
-        for info in infos:
-            fences = ",".join(str(h.fence) for h in info.holders)
-            click.echo(f"{info.name}\t{info.kind}\tholders={len(info.holders)}\tfence={fences}")
-
-
-@click.command()
-@click.argument("name")
-@click.option("--force", is_flag=True, help="Required: this breaks another process's lock.")
-@click.pass_obj
-def release(obj: dict[str, Any], name: str, force: bool) -> None:
-    """Force-release NAME (admin). Its holders see their lock as lost."""
-    with one_line_errors(obj["debug"]):
-        if not force:
-            raise Abort("release breaks another owner's lock; pass --force to do it", EXIT_USAGE)
-        with connect(obj["url"]) as store:
-            broke = store.break_lock(name)
-        click.echo(f"{name}: released" if broke else f"{name}: was not held")
-
-
-COMMANDS = [run, hold, status, list_, release]
+COMMANDS = [run, hold]

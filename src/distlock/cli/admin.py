@@ -1,0 +1,84 @@
+"""``status``, ``list`` and ``release``: the admin commands that look at locks and break them.
+
+``--json`` layouts (stable; documented in docs/cli.md):
+
+* ``status``: ``{"name", "held": bool, "kind", "waiters", "holders": [{"owner", "fence", "mode", "ttl_left"}]}``
+* ``list``: a JSON array of the same objects (``held`` is always true there).
+
+(``init``, the admin command that creates a SQL store's tables, is in :mod:`.init`.)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from .._core.types import LockInfo
+from .._sync.store import connect
+from . import EXIT_USAGE, Abort, one_line_errors
+
+
+def _info_json(name: str, info: LockInfo | None) -> dict[str, Any]:
+    if info is None:
+        return {"name": name, "held": False, "kind": None, "waiters": 0, "holders": []}
+    return {"held": bool(info.holders), **info.to_json()}
+
+
+@click.command()
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing; exit 0 if held, 1 if free.")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def status(obj: dict[str, Any], name: str, quiet: bool, as_json: bool) -> None:
+    """Show who holds NAME (owner, fence, seconds left) and how many wait."""
+    with one_line_errors(obj["debug"]), connect(obj["url"]) as store:
+        info = store.inspect(name)
+        held = info is not None and bool(info.holders)
+        if quiet:
+            sys.exit(0 if held else 1)
+        if as_json:
+            click.echo(json.dumps(_info_json(name, info)))
+            return
+        if info is None or not info.holders:
+            click.echo(f"{name}: free")
+            return
+        click.echo(f"{name}: held ({info.kind}), {info.waiters if info.waiters is not None else '?'} waiting")
+        for h in info.holders:
+            left = "session" if h.ttl_left is None else f"{h.ttl_left:.1f}s left"
+            click.echo(f"  {h.owner}  fence={h.fence}  mode={h.mode}  {left}")
+
+
+@click.command(name="list")
+@click.argument("prefix", default="")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def list_(obj: dict[str, Any], prefix: str, as_json: bool) -> None:
+    """List held locks whose names start with PREFIX."""
+    with one_line_errors(obj["debug"]), connect(obj["url"]) as store:
+        infos = list(store.list(prefix))
+        if as_json:
+            click.echo(json.dumps([_info_json(i.name, i) for i in infos]))
+            return
+        for info in infos:
+            fences = ",".join(str(h.fence) for h in info.holders)
+            click.echo(f"{info.name}\t{info.kind}\tholders={len(info.holders)}\tfence={fences}")
+
+
+@click.command()
+@click.argument("name")
+@click.option("--force", is_flag=True, help="Required: this breaks another process's lock.")
+@click.pass_obj
+def release(obj: dict[str, Any], name: str, force: bool) -> None:
+    """Force-release NAME (admin). Its holders see their lock as lost."""
+    with one_line_errors(obj["debug"]):
+        if not force:
+            raise Abort("release breaks another owner's lock; pass --force to do it", EXIT_USAGE)
+        with connect(obj["url"]) as store:
+            broke = store.break_lock(name)
+        click.echo(f"{name}: released" if broke else f"{name}: was not held")
+
+
+COMMANDS = [status, list_, release]
