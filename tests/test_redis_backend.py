@@ -13,7 +13,7 @@ import redis
 
 import distlock
 from distlock import BackendError, ConfigError, LockLost
-from distlock._async.backends.redis import WAITER_TTL
+from distlock._async.backends.redis.attempt import WAITER_TTL
 from tests.servers.proc import LOOPBACK, ServerProc, free_port, workdir
 from tests.servers.redis import redis_replicated, redis_server, restart, start_redis
 
@@ -350,7 +350,7 @@ def test_bad_url_options_are_config_errors(redis_url: str, query: str) -> None:
 def test_renewal_of_many_locks_is_one_round_trip_per_tick(
     store: distlock.Store, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from distlock._sync.backends.redis_wire import Wire
+    from distlock._sync.backends.redis.wire import Wire
 
     locks = [store.lock(f"{name}-{i}", ttl=30) for i in range(200)]
     for lock in locks:

@@ -16,7 +16,7 @@ from redis.exceptions import MovedError, ResponseError
 
 import distlock
 from distlock import BackendError, ConfigError
-from distlock._core import redis_lua as lua
+from distlock._core import redis_keys as rk
 from tests.servers.redis_cluster import RedisCluster, redis_cluster
 
 #: names with no '}' (braces, unicode, separators): all keys must share the name's slot
@@ -61,13 +61,13 @@ def _keys_on(cluster: RedisCluster, i: int, name: str) -> set[str]:
 @pytest.mark.parametrize("lock_name", GOOD)
 def test_every_key_of_a_name_is_in_the_slot_of_the_name(cluster: RedisCluster, lock_name: str) -> None:
     want = _slot(cluster, lock_name)
-    keys = lua.keys(lock_name, cluster=True)  # the slot's fence counter included
+    keys = rk.keys(lock_name, cluster=True)  # the slot's fence counter included
     assert {k: _slot(cluster, k) for k in keys} == dict.fromkeys(keys, want)
 
 
 @pytest.mark.parametrize("lock_name", BAD)
 def test_the_refused_names_would_really_split_across_slots(cluster: RedisCluster, lock_name: str) -> None:
-    assert len({_slot(cluster, k) for k in lua.keys(lock_name, cluster=True)}) > 1
+    assert len({_slot(cluster, k) for k in rk.keys(lock_name, cluster=True)}) > 1
 
 
 def test_the_scripts_leave_every_key_on_the_master_of_the_name(cluster: RedisCluster, store: distlock.Store) -> None:
@@ -87,7 +87,7 @@ def test_the_scripts_leave_every_key_on_the_master_of_the_name(cluster: RedisClu
             where = {i: _keys_on(cluster, i, n) for i in range(len(cluster.nodes))}
             assert where[_owner(cluster, _slot(cluster, n))], n  # the holder's keys are there ...
             assert not any(keys for i, keys in where.items() if i != _owner(cluster, _slot(cluster, n))), where
-        assert _owner(cluster, _slot(cluster, lua.counter_key(base, cluster=True))) == home
+        assert _owner(cluster, _slot(cluster, rk.counter_key(base, cluster=True))) == home
         w.release()
         rw.read.release()
         sem.release()
@@ -257,7 +257,7 @@ async def test_a_resharded_slot_is_followed_and_keeps_its_fence(cluster: RedisCl
             await astore.aclose()
     assert _owner(cluster, slot) == dst
     assert _keys_on(cluster, dst, n) == set()  # released: nothing of the name stays
-    assert cluster.client(dst).exists(lua.counter_key(n, cluster=True))  # the slot's counter moved with it
+    assert cluster.client(dst).exists(rk.counter_key(n, cluster=True))  # the slot's counter moved with it
     assert before is not None and after is not None and last is not None
     assert before < after < last  # the fence counter moved with the slot
 
@@ -289,7 +289,7 @@ def test_wake_ups_follow_a_failover_of_the_listeners_node() -> None:
                 t = threading.Thread(target=wait)
                 t.start()
                 deadline = time.monotonic() + 20
-                while listener.live(lua.channel(n)) is None:  # the waiter is subscribed (pushed, not polling)
+                while listener.live(rk.channel(n)) is None:  # the waiter is subscribed (pushed, not polling)
                     assert time.monotonic() < deadline, f"no live subscription for {n}"
                     time.sleep(0.05)
                 held.release()
@@ -336,7 +336,7 @@ async def test_wake_ups_follow_a_failover_of_the_listeners_node_async() -> None:
 
                 task = asyncio.ensure_future(wait())
                 deadline = time.monotonic() + 20
-                while listener.live(lua.channel(n)) is None:
+                while listener.live(rk.channel(n)) is None:
                     assert time.monotonic() < deadline, f"no live subscription for {n}"
                     await asyncio.sleep(0.05)
                 await held.release()

@@ -15,6 +15,8 @@ from redis.cluster import RedisCluster as RedisClusterClient
 
 import distlock
 from distlock import BackendError, ConfigError, QuorumError
+from distlock._core import redis_calls as rc
+from distlock._core import redis_keys as rk
 from distlock._core import redis_lua as lua
 from tests.servers.proc import ServerProc
 from tests.servers.redis import DURABLE, redis_masters, redis_server, redlock_url, restart
@@ -75,7 +77,7 @@ def test_churn_over_fresh_names_leaves_no_key(redis_url: str) -> None:
     r = raw(redis_url)
     try:
         assert keys_with(r, prefix) == []  # 0.1.0 left one {N}:fence per name
-        assert r.type(lua.NODE_COUNTER) == b"hash"  # the one counter of the store
+        assert r.type(rk.NODE_COUNTER) == b"hash"  # the one counter of the store
     finally:
         r.close()
 
@@ -131,12 +133,12 @@ def test_a_flushed_counter_is_noticed_and_refused(own_server: ServerProc, name: 
 def test_an_old_per_name_fence_key_is_honoured_and_removed(redis_url: str, name: str) -> None:
     r = raw(redis_url)
     try:
-        r.set(lua.fence_key(name), 5_000_000)  # what 0.1.0 left behind
+        r.set(rk.fence_key(name), 5_000_000)  # what 0.1.0 left behind
         with distlock.connect(redis_url) as store:
             with store.lock(name, ttl=10) as lk:
                 first = lk.fence
                 assert first is not None and first > 5_000_000
-                assert not r.exists(lua.fence_key(name))  # folded into the counter, gone
+                assert not r.exists(rk.fence_key(name))  # folded into the counter, gone
             with store.lock(name + "-other", ttl=10) as other:
                 assert other.fence is not None and other.fence > first  # the counter never goes back
         assert keys_with(r, name) == []
@@ -203,7 +205,7 @@ def test_fence_counter_names_the_node_counter_and_its_loss_is_noticed(own_server
                     fences.append(lk.fence)
             assert fences == [1, 2, 3]
             assert int(r.hget(counter, "n") or 0) == 3 and r.hget(counter, "e")
-            assert not r.exists(lua.NODE_COUNTER)  # the default counter is not touched
+            assert not r.exists(rk.NODE_COUNTER)  # the default counter is not touched
             with distlock.connect(own_server.url) as default, default.lock(name, ttl=10) as lk:
                 assert lk.fence == 1  # another counter counts on its own: why every store of a tenant needs the same
             r.delete(counter)
@@ -230,10 +232,10 @@ def test_fence_counter_with_braces_is_refused_on_a_cluster_and_names_the_slot_co
         with distlock.connect(cluster.url + "?fence_counter=" + counter) as store:
             for n in names:
                 with store.lock(n, ttl=10) as lk:
-                    key = lua.counter_key(n, cluster=True, counter=counter)
+                    key = rk.counter_key(n, cluster=True, counter=counter)
                     assert key.startswith(counter + ":{")
                     assert int(rc.hget(key, "n") or 0) == lk.fence  # the name's slot counter, under the prefix
-                    assert not rc.exists(lua.counter_key(n, cluster=True))  # not the default one
+                    assert not rc.exists(rk.counter_key(n, cluster=True))  # not the default one
     finally:
         rc.close()
 
@@ -256,9 +258,9 @@ def test_redlock_fence_counter_on_every_master(redlock_url_servers: list[ServerP
 
 
 def test_px_is_rounded_up() -> None:
-    assert lua.ms(0.0011) == 2  # never shorter than the local lease
-    assert lua.ms(0.3) == 300 and lua.ms(1.0) == 1000  # binary noise is not rounded up
-    assert lua.ms(0.0) == 1
+    assert rc.ms(0.0011) == 2  # never shorter than the local lease
+    assert rc.ms(0.3) == 300 and rc.ms(1.0) == 1000  # binary noise is not rounded up
+    assert rc.ms(0.0) == 1
 
 
 # -- Redis Cluster ------------------------------------------------------------------------------------------
@@ -267,7 +269,7 @@ def test_cluster_churn_over_names_in_many_slots_leaves_no_key(redis_cluster_serv
     prefix = f"cchurn-{uuid.uuid4().hex[:6]}-"
     with distlock.connect(cluster.url) as store:
         churn(store, prefix, 120)
-        slots = {lua.slot_of("{" + f"{prefix}{i}" + "}:r") for i in range(120)}
+        slots = {rk.slot_of("{" + f"{prefix}{i}" + "}:r") for i in range(120)}
         assert len(slots) > 100  # names spread over many slots (and all three masters)
         with store.lock(prefix + "7", ttl=10) as lk:
             again = lk.fence
@@ -294,7 +296,7 @@ def test_cluster_fences_of_a_reused_name_go_up(redis_cluster_servers: RedisClust
 def _marker(srv: ServerProc) -> tuple[bytes | None, int]:
     r = raw(srv.url)
     try:
-        return r.hget(lua.NODE_COUNTER, "e"), int(r.hget(lua.NODE_COUNTER, "n") or 0)
+        return r.hget(rk.NODE_COUNTER, "e"), int(r.hget(rk.NODE_COUNTER, "n") or 0)
     finally:
         r.close()
 
@@ -390,7 +392,7 @@ def test_redlock_read_lock_when_the_counters_disagree(name: str) -> None:
     majority, and the write-back must recognise a reader (0.1.0 only recognised the exclusive key)."""
     with redis_masters(3) as masters:
         r = raw(masters[0].url)
-        r.set(lua.fence_key(name), 1000)  # one master far ahead (here: a 0.1.0 per-name counter)
+        r.set(rk.fence_key(name), 1000)  # one master far ahead (here: a 0.1.0 per-name counter)
         r.close()
         with distlock.connect(redlock_url(masters)) as store:
             rw = store.rwlock(name, ttl=10)

@@ -1,5 +1,6 @@
-"""The pub/sub :class:`Listener` that turns Redis wake-up messages into local wake-ups, written once for both
-sides (generated for the sync side: there the reader is a daemon thread, here an asyncio task)."""
+"""The pub/sub :class:`Listener` that turns Redis wake-up messages into local wake-ups (one pub/sub connection
+per server and store; the waiters of ``attempt.py`` register on it). Written once for both sides (generated
+for the sync side: there the reader is a daemon thread, here an asyncio task)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 
 from redis.exceptions import RedisClusterException, RedisError
 
-from ... import _redis_async as drv
-from ... import _rt_async as rt
+from .... import _redis_async as drv
+from .... import _rt_async as rt
 
 log = logging.getLogger("distlock")
 

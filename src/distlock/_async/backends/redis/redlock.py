@@ -9,7 +9,7 @@ key and token on every master, so each master alone looks like the single-node l
   counts its lease from that validity (``Grant.valid_for``). An unreachable master is a failed vote.
 * a failed attempt removes the claim from every master that granted it or did not answer (a late
   success there must not linger), then the waiter retries after a random delay if the votes were split.
-* fences: each master has one counter, seeded under its run id (``Backend._fence``): the holder's fence
+* fences: each master has one counter, seeded under its run id (the rule: ``fences.plan``): the holder's fence
   is the maximum over a majority of *seeded* masters that granted, written back (``FENCE_FLOOR``) to a
   majority before the grant, so every later majority (which shares a master with it) counts above it. A
   master that lost its state (flushed, restarted) counts toward no fence until it is re-seeded from a
@@ -17,7 +17,7 @@ key and token on every master, so each master alone looks like the single-node l
   (``docs/models/redlock_fence.pml``).
 * renew: one pipeline per master per tick, in parallel; a lease is kept if a majority extended it.
 * waiting: a waiter subscribes to the name's channel on every master (push, one waiter per release on
-  each master) and re-checks no later than the holders' remaining lease.
+  each master) and re-checks no later than the holders' remaining lease (``attempt.RedlockAttempt``).
 * ``QuorumError`` when fewer than a majority of masters answer at all.
 
 Lock kinds: lock, rlock, multilock and rwlock (a writer's majority and a reader's majority share a master,
@@ -38,116 +38,22 @@ from typing import Any
 from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ... import _redis_async as drv
-from ... import _rt_async as rt
-from ..._core import redis_lua as lua
-from ..._core.timing import monotonic, validity, wait_slice
-from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
-from ..._errors import BackendError, ConfigError, QuorumError
-from ..._url import StoreConfig
-from ..backend import AsyncAttempt, AsyncBackend
-from .redis import (
-    MAX_WAIT_SLICE,
-    SUBSCRIBE_TIMEOUT,
-    WAITER_TTL,
-    Leases,
-    Node,
-    driver_url,
-    fence_counter,
-    reject_unknown,
-)
-from .redis_wire import Restarted
+from .... import _redis_async as drv
+from ...._core import redis_calls as rc
+from ...._core.timing import monotonic, validity
+from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
+from ...._errors import BackendError, ConfigError, QuorumError
+from ...._url import StoreConfig
+from ...backend import AsyncBackend
+from .attempt import WAITER_TTL, RedlockAttempt
+from .fences import Vote, plan
+from .leases import Leases
+from .node import Node
+from .options import driver_url, fence_counter, reject_unknown
+from .wire import Restarted
 
 #: the random delay before retrying after a split vote (nobody got a majority): desynchronises contenders
 SPLIT_RETRY = 0.01
-#: consecutive tries in which fewer than a majority of masters answered in time before QuorumError
-#: (a master that refuses connections counts at once; one that is slow may just be overloaded)
-MAX_SILENT_TRIES = 5
-
-
-class Vote:
-    """One master's answer to an acquire: granted?, its fence (-1 if it is not seeded), the retry hint,
-    whether its counter is seeded (kept since seeded under its current run id) and the counter's value."""
-
-    __slots__ = ("acquired", "counter", "fence", "retry_after", "seeded")
-
-    def __init__(self, acquired: bool, fence: int, retry_after: float | None, seeded: bool, counter: int) -> None:
-        self.acquired = acquired
-        self.fence = fence
-        self.retry_after = retry_after
-        self.seeded = seeded
-        self.counter = counter
-
-    @classmethod
-    def of(cls, reply: Sequence[Any]) -> Vote:
-        ok = int(reply[0]) == 1
-        value = int(reply[1])
-        mark = reply[2].decode() if isinstance(reply[2], bytes) else str(reply[2])
-        retry = None if ok or value < 0 else value / 1000.0
-        return cls(ok, value if ok else -1, retry, mark == "1", int(reply[3]))
-
-
-class Attempt(AsyncAttempt):
-    """As the single-node attempt (register and subscribe before the try whose failure we wait on), on every
-    master: it blocks once a majority of masters had a live subscription during the last try (a release
-    reaches a majority, so its wake-up reaches us from one of them)."""
-
-    backend: Backend
-
-    def __init__(self, backend: Backend, claim: Claim) -> None:
-        super().__init__(backend, claim)
-        self._waker: rt.Waker | None = None
-        self._channel = lua.channel(claim.name)
-        self._gens: list[int | None] = []
-        self._silent = 0
-
-    async def try_acquire(self) -> Grant:
-        nodes = self.backend.nodes
-        self._gens = [n.listener.live(self._channel) for n in nodes]
-        if self._waker is None and self._covered(self._gens):
-            waker = self._waker = rt.Waker()
-            for n in nodes:
-                n.listener.add(self._channel, self.claim.token, waker.notify)
-        grant, errors = await self.backend._try(self.claim)
-        self._silent = 0 if errors is None else self._silent + 1
-        if errors is not None and self._silent >= MAX_SILENT_TRIES:
-            raise self.backend._quorum_error(self.claim.name, "acquire", errors)
-        if grant.acquired:
-            await self._unwatch()
-        return grant
-
-    def _covered(self, gens: list[int | None]) -> bool:
-        return sum(1 for g in gens if g is not None) >= self.backend.quorum
-
-    async def wait(self, grant: Grant, timeout: float | None) -> None:
-        nodes = self.backend.nodes
-        now = [n.listener.live(self._channel) for n in nodes]
-        steady = [g for g, h in zip(self._gens, now, strict=True) if g is not None and g == h]
-        if self._waker is None or len(steady) < self.backend.quorum:
-            # subscribe on every master, then let the caller re-check (no release can slip in between)
-            waker = self._waker = self._waker or rt.Waker()
-            token = self.claim.token
-            calls = self.backend._calls(
-                lambda n: n.listener.watch(self._channel, token, waker.notify, SUBSCRIBE_TIMEOUT), nodes
-            )
-            await self.backend._fan(calls, SUBSCRIBE_TIMEOUT + 0.5)
-            if self._covered([n.listener.live(self._channel) for n in nodes]):
-                return
-        await self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
-
-    async def abandon(self) -> None:
-        await self._unwatch()
-        c = self.claim
-        self.backend.leases.forget(c.token)
-        await self.backend._fan(
-            self.backend._calls(lambda n: n.script("abandon", c.name, c.token, c.mode.value), self.backend.nodes)
-        )
-
-    async def _unwatch(self) -> None:
-        if self._waker is not None:
-            self._waker = None
-            for n in self.backend.nodes:
-                await n.listener.unwatch(self._channel, self.claim.token)
 
 
 class Backend(AsyncBackend):
@@ -223,9 +129,9 @@ class Backend(AsyncBackend):
         first = each[0] if each else ()
         if all(a == first for a in each):
             # encoded once for every master
-            packed: bytes | list[bytes] = lua.packed_call(script, name, *first, counter=self.counter)
+            packed: bytes | list[bytes] = rc.packed_call(script, name, *first, counter=self.counter)
         else:
-            packed = [lua.packed_call(script, name, *a, counter=self.counter) for a in each]
+            packed = [rc.packed_call(script, name, *a, counter=self.counter) for a in each]
         results = await drv.scatter([n.plain_wire for n in nodes], packed, timeout, self.fanout, expects)
         out: list[Any] = []
         for n, r, args in zip(nodes, results, each, strict=True):
@@ -265,15 +171,15 @@ class Backend(AsyncBackend):
             raise self._quorum_error(name, what, errors)
 
     # -- operations ------------------------------------------------------------------------------------
-    def attempt(self, claim: Claim) -> Attempt:
-        return Attempt(self, claim)
+    def attempt(self, claim: Claim) -> RedlockAttempt:
+        return RedlockAttempt(self, claim)
 
     async def _try(self, claim: Claim) -> tuple[Grant, list[BaseException] | None]:
         """One Redlock round: the grant, and None if a majority answered in time, else the errors."""
         runs = [n.run_id or "" for n in self.nodes]
         each = [
-            lua.acquire_args(
-                claim.token, claim.mode, claim.ttl, claim.permits, False, claim.owner, WAITER_TTL, lua.REDLOCK + run
+            rc.acquire_args(
+                claim.token, claim.mode, claim.ttl, claim.permits, False, claim.owner, WAITER_TTL, rc.REDLOCK + run
             )
             for run in runs
         ]
@@ -306,49 +212,19 @@ class Backend(AsyncBackend):
 
     async def _fence(self, claim: Claim, votes: list[Vote | None]) -> tuple[int | None, str | None]:
         """The fence of a round that won a majority, or None; and the reason to refuse the acquire, if any.
-
-        Only *seeded* masters count (those that kept their counter since it was seeded under their current
-        run id): the fence is the largest counter of a majority of seeded masters that granted, written back
-        to a majority before the grant (every later majority shares a master with it). A master that lost
-        its state is re-seeded whenever a majority of seeded masters answered, with the largest of their
-        counters. When all masters answered and none of them is seeded, the fleet is new (or every master
-        restarted at once): it is seeded with the largest counter of all, plus one. Fewer seeded masters than
-        a majority, and not all answering: refused. docs/models/redlock_fence.pml models this rule."""
-        answered = [i for i, v in enumerate(votes) if v is not None]
-        seeded = [i for i in answered if votes[i].seeded]  # type: ignore[union-attr]
-        won = [i for i in answered if votes[i].acquired]  # type: ignore[union-attr]
-        won_seeded = [i for i in won if i in seeded]
-        counters = {i: votes[i].counter for i in answered}  # type: ignore[union-attr]
-        fence: int | None = None
-        if len(seeded) >= self.quorum:
-            floor = max(counters[i] for i in seeded)
-            fresh = [i for i in answered if i not in seeded]
-            if len(won) >= self.quorum and len(won_seeded) >= self.quorum:
-                fence = max(votes[i].fence for i in won_seeded)  # type: ignore[union-attr]
-        elif len(answered) == len(self.nodes) and not seeded:
-            floor = max(counters.values()) + 1  # a new fleet: seed every master, hand out the next fence
-            fresh = answered
-            if len(won) >= self.quorum:
-                fence = floor
-        else:
-            reason = (
-                f"only {len(seeded)} of {len(self.nodes)} Redis masters answered with their fence counter "
-                f"intact (the others are down, or restarted or flushed and not re-seeded yet); "
-                f"{self.quorum} are needed so a fence never goes back: acquire refused"
+        The rule is :func:`.fences.plan`; here its write-backs (``FENCE_FLOOR``) are sent."""
+        p = plan(votes, self.quorum)
+        if p.todo:
+            replies = await self._floor(
+                [self.nodes[i] for i in p.todo], claim, p.floor, -1 if p.fence is None else p.fence
             )
-            return None, reason if len(won) >= self.quorum else None
-        if fence is None:
-            if fresh:  # re-seed what lost its state, for the next round
-                await self._floor([self.nodes[i] for i in fresh], claim, floor, -1)
-            return None, None
-        # write the fence back where it is not yet, and re-seed the masters that lost their state
-        behind = [i for i in won if i not in fresh and votes[i].fence != fence]  # type: ignore[union-attr]
-        at = {i for i in won_seeded if votes[i].fence == fence}  # type: ignore[union-attr]
-        todo = sorted(set(behind) | set(fresh))
-        if todo:
-            replies = await self._floor([self.nodes[i] for i in todo], claim, max(floor, fence), fence)
-            at |= {i for i, r in zip(todo, replies, strict=True) if not isinstance(r, BaseException) and int(r) == 1}
-        return (fence, None) if len(at) >= self.quorum else (None, None)
+            if p.fence is not None:
+                p.at |= {
+                    i for i, r in zip(p.todo, replies, strict=True) if not isinstance(r, BaseException) and int(r) == 1
+                }
+        if p.fence is None:
+            return None, p.refused
+        return (p.fence, None) if len(p.at) >= self.quorum else (None, None)
 
     async def _floor(self, nodes: list[Node], claim: Claim, floor: int, fence: int) -> list[Any]:
         runs = [n.run_id or "" for n in nodes]
@@ -374,7 +250,7 @@ class Backend(AsyncBackend):
     async def renew(self, claims: Sequence[Claim]) -> list[bool]:
         if not claims:
             return []
-        calls = [(c.name, (c.token, c.mode.value, lua.ms(c.ttl))) for c in claims]
+        calls = [(c.name, (c.token, c.mode.value, rc.ms(c.ttl))) for c in claims]
         started = monotonic()
         deadline = self._deadline(min(c.ttl for c in claims))
         results = await self._fan(
@@ -396,10 +272,10 @@ class Backend(AsyncBackend):
         self._need_quorum(results, claim.name, "holds")
         return sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1) >= self.quorum
 
-    async def _snapshots(self, names: list[str]) -> list[list[lua.Snapshot] | BaseException]:
+    async def _snapshots(self, names: list[str]) -> list[list[rc.Snapshot] | BaseException]:
         return await self._fan(self._calls(lambda n: n.snapshots(names), self.nodes))
 
-    def _merge(self, name: str, snaps: list[lua.Snapshot]) -> LockInfo | None:
+    def _merge(self, name: str, snaps: list[rc.Snapshot]) -> LockInfo | None:
         """A holder counts if a majority of masters list it; fence = the largest, lease = the shortest."""
         seen: dict[str, list[HolderInfo]] = {}
         waiters = 0
@@ -419,7 +295,7 @@ class Backend(AsyncBackend):
                 )
         if not holders:
             return None
-        return LockInfo(name, lua.KIND_OF_MODE.get(holders[0].mode, "lock"), tuple(holders), waiters)
+        return LockInfo(name, rc.KIND_OF_MODE.get(holders[0].mode, "lock"), tuple(holders), waiters)
 
     async def inspect(self, name: str) -> LockInfo | None:
         results = await self._snapshots([name])

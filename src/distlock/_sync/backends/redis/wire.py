@@ -1,9 +1,10 @@
-# GENERATED from src/distlock/_async/backends/redis_wire.py by scripts/gen_sync.py: edit that file, not this one.
-"""distlock's own request path to a Redis server, written once for both sides (generated for the sync side).
+# GENERATED from src/distlock/_async/backends/redis/wire.py by scripts/gen_sync.py: edit that file, not this one.
+"""distlock's own request path to a Redis server (:class:`Wire`), and the run-id read that Redlock puts on each
+new connection of it. Written once for both sides (generated for the sync side).
 
 redis-py's ``execute_command`` spends about as long in its own bookkeeping (pool lock, retry wrapper,
 observability hooks, argument encoding) as a loopback round trip takes. The acquire and release scripts are sent
-here instead, already encoded (:func:`distlock._core.redis_lua.packed_call`), on connections made from the
+here instead, already encoded (:func:`distlock._core.redis_calls.packed_call`), on connections made from the
 client's own settings (URL, TLS, password, db, timeouts). What differs between redis.asyncio and redis (how a
 call is bounded, how a connection is dropped, a cancellation the driver swallowed) is in the driver pair
 ``_redis_async.py`` / ``_redis_sync.py``; the rules of the path are here.
@@ -19,7 +20,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ... import _redis_sync as drv
+from .... import _redis_sync as drv
 
 
 class Restarted(ResponseError):

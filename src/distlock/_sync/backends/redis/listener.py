@@ -1,6 +1,7 @@
-# GENERATED from src/distlock/_async/backends/redis_listener.py by scripts/gen_sync.py: edit that file, not this one.
-"""The pub/sub :class:`Listener` that turns Redis wake-up messages into local wake-ups, written once for both
-sides (generated for the sync side: there the reader is a daemon thread, here an asyncio task)."""
+# GENERATED from src/distlock/_async/backends/redis/listener.py by scripts/gen_sync.py: edit that file, not this one.
+"""The pub/sub :class:`Listener` that turns Redis wake-up messages into local wake-ups (one pub/sub connection
+per server and store; the waiters of ``attempt.py`` register on it). Written once for both sides (generated
+for the sync side: there the reader is a daemon thread, here an asyncio task)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from typing import Any
 
 from redis.exceptions import RedisClusterException, RedisError
 
-from ... import _redis_sync as drv
-from ... import _rt_sync as rt
+from .... import _redis_sync as drv
+from .... import _rt_sync as rt
 
 log = logging.getLogger("distlock")
 

@@ -1,0 +1,141 @@
+"""Requests and replies of the Redis scripts: the pre-encoded ``EVALSHA`` of the hot path, the acquire
+arguments, lease milliseconds, and the decoded INSPECT reply (:class:`Snapshot`). No I/O here.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .redis_keys import NKEYS, NODE_COUNTER, channel, keys
+from .redis_lua import SHA
+from .types import Grant, HolderInfo, LockInfo, Mode
+
+KIND_OF_MODE = {"lock": "lock", "read": "rwlock", "write": "rwlock", "semaphore": "semaphore"}
+
+
+# -- pre-encoded calls (the hot path of the single-node backend) --------------------------------------------
+def _bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+@functools.lru_cache(maxsize=4096)
+def _call_head(script: str, name: str, cluster: bool, counter: str) -> tuple[int, bytes]:
+    """RESP of ``EVALSHA sha 8 <keys> <channel>`` for one script and name: (number of parts, bytes)."""
+    parts = [
+        b"EVALSHA",
+        SHA[script].encode(),
+        b"%d" % NKEYS,
+        *(k.encode() for k in keys(name, cluster, counter)),
+        channel(name).encode(),
+    ]
+    return len(parts), b"".join(_bulk(p) for p in parts)
+
+
+def packed_call(script: str, name: str, *args: str | int, cluster: bool = False, counter: str = NODE_COUNTER) -> bytes:
+    """The whole RESP request of ``EVALSHA`` of ``script`` on ``name`` with ``args`` (after the channel):
+    byte for byte what redis-py would send, without its per-argument encoding (the keys of a name are
+    encoded once and cached; ``counter``: the store's fence counter)."""
+    n, head = _call_head(script, name, cluster, counter)
+    out = [b"*%d\r\n" % (n + len(args)), head]
+    for a in args:
+        data = a.encode() if isinstance(a, str) else b"%d" % a
+        out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(out)
+
+
+def ms(seconds: float) -> int:
+    """Seconds -> whole milliseconds, rounded UP (a server lease is never shorter than the local one), at
+    least 1 (a 0 PX would be an error, never 'forever'). The 1e-6 absorbs binary noise (0.3 s is
+    300.00000000000006 ms, which is 300 ms, not 301)."""
+    return max(1, math.ceil(seconds * 1000 - 1e-6))
+
+
+# -- decoding replies --------------------------------------------------------------------------------------
+def _s(v: object) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One node's view of a name (decoded INSPECT reply)."""
+
+    holder: str  # '' if nobody holds the exclusive key
+    holder_pttl: int
+    readers: dict[str, int]  # token -> lease end ms
+    permits: dict[str, int]
+    details: dict[str, tuple[str, int, str]]  # token -> (mode, fence, owner)
+    waiters: int
+    now: int
+
+    def holders(self) -> list[tuple[str, HolderInfo]]:
+        """(token, info) of every live holder; a foreign holder (redis-py Lock) shows owner '?'."""
+        out: list[tuple[str, HolderInfo]] = []
+        if self.holder:
+            mode, fence, owner = self.details.get(self.holder, ("lock", -1, "?"))
+            left = None if self.holder_pttl < 0 else self.holder_pttl / 1000.0
+            out.append((self.holder, HolderInfo(owner, fence if fence >= 0 else None, mode, left)))
+        for group, mode in ((self.readers, "read"), (self.permits, "semaphore")):
+            for token, end in sorted(group.items(), key=lambda kv: kv[1]):
+                _, fence, owner = self.details.get(token, (mode, -1, "?"))
+                out.append((token, HolderInfo(owner, fence if fence >= 0 else None, mode, (end - self.now) / 1000.0)))
+        return out
+
+    def info(self, name: str) -> LockInfo | None:
+        hs = self.holders()
+        if not hs:
+            return None
+        return LockInfo(name, KIND_OF_MODE.get(hs[0][1].mode, "lock"), tuple(h for _, h in hs), self.waiters)
+
+
+def _pairs(flat: list[object]) -> list[tuple[str, str]]:
+    return [(_s(flat[i]), _s(flat[i + 1])) for i in range(0, len(flat) - 1, 2)]
+
+
+def decode_inspect(reply: list[object]) -> Snapshot:
+    holder, pttl, readers, permits, details, waiters, now = reply
+    det: dict[str, tuple[str, int, str]] = {}
+    for token, raw in _pairs(details):  # type: ignore[arg-type]
+        mode, _, rest = raw.partition("|")
+        fence, _, owner = rest.partition("|")
+        det[token] = (mode, int(fence), owner)
+    return Snapshot(
+        holder=_s(holder),
+        holder_pttl=int(pttl),  # type: ignore[call-overload]
+        readers={t: int(float(e)) for t, e in _pairs(readers)},  # type: ignore[arg-type]
+        permits={t: int(float(e)) for t, e in _pairs(permits)},  # type: ignore[arg-type]
+        details=det,
+        waiters=int(waiters),  # type: ignore[call-overload]
+        now=int(now),  # type: ignore[call-overload]
+    )
+
+
+#: ``acquire_args(..., marker=REDLOCK + run_id)``: a Redlock master (seeded = its marker holds its run id)
+REDLOCK = "@"
+
+
+def acquire_args(
+    token: str, mode: Mode, ttl: float, permits: int, fair: bool, owner: str, queue_ttl: float, marker: str = ""
+) -> list[str]:
+    return [
+        token,
+        mode.value,
+        str(ms(ttl)),
+        str(permits),
+        "1" if fair else "0",
+        owner,
+        str(ms(queue_ttl) if queue_ttl > 0 else 0),
+        marker,
+    ]
+
+
+def grant_of(reply: Sequence[Any]) -> Grant:
+    """The grant of a single node's acquire reply ``{1, fence, ...}`` or ``{0, ms until a lease ends, ...}``."""
+    if int(reply[0]) == 1:
+        fence = int(reply[1])
+        return Grant(True, fence=fence if fence >= 0 else None)
+    left = int(reply[1])
+    return Grant(False, retry_after=None if left < 0 else left / 1000.0)

@@ -1,0 +1,140 @@
+"""Key layout of the Redis backends (single node, Redis Cluster and each Redlock master). No I/O here.
+
+Keys of one lock name ``N`` (all but the first carry the hash tag ``{N}``, so when ``N`` itself has no
+braces every key hashes to the same Redis Cluster slot as ``N``). Every one of them exists only while the
+name is held or waited on: the last release (or lease end) removes them all::
+
+    N               string  the exclusive holder (lock / rwlock.write): value = token, PX = lease.
+                            The redis-py ``Lock(N)`` layout, so the two exclude each other (the wire layout docs/redis.md documents).
+    {N}:r           zset    readers:        token -> lease end (ms, server clock)
+    {N}:p           zset    semaphore:      token -> lease end (ms, server clock)
+    {N}:i           hash    holder details: token -> "mode|fence|owner" (for inspect and fences)
+    {N}:q           zset    waiters:        "mode|token" -> arrival sequence (FIFO order)
+    {N}:qd          zset    waiter leases:  "mode|token" -> deadline (ms); a waiter that stops
+                            refreshing its entry drops out (F12 in docs/safety.md)
+    {N}:fence       string  0.1.0 only (a per-name counter that never went away): read once, folded into the
+                            fence counter below and deleted by the first script that meets it (upgrade)
+    {N}:wake        channel wake-ups: a release publishes the token of the first waiter, "*" = all
+
+Fences come from one counter that does not grow with the names (the 8th key, :func:`counter_key`):
+
+    C                         hash  on a single node (and on each Redlock master): one per database
+    C:{T}                     hash  on Redis Cluster: one per hash slot, T = the fixed tag of the name's slot
+                                    (:func:`slot_tag`), so the counter lives in the slot of the name's keys
+                              fields: n = the last fence handed out (HINCRBY), e = the marker (below)
+
+``C`` is ``distlock:fences`` unless the store URL names another key (``?fence_counter=app/fences``, checked
+by :func:`check_counter`): a tenant whose ACL covers only its own key pattern keeps its counter there.
+
+The marker ``e`` is how a lost counter is noticed. A flush, an eviction or a restart without persistence
+removes the whole hash, marker included. On a node, ``e`` is a random epoch that the first client wrote;
+every client passes the epoch it saw, and a script that finds no marker (or another one) while the client
+expected one refuses with a ``DISTLOCK-FENCE-LOST`` error instead of counting from 1 again. On a Redlock
+master, ``e`` is the server's run id at the time the counter was seeded (the client reads the run id on
+each new connection and sends it with the acquire; a restart closes every connection): a master whose
+marker is missing or names another run (it restarted, even from older data, or was flushed) is *not seeded*: it still votes
+for the lock but its counter counts toward no fence until the client re-seeds it from a majority of
+seeded masters (``FENCE_FLOOR``). ``docs/models/redlock_fence.pml`` models that rule.
+
+Every script gets the same eight KEYS, in the order above (:func:`keys`), and the wake-up channel
+(:func:`channel`) as ``ARGV[1]``: ``redis_lua.py`` holds the scripts, ``redis_calls.py`` packs the calls
+and decodes the replies.
+"""
+
+from __future__ import annotations
+
+import binascii
+import functools
+
+#: the default fence counter of a single node or Redlock master (one per database); on Redis Cluster the
+#: prefix of the per-slot counters ``distlock:fences:{<tag of the slot>}``. URL option ``fence_counter``.
+NODE_COUNTER = "distlock:fences"
+SLOTS = 16384
+#: how many KEYS every script gets (:func:`keys`)
+NKEYS = 8
+
+
+def slot_of(key: str) -> int:
+    """The Redis Cluster hash slot of ``key`` (CRC16/XMODEM of the hash tag, or of the key, mod 16384)."""
+    data = key.encode()
+    start = data.find(b"{")
+    if start >= 0:
+        end = data.find(b"}", start + 1)
+        if end > start + 1:
+            data = data[start + 1 : end]
+    return binascii.crc_hqx(data, 0) % SLOTS
+
+
+@functools.lru_cache(maxsize=1)
+def _slot_tags() -> tuple[str, ...]:
+    """A fixed table: for every slot, the smallest decimal string that hashes to it (every client computes
+    the same table, ~40 ms once)."""
+    tags: list[str | None] = [None] * SLOTS
+    left, i = SLOTS, 0
+    while left:
+        s = binascii.crc_hqx(str(i).encode(), 0) % SLOTS
+        if tags[s] is None:
+            tags[s] = str(i)
+            left -= 1
+        i += 1
+    return tuple(t for t in tags if t is not None)
+
+
+def slot_tag(slot: int) -> str:
+    return _slot_tags()[slot]
+
+
+def check_counter(counter: str, cluster: bool) -> str | None:
+    """Why ``counter`` (URL option ``fence_counter``) cannot name the fence counter, or None if it can."""
+    if not counter:
+        return "fence_counter must not be empty"
+    if any(c < " " or c == "\x7f" for c in counter):
+        return "fence_counter must not contain control characters (NUL, newline, ...)"
+    if cluster and ("{" in counter or "}" in counter):
+        return (
+            f"fence_counter={counter!r}: no braces on Redis Cluster (the counter of each hash slot is "
+            "fence_counter:{TAG}, and the first {...} of a key decides its slot)"
+        )
+    return None
+
+
+def counter_key(name: str, cluster: bool = False, counter: str = NODE_COUNTER) -> str:
+    """The fence counter ``name`` draws from: the node's one counter ``counter``, or on a cluster the counter
+    of the slot that the name's keys hash to (``counter:{T}``)."""
+    if not cluster:
+        return counter
+    return counter + ":{" + slot_tag(slot_of("{" + name + "}:r")) + "}"
+
+
+def keys(name: str, cluster: bool = False, counter: str = NODE_COUNTER) -> list[str]:
+    tag = "{" + name + "}"
+    return [
+        name,
+        tag + ":r",
+        tag + ":p",
+        tag + ":i",
+        tag + ":q",
+        tag + ":qd",
+        tag + ":fence",
+        counter_key(name, cluster, counter),
+    ]
+
+
+def channel(name: str) -> str:
+    return "{" + name + "}:wake"
+
+
+def fence_key(name: str) -> str:
+    """The per-name counter of distlock 0.1.0 (read and removed on upgrade; never written)."""
+    return keys(name)[6]
+
+
+def name_of_info_key(key: str) -> str | None:
+    """The lock name of a ``{N}:i`` key found by SCAN, else None."""
+    if key.startswith("{") and key.endswith("}:i"):
+        return key[1:-3]
+    return None
+
+
+def glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

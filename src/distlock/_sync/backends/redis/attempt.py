@@ -1,0 +1,148 @@
+# GENERATED from src/distlock/_async/backends/redis/attempt.py by scripts/gen_sync.py: edit that file, not this one.
+"""Waiting for a Redis lock: one try, then a sleep on the name's wake-up channel until a release signals us
+(or the holders' lease ends), for a single node or cluster (:class:`Attempt`) and for Redlock on every master
+(:class:`RedlockAttempt`).
+
+The rule both keep: no release may fall between a failed try and the wait. The waiter is registered on the
+store's :class:`~.listener.Listener` and its channel subscribed BEFORE the try whose failure it waits on; a
+try that ran without a confirmed subscription is followed by a subscribe and a re-check instead of a sleep.
+A failed try also queues the waiter on the server with a short deadline (``WAITER_TTL``) that every re-check
+refreshes, so a waiter that went away drops out of the queue by itself.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .... import _rt_sync as rt
+from ...._core import redis_keys as rk
+from ...._core.timing import wait_slice
+from ...._core.types import Claim, Grant
+from ...backend import SyncAttempt
+
+if TYPE_CHECKING:
+    from . import Backend
+    from .redlock import Backend as RedlockBackend
+
+#: a waiter's queue entry lives this long unless refreshed by a re-check (F12 in docs/safety.md)
+WAITER_TTL = 5.0
+#: the longest a waiter sleeps between re-checks when no hint says otherwise (refreshes its entry)
+MAX_WAIT_SLICE = 2.0
+#: how long a waiter waits for the server to confirm its subscription before relying on hints
+SUBSCRIBE_TIMEOUT = 1.0
+#: Redlock: consecutive tries in which fewer than a majority of masters answered in time before QuorumError
+#: (a master that refuses connections counts at once; one that is slow may just be overloaded)
+MAX_SILENT_TRIES = 5
+
+
+class Attempt(SyncAttempt):
+    """Try, and between tries wait on the name's wake-up channel.
+
+    No release may fall between a failed try and the wait: the waiter must be registered and the channel
+    subscribed BEFORE the try whose failure it waits on. When the channel is already subscribed (another
+    waiter, or a recent one: subscriptions linger), registering is local and the first wait blocks at once;
+    otherwise the first wait subscribes and returns, so the caller re-checks under the live subscription.
+    """
+
+    backend: Backend
+
+    def __init__(self, backend: Backend, claim: Claim) -> None:
+        super().__init__(backend, claim)
+        self._waker: rt.Waker | None = None
+        self._channel = rk.channel(claim.name)
+        self._gen: int | None = None  # the subscription generation our last try ran under
+
+    def try_acquire(self) -> Grant:
+        listener = self.backend.node.listener
+        self._gen = listener.live(self._channel)
+        if self._gen is not None and self._waker is None:
+            self._waker = rt.Waker()
+            listener.add(self._channel, self.claim.token, self._waker.notify)
+        grant = self.backend._try(self.claim)
+        if grant.acquired:
+            self._unwatch()
+        return grant
+
+    def wait(self, grant: Grant, timeout: float | None) -> None:
+        listener = self.backend.node.listener
+        if self._waker is None or self._gen is None or listener.live(self._channel) != self._gen:
+            # not registered and subscribed during the last try: subscribe, then let the caller re-check
+            if self._waker is None:
+                self._waker = rt.Waker()
+            listener.watch(self._channel, self.claim.token, self._waker.notify, SUBSCRIBE_TIMEOUT)
+            if listener.live(self._channel) is not None:
+                return
+        self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
+
+    def abandon(self) -> None:
+        self._unwatch()
+        self.backend.forget(self.claim.token)
+        self.backend.node.script("abandon", self.claim.name, self.claim.token, self.claim.mode.value)
+
+    def _unwatch(self) -> None:
+        if self._waker is not None:
+            self._waker = None
+            self.backend.node.listener.unwatch(self._channel, self.claim.token)
+
+
+class RedlockAttempt(SyncAttempt):
+    """As the single-node attempt (register and subscribe before the try whose failure we wait on), on every
+    master: it blocks once a majority of masters had a live subscription during the last try (a release
+    reaches a majority, so its wake-up reaches us from one of them)."""
+
+    backend: RedlockBackend
+
+    def __init__(self, backend: RedlockBackend, claim: Claim) -> None:
+        super().__init__(backend, claim)
+        self._waker: rt.Waker | None = None
+        self._channel = rk.channel(claim.name)
+        self._gens: list[int | None] = []
+        self._silent = 0
+
+    def try_acquire(self) -> Grant:
+        nodes = self.backend.nodes
+        self._gens = [n.listener.live(self._channel) for n in nodes]
+        if self._waker is None and self._covered(self._gens):
+            waker = self._waker = rt.Waker()
+            for n in nodes:
+                n.listener.add(self._channel, self.claim.token, waker.notify)
+        grant, errors = self.backend._try(self.claim)
+        self._silent = 0 if errors is None else self._silent + 1
+        if errors is not None and self._silent >= MAX_SILENT_TRIES:
+            raise self.backend._quorum_error(self.claim.name, "acquire", errors)
+        if grant.acquired:
+            self._unwatch()
+        return grant
+
+    def _covered(self, gens: list[int | None]) -> bool:
+        return sum(1 for g in gens if g is not None) >= self.backend.quorum
+
+    def wait(self, grant: Grant, timeout: float | None) -> None:
+        nodes = self.backend.nodes
+        now = [n.listener.live(self._channel) for n in nodes]
+        steady = [g for g, h in zip(self._gens, now, strict=True) if g is not None and g == h]
+        if self._waker is None or len(steady) < self.backend.quorum:
+            # subscribe on every master, then let the caller re-check (no release can slip in between)
+            waker = self._waker = self._waker or rt.Waker()
+            token = self.claim.token
+            calls = self.backend._calls(
+                lambda n: n.listener.watch(self._channel, token, waker.notify, SUBSCRIBE_TIMEOUT), nodes
+            )
+            self.backend._fan(calls, SUBSCRIBE_TIMEOUT + 0.5)
+            if self._covered([n.listener.live(self._channel) for n in nodes]):
+                return
+        self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
+
+    def abandon(self) -> None:
+        self._unwatch()
+        c = self.claim
+        self.backend.leases.forget(c.token)
+        self.backend._fan(
+            self.backend._calls(lambda n: n.script("abandon", c.name, c.token, c.mode.value), self.backend.nodes)
+        )
+
+    def _unwatch(self) -> None:
+        if self._waker is not None:
+            self._waker = None
+            for n in self.backend.nodes:
+                n.listener.unwatch(self._channel, self.claim.token)

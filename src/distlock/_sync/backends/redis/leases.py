@@ -1,0 +1,54 @@
+# GENERATED from src/distlock/_async/backends/redis/leases.py by scripts/gen_sync.py: edit that file, not this one.
+"""What makes a release idempotent across retries (:class:`Leases`), shared by the single-node and the Redlock
+backend: each keeps one, fed by its acquires (``confirmed``), its renewal batches (``renewed``) and its
+releases."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...._core.timing import lease_end, monotonic
+from ...._core.types import Claim
+
+
+class Leases:
+    """What a release needs to be idempotent: for each held token, the local end of its last confirmed lease
+    (``lease_end`` of the request that confirmed it), and whether a release of it may already have run.
+
+    The rule: a release that finds the token gone (0) is still a success when an earlier try of this
+    release may have run on the server (the driver re-sent it after a dropped connection or a timeout, or a
+    previous ``release()`` raised) AND the reply came before the local lease end. The server's lease ends no
+    earlier than ours, so until then the key could only have gone by our own release (or an admin's
+    break_lock or a flush, which remove it just the same): nobody else can have held the name in between.
+    After the local lease end the answer stays ``False`` (``LockLost``): the lease may have run out first.
+    """
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+        self._unsure: set[str] = set()
+
+    def confirmed(self, claim: Claim, sent: float) -> None:
+        self._until[claim.token] = lease_end(sent, claim.ttl)
+
+    def renewed(self, claims: Sequence[Claim], ok: Sequence[bool], sent: float) -> None:
+        for c, good in zip(claims, ok, strict=True):
+            if good:
+                self._until[c.token] = lease_end(sent, c.ttl)
+            else:
+                self.forget(c.token)
+
+    def unsure(self, token: str) -> None:
+        if token in self._until:
+            self._unsure.add(token)
+
+    def released(self, token: str, ok: bool, gone: bool, retried: bool = False) -> bool:
+        """The answer of a release: ``ok`` = the token held and was removed now; ``gone`` = it is not held
+        (any more); ``retried`` = this very call was sent twice."""
+        if not ok and gone and (retried or token in self._unsure) and monotonic() < self._until.get(token, 0.0):
+            ok = True
+        self.forget(token)
+        return ok
+
+    def forget(self, token: str) -> None:
+        self._until.pop(token, None)
+        self._unsure.discard(token)

@@ -1,0 +1,338 @@
+# GENERATED from src/distlock/_async/backends/redis/redlock.py by scripts/gen_sync.py: edit that file, not this one.
+"""Redlock over N independent Redis masters: ``redlock://h1:6379,h2:6379,h3:6379[/db]`` (TLS: ``redlocks://``).
+
+The algorithm of the Redis docs and the seeds, on the single-node scripts of ``_core/redis_lua.py`` (same
+key and token on every master, so each master alone looks like the single-node layout):
+
+* acquire: the acquire script is sent to every master in parallel, with a per-master deadline far below
+  the TTL (``node_timeout``, at most ttl/5). Granted only if a majority said yes AND the validity
+  ``ttl - elapsed - drift`` (monotonic clock, ``_core.timing.validity``) is still positive; the lock object
+  counts its lease from that validity (``Grant.valid_for``). An unreachable master is a failed vote.
+* a failed attempt removes the claim from every master that granted it or did not answer (a late
+  success there must not linger), then the waiter retries after a random delay if the votes were split.
+* fences: each master has one counter, seeded under its run id (the rule: ``fences.plan``): the holder's fence
+  is the maximum over a majority of *seeded* masters that granted, written back (``FENCE_FLOOR``) to a
+  majority before the grant, so every later majority (which shares a master with it) counts above it. A
+  master that lost its state (flushed, restarted) counts toward no fence until it is re-seeded from a
+  majority of seeded masters; with fewer seeded masters answering the acquire is refused
+  (``docs/models/redlock_fence.pml``).
+* renew: one pipeline per master per tick, in parallel; a lease is kept if a majority extended it.
+* waiting: a waiter subscribes to the name's channel on every master (push, one waiter per release on
+  each master) and re-checks no later than the holders' remaining lease (``attempt.RedlockAttempt``).
+* ``QuorumError`` when fewer than a majority of masters answer at all.
+
+Lock kinds: lock, rlock, multilock and rwlock (a writer's majority and a reader's majority share a master,
+which never grants both). Semaphores are refused (``UnsupportedFeature``): per-master permit counts over
+majorities could admit up to 2N-1 holders. ``fair=True`` is refused (no FIFO across masters).
+URL options: ``node_timeout`` (s, default 0.5), ``connect_timeout`` (s, default 1), ``socket_timeout``
+(s, default 1), ``fence_counter`` (the key of each master's fence counter, default ``distlock:fences``), plus
+redis-py's own URL options.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .... import _redis_sync as drv
+from ...._core import redis_calls as rc
+from ...._core.timing import monotonic, validity
+from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
+from ...._errors import BackendError, ConfigError, QuorumError
+from ...._url import StoreConfig
+from ...backend import SyncBackend
+from .attempt import WAITER_TTL, RedlockAttempt
+from .fences import Vote, plan
+from .leases import Leases
+from .node import Node
+from .options import driver_url, fence_counter, reject_unknown
+from .wire import Restarted
+
+#: the random delay before retrying after a split vote (nobody got a majority): desynchronises contenders
+SPLIT_RETRY = 0.01
+
+
+class Backend(SyncBackend):
+    capabilities = Capabilities(
+        modes=frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE}), fair=False, needs_renewal=True
+    )
+
+    def __init__(self, config: StoreConfig, nodes: list[Node], node_timeout: float) -> None:
+        super().__init__(config)
+        self.nodes = nodes
+        self.counter = nodes[0].counter  # the same on every master
+        self.quorum = len(nodes) // 2 + 1
+        self.node_timeout = node_timeout
+        self.fanout = drv.Fanout(len(nodes))
+        self.leases = Leases()
+
+    @classmethod
+    def open(cls, config: StoreConfig) -> Backend:
+        if len(config.hosts) < 3 or len(config.hosts) % 2 == 0:
+            raise ConfigError(
+                f"redlock needs an odd number (>= 3) of independent masters, got {len(config.hosts)}",
+                backend=config.scheme,
+            )
+        node_timeout = config.pop_float("node_timeout", 0.5)
+        connect_timeout = config.pop_float("connect_timeout", 1.0)
+        socket_timeout = config.pop_float("socket_timeout", 1.0)
+        counter = fence_counter(config)
+        urls = [driver_url(config, host) for host in config.hosts]
+        reject_unknown(config)
+        nodes = [
+            Node.connect(
+                url, config.scheme, config.password, connect_timeout, socket_timeout, f"{h}:{p}", counter=counter
+            )
+            for url, (h, p) in zip(urls, config.hosts, strict=True)
+        ]
+        backend = cls(config, nodes, node_timeout)
+        for n in nodes:
+            n.watch_restarts()
+        results = backend._fan([n.ping for n in nodes], connect_timeout + socket_timeout)
+        up = sum(1 for r in results if not isinstance(r, BaseException))
+        if up < backend.quorum:
+            backend.close()
+            raise QuorumError(
+                f"only {up} of {len(nodes)} Redis masters reachable; a majority ({backend.quorum}) is needed",
+                backend=config.scheme,
+            )
+        return backend
+
+    # -- plumbing --------------------------------------------------------------------------------------
+    def _deadline(self, ttl: float | None = None) -> float:
+        return self.node_timeout if ttl is None else max(0.005, min(self.node_timeout, ttl / 5.0))
+
+    def _fan(self, calls: Sequence[Callable[[], Any]], timeout: float | None = None) -> list[Any]:
+        """Run the calls in parallel; each result is a reply or the exception (timeouts included)."""
+        return self.fanout.gather(calls, self.node_timeout if timeout is None else timeout)
+
+    def _scatter(self, nodes: Sequence[Node], timeout: float, script: str, name: str, *args: Any) -> list[Any]:
+        """The same script on every node, in parallel on the wire (one thread on the sync side, no pool).
+        Each result is the reply or an exception; a node that lost its scripts (restart) is retried alone."""
+        return self._scatter_each(nodes, timeout, script, name, [args] * len(nodes))
+
+    def _scatter_each(
+        self,
+        nodes: Sequence[Node],
+        timeout: float,
+        script: str,
+        name: str,
+        each: Sequence[Sequence[Any]],
+        expects: Sequence[str | None] | None = None,
+    ) -> list[Any]:
+        """As :meth:`_scatter`, with each node's own arguments (``each[i]``); ``expects[i]``: the run id the
+        request to node i was prepared with (a new connection that finds another one fails that request)."""
+        first = each[0] if each else ()
+        if all(a == first for a in each):
+            # encoded once for every master
+            packed: bytes | list[bytes] = rc.packed_call(script, name, *first, counter=self.counter)
+        else:
+            packed = [rc.packed_call(script, name, *a, counter=self.counter) for a in each]
+        results = drv.scatter([n.plain_wire for n in nodes], packed, timeout, self.fanout, expects)
+        out: list[Any] = []
+        for n, r, args in zip(nodes, results, each, strict=True):
+            if isinstance(r, NoScriptError):
+                try:
+                    r = n.script(script, name, *args)
+                except BackendError as exc:
+                    r = exc
+            elif isinstance(r, RedisError):
+                err = n.error(r, script)
+                err.__cause__ = r
+                r = err
+            out.append(r)
+        return out
+
+    @staticmethod
+    def _calls(fn: Callable[[Node], Any], nodes: Sequence[Node]) -> list[Callable[[], Any]]:
+        return [functools.partial(fn, n) for n in nodes]
+
+    @staticmethod
+    def _silent(r: object) -> bool:
+        """No answer in time (as opposed to a refused connection or an error reply)."""
+        cause = r.__cause__ if isinstance(r, BackendError) else r
+        return isinstance(cause, (TimeoutError, RedisTimeoutError, Restarted))
+
+    def _quorum_error(self, name: str | None, what: str, errors: Sequence[BaseException]) -> QuorumError:
+        detail = "; ".join(sorted({type(e).__name__ + ": " + str(e)[:120] for e in errors}))
+        return QuorumError(
+            f"{what}: fewer than {self.quorum} of {len(self.nodes)} masters answered ({detail})",
+            name=name,
+            backend=self.scheme,
+        )
+
+    def _need_quorum(self, results: Sequence[Any], name: str | None, what: str) -> None:
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if len(results) - len(errors) < self.quorum:
+            raise self._quorum_error(name, what, errors)
+
+    # -- operations ------------------------------------------------------------------------------------
+    def attempt(self, claim: Claim) -> RedlockAttempt:
+        return RedlockAttempt(self, claim)
+
+    def _try(self, claim: Claim) -> tuple[Grant, list[BaseException] | None]:
+        """One Redlock round: the grant, and None if a majority answered in time, else the errors."""
+        runs = [n.run_id or "" for n in self.nodes]
+        each = [
+            rc.acquire_args(
+                claim.token, claim.mode, claim.ttl, claim.permits, False, claim.owner, WAITER_TTL, rc.REDLOCK + run
+            )
+            for run in runs
+        ]
+        started = monotonic()
+        deadline = self._deadline(claim.ttl)
+        results = self._scatter_each(self.nodes, deadline, "acquire", claim.name, each, runs)
+        votes = [None if isinstance(r, BaseException) else Vote.of(r) for r in results]
+        fence, refused = self._fence(claim, votes)
+        won = [v for v in votes if v is not None and v.acquired]
+        if fence is not None and len(won) >= self.quorum:
+            valid = validity(claim.ttl, monotonic() - started)
+            if valid > 0:
+                self.leases.confirmed(claim, started)
+                return Grant(True, fence=fence, valid_for=valid), None
+        # Failed: take the claim back wherever it may have landed (granted, or no answer in time).
+        dirty = [n for n, v in zip(self.nodes, votes, strict=True) if v is None or v.acquired]
+        if dirty:
+            self._scatter(dirty, self._deadline(claim.ttl), "release", claim.name, claim.token, claim.mode.value)
+        if refused is not None:
+            raise QuorumError(refused, name=claim.name, backend=self.scheme)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if sum(1 for e in errors if not self._silent(e)) > len(self.nodes) - self.quorum:
+            raise self._quorum_error(claim.name, "acquire", errors)  # a majority is down: no point waiting
+        if len(results) - len(errors) < self.quorum:  # slow masters (or we are overloaded): try again soon
+            return Grant(False, retry_after=random.uniform(0.0, SPLIT_RETRY)), errors
+        if won:  # split vote: retry after a random delay so contenders fall out of step
+            return Grant(False, retry_after=random.uniform(0.0, SPLIT_RETRY)), None
+        hints = sorted(v.retry_after for v in votes if v is not None and v.retry_after is not None)
+        return Grant(False, retry_after=hints[0] if hints else None), None
+
+    def _fence(self, claim: Claim, votes: list[Vote | None]) -> tuple[int | None, str | None]:
+        """The fence of a round that won a majority, or None; and the reason to refuse the acquire, if any.
+        The rule is :func:`.fences.plan`; here its write-backs (``FENCE_FLOOR``) are sent."""
+        p = plan(votes, self.quorum)
+        if p.todo:
+            replies = self._floor(
+                [self.nodes[i] for i in p.todo], claim, p.floor, -1 if p.fence is None else p.fence
+            )
+            if p.fence is not None:
+                p.at |= {
+                    i for i, r in zip(p.todo, replies, strict=True) if not isinstance(r, BaseException) and int(r) == 1
+                }
+        if p.fence is None:
+            return None, p.refused
+        return (p.fence, None) if len(p.at) >= self.quorum else (None, None)
+
+    def _floor(self, nodes: list[Node], claim: Claim, floor: int, fence: int) -> list[Any]:
+        runs = [n.run_id or "" for n in nodes]
+        each = [(claim.token, floor, claim.mode.value, fence, run) for run in runs]
+        return self._scatter_each(nodes, self._deadline(claim.ttl), "fence_floor", claim.name, each, runs)
+
+    def release(self, claim: Claim) -> bool:
+        """Released if a majority removed the token. An earlier try of this release may have run where this
+        one finds the token gone: those count too while our lease cannot have ended (see ``Leases``). Too
+        few definite answers to tell: ``QuorumError`` (the caller may retry; the retry is idempotent)."""
+        results = self._scatter(
+            self.nodes, self.node_timeout, "release", claim.name, claim.token, claim.mode.value
+        )
+        ones = sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1)
+        zeros = sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 0)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        gone = ones + zeros >= self.quorum  # a majority says the token does not hold the name now
+        if ones < self.quorum and not gone and ones + len(errors) >= self.quorum:
+            self.leases.unsure(claim.token)  # too few definite answers to tell
+            raise self._quorum_error(claim.name, "release", errors)
+        return self.leases.released(claim.token, ones >= self.quorum, gone)
+
+    def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        if not claims:
+            return []
+        calls = [(c.name, (c.token, c.mode.value, rc.ms(c.ttl))) for c in claims]
+        started = monotonic()
+        deadline = self._deadline(min(c.ttl for c in claims))
+        results = self._fan(
+            self._calls(lambda n: n.batch("renew", calls, "renew", deadline), self.nodes),
+            deadline,
+        )
+        self._need_quorum(results, None, "renew")
+        elapsed = monotonic() - started
+        out = []
+        for i, c in enumerate(claims):
+            votes = sum(1 for r in results if not isinstance(r, BaseException) and int(r[i]) == 1)
+            # the drift margin applies to a renewal as to an acquire: ttl - elapsed - drift must stay > 0
+            out.append(votes >= self.quorum and validity(c.ttl, elapsed) > 0)
+        self.leases.renewed(claims, out, started)
+        return out
+
+    def holds(self, claim: Claim) -> bool:
+        results = self._scatter(self.nodes, self.node_timeout, "holds", claim.name, claim.token, claim.mode.value)
+        self._need_quorum(results, claim.name, "holds")
+        return sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1) >= self.quorum
+
+    def _snapshots(self, names: list[str]) -> list[list[rc.Snapshot] | BaseException]:
+        return self._fan(self._calls(lambda n: n.snapshots(names), self.nodes))
+
+    def _merge(self, name: str, snaps: list[rc.Snapshot]) -> LockInfo | None:
+        """A holder counts if a majority of masters list it; fence = the largest, lease = the shortest."""
+        seen: dict[str, list[HolderInfo]] = {}
+        waiters = 0
+        for s in snaps:
+            waiters = max(waiters, s.waiters)
+            for token, h in s.holders():
+                seen.setdefault(token, []).append(h)
+        holders = []
+        for views in seen.values():
+            if len(views) >= self.quorum:
+                fences = [v.fence for v in views if v.fence is not None]
+                lefts = [v.ttl_left for v in views if v.ttl_left is not None]
+                holders.append(
+                    HolderInfo(
+                        views[0].owner, max(fences) if fences else None, views[0].mode, min(lefts) if lefts else None
+                    )
+                )
+        if not holders:
+            return None
+        return LockInfo(name, rc.KIND_OF_MODE.get(holders[0].mode, "lock"), tuple(holders), waiters)
+
+    def inspect(self, name: str) -> LockInfo | None:
+        results = self._snapshots([name])
+        self._need_quorum(results, name, "inspect")
+        return self._merge(name, [r[0] for r in results if not isinstance(r, BaseException)])
+
+    def list(self, prefix: str) -> list[LockInfo]:
+        found = self._fan(self._calls(lambda n: n.names(prefix), self.nodes))
+        self._need_quorum(found, None, "list")
+        names = sorted({x for r in found if not isinstance(r, BaseException) for x in r})
+        if not names:
+            return []
+        results = self._snapshots(names)
+        self._need_quorum(results, None, "list")
+        ok = [r for r in results if not isinstance(r, BaseException)]
+        infos = [self._merge(name, [r[i] for r in ok]) for i, name in enumerate(names)]
+        return [i for i in infos if i is not None]
+
+    def break_lock(self, name: str) -> bool:
+        results = self._fan(self._calls(lambda n: n.script("break", name), self.nodes))
+        self._need_quorum(results, name, "break")
+        tokens = {
+            t.decode() if isinstance(t, bytes) else str(t)
+            for r in results
+            if not isinstance(r, BaseException)
+            for t in r
+        }
+        for token in tokens:
+            self.leases.forget(token)
+            self.lost(token, "broken by an admin (break_lock)")
+        return bool(tokens)
+
+    def close(self) -> None:
+        for n in self.nodes:
+            try:
+                n.close()
+            except BackendError:
+                pass
+        self.fanout.close()
