@@ -187,7 +187,7 @@ def many_held(url: str, held: int) -> dict[str, float]:
         for lk in locks:
             assert lk.acquire(blocking=False)
         per_lock = (rss_kb() - base) * 1024 / held
-        claims = [h.claim for h in store._renewer.snapshot()]
+        claims = [h.claim for h in store._core.holdings()]
         started = time.monotonic()
         ok = store._backend.renew(claims)
         took = time.monotonic() - started

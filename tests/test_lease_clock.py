@@ -213,12 +213,12 @@ def test_lost_callbacks_run_once_when_many_find_the_loss_at_once(name: str) -> N
         calls: list[object] = []
         lock = store.lock(name, ttl=5.0, on_lost=calls.append)
         assert lock.acquire()
-        holding = store._leases.snapshot()[0]
+        holding = store._core.holdings()[0]
         start = threading.Barrier(8)
 
         def lose() -> None:
             start.wait()
-            store._lose(holding, "found by many")
+            store._core.lose(holding, "found by many")
 
         threads = [threading.Thread(target=lose) for _ in range(8)]
         for t in threads:

@@ -48,7 +48,7 @@ def kazoo(hosts: str, **kw: Any) -> KazooClient:
 
 
 def backend_of(lock: Any) -> Any:
-    return lock._store._backend
+    return lock._core.backend
 
 
 def wait_for(cond: Any, timeout: float, step: float = 0.05) -> bool:

@@ -54,6 +54,7 @@ class Holding:
     """One owner's hold of one lock object: what the lease clock times and the lost signal reports."""
 
     lock: Lock
+    callbacks: list[Callable[[Any], object]]  # the lock's on_lost callbacks (the lock's own list)
     claim: Claim
     fence: int | None
     expires_at: float  # local lease end (monotonic); +inf where a session, not a lease, backs the holding
@@ -83,7 +84,7 @@ class Leases:
         self._lose = lose
         self._name = name
         self._renews = backend.capabilities.needs_renewal
-        self._holds: set[Holding] = set()
+        self._holds: dict[str, Holding] = {}  # by token
         self._guard = threading.Lock()
         self._closing = False
         self._clock = _Worker(self._clock_loop, f"distlock-lease-clock-{name}")
@@ -111,7 +112,7 @@ class Leases:
     # -- the set of holdings ----------------------------------------------------------------------------
     def add(self, holding: Holding) -> None:
         with self._guard:
-            self._holds.add(holding)
+            self._holds[holding.claim.token] = holding
         first = min(self.deadline(holding), holding.renew_at if self._renews and holding.auto_renew else math.inf)
         self._clock.ensure(self.deadline(holding))
         if self._renews:
@@ -119,15 +120,20 @@ class Leases:
 
     def discard(self, holding: Holding) -> None:
         with self._guard:
-            self._holds.discard(holding)
+            if self._holds.get(holding.claim.token) is holding:
+                del self._holds[holding.claim.token]
 
     def tracks(self, holding: Holding) -> bool:
         with self._guard:
-            return holding in self._holds
+            return self._holds.get(holding.claim.token) is holding
 
     def snapshot(self) -> list[Holding]:
         with self._guard:
-            return list(self._holds)
+            return list(self._holds.values())
+
+    def find(self, token: str) -> Holding | None:
+        with self._guard:
+            return self._holds.get(token)
 
     def check(self, holding: Holding) -> bool:
         """Lose ``holding`` now if its lease ran out (the clock may not have woken yet). True if lost."""

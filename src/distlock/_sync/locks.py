@@ -12,19 +12,19 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from .. import _rt_sync as rt
 from .._core import ids
-from .._core.timing import Deadline, monotonic, renew_interval
+from .._core.timing import Deadline, renew_interval
 from .._core.types import Claim, Mode
 from .._core.validate import check_name, check_permits, check_timeout, check_ttl
 from .._errors import AcquireTimeout, ConfigError, LockError, LockLost, NotHeld
 from .lease import Holding
 
 if TYPE_CHECKING:
+    from .acquirer import SyncAcquirer
     from .store import Store
 
 log = logging.getLogger("distlock")
@@ -50,7 +50,7 @@ class _Scoped:
 
     name: str
     timeout: float | None
-    _store: Store
+    _core: SyncAcquirer
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         raise NotImplementedError
@@ -60,7 +60,7 @@ class _Scoped:
 
     def __enter__(self) -> Self:
         if not self.acquire(timeout=self.timeout):
-            raise AcquireTimeout(f"not acquired within {self.timeout}s", name=self.name, backend=self._store.scheme)
+            raise AcquireTimeout(f"not acquired within {self.timeout}s", name=self.name, backend=self._core.scheme)
         return self
 
     def __exit__(
@@ -105,8 +105,8 @@ class Lock(_Scoped):
         self.auto_renew = bool(auto_renew)
         self.reentrant = reentrant
         self.fair = bool(fair)
-        store._check_supported(self.name, mode, self.fair)
-        self._store = store
+        self._core = store._core  # the acquire loop and the holdings: every call below goes there
+        self._core.check_supported(self.name, mode, self.fair)
         self._holds: dict[object, list[Holding]] = {}
         self._guard = threading.Lock()  # protects _holds; never held across I/O
         self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
@@ -114,7 +114,7 @@ class Lock(_Scoped):
         self._idle_lost: rt.Event | None = None
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} {self.mode.value} on {self._store.scheme}>"
+        return f"<{type(self).__name__} {self.name!r} {self.mode.value} on {self._core.scheme}>"
 
     # -- acquire ---------------------------------------------------------------------------------------
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
@@ -137,7 +137,7 @@ class Lock(_Scoped):
                     raise LockError(
                         "already held by this owner (use store.rlock() for a reentrant lock)",
                         name=self.name,
-                        backend=self._store.scheme,
+                        backend=self._core.scheme,
                     )
                 if not current.lost.is_set():
                     current.count += 1
@@ -146,7 +146,7 @@ class Lock(_Scoped):
             raise LockLost(
                 f"cannot re-enter: the holding was lost ({mine[-1].lost_reason})",
                 name=self.name,
-                backend=self._store.scheme,
+                backend=self._core.scheme,
             )
         claim = Claim(
             name=self.name,
@@ -157,11 +157,12 @@ class Lock(_Scoped):
             permits=self.permits,
             fair=self.fair,
         )
-        won = self._store._acquire(claim, Deadline.after(wait))
+        won = self._core.acquire(claim, Deadline.after(wait))
         if won is None:
             return False
         holding = Holding(
             lock=self,
+            callbacks=self._callbacks,
             claim=won.claim,
             fence=won.grant.fence,
             expires_at=won.expires_at,
@@ -171,12 +172,12 @@ class Lock(_Scoped):
         with self._guard:
             self._holds.setdefault(key, []).append(holding)
             self._last = holding
-        self._store._register(holding)
+        self._core.register(holding)
         return True
 
     def _wait_of(self, blocking: bool, timeout: float | None) -> float | None:
         """How long acquire() may wait: threading's rules (a timeout with blocking=False is an error)."""
-        return _wait_of(blocking, timeout, name=self.name, backend=self._store.scheme)
+        return _wait_of(blocking, timeout, name=self.name, backend=self._core.scheme)
 
     # -- release ---------------------------------------------------------------------------------------
     def release(self) -> None:
@@ -185,23 +186,23 @@ class Lock(_Scoped):
         with self._guard:
             mine = self._holds.get(key)
             if not mine:
-                raise NotHeld("release() by an owner that does not hold it", name=self.name, backend=self._store.scheme)
+                raise NotHeld("release() by an owner that does not hold it", name=self.name, backend=self._core.scheme)
             holding = mine[-1]
             if holding.count > 1:
                 holding.count -= 1
                 return
-        self._store._check_expiry(holding)
+        self._core.check_expiry(holding)
         # The round trip and the bookkeeping run to completion even if the caller is cancelled: a half-done
         # release must not leave the lock looking free while it is held, or held while it is free.
         released = rt.shielded(self._release_holding(holding))
         if holding.lost.is_set() or not released:
             if not holding.lost.is_set():
-                self._store._lose(holding, "the lease was gone when release() reached the backend")
-            raise LockLost(f"lost before release: {holding.lost_reason}", name=self.name, backend=self._store.scheme)
+                self._core.lose(holding, "the lease was gone when release() reached the backend")
+            raise LockLost(f"lost before release: {holding.lost_reason}", name=self.name, backend=self._core.scheme)
 
     def _release_holding(self, holding: Holding) -> bool:
         try:
-            return self._store._release(holding)
+            return self._core.release(holding)
         finally:
             self._forget(holding)
 
@@ -213,29 +214,12 @@ class Lock(_Scoped):
         way (an answer that comes after the lease end confirms nothing).
         """
         holding = self._own_holding()
-        new_ttl = self.ttl if ttl is None else check_ttl(ttl, name=self.name, backend=self._store.scheme)
-        leases = self._store._leases
-        if leases.check(holding):
-            raise LockLost(f"lost: {holding.lost_reason}", name=self.name, backend=self._store.scheme)
-        leases.wait_io(holding)  # one round trip at a time per holding: the renewer's, or ours
-        claim = replace(holding.claim, ttl=new_ttl)
-        sent = monotonic()
-        try:
-            ok = (self._store._backend.renew([claim]))[0]
-        except BaseException:
-            leases.end_io(holding, sent, new_ttl, None)  # it may still reach the server
-            raise
-        if ok:
-            holding.claim = claim  # before end_io: the next renewal must carry the new TTL
-        leases.end_io(holding, sent, new_ttl, ok)
-        if not ok and not holding.lost.is_set():
-            self._store._lose(holding, "extend() found the lease gone")
-        if leases.check(holding):
-            raise LockLost(f"lost: {holding.lost_reason}", name=self.name, backend=self._store.scheme)
+        new_ttl = self.ttl if ttl is None else check_ttl(ttl, name=self.name, backend=self._core.scheme)
+        self._core.extend(holding, new_ttl)
 
     def locked(self) -> bool:
         """Does anyone hold this name right now (asks the backend)?"""
-        info = self._store.inspect(self.name)
+        info = self._core.inspect(self.name)
         return info is not None and bool(info.holders)
 
     def owned(self) -> bool:
@@ -244,14 +228,7 @@ class Lock(_Scoped):
             mine = self._holds.get(rt.owner_key())
         if not mine:
             return False
-        holding = mine[-1]
-        self._store._check_expiry(holding)
-        if holding.lost.is_set():
-            return False
-        if self._store._backend.holds(holding.claim):
-            return not self._store._leases.check(holding)  # a "yes" that came after the lease end is no yes
-        self._store._lose(holding, "the backend no longer lists this holder")
-        return False
+        return self._core.still_held(mine[-1])
 
     @property
     def fence(self) -> int | None:
@@ -281,7 +258,7 @@ class Lock(_Scoped):
         with self._guard:
             mine = self._holds.get(rt.owner_key())
         if not mine:
-            raise NotHeld("not held by this owner", name=self.name, backend=self._store.scheme)
+            raise NotHeld("not held by this owner", name=self.name, backend=self._core.scheme)
         return mine[-1]
 
     def _forget(self, holding: Holding) -> None:
@@ -325,7 +302,7 @@ class MultiLock(_Scoped):
         unique = sorted({check_name(n, backend=store.scheme) for n in names})
         self.names = unique
         self.timeout = check_timeout(options.pop("timeout", None), backend=store.scheme)
-        self._store = store
+        self._core = store._core
         self._locks = [Lock(store, n, timeout=self.timeout, **options) for n in unique]
         self.name = ",".join(unique)
 
@@ -333,7 +310,7 @@ class MultiLock(_Scoped):
         return f"<{type(self).__name__} {self.names!r}>"
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
-        deadline = Deadline.after(_wait_of(blocking, timeout, name=self.name, backend=self._store.scheme))
+        deadline = Deadline.after(_wait_of(blocking, timeout, name=self.name, backend=self._core.scheme))
         taken: list[tuple[Lock, Holding]] = []
         try:
             for lock in self._locks:

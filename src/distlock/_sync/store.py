@@ -1,5 +1,8 @@
 # GENERATED from src/distlock/_async/store.py by scripts/gen_sync.py: edit that file, not this one.
-"""The store: one connection to one backend, the lock factories, the acquire loop and the renewer.
+"""The store: one connection to one backend, the lock factories and the admin calls.
+
+The lock objects it makes call its :class:`~distlock._async.acquirer.AsyncAcquirer` (the acquire loop and the
+holdings, with the lease clock under it); the store builds that, and closes it before the backend.
 
 Written once for both sides: this file is the async source, ``_sync/store.py`` is generated from it.
 """
@@ -10,24 +13,20 @@ import functools
 import importlib
 import inspect as _inspect
 import logging
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from .. import _rt_sync as rt
-from .._core import ids
-from .._core.timing import Deadline, monotonic
-from .._core.types import Claim, Grant, LockInfo, Mode
+from .._core.types import LockInfo, Mode
 from .._core.validate import check_name
 from .._dist import install_hint
-from .._errors import ConfigError, LockError, UnsupportedFeature
+from .._errors import ConfigError, UnsupportedFeature
 from .._given import client_config
 from .._registry import BY_NAME
 from .._url import StoreConfig, parse_url
-from .backend import SyncAttempt, SyncBackend
-from .lease import Holding, Leases
+from .acquirer import SyncAcquirer
+from .backend import SyncBackend
 from .locks import Lock, MultiLock, ReadWriteLock, Semaphore, LostCallback
 
 log = logging.getLogger("distlock")
@@ -70,17 +69,6 @@ def connect(url: str | None = None, *, client: object | None = None, **options: 
     return Store(backend)
 
 
-@dataclass(frozen=True)
-class Acquired:
-    """A successful acquire: the claim that won (its token may differ from the one asked with, see
-    ``_acquire_at_backend``), the backend's grant, when the winning request was sent, and the local lease end."""
-
-    claim: Claim
-    grant: Grant
-    sent: float
-    expires_at: float
-
-
 class Store:
     """A connection to one backend and the factory of lock objects. Thread-safe; one per process is the norm.
 
@@ -92,16 +80,8 @@ class Store:
         self._backend = backend
         self.scheme = backend.scheme
         self.capabilities = backend.capabilities
-        self._leases = Leases(backend, self._lose, backend.scheme)
-        self._renewer = self._leases  # the name tests and benchmarks use for "what is being renewed"
-        self._by_token: dict[str, Holding] = {}
-        self._guard = threading.Lock()
-        # Local waiting lines, per (name, mode): see _acquire. Entries are the waiters' wakers (the first
-        # entry may be a plain marker: the first in line is never woken through the line).
-        self._lines: dict[tuple[str, Mode], list[object]] = {}
-        self._dispatcher = rt.Dispatcher()
-        self._closed = False
-        backend.set_loss_handler(self._backend_lost)
+        #: what the lock objects call: the acquire loop and the holdings (test hook: ``_core.holdings()``)
+        self._core = SyncAcquirer(backend)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._backend.describe()}>"
@@ -232,17 +212,9 @@ class Store:
     # -- lifecycle -------------------------------------------------------------------------------------
     def close(self) -> None:
         """Release everything still held, stop the renewer, close the connection. Idempotent."""
-        if self._closed:
+        if self._core.closed:
             return
-        self._closed = True
-        for holding in self._leases.snapshot():
-            try:
-                self._backend.release(holding.claim)
-            except LockError as err:
-                log.warning("close: could not release %r: %s", holding.claim.name, err)
-            self._forget(holding)
-        self._leases.stop()
-        self._dispatcher.close()
+        self._core.close()
         self._backend.close()
 
     def __enter__(self) -> Self:
@@ -252,138 +224,3 @@ class Store:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
-
-    # -- used by the lock objects ----------------------------------------------------------------------
-    def _check_supported(self, name: str, mode: Mode, fair: bool) -> None:
-        caps = self.capabilities
-        if mode not in caps.modes:
-            raise UnsupportedFeature(f"{mode.value} locks are not supported here", name=name, backend=self.scheme)
-        if fair and not (caps.fair or caps.always_fair):
-            raise UnsupportedFeature("fair=True (FIFO) is not supported here", name=name, backend=self.scheme)
-        if self._closed:
-            raise LockError("the store is closed", name=name, backend=self.scheme)
-
-    def _lines_up(self, claim: Claim, deadline: Deadline) -> bool:
-        """Whether a blocking acquire waits in the store's local line (see _acquire)."""
-        return (
-            claim.mode in (Mode.EXCLUSIVE, Mode.WRITE)
-            and not claim.fair
-            and not self.capabilities.always_fair
-            and not deadline.expired()
-        )
-
-    def _acquire(self, claim: Claim, deadline: Deadline) -> Acquired | None:
-        """Try until granted or the deadline passes; None if not granted in time.
-
-        Blocking exclusive claims of one store on one name line up locally first, and only the first in
-        line asks the backend: of N tasks or threads waiting here, at most one can be granted the lock at a
-        time anyway, and letting all of them answer every release (a wake-up per waiter, a transaction per
-        wake-up on SQLite and SQL) is a herd inside the process (F11 in docs/safety.md) that costs the holder's hand-off
-        far more than the grant. Fair claims skip the line (the backend's queue is their order), and so do
-        backends that always queue (each waiter already watches only its predecessor).
-        """
-        if self._closed:
-            raise LockError("the store is closed", name=claim.name, backend=self.scheme)
-        if not self._lines_up(claim, deadline):
-            return self._acquire_at_backend(claim, deadline)
-        key = (claim.name, claim.mode)
-        place: object
-        with self._guard:
-            line = self._lines.setdefault(key, [])
-            place = rt.Waker() if line else object()
-            line.append(place)
-        try:
-            if isinstance(place, rt.Waker):
-                while True:
-                    with self._guard:
-                        if self._lines[key][0] is place:
-                            break
-                    left = deadline.remaining()
-                    if left is not None and left <= 0:
-                        return None
-                    place.wait(left)
-            return self._acquire_at_backend(claim, deadline)
-        finally:
-            with self._guard:
-                line = self._lines[key]
-                was_first = line[0] is place
-                line.remove(place)
-                nxt = line[0] if was_first and line else None
-                if not line:
-                    del self._lines[key]
-            if isinstance(nxt, rt.Waker):
-                nxt.notify()
-
-    def _acquire_at_backend(self, claim: Claim, deadline: Deadline) -> Acquired | None:
-        """The backend's part of _acquire: on any way out without the lock (timeout, error, cancellation)
-        the attempt is abandoned, which removes whatever the backend may have written for it, even a
-        holding whose reply was lost (F10).
-
-        A grant whose reply came after its own local lease end is no success (F3): by then the server may
-        have granted the lock to someone else. It is abandoned like a failed try and the claim tries again,
-        with a fresh token, while the deadline allows.
-        """
-        attempt: SyncAttempt = self._backend.attempt(claim)
-        try:
-            while True:
-                sent = monotonic()
-                grant = attempt.try_acquire()
-                if grant.acquired:
-                    end = self._leases.grant_end(claim, grant, sent)  # +inf where a session backs it
-                    if monotonic() < min(end, self._leases.session_deadline(claim)):
-                        return Acquired(claim, grant, sent, end)
-                    log.warning("grant of %r arrived after its lease ended; trying again", claim.name)
-                    rt.shielded(attempt.abandon())
-                    claim = replace(claim, token=ids.new_token())
-                    attempt = self._backend.attempt(claim)
-                    if deadline.expired():
-                        return None
-                    continue
-                left = deadline.remaining()
-                if left is not None and left <= 0:
-                    rt.shielded(attempt.abandon())
-                    return None
-                attempt.wait(grant, left)
-        except BaseException:
-            try:
-                rt.shielded(attempt.abandon())
-            except Exception as err:  # noqa: BLE001 - report the original error, not the clean-up's
-                log.warning("could not clean up after a failed acquire of %r: %s", claim.name, err)
-            raise
-
-    def _release(self, holding: Holding) -> bool:
-        # Stop renewing first: a renewal in flight that meets the release must not report the lock as lost.
-        self._forget(holding)
-        return self._backend.release(holding.claim)
-
-    def _register(self, holding: Holding) -> None:
-        with self._guard:
-            self._by_token[holding.claim.token] = holding
-        self._leases.add(holding)
-
-    def _forget(self, holding: Holding) -> None:
-        with self._guard:
-            self._by_token.pop(holding.claim.token, None)
-        self._leases.discard(holding)
-
-    def _check_expiry(self, holding: Holding) -> None:
-        """Lose a holding whose lease ran out locally (e.g. the process was paused past its TTL)."""
-        self._leases.check(holding)
-
-    def _lose(self, holding: Holding, reason: str) -> None:
-        """Mark a holding lost: set its event, stop renewing it, call the callbacks once, off the critical path."""
-        with self._guard:  # the clock, the renewer, a driver thread and the caller may all find it at once
-            if holding.lost_reason:
-                return
-            holding.lost_reason = reason or "lost"
-        holding.lost.set()
-        self._forget(holding)
-        log.warning("lock %r lost: %s", holding.claim.name, reason)
-        for cb in list(holding.lock._callbacks):
-            self._dispatcher.run_callback(cb, holding.lock)
-
-    def _backend_lost(self, token: str, reason: str) -> None:
-        with self._guard:
-            holding = self._by_token.get(token)
-        if holding is not None:
-            self._dispatcher.call(lambda: self._lose(holding, reason))

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 def guard(lock: AsyncLock) -> EtcdGuard:
     """The :class:`EtcdGuard` of the calling owner's current holding of ``lock`` (an etcd store's lock)."""
-    backend = lock._store._backend
+    backend = lock._core.backend
     if not isinstance(backend, Backend):
         raise UnsupportedFeature("guard() needs a lock of an etcd store", name=lock.name, backend=backend.scheme)
     fence = lock.fence

@@ -1,0 +1,242 @@
+"""Between the lock objects and the backend: the acquire loop, and every holding of one store.
+
+One direction, as Curator's ``InterProcessMutex`` -> ``LockInternals`` -> driver: the lock objects
+(``locks.py``: owners, reentrancy) call this :class:`Acquirer` only; it asks the lease clock (``lease.py``)
+and the backend (``backend.py``), which never call back up except through :meth:`Acquirer.backend_lost`,
+the one way a backend reports a holding gone. The store (``store.py``) builds it and closes it.
+
+Here: the store's local waiting lines (one asker per name at a time, see :meth:`Acquirer.acquire`), the
+attempt that is abandoned on every way out without the lock (F10 in docs/safety.md), the grant that came
+after its own lease end and so counts as a failure (F3), and the life of a holding once granted: registered
+with the lease clock, released, extended, checked with the backend, and lost (once, with the callbacks run
+off the critical path).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, replace
+
+from .. import _rt_async as rt
+from .._core import ids
+from .._core.timing import Deadline, monotonic
+from .._core.types import Claim, Grant, LockInfo, Mode
+from .._errors import LockError, LockLost, UnsupportedFeature
+from .backend import AsyncAttempt, AsyncBackend
+from .lease import Holding, Leases
+
+log = logging.getLogger("distlock")
+
+
+@dataclass(frozen=True)
+class Acquired:
+    """A successful acquire: the claim that won (its token may differ from the one asked with, see
+    ``_at_backend``), the backend's grant, when the winning request was sent, and the local lease end."""
+
+    claim: Claim
+    grant: Grant
+    sent: float
+    expires_at: float
+
+
+class AsyncAcquirer:
+    def __init__(self, backend: AsyncBackend) -> None:
+        self.backend = backend
+        self.scheme = backend.scheme
+        self.capabilities = backend.capabilities
+        self.leases = Leases(backend, self.lose, backend.scheme)
+        self._guard = threading.Lock()
+        # Local waiting lines, per (name, mode): see acquire. Entries are the waiters' wakers (the first
+        # entry may be a plain marker: the first in line is never woken through the line).
+        self._lines: dict[tuple[str, Mode], list[object]] = {}
+        self._dispatcher = rt.Dispatcher()
+        self.closed = False
+        backend.set_loss_handler(self.backend_lost)
+
+    def check_supported(self, name: str, mode: Mode, fair: bool) -> None:
+        caps = self.capabilities
+        if mode not in caps.modes:
+            raise UnsupportedFeature(f"{mode.value} locks are not supported here", name=name, backend=self.scheme)
+        if fair and not (caps.fair or caps.always_fair):
+            raise UnsupportedFeature("fair=True (FIFO) is not supported here", name=name, backend=self.scheme)
+        if self.closed:
+            raise LockError("the store is closed", name=name, backend=self.scheme)
+
+    # -- acquire ---------------------------------------------------------------------------------------
+    def _lines_up(self, claim: Claim, deadline: Deadline) -> bool:
+        """Whether a blocking acquire waits in the store's local line (see acquire)."""
+        return (
+            claim.mode in (Mode.EXCLUSIVE, Mode.WRITE)
+            and not claim.fair
+            and not self.capabilities.always_fair
+            and not deadline.expired()
+        )
+
+    async def acquire(self, claim: Claim, deadline: Deadline) -> Acquired | None:
+        """Try until granted or the deadline passes; None if not granted in time.
+
+        Blocking exclusive claims of one store on one name line up locally first, and only the first in
+        line asks the backend: of N tasks or threads waiting here, at most one can be granted the lock at a
+        time anyway, and letting all of them answer every release (a wake-up per waiter, a transaction per
+        wake-up on SQLite and SQL) is a herd inside the process (F11 in docs/safety.md) that costs the
+        holder's hand-off far more than the grant. Fair claims skip the line (the backend's queue is their
+        order), and so do backends that always queue (each waiter already watches only its predecessor).
+        """
+        if self.closed:
+            raise LockError("the store is closed", name=claim.name, backend=self.scheme)
+        if not self._lines_up(claim, deadline):
+            return await self._at_backend(claim, deadline)
+        key = (claim.name, claim.mode)
+        place: object
+        with self._guard:
+            line = self._lines.setdefault(key, [])
+            place = rt.Waker() if line else object()
+            line.append(place)
+        try:
+            if isinstance(place, rt.Waker):
+                while True:
+                    with self._guard:
+                        if self._lines[key][0] is place:
+                            break
+                    left = deadline.remaining()
+                    if left is not None and left <= 0:
+                        return None
+                    await place.wait(left)
+            return await self._at_backend(claim, deadline)
+        finally:
+            with self._guard:
+                line = self._lines[key]
+                was_first = line[0] is place
+                line.remove(place)
+                nxt = line[0] if was_first and line else None
+                if not line:
+                    del self._lines[key]
+            if isinstance(nxt, rt.Waker):
+                nxt.notify()
+
+    async def _at_backend(self, claim: Claim, deadline: Deadline) -> Acquired | None:
+        """The backend's part of acquire: on any way out without the lock (timeout, error, cancellation)
+        the attempt is abandoned, which removes whatever the backend may have written for it, even a
+        holding whose reply was lost (F10).
+
+        A grant whose reply came after its own local lease end is no success (F3): by then the server may
+        have granted the lock to someone else. It is abandoned like a failed try and the claim tries again,
+        with a fresh token, while the deadline allows.
+        """
+        attempt: AsyncAttempt = self.backend.attempt(claim)
+        try:
+            while True:
+                sent = monotonic()
+                grant = await attempt.try_acquire()
+                if grant.acquired:
+                    end = self.leases.grant_end(claim, grant, sent)  # +inf where a session backs it
+                    if monotonic() < min(end, self.leases.session_deadline(claim)):
+                        return Acquired(claim, grant, sent, end)
+                    log.warning("grant of %r arrived after its lease ended; trying again", claim.name)
+                    await rt.shielded(attempt.abandon())
+                    claim = replace(claim, token=ids.new_token())
+                    attempt = self.backend.attempt(claim)
+                    if deadline.expired():
+                        return None
+                    continue
+                left = deadline.remaining()
+                if left is not None and left <= 0:
+                    await rt.shielded(attempt.abandon())
+                    return None
+                await attempt.wait(grant, left)
+        except BaseException:
+            try:
+                await rt.shielded(attempt.abandon())
+            except Exception as err:  # noqa: BLE001 - report the original error, not the clean-up's
+                log.warning("could not clean up after a failed acquire of %r: %s", claim.name, err)
+            raise
+
+    # -- holdings --------------------------------------------------------------------------------------
+    def register(self, holding: Holding) -> None:
+        self.leases.add(holding)
+
+    def _forget(self, holding: Holding) -> None:
+        self.leases.discard(holding)
+
+    async def release(self, holding: Holding) -> bool:
+        # Stop renewing first: a renewal in flight that meets the release must not report the lock as lost.
+        self._forget(holding)
+        return await self.backend.release(holding.claim)
+
+    def check_expiry(self, holding: Holding) -> None:
+        """Lose a holding whose lease ran out locally (e.g. the process was paused past its TTL)."""
+        self.leases.check(holding)
+
+    async def extend(self, holding: Holding, ttl: float) -> None:
+        """Renew ``holding`` now with ``ttl`` (which later renewals keep). ``LockLost`` if the lease had
+        already run out, was refused, or ran out while the request was on its way (an answer that comes
+        after the lease end confirms nothing)."""
+        leases = self.leases
+        if leases.check(holding):
+            raise self._lost_error(holding)
+        await leases.wait_io(holding)  # one round trip at a time per holding: the renewer's, or ours
+        claim = replace(holding.claim, ttl=ttl)
+        sent = monotonic()
+        try:
+            ok = (await self.backend.renew([claim]))[0]
+        except BaseException:
+            leases.end_io(holding, sent, ttl, None)  # it may still reach the server
+            raise
+        if ok:
+            holding.claim = claim  # before end_io: the next renewal must carry the new TTL
+        leases.end_io(holding, sent, ttl, ok)
+        if not ok and not holding.lost.is_set():
+            self.lose(holding, "extend() found the lease gone")
+        if leases.check(holding):
+            raise self._lost_error(holding)
+
+    async def still_held(self, holding: Holding) -> bool:
+        """Checked with the backend; a negative answer (or one after the lease end) loses the holding."""
+        self.check_expiry(holding)
+        if holding.lost.is_set():
+            return False
+        if await self.backend.holds(holding.claim):
+            return not self.leases.check(holding)  # a "yes" that came after the lease end is no yes
+        self.lose(holding, "the backend no longer lists this holder")
+        return False
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        return await self.backend.inspect(name)
+
+    def _lost_error(self, holding: Holding) -> LockLost:
+        return LockLost(f"lost: {holding.lost_reason}", name=holding.claim.name, backend=self.scheme)
+
+    def lose(self, holding: Holding, reason: str) -> None:
+        """Mark a holding lost: set its event, stop renewing it, call the callbacks once, off the critical path."""
+        with self._guard:  # the clock, the renewer, a driver thread and the caller may all find it at once
+            if holding.lost_reason:
+                return
+            holding.lost_reason = reason or "lost"
+        holding.lost.set()
+        self._forget(holding)
+        log.warning("lock %r lost: %s", holding.claim.name, reason)
+        for cb in list(holding.callbacks):
+            self._dispatcher.run_callback(cb, holding.lock)
+
+    def backend_lost(self, token: str, reason: str) -> None:
+        """The backend's report that a holding is gone (from any thread)."""
+        holding = self.leases.find(token)
+        if holding is not None:
+            self._dispatcher.call(lambda: self.lose(holding, reason))
+
+    def holdings(self) -> list[Holding]:
+        """What this store holds now (test hook: what the renewer renews)."""
+        return self.leases.snapshot()
+
+    async def close(self) -> None:
+        """Release everything still held and stop the lease clock (the store then closes the backend)."""
+        self.closed = True
+        for holding in self.leases.snapshot():
+            try:
+                await self.backend.release(holding.claim)
+            except LockError as err:
+                log.warning("close: could not release %r: %s", holding.claim.name, err)
+            self._forget(holding)
+        await self.leases.stop()
+        self._dispatcher.close()
