@@ -115,7 +115,7 @@ class Backend(AsyncBackend):
     def forget(self, token: str) -> None:
         self.leases.forget(token)
 
-    async def _try(self, claim: Claim) -> Grant:
+    async def try_once(self, claim: Claim) -> Grant:
         node = self.node
         args = rc.acquire_args(
             claim.token,

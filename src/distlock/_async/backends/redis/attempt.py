@@ -57,7 +57,7 @@ class Attempt(AsyncAttempt):
         if self._gen is not None and self._waker is None:
             self._waker = rt.Waker()
             listener.add(self._channel, self.claim.token, self._waker.notify)
-        grant = await self.backend._try(self.claim)
+        grant = await self.backend.try_once(self.claim)
         if grant.acquired:
             await self._unwatch()
         return grant
@@ -105,10 +105,10 @@ class RedlockAttempt(AsyncAttempt):
             waker = self._waker = rt.Waker()
             for n in nodes:
                 n.listener.add(self._channel, self.claim.token, waker.notify)
-        grant, errors = await self.backend._try(self.claim)
+        grant, errors = await self.backend.try_once(self.claim)
         self._silent = 0 if errors is None else self._silent + 1
         if errors is not None and self._silent >= MAX_SILENT_TRIES:
-            raise self.backend._quorum_error(self.claim.name, "acquire", errors)
+            raise self.backend.quorum_error(self.claim.name, "acquire", errors)
         if grant.acquired:
             await self._unwatch()
         return grant
@@ -124,10 +124,10 @@ class RedlockAttempt(AsyncAttempt):
             # subscribe on every master, then let the caller re-check (no release can slip in between)
             waker = self._waker = self._waker or rt.Waker()
             token = self.claim.token
-            calls = self.backend._calls(
+            calls = self.backend.per_node(
                 lambda n: n.listener.watch(self._channel, token, waker.notify, SUBSCRIBE_TIMEOUT), nodes
             )
-            await self.backend._fan(calls, SUBSCRIBE_TIMEOUT + 0.5)
+            await self.backend.fan(calls, SUBSCRIBE_TIMEOUT + 0.5)
             if self._covered([n.listener.live(self._channel) for n in nodes]):
                 return
         await self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
@@ -136,8 +136,8 @@ class RedlockAttempt(AsyncAttempt):
         await self._unwatch()
         c = self.claim
         self.backend.leases.forget(c.token)
-        await self.backend._fan(
-            self.backend._calls(lambda n: n.script("abandon", c.name, c.token, c.mode.value), self.backend.nodes)
+        await self.backend.fan(
+            self.backend.per_node(lambda n: n.script("abandon", c.name, c.token, c.mode.value), self.backend.nodes)
         )
 
     async def _unwatch(self) -> None:

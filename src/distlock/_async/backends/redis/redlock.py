@@ -92,7 +92,7 @@ class Backend(AsyncBackend):
         backend = cls(config, nodes, node_timeout)
         for n in nodes:
             n.watch_restarts()
-        results = await backend._fan([n.ping for n in nodes], connect_timeout + socket_timeout)
+        results = await backend.fan([n.ping for n in nodes], connect_timeout + socket_timeout)
         up = sum(1 for r in results if not isinstance(r, BaseException))
         if up < backend.quorum:
             await backend.aclose()
@@ -106,7 +106,7 @@ class Backend(AsyncBackend):
     def _deadline(self, ttl: float | None = None) -> float:
         return self.node_timeout if ttl is None else max(0.005, min(self.node_timeout, ttl / 5.0))
 
-    async def _fan(self, calls: Sequence[Callable[[], Any]], timeout: float | None = None) -> list[Any]:
+    async def fan(self, calls: Sequence[Callable[[], Any]], timeout: float | None = None) -> list[Any]:
         """Run the calls in parallel; each result is a reply or the exception (timeouts included)."""
         return await self.fanout.gather(calls, self.node_timeout if timeout is None else timeout)
 
@@ -148,7 +148,7 @@ class Backend(AsyncBackend):
         return out
 
     @staticmethod
-    def _calls(fn: Callable[[Node], Any], nodes: Sequence[Node]) -> list[Callable[[], Any]]:
+    def per_node(fn: Callable[[Node], Any], nodes: Sequence[Node]) -> list[Callable[[], Any]]:
         return [functools.partial(fn, n) for n in nodes]
 
     @staticmethod
@@ -157,7 +157,7 @@ class Backend(AsyncBackend):
         cause = r.__cause__ if isinstance(r, BackendError) else r
         return isinstance(cause, (TimeoutError, RedisTimeoutError, Restarted))
 
-    def _quorum_error(self, name: str | None, what: str, errors: Sequence[BaseException]) -> QuorumError:
+    def quorum_error(self, name: str | None, what: str, errors: Sequence[BaseException]) -> QuorumError:
         detail = "; ".join(sorted({type(e).__name__ + ": " + str(e)[:120] for e in errors}))
         return QuorumError(
             f"{what}: fewer than {self.quorum} of {len(self.nodes)} masters answered ({detail})",
@@ -168,13 +168,13 @@ class Backend(AsyncBackend):
     def _need_quorum(self, results: Sequence[Any], name: str | None, what: str) -> None:
         errors = [r for r in results if isinstance(r, BaseException)]
         if len(results) - len(errors) < self.quorum:
-            raise self._quorum_error(name, what, errors)
+            raise self.quorum_error(name, what, errors)
 
     # -- operations ------------------------------------------------------------------------------------
     def attempt(self, claim: Claim) -> RedlockAttempt:
         return RedlockAttempt(self, claim)
 
-    async def _try(self, claim: Claim) -> tuple[Grant, list[BaseException] | None]:
+    async def try_once(self, claim: Claim) -> tuple[Grant, list[BaseException] | None]:
         """One Redlock round: the grant, and None if a majority answered in time, else the errors."""
         runs = [n.run_id or "" for n in self.nodes]
         each = [
@@ -202,7 +202,7 @@ class Backend(AsyncBackend):
             raise QuorumError(refused, name=claim.name, backend=self.scheme)
         errors = [r for r in results if isinstance(r, BaseException)]
         if sum(1 for e in errors if not self._silent(e)) > len(self.nodes) - self.quorum:
-            raise self._quorum_error(claim.name, "acquire", errors)  # a majority is down: no point waiting
+            raise self.quorum_error(claim.name, "acquire", errors)  # a majority is down: no point waiting
         if len(results) - len(errors) < self.quorum:  # slow masters (or we are overloaded): try again soon
             return Grant(False, retry_after=random.uniform(0.0, SPLIT_RETRY)), errors
         if won:  # split vote: retry after a random delay so contenders fall out of step
@@ -244,7 +244,7 @@ class Backend(AsyncBackend):
         gone = ones + zeros >= self.quorum  # a majority says the token does not hold the name now
         if ones < self.quorum and not gone and ones + len(errors) >= self.quorum:
             self.leases.unsure(claim.token)  # too few definite answers to tell
-            raise self._quorum_error(claim.name, "release", errors)
+            raise self.quorum_error(claim.name, "release", errors)
         return self.leases.released(claim.token, ones >= self.quorum, gone)
 
     async def renew(self, claims: Sequence[Claim]) -> list[bool]:
@@ -253,8 +253,8 @@ class Backend(AsyncBackend):
         calls = [(c.name, (c.token, c.mode.value, rc.ms(c.ttl))) for c in claims]
         started = monotonic()
         deadline = self._deadline(min(c.ttl for c in claims))
-        results = await self._fan(
-            self._calls(lambda n: n.batch("renew", calls, "renew", deadline), self.nodes),
+        results = await self.fan(
+            self.per_node(lambda n: n.batch("renew", calls, "renew", deadline), self.nodes),
             deadline,
         )
         self._need_quorum(results, None, "renew")
@@ -273,7 +273,7 @@ class Backend(AsyncBackend):
         return sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1) >= self.quorum
 
     async def _snapshots(self, names: list[str]) -> list[list[rc.Snapshot] | BaseException]:
-        return await self._fan(self._calls(lambda n: n.snapshots(names), self.nodes))
+        return await self.fan(self.per_node(lambda n: n.snapshots(names), self.nodes))
 
     def _merge(self, name: str, snaps: list[rc.Snapshot]) -> LockInfo | None:
         """A holder counts if a majority of masters list it; fence = the largest, lease = the shortest."""
@@ -303,7 +303,7 @@ class Backend(AsyncBackend):
         return self._merge(name, [r[0] for r in results if not isinstance(r, BaseException)])
 
     async def list(self, prefix: str) -> list[LockInfo]:
-        found = await self._fan(self._calls(lambda n: n.names(prefix), self.nodes))
+        found = await self.fan(self.per_node(lambda n: n.names(prefix), self.nodes))
         self._need_quorum(found, None, "list")
         names = sorted({x for r in found if not isinstance(r, BaseException) for x in r})
         if not names:
@@ -315,7 +315,7 @@ class Backend(AsyncBackend):
         return [i for i in infos if i is not None]
 
     async def break_lock(self, name: str) -> bool:
-        results = await self._fan(self._calls(lambda n: n.script("break", name), self.nodes))
+        results = await self.fan(self.per_node(lambda n: n.script("break", name), self.nodes))
         self._need_quorum(results, name, "break")
         tokens = {
             t.decode() if isinstance(t, bytes) else str(t)

@@ -116,7 +116,7 @@ class Backend(SyncBackend):
     def forget(self, token: str) -> None:
         self.leases.forget(token)
 
-    def _try(self, claim: Claim) -> Grant:
+    def try_once(self, claim: Claim) -> Grant:
         node = self.node
         args = rc.acquire_args(
             claim.token,

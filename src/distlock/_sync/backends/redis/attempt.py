@@ -58,7 +58,7 @@ class Attempt(SyncAttempt):
         if self._gen is not None and self._waker is None:
             self._waker = rt.Waker()
             listener.add(self._channel, self.claim.token, self._waker.notify)
-        grant = self.backend._try(self.claim)
+        grant = self.backend.try_once(self.claim)
         if grant.acquired:
             self._unwatch()
         return grant
@@ -106,10 +106,10 @@ class RedlockAttempt(SyncAttempt):
             waker = self._waker = rt.Waker()
             for n in nodes:
                 n.listener.add(self._channel, self.claim.token, waker.notify)
-        grant, errors = self.backend._try(self.claim)
+        grant, errors = self.backend.try_once(self.claim)
         self._silent = 0 if errors is None else self._silent + 1
         if errors is not None and self._silent >= MAX_SILENT_TRIES:
-            raise self.backend._quorum_error(self.claim.name, "acquire", errors)
+            raise self.backend.quorum_error(self.claim.name, "acquire", errors)
         if grant.acquired:
             self._unwatch()
         return grant
@@ -125,10 +125,10 @@ class RedlockAttempt(SyncAttempt):
             # subscribe on every master, then let the caller re-check (no release can slip in between)
             waker = self._waker = self._waker or rt.Waker()
             token = self.claim.token
-            calls = self.backend._calls(
+            calls = self.backend.per_node(
                 lambda n: n.listener.watch(self._channel, token, waker.notify, SUBSCRIBE_TIMEOUT), nodes
             )
-            self.backend._fan(calls, SUBSCRIBE_TIMEOUT + 0.5)
+            self.backend.fan(calls, SUBSCRIBE_TIMEOUT + 0.5)
             if self._covered([n.listener.live(self._channel) for n in nodes]):
                 return
         self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
@@ -137,8 +137,8 @@ class RedlockAttempt(SyncAttempt):
         self._unwatch()
         c = self.claim
         self.backend.leases.forget(c.token)
-        self.backend._fan(
-            self.backend._calls(lambda n: n.script("abandon", c.name, c.token, c.mode.value), self.backend.nodes)
+        self.backend.fan(
+            self.backend.per_node(lambda n: n.script("abandon", c.name, c.token, c.mode.value), self.backend.nodes)
         )
 
     def _unwatch(self) -> None:
