@@ -205,3 +205,37 @@ def test_capabilities_refuse_semaphores_and_fairness(masters: list[ServerProc], 
 def test_even_number_of_masters_is_a_config_error(masters: list[ServerProc]) -> None:
     with pytest.raises(ConfigError):
         distlock.connect(redlock_url(masters[:4]))
+
+
+# -- the fence rule alone (pure: no servers) ---------------------------------------------------------------
+def test_fence_rule_seeds_a_new_fleet_and_hands_out_the_next_fence() -> None:
+    from distlock._async.backends.redis.fences import Vote, plan
+
+    votes = [Vote(True, -1, None, False, c) for c in (0, 3, 1)]
+    p = plan(votes, 2)
+    assert (p.fence, p.floor, p.todo, p.at, p.refused) == (4, 4, [0, 1, 2], set(), None)
+
+
+def test_fence_rule_writes_the_largest_seeded_fence_back_and_reseeds_a_wiped_master() -> None:
+    from distlock._async.backends.redis.fences import Vote, plan
+
+    votes = [Vote(True, 7, None, True, 7), Vote(True, 5, None, True, 5), Vote(True, -1, None, False, 0)]
+    p = plan(votes, 2)
+    assert (p.fence, p.floor, p.todo, p.at, p.refused) == (7, 7, [1, 2], {0}, None)
+
+
+def test_fence_rule_refuses_a_won_round_with_too_few_seeded_masters() -> None:
+    from distlock._async.backends.redis.fences import Vote, plan
+
+    p = plan([Vote(True, 3, None, True, 3), None, Vote(True, -1, None, False, 0)], 2)
+    assert p.fence is None and p.todo == [] and p.refused is not None and "acquire refused" in p.refused
+    lost = plan([Vote(False, -1, 0.1, True, 3), None, Vote(False, -1, 0.1, False, 0)], 2)
+    assert lost.fence is None and lost.todo == [] and lost.refused is None  # nothing won: nothing to refuse
+
+
+def test_fence_rule_reseeds_a_wiped_master_after_a_lost_round() -> None:
+    from distlock._async.backends.redis.fences import Vote, plan
+
+    votes = [Vote(False, -1, 0.2, True, 9), Vote(True, 8, None, True, 8), Vote(False, -1, 0.2, False, 0)]
+    p = plan(votes, 2)
+    assert (p.fence, p.floor, p.todo, p.refused) == (None, 9, [2], None)
