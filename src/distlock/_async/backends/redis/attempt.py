@@ -99,7 +99,7 @@ class RedlockAttempt(AsyncAttempt):
         self._silent = 0
 
     async def try_acquire(self) -> Grant:
-        nodes = self.backend.nodes
+        nodes = self.backend.masters.nodes
         self._gens = [n.listener.live(self._channel) for n in nodes]
         if self._waker is None and self._covered(self._gens):
             waker = self._waker = rt.Waker()
@@ -108,26 +108,26 @@ class RedlockAttempt(AsyncAttempt):
         grant, errors = await self.backend.try_once(self.claim)
         self._silent = 0 if errors is None else self._silent + 1
         if errors is not None and self._silent >= MAX_SILENT_TRIES:
-            raise self.backend.quorum_error(self.claim.name, "acquire", errors)
+            raise self.backend.masters.quorum_error(self.claim.name, "acquire", errors)
         if grant.acquired:
             await self._unwatch()
         return grant
 
     def _covered(self, gens: list[int | None]) -> bool:
-        return sum(1 for g in gens if g is not None) >= self.backend.quorum
+        return sum(1 for g in gens if g is not None) >= self.backend.masters.quorum
 
     async def wait(self, grant: Grant, timeout: float | None) -> None:
-        nodes = self.backend.nodes
+        nodes = self.backend.masters.nodes
         now = [n.listener.live(self._channel) for n in nodes]
         steady = [g for g, h in zip(self._gens, now, strict=True) if g is not None and g == h]
-        if self._waker is None or len(steady) < self.backend.quorum:
+        if self._waker is None or len(steady) < self.backend.masters.quorum:
             # subscribe on every master, then let the caller re-check (no release can slip in between)
             waker = self._waker = self._waker or rt.Waker()
             token = self.claim.token
-            calls = self.backend.per_node(
-                lambda n: n.listener.watch(self._channel, token, waker.notify, SUBSCRIBE_TIMEOUT), nodes
+            await self.backend.masters.each(
+                lambda n: n.listener.watch(self._channel, token, waker.notify, SUBSCRIBE_TIMEOUT),
+                SUBSCRIBE_TIMEOUT + 0.5,
             )
-            await self.backend.fan(calls, SUBSCRIBE_TIMEOUT + 0.5)
             if self._covered([n.listener.live(self._channel) for n in nodes]):
                 return
         await self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
@@ -136,12 +136,10 @@ class RedlockAttempt(AsyncAttempt):
         await self._unwatch()
         c = self.claim
         self.backend.leases.forget(c.token)
-        await self.backend.fan(
-            self.backend.per_node(lambda n: n.script("abandon", c.name, c.token, c.mode.value), self.backend.nodes)
-        )
+        await self.backend.masters.each(lambda n: n.script("abandon", c.name, c.token, c.mode.value))
 
     async def _unwatch(self) -> None:
         if self._waker is not None:
             self._waker = None
-            for n in self.backend.nodes:
+            for n in self.backend.masters.nodes:
                 await n.listener.unwatch(self._channel, self.claim.token)

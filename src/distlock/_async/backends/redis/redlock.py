@@ -30,27 +30,22 @@ redis-py's own URL options.
 
 from __future__ import annotations
 
-import functools
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from redis.exceptions import NoScriptError, RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
-from .... import _redis_async as drv
 from ...._core import redis_calls as rc
 from ...._core.timing import monotonic, validity
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
-from ...._errors import BackendError, ConfigError, QuorumError
+from ...._errors import ConfigError, QuorumError
 from ...._url import StoreConfig
 from ...backend import AsyncBackend
 from .attempt import WAITER_TTL, RedlockAttempt
 from .fences import Vote, plan
 from .leases import Leases
+from .masters import Masters
 from .node import Node
 from .options import driver_url, fence_counter, reject_unknown
-from .wire import Restarted
 
 #: the random delay before retrying after a split vote (nobody got a majority): desynchronises contenders
 SPLIT_RETRY = 0.01
@@ -63,11 +58,7 @@ class Backend(AsyncBackend):
 
     def __init__(self, config: StoreConfig, nodes: list[Node], node_timeout: float) -> None:
         super().__init__(config)
-        self.nodes = nodes
-        self.counter = nodes[0].counter  # the same on every master
-        self.quorum = len(nodes) // 2 + 1
-        self.node_timeout = node_timeout
-        self.fanout = drv.Fanout(len(nodes))
+        self.masters = Masters(nodes, node_timeout, config.scheme)
         self.leases = Leases()
 
     @classmethod
@@ -92,91 +83,22 @@ class Backend(AsyncBackend):
         backend = cls(config, nodes, node_timeout)
         for n in nodes:
             n.watch_restarts()
-        results = await backend.fan([n.ping for n in nodes], connect_timeout + socket_timeout)
+        results = await backend.masters.fan([n.ping for n in nodes], connect_timeout + socket_timeout)
         up = sum(1 for r in results if not isinstance(r, BaseException))
-        if up < backend.quorum:
+        if up < backend.masters.quorum:
             await backend.aclose()
             raise QuorumError(
-                f"only {up} of {len(nodes)} Redis masters reachable; a majority ({backend.quorum}) is needed",
+                f"only {up} of {len(nodes)} Redis masters reachable; a majority ({backend.masters.quorum}) is needed",
                 backend=config.scheme,
             )
         return backend
 
-    # -- plumbing --------------------------------------------------------------------------------------
-    def _deadline(self, ttl: float | None = None) -> float:
-        return self.node_timeout if ttl is None else max(0.005, min(self.node_timeout, ttl / 5.0))
-
-    async def fan(self, calls: Sequence[Callable[[], Any]], timeout: float | None = None) -> list[Any]:
-        """Run the calls in parallel; each result is a reply or the exception (timeouts included)."""
-        return await self.fanout.gather(calls, self.node_timeout if timeout is None else timeout)
-
-    async def _scatter(self, nodes: Sequence[Node], timeout: float, script: str, name: str, *args: Any) -> list[Any]:
-        """The same script on every node, in parallel on the wire (one thread on the sync side, no pool).
-        Each result is the reply or an exception; a node that lost its scripts (restart) is retried alone."""
-        return await self._scatter_each(nodes, timeout, script, name, [args] * len(nodes))
-
-    async def _scatter_each(
-        self,
-        nodes: Sequence[Node],
-        timeout: float,
-        script: str,
-        name: str,
-        each: Sequence[Sequence[Any]],
-        expects: Sequence[str | None] | None = None,
-    ) -> list[Any]:
-        """As :meth:`_scatter`, with each node's own arguments (``each[i]``); ``expects[i]``: the run id the
-        request to node i was prepared with (a new connection that finds another one fails that request)."""
-        first = each[0] if each else ()
-        if all(a == first for a in each):
-            # encoded once for every master
-            packed: bytes | list[bytes] = rc.packed_call(script, name, *first, counter=self.counter)
-        else:
-            packed = [rc.packed_call(script, name, *a, counter=self.counter) for a in each]
-        results = await drv.scatter([n.plain_wire for n in nodes], packed, timeout, self.fanout, expects)
-        out: list[Any] = []
-        for n, r, args in zip(nodes, results, each, strict=True):
-            if isinstance(r, NoScriptError):
-                try:
-                    r = await n.script(script, name, *args)
-                except BackendError as exc:
-                    r = exc
-            elif isinstance(r, RedisError):
-                err = n.error(r, script)
-                err.__cause__ = r
-                r = err
-            out.append(r)
-        return out
-
-    @staticmethod
-    def per_node(fn: Callable[[Node], Any], nodes: Sequence[Node]) -> list[Callable[[], Any]]:
-        return [functools.partial(fn, n) for n in nodes]
-
-    @staticmethod
-    def _silent(r: object) -> bool:
-        """No answer in time (as opposed to a refused connection or an error reply)."""
-        cause = r.__cause__ if isinstance(r, BackendError) else r
-        return isinstance(cause, (TimeoutError, RedisTimeoutError, Restarted))
-
-    def quorum_error(self, name: str | None, what: str, errors: Sequence[BaseException]) -> QuorumError:
-        detail = "; ".join(sorted({type(e).__name__ + ": " + str(e)[:120] for e in errors}))
-        return QuorumError(
-            f"{what}: fewer than {self.quorum} of {len(self.nodes)} masters answered ({detail})",
-            name=name,
-            backend=self.scheme,
-        )
-
-    def _need_quorum(self, results: Sequence[Any], name: str | None, what: str) -> None:
-        errors = [r for r in results if isinstance(r, BaseException)]
-        if len(results) - len(errors) < self.quorum:
-            raise self.quorum_error(name, what, errors)
-
-    # -- operations ------------------------------------------------------------------------------------
     def attempt(self, claim: Claim) -> RedlockAttempt:
         return RedlockAttempt(self, claim)
 
     async def try_once(self, claim: Claim) -> tuple[Grant, list[BaseException] | None]:
         """One Redlock round: the grant, and None if a majority answered in time, else the errors."""
-        runs = [n.run_id or "" for n in self.nodes]
+        runs = [n.run_id or "" for n in self.masters.nodes]
         each = [
             rc.acquire_args(
                 claim.token, claim.mode, claim.ttl, claim.permits, False, claim.owner, WAITER_TTL, rc.REDLOCK + run
@@ -184,26 +106,28 @@ class Backend(AsyncBackend):
             for run in runs
         ]
         started = monotonic()
-        deadline = self._deadline(claim.ttl)
-        results = await self._scatter_each(self.nodes, deadline, "acquire", claim.name, each, runs)
+        deadline = self.masters.deadline(claim.ttl)
+        results = await self.masters.scatter_each(self.masters.nodes, deadline, "acquire", claim.name, each, runs)
         votes = [None if isinstance(r, BaseException) else Vote.of(r) for r in results]
         fence, refused = await self._fence(claim, votes)
         won = [v for v in votes if v is not None and v.acquired]
-        if fence is not None and len(won) >= self.quorum:
+        if fence is not None and len(won) >= self.masters.quorum:
             valid = validity(claim.ttl, monotonic() - started)
             if valid > 0:
                 self.leases.confirmed(claim, started)
                 return Grant(True, fence=fence, valid_for=valid), None
         # Failed: take the claim back wherever it may have landed (granted, or no answer in time).
-        dirty = [n for n, v in zip(self.nodes, votes, strict=True) if v is None or v.acquired]
+        dirty = [n for n, v in zip(self.masters.nodes, votes, strict=True) if v is None or v.acquired]
         if dirty:
-            await self._scatter(dirty, self._deadline(claim.ttl), "release", claim.name, claim.token, claim.mode.value)
+            await self.masters.scatter(
+                dirty, self.masters.deadline(claim.ttl), "release", claim.name, claim.token, claim.mode.value
+            )
         if refused is not None:
             raise QuorumError(refused, name=claim.name, backend=self.scheme)
         errors = [r for r in results if isinstance(r, BaseException)]
-        if sum(1 for e in errors if not self._silent(e)) > len(self.nodes) - self.quorum:
-            raise self.quorum_error(claim.name, "acquire", errors)  # a majority is down: no point waiting
-        if len(results) - len(errors) < self.quorum:  # slow masters (or we are overloaded): try again soon
+        if sum(1 for e in errors if not self.masters.silent(e)) > len(self.masters.nodes) - self.masters.quorum:
+            raise self.masters.quorum_error(claim.name, "acquire", errors)  # a majority is down: no point waiting
+        if len(results) - len(errors) < self.masters.quorum:  # slow masters (or we are overloaded): try again soon
             return Grant(False, retry_after=random.uniform(0.0, SPLIT_RETRY)), errors
         if won:  # split vote: retry after a random delay so contenders fall out of step
             return Grant(False, retry_after=random.uniform(0.0, SPLIT_RETRY)), None
@@ -213,10 +137,10 @@ class Backend(AsyncBackend):
     async def _fence(self, claim: Claim, votes: list[Vote | None]) -> tuple[int | None, str | None]:
         """The fence of a round that won a majority, or None; and the reason to refuse the acquire, if any.
         The rule is :func:`.fences.plan`; here its write-backs (``FENCE_FLOOR``) are sent."""
-        p = plan(votes, self.quorum)
+        p = plan(votes, self.masters.quorum)
         if p.todo:
             replies = await self._floor(
-                [self.nodes[i] for i in p.todo], claim, p.floor, -1 if p.fence is None else p.fence
+                [self.masters.nodes[i] for i in p.todo], claim, p.floor, -1 if p.fence is None else p.fence
             )
             if p.fence is not None:
                 p.at |= {
@@ -224,56 +148,57 @@ class Backend(AsyncBackend):
                 }
         if p.fence is None:
             return None, p.refused
-        return (p.fence, None) if len(p.at) >= self.quorum else (None, None)
+        return (p.fence, None) if len(p.at) >= self.masters.quorum else (None, None)
 
     async def _floor(self, nodes: list[Node], claim: Claim, floor: int, fence: int) -> list[Any]:
         runs = [n.run_id or "" for n in nodes]
         each = [(claim.token, floor, claim.mode.value, fence, run) for run in runs]
-        return await self._scatter_each(nodes, self._deadline(claim.ttl), "fence_floor", claim.name, each, runs)
+        return await self.masters.scatter_each(
+            nodes, self.masters.deadline(claim.ttl), "fence_floor", claim.name, each, runs
+        )
 
     async def release(self, claim: Claim) -> bool:
         """Released if a majority removed the token. An earlier try of this release may have run where this
         one finds the token gone: those count too while our lease cannot have ended (see ``Leases``). Too
         few definite answers to tell: ``QuorumError`` (the caller may retry; the retry is idempotent)."""
-        results = await self._scatter(
-            self.nodes, self.node_timeout, "release", claim.name, claim.token, claim.mode.value
+        results = await self.masters.scatter(
+            self.masters.nodes, self.masters.node_timeout, "release", claim.name, claim.token, claim.mode.value
         )
         ones = sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1)
         zeros = sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 0)
         errors = [r for r in results if isinstance(r, BaseException)]
-        gone = ones + zeros >= self.quorum  # a majority says the token does not hold the name now
-        if ones < self.quorum and not gone and ones + len(errors) >= self.quorum:
+        gone = ones + zeros >= self.masters.quorum  # a majority says the token does not hold the name now
+        if ones < self.masters.quorum and not gone and ones + len(errors) >= self.masters.quorum:
             self.leases.unsure(claim.token)  # too few definite answers to tell
-            raise self.quorum_error(claim.name, "release", errors)
-        return self.leases.released(claim.token, ones >= self.quorum, gone)
+            raise self.masters.quorum_error(claim.name, "release", errors)
+        return self.leases.released(claim.token, ones >= self.masters.quorum, gone)
 
     async def renew(self, claims: Sequence[Claim]) -> list[bool]:
         if not claims:
             return []
         calls = [(c.name, (c.token, c.mode.value, rc.ms(c.ttl))) for c in claims]
         started = monotonic()
-        deadline = self._deadline(min(c.ttl for c in claims))
-        results = await self.fan(
-            self.per_node(lambda n: n.batch("renew", calls, "renew", deadline), self.nodes),
-            deadline,
-        )
-        self._need_quorum(results, None, "renew")
+        deadline = self.masters.deadline(min(c.ttl for c in claims))
+        results = await self.masters.each(lambda n: n.batch("renew", calls, "renew", deadline), deadline)
+        self.masters.need_quorum(results, None, "renew")
         elapsed = monotonic() - started
         out = []
         for i, c in enumerate(claims):
             votes = sum(1 for r in results if not isinstance(r, BaseException) and int(r[i]) == 1)
             # the drift margin applies to a renewal as to an acquire: ttl - elapsed - drift must stay > 0
-            out.append(votes >= self.quorum and validity(c.ttl, elapsed) > 0)
+            out.append(votes >= self.masters.quorum and validity(c.ttl, elapsed) > 0)
         self.leases.renewed(claims, out, started)
         return out
 
     async def holds(self, claim: Claim) -> bool:
-        results = await self._scatter(self.nodes, self.node_timeout, "holds", claim.name, claim.token, claim.mode.value)
-        self._need_quorum(results, claim.name, "holds")
-        return sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1) >= self.quorum
+        results = await self.masters.scatter(
+            self.masters.nodes, self.masters.node_timeout, "holds", claim.name, claim.token, claim.mode.value
+        )
+        self.masters.need_quorum(results, claim.name, "holds")
+        return sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1) >= self.masters.quorum
 
     async def _snapshots(self, names: list[str]) -> list[list[rc.Snapshot] | BaseException]:
-        return await self.fan(self.per_node(lambda n: n.snapshots(names), self.nodes))
+        return await self.masters.each(lambda n: n.snapshots(names))
 
     def _merge(self, name: str, snaps: list[rc.Snapshot]) -> LockInfo | None:
         """A holder counts if a majority of masters list it; fence = the largest, lease = the shortest."""
@@ -285,7 +210,7 @@ class Backend(AsyncBackend):
                 seen.setdefault(token, []).append(h)
         holders = []
         for views in seen.values():
-            if len(views) >= self.quorum:
+            if len(views) >= self.masters.quorum:
                 fences = [v.fence for v in views if v.fence is not None]
                 lefts = [v.ttl_left for v in views if v.ttl_left is not None]
                 holders.append(
@@ -299,24 +224,24 @@ class Backend(AsyncBackend):
 
     async def inspect(self, name: str) -> LockInfo | None:
         results = await self._snapshots([name])
-        self._need_quorum(results, name, "inspect")
+        self.masters.need_quorum(results, name, "inspect")
         return self._merge(name, [r[0] for r in results if not isinstance(r, BaseException)])
 
     async def list(self, prefix: str) -> list[LockInfo]:
-        found = await self.fan(self.per_node(lambda n: n.names(prefix), self.nodes))
-        self._need_quorum(found, None, "list")
+        found = await self.masters.each(lambda n: n.names(prefix))
+        self.masters.need_quorum(found, None, "list")
         names = sorted({x for r in found if not isinstance(r, BaseException) for x in r})
         if not names:
             return []
         results = await self._snapshots(names)
-        self._need_quorum(results, None, "list")
+        self.masters.need_quorum(results, None, "list")
         ok = [r for r in results if not isinstance(r, BaseException)]
         infos = [self._merge(name, [r[i] for r in ok]) for i, name in enumerate(names)]
         return [i for i in infos if i is not None]
 
     async def break_lock(self, name: str) -> bool:
-        results = await self.fan(self.per_node(lambda n: n.script("break", name), self.nodes))
-        self._need_quorum(results, name, "break")
+        results = await self.masters.each(lambda n: n.script("break", name))
+        self.masters.need_quorum(results, name, "break")
         tokens = {
             t.decode() if isinstance(t, bytes) else str(t)
             for r in results
@@ -329,9 +254,4 @@ class Backend(AsyncBackend):
         return bool(tokens)
 
     async def aclose(self) -> None:
-        for n in self.nodes:
-            try:
-                await n.aclose()
-            except BackendError:
-                pass
-        self.fanout.close()
+        await self.masters.aclose()
