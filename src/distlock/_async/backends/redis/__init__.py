@@ -39,7 +39,8 @@ store's registry):
 * ``attempt.py``: try / wait on the wake-up channel / abandon, single node and Redlock.
 * ``fences.py``: the fence counter (markers, connect-time checks, the Redlock seeding rule).
 * ``leases.py``: what makes a release idempotent across retries.
-* ``redlock.py``: Redlock over N independent masters, on the same nodes, scripts and attempts.
+* ``redlock.py``: Redlock over N independent masters, on the same nodes, scripts and attempts;
+  ``masters.py``: the masters and the way of asking them all at once (majority, deadlines, quorum errors).
 """
 
 from __future__ import annotations
