@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 import distlock
+from distlock._core import sql_dialects as sd
 from distlock._core import sql_lease as sq
 from distlock.checker.proxy import FaultProxy
 from tests.test_sql_faults import one, raw_conn
@@ -253,7 +254,7 @@ def test_fences_of_a_reused_name_go_up_after_release_and_break(db: str, url: str
 
 def _old_schema(db: str, prefix: str) -> list[str]:
     """The 0.1.0 lease tables (no ``layout`` column, one fence row per name)."""
-    d = sq.mysql(prefix) if db == "mysql" else sq.postgres(prefix)
+    d = sd.mysql(prefix) if db == "mysql" else sd.postgres(prefix)
     return [s.replace(", layout SMALLINT NOT NULL", "") for s in d.schema if "fence_seq" not in s]
 
 

@@ -44,12 +44,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import math
 import re
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 from .arbiter import Held, Queued, may_acquire, retry_after, should_queue
+from .sql_dialects import Dialect
 from .types import Claim, Grant, HolderInfo, LockInfo, Mode
 
 #: a queued waiter that stops re-trying for this long is dropped from the queue (F12 in docs/safety.md)
@@ -114,97 +114,19 @@ class Result:
 Script = Generator[Stmt, Result, object]
 
 
-def created_name(ddl: str) -> str:
-    """The table/sequence/index a ``CREATE ... IF NOT EXISTS <name>`` statement creates."""
-    m = re.search(r"IF NOT EXISTS\s+([A-Za-z0-9_]+)", ddl)
-    return m.group(1) if m else ""
-
-
 def single(stmt: Stmt) -> Generator[Stmt, Result, Result]:
     """A script of one statement, returning its result."""
     r = yield stmt
     return r
 
 
-@dataclass(frozen=True)
-class Dialect:
-    """The SQL text that differs between the two databases (``%s`` placeholders in both drivers)."""
-
-    name: str
-    now: str  # an expression: seconds since the epoch, from the database's clock
-    schema: tuple[str, ...]
-    lock_name: str  # take the name's transaction lock and read the clock: (a, b) -> (locked, now)
-    enqueue: str  # (token, key, name, mode, expires_at) -> join or refresh the deadline
-    notify: str | None  # (channel, key): wake the listeners of the name, delivered at commit
-
-
-#: session mode: the last connection-bound holder of the name (its lock key, owner, mode, connection id)
-_SESSION_COLUMNS = "lock_key VARCHAR(64) NULL, owner VARCHAR(255) NULL, mode VARCHAR(16) NULL, conn_id BIGINT NULL"
-
-
-def _mysql_schema(p: str) -> tuple[str, ...]:
-    opts = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
-    return (
-        f"CREATE TABLE IF NOT EXISTS {p}_fences (name_key CHAR(64) NOT NULL PRIMARY KEY, name TEXT NOT NULL, "
-        f"fence BIGINT NOT NULL, {_SESSION_COLUMNS}) {opts}",
-        f"CREATE TABLE IF NOT EXISTS {p}_holders (token VARCHAR(64) NOT NULL PRIMARY KEY, "
-        "name_key CHAR(64) NOT NULL, name TEXT NOT NULL, owner VARCHAR(255) NOT NULL, mode VARCHAR(16) NOT NULL, "
-        f"fence BIGINT NOT NULL, expires_at DOUBLE NOT NULL, acquired_at DOUBLE NOT NULL, layout SMALLINT NOT NULL, "
-        f"KEY {p}_holders_name (name_key)) {opts}",
-        f"CREATE TABLE IF NOT EXISTS {p}_queue (seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
-        "token VARCHAR(64) NOT NULL UNIQUE, name_key CHAR(64) NOT NULL, name TEXT NOT NULL, "
-        f"mode VARCHAR(16) NOT NULL, expires_at DOUBLE NOT NULL, KEY {p}_queue_name (name_key, seq)) {opts}",
-    )
-
-
-def _pg_schema(p: str) -> tuple[str, ...]:
-    return (
-        f"CREATE TABLE IF NOT EXISTS {p}_fences (name_key CHAR(64) PRIMARY KEY, name TEXT NOT NULL, "
-        f"fence BIGINT NOT NULL, {_SESSION_COLUMNS})",
-        f"CREATE TABLE IF NOT EXISTS {p}_holders (token VARCHAR(64) PRIMARY KEY, name_key CHAR(64) NOT NULL, "
-        "name TEXT NOT NULL, owner TEXT NOT NULL, mode VARCHAR(16) NOT NULL, fence BIGINT NOT NULL, "
-        "expires_at DOUBLE PRECISION NOT NULL, acquired_at DOUBLE PRECISION NOT NULL, layout SMALLINT NOT NULL)",
-        f"CREATE INDEX IF NOT EXISTS {p}_holders_name ON {p}_holders (name_key)",
-        f"CREATE SEQUENCE IF NOT EXISTS {p}_fence_seq",
-        f"CREATE TABLE IF NOT EXISTS {p}_queue (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
-        "token VARCHAR(64) NOT NULL UNIQUE, name_key CHAR(64) NOT NULL, name TEXT NOT NULL, "
-        "mode VARCHAR(16) NOT NULL, expires_at DOUBLE PRECISION NOT NULL)",
-        f"CREATE INDEX IF NOT EXISTS {p}_queue_name ON {p}_queue (name_key, seq)",
-    )
-
-
-def mysql(prefix: str) -> Dialect:
-    p = prefix
-    return Dialect(
-        name="mysql",
-        now="UNIX_TIMESTAMP(NOW(6))",
-        schema=_mysql_schema(p),
-        lock_name="SELECT GET_LOCK(%s, %s), UNIX_TIMESTAMP(NOW(6))",
-        enqueue=f"INSERT INTO {p}_queue (token, name_key, name, mode, expires_at) VALUES (%s, %s, %s, %s, %s) "
-        "ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)",
-        notify=None,
-    )
-
-
-def postgres(prefix: str) -> Dialect:
-    p = prefix
-    now = "extract(epoch from clock_timestamp())::float8"
-    return Dialect(
-        name="postgres",
-        now=now,
-        schema=_pg_schema(p),
-        lock_name=f"SELECT pg_advisory_xact_lock(%s, %s)::text IS NOT NULL, {now}",
-        enqueue=f"INSERT INTO {p}_queue (token, name_key, name, mode, expires_at) VALUES (%s, %s, %s, %s, %s) "
-        "ON CONFLICT (token) DO UPDATE SET expires_at = EXCLUDED.expires_at",
-        notify="SELECT pg_notify(%s, %s)",
-    )
-
-
-def _f(value: object) -> float:
+def to_float(value: object) -> float:
+    """A number the driver returned (Decimal, int, float or str) as a float."""
     return float(value)  # type: ignore[arg-type]
 
 
-def _i(value: object) -> int:
+def to_int(value: object) -> int:
+    """A number the driver returned as an int."""
     return int(value)  # type: ignore[call-overload,no-any-return]
 
 
@@ -226,7 +148,7 @@ class Ops:
 
     def now(self) -> Generator[Stmt, Result, float]:
         r = yield Stmt(f"SELECT {self.d.now}")
-        return _f(r.rows[0][0])
+        return to_float(r.rows[0][0])
 
     def _lock_name(self, key: str) -> Stmt:
         """The name's transaction lock: PostgreSQL's two-int advisory key from SHA-256(prefix:key); MySQL's
@@ -259,7 +181,7 @@ class Ops:
         r = yield self._lock_name(key)
         if r.rows[0][0] in (0, None):  # MySQL: not granted within name_wait (a stuck transaction)
             return Grant(False, retry_after=0.05)
-        now = _f(r.rows[0][1])
+        now = to_float(r.rows[0][1])
         r = yield Stmt(
             f"SELECT 0, token, mode, expires_at, 0 FROM {p}_holders WHERE name_key = %s UNION ALL "
             f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s",
@@ -269,15 +191,15 @@ class Ops:
         queue: list[Queued] = []
         stale_holders = stale_waiters = 0
         for kind, token, mode, expires, seq in r.rows:
-            if _f(expires) <= now:
+            if to_float(expires) <= now:
                 if kind == 0:
                     stale_holders += 1
                 else:
                     stale_waiters += 1
             elif kind == 0:
-                holders.append(Held(str(token), Mode(str(mode)), _f(expires)))
+                holders.append(Held(str(token), Mode(str(mode)), to_float(expires)))
             else:
-                queue.append(Queued(str(token), Mode(str(mode)), _i(seq), _f(expires)))
+                queue.append(Queued(str(token), Mode(str(mode)), to_int(seq), to_float(expires)))
         queue.sort(key=lambda q: q.seq)
         if stale_holders:
             # Waits for the row lock of a renewal in flight and re-evaluates on its committed row: a renewal
@@ -290,10 +212,10 @@ class Ops:
             yield Stmt(f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= %s", (key, now))
         if any(h.token == claim.token for h in holders):  # a retry after a lost reply: already ours
             r = yield Stmt(f"SELECT fence FROM {p}_holders WHERE token = %s", (claim.token,))
-            return Grant(True, fence=_i(r.rows[0][0]))
+            return Grant(True, fence=to_int(r.rows[0][0]))
         if may_acquire(claim.mode, claim.token, claim.permits, claim.fair, holders, queue):
             r = yield self._insert_holder(claim, key, now)
-            fence = _i(r.rows[0][0])
+            fence = to_int(r.rows[0][0])
             if any(q.token == claim.token for q in queue):
                 yield Stmt(f"DELETE FROM {p}_queue WHERE token = %s", (claim.token,))
             return Grant(True, fence=fence)
@@ -373,12 +295,12 @@ class Ops:
             f"SELECT name_key, COUNT(*) FROM {p}_queue WHERE {where} AND expires_at > %s GROUP BY name_key",
             (*args, now),
         )
-        waiting = {str(k): _i(c) for k, c in w.rows}
+        waiting = {str(k): to_int(c) for k, c in w.rows}
         by_name: dict[str, list[HolderInfo]] = {}
         kinds: dict[str, str] = {}
         for name, owner, mode, fence, expires in r.rows:
             n = str(name)
-            by_name.setdefault(n, []).append(HolderInfo(str(owner), _i(fence), str(mode), max(0.0, _f(expires) - now)))
+            by_name.setdefault(n, []).append(HolderInfo(str(owner), to_int(fence), str(mode), max(0.0, to_float(expires) - now)))
             kinds[n] = KIND_OF_MODE[str(mode)]
         return [LockInfo(n, kinds[n], tuple(hs), waiting.get(name_key(n), 0)) for n, hs in sorted(by_name.items())]
 
@@ -414,7 +336,7 @@ class Ops:
         """Raise the fence counter above every fence a 0.1.0 name row recorded (only ever up)."""
         p = self.p
         r = yield Stmt(f"SELECT COALESCE(MAX(fence), 0) FROM {p}_fences WHERE lock_key IS NULL")
-        top = _i(r.rows[0][0])
+        top = to_int(r.rows[0][0])
         if top <= 0:
             return
         if self.d.name == "postgres":
@@ -442,251 +364,3 @@ class Ops:
         return (
             f"CREATE TABLE IF NOT EXISTS {p}_fence_ids (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY) ENGINE=InnoDB",
         )
-
-
-# -- connection-bound (session) mode ---------------------------------------------------------------------
-# One round trip per acquire: take the lock and, only if it was taken, draw a fence and record this
-# connection as a holder, so inspect() can tell a live holder (the recorded connection still holds the
-# lock) from a stale record.
-#
-# Fast layout (PostgreSQL; MariaDB >= 10.5): fences from one global SEQUENCE ``<prefix>_fence_seq`` (never
-# goes down, survives restarts: a global counter is increasing per name too), holder records in
-# ``<prefix>_session_holders`` keyed by connection id, an UNLOGGED table (PostgreSQL) / a non-transactional
-# Aria table (MariaDB): no redo log on the lock path; records of connection-bound locks need not survive a
-# restart, the locks do not either. One statement: ``INSERT/REPLACE ... SELECT ... WHERE <lock taken>
-# RETURNING fence``.
-#
-# Portable layout (MySQL without sequences or RETURNING): the fence row of ``<prefix>_fences`` is bumped and
-# carries the last holder's lock key, owner, mode and connection id; a multi-statement
-# (``GET_LOCK``; conditional upsert; ``SELECT LAST_INSERT_ID()``).
-
-
-def session_schema(dialect: Dialect, p: str, fast: bool) -> tuple[str, ...]:
-    if not fast:
-        return ()
-    cols = (
-        "conn_id BIGINT NOT NULL PRIMARY KEY, name_key CHAR(64) NOT NULL, name TEXT NOT NULL, "
-        "lock_key VARCHAR(64) NOT NULL, owner VARCHAR(255) NOT NULL, mode VARCHAR(16) NOT NULL, "
-        "fence BIGINT NOT NULL"
-    )
-    if dialect.name == "mysql":
-        return (
-            f"CREATE SEQUENCE IF NOT EXISTS {p}_fence_seq",
-            f"CREATE TABLE IF NOT EXISTS {p}_session_holders ({cols}, KEY {p}_session_holders_name (name_key)) "
-            "ENGINE=Aria TRANSACTIONAL=0 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
-        )
-    return (
-        f"CREATE SEQUENCE IF NOT EXISTS {p}_fence_seq",
-        f"CREATE UNLOGGED TABLE IF NOT EXISTS {p}_session_holders ({cols})",
-        f"CREATE INDEX IF NOT EXISTS {p}_session_holders_name ON {p}_session_holders (name_key)",
-    )
-
-
-def session_lock_key(dialect: Dialect, name: str) -> str:
-    """What the server locks: the GET_LOCK name (MySQL) or the advisory key as text (PostgreSQL)."""
-    return get_lock_name(name) if dialect.name == "mysql" else str(advisory_key(name))
-
-
-def session_acquire(
-    dialect: Dialect, p: str, claim: Claim, wait: float | None, idle_timeout: float | None, fast: bool
-) -> Stmt:
-    """Try (``wait=None``) or wait up to ``wait`` seconds for the lock; the answer is read by
-    :func:`session_acquired`. ``idle_timeout``: set the connection's idle timeout (the session lease) too."""
-    key = session_lock_key(dialect, claim.name)
-    owner = claim.owner[:255]
-    nk = name_key(claim.name)
-    if dialect.name == "mysql":
-        prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
-        secs = 0 if wait is None else wait
-        if fast:
-            record = (
-                f"REPLACE INTO {p}_session_holders (conn_id, name_key, name, lock_key, owner, mode, fence) "
-                f"SELECT CONNECTION_ID(), %s, %s, %s, %s, %s, NEXTVAL({p}_fence_seq) FROM DUAL "
-            )
-            if wait is None:  # GET_LOCK(name, 0) never blocks: one statement
-                return Stmt(
-                    f"{prefix}{record}WHERE GET_LOCK(%s, 0) = 1 RETURNING fence, conn_id",
-                    (nk, claim.name, key, owner, claim.mode.value, key),
-                )
-            # a blocking GET_LOCK must not run inside the REPLACE: that would hold the holder table's lock
-            return Stmt(
-                f"{prefix}SELECT GET_LOCK(%s, %s); {record}WHERE IS_USED_LOCK(%s) = CONNECTION_ID() "
-                "RETURNING fence, conn_id",
-                (key, secs, nk, claim.name, key, owner, claim.mode.value, key),
-            )
-        return Stmt(
-            f"{prefix}SELECT GET_LOCK(%s, %s); "
-            f"INSERT INTO {p}_fences (name_key, name, fence, lock_key, owner, mode, conn_id) "
-            "SELECT %s, %s, LAST_INSERT_ID(1), %s, %s, %s, CONNECTION_ID() FROM DUAL "
-            "WHERE IS_USED_LOCK(%s) = CONNECTION_ID() "
-            "ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1), lock_key = VALUES(lock_key), "
-            "owner = VALUES(owner), mode = VALUES(mode), conn_id = VALUES(conn_id); "
-            "SELECT LAST_INSERT_ID(), CONNECTION_ID()",
-            (key, secs, nk, claim.name, key, owner, claim.mode.value, key),
-        )
-    shared = "_shared" if claim.mode is Mode.READ else ""
-    ms = "0" if idle_timeout is None else str(max(1, math.ceil(idle_timeout * 1000)))
-    if wait is None:
-        lock = f"pg_try_advisory_lock{shared}(%s::bigint) AS got"
-        args: tuple[object, ...] = (ms, int(key))
-    else:
-        lock = f"set_config('lock_timeout', %s, false) AS lt, (pg_advisory_lock{shared}(%s::bigint))::text = '' AS got"
-        args = (ms, f"{max(1, int(wait * 1000))}ms", int(key))
-    return Stmt(
-        f"WITH l AS (SELECT set_config('idle_session_timeout', %s, false) AS it, {lock}) "
-        f"INSERT INTO {p}_session_holders AS h (conn_id, name_key, name, lock_key, owner, mode, fence) "
-        f"SELECT pg_backend_pid(), %s, %s, %s, %s, %s, nextval('{p}_fence_seq') FROM l WHERE l.got "
-        "ON CONFLICT (conn_id) DO UPDATE SET name_key = EXCLUDED.name_key, name = EXCLUDED.name, "
-        "lock_key = EXCLUDED.lock_key, owner = EXCLUDED.owner, mode = EXCLUDED.mode, fence = EXCLUDED.fence "
-        "RETURNING h.fence, h.conn_id",
-        (*args, nk, claim.name, key, owner, claim.mode.value),
-    )
-
-
-def session_acquired(
-    dialect: Dialect, sets: Sequence[Sequence[tuple[object, ...]]], fast: bool
-) -> tuple[int, int] | None:
-    """(fence, connection id) from the result sets of :func:`session_acquire`, or None if not taken."""
-    if dialect.name == "mysql" and not fast:
-        # result sets: GET_LOCK's, then (LAST_INSERT_ID(), CONNECTION_ID()); SET and INSERT return none
-        if len(sets) < 2 or not sets[0] or sets[0][0][0] != 1:
-            return None
-    if not sets or not sets[-1]:
-        return None
-    fence, conn_id = sets[-1][0]
-    return _i(fence), _i(conn_id)
-
-
-def session_unlock(dialect: Dialect, claim: Claim) -> Stmt:
-    key = session_lock_key(dialect, claim.name)
-    if dialect.name == "mysql":
-        return Stmt("SELECT RELEASE_LOCK(%s)", (key,))
-    shared = "_shared" if claim.mode is Mode.READ else ""
-    return Stmt(f"SELECT pg_advisory_unlock{shared}(%s::bigint)", (int(key),))
-
-
-def _pg_key_match(alias: str, key_sql: str) -> str:
-    return (
-        f"{alias}.locktype = 'advisory' AND {alias}.granted AND {alias}.objsubid = 1 "
-        f"AND {alias}.classid::bigint = (({key_sql} >> 32) & 4294967295) "
-        f"AND {alias}.objid::bigint = ({key_sql} & 4294967295)"
-    )
-
-
-def session_check(dialect: Dialect, claim: Claim, idle_timeout: float | None) -> Stmt:
-    """Does this very connection still hold the lock? (Also renews its idle timeout, the session lease.)"""
-    key = session_lock_key(dialect, claim.name)
-    if dialect.name == "mysql":
-        prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
-        return Stmt(f"{prefix}SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (key,))
-    ms = "0" if idle_timeout is None else str(max(1, math.ceil(idle_timeout * 1000)))
-    return Stmt(
-        "SELECT set_config('idle_session_timeout', %s, false) IS NOT NULL AND EXISTS (SELECT 1 FROM pg_locks l "
-        f"WHERE l.pid = pg_backend_pid() AND {_pg_key_match('l', '%s::bigint')})",
-        (ms, int(key), int(key)),
-    )
-
-
-def session_holders(dialect: Dialect, p: str, names: Sequence[str] | None, prefix: str, fast: bool) -> Stmt:
-    """Rows (name, owner, mode, fence, recorded conn id, holding conn id, holding mode) of held names."""
-    table = f"{p}_session_holders" if fast else f"{p}_fences"
-    if names is not None:
-        where = f"f.name_key IN ({', '.join(['%s'] * len(names))})"
-        args: tuple[object, ...] = tuple(name_key(n) for n in names)
-    else:
-        where = "SUBSTR(f.name, 1, %s) = %s"
-        args = (len(prefix), prefix)
-    if dialect.name == "mysql":
-        return Stmt(
-            "SELECT f.name, f.owner, f.mode, f.fence, f.conn_id, IS_USED_LOCK(f.lock_key), 'lock' "
-            f"FROM {table} f WHERE {where} AND f.lock_key IS NOT NULL AND IS_USED_LOCK(f.lock_key) IS NOT NULL "
-            "ORDER BY f.name",
-            args,
-        )
-    # every connection that holds the key: ours show their record, others (another application) their pid
-    return Stmt(
-        "SELECT f.name, f.owner, f.mode, f.fence, f.conn_id, l.pid, l.mode "
-        f"FROM {table} f JOIN pg_locks l ON {_pg_key_match('l', 'f.lock_key::bigint')} "
-        f"WHERE {where} ORDER BY f.name, l.pid",
-        args,
-    )
-
-
-def session_cleanup(dialect: Dialect, p: str, fast: bool) -> Stmt | None:
-    """Delete holder records of connections that no longer hold their lock (run at open and close)."""
-    if not fast:
-        return None
-    if dialect.name == "mysql":
-        return Stmt(
-            f"DELETE FROM {p}_session_holders WHERE IS_USED_LOCK(lock_key) IS NULL OR IS_USED_LOCK(lock_key) <> conn_id"
-        )
-    return Stmt(
-        f"DELETE FROM {p}_session_holders h WHERE NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = h.conn_id "
-        f"AND {_pg_key_match('l', 'h.lock_key::bigint')})"
-    )
-
-
-# -- MySQL/MariaDB row-lock variant of the session mode (``session_lock=row``) -------------------------------
-# The seeds' ``SELECT ... FOR UPDATE``: the holder keeps a transaction open on its pinned connection with a
-# row lock on the name's row of ``<prefix>_rows`` (``LOCK IN SHARE MODE`` for rwlock readers); ROLLBACK
-# releases it, and so does the server when the connection ends (crash, kill, ``wait_timeout``). InnoDB
-# queues a new shared request behind a waiting exclusive one, so waiting writers are not starved.
-ROW_MARK = "row"
-
-
-def row_schema(p: str) -> tuple[str, ...]:
-    return (
-        f"CREATE TABLE IF NOT EXISTS {p}_rows (name_key CHAR(64) NOT NULL PRIMARY KEY, name TEXT NOT NULL) "
-        "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
-    )
-
-
-def row_acquire(p: str, claim: Claim, wait: float | None, idle_timeout: float | None) -> Stmt:
-    """One round trip: open the transaction, lock the name's row (``FOR UPDATE NOWAIT`` / ``WAIT n``), then
-    record the holder only if the row was locked. The last result set is empty when the name has no row
-    yet (create it with :func:`row_create` and try again); a lock that was not granted is an error, which
-    the backend turns into "not acquired" after a ROLLBACK."""
-    prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
-    how = "LOCK IN SHARE MODE" if claim.mode is Mode.READ else "FOR UPDATE"
-    limit = "NOWAIT" if wait is None else f"WAIT {max(1, math.ceil(wait))}"
-    nk = name_key(claim.name)
-    return Stmt(
-        f"{prefix}SET @distlock_row = 0; START TRANSACTION; "
-        f"SELECT @distlock_row := 1 FROM {p}_rows WHERE name_key = %s {how} {limit}; "
-        f"REPLACE INTO {p}_session_holders (conn_id, name_key, name, lock_key, owner, mode, fence) "
-        f"SELECT CONNECTION_ID(), %s, %s, '{ROW_MARK}', %s, %s, NEXTVAL({p}_fence_seq) FROM DUAL "
-        "WHERE @distlock_row = 1 RETURNING fence, conn_id",
-        (nk, nk, claim.name, claim.owner[:255], claim.mode.value),
-    )
-
-
-def row_create(p: str, name: str) -> Stmt:
-    return Stmt(f"ROLLBACK; INSERT IGNORE INTO {p}_rows (name_key, name) VALUES (%s, %s)", (name_key(name), name))
-
-
-def row_unlock(p: str) -> Stmt:
-    """Answers whether the transaction (and so the row lock) was still there, then ends it."""
-    return Stmt("SELECT @@in_transaction; ROLLBACK")
-
-
-def row_check(idle_timeout: float | None) -> Stmt:
-    prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
-    return Stmt(f"{prefix}SELECT @@in_transaction")
-
-
-def row_holders(p: str, names: Sequence[str] | None, prefix: str) -> Stmt:
-    """The columns of :func:`session_holders` and whether the record's connection is inside a transaction now
-    (the holder keeps its transaction open until it releases; a connection's next acquire replaces its
-    record). Needs the PROCESS privilege to see other users' transactions."""
-    if names is not None:
-        where = f"f.name_key IN ({', '.join(['%s'] * len(names))})"
-        args: tuple[object, ...] = tuple(name_key(n) for n in names)
-    else:
-        where = "SUBSTR(f.name, 1, %s) = %s"
-        args = (len(prefix), prefix)
-    return Stmt(
-        "SELECT f.name, f.owner, f.mode, f.fence, f.conn_id, f.conn_id, f.mode, "
-        "f.conn_id IN (SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX) "
-        f"FROM {p}_session_holders f WHERE {where} AND f.lock_key = '{ROW_MARK}' ORDER BY f.name, f.fence",
-        args,
-    )

@@ -18,6 +18,7 @@ import psycopg
 import psycopg.errors
 
 from .... import _pg_async as pg
+from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
 from ...._core.types import Mode
 from ...._given import given, pool_params
@@ -32,7 +33,7 @@ class PgDriver(SqlBase):
 
     #: advisory locks have a shared mode: rwlocks in session mode
     session_modes = frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE})
-    make_dialect = staticmethod(sq.postgres)
+    make_dialect = staticmethod(sd.postgres)
     # tables, indexes and sequences of the current schema: once they exist, opening a store runs no DDL
     existing_tables_sql = (
         "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "

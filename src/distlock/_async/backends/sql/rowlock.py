@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...._core import sql_lease as sq
+from ...._core import sql_session as ss
 from ...._core.types import Capabilities, Claim, Mode
 from ...._errors import UnsupportedFeature
 from ...._url import StoreConfig
@@ -30,24 +31,24 @@ class RowLockBackend(SessionBackend):
         await super()._prepare()
 
     def _mode_schema(self) -> Sequence[str]:
-        return sq.row_schema(self.prefix)
+        return ss.row_schema(self.prefix)
 
     async def _acquire_call(self, conn: Any, claim: Claim, wait: float | None, change: float | None) -> Sets:
-        stmt = sq.row_acquire(self.prefix, claim, wait, change)
+        stmt = ss.row_acquire(self.prefix, claim, wait, change)
         sets = await self._session_call(conn, stmt, wait or 0.0)
         if len(sets) == 2 and not sets[0]:  # the name has no row yet: create it, retry
-            await self._session_call(conn, sq.row_create(self.prefix, claim.name))
+            await self._session_call(conn, ss.row_create(self.prefix, claim.name))
             sets = await self._session_call(conn, stmt, wait or 0.0)
         return sets
 
     def _unlock_stmt(self, claim: Claim) -> sq.Stmt:
-        return sq.row_unlock(self.prefix)
+        return ss.row_unlock(self.prefix)
 
     def _check_stmt(self, claim: Claim, change: float | None) -> sq.Stmt:
-        return sq.row_check(change)
+        return ss.row_check(change)
 
     async def _holder_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
-        res: sq.Result = await self._tx(lambda: sq.single(sq.row_holders(self.prefix, names, prefix)), tx=False)
+        res: sq.Result = await self._tx(lambda: sq.single(ss.row_holders(self.prefix, names, prefix)), tx=False)
         # our own connections: the pinned map is exact (INNODB_TRX lags up to 0.1 s)
         with self._guard:
             pinned_ids = {p.conn_id for p in self._pinned.values()}

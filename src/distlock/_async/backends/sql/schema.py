@@ -11,7 +11,9 @@ import logging
 from collections.abc import Generator
 from typing import TYPE_CHECKING
 
+from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
+from ...._core import sql_session as ss
 from ...._core.timing import monotonic
 from ...._errors import BackendError
 
@@ -53,10 +55,10 @@ async def ensure_schema(b: SqlBase) -> None:
         for stmt in (
             *b.dialect.schema,
             *b.ops.extra_schema(),
-            *sq.session_schema(b.dialect, b.prefix, b.fast_session),
+            *ss.session_schema(b.dialect, b.prefix, b.fast_session),
             *b._mode_schema(),
         ):
-            if sq.created_name(stmt).lower() not in existing:
+            if sd.created_name(stmt).lower() not in existing:
                 yield sq.Stmt(stmt)
         if old_holders:
             yield from b.ops.upgrade()

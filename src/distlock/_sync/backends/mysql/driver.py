@@ -25,6 +25,7 @@ import pymysql.constants.CLIENT
 import pymysql.err
 
 from .... import _my_sync as my
+from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
 from ...._core.timing import monotonic
 from ...._url import StoreConfig
@@ -50,7 +51,7 @@ class MyConn:
 class MyDriver(SqlBase):
     """The MySQL/MariaDB dialect and the PyMySQL driver, for every mode (first base of each mode's class)."""
 
-    make_dialect = staticmethod(sq.mysql)
+    make_dialect = staticmethod(sd.mysql)
     schema_sql = "DATABASE()"
     existing_tables_sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()"
     kill_sql = "KILL CONNECTION %s"

@@ -21,6 +21,7 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any, Self, TypeVar
 
 from .... import _rt_sync as rt
+from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
 from ...._core.timing import monotonic
 from ...._core.types import Claim
@@ -90,7 +91,7 @@ def pop_mode(config: StoreConfig) -> str:
 class SqlBase(SyncBackend):
     """The part of ``mysql.Backend`` and ``postgres.Backend`` that does not depend on the mode."""
 
-    make_dialect: Callable[[str], sq.Dialect]
+    make_dialect: Callable[[str], sd.Dialect]
     #: the session mode's sequence + holder-record layout (see ``sql_lease.session_schema``); MySQL
     #: servers without sequences use the portable one
     fast_session = True

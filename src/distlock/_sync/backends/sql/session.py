@@ -19,6 +19,7 @@ from typing import Any
 
 from .... import _rt_sync as rt
 from ...._core import sql_lease as sq
+from ...._core import sql_session as ss
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
 from ...._errors import BackendError
 from ...._url import StoreConfig, scrub
@@ -113,22 +114,22 @@ class SessionBackend(SqlBase):
 
     # -- the statements (``rowlock.py`` gives others) --------------------------------------------------------
     def _open_cleanup(self) -> sq.Stmt | None:
-        return sq.session_cleanup(self.dialect, self.prefix, self.fast_session)
+        return ss.session_cleanup(self.dialect, self.prefix, self.fast_session)
 
     def _acquire_call(self, conn: Any, claim: Claim, wait: float | None, change: float | None) -> Sets:
-        stmt = sq.session_acquire(self.dialect, self.prefix, claim, wait, change, self.fast_session)
+        stmt = ss.session_acquire(self.dialect, self.prefix, claim, wait, change, self.fast_session)
         return self._session_call(conn, stmt, wait or 0.0)
 
     def _unlock_stmt(self, claim: Claim) -> sq.Stmt:
-        return sq.session_unlock(self.dialect, claim)
+        return ss.session_unlock(self.dialect, claim)
 
     def _check_stmt(self, claim: Claim, change: float | None) -> sq.Stmt:
-        return sq.session_check(self.dialect, claim, change)
+        return ss.session_check(self.dialect, claim, change)
 
     def _holder_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
         """(name, owner, mode, fence, record's connection id, holding connection id, its lock mode) of the
         names' live holders."""
-        stmt = sq.session_holders(self.dialect, self.prefix, names, prefix, self.fast_session)
+        stmt = ss.session_holders(self.dialect, self.prefix, names, prefix, self.fast_session)
         r: sq.Result = self._tx(lambda: sq.single(stmt), tx=False)
         return r.rows
 
@@ -143,7 +144,7 @@ class SessionBackend(SqlBase):
             if self._db_error(exc):
                 raise self._error("database error", exc) from exc
             raise
-        return sq.session_acquired(self.dialect, sets, self.fast_session)
+        return ss.session_acquired(self.dialect, sets, self.fast_session)
 
     def _pin(self, conn: Any, claim: Claim, conn_id: int) -> None:
         with self._guard:
