@@ -48,7 +48,6 @@ _ID = re.compile(rb"[0-9a-f]{1,20}")
 _TAIL = re.compile(
     rb"^(?P<base>.+?)/(?:(?P<marker>read|write|sem)/(?P<id>[0-9a-f]{1,20})|(?P<hex>[0-9a-f]{1,16}))$", re.S
 )
-KIND_OF_MODE = {Mode.EXCLUSIVE: "lock", Mode.READ: "rwlock", Mode.WRITE: "rwlock", Mode.SEMAPHORE: "semaphore"}
 
 
 # -- encoding ------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 from .arbiter import Held, Queued, may_acquire, retry_after, should_queue
 from .sql_dialects import Dialect
-from .types import Claim, Grant, HolderInfo, LockInfo, Mode
+from .types import Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
 
 #: a queued waiter that stops re-trying for this long is dropped from the queue (F12 in docs/safety.md)
 WAITER_TTL = 5.0
@@ -61,12 +61,6 @@ SWEEP_GRACE = 60.0
 #: ``sweep`` removes at most this many 0.1.0 fence rows per call
 SWEEP_BATCH = 5000
 
-KIND_OF_MODE = {
-    Mode.EXCLUSIVE.value: "lock",
-    Mode.READ.value: "rwlock",
-    Mode.WRITE.value: "rwlock",
-    Mode.SEMAPHORE.value: "semaphore",
-}
 
 _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
 
@@ -301,7 +295,7 @@ class Ops:
         for name, owner, mode, fence, expires in r.rows:
             n = str(name)
             by_name.setdefault(n, []).append(HolderInfo(str(owner), to_int(fence), str(mode), max(0.0, to_float(expires) - now)))
-            kinds[n] = KIND_OF_MODE[str(mode)]
+            kinds[n] = kind_of(str(mode))
         return [LockInfo(n, kinds[n], tuple(hs), waiting.get(name_key(n), 0)) for n, hs in sorted(by_name.items())]
 
     def break_lock(self, name: str) -> Generator[Stmt, Result, list[str]]:

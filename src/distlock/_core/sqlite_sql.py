@@ -71,12 +71,6 @@ FENCE_BLOCK = 1000
 class NeedsSync(Exception):
     """The grant takes the first fence past the durable reservation: commit it with ``synchronous=FULL``."""
 
-KIND_OF_MODE = {
-    Mode.EXCLUSIVE.value: "lock",
-    Mode.READ.value: "rwlock",
-    Mode.WRITE.value: "rwlock",
-    Mode.SEMAPHORE.value: "semaphore",
-}
 
 
 def create_schema(conn: sqlite3.Connection) -> None:

@@ -27,7 +27,7 @@ from ... import _rt_async as rt
 from ..._core import arbiter
 from ..._core import sqlite_sql as sql
 from ..._core.timing import Backoff, wait_slice
-from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
+from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
 from ..._errors import BackendError
 from ..._url import StoreConfig
 from ..._wakeup import WakeDir, WakeSocket
@@ -296,7 +296,7 @@ class Backend(AsyncBackend):
         kinds: dict[str, str] = {}
         for name, owner, mode, fence, expires in rows:
             by_name.setdefault(name, []).append(HolderInfo(owner, fence, mode, max(0.0, expires - now)))
-            kinds[name] = sql.KIND_OF_MODE[mode]
+            kinds[name] = kind_of(mode)
         return [LockInfo(name, kinds[name], tuple(hs), waiting.get(name, 0)) for name, hs in sorted(by_name.items())]
 
     def _break(self, name: str) -> list[str]:

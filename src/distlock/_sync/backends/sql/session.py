@@ -20,7 +20,7 @@ from typing import Any
 from .... import _rt_sync as rt
 from ...._core import sql_lease as sq
 from ...._core import sql_session as ss
-from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
+from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
 from ...._errors import BackendError
 from ...._url import StoreConfig, scrub
 from ...backend import SyncAttempt
@@ -261,7 +261,7 @@ class SessionBackend(SqlBase):
             mine = ours.get(n, {})
             holders = [*mine.values(), *(v for k, v in foreign.get(n, {}).items() if k not in mine)]
             modes = {x.mode for x in holders}
-            kind = sq.KIND_OF_MODE[Mode.READ.value] if modes & {"read", "write"} else "lock"
+            kind = kind_of(Mode.READ) if modes & {"read", "write"} else "lock"
             out.append(LockInfo(n, kind, tuple(holders), None))
         return out
 
