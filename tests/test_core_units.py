@@ -106,3 +106,28 @@ def test_deadline_and_backoff_with_injected_clock() -> None:
     assert timing.wait_slice(None, 0.01, None, 1.0) == 0.01
     assert timing.wait_slice(0.5, 0.01, 0.001, 1.0) == 0.001
     assert timing.validity(10.0, 1.0) == pytest.approx(10.0 - 1.0 - 0.102)
+
+
+def test_the_core_is_pure_no_io_no_threads_no_drivers() -> None:
+    """Every module of ``distlock._core`` imports with the modules that do I/O or concurrency blocked: the
+    layouts, scripts, grant rules and timing rules are plain functions of their inputs (docs/design.md)."""
+    core = Path(arbiter.__file__).parent
+    blocked = ["socket", "ssl", "select", "selectors", "sqlite3", "threading", "asyncio", "subprocess",
+               "redis", "kazoo", "h11", "pymysql", "psycopg", "urllib.request", "http.client"]  # fmt: skip
+    modules = sorted(p.stem for p in core.glob("*.py") if p.stem != "__init__")
+    code = f"""
+import sys, types
+for name in {blocked!r}:
+    sys.modules[name] = None  # an import of it raises ImportError
+package = types.ModuleType("distlock")
+package.__path__ = [{str(core.parent)!r}]  # the package without its __init__ (which starts the runtime)
+sys.modules["distlock"] = package
+import importlib
+for name in {modules!r}:
+    importlib.import_module("distlock._core." + name)
+print("imported", len({modules!r}))
+"""
+    r = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["imported", str(len(modules))]
+    assert len(modules) >= 10

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import distlock
-from distlock._core import sqlite_sql as sql
+from distlock._sync.backends.sqlite import queries as sql
 
 
 def rows(path: Path) -> dict[str, int]:

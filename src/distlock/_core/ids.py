@@ -7,10 +7,10 @@ acquisition, never derived from the owner id (which is public: it shows in ``ins
 from __future__ import annotations
 
 import os
+import platform
 import secrets
-import socket
 
-_HOST = socket.gethostname() or "localhost"
+_HOST = platform.node() or "localhost"  # the host name (os.uname), no socket module in the pure core
 
 
 def new_token() -> str:

@@ -1,0 +1,336 @@
+# GENERATED from src/distlock/_async/backends/sqlite/__init__.py by scripts/gen_sync.py: edit that file, not this one.
+"""Embedded backends: ``sqlite://`` (a file, correct across processes on one host) and ``memory://``.
+
+Every operation is one short ``BEGIN IMMEDIATE`` transaction (the database write lock is taken up front,
+so no two processes can both see a free lock and both take it), in WAL mode with a busy timeout. The
+grant rule is :mod:`distlock._core.arbiter`. Expiry uses the wall clock (``time.time()``): every process
+on the host shares it. Schema (created on first use, idempotent): see ``queries.py``.
+
+Waiting: waiters in the same process are woken at once by the releaser (a process-wide registry of
+wakers per database and name). Across processes there is no push channel in SQLite, so a waiter re-checks
+with capped exponential backoff and jitter (2 ms growing to 50 ms), and never later than the holder's
+lease end. ``memory://`` is the same code on one process-wide in-memory database.
+
+The driver (Python's ``sqlite3``) blocks, so the async side runs each transaction in a worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .... import _rt_sync as rt
+from ...._core import arbiter
+from ...._core.timing import Backoff, wait_slice
+from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
+from ...._errors import BackendError
+from ...._url import StoreConfig
+from ...._wakeup import WakeDir, WakeSocket
+from ...backend import SyncAttempt, SyncBackend
+from . import queries as sql
+
+T = TypeVar("T")
+
+#: a queued waiter that stops re-trying for this long is dropped from the queue (F12 in docs/safety.md)
+WAITER_TTL = 5.0
+#: the longest a waiter sleeps between checks, whatever the hints say (keeps its queue entry fresh)
+MAX_WAIT_SLICE = 1.0
+
+
+class _Shared:
+    """Process-wide state: wakers per (database, name), and the one in-memory database."""
+
+    guard = threading.Lock()
+    wakers: dict[tuple[str, str], set[rt.Waker]] = {}
+    memory: tuple[sqlite3.Connection, threading.Lock] | None = None
+
+    @classmethod
+    def watch(cls, key: tuple[str, str], waker: rt.Waker) -> None:
+        with cls.guard:
+            cls.wakers.setdefault(key, set()).add(waker)
+
+    @classmethod
+    def unwatch(cls, key: tuple[str, str], waker: rt.Waker) -> None:
+        with cls.guard:
+            group = cls.wakers.get(key)
+            if group is not None:
+                group.discard(waker)
+                if not group:
+                    del cls.wakers[key]
+
+    @classmethod
+    def wake(cls, key: tuple[str, str]) -> None:
+        with cls.guard:
+            group = list(cls.wakers.get(key, ()))
+        for waker in group:
+            waker.notify()
+
+
+class Attempt(SyncAttempt):
+    backend: Backend
+
+    def __init__(self, backend: Backend, claim: Claim) -> None:
+        super().__init__(backend, claim)
+        self._backoff = Backoff()
+        self._waker: rt.Waker | None = None
+        self._socket: WakeSocket | None = None
+        self._key = (backend.db_key, claim.name)
+
+    def try_acquire(self) -> Grant:
+        grant = self.backend._call(self.backend._try_acquire, self.claim)
+        if grant.acquired:
+            self._unwatch()
+        return grant
+
+    def wait(self, grant: Grant, timeout: float | None) -> None:
+        if self._waker is None and self._socket is None:
+            # Start listening, then look again at once: a release between our last try and now is not missed.
+            self._listen()
+            return
+        if self._socket is not None:
+            # pushed across processes: the re-check interval is only a safety net for lost datagrams
+            delay = wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE)
+            if rt.wait_readable(self._socket.sock, delay):
+                self._socket.drain()
+            return
+        assert self._waker is not None
+        polled = None if self.backend.db_key.startswith("memory:") else self._backoff.next_delay()
+        delay = wait_slice(grant.retry_after, polled, timeout, MAX_WAIT_SLICE)
+        if self._waker.wait(delay):
+            self._backoff.reset()
+
+    def abandon(self) -> None:
+        self._unwatch()
+        self.backend._call(self.backend._abandon, self.claim)
+
+    def _listen(self) -> None:
+        wake_dir = self.backend.wake_dir
+        self._socket = wake_dir.listen(self.claim.name) if wake_dir is not None else None
+        if self._socket is None:
+            self._waker = rt.Waker()
+            _Shared.watch(self._key, self._waker)
+
+    def _unwatch(self) -> None:
+        if self._waker is not None:
+            _Shared.unwatch(self._key, self._waker)
+            self._waker = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+
+class Backend(SyncBackend):
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True)
+
+    def __init__(
+        self, config: StoreConfig, conn: sqlite3.Connection, guard: threading.Lock, db_key: str, busy: float = 10.0
+    ) -> None:
+        super().__init__(config)
+        self._busy_ms = int(busy * 1000)
+        self._conn = conn
+        self._guard = guard
+        self.db_key = db_key
+        self._owns_conn = config.backend == "sqlite"
+        self.wake_dir = WakeDir(db_key) if self._owns_conn else None
+        self.clock: Callable[[], float] = time.time
+        self._durable = False  # the transaction running now commits with synchronous=FULL
+        self._sync_level = "NORMAL" if self._owns_conn else "OFF"
+
+    @classmethod
+    def open(cls, config: StoreConfig) -> Backend:
+        busy = config.pop_float("busy_timeout", 10.0)
+        config.reject_unknown()
+        if config.backend == "memory":
+            with _Shared.guard:
+                if _Shared.memory is None:
+                    conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+                    _Shared.memory = (conn, threading.Lock())
+                    sql.create_schema(conn)
+                conn, guard = _Shared.memory
+            return cls(config, conn, guard, db_key=f"memory:{os.getpid()}")
+        path = Path(config.path).expanduser()
+        return rt.run_blocking(cls._open_file, config, path, busy)
+
+    @classmethod
+    def _open_file(cls, config: StoreConfig, path: Path, busy: float) -> Backend:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(path), timeout=busy, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            sql.create_schema(conn)
+        except (OSError, sqlite3.Error) as exc:
+            raise BackendError(f"cannot open SQLite store {str(path)!r}: {exc}", backend=config.scheme) from exc
+        return cls(config, conn, threading.Lock(), db_key=str(path.resolve()), busy=busy)
+
+    def attempt(self, claim: Claim) -> Attempt:
+        return Attempt(self, claim)
+
+    # -- plumbing --------------------------------------------------------------------------------------
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        # Fast path: when neither our guard nor the database's write lock is taken, the whole transaction is a
+        # few tens of microseconds of CPU, cheaper to run right here than to hand to a worker thread (that
+        # hop made the async side 2-4x slower than the sync side). Anything that would wait goes to a thread.
+        now = self._inline(fn, *args)
+        if now:
+            return now[0]
+        # A worker thread cannot be stopped: on cancellation, wait for it to finish so that the clean-up which
+        # follows (abandon) runs after it, never before a grant it would then miss.
+        result: T = rt.shielded(rt.run_blocking(self._locked, fn, *args))
+        return result
+
+    def _inline(self, fn: Callable[..., T], *args: Any) -> list[T]:
+        """Run ``fn`` now if that cannot block: ``[result]``, or ``[]`` if it would have to wait."""
+        if not self._guard.acquire(blocking=False):
+            return []
+        try:
+            self._conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                return [fn(*args)]
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc) or "busy" in str(exc):
+                    return []  # another process holds the write lock: wait for it in a thread
+                raise BackendError(f"SQLite: {exc}", backend=self.scheme) from exc
+            except sqlite3.Error as exc:
+                raise BackendError(f"SQLite: {exc}", backend=self.scheme) from exc
+            finally:
+                self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        finally:
+            self._guard.release()
+
+    def _locked(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._guard:
+            try:
+                return fn(*args)
+            except sqlite3.Error as exc:
+                raise BackendError(f"SQLite: {exc}", backend=self.scheme) from exc
+
+    def _tx(self, body: Callable[[sqlite3.Connection, float], T]) -> T:
+        """Run ``body(conn, now)`` in one BEGIN IMMEDIATE transaction (caller holds the guard). A body that
+        hands out the first fence of a new block (``NeedsSync``) runs again with ``synchronous=FULL``: the
+        level cannot change inside a transaction."""
+        try:
+            return self._tx_once(body)
+        except sql.NeedsSync:
+            pass
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._durable = True
+        try:
+            return self._tx_once(body)
+        finally:
+            self._durable = False
+            self._conn.execute(f"PRAGMA synchronous={self._sync_level}")
+
+    def _tx_once(self, body: Callable[[sqlite3.Connection, float], T]) -> T:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = body(conn, self.clock())
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return result
+
+    def _wake(self, name: str) -> None:
+        """Tell waiters that ``name`` may be free: in this process directly, in others by datagram."""
+        _Shared.wake((self.db_key, name))
+        if self.wake_dir is not None:
+            self.wake_dir.wake(name)
+
+    # -- operations (run under the guard, in a worker thread on the async side) ------------------------
+    def _try_acquire(self, claim: Claim) -> Grant:
+        def body(conn: sqlite3.Connection, now: float) -> Grant:
+            sql.purge(conn, claim.name, now)
+            holders = sql.holders(conn, claim.name)
+            queue = sql.queue(conn, claim.name)
+            mine = next((h for h in holders if h.token == claim.token), None)
+            if mine is not None:  # a retry after a lost reply: already ours
+                return Grant(True, fence=sql.fence_of(conn, claim.token))
+            if arbiter.may_acquire(claim.mode, claim.token, claim.permits, claim.fair, holders, queue):
+                fence = sql.next_fence(conn, self._durable)
+                sql.insert_holder(conn, claim, fence, now)
+                sql.dequeue(conn, claim.token)
+                return Grant(True, fence=fence)
+            # Every waiter registers (as on Redis), so inspect() counts the non-fair ones too; only fair claims
+            # and writers are held back by the entries ahead of them (the grant rule, ``arbiter``).
+            sql.enqueue(conn, claim, now + WAITER_TTL)
+            return Grant(False, retry_after=arbiter.retry_after(holders, now))
+
+        return self._tx(body)
+
+    def _abandon(self, claim: Claim) -> None:
+        def body(conn: sqlite3.Connection, now: float) -> int:
+            return sql.dequeue(conn, claim.token) + sql.delete_holder(conn, claim.token)
+
+        if self._tx(body):
+            self._wake(claim.name)
+
+    def _release(self, claim: Claim) -> bool:
+        def body(conn: sqlite3.Connection, now: float) -> bool:
+            expires = sql.delete_holder_returning(conn, claim.token)
+            return expires is not None and expires > now
+
+        ok = self._tx(body)
+        self._wake(claim.name)
+        return ok
+
+    def _renew(self, claims: Sequence[Claim]) -> list[bool]:
+        def body(conn: sqlite3.Connection, now: float) -> list[bool]:
+            return [sql.extend(conn, c.token, now, c.ttl) for c in claims]
+
+        return self._tx(body)
+
+    def _holds(self, claim: Claim) -> bool:
+        return sql.is_live(self._conn, claim.token, self.clock())
+
+    def _inspect(self, names: Sequence[str] | None, prefix: str = "") -> list[LockInfo]:
+        now = self.clock()
+        rows = sql.live_rows(self._conn, names, prefix, now)
+        waiting = sql.waiting_counts(self._conn, names, prefix, now)
+        by_name: dict[str, list[HolderInfo]] = {}
+        kinds: dict[str, str] = {}
+        for name, owner, mode, fence, expires in rows:
+            by_name.setdefault(name, []).append(HolderInfo(owner, fence, mode, max(0.0, expires - now)))
+            kinds[name] = kind_of(mode)
+        return [LockInfo(name, kinds[name], tuple(hs), waiting.get(name, 0)) for name, hs in sorted(by_name.items())]
+
+    def _break(self, name: str) -> list[str]:
+        def body(conn: sqlite3.Connection, now: float) -> list[str]:
+            return sql.delete_all(conn, name)
+
+        tokens = self._tx(body)
+        self._wake(name)
+        return tokens
+
+    # -- the backend interface -------------------------------------------------------------------------
+    def release(self, claim: Claim) -> bool:
+        return self._call(self._release, claim)
+
+    def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        return self._call(self._renew, claims)
+
+    def holds(self, claim: Claim) -> bool:
+        return self._call(self._holds, claim)
+
+    def inspect(self, name: str) -> LockInfo | None:
+        found = self._call(self._inspect, [name])
+        return found[0] if found else None
+
+    def list(self, prefix: str) -> list[LockInfo]:
+        return self._call(self._inspect, None, prefix)
+
+    def break_lock(self, name: str) -> bool:
+        tokens = self._call(self._break, name)
+        for token in tokens:
+            self.lost(token, "broken by an admin (break_lock)")
+        return bool(tokens)
+
+    def close(self) -> None:
+        if self._owns_conn:
+            rt.run_blocking(self._locked, self._conn.close)

@@ -1,0 +1,213 @@
+# GENERATED from src/distlock/_async/backends/sqlite/queries.py by scripts/gen_sync.py: edit that file, not this one.
+"""SQL of the embedded SQLite store: the schema and one function per statement.
+
+Schema (created on first use, idempotent)::
+
+    distlock_holders(token PK, name, owner, mode, fence, expires_at REAL unix seconds, acquired_at)
+    distlock_queue(seq INTEGER PK AUTOINCREMENT, token UNIQUE, name, mode, expires_at)   -- waiters
+    distlock_counter(id = 1, fence, reserved) -- the one fence counter of the store (every name)
+    distlock_fences(name PK, fence)           -- 0.1.0's per-name fences: emptied at the upgrade; a trigger
+                                                 refuses the inserts of 0.1.0 clients from then on
+
+Fences come from one counter, so nothing of a released name stays, and they are strictly increasing per
+name across releases, ``break_lock`` and restarts (a global counter increases for every name).
+
+Durability on power loss (the database runs ``synchronous=NORMAL``: a committed transaction may roll back
+after a power cut): the counter reserves fences in blocks of FENCE_BLOCK. The transaction that hands out
+the first fence past ``reserved`` raises it and commits with ``synchronous=FULL`` (fsync of the WAL), and
+every store that opens the file moves ``fence`` up to ``reserved``. A power cut can roll back ``fence``
+only to a value below the durable ``reserved``, and every fence handed out before the cut was at most
+that ``reserved``: the next process starts above all of them. Cost: one fsync per FENCE_BLOCK grants and
+one per store opened, instead of one per grant.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from ...._core.arbiter import Held, Queued
+from ...._core.types import Claim, Mode
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS distlock_holders (
+    token TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    fence INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    acquired_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS distlock_holders_name ON distlock_holders(name);
+CREATE TABLE IF NOT EXISTS distlock_queue (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    token TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS distlock_queue_name ON distlock_queue(name, seq);
+CREATE TABLE IF NOT EXISTS distlock_fences (
+    name TEXT PRIMARY KEY,
+    fence INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS distlock_counter (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    fence INTEGER NOT NULL,
+    reserved INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO distlock_counter (id, fence, reserved) VALUES (1, 0, 0);
+UPDATE distlock_counter SET fence = MAX(fence, reserved, (SELECT COALESCE(MAX(fence), 0) FROM distlock_fences));
+DELETE FROM distlock_fences;
+CREATE TRIGGER IF NOT EXISTS distlock_fences_v2 BEFORE INSERT ON distlock_fences BEGIN
+    SELECT RAISE(ABORT, 'distlock: this store was upgraded to one fence counter; a 0.1.0 client cannot lock here');
+END
+"""
+
+#: fences reserved per durable (``synchronous=FULL``) commit
+FENCE_BLOCK = 1000
+
+
+class NeedsSync(Exception):
+    """The grant takes the first fence past the durable reservation: commit it with ``synchronous=FULL``."""
+
+
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    """Create what is missing, take over 0.1.0's per-name fences (the counter starts above all of them, then
+    their rows go), and move the counter past its last durable reservation (see the module docstring)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for stmt in _statements(SCHEMA):
+            conn.execute(stmt)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _statements(script: str) -> list[str]:
+    """Split on ``;`` at the end of a line (the trigger's body has its own ``;`` inside)."""
+    out, cur = [], []
+    for line in script.splitlines():
+        cur.append(line)
+        if line.rstrip().endswith(";") and not line.startswith("    "):
+            out.append("\n".join(cur).strip())
+            cur = []
+    rest = "\n".join(cur).strip()
+    if rest:
+        out.append(rest)
+    return [stmt for stmt in out if stmt]
+
+
+def purge(conn: sqlite3.Connection, name: str, now: float) -> None:
+    conn.execute("DELETE FROM distlock_holders WHERE name = ? AND expires_at <= ?", (name, now))
+    conn.execute("DELETE FROM distlock_queue WHERE name = ? AND expires_at <= ?", (name, now))
+
+
+def holders(conn: sqlite3.Connection, name: str) -> list[Held]:
+    rows = conn.execute("SELECT token, mode, expires_at FROM distlock_holders WHERE name = ?", (name,))
+    return [Held(t, Mode(m), e) for t, m, e in rows]
+
+
+def queue(conn: sqlite3.Connection, name: str) -> list[Queued]:
+    rows = conn.execute("SELECT token, mode, seq, expires_at FROM distlock_queue WHERE name = ? ORDER BY seq", (name,))
+    return [Queued(t, Mode(m), s, e) for t, m, s, e in rows]
+
+
+def fence_of(conn: sqlite3.Connection, token: str) -> int | None:
+    row = conn.execute("SELECT fence FROM distlock_holders WHERE token = ?", (token,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def next_fence(conn: sqlite3.Connection, durable: bool) -> int:
+    """The store's next fence. Past the reservation it raises NeedsSync unless this transaction will commit
+    with ``synchronous=FULL`` (``durable``), and then reserves the next block."""
+    row = conn.execute(
+        "UPDATE distlock_counter SET fence = fence + 1 WHERE id = 1 AND fence < reserved RETURNING fence"
+    ).fetchone()
+    if row is not None:
+        return int(row[0])
+    if not durable:
+        raise NeedsSync
+    row = conn.execute(
+        "UPDATE distlock_counter SET fence = fence + 1, reserved = fence + ? WHERE id = 1 RETURNING fence",
+        (FENCE_BLOCK,),
+    ).fetchone()
+    return int(row[0])
+
+
+def insert_holder(conn: sqlite3.Connection, claim: Claim, fence: int, now: float) -> None:
+    conn.execute(
+        "INSERT INTO distlock_holders(token, name, owner, mode, fence, expires_at, acquired_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (claim.token, claim.name, claim.owner, claim.mode.value, fence, now + claim.ttl, now),
+    )
+
+
+def enqueue(conn: sqlite3.Connection, claim: Claim, expires_at: float) -> None:
+    """Join the queue, or refresh the deadline of the entry we already have (keeping our place)."""
+    conn.execute(
+        "INSERT INTO distlock_queue(token, name, mode, expires_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(token) DO UPDATE SET expires_at = excluded.expires_at",
+        (claim.token, claim.name, claim.mode.value, expires_at),
+    )
+
+
+def dequeue(conn: sqlite3.Connection, token: str) -> int:
+    return conn.execute("DELETE FROM distlock_queue WHERE token = ?", (token,)).rowcount
+
+
+def delete_holder(conn: sqlite3.Connection, token: str) -> int:
+    return conn.execute("DELETE FROM distlock_holders WHERE token = ?", (token,)).rowcount
+
+
+def delete_holder_returning(conn: sqlite3.Connection, token: str) -> float | None:
+    """Compare-and-delete by token; returns the lease end it had (None: it was not there)."""
+    row = conn.execute("DELETE FROM distlock_holders WHERE token = ? RETURNING expires_at", (token,)).fetchone()
+    return None if row is None else float(row[0])
+
+
+def extend(conn: sqlite3.Connection, token: str, now: float, ttl: float) -> bool:
+    """Renew a live lease only: one that ran out may already belong to someone else."""
+    cur = conn.execute(
+        "UPDATE distlock_holders SET expires_at = ? WHERE token = ? AND expires_at > ?", (now + ttl, token, now)
+    )
+    return cur.rowcount == 1
+
+
+def is_live(conn: sqlite3.Connection, token: str, now: float) -> bool:
+    row = conn.execute("SELECT 1 FROM distlock_holders WHERE token = ? AND expires_at > ?", (token, now)).fetchone()
+    return row is not None
+
+
+def _where(names: Sequence[str] | None, prefix: str) -> tuple[str, list[object]]:
+    if names is not None:
+        return f"name IN ({','.join('?' * len(names))})", list(names)
+    return "substr(name, 1, ?) = ?", [len(prefix), prefix]
+
+
+def live_rows(
+    conn: sqlite3.Connection, names: Sequence[str] | None, prefix: str, now: float
+) -> list[tuple[str, str, str, int, float]]:
+    where, args = _where(names, prefix)
+    rows = conn.execute(
+        f"SELECT name, owner, mode, fence, expires_at FROM distlock_holders WHERE {where} AND expires_at > ? "
+        "ORDER BY name, fence",
+        (*args, now),
+    )
+    return [(str(a), str(b), str(c), int(d), float(e)) for a, b, c, d, e in rows]
+
+
+def waiting_counts(conn: sqlite3.Connection, names: Sequence[str] | None, prefix: str, now: float) -> dict[str, int]:
+    where, args = _where(names, prefix)
+    rows = conn.execute(
+        f"SELECT name, count(*) FROM distlock_queue WHERE {where} AND expires_at > ? GROUP BY name", (*args, now)
+    )
+    return {str(n): int(c) for n, c in rows}
+
+
+def delete_all(conn: sqlite3.Connection, name: str) -> list[str]:
+    rows = conn.execute("DELETE FROM distlock_holders WHERE name = ? RETURNING token", (name,))
+    return [str(r[0]) for r in rows]
