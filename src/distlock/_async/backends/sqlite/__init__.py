@@ -3,7 +3,7 @@
 Every operation is one short ``BEGIN IMMEDIATE`` transaction (the database write lock is taken up front,
 so no two processes can both see a free lock and both take it), in WAL mode with a busy timeout. The
 grant rule is :mod:`distlock._core.arbiter`. Expiry uses the wall clock (``time.time()``): every process
-on the host shares it. Schema (created on first use, idempotent): see ``_core/sqlite_sql.py``.
+on the host shares it. Schema (created on first use, idempotent): see ``queries.py``.
 
 Waiting: waiters in the same process are woken at once by the releaser (a process-wide registry of
 wakers per database and name). Across processes there is no push channel in SQLite, so a waiter re-checks
@@ -23,15 +23,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ... import _rt_async as rt
-from ..._core import arbiter
-from ..._core import sqlite_sql as sql
-from ..._core.timing import Backoff, wait_slice
-from ..._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
-from ..._errors import BackendError
-from ..._url import StoreConfig
-from ..._wakeup import WakeDir, WakeSocket
-from ..backend import AsyncAttempt, AsyncBackend
+from .... import _rt_async as rt
+from ...._core import arbiter
+from ...._core.timing import Backoff, wait_slice
+from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
+from ...._errors import BackendError
+from ...._url import StoreConfig
+from ...._wakeup import WakeDir, WakeSocket
+from ...backend import AsyncAttempt, AsyncBackend
+from . import queries as sql
 
 T = TypeVar("T")
 

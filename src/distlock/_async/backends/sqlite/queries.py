@@ -25,8 +25,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from .arbiter import Held, Queued
-from .types import Claim, Mode
+from ...._core.arbiter import Held, Queued
+from ...._core.types import Claim, Mode
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS distlock_holders (
