@@ -3,8 +3,8 @@
 Only what differs between redis-py's two clients lives here, and nothing else: connecting, running a command
 or a pipeline, bounding and dropping a connection of distlock's own request path, and fanning calls out to
 several servers with one deadline (Redlock: tasks here, a thread pool and one-thread send-all-then-read-all
-there). The logic written against these names is written once: the backends (``_async/backends/redis.py``,
-``redlock.py``), the request path (``redis_wire.py``) and the pub/sub listener (``redis_listener.py``).
+there). The logic written against these names is written once, in the backend's folder
+(``_async/backends/redis/``: the backends, the request path ``wire.py``, the pub/sub listener ``listener.py``).
 """
 
 from __future__ import annotations

@@ -12,9 +12,7 @@ from typing import Any
 
 from .redis_keys import NKEYS, NODE_COUNTER, channel, keys
 from .redis_lua import SHA
-from .types import Grant, HolderInfo, LockInfo, Mode
-
-KIND_OF_MODE = {"lock": "lock", "read": "rwlock", "write": "rwlock", "semaphore": "semaphore"}
+from .types import Grant, HolderInfo, LockInfo, Mode, kind_of
 
 
 # -- pre-encoded calls (the hot path of the single-node backend) --------------------------------------------
@@ -88,7 +86,7 @@ class Snapshot:
         hs = self.holders()
         if not hs:
             return None
-        return LockInfo(name, KIND_OF_MODE.get(hs[0][1].mode, "lock"), tuple(h for _, h in hs), self.waiters)
+        return LockInfo(name, kind_of(hs[0][1].mode), tuple(h for _, h in hs), self.waiters)
 
 
 def _pairs(flat: list[object]) -> list[tuple[str, str]]:

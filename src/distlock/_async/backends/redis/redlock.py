@@ -36,7 +36,7 @@ from typing import Any
 
 from ...._core import redis_calls as rc
 from ...._core.timing import monotonic, validity
-from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
+from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
 from ...._errors import ConfigError, QuorumError
 from ...._url import StoreConfig
 from ...backend import AsyncBackend
@@ -220,7 +220,7 @@ class Backend(AsyncBackend):
                 )
         if not holders:
             return None
-        return LockInfo(name, rc.KIND_OF_MODE.get(holders[0].mode, "lock"), tuple(holders), waiters)
+        return LockInfo(name, kind_of(holders[0].mode), tuple(holders), waiters)
 
     async def inspect(self, name: str) -> LockInfo | None:
         results = await self._snapshots([name])

@@ -37,7 +37,7 @@ from typing import Any
 
 from ...._core import redis_calls as rc
 from ...._core.timing import monotonic, validity
-from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode
+from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
 from ...._errors import ConfigError, QuorumError
 from ...._url import StoreConfig
 from ...backend import SyncBackend
@@ -221,7 +221,7 @@ class Backend(SyncBackend):
                 )
         if not holders:
             return None
-        return LockInfo(name, rc.KIND_OF_MODE.get(holders[0].mode, "lock"), tuple(holders), waiters)
+        return LockInfo(name, kind_of(holders[0].mode), tuple(holders), waiters)
 
     def inspect(self, name: str) -> LockInfo | None:
         results = self._snapshots([name])
