@@ -1,14 +1,13 @@
 """Test wiring: the backend matrix, store fixtures, unique lock names.
 
-Backends plug in as modules in ``tests/plugins/<name>.py`` (loaded below). Each defines a session fixture ``<name>_url`` that starts the real server(s) (see ``tests/servers/``) or returns
-``$DISTLOCK_TEST_<NAME>_URL`` when that is set, and yields the store URL. Adding a plugin adds the backend
-to every conformance test (``backend_url`` is parametrized over all of them), sync and async.
+The backends are the rows of ``tests/backends.py`` (a plugin loaded here): each row defines a session fixture
+``<name>_url`` that starts the real server(s) (see ``tests/servers/``) or returns ``$DISTLOCK_TEST_<NAME>_URL``
+when that is set. Adding a row adds the backend to every conformance test (``backend_url`` is parametrized
+over all of them), sync and async.
 """
 
 from __future__ import annotations
 
-import os
-import pkgutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -16,11 +15,7 @@ import pytest
 
 import distlock
 
-_plugin_pkg = "tests.plugins"
-PLUGINS = sorted(m.name for m in pkgutil.iter_modules([os.path.join(os.path.dirname(__file__), "plugins")]))
-pytest_plugins = [f"{_plugin_pkg}.{m}" for m in PLUGINS]
-#: the module name is the backend name: tests/plugins/redis.py defines the fixture ``redis_url``
-BACKENDS: list[str] = list(PLUGINS)
+pytest_plugins = ["tests.backends"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,8 +29,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend_url" in metafunc.fixturenames:
-        chosen = metafunc.config.getoption("--backend") or BACKENDS
-        metafunc.parametrize("backend", [b for b in BACKENDS if b in chosen], indirect=False, scope="session")
+        from tests.backends import ROWS  # registered as a plugin above: imported by pytest first
+
+        backends = [row.name for row in ROWS]
+        chosen = metafunc.config.getoption("--backend") or backends
+        metafunc.parametrize("backend", [b for b in backends if b in chosen], indirect=False, scope="session")
 
 
 @pytest.fixture

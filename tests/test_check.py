@@ -28,8 +28,6 @@ from tests.servers.redis import redis_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 HAVE_REDIS_BACKEND = (ROOT / "src/distlock/_async/backends/redis").is_dir()  # the backend's folder
-# the baselines use the redis server of the conformance plugin (tests/plugins/redis.py: fixture ``redis_url``)
-HAVE_REDIS_PLUGIN = (ROOT / "tests/plugins/redis.py").exists()
 needs_redis_server = pytest.mark.skipif(redis_binary() is None, reason="redis-server is not installed")
 
 
@@ -156,7 +154,7 @@ def test_spawned_mariadb_under_clock_skew(tmp_path: Path) -> None:
     ("algorithm", "fault"),
     [("setnx-expire", "pause"), ("getset", "pause"), ("del-no-owner", "pause"), ("no-ttl", "kill")],
 )
-@pytest.mark.skipif(not HAVE_REDIS_PLUGIN, reason="no redis test server plugin")
+@needs_redis_server  # the redis server of the conformance table (tests/backends.py: fixture ``redis_url``)
 def test_broken_redis_baselines_are_caught(tmp_path: Path, redis_url: str, algorithm: str, fault: str) -> None:
     seconds = "5" if fault == "kill" else "4"  # after a kill, 2 * ttl + 1 s must be left to see nobody got in
     code, report, output = check(

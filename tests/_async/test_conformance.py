@@ -1,6 +1,6 @@
 """The behaviour every backend must show, on the async API; ``tests/_sync/`` is generated from this file.
 
-Parametrized over every backend plugin (tests/plugins/). Timings are generous bounds on waits, never
+Parametrized over every row of the conformance table (tests/backends.py). Timings are generous bounds on waits, never
 speed assertions: a lock that is not handed over within its TTL is broken, not slow.
 """
 

@@ -18,7 +18,6 @@ from .proc import LOOPBACK, ServerProc, free_port, which, workdir
 
 if TYPE_CHECKING:  # imported where used: ``--spawn`` runs without the [mysql] extra or pytest
     import pymysql
-    import pytest
 
 USER = "distlock"
 PASSWORD = "s3cret-pw"
@@ -98,26 +97,3 @@ def mariadb_server() -> Iterator[ServerProc]:
             yield srv
         finally:
             srv.stop(grace=20)
-
-
-# -- used by the session-mode plugins (tests/plugins/*_session.py) --------------------------------------
-#: session mode queues a waiting writer in the server only while its blocking wait runs: a reader arriving
-#: in the one round trip between the writer's failed try and that wait still gets in (docs/sql.md)
-WEAKER = ("waiting_writer_is_not_starved",)
-WEAKER_REASON = "session mode: writers queue server-side only once their wait runs (documented in docs/sql.md)"
-
-
-def skip_unsupported_kinds(
-    items: list[pytest.Item], backend: str, unsupported: tuple[str, ...], reason: str | None = None
-) -> None:
-    """Skip the conformance tests (by a part of their name) that ``backend`` refuses with UnsupportedFeature
-    (tests/test_sql_faults.py checks the refusal itself), or that test a guarantee it documents as weaker."""
-    import pytest
-
-    why = reason or f"{backend} does not offer this kind (UnsupportedFeature)"
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        if callspec is None or callspec.params.get("backend") != backend:
-            continue
-        if any(word in item.name for word in unsupported):
-            item.add_marker(pytest.mark.skip(reason=why))

@@ -1,0 +1,191 @@
+"""The conformance table: every backend the suite runs on, one row each (a pytest plugin, loaded by conftest).
+
+A row names the backend and says where its store URL comes from: a server this plugin starts once per test
+session (the ``*_servers`` fixtures below, from ``tests/servers/``), or another row's URL with options added
+(the SQL session modes run on the lease mode's server). ``$DISTLOCK_TEST_<NAME>_URL`` replaces a row's URL
+with an external server's. For each row the plugin defines the session fixture ``<name>_url``; the
+conformance tests (``backend_url``) are parametrized over the rows, sync and async.
+
+A row may also say which conformance tests it refuses by design (``unsupported``: they raise
+UnsupportedFeature, which ``tests/test_sql_faults.py`` checks itself), whether it documents the weaker
+writer-starvation guarantee of the session modes (``weaker``), and how much of the suite runs on it by
+default (``focused``: only those tests, ``opt_in``: none) to keep the whole suite within its time budget;
+``--backend NAME`` runs everything on NAME.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.servers import redis as redis_srv
+from tests.servers.etcd import EtcdCluster, etcd_cluster
+from tests.servers.mysql import mariadb_server
+from tests.servers.postgres import postgres_server
+from tests.servers.proc import ServerProc
+from tests.servers.redis_cluster import RedisCluster, redis_cluster
+from tests.servers.zookeeper import ZkEnsemble, available, zookeeper_ensemble
+
+#: session mode queues a waiting writer in the server only while its blocking wait runs: a reader arriving
+#: in the one round trip between the writer's failed try and that wait still gets in (docs/sql.md)
+WEAKER = ("waiting_writer_is_not_starved",)
+WEAKER_REASON = "session mode: writers queue server-side only once their wait runs (documented in docs/sql.md)"
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    #: the store URL, from the test session (``request``): usually a ``*_servers`` fixture's URL
+    url: Callable[[pytest.FixtureRequest], str] | None = None
+    #: or: the URL of the row named here, with these URL options added
+    on: str | None = None
+    options: str = ""
+    #: parts of the names of conformance tests this backend refuses by design (UnsupportedFeature)
+    unsupported: tuple[str, ...] = ()
+    #: the session modes' documented weaker guarantee (see WEAKER)
+    weaker: bool = False
+    #: default run: only the conformance tests named here (``--backend NAME`` runs all)
+    focused: tuple[str, ...] | None = None
+    #: default run: no conformance test (``--backend NAME`` runs them)
+    opt_in: bool = False
+
+
+def _sqlite(request: pytest.FixtureRequest) -> str:
+    factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
+    return f"sqlite:///{factory.mktemp('sqlite') / 'locks.db'}"
+
+
+def _of(fixture: str, suffix: str = "") -> Callable[[pytest.FixtureRequest], str]:
+    """The ``url`` of a session fixture's server (plus ``suffix``)."""
+    return lambda request: str(request.getfixturevalue(fixture).url) + suffix
+
+
+ROWS: tuple[Row, ...] = (
+    Row("memory", url=lambda _request: "memory://"),
+    Row("sqlite", url=_sqlite),
+    Row("redis", url=_of("redis_servers")),
+    Row("redlock", url=lambda request: redis_srv.redlock_url(request.getfixturevalue("redlock_url_servers"))),
+    Row(
+        "redis_cluster",  # the seed URL is plain redis://: distlock detects the cluster (cluster=auto)
+        url=_of("redis_cluster_servers"),
+        focused=(
+            "test_acquire_release_and_fences_increase",
+            "test_waiter_is_handed_the_lock_on_release",
+            "test_rwlock_waiting_writer_is_not_starved",
+            "test_semaphore_contention_holds_at_most_n",
+            "test_multilock_all_or_nothing",
+            "test_inspect_list_and_break",
+        ),
+    ),
+    # a short session timeout: a crashed holder frees its locks within 4 s in the tests
+    Row("zookeeper", url=_of("zookeeper_ensemble_3", "?session_timeout=4")),
+    Row("etcd", url=_of("etcd_cluster_3")),
+    Row("mysql", url=_of("mysql_servers")),
+    # GET_LOCK has no shared mode (rwlock); semaphore tests check the refusal themselves
+    Row(
+        "mysql_session",
+        on="mysql",
+        options="mode=session",
+        unsupported=("rwlock", "timed_out_acquire_leaves_nothing_behind", "-write]"),
+    ),
+    # opt-in (time budget): tests/test_sql_faults.py covers this variant in the default run
+    Row("mysql_rowlock", on="mysql", options="mode=session&session_lock=row", weaker=True, opt_in=True),
+    Row("postgres", url=_of("postgres_servers")),
+    Row("postgres_session", on="postgres", options="mode=session", weaker=True),
+)
+BY_NAME = {row.name: row for row in ROWS}
+
+
+# -- the servers, one start per test session (tests that break servers start their own) ------------------
+@pytest.fixture(scope="session")
+def redis_servers() -> Iterator[ServerProc]:
+    with redis_srv.redis_server() as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def redlock_url_servers() -> Iterator[list[ServerProc]]:
+    with redis_srv.redis_masters(5) as masters:
+        yield masters
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_servers() -> Iterator[RedisCluster]:
+    with redis_cluster(3) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def zookeeper_ensemble_3() -> Iterator[ZkEnsemble]:
+    if not available():
+        pytest.skip("ZooKeeper is not installed (scripts/install_servers.sh installs it)")
+    with zookeeper_ensemble(3) as ens:
+        yield ens
+
+
+@pytest.fixture(scope="session")
+def etcd_cluster_3() -> Iterator[EtcdCluster]:
+    with etcd_cluster(3) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def mysql_servers() -> Iterator[ServerProc]:
+    with mariadb_server() as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def postgres_servers() -> Iterator[ServerProc]:
+    with postgres_server() as srv:
+        yield srv
+
+
+# -- one ``<name>_url`` fixture per row ------------------------------------------------------------------
+def _url_fixture(row: Row) -> Any:
+    @pytest.fixture(scope="session", name=f"{row.name}_url")
+    def url(request: pytest.FixtureRequest) -> str:
+        env = os.environ.get(f"DISTLOCK_TEST_{row.name.upper()}_URL")
+        if env:
+            return env
+        if row.on is not None:
+            base = str(request.getfixturevalue(f"{row.on}_url"))
+            return f"{base}{'&' if '?' in base else '?'}{row.options}"
+        assert row.url is not None, row.name
+        return row.url(request)
+
+    return url
+
+
+for _row in ROWS:
+    globals()[f"_{_row.name}_url"] = _url_fixture(_row)
+
+
+# -- what runs on each row -----------------------------------------------------------------------------
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    chosen = config.getoption("--backend") or []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        row = BY_NAME.get(callspec.params.get("backend", "")) if callspec is not None else None
+        if row is None:
+            keep.append(item)
+            continue
+        everything = row.name in chosen
+        original = getattr(item, "originalname", item.name)
+        if not everything and (row.opt_in or (row.focused is not None and original not in row.focused)):
+            drop.append(item)
+            continue
+        keep.append(item)
+        if any(part in item.name for part in row.unsupported):
+            item.add_marker(pytest.mark.skip(reason=f"{row.name} does not offer this kind (UnsupportedFeature)"))
+        elif row.weaker and any(part in item.name for part in WEAKER):
+            item.add_marker(pytest.mark.skip(reason=WEAKER_REASON))
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

@@ -1,1 +1,0 @@
-"""Backend plugins for the test matrix (see tests/conftest.py)."""
