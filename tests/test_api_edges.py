@@ -74,5 +74,7 @@ def test_scrub_removes_the_secret_but_not_words_that_contain_its_letters() -> No
     from distlock._url import scrub
 
     assert scrub("connection to port 5432 failed: password=p", "p") == "connection to port 5432 failed: password=***"
-    assert scrub("auth 'hunter2' rejected (hunter2x is not it)", "hunter2") == "auth '***' rejected (hunter2x is not it)"
+    assert (
+        scrub("auth 'hunter2' rejected (hunter2x is not it)", "hunter2") == "auth '***' rejected (hunter2x is not it)"
+    )
     assert "s3cret" not in scrub("redis://u:s3cret@h:1/0 refused", None)

@@ -32,6 +32,7 @@ log = logging.getLogger("distlock")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
 def _backend_class(config: StoreConfig) -> type[AsyncBackend]:
     row = BY_NAME[config.backend]
     extra = row.extra

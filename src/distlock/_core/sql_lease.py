@@ -294,7 +294,9 @@ class Ops:
         kinds: dict[str, str] = {}
         for name, owner, mode, fence, expires in r.rows:
             n = str(name)
-            by_name.setdefault(n, []).append(HolderInfo(str(owner), to_int(fence), str(mode), max(0.0, to_float(expires) - now)))
+            by_name.setdefault(n, []).append(
+                HolderInfo(str(owner), to_int(fence), str(mode), max(0.0, to_float(expires) - now))
+            )
             kinds[n] = kind_of(str(mode))
         return [LockInfo(n, kinds[n], tuple(hs), waiting.get(name_key(n), 0)) for n, hs in sorted(by_name.items())]
 

@@ -33,6 +33,7 @@ log = logging.getLogger("distlock")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
 def _backend_class(config: StoreConfig) -> type[SyncBackend]:
     row = BY_NAME[config.backend]
     extra = row.extra

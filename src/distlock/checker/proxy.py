@@ -161,9 +161,7 @@ class FaultProxy:
         link.writers = [c_writer, s_writer]
         self._links.add(link)
         try:
-            await asyncio.gather(
-                self._pump(link, c_reader, s_writer, UP), self._pump(link, s_reader, c_writer, DOWN)
-            )
+            await asyncio.gather(self._pump(link, c_reader, s_writer, UP), self._pump(link, s_reader, c_writer, DOWN))
         finally:
             self._links.discard(link)
             for w in link.writers:

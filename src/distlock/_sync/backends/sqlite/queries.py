@@ -73,7 +73,6 @@ class NeedsSync(Exception):
     """The grant takes the first fence past the durable reservation: commit it with ``synchronous=FULL``."""
 
 
-
 def create_schema(conn: sqlite3.Connection) -> None:
     """Create what is missing, take over 0.1.0's per-name fences (the counter starts above all of them, then
     their rows go), and move the counter past its last durable reservation (see the module docstring)."""
