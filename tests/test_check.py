@@ -82,7 +82,7 @@ def test_redis_passes_a_server_restart_with_spawn(tmp_path: Path) -> None:
 @needs_redis_server
 @pytest.mark.skipif(not HAVE_REDIS_BACKEND, reason="the redis backend has not landed yet")
 def test_restart_of_a_redis_without_persistence_is_refused_not_handed_lower_fences(tmp_path: Path) -> None:
-    # SAFETY F4: the restarted server forgot the fence counter; fences would start again from 1. The stores
+    # F4 in docs/safety.md: the restarted server forgot the fence counter; fences would start again from 1. The stores
     # that saw the counter notice (its marker is gone) and refuse to acquire (DISTLOCK-FENCE-LOST, counted
     # as worker errors) instead of handing out lower fences: no fence goes back.
     code, report, output = check(tmp_path, "--seconds", "4", "--spawn", "--volatile", "--faults", "server-restart")
@@ -113,7 +113,7 @@ def test_spawned_redlock_survives_a_crash_of_all_five_masters(tmp_path: Path) ->
 @pytest.mark.skipif(etcd.etcd_binary() is None, reason="etcd is not installed")
 def test_spawned_etcd_cluster_under_restart_leader_kill_and_partition(tmp_path: Path) -> None:
     faults = "server-restart,leader-kill" + (",partition" if netns_usable() else "")
-    code, report, output = check(tmp_path, "--seconds", "7.5", "--spawn", "etcd", "--faults", faults)
+    code, report, output = check(tmp_path, "--seconds", "8.5", "--spawn", "etcd", "--faults", faults)
     assert report["url"].count(",") == 2  # three members
     assert_safe(code, report, output, *faults.split(","))
 
@@ -131,7 +131,7 @@ def test_spawned_zookeeper_ensemble_under_leader_kill_and_partition(tmp_path: Pa
 
 @pytest.mark.skipif(postgres.pg_bindir() is None or faketime_lib() is None, reason="postgres or libfaketime missing")
 def test_database_clock_jump_expires_leases_early_and_fencing_rejects_the_stale_writes(tmp_path: Path) -> None:
-    """SAFETY F2 on PostgreSQL: lease expiry uses the database's clock. A holder paused for half its lease would
+    """F2 in docs/safety.md on PostgreSQL: lease expiry uses the database's clock. A holder paused for half its lease would
     keep the lock; with the server's clock jumping forward meanwhile, its lease ends early and another worker
     takes the lock. The resumed holder's writes are rejected by the fenced register; none is accepted.
     (TTL 3 s: the pause is 1.5 s, longer than the 1 s a lease-mode waiter sleeps at most between looks.)"""
