@@ -7,7 +7,7 @@ scenario is re-run once per call and per way of cutting it, and the task is canc
 
 * ``before``: the task is parked in the proxy just before the call is issued, and cancelled there;
 * ``after``: the call completed on the server, the task is cancelled before the caller sees the reply
-  (the reply is lost to the cancellation, SAFETY F10);
+  (the reply is lost to the cancellation, F10 in docs/safety.md);
 * ``during``: the task is cancelled at the j-th suspension *inside* the driver's call (request written,
   reply not read yet, a connection taken from the pool, a worker thread running...), for every j the
   call reaches.

@@ -196,7 +196,7 @@ async def test_hundred_tasks_and_two_processes_share_a_counter(
 
 
 async def test_waiters_of_one_store_do_not_herd_at_the_backend(async_store: distlock.AsyncStore, name: str) -> None:
-    """SAFETY F11 inside one process: 12 tasks wait for a held lock; the whole hand-off chain costs about one
+    """F11 in docs/safety.md inside one process: 12 tasks wait for a held lock; the whole hand-off chain costs about one
     backend try per waiter, not one per waiter per release (a herd is ~n^2/2 = 78 tries on a backend that
     wakes every waiter at each release)."""
     backend = async_store._backend

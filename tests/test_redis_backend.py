@@ -13,7 +13,7 @@ import redis
 
 import distlock
 from distlock import BackendError, ConfigError, LockLost
-from distlock._async.backends.redis.attempt import WAITER_TTL
+from distlock._core.timing import WAITER_TTL
 from tests.servers.proc import LOOPBACK, ServerProc, free_port, workdir
 from tests.servers.redis import redis_replicated, redis_server, restart, start_redis
 
@@ -87,7 +87,7 @@ def test_waiter_behind_a_redis_py_holder_gets_in_when_its_ttl_ends(
 def test_one_release_wakes_exactly_one_waiter(
     store: distlock.Store, raw: redis.Redis, redis_url: str, name: str
 ) -> None:
-    """SAFETY F11: a release publishes one wake-up, addressed to the first waiter, not a broadcast. The
+    """F11 in docs/safety.md: a release publishes one wake-up, addressed to the first waiter, not a broadcast. The
     waiters are three processes' worth of stores (threads of one store queue locally, one on the server)."""
     holder = store.lock(name, ttl=30)
     assert holder.acquire()
@@ -149,7 +149,7 @@ def test_fair_lock_is_fifo(store: distlock.Store, name: str) -> None:
 
 
 def test_dead_waiter_does_not_stall_a_fair_queue(store: distlock.Store, raw: redis.Redis, name: str) -> None:
-    """SAFETY F12: a queue entry whose waiter died (never refreshed) drops out after its own deadline."""
+    """F12 in docs/safety.md: a queue entry whose waiter died (never refreshed) drops out after its own deadline."""
     now_ms = int(time.time() * 1000)
     raw.zadd("{" + name + "}:q", {"lock|dead-waiter": 1})
     raw.zadd("{" + name + "}:qd", {"lock|dead-waiter": now_ms + int(WAITER_TTL * 1000)})

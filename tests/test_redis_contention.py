@@ -63,7 +63,7 @@ def run(algorithm: str, fault: str, url: str, name: str, workdir: Path) -> Outco
     progress = None
     try:
         wait_for(victim, role.upper())
-        if fault == "pause":  # SIGSTOP the holder past its lease (GC pause, VM freeze: SAFETY F1)
+        if fault == "pause":  # SIGSTOP the holder past its lease (GC pause, VM freeze: F1 in docs/safety.md)
             os.kill(victim.pid, signal.SIGSTOP)
             time.sleep(TTL + 1.0)
             os.kill(victim.pid, signal.SIGCONT)

@@ -70,10 +70,20 @@ def session_url(url: str) -> str:
     return url + ("&" if "?" in url else "?") + "mode=session"
 
 
-def pinned_conn_id(store: distlock.Store, lock: distlock.Lock) -> int:
-    backend: Any = store._backend
-    (pinned,) = [p for p in backend._pinned.values() if p.claim.name == lock.name]
-    return int(pinned.conn_id)
+def holding_conn_id(db: str, admin: Any, name: str) -> int:
+    """The server's id of the connection that holds session-mode lock ``name``, asked of the server."""
+    if db == "mysql":
+        return int(one(admin, "SELECT IS_USED_LOCK(%s)", sq.get_lock_name(name)))
+    key = sq.advisory_key(name)
+    return int(
+        one(
+            admin,
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+            "AND classid::bigint = ((%s::bigint >> 32) & 4294967295) AND objid::bigint = (%s::bigint & 4294967295)",
+            key,
+            key,
+        )
+    )
 
 
 def kill(db: str, admin: Any, conn_id: int) -> None:
@@ -91,7 +101,7 @@ def test_session_mode_connection_killed_from_server_sets_lost(db: str, url: str,
         assert lock.acquire(timeout=5)
         lost = threading.Event()
         lock.on_lost(lambda _lock: lost.set())
-        kill(db, admin, pinned_conn_id(store, lock))
+        kill(db, admin, holding_conn_id(db, admin, name))
         assert lock.lost.wait(10), "the renewer must notice the dropped connection"
         assert lost.wait(5)
         other = store.lock(name, ttl=5)
@@ -407,7 +417,7 @@ def test_mysql_row_lock_mode_interop_and_refusals(mysql_url: str, name: str) -> 
 
 
 def test_dead_waiter_does_not_stall_a_fair_queue(db: str, url: str, name: str) -> None:
-    """SAFETY F12: a queued waiter that died (its entry is no longer refreshed) drops out at its deadline."""
+    """F12 in docs/safety.md: a queued waiter that died (its entry is no longer refreshed) drops out at its deadline."""
     raw = raw_conn(db, url)
     now_sql = "UNIX_TIMESTAMP(NOW(6))" if db == "mysql" else "extract(epoch from clock_timestamp())"
     with distlock.connect(url) as store:

@@ -305,7 +305,7 @@ def test_mysql_without_sequences_draws_fences_from_an_auto_increment_ticket(
     ticket whose row is deleted in the same batch; a 0.1.0 fence raises the counter. Simulated on MariaDB."""
     from distlock._sync.backends.mysql import driver as sync_mysql_driver
 
-    monkeypatch.setattr(sync_mysql_driver, "_has_sequences", lambda version: False)
+    monkeypatch.setattr(sync_mysql_driver, "has_sequences", lambda version: False)
     prefix = fresh_prefix()
     admin = raw_conn("mysql", mysql_url)
     cur = admin.cursor()

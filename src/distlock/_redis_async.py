@@ -17,11 +17,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as redis_driver
-from redis.backoff import ExponentialBackoff, NoBackoff
-from redis.exceptions import AskError, ClusterDownError, RedisClusterException, TryAgainError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
 
 log = logging.getLogger("distlock")
 
@@ -30,43 +25,11 @@ ClusterClient = redis_driver.RedisCluster
 ConnectionPool = redis_driver.ConnectionPool
 #: either kind of client: the backend runs the same commands and pipelines on both
 AnyClient = Client | ClusterClient
-#: a cluster call on distlock's own connection that meets one of these goes through redis-py's routing
-#: instead (it follows MOVED/ASK, refreshes the slot map, waits out a failover)
-REROUTE = (AskError, TryAgainError, ClusterDownError, RedisConnectionError, RedisTimeoutError, RedisClusterException)
 
 
-def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> Client:
-    """A client for one server; one retry on a broken pooled connection, no backoff (bounded waits).
-
-    A plain pool (a blocking pool costs ~15 us more per command); ``max_connections`` is far above
-    redis.asyncio's default of 100, so a hundred tasks contending in one process do not get "Too many
-    connections" (redis-py's own ``max_connections`` URL option overrides it).
-    """
-    pool = redis_driver.ConnectionPool.from_url(
-        url, max_connections=max_connections, retry=Retry(NoBackoff(), 1), **kwargs
-    )
-    client: Client = redis_driver.Redis.from_pool(pool)
-    return client
-
-
-async def connect_cluster(url: str, max_connections: int = 4096, **kwargs: Any) -> ClusterClient:
-    """A Redis Cluster client seeded by the URL's host (it discovers the other nodes and the slot map).
-
-    redis-py follows ``MOVED``/``ASK`` redirections and re-reads the slot map; its retries on a node that
-    went away are bounded (3, at most 0.2 s apart) so a failed acquire is an error within seconds, not a
-    hang. A seed that is not a cluster node, or no reachable node, raises ``ConnectionError``.
-    """
-    try:
-        client: ClusterClient = redis_driver.RedisCluster.from_url(
-            url,
-            max_connections=max_connections,
-            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 3),
-            **kwargs,
-        )
-        await client.initialize()
-    except RedisClusterException as exc:  # not a RedisError: say "cannot connect" like the plain client
-        raise RedisConnectionError(str(exc)) from exc
-    return client
+async def initialize(client: ClusterClient) -> None:
+    """Read the cluster's slot map now (redis.asyncio's cluster client defers it to the first command)."""
+    await client.initialize()
 
 
 def route(client: ClusterClient, key: str) -> tuple[str, Callable[[], Any]]:

@@ -15,11 +15,7 @@ from concurrent.futures import ALL_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
 import redis as redis_driver
-from redis.backoff import ExponentialBackoff, NoBackoff
-from redis.exceptions import AskError, ClusterDownError, RedisClusterException, RedisError, ResponseError, TryAgainError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
+from redis.exceptions import RedisError, ResponseError
 
 log = logging.getLogger("distlock")
 
@@ -28,42 +24,10 @@ ClusterClient = redis_driver.RedisCluster
 ConnectionPool = redis_driver.ConnectionPool
 #: either kind of client: the backend runs the same commands and pipelines on both
 AnyClient = Client | ClusterClient
-#: a cluster call on distlock's own connection that meets one of these goes through redis-py's routing
-#: instead (it follows MOVED/ASK, refreshes the slot map, waits out a failover)
-REROUTE = (AskError, TryAgainError, ClusterDownError, RedisConnectionError, RedisTimeoutError, RedisClusterException)
 
 
-def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> Client:
-    """A client for one server; one retry on a broken pooled connection, no backoff (bounded waits).
-
-    A plain pool (a blocking pool costs ~15 us more per command); ``max_connections`` is far above
-    redis.asyncio's default of 100, so a hundred tasks contending in one process do not get "Too many
-    connections" (redis-py's own ``max_connections`` URL option overrides it).
-    """
-    pool = redis_driver.ConnectionPool.from_url(
-        url, max_connections=max_connections, retry=Retry(NoBackoff(), 1), **kwargs
-    )
-    client: Client = redis_driver.Redis.from_pool(pool)
-    return client
-
-
-def connect_cluster(url: str, max_connections: int = 4096, **kwargs: Any) -> ClusterClient:
-    """A Redis Cluster client seeded by the URL's host (it discovers the other nodes and the slot map).
-
-    redis-py follows ``MOVED``/``ASK`` redirections and re-reads the slot map; its retries on a node that
-    went away are bounded (3, at most 0.2 s apart) so a failed acquire is an error within seconds, not a
-    hang. A seed that is not a cluster node, or no reachable node, raises ``ConnectionError``.
-    """
-    try:
-        client: ClusterClient = redis_driver.RedisCluster.from_url(
-            url,
-            max_connections=max_connections,
-            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 3),
-            **kwargs,
-        )
-    except RedisClusterException as exc:  # not a RedisError: say "cannot connect" like the plain client
-        raise RedisConnectionError(str(exc)) from exc
-    return client
+def initialize(client: ClusterClient) -> None:
+    """The threaded cluster client read the slot map when it was made (see the asyncio twin)."""
 
 
 def route(client: ClusterClient, key: str) -> tuple[str, Callable[[], Any]]:

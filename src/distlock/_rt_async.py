@@ -8,11 +8,13 @@ that is written twice on purpose: they are the difference between threads and ta
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 import socket
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -49,9 +51,47 @@ async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-async def run_blocking(fn: Callable[..., T], *args: Any) -> T:
-    """Run a blocking driver call off the event loop (SQLite, kazoo)."""
-    return await asyncio.to_thread(functools.partial(fn, *args))
+#: the worker pools of ``offload(pool=...)``, made on first use
+_POOLS: dict[str, ThreadPoolExecutor] = {}
+_POOLS_GUARD = threading.Lock()
+
+
+def _pool(name: str | None) -> ThreadPoolExecutor | None:
+    if name is None:
+        return None
+    with _POOLS_GUARD:
+        if name not in _POOLS:
+            _POOLS[name] = ThreadPoolExecutor(max_workers=256, thread_name_prefix=f"distlock-{name}")
+        return _POOLS[name]
+
+
+async def offload(
+    fn: Callable[..., T], *args: Any, interrupt: Callable[[], object] | None = None, pool: str | None = None
+) -> T:
+    """Run a blocking driver step (kazoo, sqlite3, PyMySQL) on a worker thread: the one way the async side
+    calls a blocking driver, and the one place its worker-thread rules are applied.
+
+    The step runs in a copy of the caller's context (a call budget set by the caller applies in it), on
+    asyncio's default executor or on the named ``pool`` (a backend whose steps block in server-side waits
+    keeps them from starving its short calls of threads). A thread cannot be stopped: if the caller is
+    cancelled meanwhile, ``interrupt()`` makes the step end soon (an abort flag the step checks, a socket
+    shut down under it) and the cancellation is raised only once the step has ended, so no clean-up that
+    follows (an abandon, a discarded connection) ever runs beside it. A step without ``interrupt`` ends
+    within its own bound (a busy timeout, a request timeout).
+    """
+    ctx = contextvars.copy_context()
+    step = asyncio.get_running_loop().run_in_executor(_pool(pool), functools.partial(ctx.run, fn, *args))
+    try:
+        return await asyncio.shield(step)
+    except asyncio.CancelledError:
+        if interrupt is not None:
+            interrupt()
+        try:
+            await shielded(asyncio.wait([step]))
+        finally:
+            if step.done() and not step.cancelled():
+                step.exception()  # retrieved: the step's failure is the interrupt's doing, not news
+        raise
 
 
 def owner_key() -> object:

@@ -235,7 +235,7 @@ def refuses_semaphores(store: distlock.AsyncStore, name: str) -> bool:
 
 
 async def test_semaphore_never_exceeds_permits(async_store: distlock.AsyncStore, name: str) -> None:
-    if refuses_semaphores(async_store, name):  # SPEC section 3: redlock may refuse (UnsupportedFeature)
+    if refuses_semaphores(async_store, name):  # a backend without them refuses (Redlock: UnsupportedFeature)
         return
     sems = [async_store.semaphore(name, permits=2, ttl=10) for _ in range(3)]
     assert await sems[0].acquire(blocking=False)
@@ -250,7 +250,7 @@ async def test_semaphore_never_exceeds_permits(async_store: distlock.AsyncStore,
 
 
 async def test_semaphore_contention_holds_at_most_n(async_store: distlock.AsyncStore, name: str) -> None:
-    if refuses_semaphores(async_store, name):  # SPEC section 3: redlock may refuse (UnsupportedFeature)
+    if refuses_semaphores(async_store, name):  # a backend without them refuses (Redlock: UnsupportedFeature)
         return
     inside = 0
     peak = 0

@@ -236,7 +236,7 @@ def refuses_semaphores(store: distlock.Store, name: str) -> bool:
 
 
 def test_semaphore_never_exceeds_permits(sync_store: distlock.Store, name: str) -> None:
-    if refuses_semaphores(sync_store, name):  # SPEC section 3: redlock may refuse (UnsupportedFeature)
+    if refuses_semaphores(sync_store, name):  # a backend without them refuses (Redlock: UnsupportedFeature)
         return
     sems = [sync_store.semaphore(name, permits=2, ttl=10) for _ in range(3)]
     assert sems[0].acquire(blocking=False)
@@ -251,7 +251,7 @@ def test_semaphore_never_exceeds_permits(sync_store: distlock.Store, name: str) 
 
 
 def test_semaphore_contention_holds_at_most_n(sync_store: distlock.Store, name: str) -> None:
-    if refuses_semaphores(sync_store, name):  # SPEC section 3: redlock may refuse (UnsupportedFeature)
+    if refuses_semaphores(sync_store, name):  # a backend without them refuses (Redlock: UnsupportedFeature)
         return
     inside = 0
     peak = 0

@@ -1,8 +1,9 @@
-"""Who may hold a name next: the grant rule for backends that decide in Python (memory, SQLite).
+"""Who may hold a name next: the grant rule of the lease tables (SQLite, memory, MySQL/MariaDB, PostgreSQL).
 
-Backends that decide on the server (Redis Lua, SQL statements) implement the same rule in their own
-language; this module is its reference, and the conformance suite checks every backend against the
-behaviour it describes.
+The lease-table backends read a name's holders and queue inside their transaction, ask :func:`decide`, and
+write what it says; :func:`lease_infos` turns their holder rows into what ``inspect`` reports. Backends that
+decide on the server (Redis Lua) implement the same rule in their own language; this module is its
+reference, and the conformance suite checks every backend against the behaviour it describes.
 
 State of one name: the live holders, and the queue of waiting claims (each with a sequence number and
 its own server-side deadline, so a dead waiter cannot stall the queue: F12 in docs/safety.md).
@@ -20,10 +21,10 @@ Who queues: a claim that failed and is fair, and every WRITE claim that failed (
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from .types import Mode
+from .types import Claim, HolderInfo, LockInfo, Mode, kind_of
 
 
 @dataclass(frozen=True)
@@ -77,3 +78,38 @@ def retry_after(holders: Sequence[Held], now: float) -> float | None:
     if not holders:
         return None
     return max(0.0, min(h.expires_at for h in holders) - now)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one acquire transaction writes, given the live holders and queue of the claim's name."""
+
+    ours: bool = False  #: the claim already holds it (a retry after a lost reply): read its fence
+    grant: bool = False  #: insert the holding with a new fence (and drop the claim's queue entry)
+    enqueue: bool = False  #: join the queue, or refresh the deadline of the claim's entry
+    retry_after: float | None = None  #: when refused: see :func:`retry_after`
+
+
+def decide(claim: Claim, holders: Sequence[Held], queue: Sequence[Queued], now: float, register_all: bool) -> Decision:
+    """The one acquire step of every lease table. ``holders`` and ``queue``: the name's live entries, the
+    queue in sequence order. ``register_all``: a refused claim joins the queue even where the rule does not
+    need it (:func:`should_queue`), so ``inspect`` counts every waiter; SQLite does (a local write), the
+    server databases do not (one more statement on the wire per refused try)."""
+    if any(h.token == claim.token for h in holders):
+        return Decision(ours=True)
+    if may_acquire(claim.mode, claim.token, claim.permits, claim.fair, holders, queue):
+        return Decision(grant=True)
+    return Decision(enqueue=register_all or should_queue(claim.mode, claim.fair), retry_after=retry_after(holders, now))
+
+
+def lease_infos(
+    rows: Iterable[tuple[str, str, str, int, float]], waiting: Callable[[str], int], now: float
+) -> list[LockInfo]:
+    """``inspect``'s answer from a lease table's live holder rows (name, owner, mode, fence, expires_at),
+    sorted by name then fence; ``waiting(name)``: how many live queue entries the name has."""
+    by_name: dict[str, list[HolderInfo]] = {}
+    kinds: dict[str, str] = {}
+    for name, owner, mode, fence, expires in rows:
+        by_name.setdefault(name, []).append(HolderInfo(owner, fence, mode, max(0.0, expires - now)))
+        kinds[name] = kind_of(mode)
+    return [LockInfo(n, kinds[n], tuple(hs), waiting(n)) for n, hs in sorted(by_name.items())]

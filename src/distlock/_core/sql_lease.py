@@ -48,12 +48,11 @@ import re
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
-from .arbiter import Held, Queued, may_acquire, retry_after, should_queue
+from .arbiter import Held, Queued, decide, lease_infos
 from .sql_dialects import Dialect
-from .types import Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
+from .timing import WAITER_TTL
+from .types import Claim, Grant, LockInfo, Mode
 
-#: a queued waiter that stops re-trying for this long is dropped from the queue (F12 in docs/safety.md)
-WAITER_TTL = 5.0
 #: holder rows of this layout; 0.1.0's have none (``upgrade`` gives them 1)
 LAYOUT = 2
 #: ``sweep`` removes holder and queue rows that expired this long ago (crashed processes)
@@ -72,6 +71,15 @@ def valid_prefix(prefix: str) -> bool:
 def name_key(name: str) -> str:
     """The full SHA-256 of the name (hex): the primary key of a name in every table."""
     return hashlib.sha256(name.encode("utf-8")).hexdigest()
+
+
+def name_filter(names: Sequence[str] | None, prefix: str, table: str = "") -> tuple[str, tuple[object, ...]]:
+    """The WHERE condition (and its arguments) for ``inspect``: these names, or every name that starts with
+    ``prefix``; ``table``: the alias the columns are qualified with."""
+    t = f"{table}." if table else ""
+    if names is not None:
+        return f"{t}name_key IN ({', '.join(['%s'] * len(names))})", tuple(name_key(n) for n in names)
+    return f"SUBSTR({t}name, 1, %s) = %s", (len(prefix), prefix)
 
 
 def advisory_key(name: str) -> int:
@@ -204,18 +212,19 @@ class Ops:
                 return Grant(False, retry_after=0.0)
         if stale_waiters:
             yield Stmt(f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= %s", (key, now))
-        if any(h.token == claim.token for h in holders):  # a retry after a lost reply: already ours
+        decision = decide(claim, holders, queue, now, register_all=False)
+        if decision.ours:
             r = yield Stmt(f"SELECT fence FROM {p}_holders WHERE token = %s", (claim.token,))
             return Grant(True, fence=to_int(r.rows[0][0]))
-        if may_acquire(claim.mode, claim.token, claim.permits, claim.fair, holders, queue):
+        if decision.grant:
             r = yield self._insert_holder(claim, key, now)
             fence = to_int(r.rows[0][0])
             if any(q.token == claim.token for q in queue):
                 yield Stmt(f"DELETE FROM {p}_queue WHERE token = %s", (claim.token,))
             return Grant(True, fence=fence)
-        if should_queue(claim.mode, claim.fair):
+        if decision.enqueue:
             yield Stmt(self.d.enqueue, (claim.token, key, claim.name, claim.mode.value, now + WAITER_TTL))
-        return Grant(False, retry_after=retry_after(holders, now))
+        return Grant(False, retry_after=decision.retry_after)
 
     def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
         """Delete the claim's queue entry and holding. The name's lock first: an acquire of this claim that
@@ -274,12 +283,7 @@ class Ops:
     def inspect(self, names: Sequence[str] | None, prefix: str = "") -> Generator[Stmt, Result, list[LockInfo]]:
         p = self.p
         now = yield from self.now()
-        if names is not None:
-            where = f"name_key IN ({', '.join(['%s'] * len(names))})"
-            args: tuple[object, ...] = tuple(name_key(n) for n in names)
-        else:
-            where = "SUBSTR(name, 1, %s) = %s"
-            args = (len(prefix), prefix)
+        where, args = name_filter(names, prefix)
         r = yield Stmt(
             f"SELECT name, owner, mode, fence, expires_at FROM {p}_holders WHERE {where} AND expires_at > %s "
             "ORDER BY name, fence",
@@ -290,15 +294,8 @@ class Ops:
             (*args, now),
         )
         waiting = {str(k): to_int(c) for k, c in w.rows}
-        by_name: dict[str, list[HolderInfo]] = {}
-        kinds: dict[str, str] = {}
-        for name, owner, mode, fence, expires in r.rows:
-            n = str(name)
-            by_name.setdefault(n, []).append(
-                HolderInfo(str(owner), to_int(fence), str(mode), max(0.0, to_float(expires) - now))
-            )
-            kinds[n] = kind_of(str(mode))
-        return [LockInfo(n, kinds[n], tuple(hs), waiting.get(name_key(n), 0)) for n, hs in sorted(by_name.items())]
+        rows = ((str(n), str(o), str(m), to_int(f), to_float(e)) for n, o, m, f, e in r.rows)
+        return lease_infos(rows, lambda n: waiting.get(name_key(n), 0), now)
 
     def break_lock(self, name: str) -> Generator[Stmt, Result, list[str]]:
         p = self.p

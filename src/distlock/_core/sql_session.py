@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 
 from .sql_dialects import Dialect
-from .sql_lease import Stmt, advisory_key, get_lock_name, name_key, to_int
+from .sql_lease import Stmt, advisory_key, get_lock_name, name_filter, name_key, to_int
 from .types import Claim, Mode
 
 # -- connection-bound (session) mode ---------------------------------------------------------------------
@@ -159,12 +159,7 @@ def session_check(dialect: Dialect, claim: Claim, idle_timeout: float | None) ->
 def session_holders(dialect: Dialect, p: str, names: Sequence[str] | None, prefix: str, fast: bool) -> Stmt:
     """Rows (name, owner, mode, fence, recorded conn id, holding conn id, holding mode) of held names."""
     table = f"{p}_session_holders" if fast else f"{p}_fences"
-    if names is not None:
-        where = f"f.name_key IN ({', '.join(['%s'] * len(names))})"
-        args: tuple[object, ...] = tuple(name_key(n) for n in names)
-    else:
-        where = "SUBSTR(f.name, 1, %s) = %s"
-        args = (len(prefix), prefix)
+    where, args = name_filter(names, prefix, "f")
     if dialect.name == "mysql":
         return Stmt(
             "SELECT f.name, f.owner, f.mode, f.fence, f.conn_id, IS_USED_LOCK(f.lock_key), 'lock' "
@@ -247,12 +242,7 @@ def row_holders(p: str, names: Sequence[str] | None, prefix: str) -> Stmt:
     """The columns of :func:`session_holders` and whether the record's connection is inside a transaction now
     (the holder keeps its transaction open until it releases; a connection's next acquire replaces its
     record). Needs the PROCESS privilege to see other users' transactions."""
-    if names is not None:
-        where = f"f.name_key IN ({', '.join(['%s'] * len(names))})"
-        args: tuple[object, ...] = tuple(name_key(n) for n in names)
-    else:
-        where = "SUBSTR(f.name, 1, %s) = %s"
-        args = (len(prefix), prefix)
+    where, args = name_filter(names, prefix, "f")
     return Stmt(
         "SELECT f.name, f.owner, f.mode, f.fence, f.conn_id, f.conn_id, f.mode, "
         "f.conn_id IN (SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX) "

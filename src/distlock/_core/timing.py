@@ -9,6 +9,14 @@ from dataclasses import dataclass, field
 monotonic = time.monotonic
 
 
+#: a queued waiter that stops re-trying for this long is dropped from its name's queue (F12 in
+#: docs/safety.md: a waiter that died cannot hold up the others); every queueing backend refreshes it
+WAITER_TTL = 5.0
+#: the longest one wait of a lease-table waiter (SQLite, SQL) lasts before it re-checks, whatever the hints:
+#: well inside WAITER_TTL, so a live waiter's queue entry never runs out
+LEASE_WAIT_SLICE = 1.0
+
+
 @dataclass
 class Deadline:
     """A point on the monotonic clock; ``None`` timeout = never."""

@@ -13,6 +13,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import click
@@ -44,6 +45,11 @@ def exit_code_for(err: BaseException) -> int:
     if isinstance(err, BackendError):
         return EXIT_UNAVAILABLE
     return 1
+
+
+def file_option(flag: str, dest: str, help: str) -> Callable[[Any], Any]:
+    """An option naming a file to write (``-`` for stdout where the command says so)."""
+    return click.option(flag, dest, type=click.Path(dir_okay=False, path_type=Path), default=None, help=help)
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from rich.table import Table
 from .._url import default_url, parse_url, redact
 from ..benchmark.measure import ASYNC_COST_TARGET, bench_url
 from ..checker.servers import FAMILIES, spawned
-from . import one_line_errors
+from . import file_option, one_line_errors
 
 
 def _n(v: float | None, unit: str = "") -> str:
@@ -119,20 +119,8 @@ def render_async(results: list[dict[str, Any]]) -> Table:
     show_default=True,
     help="asyncio tasks on one lock in the async contention run.",
 )
-@click.option(
-    "--json",
-    "json_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write results as JSON ('-' for stdout).",
-)
-@click.option(
-    "--plot",
-    "plot_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Draw a PNG chart (needs python-distlock[plot]).",
-)
+@file_option("--json", "json_file", "Write results as JSON ('-' for stdout).")
+@file_option("--plot", "plot_file", "Draw a PNG chart (needs python-distlock[plot]).")
 @click.pass_obj
 def bench(
     obj: dict[str, Any],

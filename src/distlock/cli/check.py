@@ -19,7 +19,7 @@ from .._errors import ConfigError
 from .._url import default_url, redact
 from ..checker.runner import ALGORITHMS, FAULTS, CheckConfig, run_check
 from ..checker.servers import FAMILIES, spawned
-from . import one_line_errors
+from . import file_option, one_line_errors
 
 
 def _ms(v: float | None) -> str:
@@ -141,19 +141,8 @@ def _with_options(url: str, options: tuple[str, ...]) -> str:
     help="With --spawn redis/redlock/postgres: commits not kept or not waited for, so a server-restart forgets "
     "locks and fences (F4 in docs/safety.md).",
 )
-@click.option(
-    "--json",
-    "json_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write the report as JSON ('-' for stdout).",
-)
-@click.option(
-    "--history",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write every operation and fault as JSON lines (for your own analysis).",
-)
+@file_option("--json", "json_file", "Write the report as JSON ('-' for stdout).")
+@file_option("--history", "history", "Write every operation and fault as JSON lines (for your own analysis).")
 @click.pass_obj
 def check(
     obj: dict[str, Any],

@@ -1,6 +1,9 @@
 """PyMySQL under every mode: connections, transactions, single statements, their bounds and errors.
 
-PyMySQL blocks: on the async side every call runs in the backend's worker threads (``_my_async.call``).
+PyMySQL blocks: on the async side every call runs in a worker thread of the backend's own pool
+(``rt.offload(pool=POOL)``): waiters block in server-side waits (``GET_LOCK`` with a timeout) and must not
+starve the short calls (a release) of threads. A cancelled call on a connection shuts its socket down (the
+call fails at once; the connection is then discarded).
 
 Bounded calls: PyMySQL's socket timeouts are set per call to what is left of the call's deadline
 (``call_timeout=5`` seconds, plus the server-side wait a blocking statement makes on purpose), and
@@ -23,7 +26,7 @@ import pymysql
 import pymysql.constants.CLIENT
 import pymysql.err
 
-from .... import _my_async as my
+from .... import _rt_async as rt
 from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
 from ...._core.timing import monotonic
@@ -34,6 +37,8 @@ from ..sql.base import SESSION_WAIT_SLICE, RetryableError, SqlBase, StaleConnect
 _RETRY_CODES = {1213, 1205}
 #: a row lock that was not granted in time (lock wait timeout; MySQL 8's NOWAIT)
 _LOCK_TIMEOUT_CODES = {1205, 3572}
+#: the worker pool of every PyMySQL call (see the module docstring)
+POOL = "mysql"
 #: client error codes of a connection that is gone
 _GONE_CODES = {2003, 2006, 2013, 2055, 1927, 4031}
 
@@ -89,7 +94,7 @@ class MyDriver(SqlBase):
 
     async def _prepare(self) -> None:
         r: sq.Result = await self._tx(lambda: sq.single(sq.Stmt("SELECT VERSION()")), tx=False)
-        self.fast_session = _has_sequences(str(r.rows[0][0]))
+        self.fast_session = has_sequences(str(r.rows[0][0]))
         self.ops.sequences = self.fast_session
         await super()._prepare()
 
@@ -128,15 +133,15 @@ class MyDriver(SqlBase):
         return MyConn(conn)
 
     async def _connect(self) -> Any:
-        return await my.call(self._connect_blocking)
+        return await rt.offload(self._connect_blocking, pool=POOL)
 
     async def _close(self, conn: Any) -> None:
-        await my.call(self._close_blocking, conn)
+        await rt.offload(self._close_blocking, conn, pool=POOL)
 
     @staticmethod
     def _close_blocking(c: MyConn) -> None:
         if not c.guard.acquire(blocking=False):  # a worker thread is still in a call on it: end that call
-            _shut_down(c)
+            shut_down(c)
             return  # that thread's call fails now; the connection is dropped with it
         try:
             c.conn.close()
@@ -167,7 +172,7 @@ class MyDriver(SqlBase):
     async def _run(
         self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None = None
     ) -> Any:
-        return await my.call(self._drive, conn, script, tx, deadline)
+        return await rt.offload(self._drive, conn, script, tx, deadline, interrupt=lambda: shut_down(conn), pool=POOL)
 
     def _drive(self, c: MyConn, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None) -> Any:
         with c.guard:
@@ -227,7 +232,7 @@ class MyDriver(SqlBase):
             except (pymysql.err.Error, OSError):
                 # the name's GET_LOCK may still be held: end the connection (the server releases it), so it
                 # is never given back to the pool holding it
-                _shut_down(c)
+                shut_down(c)
 
     # -- single statements on a dedicated connection (session mode) -----------------------------------------
     def _session_call_blocking(self, c: MyConn, stmt: sq.Stmt, deadline: float) -> list[list[tuple[Any, ...]]]:
@@ -255,7 +260,9 @@ class MyDriver(SqlBase):
         return sets
 
     async def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
-        return await my.call(self._session_call_blocking, conn, stmt, self._deadline(wait))
+        return await rt.offload(
+            self._session_call_blocking, conn, stmt, self._deadline(wait), interrupt=lambda: shut_down(conn), pool=POOL
+        )
 
 
 def _connect_unix(conn: pymysql.connections.Connection[Any], path: str, timeout: float) -> None:
@@ -275,8 +282,9 @@ def _connect_unix(conn: pymysql.connections.Connection[Any], path: str, timeout:
     conn.connect(sock)  # the handshake; on failure PyMySQL closes the socket it was given
 
 
-def _has_sequences(version: str) -> bool:
-    """MariaDB >= 10.5 has SEQUENCE, Aria and INSERT/REPLACE ... RETURNING (the one-statement session acquire)."""
+def has_sequences(version: str) -> bool:
+    """MariaDB >= 10.5 has SEQUENCE, Aria and INSERT/REPLACE ... RETURNING (the one-statement session acquire).
+    Public so that a test can play a server without them (MySQL 8, older MariaDB) on a MariaDB it runs."""
     if "mariadb" not in version.lower():
         return False
     try:
@@ -286,7 +294,7 @@ def _has_sequences(version: str) -> bool:
     return (major, minor) >= (10, 5)
 
 
-def _shut_down(c: MyConn) -> None:
+def shut_down(c: MyConn) -> None:
     """End a connection's socket now (a call blocked on it fails at once); the server then drops its session."""
     sock = getattr(c.conn, "_sock", None)
     if sock is not None:

@@ -35,12 +35,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...._core import redis_calls as rc
-from ...._core.timing import monotonic, validity
+from ...._core.timing import WAITER_TTL, monotonic, validity
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
 from ...._errors import ConfigError, QuorumError
 from ...._url import StoreConfig
 from ...backend import AsyncBackend
-from .attempt import WAITER_TTL, RedlockAttempt
+from .attempt import RedlockAttempt
 from .fences import Vote, plan
 from .leases import Leases
 from .masters import Masters

@@ -11,22 +11,20 @@ companion ``GET_LOCK``), with a re-check at the holder's expiry at the latest.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 
 from .... import _rt_async as rt
 from ...._core import sql_lease as sq
-from ...._core.timing import Backoff, monotonic, wait_slice
+from ...._core.timing import LEASE_WAIT_SLICE, Backoff, monotonic, wait_slice
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError
 from ...._url import StoreConfig
+from ...._wakeup import Wakers
 from ...backend import AsyncAttempt
 from .base import RENEW_SHARE, Budget, SqlBase
 
 log = logging.getLogger("distlock")
 
-#: the longest one wait lasts before a re-check (keeps the waiter's queue entry fresh: WAITER_TTL)
-MAX_WAIT_SLICE = 1.0
 #: renewals also sweep long-expired rows (and 0.1.0's fence rows), at most this often
 SWEEP_EVERY = 30.0
 
@@ -44,7 +42,7 @@ class LeaseAttempt(AsyncAttempt):
         b = self.backend
         if self.waker is None:  # watch before looking, so a release right after our look is not missed
             self.waker = rt.Waker()
-            b._watch(self.key, self.waker)
+            b.wakers.watch(self.key, self.waker)
         grant: Grant = await b._tx(lambda: b.ops.acquire(self.claim, self.key))
         if grant.acquired:
             self._unwatch()
@@ -64,14 +62,14 @@ class LeaseAttempt(AsyncAttempt):
 
     def _unwatch(self) -> None:
         if self.waker is not None:
-            self.backend._unwatch(self.key, self.waker)
+            self.backend.wakers.unwatch(self.key, self.waker)
             self.waker = None
 
 
 def lease_slice(attempt: LeaseAttempt, grant: Grant, timeout: float | None, backoff: bool) -> float:
-    """How long one wait lasts: until the holder's lease end, ``timeout`` or MAX_WAIT_SLICE, whichever is
+    """How long one wait lasts: until the holder's lease end, ``timeout`` or LEASE_WAIT_SLICE, whichever is
     first; with ``backoff``, also the waiter's capped backoff (when no push will come)."""
-    return wait_slice(grant.retry_after, attempt.backoff.next_delay() if backoff else None, timeout, MAX_WAIT_SLICE)
+    return wait_slice(grant.retry_after, attempt.backoff.next_delay() if backoff else None, timeout, LEASE_WAIT_SLICE)
 
 
 class LeaseBackend(SqlBase):
@@ -82,8 +80,8 @@ class LeaseBackend(SqlBase):
     def __init__(self, config: StoreConfig) -> None:
         super().__init__(config)
         self._swept = monotonic()
-        self._wakers: dict[str, set[rt.Waker]] = {}
-        self._wake_guard = threading.Lock()
+        #: the attempts of this store waiting for a name (key: its name key), woken by its own releases at once
+        self.wakers: Wakers[str] = Wakers()
 
     # -- wake-up hooks (the dialect) --------------------------------------------------------------------------
     async def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
@@ -94,33 +92,10 @@ class LeaseBackend(SqlBase):
 
     async def _released(self, tokens: Sequence[str], key: str) -> None:
         """After a release/abandon/break: wake the local waiters (and ring the bell)."""
-        self._wake(key)
+        self.wakers.wake(key)
 
     async def _forget_bells(self, tokens: Sequence[str]) -> None:
         """Holdings that ran out keep no companion lock (MySQL)."""
-
-    # -- local wake-ups --------------------------------------------------------------------------------
-    def _watch(self, key: str, waker: rt.Waker) -> None:
-        with self._wake_guard:
-            self._wakers.setdefault(key, set()).add(waker)
-
-    def _unwatch(self, key: str, waker: rt.Waker) -> None:
-        with self._wake_guard:
-            group = self._wakers.get(key)
-            if group is not None:
-                group.discard(waker)
-                if not group:
-                    del self._wakers[key]
-
-    def _wake(self, key: str) -> None:
-        with self._wake_guard:
-            group = list(self._wakers.get(key, ()))
-        for waker in group:
-            waker.notify()
-
-    def _watching(self) -> bool:
-        with self._wake_guard:
-            return bool(self._wakers)
 
     # -- the backend interface -------------------------------------------------------------------------
     def attempt(self, claim: Claim) -> AsyncAttempt:

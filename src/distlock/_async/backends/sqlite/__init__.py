@@ -25,49 +25,23 @@ from typing import Any, TypeVar
 
 from .... import _rt_async as rt
 from ...._core import arbiter
-from ...._core.timing import Backoff, wait_slice
-from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
+from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, wait_slice
+from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError
 from ...._url import StoreConfig
-from ...._wakeup import WakeDir, WakeSocket
+from ...._wakeup import WakeDir, Wakers, WakeSocket
 from ...backend import AsyncAttempt, AsyncBackend
 from . import queries as sql
 
 T = TypeVar("T")
 
-#: a queued waiter that stops re-trying for this long is dropped from the queue (F12 in docs/safety.md)
-WAITER_TTL = 5.0
-#: the longest a waiter sleeps between checks, whatever the hints say (keeps its queue entry fresh)
-MAX_WAIT_SLICE = 1.0
-
 
 class _Shared:
-    """Process-wide state: wakers per (database, name), and the one in-memory database."""
+    """Process-wide state: the waiting attempts per (database, name), and the one in-memory database."""
 
+    wakers: Wakers[tuple[str, str]] = Wakers()
     guard = threading.Lock()
-    wakers: dict[tuple[str, str], set[rt.Waker]] = {}
     memory: tuple[sqlite3.Connection, threading.Lock] | None = None
-
-    @classmethod
-    def watch(cls, key: tuple[str, str], waker: rt.Waker) -> None:
-        with cls.guard:
-            cls.wakers.setdefault(key, set()).add(waker)
-
-    @classmethod
-    def unwatch(cls, key: tuple[str, str], waker: rt.Waker) -> None:
-        with cls.guard:
-            group = cls.wakers.get(key)
-            if group is not None:
-                group.discard(waker)
-                if not group:
-                    del cls.wakers[key]
-
-    @classmethod
-    def wake(cls, key: tuple[str, str]) -> None:
-        with cls.guard:
-            group = list(cls.wakers.get(key, ()))
-        for waker in group:
-            waker.notify()
 
 
 class Attempt(AsyncAttempt):
@@ -93,13 +67,13 @@ class Attempt(AsyncAttempt):
             return
         if self._socket is not None:
             # pushed across processes: the re-check interval is only a safety net for lost datagrams
-            delay = wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE)
+            delay = wait_slice(grant.retry_after, None, timeout, LEASE_WAIT_SLICE)
             if await rt.wait_readable(self._socket.sock, delay):
                 self._socket.drain()
             return
         assert self._waker is not None
         polled = None if self.backend.db_key.startswith("memory:") else self._backoff.next_delay()
-        delay = wait_slice(grant.retry_after, polled, timeout, MAX_WAIT_SLICE)
+        delay = wait_slice(grant.retry_after, polled, timeout, LEASE_WAIT_SLICE)
         if await self._waker.wait(delay):
             self._backoff.reset()
 
@@ -112,11 +86,11 @@ class Attempt(AsyncAttempt):
         self._socket = wake_dir.listen(self.claim.name) if wake_dir is not None else None
         if self._socket is None:
             self._waker = rt.Waker()
-            _Shared.watch(self._key, self._waker)
+            _Shared.wakers.watch(self._key, self._waker)
 
     def _unwatch(self) -> None:
         if self._waker is not None:
-            _Shared.unwatch(self._key, self._waker)
+            _Shared.wakers.unwatch(self._key, self._waker)
             self._waker = None
         if self._socket is not None:
             self._socket.close()
@@ -153,7 +127,7 @@ class Backend(AsyncBackend):
                 conn, guard = _Shared.memory
             return cls(config, conn, guard, db_key=f"memory:{os.getpid()}")
         path = Path(config.path).expanduser()
-        return await rt.run_blocking(cls._open_file, config, path, busy)
+        return await rt.offload(cls._open_file, config, path, busy)
 
     @classmethod
     def _open_file(cls, config: StoreConfig, path: Path, busy: float) -> Backend:
@@ -178,9 +152,9 @@ class Backend(AsyncBackend):
         now = self._inline(fn, *args)
         if now:
             return now[0]
-        # A worker thread cannot be stopped: on cancellation, wait for it to finish so that the clean-up which
-        # follows (abandon) runs after it, never before a grant it would then miss.
-        result: T = await rt.shielded(rt.run_blocking(self._locked, fn, *args))
+        # A cancelled transaction still ends (within the busy timeout) before the cancellation is raised, so
+        # the clean-up that follows (abandon) runs after it, never before a grant it would then miss.
+        result: T = await rt.offload(self._locked, fn, *args)
         return result
 
     def _inline(self, fn: Callable[..., T], *args: Any) -> list[T]:
@@ -238,7 +212,7 @@ class Backend(AsyncBackend):
 
     def _wake(self, name: str) -> None:
         """Tell waiters that ``name`` may be free: in this process directly, in others by datagram."""
-        _Shared.wake((self.db_key, name))
+        _Shared.wakers.wake((self.db_key, name))
         if self.wake_dir is not None:
             self.wake_dir.wake(name)
 
@@ -248,18 +222,18 @@ class Backend(AsyncBackend):
             sql.purge(conn, claim.name, now)
             holders = sql.holders(conn, claim.name)
             queue = sql.queue(conn, claim.name)
-            mine = next((h for h in holders if h.token == claim.token), None)
-            if mine is not None:  # a retry after a lost reply: already ours
+            # Every refused claim registers (a local write), so inspect() counts the non-fair waiters too; only
+            # fair claims and writers are held back by the entries ahead of them (the grant rule, ``arbiter``).
+            decision = arbiter.decide(claim, holders, queue, now, register_all=True)
+            if decision.ours:  # a retry after a lost reply: already ours
                 return Grant(True, fence=sql.fence_of(conn, claim.token))
-            if arbiter.may_acquire(claim.mode, claim.token, claim.permits, claim.fair, holders, queue):
+            if decision.grant:
                 fence = sql.next_fence(conn, self._durable)
                 sql.insert_holder(conn, claim, fence, now)
                 sql.dequeue(conn, claim.token)
                 return Grant(True, fence=fence)
-            # Every waiter registers (as on Redis), so inspect() counts the non-fair ones too; only fair claims
-            # and writers are held back by the entries ahead of them (the grant rule, ``arbiter``).
             sql.enqueue(conn, claim, now + WAITER_TTL)
-            return Grant(False, retry_after=arbiter.retry_after(holders, now))
+            return Grant(False, retry_after=decision.retry_after)
 
         return self._tx(body)
 
@@ -292,12 +266,7 @@ class Backend(AsyncBackend):
         now = self.clock()
         rows = sql.live_rows(self._conn, names, prefix, now)
         waiting = sql.waiting_counts(self._conn, names, prefix, now)
-        by_name: dict[str, list[HolderInfo]] = {}
-        kinds: dict[str, str] = {}
-        for name, owner, mode, fence, expires in rows:
-            by_name.setdefault(name, []).append(HolderInfo(owner, fence, mode, max(0.0, expires - now)))
-            kinds[name] = kind_of(mode)
-        return [LockInfo(name, kinds[name], tuple(hs), waiting.get(name, 0)) for name, hs in sorted(by_name.items())]
+        return arbiter.lease_infos(rows, lambda n: waiting.get(n, 0), now)
 
     def _break(self, name: str) -> list[str]:
         def body(conn: sqlite3.Connection, now: float) -> list[str]:
@@ -332,4 +301,4 @@ class Backend(AsyncBackend):
 
     async def aclose(self) -> None:
         if self._owns_conn:
-            await rt.run_blocking(self._locked, self._conn.close)
+            await rt.offload(self._locked, self._conn.close)

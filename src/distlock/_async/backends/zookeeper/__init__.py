@@ -31,7 +31,7 @@ The package, from the lock down to the wire (each module says more):
 * ``wire.py``      every request: time-stamped, bounded, errors translated.
 
 This module's ``Backend`` only composes them and answers the backend contract (``_async/backend.py``); each
-blocking operation runs in a worker thread (``rt.run_blocking``).
+blocking operation runs in a worker thread (``rt.offload``).
 """
 
 from __future__ import annotations
@@ -89,9 +89,9 @@ class Backend(AsyncBackend):
         client = given(config)
         opts = connect.options(config, client)
         if client is not None:
-            link = await rt.run_blocking(connect.adopt, config, client, opts)
+            link = await rt.offload(connect.adopt, config, client, opts)
         else:
-            link = await rt.run_blocking(connect.start, config, opts)
+            link = await rt.offload(connect.start, config, opts)
         return cls(config, link, opts)
 
     @property
@@ -143,7 +143,7 @@ class Backend(AsyncBackend):
 
     # -- the backend interface -------------------------------------------------------------------------
     async def _call(self, fn: Callable[..., T], *args: Any, name: str | None = None) -> T:
-        result: T = await rt.run_blocking(lambda: self.wire.translated(lambda: fn(*args), name))
+        result: T = await rt.offload(lambda: self.wire.translated(lambda: fn(*args), name))
         return result
 
     def attempt(self, claim: Claim) -> Attempt:
@@ -170,4 +170,4 @@ class Backend(AsyncBackend):
     async def aclose(self) -> None:
         self.session.stop()
         self.holdings.close()
-        await rt.run_blocking(self.session.release_client)
+        await rt.offload(self.session.release_client)

@@ -18,14 +18,14 @@ from typing import Any
 
 import pymysql.err
 
-from .... import _my_sync as my
+from .... import _rt_sync as rt
 from ...._core import sql_lease as sq
 from ...._core.timing import monotonic
 from ...._core.types import Claim, Grant
 from ...._errors import BackendError
 from ...._url import StoreConfig
 from ..sql.lease import LeaseAttempt, LeaseBackend, lease_slice
-from .driver import MyConn, MyDriver
+from .driver import POOL, MyConn, MyDriver, shut_down
 
 log = logging.getLogger("distlock")
 
@@ -83,17 +83,17 @@ class Lease(MyDriver, LeaseBackend):
 
     def _granted(self, claim: Claim, key: str) -> None:
         if not self._closed:
-            my.call(self._bell_hold, claim.token, key)
+            rt.offload(self._bell_hold, claim.token, key, pool=POOL)
 
     def _released(self, tokens: Sequence[str], key: str) -> None:
-        self._wake(key)
+        self.wakers.wake(key)
         with self._bell_guard:
             ours = any(t in self._bells for t in tokens)
         if ours:
-            my.call(self._bell_drop, tokens)
+            rt.offload(self._bell_drop, tokens, pool=POOL)
 
     def _forget_bells(self, tokens: Sequence[str]) -> None:
-        my.call(self._bell_drop, tokens)
+        rt.offload(self._bell_drop, tokens, pool=POOL)
 
     def _bell_wait_blocking(self, c: MyConn, companion: str, timeout: float) -> int:
         """-1: nobody rings this name; 1: it rang (the holder let go); 0: timed out."""
@@ -116,7 +116,14 @@ class Lease(MyDriver, LeaseBackend):
             return
         conn = self._borrow_dedicated()  # outside the bounded pool: it blocks for up to `delay`
         try:
-            rang = my.call(self._bell_wait_blocking, conn, sq.bell_name(attempt.key), delay)
+            rang = rt.offload(
+                self._bell_wait_blocking,
+                conn,
+                sq.bell_name(attempt.key),
+                delay,
+                interrupt=lambda: shut_down(conn),
+                pool=POOL,
+            )
         except pymysql.err.MySQLError as exc:  # only a hint: fall back to re-checking
             log.debug("bell wait failed: %s", exc)
             self._close_quietly(conn)
@@ -138,4 +145,4 @@ class Lease(MyDriver, LeaseBackend):
             bell, self._bell = self._bell, None
             self._bells.clear()
         if bell is not None:
-            my.call(self._close_blocking, bell)
+            rt.offload(self._close_blocking, bell, pool=POOL)

@@ -53,15 +53,15 @@ class Lease(PgDriver, LeaseBackend):
                     got = False
                     for note in conn.notifies(timeout=0.5):
                         got = True
-                        self._wake(note.payload)
-                    idle = 0 if got or self._watching() else idle + 1
+                        self.wakers.wake(note.payload)
+                    idle = 0 if got or bool(self.wakers) else idle + 1
                     if idle > 20:  # nobody has waited for ~10 s: stop listening, restart on demand
                         return
             except (psycopg.Error, OSError, BackendError):
                 failures += 1
                 self._listening = False
                 rt.sleep(min(2.0, 0.05 * 2**failures))
-                if failures > 3 and not self._watching():
+                if failures > 3 and not bool(self.wakers):
                     return
 
             finally:

@@ -49,13 +49,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...._core import redis_calls as rc
-from ...._core.timing import monotonic
+from ...._core.timing import WAITER_TTL, monotonic
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError, ConfigError
 from ...._given import given
 from ...._url import StoreConfig
 from ...backend import SyncBackend
-from .attempt import WAITER_TTL, Attempt
+from .attempt import Attempt
 from .leases import Leases
 from .node import Node
 from .options import GIVEN_CLUSTER, cluster_option, driver_url, fence_counter, reject_unknown, timeouts

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from . import Backend
     from .redlock import Backend as RedlockBackend
 
-#: a waiter's queue entry lives this long unless refreshed by a re-check (F12 in docs/safety.md)
-WAITER_TTL = 5.0
 #: the longest a waiter sleeps between re-checks when no hint says otherwise (refreshes its entry)
 MAX_WAIT_SLICE = 2.0
 #: how long a waiter waits for the server to confirm its subscription before relying on hints

@@ -24,6 +24,7 @@ from ...._core import redis_lua as lua
 from ...._core.redis_calls import Snapshot, decode_inspect, packed_call
 from ...._errors import BackendError, ConfigError
 from ...._url import scrub
+from . import options
 from .fences import Markers, check_server
 from .listener import Listener
 from .options import derive
@@ -91,11 +92,11 @@ class Node:
             raise ConfigError("Redis Cluster has only database 0 (drop /N from the URL)", backend=scheme)
         try:
             if cluster:
-                client = drv.connect_cluster(
+                client = options.connect_cluster(
                     url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout
                 )
             else:
-                client = drv.connect(url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout)
+                client = options.connect(url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout)
         except (ValueError, TypeError) as exc:
             raise ConfigError(scrub(f"bad Redis URL option: {exc}", secret), backend=scheme) from None
         except RedisError as exc:
@@ -241,7 +242,7 @@ class Node:
                 wire = self._wires[key] = Wire(make)
             packed = packed_call(script, name, *args, cluster=True, counter=self.counter)
             return wire.call(packed, unsure, timeout)
-        except drv.REROUTE:  # ... unless the slot moved or the master is away: redis-py's routing sorts it out
+        except options.REROUTE:  # ... unless the slot moved or the master is away: redis-py's routing sorts it out
             if unsure is not None:
                 unsure.append(True)
             return drv.command(self.client, *self.call(script, name, *args))

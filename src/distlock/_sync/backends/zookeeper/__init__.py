@@ -32,7 +32,7 @@ The package, from the lock down to the wire (each module says more):
 * ``wire.py``      every request: time-stamped, bounded, errors translated.
 
 This module's ``Backend`` only composes them and answers the backend contract (``_async/backend.py``); each
-blocking operation runs in a worker thread (``rt.run_blocking``).
+blocking operation runs in a worker thread (``rt.offload``).
 """
 
 from __future__ import annotations
@@ -90,9 +90,9 @@ class Backend(SyncBackend):
         client = given(config)
         opts = connect.options(config, client)
         if client is not None:
-            link = rt.run_blocking(connect.adopt, config, client, opts)
+            link = rt.offload(connect.adopt, config, client, opts)
         else:
-            link = rt.run_blocking(connect.start, config, opts)
+            link = rt.offload(connect.start, config, opts)
         return cls(config, link, opts)
 
     @property
@@ -144,7 +144,7 @@ class Backend(SyncBackend):
 
     # -- the backend interface -------------------------------------------------------------------------
     def _call(self, fn: Callable[..., T], *args: Any, name: str | None = None) -> T:
-        result: T = rt.run_blocking(lambda: self.wire.translated(lambda: fn(*args), name))
+        result: T = rt.offload(lambda: self.wire.translated(lambda: fn(*args), name))
         return result
 
     def attempt(self, claim: Claim) -> Attempt:
@@ -171,4 +171,4 @@ class Backend(SyncBackend):
     def close(self) -> None:
         self.session.stop()
         self.holdings.close()
-        rt.run_blocking(self.session.release_client)
+        rt.offload(self.session.release_client)

@@ -14,7 +14,7 @@ the internal mutex at ``<path>/locks``, then a lease at ``<path>/leases``; held 
 leases exist, and the internal mutex is released at once. ``abandon`` deletes whatever the attempt
 created, even a grant whose reply never reached the caller (F10; ``cleanup.py``).
 
-kazoo is threaded: each blocking step runs in a worker thread (``rt.run_blocking``) and watches wake the
+kazoo is threaded: each blocking step runs in a worker thread (``rt.offload``) and watches wake the
 waiting task through ``rt.Waker`` (thread-safe). A worker thread cannot be stopped from outside, so a
 cancelled step is told through its abort flag and stops at its next wait (``Wire.bounded``).
 """
@@ -75,14 +75,9 @@ class Attempt(SyncAttempt):
         if self._waker is None:
             self._waker = rt.Waker()
             self.backend.watch_session(self)
-        # A worker thread cannot be stopped from outside: a cancellation raises the step's abort flag, and the
-        # step stops at its next wait (within ABORT_SLICE). The abandon that follows takes the step guard, so
-        # it runs after the step and deletes the child it created, never before (it would leave it behind).
-        try:
-            grant: Grant = rt.run_blocking(self._step)
-        except BaseException:
-            self._abort.set()
-            raise
+        # A cancellation raises the step's abort flag: the step stops at its next wait (within ABORT_SLICE),
+        # and the abandon that follows runs after it, so it deletes the child the step created (never before).
+        grant: Grant = rt.offload(self._step, interrupt=self._abort.set)
         if grant.acquired:
             self.backend.unwatch_session(self)
         return grant
@@ -95,7 +90,7 @@ class Attempt(SyncAttempt):
 
     def abandon(self) -> None:
         self.backend.unwatch_session(self)
-        rt.run_blocking(self._abandon)
+        rt.offload(self._abandon)
 
     # -- called from kazoo's threads -------------------------------------------------------------------
     def wake(self, event: WatchedEvent | None = None) -> None:
