@@ -3,7 +3,7 @@
 
     python benchmarks/etcd_peers.py [--url etcd://h1:p1,h2:p2,h3:p3] [--seconds 5] [--json FILE]
 
-Without ``--url`` it starts a 3-member cluster from Debian's ``etcd-server`` package (tests/servers/etcd.py),
+Without ``--url`` it starts a 3-member cluster from Debian's ``etcd-server`` package (tools/servers/etcd.py),
 with fsync on (the test suite turns it off; a benchmark should not). Peers, each if importable (they need
 their own environment, see docs/etcd.md): python-etcd3's ``Lock`` (gRPC) and tooz's ``etcd3+http`` driver
 (etcd3gw, the same JSON gateway distlock uses). Measured, per library:
@@ -41,9 +41,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")  # python-etcd3's old generated code
 
-from benchmarks._interleave import interleaved_rates  # noqa: E402
-
 import distlock  # noqa: E402
+from benchmarks._interleave import interleaved_rates  # noqa: E402
 
 
 def first_endpoint(url: str) -> tuple[str, int]:
@@ -289,7 +288,7 @@ def cluster(url: str | None) -> Iterator[str]:
     if url:
         yield url
         return
-    from tests.servers.etcd import etcd_cluster
+    from tools.servers.etcd import etcd_cluster
 
     with etcd_cluster(3, fsync=True) as c:
         yield c.url

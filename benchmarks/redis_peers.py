@@ -3,8 +3,8 @@
 
     python benchmarks/redis_peers.py [--seconds 3] [--json FILE] [--held 10000] [--only distlock,redis-py]
 
-Starts one redis-server, five independent masters (tests/servers/redis.py) and a 3-master Redis Cluster
-(tests/servers/redis_cluster.py; ``distlock-cluster`` row), persistence off. Peers, each
+Starts one redis-server, five independent masters (tools/servers/redis.py) and a 3-master Redis Cluster
+(tools/servers/redis_cluster.py; ``distlock-cluster`` row), persistence off. Peers, each
 if importable (``pip install python-redis-lock pottery`` into the venv; they are not test dependencies):
 redis-py's ``Lock``, python-redis-lock's ``Lock`` and pottery's ``Redlock`` (5 masters). Measured:
 
@@ -206,8 +206,8 @@ def main() -> None:
     args = ap.parse_args()
     only = {x for x in args.only.split(",") if x}
 
-    from tests.servers.redis import redis_masters, redis_server, redlock_url
-    from tests.servers.redis_cluster import redis_cluster
+    from tools.servers.redis import redis_masters, redis_server, redlock_url
+    from tools.servers.redis_cluster import redis_cluster
 
     report: dict[str, Any] = {"python": sys.version.split()[0], "redis-py": redis.__version__, "rows": []}
     with redis_server() as srv, redis_masters(5) as masters, redis_cluster(3) as cluster:

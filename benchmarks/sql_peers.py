@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/sql_peers.py [--mysql URL] [--postgres URL] [--seconds 5] [--rounds 300]
                                              [--only mysql|postgres] [--json FILE]
 
-Without URLs it starts a MariaDB and a PostgreSQL server from the Debian packages (tests/servers/). Per row:
+Without URLs it starts a MariaDB and a PostgreSQL server from the Debian packages (tools/servers/). Per row:
 
 * uncontended: one client, acquire + release of one lock in a loop (locks/s);
 * hand-off p50 / p99: two clients (own connections) on one lock, each loops acquire -> hold 10 ms ->
@@ -37,9 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from benchmarks._interleave import interleaved_rates  # noqa: E402
-
 import distlock  # noqa: E402
+from benchmarks._interleave import interleaved_rates  # noqa: E402
 from distlock._core import sql_lease as sq  # noqa: E402
 from distlock._url import parse_url  # noqa: E402
 
@@ -317,13 +316,13 @@ def servers(mysql_url: str | None, pg_url: str | None, only: str | None) -> Iter
     with ExitStack() as stack:
         if only in (None, "mysql"):
             if mysql_url is None:
-                from tests.servers.mysql import mariadb_server
+                from tools.servers.mysql import mariadb_server
 
                 mysql_url = stack.enter_context(mariadb_server()).url
             urls["mysql"] = mysql_url
         if only in (None, "postgres"):
             if pg_url is None:
-                from tests.servers.postgres import postgres_server
+                from tools.servers.postgres import postgres_server
 
                 pg_url = stack.enter_context(postgres_server()).url
             urls["postgres"] = pg_url

@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/zookeeper_peers.py [--hosts h1:p1,h2:p2,h3:p3] [--seconds 5] [--json FILE]
 
-Without ``--hosts`` it starts a 3-node ensemble from Debian's package (tests/servers/zookeeper.py). Peers:
+Without ``--hosts`` it starts a 3-node ensemble from Debian's package (tools/servers/zookeeper.py). Peers:
 kazoo's ``Lock`` recipe, and tooz's zookeeper driver if tooz is importable. Measured, per library:
 
 * uncontended rate: one client, acquire + release of one lock in a loop (locks/s);
@@ -269,7 +269,7 @@ def ensemble(hosts: str | None) -> Iterator[str]:
     if hosts:
         yield hosts
         return
-    from tests.servers.zookeeper import zookeeper_ensemble
+    from tools.servers.zookeeper import zookeeper_ensemble
 
     with zookeeper_ensemble(3) as ens:
         yield ens.hosts

@@ -9,7 +9,7 @@ cd "$ROOT"
 bash scripts/install_servers.sh
 source scripts/setup.sh dev
 "$PY" scripts/gen_sync.py --check
-"$ROOT/.venv/bin/ruff" check --quiet src tests scripts benchmarks
+"$ROOT/.venv/bin/ruff" check --quiet src tests tools scripts benchmarks
 "$ROOT/.venv/bin/mypy" --no-error-summary src/distlock
 # the docs site (MkDocs + the API reference from the docstrings); warnings are errors
 site="$(mktemp -d)"

@@ -1,7 +1,7 @@
 """The conformance table: every backend the suite runs on, one row each (a pytest plugin, loaded by conftest).
 
 A row names the backend and says where its store URL comes from: a server this plugin starts once per test
-session (the ``*_servers`` fixtures below, from ``tests/servers/``), or another row's URL with options added
+session (the ``*_servers`` fixtures below, from ``tools/servers/``), or another row's URL with options added
 (the SQL session modes run on the lease mode's server). ``$DISTLOCK_TEST_<NAME>_URL`` replaces a row's URL
 with an external server's. For each row the plugin defines the session fixture ``<name>_url``; the
 conformance tests (``backend_url``) are parametrized over the rows, sync and async.
@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
-from tests.servers import redis as redis_srv
-from tests.servers.etcd import EtcdCluster, etcd_cluster
-from tests.servers.mysql import mariadb_server
-from tests.servers.postgres import postgres_server
-from tests.servers.proc import ServerProc
-from tests.servers.redis_cluster import RedisCluster, redis_cluster
-from tests.servers.zookeeper import ZkEnsemble, available, zookeeper_ensemble
+from tools.servers import redis as redis_srv
+from tools.servers.etcd import EtcdCluster, etcd_cluster
+from tools.servers.mysql import mariadb_server
+from tools.servers.postgres import postgres_server
+from tools.servers.proc import ServerProc
+from tools.servers.redis_cluster import RedisCluster, redis_cluster
+from tools.servers.zookeeper import ZkEnsemble, available, zookeeper_ensemble
 
 #: session mode queues a waiting writer in the server only while its blocking wait runs: a reader arriving
 #: in the one round trip between the writer's failed try and that wait still gets in (docs/sql.md)

@@ -1,7 +1,7 @@
 """Test wiring: the backend matrix, store fixtures, unique lock names.
 
 The backends are the rows of ``tests/backends.py`` (a plugin loaded here): each row defines a session fixture
-``<name>_url`` that starts the real server(s) (see ``tests/servers/``) or returns ``$DISTLOCK_TEST_<NAME>_URL``
+``<name>_url`` that starts the real server(s) (see ``tools/servers/``) or returns ``$DISTLOCK_TEST_<NAME>_URL``
 when that is set. Adding a row adds the backend to every conformance test (``backend_url`` is parametrized
 over all of them), sync and async.
 """

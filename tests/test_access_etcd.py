@@ -17,7 +17,7 @@ import pytest
 
 import distlock
 from distlock._core import etcd_keys as keys
-from tests.servers.etcd import EtcdCluster, endpoints, etcd_binary, etcd_cluster, etcdctl_binary
+from tools.servers.etcd import EtcdCluster, endpoints, etcd_binary, etcd_cluster, etcdctl_binary
 
 pytestmark = pytest.mark.skipif(etcd_binary() is None, reason="etcd is not installed")
 
@@ -167,7 +167,7 @@ def test_another_prefix_cannot_read_or_delete_what_distlock_wrote(
                 other.lock(lock_name, ttl=5).acquire(blocking=False)
         bob_token = cluster.token("bob", BOB_PW)
         port = cluster.members[0].port
-        from tests.servers.etcd import post
+        from tools.servers.etcd import post
 
         prefix = keys.lock_prefix(lock_name)
         denied = [

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 import distlock
-from tests.servers.redis import redis_server
+from tools.servers.redis import redis_server
 
 ADMIN_PW = "adm1n-Secret-5"
 ALICE_PW = "al1ce-Secret-7"

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 import distlock
-from tests.servers import mysql as my_srv
-from tests.servers import postgres as pg_srv
-from tests.servers.proc import LOOPBACK, ServerProc
+from tools.servers import mysql as my_srv
+from tools.servers import postgres as pg_srv
+from tools.servers.proc import LOOPBACK, ServerProc
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_PW = "app-Secret-42"

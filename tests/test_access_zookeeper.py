@@ -21,7 +21,7 @@ from kazoo.security import make_digest_acl
 
 import distlock
 from distlock._core import zookeeper_layout as layout
-from tests.servers.zookeeper import ZkEnsemble, available, zookeeper_ensemble
+from tools.servers.zookeeper import ZkEnsemble, available, zookeeper_ensemble
 
 pytestmark = pytest.mark.skipif(not available(), reason="ZooKeeper is not installed")
 

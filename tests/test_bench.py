@@ -70,7 +70,7 @@ def test_bench_memory_has_no_probe_and_bad_url_exits_2(tmp_path: Path) -> None:
 
 
 def test_bench_spawn_starts_and_measures_a_local_redis(tmp_path: Path) -> None:
-    from tests.servers.redis import redis_binary
+    from tools.servers.redis import redis_binary
 
     if redis_binary() is None:
         pytest.skip("redis-server is not installed")

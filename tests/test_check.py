@@ -22,9 +22,9 @@ from distlock.checker.collect import Reports
 from distlock.checker.config import effective_lease
 from distlock.checker.history import analyse, fence_violations, overlaps
 from distlock.checker.worker import Events
-from tests.servers import etcd, mysql, postgres, zookeeper
-from tests.servers.proc import faketime_lib, netns_usable
-from tests.servers.redis import redis_binary
+from tools.servers import etcd, mysql, postgres, zookeeper
+from tools.servers.proc import faketime_lib, netns_usable
+from tools.servers.redis import redis_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 HAVE_REDIS_BACKEND = (ROOT / "src/distlock/_async/backends/redis").is_dir()  # the backend's folder

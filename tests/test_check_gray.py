@@ -15,8 +15,8 @@ import pytest
 from distlock._errors import ConfigError
 from distlock.checker.gray import WorkerLinks, link_hosts, proxied_url
 from distlock.checker.history import analyse, told_late
-from tests.servers.redis import redis_binary
 from tests.test_check import check
+from tools.servers.redis import redis_binary
 
 needs_redis_server = pytest.mark.skipif(redis_binary() is None, reason="redis-server is not installed")
 

@@ -15,7 +15,7 @@ import pytest
 
 import distlock
 from distlock._sync.backends.etcd import guard
-from tests.servers.etcd import (
+from tools.servers.etcd import (
     EtcdCluster,
     client_ports,
     etcd_cluster,
@@ -23,7 +23,7 @@ from tests.servers.etcd import (
     partitionable_cluster,
     post,
 )
-from tests.servers.proc import free_port, netns_usable
+from tools.servers.proc import free_port, netns_usable
 
 pytestmark = pytest.mark.skipif(not __import__("shutil").which("etcd"), reason="etcd is not installed")
 

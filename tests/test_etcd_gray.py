@@ -21,7 +21,7 @@ import pytest
 
 import distlock
 from distlock.checker.proxy import FaultProxy
-from tests.servers.etcd import EtcdCluster, client_ports, post
+from tools.servers.etcd import EtcdCluster, client_ports, post
 
 pytestmark = pytest.mark.skipif(not __import__("shutil").which("etcd"), reason="etcd is not installed")
 

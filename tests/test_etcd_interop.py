@@ -13,7 +13,7 @@ import pytest
 
 import distlock
 from distlock._sync.backends.etcd import guard
-from tests.servers.etcd import endpoints, etcdctl_binary
+from tools.servers.etcd import endpoints, etcdctl_binary
 
 ETCDCTL = etcdctl_binary()
 pytestmark = pytest.mark.skipif(ETCDCTL is None, reason="etcdctl (Debian etcd-client) is not installed")
@@ -132,7 +132,7 @@ def test_go_sees_one_key_per_contender_and_distlock_writes_nothing_else(etcd_url
     contender's lease, ordered by create revision. distlock's owner record is the value of its own key (Go
     writes and reads no values) and nothing of it lies outside ``NAME/``."""
     from distlock._core import etcd_keys as keys
-    from tests.servers.etcd import client_ports, post
+    from tools.servers.etcd import client_ports, post
 
     port = client_ports(etcd_url)[0]
 

@@ -96,7 +96,7 @@ def test_wheel_metadata_name_version_license(bare: BareEnv) -> None:
 
 
 def test_wheel_ships_no_server_spawners_and_spawn_says_why(bare: BareEnv) -> None:
-    """Test servers and fault tools live in the repository (tests/servers/); --url works from the wheel."""
+    """Test servers and fault tools live in the repository (tools/servers/); --url works from the wheel."""
     import zipfile
 
     wheel = zipfile.ZipFile(bare.wheel)

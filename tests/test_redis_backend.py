@@ -14,8 +14,8 @@ import redis
 import distlock
 from distlock import BackendError, ConfigError, LockLost
 from distlock._core.timing import WAITER_TTL
-from tests.servers.proc import LOOPBACK, ServerProc, free_port, workdir
-from tests.servers.redis import redis_replicated, redis_server, restart, start_redis
+from tools.servers.proc import LOOPBACK, ServerProc, free_port, workdir
+from tools.servers.redis import redis_replicated, redis_server, restart, start_redis
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Redis Cluster (3 masters, ``tests/servers/redis_cluster.py``): every key of a lock is in the name's hash
+"""Redis Cluster (3 masters, ``tools/servers/redis_cluster.py``): every key of a lock is in the name's hash
 slot (asked of the server: ``CLUSTER KEYSLOT``, and where the keys actually are after the scripts ran), names
 that would split across slots are refused, renewal pipelines over several masters, wake-ups reach a waiter
 whose pub/sub connection is on another master, and the ``cluster`` URL option."""
@@ -17,7 +17,7 @@ from redis.exceptions import MovedError, ResponseError
 import distlock
 from distlock import BackendError, ConfigError
 from distlock._core import redis_keys as rk
-from tests.servers.redis_cluster import RedisCluster, redis_cluster
+from tools.servers.redis_cluster import RedisCluster, redis_cluster
 
 #: names with no '}' (braces, unicode, separators): all keys must share the name's slot
 GOOD = ["plain", "jobs/nightly", "x{y", "{", "{{a", "ünïcödé-名前", "a:b:c", "t" * 300]

@@ -13,8 +13,8 @@ import redis
 
 import distlock
 from distlock.checker.proxy import FaultProxy
-from tests.servers.proc import ServerProc
-from tests.servers.redis import redis_server
+from tools.servers.proc import ServerProc
+from tools.servers.redis import redis_server
 
 
 def _port(url: str) -> tuple[str, int]:

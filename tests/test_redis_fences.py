@@ -18,9 +18,9 @@ from distlock import BackendError, ConfigError, QuorumError
 from distlock._core import redis_calls as rc
 from distlock._core import redis_keys as rk
 from distlock._core import redis_lua as lua
-from tests.servers.proc import ServerProc
-from tests.servers.redis import DURABLE, redis_masters, redis_server, redlock_url, restart
-from tests.servers.redis_cluster import RedisCluster
+from tools.servers.proc import ServerProc
+from tools.servers.redis import DURABLE, redis_masters, redis_server, redlock_url, restart
+from tools.servers.redis_cluster import RedisCluster
 
 
 def raw(url: str) -> redis.Redis:

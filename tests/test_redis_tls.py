@@ -12,8 +12,8 @@ import pytest
 
 import distlock
 from distlock import BackendError
-from tests.servers.proc import LOOPBACK, ServerProc, free_ports, workdir
-from tests.servers.redis import start_redis
+from tools.servers.proc import LOOPBACK, ServerProc, free_ports, workdir
+from tools.servers.redis import start_redis
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is needed to make a certificate")
 

@@ -12,8 +12,8 @@ import redis
 
 import distlock
 from distlock import ConfigError, QuorumError, UnsupportedFeature
-from tests.servers.proc import ServerProc
-from tests.servers.redis import redis_masters, redlock_url, restart
+from tools.servers.proc import ServerProc
+from tools.servers.redis import redis_masters, redlock_url, restart
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ import pytest
 
 import distlock
 from distlock._core import sql_lease as sq
-from tests.servers.mysql import start_mariadb
-from tests.servers.postgres import start_postgres, stop_postgres
-from tests.servers.proc import ServerProc, free_port, workdir
+from tools.servers.mysql import start_mariadb
+from tools.servers.postgres import start_postgres, stop_postgres
+from tools.servers.proc import ServerProc, free_port, workdir
 
 DBS = ["mysql", "postgres"]
 

@@ -22,8 +22,8 @@ from kazoo.exceptions import ConnectionLoss, NoAuthError, NoNodeError
 
 import distlock
 from distlock._core import zookeeper_layout as layout
-from tests.servers.proc import free_port
-from tests.servers.zookeeper import ZkEnsemble, available, zookeeper_ensemble
+from tools.servers.proc import free_port
+from tools.servers.zookeeper import ZkEnsemble, available, zookeeper_ensemble
 
 ROOT = Path(__file__).resolve().parent.parent
 

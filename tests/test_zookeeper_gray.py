@@ -22,7 +22,7 @@ import pytest
 import distlock
 from distlock._core import zookeeper_layout as layout
 from distlock.checker.proxy import FaultProxy
-from tests.servers.zookeeper import ZkEnsemble, available
+from tools.servers.zookeeper import ZkEnsemble, available
 
 pytestmark = pytest.mark.skipif(not available(), reason="ZooKeeper is not installed")
 

@@ -1,6 +1,6 @@
 """Servers ``distlock check --spawn`` / ``distlock bench --spawn`` start themselves, and the server faults.
 
-The deployments themselves are started by the repository's ``tests/servers/`` (the same code the test suite
+The deployments themselves are started by the repository's ``tools/servers/`` (the same code the test suite
 uses; ``spawn.py`` there): loopback only, free ports, temporary directories removed afterwards. The installed
 package ships no server spawners: ``--spawn`` works from a checkout of the repository; against servers of your
 own, ``--url`` works anywhere. This module is the interface the checker drives.
@@ -88,17 +88,17 @@ class Spawned:
 
 
 def _dev_spawn() -> Callable[..., Spawned]:
-    """``tests/servers/spawn.py`` of the repository this package runs from (an editable install or
+    """``tools/servers/spawn.py`` of the repository this package runs from (an editable install or
     ``PYTHONPATH=src``); the installed package ships no server spawners."""
     root = Path(__file__).resolve().parents[3]
-    if not (root / "tests" / "servers" / "spawn.py").is_file():
+    if not (root / "tools" / "servers" / "spawn.py").is_file():
         raise ConfigError(
             "--spawn starts throwaway servers with the tools of distlock's repository: run distlock from a "
             "checkout of it (pip install -e .), or point --url at servers you run"
         )
     if str(root) not in sys.path:
         sys.path.append(str(root))
-    module = importlib.import_module("tests.servers.spawn")
+    module = importlib.import_module("tools.servers.spawn")
     found: Callable[..., Spawned] = module.spawn
     return found
 

@@ -70,7 +70,7 @@ def start_postgres(
     durable: bool = False,
 ) -> ServerProc:
     """Start (``initdb`` first if ``dirpath/name`` is new) a server; ``wrap`` goes in front of the ``postgres``
-    command only, after ``setpriv`` (e.g. :func:`~tests.servers.proc.faketime_prefix`).
+    command only, after ``setpriv`` (e.g. :func:`~tools.servers.proc.faketime_prefix`).
 
     By default commits are not waited for (``synchronous_commit=off``, ``fsync=off``: fast, and a kill -9 loses
     the last ~200 ms of commits). ``durable`` keeps PostgreSQL's defaults (a commit returns once its WAL is

@@ -45,7 +45,7 @@ def start_mariadb(
     dirpath: Path, name: str = "mariadb", port: int | None = None, wrap: Sequence[str] = ()
 ) -> ServerProc:
     """Start (``mariadb-install-db`` first if ``dirpath/name`` is new) a server; ``wrap`` goes in front of the
-    ``mariadbd`` command only (e.g. :func:`~tests.servers.proc.faketime_prefix`)."""
+    ``mariadbd`` command only (e.g. :func:`~tools.servers.proc.faketime_prefix`)."""
     binary = mariadb_binary()
     install = which("mariadb-install-db", "mysql_install_db")
     if binary is None or install is None:

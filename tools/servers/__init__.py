@@ -5,7 +5,7 @@ Real server processes on loopback, started from the installed binaries: every se
 kernel-chosen free port (the etcd and ZooKeeper partition helpers add one private veth link that exists only on
 this host), keeps its data in a temporary directory and is stopped by PID. One module per server family;
 ``proc.py`` is the shared part. Each family module offers a context manager (``redis_server()``, ...) yielding a
-:class:`~tests.servers.proc.ServerProc` (or a cluster object holding several) whose ``url`` a client connects
+:class:`~tools.servers.proc.ServerProc` (or a cluster object holding several) whose ``url`` a client connects
 to. Errors are ``RuntimeError`` with the tail of the server's log. ``DISTLOCK_TEST_<BACKEND>_URL`` points a test
 run at an external server instead (see ``tests/conftest.py``).
 """
