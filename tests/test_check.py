@@ -96,7 +96,8 @@ def test_restart_of_a_redis_without_persistence_is_refused_not_handed_lower_fenc
 # -- servers the checker starts itself (--spawn FAMILY) and the server faults ----------------------------------
 def assert_safe(code: int, report: dict[str, Any], output: str, *faults: str) -> None:
     assert code == 0, output
-    assert report["ok"] is True and report["acquisitions"] > 10
+    summary = {k: report.get(k) for k in ("ok", "acquisitions", "errors", "error_samples", "faults", "liveness_failures")}
+    assert report["ok"] is True and report["acquisitions"] > 10, summary
     for fault in faults:
         assert report["faults"][fault]["landed"] >= 1, report["faults"]
     assert report["fenced"]["stale_accepted"] == 0
