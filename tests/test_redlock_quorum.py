@@ -169,6 +169,43 @@ def test_split_vote_releases_partial_holds(masters: list[ServerProc], name: str)
             r.close()
 
 
+def test_a_won_round_leaves_the_queues_of_the_masters_that_refused(masters: list[ServerProc], name: str) -> None:
+    """A try refused on two masters queues the claim there. Winning the three others must take those entries
+    back: a release on a master wakes only the head of its queue, and a stale head (a claim that already
+    holds the lock) swallowed every wake-up until its deadline, so the real waiters slept out their wait
+    slice (hand-over gaps of exactly 2 s, and starvation, under contention)."""
+    foreign = [distlock.connect(s.url) for s in masters[:2]]  # single-node stores on two of the masters
+    try:
+        held = [f.lock(name, ttl=30) for f in foreign]
+        assert all(h.acquire(blocking=False) for h in held)
+        with distlock.connect(redlock_url(masters)) as store:
+            lock = store.lock(name, ttl=10)
+            assert lock.acquire(blocking=False)  # three of five: granted
+            for s in masters[:2]:
+                r = raw(s)
+                assert r.zcard("{" + name + "}:q") == 0, f"{s.name} still queues the claim that holds the lock"
+                r.close()
+            waiter = store.lock(name, ttl=10)
+            woken = threading.Event()
+
+            def wait_for_it() -> None:
+                assert waiter.acquire(timeout=30)
+                woken.set()
+                waiter.release()
+
+            t = threading.Thread(target=wait_for_it)
+            t.start()
+            time.sleep(0.3)  # the waiter is queued on every master now
+            lock.release()
+            for h in held:  # the two foreign holders go too: every master's release now wakes the waiter
+                h.release()
+            assert woken.wait(1.5), "the release's wake-up reached a stale queue head, not the waiter"
+            t.join(5)
+    finally:
+        for f in foreign:
+            f.close()
+
+
 def test_waiter_is_pushed_on_release(masters: list[ServerProc], name: str) -> None:
     with distlock.connect(redlock_url(masters)) as store:
         holder = store.lock(name, ttl=30)

@@ -115,6 +115,7 @@ class Backend(AsyncBackend):
             valid = validity(claim.ttl, monotonic() - started)
             if valid > 0:
                 self.leases.confirmed(claim, started)
+                await self._leave_queues(claim, votes)
                 return Grant(True, fence=fence, valid_for=valid), None
         # Failed: take the claim back wherever it may have landed (granted, or no answer in time).
         dirty = [n for n, v in zip(self.masters.nodes, votes, strict=True) if v is None or v.acquired]
@@ -133,6 +134,18 @@ class Backend(AsyncBackend):
             return Grant(False, retry_after=random.uniform(0.0, SPLIT_RETRY)), None
         hints = sorted(v.retry_after for v in votes if v is not None and v.retry_after is not None)
         return Grant(False, retry_after=hints[0] if hints else None), None
+
+    async def _leave_queues(self, claim: Claim, votes: list[Vote | None]) -> None:
+        """After winning a majority, leave the queues of the masters that refused: the failed try queued the
+        claim there, and a release on such a master wakes only the head of its queue. Left there, the
+        entry of a waiter that no longer waits would take every wake-up of that master until its deadline
+        (WAITER_TTL), and the real waiters would sleep out their wait slice: a hand-over gap. A master with
+        no answer is left alone (the claim may hold there; renewals and the release cover it); a failure
+        here costs only that gap, so it is not an error."""
+        refused = [n for n, v in zip(self.masters.nodes, votes, strict=True) if v is not None and not v.acquired]
+        if refused:
+            c = claim
+            await self.masters.scatter(refused, self.masters.deadline(c.ttl), "abandon", c.name, c.token, c.mode.value)
 
     async def _fence(self, claim: Claim, votes: list[Vote | None]) -> tuple[int | None, str | None]:
         """The fence of a round that won a majority, or None; and the reason to refuse the acquire, if any.
