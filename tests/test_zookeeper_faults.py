@@ -22,6 +22,7 @@ from kazoo.exceptions import ConnectionLoss, NoAuthError, NoNodeError
 
 import distlock
 from distlock._core import zookeeper_layout as layout
+from distlock.checker.proxy import FaultProxy
 from tools.servers.proc import free_port
 from tools.servers.zookeeper import ZkEnsemble, available, zookeeper_ensemble
 
@@ -161,6 +162,44 @@ def test_lost_create_reply_is_found_by_its_uuid(single: ZkEnsemble, name: str) -
         assert child.startswith(layout.PROTECTED) and "-lock-" in child
         lock.release()
         assert client.get_children(layout.lock_path(name)) == []
+
+
+def test_an_acquire_queues_up_and_lists_the_queue_in_one_round_trip(single: ZkEnsemble, name: str) -> None:
+    """The create of the queue node and the listing of the queue go out back to back (ZooKeeper answers one
+    session's requests in order, so the listing holds the new node): the listing is sent while the create's
+    answer is still on its way through a link that delays every answer."""
+    node = single.nodes[0]
+    proxy = FaultProxy(node.host, node.client_port).start()
+    try:
+        with distlock.connect(f"zookeeper://127.0.0.1:{proxy.port}") as store:
+            lock = store.lock(name)
+            assert lock.acquire(timeout=10)  # the parent nodes exist from now on
+            lock.release()
+            client = backend_of(lock).wire.client
+            real_create, real_list = client.create_async, client.get_children_async
+            creates: list[Any] = []
+            ready_when_listed: list[list[bool]] = []
+
+            def create(*args: Any, **kw: Any) -> Any:
+                result = real_create(*args, **kw)
+                creates.append(result)
+                return result
+
+            def children(*args: Any, **kw: Any) -> Any:
+                ready_when_listed.append([c.ready() for c in creates])
+                return real_list(*args, **kw)
+
+            client.create_async, client.get_children_async = create, children
+            proxy.delay(0.05)  # each way
+            try:
+                assert lock.acquire(timeout=10)
+            finally:
+                client.create_async, client.get_children_async = real_create, real_list
+                proxy.heal()
+            assert ready_when_listed[0] == [False], ready_when_listed
+            lock.release()
+    finally:
+        proxy.close()
 
 
 def test_break_from_another_client_sets_lost_via_the_holder_watch(single: ZkEnsemble, name: str) -> None:

@@ -114,22 +114,55 @@ class Nodes:
             raise BackendError(f"lock node {path} vanished while being granted", backend=w.scheme)
         return int(stat.czxid)
 
-    def create(self, entry: Entry, data: bytes) -> str:
+    def create(self, entry: Entry, data: bytes, uncertain: bool = False) -> str:
         """Create ``entry``'s child (see ``create_protected``); ``entry`` learns its name and czxid."""
         entry.created = True
-        name, entry.czxid = self.create_protected(entry.parent, entry.uid, entry.mark, data)
+        name, entry.czxid = self.create_protected(entry.parent, entry.uid, entry.mark, data, uncertain)
         entry.name = name
         return name
 
-    def create_protected(self, parent: str, uid: str, mark: str, data: bytes) -> tuple[str, int]:
+    def create_and_list(self, entry: Entry, data: bytes) -> list[str]:
+        """``create(entry)`` then ``children(entry.parent)`` in one round trip: both requests are sent back to
+        back on the session, and ZooKeeper answers one session's requests in order, so the listing already
+        holds the new child. If the pair fails (no parent yet, a lost connection) it falls back to the two
+        careful calls, which make the parents and find a create whose reply was lost by its UUID."""
+        w = self._wire
+        entry.created = True  # from here on a clean-up must look for the child
+        try:
+            created = w.send(
+                w.client.create_async,
+                f"{entry.parent}/{layout.child_prefix(entry.uid, entry.mark)}",
+                data,
+                ephemeral=True,
+                sequence=True,
+                include_data=True,
+            )
+            listed = w.send(w.client.get_children_async, entry.parent)
+            path, stat = w.get(created)
+        except NoNodeError:  # nothing was created: make the parents, then create
+            self.create(entry, data)
+            return self.children(entry.parent)
+        except ConnectionLoss:  # the create may have happened: look for it before creating another
+            self.create(entry, data, uncertain=True)
+            return self.children(entry.parent)
+        entry.name, entry.czxid = path.rsplit("/", 1)[1], int(stat.czxid)
+        try:
+            children: list[str] = w.get(listed)
+        except (NoNodeError, ConnectionLoss):
+            return self.children(entry.parent)
+        return children
+
+    def create_protected(
+        self, parent: str, uid: str, mark: str, data: bytes, uncertain: bool = False
+    ) -> tuple[str, int]:
         """Create ``parent/_c_<uid>-<mark><seq>`` (ephemeral, sequential); return (child name, czxid).
 
         If the reply is lost (connection loss), the create may or may not have happened: look for the
-        child by its UUID before creating another one (Curator's protected mode, F8 in docs/safety.md).
+        child by its UUID before creating another one (Curator's protected mode, F8 in docs/safety.md);
+        ``uncertain``: a create was already sent and its reply lost.
         """
         w = self._wire
         prefix = layout.child_prefix(uid, mark)
-        uncertain = False  # a create was sent and its reply lost: look before creating another one
         for _ in range(10):
             try:
                 if uncertain:

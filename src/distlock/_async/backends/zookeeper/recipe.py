@@ -121,8 +121,12 @@ class Attempt(AsyncAttempt):
         nodes = self.backend.nodes
         node = self._traces.node
         for _ in range(MAX_PASSES):
-            name = node.name if node.name is not None else nodes.create(node, self._data)
-            children = nodes.children(node.parent)
+            if node.name is None:  # queue up and look at the queue in one round trip
+                children = nodes.create_and_list(node, self._data)
+            else:
+                children = nodes.children(node.parent)
+            name = node.name
+            assert name is not None
             try:
                 verdict = layout.verdict(self._order, layout.sort_children(children), name)
             except layout.NodeGone:  # our child vanished (session expired, admin): queue again, fresh name
