@@ -94,10 +94,12 @@ def test_restart_of_a_redis_without_persistence_is_refused_not_handed_lower_fenc
 
 
 # -- servers the checker starts itself (--spawn FAMILY) and the server faults ----------------------------------
-def assert_safe(code: int, report: dict[str, Any], output: str, *faults: str) -> None:
+def assert_safe(code: int, report: dict[str, Any], output: str, *faults: str, least: int = 10) -> None:
+    """The run is correct, it made progress (at least ``least`` acquisitions; the checker's own liveness
+    judgement is part of ``ok``), and every fault asked for landed."""
     assert code == 0, output
     summary = {k: report.get(k) for k in ("ok", "acquisitions", "errors", "error_samples", "faults", "liveness_failures")}
-    assert report["ok"] is True and report["acquisitions"] > 10, summary
+    assert report["ok"] is True and report["acquisitions"] >= least, summary
     for fault in faults:
         assert report["faults"][fault]["landed"] >= 1, report["faults"]
     assert report["fenced"]["stale_accepted"] == 0
@@ -127,7 +129,9 @@ def test_spawned_zookeeper_ensemble_under_leader_kill_and_partition(tmp_path: Pa
                                  "--faults", faults)  # fmt: skip
     assert report["url"].count(",") == 2 and "session_timeout=2" in report["url"]
     assert report["lease_s"] == 2.0  # the session timeout the checker gave the spawned ensemble
-    assert_safe(code, report, output, *faults.split(","))
+    # a partition and a leader kill each leave the ensemble without a quorum for seconds (a JVM restarts, a
+    # leader is elected, sessions move): on a loaded machine a 9 s run makes under ten acquisitions
+    assert_safe(code, report, output, *faults.split(","), least=4)
 
 
 @pytest.mark.skipif(postgres.pg_bindir() is None or faketime_lib() is None, reason="postgres or libfaketime missing")
