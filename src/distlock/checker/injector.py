@@ -94,9 +94,6 @@ class Injector:
             "clock-skew": lease / 2 + 1.0,  # the resumed holder writes at once
             **{k: gray_for + gray_linger + lease + 0.5 for k in GRAY_FAULTS},
         }
-        # the faults that need the most room take their turns first, while the run has the most left: a slow
-        # restart early on must not leave no room for the longer faults that were asked for too
-        kinds.sort(key=lambda k: -room[k])
         next_at = started + min(0.3, cfg.seconds / 10)
         last_progress = 0.0
         try:
