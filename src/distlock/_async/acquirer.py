@@ -18,6 +18,7 @@ import logging
 import threading
 from dataclasses import dataclass, replace
 
+from .. import _events as events
 from .. import _rt_async as rt
 from .._core import ids
 from .._core.timing import Deadline, monotonic
@@ -125,6 +126,7 @@ class AsyncAcquirer:
         with a fresh token, while the deadline allows.
         """
         attempt: AsyncAttempt = self.backend.attempt(claim)
+        began = monotonic()
         try:
             while True:
                 sent = monotonic()
@@ -132,6 +134,11 @@ class AsyncAcquirer:
                 if grant.acquired:
                     end = self.leases.grant_end(claim, grant, sent)  # +inf where a session backs it
                     if monotonic() < min(end, self.leases.session_deadline(claim)):
+                        wait_ms = round((monotonic() - began) * 1000.0, 3)
+                        events.debug(
+                            "grant", "acquired %r, fence %s, after %.1f ms", claim.name, grant.fence, wait_ms,
+                            lock=claim.name, backend=self.scheme, fence=grant.fence, wait_ms=wait_ms,
+                        )  # fmt: skip
                         return Acquired(claim, grant, sent, end)
                     log.warning("grant of %r arrived after its lease ended; trying again", claim.name)
                     await rt.shielded(attempt.abandon())
@@ -144,6 +151,10 @@ class AsyncAcquirer:
                 if left is not None and left <= 0:
                     await rt.shielded(attempt.abandon())
                     return None
+                events.debug(
+                    "wait", "waiting for %r (next look within %s s)", claim.name, grant.retry_after,
+                    lock=claim.name, backend=self.scheme,
+                )  # fmt: skip
                 await attempt.wait(grant, left)
         except BaseException:
             try:
@@ -162,7 +173,13 @@ class AsyncAcquirer:
     async def release(self, holding: Holding) -> bool:
         # Stop renewing first: a renewal in flight that meets the release must not report the lock as lost.
         self._forget(holding)
-        return await self.backend.release(holding.claim)
+        ok = await self.backend.release(holding.claim)
+        name = holding.claim.name
+        events.debug(
+            "release", "released %r, fence %s%s", name, holding.fence, "" if ok else " (it had been lost)",
+            lock=name, backend=self.scheme, fence=holding.fence,
+        )  # fmt: skip
+        return ok
 
     def check_expiry(self, holding: Holding) -> None:
         """Lose a holding whose lease ran out locally (e.g. the process was paused past its TTL)."""
@@ -215,7 +232,10 @@ class AsyncAcquirer:
             holding.lost_reason = reason or "lost"
         holding.lost.set()
         self._forget(holding)
-        log.warning("lock %r lost: %s", holding.claim.name, reason)
+        name = holding.claim.name
+        events.warning(
+            "lost", "lock %r lost: %s", name, reason, lock=name, backend=self.scheme, fence=holding.fence, reason=reason
+        )
         for cb in list(holding.callbacks):
             self._dispatcher.run_callback(cb, holding.lock)
 

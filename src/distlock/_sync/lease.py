@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import _events as events
 from .. import _rt_sync as rt
 from .._core.timing import lease_end, monotonic, renew_interval
 from .._core.types import Claim, Grant
@@ -238,6 +239,9 @@ class Leases:
             log.exception("renewal crashed, retrying: %s", err)
             self._retry_soon(batch, claims, sent, unknown=True)
         else:
+            ms = round((monotonic() - sent) * 1000.0, 3)
+            n = len(batch)
+            events.debug("renew", "renewed %d lease(s) in %.1f ms", n, ms, backend=self._name, count=n, ms=ms)
             for h, c, ok in zip(batch, claims, results, strict=True):
                 self.end_io(h, sent, c.ttl, ok)
                 if not ok and self.tracks(h):  # not released meanwhile: a release racing the renewal is no loss
