@@ -41,6 +41,7 @@ RENAMES = {
     "AsyncSemaphore": "Semaphore",
     "AsyncReadWriteLock": "ReadWriteLock",
     "AsyncMultiLock": "MultiLock",
+    "AsyncElection": "Election",
     "connect_async": "connect",
     # the tests
     "async_store": "sync_store",

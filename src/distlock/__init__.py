@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import logging
 
+from ._async.election import AsyncElection
 from ._async.locks import AsyncLock, AsyncMultiLock, AsyncReadWriteLock, AsyncSemaphore
 from ._async.store import AsyncStore, connect_async
-from ._core.types import HolderInfo, LockInfo
+from ._core.types import HolderInfo, LeaderInfo, LockInfo
 from ._errors import (
     AcquireTimeout,
     BackendError,
@@ -25,6 +26,7 @@ from ._errors import (
     QuorumError,
     UnsupportedFeature,
 )
+from ._sync.election import Election
 from ._sync.locks import Lock, MultiLock, ReadWriteLock, Semaphore
 from ._sync.store import Store, connect
 from .guards import etcd_guard
@@ -36,6 +38,7 @@ logging.getLogger("distlock").addHandler(logging.NullHandler())
 
 __all__ = [
     "AcquireTimeout",
+    "AsyncElection",
     "AsyncLock",
     "AsyncMultiLock",
     "AsyncReadWriteLock",
@@ -43,7 +46,9 @@ __all__ = [
     "AsyncStore",
     "BackendError",
     "ConfigError",
+    "Election",
     "HolderInfo",
+    "LeaderInfo",
     "Lock",
     "LockError",
     "LockInfo",

@@ -16,6 +16,14 @@ renewal, the lost signal and bookkeeping; a backend only answers:
 * ``holds(claim)``                   is this claim still a live holder (``owned()``)?
 * ``inspect`` / ``list`` / ``break_lock`` for admin and the CLI.
 
+Elections (``capabilities.elections``, ``election.py``) are exclusive fair claims that carry a ``value``: the
+backend stores it with the holding (and reports it as ``HolderInfo.value``), and answers two more calls:
+
+* ``proclaim(claim, value)``         replace the value, atomically with a check that ``claim`` still holds;
+                                      False if it does not.
+* ``watch(name)``                    a :class:`AsyncWatch` that tells an observer when the name's holder or
+                                      value may have changed (push where the backend has it).
+
 Backends with sessions instead of per-lock leases (ZooKeeper, etcd) set ``needs_renewal=False`` in their
 capabilities, tell the store when their session may end through ``lease_end(claim)``, and report a lost
 session by calling ``self.lost(token)`` from any thread.
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from .. import _rt_async as rt
 from .._core.types import Capabilities, Claim, Grant, LockInfo
 from .._url import StoreConfig
 
@@ -48,6 +57,24 @@ class AsyncAttempt:
 
     async def abandon(self) -> None:
         raise NotImplementedError
+
+
+class AsyncWatch:
+    """An observer's wake-up for one name: :meth:`wait` returns when something about the name may have
+    changed since the previous return (or since the watch was made), or after ``timeout``. Spurious returns
+    are fine (the observer reads the name again and compares); a missed change is not, so a backend's
+    watch is armed before the observer's first read.
+
+    This default has no push: it returns after :data:`POLL` seconds at most."""
+
+    #: how often an observer without push reads the name again
+    POLL = 0.25
+
+    async def wait(self, timeout: float) -> None:
+        await rt.sleep(max(0.0, min(timeout, self.POLL)))
+
+    async def aclose(self) -> None:
+        return None
 
 
 class AsyncBackend:
@@ -99,6 +126,14 @@ class AsyncBackend:
 
     async def inspect(self, name: str) -> LockInfo | None:
         raise NotImplementedError
+
+    async def proclaim(self, claim: Claim, value: str) -> bool:
+        """Elections: store ``value`` as the holding's value if ``claim`` still holds; False if it does not."""
+        raise NotImplementedError
+
+    async def watch(self, name: str) -> AsyncWatch:
+        """Elections: a watch on ``name``, armed before it is returned (see :class:`AsyncWatch`)."""
+        return AsyncWatch()
 
     async def list(self, prefix: str) -> list[LockInfo]:
         raise NotImplementedError

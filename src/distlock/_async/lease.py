@@ -41,6 +41,7 @@ from .._errors import LockError
 from .backend import AsyncBackend
 
 if TYPE_CHECKING:
+    from .election import AsyncElection
     from .locks import AsyncLock
 
 log = logging.getLogger("distlock")
@@ -53,7 +54,7 @@ RETRY_AFTER_FAILURE = 1.0
 class Holding:
     """One owner's hold of one lock object: what the lease clock times and the lost signal reports."""
 
-    lock: AsyncLock
+    lock: AsyncLock | AsyncElection  # what the on_lost callbacks are given
     callbacks: list[Callable[[Any], object]]  # the lock's on_lost callbacks (the lock's own list)
     claim: Claim
     fence: int | None

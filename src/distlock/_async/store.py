@@ -12,13 +12,13 @@ import functools
 import importlib
 import inspect as _inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from .. import _rt_async as rt
-from .._core.types import LockInfo, Mode
-from .._core.validate import check_name
+from .._core.types import LeaderInfo, LockInfo, Mode
+from .._core.validate import check_name, check_timeout
 from .._dist import install_hint
 from .._errors import ConfigError, UnsupportedFeature
 from .._given import client_config
@@ -26,6 +26,7 @@ from .._registry import BY_NAME
 from .._url import StoreConfig, parse_url
 from .acquirer import AsyncAcquirer
 from .backend import AsyncBackend
+from .election import AsyncElection, check_elections, leader, observe
 from .locks import AsyncLock, AsyncMultiLock, AsyncReadWriteLock, AsyncSemaphore, LostCallback
 
 log = logging.getLogger("distlock")
@@ -193,6 +194,28 @@ class AsyncStore:
             return wrapper  # type: ignore[return-value]
 
         return decorate
+
+    def election(
+        self, name: str, ttl: float = 30.0, timeout: float | None = None, on_lost: LostCallback | None = None
+    ) -> AsyncElection:
+        """A candidate in the leader election ``name`` (docs/election.md): ``campaign()``, ``proclaim()``,
+        ``resign()``, ``is_leader()``, ``term``, ``lost``; ``with election:`` campaigns and resigns."""
+        return AsyncElection(self, name, ttl=ttl, timeout=timeout, on_lost=on_lost)
+
+    async def leader(self, name: str) -> LeaderInfo | None:
+        """The current leader of the election ``name`` (value, owner, term, seconds left), or None."""
+        name = check_name(name, backend=self.scheme)
+        check_elections(self._core, name)
+        return await leader(self._core, name)
+
+    async def observe(self, name: str, timeout: float | None = None) -> AsyncIterator[LeaderInfo | None]:
+        """The current leader of ``name`` (None: no leader), then every change of leader or value, in order,
+        until ``timeout`` seconds have passed (None: for ever). A lost leader is reported as None."""
+        name = check_name(name, backend=self.scheme)
+        check_elections(self._core, name)
+        timeout = check_timeout(timeout, name=name, backend=self.scheme)
+        async for info in observe(self._core, name, timeout):
+            yield info
 
     # -- admin -----------------------------------------------------------------------------------------
     async def inspect(self, name: str) -> LockInfo | None:

@@ -110,6 +110,6 @@ def lease_infos(
     by_name: dict[str, list[HolderInfo]] = {}
     kinds: dict[str, str] = {}
     for name, owner, mode, fence, expires in rows:
-        by_name.setdefault(name, []).append(HolderInfo(owner, fence, mode, max(0.0, expires - now)))
+        by_name.setdefault(name, []).append(HolderInfo.of_record(owner, fence, mode, max(0.0, expires - now)))
         kinds[name] = kind_of(mode)
     return [LockInfo(n, kinds[n], tuple(hs), waiting(n)) for n, hs in sorted(by_name.items())]

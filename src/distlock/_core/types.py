@@ -52,6 +52,29 @@ class Claim:
     ttl: float
     permits: int = 1
     fair: bool = False
+    value: str | None = None  # an election candidate's value (``store.election``); None for a lock
+
+    @property
+    def record(self) -> str:
+        """What the backends that keep an owner string store for this claim (:func:`owner_record`)."""
+        return owner_record(self.owner, self.value)
+
+
+#: between the owner id and an election candidate's value in the owner string of the backends that keep one
+#: (Redis, Redlock, the SQL lease tables, SQLite). Owner ids never contain it (:func:`owner_record`).
+VALUE_SEPARATOR = "\x1f"
+
+
+def owner_record(owner: str, value: str | None) -> str:
+    """The stored owner string: the owner id, then (elections only) the separator and the value."""
+    owner = owner.replace(VALUE_SEPARATOR, " ")
+    return owner if value is None else owner + VALUE_SEPARATOR + value
+
+
+def split_record(record: str) -> tuple[str, str | None]:
+    """(owner id, election value or None) of a stored owner string."""
+    owner, sep, value = record.partition(VALUE_SEPARATOR)
+    return (owner, value) if sep else (owner, None)
 
 
 @dataclass(frozen=True)
@@ -74,6 +97,13 @@ class HolderInfo:
     fence: int | None
     mode: str
     ttl_left: float | None  # seconds left on the lease; None where the backend has sessions, not TTLs
+    value: str | None = None  # an election leader's value; None for a lock holder
+
+    @classmethod
+    def of_record(cls, record: str, fence: int | None, mode: str, ttl_left: float | None) -> HolderInfo:
+        """A holder whose owner string may carry an election value (:func:`owner_record`)."""
+        owner, value = split_record(record)
+        return cls(owner, fence, mode, ttl_left, value)
 
 
 @dataclass(frozen=True)
@@ -97,9 +127,42 @@ class LockInfo:
                     "fence": h.fence,
                     "mode": h.mode,
                     "ttl_left": None if h.ttl_left is None else round(h.ttl_left, 3),
+                    **({} if h.value is None else {"value": h.value}),
                 }
                 for h in self.holders
             ],
+        }
+
+
+@dataclass(frozen=True)
+class LeaderInfo:
+    """What :meth:`Store.leader` and :meth:`Store.observe` report of an election's leader.
+
+    ``term`` is the leadership's fence: strictly increasing over all leaderships of the name, unchanged by
+    ``proclaim``. ``owner`` is None where the wire layout has no room for it (etcd, ZooKeeper: the value is
+    all a candidate's key or node holds, as in Go's and Curator's elections)."""
+
+    name: str
+    value: str | None
+    owner: str | None
+    term: int | None
+    ttl_left: float | None
+
+    @classmethod
+    def of(cls, info: LockInfo | None) -> LeaderInfo | None:
+        if info is None or not info.holders:
+            return None
+        h = info.holders[0]
+        owner = h.owner if h.owner and not h.owner.startswith("unknown:") else None
+        return cls(info.name, h.value, owner, h.fence, h.ttl_left)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "value": self.value,
+            "owner": self.owner,
+            "term": self.term,
+            "ttl_left": None if self.ttl_left is None else round(self.ttl_left, 3),
         }
 
 
@@ -111,3 +174,4 @@ class Capabilities:
     fair: bool = True  # supports fair=True (FIFO) at all
     always_fair: bool = False  # FIFO whatever the option says (ZooKeeper, etcd)
     needs_renewal: bool = True  # leases that the store's renewer must extend (False: sessions)
+    elections: bool = False  # store.election(): claims carry a value, and proclaim() and watch() work

@@ -78,3 +78,25 @@ def check_permits(value: object, *, name: str | None = None, backend: str | None
     if value < 1:
         raise ConfigError(f"permits must be >= 1, got {value}", name=name, backend=backend)
     return value
+
+
+#: Largest election value accepted (bytes of UTF-8). etcd and ZooKeeper keep it in one key or node; 64 KiB
+#: stays far below their request limits (1.5 MiB, 1 MiB) and is plenty for an address or a small JSON.
+MAX_VALUE_BYTES = 65536
+
+
+def check_value(value: object, *, name: str | None = None, backend: str | None = None) -> str:
+    """An election candidate's value: text without NUL, valid UTF-8, at most :data:`MAX_VALUE_BYTES`."""
+    if not isinstance(value, str):
+        raise ConfigError(f"an election value must be a str, not {type(value).__name__}", name=name, backend=backend)
+    if "\x00" in value:
+        raise ConfigError("an election value must not contain a NUL byte", name=name, backend=backend)
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ConfigError("an election value is not valid UTF-8 text (lone surrogate)", name=name, backend=backend) from None
+    if size > MAX_VALUE_BYTES:
+        raise ConfigError(
+            f"an election value is {size} bytes; the limit is {MAX_VALUE_BYTES}", name=name, backend=backend
+        )
+    return value

@@ -222,6 +222,22 @@ class SyncAcquirer:
     def inspect(self, name: str) -> LockInfo | None:
         return self.backend.inspect(name)
 
+    def proclaim(self, holding: Holding, value: str) -> None:
+        """An election leader's new value, stored atomically with a check that ``holding`` still leads;
+        ``LockLost`` (and the holding lost) if it does not, or if the answer came after the lease end."""
+        self.leases.wait_io(holding)  # not concurrently with a renewal of the same holding
+        sent = monotonic()
+        try:
+            ok = self.backend.proclaim(holding.claim, value)
+        finally:  # a proclaim confirms no lease (it does not extend it): it only frees the holding's I/O turn
+            self.leases.end_io(holding, sent, holding.claim.ttl, False)
+        if ok:
+            holding.claim = replace(holding.claim, value=value)
+        elif not holding.lost.is_set():
+            self.lose(holding, "proclaim() found the leadership gone")
+        if self.leases.check(holding):
+            raise self._lost_error(holding)
+
     def _lost_error(self, holding: Holding) -> LockLost:
         return LockLost(f"lost: {holding.lost_reason}", name=holding.claim.name, backend=self.scheme)
 

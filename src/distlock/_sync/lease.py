@@ -42,6 +42,7 @@ from .._errors import LockError
 from .backend import SyncBackend
 
 if TYPE_CHECKING:
+    from .election import Election
     from .locks import Lock
 
 log = logging.getLogger("distlock")
@@ -54,7 +55,7 @@ RETRY_AFTER_FAILURE = 1.0
 class Holding:
     """One owner's hold of one lock object: what the lease clock times and the lost signal reports."""
 
-    lock: Lock
+    lock: Lock | Election  # what the on_lost callbacks are given
     callbacks: list[Callable[[Any], object]]  # the lock's on_lost callbacks (the lock's own list)
     claim: Claim
     fence: int | None

@@ -21,6 +21,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,7 +32,7 @@ from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError
 from ...._url import StoreConfig
 from ...._wakeup import WakeDir, Wakers, WakeSocket
-from ...backend import SyncAttempt, SyncBackend
+from ...backend import SyncAttempt, SyncBackend, SyncWatch
 from . import queries as sql
 
 T = TypeVar("T")
@@ -98,8 +99,39 @@ class Attempt(SyncAttempt):
             self._socket = None
 
 
+class _Watch(SyncWatch):
+    """An observer listens where the waiters of the name do: releases, breaks, election grants and
+    proclaims wake both (in this process by waker, in others by datagram)."""
+
+    def __init__(self, backend: Backend, name: str) -> None:
+        self._memory = backend.db_key.startswith("memory:")
+        self._key = (backend.db_key, name)
+        self._socket = backend.wake_dir.listen(name) if backend.wake_dir is not None else None
+        self._waker: rt.Waker | None = None
+        if self._socket is None:
+            self._waker = rt.Waker()
+            _Shared.wakers.watch(self._key, self._waker)
+
+    def wait(self, timeout: float) -> None:
+        if self._socket is not None:
+            if rt.wait_readable(self._socket.sock, min(timeout, LEASE_WAIT_SLICE)):
+                self._socket.drain()
+            return
+        assert self._waker is not None
+        # in memory, every change is made in this process; a file without wake sockets is polled
+        self._waker.wait(min(timeout, LEASE_WAIT_SLICE if self._memory else self.POLL))
+
+    def close(self) -> None:
+        if self._waker is not None:
+            _Shared.wakers.unwatch(self._key, self._waker)
+            self._waker = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+
 class Backend(SyncBackend):
-    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True)
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True)
 
     def __init__(
         self, config: StoreConfig, conn: sqlite3.Connection, guard: threading.Lock, db_key: str, busy: float = 10.0
@@ -236,7 +268,21 @@ class Backend(SyncBackend):
             sql.enqueue(conn, claim, now + WAITER_TTL)
             return Grant(False, retry_after=decision.retry_after)
 
-        return self._tx(body)
+        grant = self._tx(body)
+        if grant.acquired and claim.value is not None:
+            self._wake(claim.name)  # a new leader: its observers (who listen where the waiters do) look again
+        return grant
+
+    def _proclaim(self, claim: Claim, value: str) -> bool:
+        record = replace(claim, value=value).record
+
+        def body(conn: sqlite3.Connection, now: float) -> bool:
+            return sql.set_owner(conn, claim.token, record, now)
+
+        ok = self._tx(body)
+        if ok:
+            self._wake(claim.name)
+        return ok
 
     def _abandon(self, claim: Claim) -> None:
         def body(conn: sqlite3.Connection, now: float) -> int:
@@ -293,6 +339,12 @@ class Backend(SyncBackend):
 
     def list(self, prefix: str) -> list[LockInfo]:
         return self._call(self._inspect, None, prefix)
+
+    def proclaim(self, claim: Claim, value: str) -> bool:
+        return self._call(self._proclaim, claim, value)
+
+    def watch(self, name: str) -> SyncWatch:
+        return _Watch(self, name)
 
     def break_lock(self, name: str) -> bool:
         tokens = self._call(self._break, name)

@@ -141,7 +141,7 @@ def insert_holder(conn: sqlite3.Connection, claim: Claim, fence: int, now: float
     conn.execute(
         "INSERT INTO distlock_holders(token, name, owner, mode, fence, expires_at, acquired_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (claim.token, claim.name, claim.owner, claim.mode.value, fence, now + claim.ttl, now),
+        (claim.token, claim.name, claim.record, claim.mode.value, fence, now + claim.ttl, now),
     )
 
 
@@ -172,6 +172,14 @@ def extend(conn: sqlite3.Connection, token: str, now: float, ttl: float) -> bool
     """Renew a live lease only: one that ran out may already belong to someone else."""
     cur = conn.execute(
         "UPDATE distlock_holders SET expires_at = ? WHERE token = ? AND expires_at > ?", (now + ttl, token, now)
+    )
+    return cur.rowcount == 1
+
+
+def set_owner(conn: sqlite3.Connection, token: str, record: str, now: float) -> bool:
+    """An election leader's new owner string (:meth:`Claim.record`), if its lease is still live."""
+    cur = conn.execute(
+        "UPDATE distlock_holders SET owner = ? WHERE token = ? AND expires_at > ?", (record, token, now)
     )
     return cur.rowcount == 1
 

@@ -1,0 +1,244 @@
+"""Leader election: ``store.election(name)``, ``store.leader(name)`` and ``store.observe(name)``.
+
+An election is a fair (FIFO) exclusive lock whose holding carries a value: campaigning is acquiring,
+leading is holding, resigning is releasing, and the term is the holding's fence. So everything the locks
+promise holds here too -- renewal, the lease clock that sets ``lost`` before anyone else can lead, and a
+term that is strictly increasing over every leadership of the name -- and what a backend adds is where the
+value lives and how it is replaced (``proclaim``) and watched (``backend.py``). The wire layouts (etcd's Go
+``concurrency.Election``, Curator's ``LeaderLatch``, distlock's own elsewhere) are in docs/election.md.
+
+Leadership belongs to the election object, not to a thread or task: any thread may ask ``is_leader()``
+or read ``term`` while another campaigns. One campaign at a time per object.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from .. import _rt_async as rt
+from .._core import ids
+from .._core.timing import Deadline, renew_interval
+from .._core.types import Claim, LeaderInfo, Mode
+from .._core.validate import check_name, check_timeout, check_ttl, check_value
+from .._errors import AcquireTimeout, LockError, LockLost, NotHeld, UnsupportedFeature
+from .lease import Holding
+from .locks import LostCallback
+
+if TYPE_CHECKING:
+    from .acquirer import AsyncAcquirer
+    from .store import AsyncStore
+
+log = logging.getLogger("distlock")
+
+
+def check_elections(core: AsyncAcquirer, name: str) -> None:
+    if not core.capabilities.elections:
+        raise UnsupportedFeature("leader election is not supported here", name=name, backend=core.scheme)
+
+
+class AsyncElection:
+    """One candidate in the election ``name``: :meth:`campaign`, then lead until :meth:`resign` or loss.
+
+    ``with election:`` campaigns (with this process's owner id as the value) within the object's
+    ``timeout`` or raises ``AcquireTimeout``, and resigns on exit (``LockLost`` if leadership was lost
+    meanwhile, unless the body raised).
+    """
+
+    def __init__(
+        self,
+        store: AsyncStore,
+        name: str,
+        *,
+        ttl: float = 30.0,
+        timeout: float | None = None,
+        on_lost: LostCallback | None = None,
+    ) -> None:
+        backend = store.scheme
+        self.name = check_name(name, backend=backend)
+        self.ttl = check_ttl(ttl, name=name, backend=backend)
+        self.timeout = check_timeout(timeout, name=name, backend=backend)
+        self._core = store._core
+        check_elections(self._core, self.name)
+        self._core.check_supported(self.name, Mode.EXCLUSIVE, True)
+        self._guard = threading.Lock()  # protects the fields below; never held across I/O
+        self._holding: Holding | None = None
+        self._campaigning = False
+        self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
+        self._idle_lost: rt.Event | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} on {self._core.scheme}>"
+
+    # -- campaign ----------------------------------------------------------------------------------------
+    async def campaign(self, value: str | None = None, timeout: float | None = None) -> bool:
+        """Queue up as a candidate and block until leader (True) or ``timeout`` (False; the candidacy is
+        withdrawn). Candidates lead in the order they campaigned. ``value`` (default: this process's owner
+        id) is what :meth:`Store.leader` and observers see while this candidate leads."""
+        backend = self._core.scheme
+        owner = ids.owner_id(rt.owner_label())
+        value = owner if value is None else check_value(value, name=self.name, backend=backend)
+        wait = check_timeout(timeout, name=self.name, backend=backend)
+        with self._guard:
+            if self._campaigning:
+                raise LockError("this election object is already campaigning", name=self.name, backend=backend)
+            if self._holding is not None and not self._holding.lost.is_set():
+                raise LockError("already the leader (resign() first)", name=self.name, backend=backend)
+            self._campaigning = True
+        try:
+            claim = Claim(
+                name=self.name,
+                mode=Mode.EXCLUSIVE,
+                token=ids.new_token(),
+                owner=owner,
+                ttl=self.ttl,
+                fair=True,
+                value=value,
+            )
+            won = await self._core.acquire(claim, Deadline.after(wait))
+            if won is None:
+                return False
+            holding = Holding(
+                lock=self,
+                callbacks=self._callbacks,
+                claim=won.claim,
+                fence=won.grant.fence,
+                expires_at=won.expires_at,
+                renew_at=won.sent + renew_interval(claim.ttl),
+                auto_renew=True,
+            )
+            with self._guard:
+                self._holding = holding
+            self._core.register(holding)
+            return True
+        finally:
+            with self._guard:
+                self._campaigning = False
+
+    # -- while leading -----------------------------------------------------------------------------------
+    def _current(self) -> Holding:
+        with self._guard:
+            holding = self._holding
+        if holding is None:
+            raise NotHeld("not the leader", name=self.name, backend=self._core.scheme)
+        self._core.check_expiry(holding)
+        if holding.lost.is_set():
+            raise LockLost(f"leadership lost: {holding.lost_reason}", name=self.name, backend=self._core.scheme)
+        return holding
+
+    async def is_leader(self) -> bool:
+        """Checked with the backend; a negative answer sets ``lost``."""
+        with self._guard:
+            holding = self._holding
+        if holding is None:
+            return False
+        return await self._core.still_held(holding)
+
+    @property
+    def term(self) -> int | None:
+        """The fence of the current leadership (None when not leading): strictly increasing over every
+        leadership of the name. Pass it with every write the leader makes, and have the resource refuse a
+        term lower than one it has seen."""
+        with self._guard:
+            holding = self._holding
+        if holding is None or holding.lost.is_set():
+            return None
+        return holding.fence
+
+    @property
+    def value(self) -> str | None:
+        """The value this candidate leads with (None when not leading)."""
+        with self._guard:
+            holding = self._holding
+        return None if holding is None or holding.lost.is_set() else holding.claim.value
+
+    async def proclaim(self, value: str) -> None:
+        """Replace the leader's value, same term, atomically with a check of leadership. ``NotHeld`` if not
+        leading; ``LockLost`` if leadership turned out to be lost."""
+        value = check_value(value, name=self.name, backend=self._core.scheme)
+        holding = self._current()
+        await self._core.proclaim(holding, value)
+
+    async def resign(self) -> None:
+        """Give up leadership; the next candidate leads. ``NotHeld`` if not leading, ``LockLost`` if
+        leadership was lost before (the value is gone either way)."""
+        with self._guard:
+            holding = self._holding
+            if holding is None:
+                raise NotHeld("resign() by a candidate that is not the leader", name=self.name, backend=self._core.scheme)
+        self._core.check_expiry(holding)
+        try:
+            released = await rt.shielded(self._core.release(holding))
+        finally:
+            with self._guard:
+                if self._holding is holding:
+                    self._holding = None
+        if holding.lost.is_set() or not released:
+            if not holding.lost.is_set():
+                self._core.lose(holding, "the leadership was gone when resign() reached the backend")
+            raise LockLost(f"lost before resign: {holding.lost_reason}", name=self.name, backend=self._core.scheme)
+
+    @property
+    def lost(self) -> rt.Event:
+        """Set when the current (or, when not leading, the last) leadership is lost."""
+        with self._guard:
+            if self._holding is not None:
+                return self._holding.lost
+            if self._idle_lost is None:
+                self._idle_lost = rt.Event()
+            return self._idle_lost
+
+    def on_lost(self, callback: LostCallback) -> LostCallback:
+        """Register ``callback(election)``, called once per lost leadership, off the critical path."""
+        self._callbacks.append(callback)
+        return callback
+
+    async def __aenter__(self) -> Self:
+        if not await self.campaign(timeout=self.timeout):
+            raise AcquireTimeout(f"not leader within {self.timeout}s", name=self.name, backend=self._core.scheme)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            await self.resign()
+            return
+        try:
+            await self.resign()
+        except LockError as err:
+            log.warning("resign after an error in the body failed: %s", err)
+
+
+# -- anyone may read ----------------------------------------------------------------------------------------
+async def leader(core: AsyncAcquirer, name: str) -> LeaderInfo | None:
+    return LeaderInfo.of(await core.inspect(name))
+
+
+def _key(info: LeaderInfo | None) -> tuple[Any, ...] | None:
+    return None if info is None else (info.term, info.owner, info.value)
+
+
+async def observe(core: AsyncAcquirer, name: str, timeout: float | None) -> AsyncIterator[LeaderInfo | None]:
+    """The current leader (or None), then every change of leader or value, until ``timeout`` (None: for
+    ever). The backend's watch is armed before each read, so a change after a read wakes the next one; a
+    change is reported as the state read after it (a leadership shorter than one read may be skipped where
+    the backend has no change log: docs/election.md says which)."""
+    deadline = Deadline.after(timeout)
+    watch = await core.backend.watch(name)
+    try:
+        last: object = object()
+        while True:
+            info = await leader(core, name)
+            if _key(info) != last:
+                last = _key(info)
+                yield info
+            left = deadline.remaining()
+            if left is not None and left <= 0:
+                return
+            await watch.wait(60.0 if left is None else left)
+    finally:
+        await rt.shielded(watch.aclose())

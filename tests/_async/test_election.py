@@ -1,0 +1,167 @@
+"""Leader election on every backend, on the async API; ``tests/_sync/`` is generated from this file.
+
+Parametrized over the conformance table (tests/backends.py), like test_conformance.py. The observer checks
+compare what ``observe()`` delivered with the campaigners' own history; every leadership lasts far longer
+than a read, so none may be missed.
+"""
+
+from __future__ import annotations
+
+from time import monotonic
+from typing import Any
+
+import pytest
+
+import distlock
+from distlock import ConfigError, LeaderInfo, LockError, LockLost, NotHeld
+from tests.concurrency_async import run_all, sleep
+
+
+async def test_campaign_proclaim_resign_and_the_leader_seen_by_anyone(
+    async_store: distlock.AsyncStore, name: str
+) -> None:
+    assert await async_store.leader(name) is None
+    el = async_store.election(name, ttl=10)
+    assert not await el.is_leader() and el.term is None
+    assert await el.campaign("host-a:8080", timeout=5)
+    assert await el.is_leader()
+    term = el.term
+    assert isinstance(term, int)
+    info = await async_store.leader(name)
+    assert isinstance(info, LeaderInfo)
+    assert (info.value, info.term) == ("host-a:8080", term)
+    assert info.ttl_left is None or 0 < info.ttl_left <= 10
+    await el.proclaim("host-a:9090")
+    info = await async_store.leader(name)
+    assert info is not None and (info.value, info.term) == ("host-a:9090", term)
+    assert el.term == term and el.value == "host-a:9090"
+    await el.resign()
+    assert el.term is None and not await el.is_leader()
+    assert await async_store.leader(name) is None
+    assert await el.campaign("again", timeout=5)
+    assert el.term is not None and el.term > term
+    await el.resign()
+
+
+async def test_candidates_lead_in_the_order_they_campaigned_one_at_a_time(
+    async_store: distlock.AsyncStore, name: str
+) -> None:
+    first = async_store.election(name, ttl=10)
+    assert await first.campaign("c0", timeout=5)
+    leaders: list[tuple[str, int | None, float, float]] = []
+
+    def candidate(i: int) -> Any:
+        async def run() -> None:
+            await sleep(0.3 * i)  # campaign in the order 1, 2, 3
+            el = async_store.election(name, ttl=10)
+            assert await el.campaign(f"c{i}", timeout=20)
+            began = monotonic()
+            info = await async_store.leader(name)
+            assert info is not None and info.value == f"c{i}" and info.term == el.term
+            await sleep(0.2)
+            leaders.append((f"c{i}", el.term, began, monotonic()))
+            await el.resign()
+
+        return run
+
+    async def first_resigns() -> None:
+        await sleep(1.2)  # every candidate is queued by now
+        await first.resign()
+
+    await run_all(candidate(1), candidate(2), candidate(3), first_resigns)
+    assert [v for v, *_ in leaders] == ["c1", "c2", "c3"]
+    terms = [t for _, t, *_ in leaders]
+    assert all(isinstance(t, int) for t in terms) and terms == sorted(terms) and len(set(terms)) == 3
+    for (_, _, _, end), (_, _, began, _) in zip(leaders, leaders[1:], strict=False):
+        assert began >= end  # never two leaders at once
+
+
+async def test_observe_reports_every_leader_and_value_and_no_leader(
+    async_store: distlock.AsyncStore, name: str
+) -> None:
+    seen: list[tuple[str, int | None] | None] = []
+    history: list[tuple[str, int | None]] = []
+    finished = []
+
+    async def observer() -> None:
+        async for info in async_store.observe(name, timeout=15.0):
+            seen.append(None if info is None else (str(info.value), info.term))
+            if info is None and finished:
+                break
+
+    async def campaigners() -> None:
+        await sleep(0.3)
+        for i in range(3):
+            el = async_store.election(name, ttl=10)
+            assert await el.campaign(f"v{i}", timeout=5)
+            history.append((f"v{i}", el.term))
+            await sleep(0.3)
+            await el.proclaim(f"v{i}-b")
+            history.append((f"v{i}-b", el.term))
+            await sleep(0.3)
+            if i == 2:
+                finished.append(True)
+            await el.resign()
+            await sleep(0.3)
+
+    await run_all(observer, campaigners)
+    assert seen[0] is None and seen[-1] is None
+    assert [s for s in seen if s is not None] == history
+    # "no leader" between the leaderships (each resigned 0.4 s before the next campaign)
+    assert seen.count(None) == 4
+
+
+async def test_not_the_leader_cannot_proclaim_or_resign(async_store: distlock.AsyncStore, name: str) -> None:
+    leader = async_store.election(name, ttl=10)
+    other = async_store.election(name, ttl=10)
+    assert await leader.campaign("L", timeout=5)
+    with pytest.raises(NotHeld):
+        await other.proclaim("usurper")
+    with pytest.raises(NotHeld):
+        await other.resign()
+    started = monotonic()
+    assert not await other.campaign("O", timeout=0.3)
+    assert monotonic() - started >= 0.29
+    info = await async_store.inspect(name)
+    assert info is not None and info.waiters in (0, None)  # the timed-out candidacy left nothing queued
+    with pytest.raises(LockError):
+        await leader.campaign("twice")
+    with pytest.raises(ConfigError):
+        await other.campaign("nul\x00byte")
+    with pytest.raises(ConfigError):
+        await leader.proclaim(12)  # type: ignore[arg-type]
+    info2 = await async_store.leader(name)
+    assert info2 is not None and info2.value == "L"
+    await leader.resign()
+
+
+async def test_a_broken_leadership_is_lost_and_the_next_candidate_leads(
+    async_store: distlock.AsyncStore, name: str
+) -> None:
+    called: list[object] = []
+    leader = async_store.election(name, ttl=10, on_lost=called.append)
+    assert await leader.campaign("L", timeout=5)
+    term = leader.term
+    assert await async_store.break_lock(name)
+    assert not await leader.is_leader()
+    assert leader.lost.is_set() and leader.term is None
+    with pytest.raises(LockLost):
+        await leader.proclaim("still me?")
+    nxt = async_store.election(name, ttl=10)
+    assert await nxt.campaign("N", timeout=5)
+    assert nxt.term is not None and term is not None and nxt.term > term
+    with pytest.raises(LockLost):
+        await leader.resign()
+    await nxt.resign()
+    for _ in range(50):
+        if called:
+            break
+        await sleep(0.05)
+    assert called == [leader]
+
+
+async def test_with_election_campaigns_and_resigns(async_store: distlock.AsyncStore, name: str) -> None:
+    async with async_store.election(name, ttl=10, timeout=5) as el:
+        info = await async_store.leader(name)
+        assert info is not None and info.term == el.term and info.value  # this process's owner id
+    assert await async_store.leader(name) is None

@@ -1,0 +1,168 @@
+# GENERATED from tests/_async/test_election.py by scripts/gen_sync.py: edit that file, not this one.
+"""Leader election on every backend, on the async API; ``tests/_sync/`` is generated from this file.
+
+Parametrized over the conformance table (tests/backends.py), like test_conformance.py. The observer checks
+compare what ``observe()`` delivered with the campaigners' own history; every leadership lasts far longer
+than a read, so none may be missed.
+"""
+
+from __future__ import annotations
+
+from time import monotonic
+from typing import Any
+
+import pytest
+
+import distlock
+from distlock import ConfigError, LeaderInfo, LockError, LockLost, NotHeld
+from tests.concurrency_sync import run_all, sleep
+
+
+def test_campaign_proclaim_resign_and_the_leader_seen_by_anyone(
+    sync_store: distlock.Store, name: str
+) -> None:
+    assert sync_store.leader(name) is None
+    el = sync_store.election(name, ttl=10)
+    assert not el.is_leader() and el.term is None
+    assert el.campaign("host-a:8080", timeout=5)
+    assert el.is_leader()
+    term = el.term
+    assert isinstance(term, int)
+    info = sync_store.leader(name)
+    assert isinstance(info, LeaderInfo)
+    assert (info.value, info.term) == ("host-a:8080", term)
+    assert info.ttl_left is None or 0 < info.ttl_left <= 10
+    el.proclaim("host-a:9090")
+    info = sync_store.leader(name)
+    assert info is not None and (info.value, info.term) == ("host-a:9090", term)
+    assert el.term == term and el.value == "host-a:9090"
+    el.resign()
+    assert el.term is None and not el.is_leader()
+    assert sync_store.leader(name) is None
+    assert el.campaign("again", timeout=5)
+    assert el.term is not None and el.term > term
+    el.resign()
+
+
+def test_candidates_lead_in_the_order_they_campaigned_one_at_a_time(
+    sync_store: distlock.Store, name: str
+) -> None:
+    first = sync_store.election(name, ttl=10)
+    assert first.campaign("c0", timeout=5)
+    leaders: list[tuple[str, int | None, float, float]] = []
+
+    def candidate(i: int) -> Any:
+        def run() -> None:
+            sleep(0.3 * i)  # campaign in the order 1, 2, 3
+            el = sync_store.election(name, ttl=10)
+            assert el.campaign(f"c{i}", timeout=20)
+            began = monotonic()
+            info = sync_store.leader(name)
+            assert info is not None and info.value == f"c{i}" and info.term == el.term
+            sleep(0.2)
+            leaders.append((f"c{i}", el.term, began, monotonic()))
+            el.resign()
+
+        return run
+
+    def first_resigns() -> None:
+        sleep(1.2)  # every candidate is queued by now
+        first.resign()
+
+    run_all(candidate(1), candidate(2), candidate(3), first_resigns)
+    assert [v for v, *_ in leaders] == ["c1", "c2", "c3"]
+    terms = [t for _, t, *_ in leaders]
+    assert all(isinstance(t, int) for t in terms) and terms == sorted(terms) and len(set(terms)) == 3
+    for (_, _, _, end), (_, _, began, _) in zip(leaders, leaders[1:], strict=False):
+        assert began >= end  # never two leaders at once
+
+
+def test_observe_reports_every_leader_and_value_and_no_leader(
+    sync_store: distlock.Store, name: str
+) -> None:
+    seen: list[tuple[str, int | None] | None] = []
+    history: list[tuple[str, int | None]] = []
+    finished = []
+
+    def observer() -> None:
+        for info in sync_store.observe(name, timeout=15.0):
+            seen.append(None if info is None else (str(info.value), info.term))
+            if info is None and finished:
+                break
+
+    def campaigners() -> None:
+        sleep(0.3)
+        for i in range(3):
+            el = sync_store.election(name, ttl=10)
+            assert el.campaign(f"v{i}", timeout=5)
+            history.append((f"v{i}", el.term))
+            sleep(0.3)
+            el.proclaim(f"v{i}-b")
+            history.append((f"v{i}-b", el.term))
+            sleep(0.3)
+            if i == 2:
+                finished.append(True)
+            el.resign()
+            sleep(0.3)
+
+    run_all(observer, campaigners)
+    assert seen[0] is None and seen[-1] is None
+    assert [s for s in seen if s is not None] == history
+    # "no leader" between the leaderships (each resigned 0.4 s before the next campaign)
+    assert seen.count(None) == 4
+
+
+def test_not_the_leader_cannot_proclaim_or_resign(sync_store: distlock.Store, name: str) -> None:
+    leader = sync_store.election(name, ttl=10)
+    other = sync_store.election(name, ttl=10)
+    assert leader.campaign("L", timeout=5)
+    with pytest.raises(NotHeld):
+        other.proclaim("usurper")
+    with pytest.raises(NotHeld):
+        other.resign()
+    started = monotonic()
+    assert not other.campaign("O", timeout=0.3)
+    assert monotonic() - started >= 0.29
+    info = sync_store.inspect(name)
+    assert info is not None and info.waiters in (0, None)  # the timed-out candidacy left nothing queued
+    with pytest.raises(LockError):
+        leader.campaign("twice")
+    with pytest.raises(ConfigError):
+        other.campaign("nul\x00byte")
+    with pytest.raises(ConfigError):
+        leader.proclaim(12)  # type: ignore[arg-type]
+    info2 = sync_store.leader(name)
+    assert info2 is not None and info2.value == "L"
+    leader.resign()
+
+
+def test_a_broken_leadership_is_lost_and_the_next_candidate_leads(
+    sync_store: distlock.Store, name: str
+) -> None:
+    called: list[object] = []
+    leader = sync_store.election(name, ttl=10, on_lost=called.append)
+    assert leader.campaign("L", timeout=5)
+    term = leader.term
+    assert sync_store.break_lock(name)
+    assert not leader.is_leader()
+    assert leader.lost.is_set() and leader.term is None
+    with pytest.raises(LockLost):
+        leader.proclaim("still me?")
+    nxt = sync_store.election(name, ttl=10)
+    assert nxt.campaign("N", timeout=5)
+    assert nxt.term is not None and term is not None and nxt.term > term
+    with pytest.raises(LockLost):
+        leader.resign()
+    nxt.resign()
+    for _ in range(50):
+        if called:
+            break
+        sleep(0.05)
+    assert called == [leader]
+
+
+def test_with_election_campaigns_and_resigns(sync_store: distlock.Store, name: str) -> None:
+    with sync_store.election(name, ttl=10, timeout=5) as el:
+        info = sync_store.leader(name)
+        assert info is not None and info.term == el.term and info.value  # this process's owner id
+    assert sync_store.leader(name) is None
