@@ -98,7 +98,9 @@ def assert_safe(code: int, report: dict[str, Any], output: str, *faults: str, le
     """The run is correct, it made progress (at least ``least`` acquisitions; the checker's own liveness
     judgement is part of ``ok``), and every fault asked for landed."""
     assert code == 0, output
-    summary = {k: report.get(k) for k in ("ok", "acquisitions", "errors", "error_samples", "faults", "liveness_failures")}
+    summary = {
+        k: report.get(k) for k in ("ok", "acquisitions", "errors", "error_samples", "faults", "liveness_failures")
+    }
     assert report["ok"] is True and report["acquisitions"] >= least, summary
     for fault in faults:
         assert report["faults"][fault]["landed"] >= 1, report["faults"]

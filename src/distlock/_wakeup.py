@@ -62,6 +62,7 @@ class Wakers(Generic[K]):
         with self._guard:
             return bool(self._by_key)
 
+
 #: sun_path is 108 bytes on Linux; longer database paths fall back to bounded polling
 _MAX_PATH = 100
 

@@ -8,6 +8,7 @@ than a read, so none may be missed.
 
 from __future__ import annotations
 
+import itertools
 from time import monotonic
 from typing import Any
 
@@ -73,7 +74,7 @@ def test_candidates_lead_in_the_order_they_campaigned_one_at_a_time(
     assert [v for v, *_ in leaders] == ["c1", "c2", "c3"]
     terms = [t for _, t, *_ in leaders]
     assert all(isinstance(t, int) for t in terms) and terms == sorted(terms) and len(set(terms)) == 3
-    for (_, _, _, end), (_, _, began, _) in zip(leaders, leaders[1:], strict=False):
+    for (_, _, _, end), (_, _, began, _) in itertools.pairwise(leaders):
         assert began >= end  # never two leaders at once
 
 

@@ -168,7 +168,9 @@ class AsyncElection:
         with self._guard:
             holding = self._holding
             if holding is None:
-                raise NotHeld("resign() by a candidate that is not the leader", name=self.name, backend=self._core.scheme)
+                raise NotHeld(
+                    "resign() by a candidate that is not the leader", name=self.name, backend=self._core.scheme
+                )
         self._core.check_expiry(holding)
         try:
             released = await rt.shielded(self._core.release(holding))

@@ -208,14 +208,12 @@ class AsyncStore:
         check_elections(self._core, name)
         return await leader(self._core, name)
 
-    async def observe(self, name: str, timeout: float | None = None) -> AsyncIterator[LeaderInfo | None]:
+    def observe(self, name: str, timeout: float | None = None) -> AsyncIterator[LeaderInfo | None]:
         """The current leader of ``name`` (None: no leader), then every change of leader or value, in order,
         until ``timeout`` seconds have passed (None: for ever). A lost leader is reported as None."""
         name = check_name(name, backend=self.scheme)
         check_elections(self._core, name)
-        timeout = check_timeout(timeout, name=name, backend=self.scheme)
-        async for info in observe(self._core, name, timeout):
-            yield info
+        return observe(self._core, name, check_timeout(timeout, name=name, backend=self.scheme))
 
     # -- admin -----------------------------------------------------------------------------------------
     async def inspect(self, name: str) -> LockInfo | None:

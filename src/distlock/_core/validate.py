@@ -94,7 +94,9 @@ def check_value(value: object, *, name: str | None = None, backend: str | None =
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
-        raise ConfigError("an election value is not valid UTF-8 text (lone surrogate)", name=name, backend=backend) from None
+        raise ConfigError(
+            "an election value is not valid UTF-8 text (lone surrogate)", name=name, backend=backend
+        ) from None
     if size > MAX_VALUE_BYTES:
         raise ConfigError(
             f"an election value is {size} bytes; the limit is {MAX_VALUE_BYTES}", name=name, backend=backend

@@ -169,7 +169,9 @@ class Election:
         with self._guard:
             holding = self._holding
             if holding is None:
-                raise NotHeld("resign() by a candidate that is not the leader", name=self.name, backend=self._core.scheme)
+                raise NotHeld(
+                    "resign() by a candidate that is not the leader", name=self.name, backend=self._core.scheme
+                )
         self._core.check_expiry(holding)
         try:
             released = rt.shielded(self._core.release(holding))

@@ -214,9 +214,7 @@ class Store:
         until ``timeout`` seconds have passed (None: for ever). A lost leader is reported as None."""
         name = check_name(name, backend=self.scheme)
         check_elections(self._core, name)
-        timeout = check_timeout(timeout, name=name, backend=self.scheme)
-        for info in observe(self._core, name, timeout):
-            yield info
+        return observe(self._core, name, check_timeout(timeout, name=name, backend=self.scheme))
 
     # -- admin -----------------------------------------------------------------------------------------
     def inspect(self, name: str) -> LockInfo | None:
