@@ -18,7 +18,7 @@ from distlock import ConfigError, LeaderInfo, LockError, LockLost, NotHeld
 from tests.concurrency_async import run_all, sleep
 
 
-async def test_campaign_proclaim_resign_and_the_leader_seen_by_anyone(
+async def test_election_campaign_proclaim_resign_and_the_leader_seen_by_anyone(
     async_store: distlock.AsyncStore, name: str
 ) -> None:
     assert await async_store.leader(name) is None
@@ -44,7 +44,7 @@ async def test_campaign_proclaim_resign_and_the_leader_seen_by_anyone(
     await el.resign()
 
 
-async def test_candidates_lead_in_the_order_they_campaigned_one_at_a_time(
+async def test_election_candidates_lead_in_the_order_they_campaigned_one_at_a_time(
     async_store: distlock.AsyncStore, name: str
 ) -> None:
     first = async_store.election(name, ttl=10)
@@ -77,7 +77,7 @@ async def test_candidates_lead_in_the_order_they_campaigned_one_at_a_time(
         assert began >= end  # never two leaders at once
 
 
-async def test_observe_reports_every_leader_and_value_and_no_leader(
+async def test_election_observe_reports_every_leader_and_value_and_no_leader(
     async_store: distlock.AsyncStore, name: str
 ) -> None:
     seen: list[tuple[str, int | None] | None] = []
@@ -112,7 +112,7 @@ async def test_observe_reports_every_leader_and_value_and_no_leader(
     assert seen.count(None) == 4
 
 
-async def test_not_the_leader_cannot_proclaim_or_resign(async_store: distlock.AsyncStore, name: str) -> None:
+async def test_election_not_the_leader_cannot_proclaim_or_resign(async_store: distlock.AsyncStore, name: str) -> None:
     leader = async_store.election(name, ttl=10)
     other = async_store.election(name, ttl=10)
     assert await leader.campaign("L", timeout=5)
@@ -136,7 +136,7 @@ async def test_not_the_leader_cannot_proclaim_or_resign(async_store: distlock.As
     await leader.resign()
 
 
-async def test_a_broken_leadership_is_lost_and_the_next_candidate_leads(
+async def test_election_a_broken_leadership_is_lost_and_the_next_candidate_leads(
     async_store: distlock.AsyncStore, name: str
 ) -> None:
     called: list[object] = []
@@ -161,7 +161,7 @@ async def test_a_broken_leadership_is_lost_and_the_next_candidate_leads(
     assert called == [leader]
 
 
-async def test_with_election_campaigns_and_resigns(async_store: distlock.AsyncStore, name: str) -> None:
+async def test_election_with_block_campaigns_and_resigns(async_store: distlock.AsyncStore, name: str) -> None:
     async with async_store.election(name, ttl=10, timeout=5) as el:
         info = await async_store.leader(name)
         assert info is not None and info.term == el.term and info.value  # this process's owner id

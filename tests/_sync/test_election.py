@@ -19,7 +19,7 @@ from distlock import ConfigError, LeaderInfo, LockError, LockLost, NotHeld
 from tests.concurrency_sync import run_all, sleep
 
 
-def test_campaign_proclaim_resign_and_the_leader_seen_by_anyone(
+def test_election_campaign_proclaim_resign_and_the_leader_seen_by_anyone(
     sync_store: distlock.Store, name: str
 ) -> None:
     assert sync_store.leader(name) is None
@@ -45,7 +45,7 @@ def test_campaign_proclaim_resign_and_the_leader_seen_by_anyone(
     el.resign()
 
 
-def test_candidates_lead_in_the_order_they_campaigned_one_at_a_time(
+def test_election_candidates_lead_in_the_order_they_campaigned_one_at_a_time(
     sync_store: distlock.Store, name: str
 ) -> None:
     first = sync_store.election(name, ttl=10)
@@ -78,7 +78,7 @@ def test_candidates_lead_in_the_order_they_campaigned_one_at_a_time(
         assert began >= end  # never two leaders at once
 
 
-def test_observe_reports_every_leader_and_value_and_no_leader(
+def test_election_observe_reports_every_leader_and_value_and_no_leader(
     sync_store: distlock.Store, name: str
 ) -> None:
     seen: list[tuple[str, int | None] | None] = []
@@ -113,7 +113,7 @@ def test_observe_reports_every_leader_and_value_and_no_leader(
     assert seen.count(None) == 4
 
 
-def test_not_the_leader_cannot_proclaim_or_resign(sync_store: distlock.Store, name: str) -> None:
+def test_election_not_the_leader_cannot_proclaim_or_resign(sync_store: distlock.Store, name: str) -> None:
     leader = sync_store.election(name, ttl=10)
     other = sync_store.election(name, ttl=10)
     assert leader.campaign("L", timeout=5)
@@ -137,7 +137,7 @@ def test_not_the_leader_cannot_proclaim_or_resign(sync_store: distlock.Store, na
     leader.resign()
 
 
-def test_a_broken_leadership_is_lost_and_the_next_candidate_leads(
+def test_election_a_broken_leadership_is_lost_and_the_next_candidate_leads(
     sync_store: distlock.Store, name: str
 ) -> None:
     called: list[object] = []
@@ -162,7 +162,7 @@ def test_a_broken_leadership_is_lost_and_the_next_candidate_leads(
     assert called == [leader]
 
 
-def test_with_election_campaigns_and_resigns(sync_store: distlock.Store, name: str) -> None:
+def test_election_with_block_campaigns_and_resigns(sync_store: distlock.Store, name: str) -> None:
     with sync_store.election(name, ttl=10, timeout=5) as el:
         info = sync_store.leader(name)
         assert info is not None and info.term == el.term and info.value  # this process's owner id

@@ -55,6 +55,8 @@ from .types import Claim, Grant, LockInfo, Mode
 
 #: holder rows of this layout; 0.1.0's have none (``upgrade`` gives them 1)
 LAYOUT = 2
+#: the owner column's size on MySQL/MariaDB (``VARCHAR(255)``): an election's owner id and value must fit
+OWNER_CHARS = 255
 #: ``sweep`` removes holder and queue rows that expired this long ago (crashed processes)
 SWEEP_GRACE = 60.0
 #: ``sweep`` removes at most this many 0.1.0 fence rows per call
@@ -165,7 +167,9 @@ class Ops:
         """Insert the holding with a fence from the store's one counter; the statement returns the fence."""
         p = self.p
         cols = f"INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, layout) "
-        args = (claim.token, key, claim.name, claim.owner[:255], claim.mode.value, now + claim.ttl, now)
+        # an election's record must fit whole (the backend checks); a plain owner id is only informational
+        owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
+        args = (claim.token, key, claim.name, owner, claim.mode.value, now + claim.ttl, now)
         if self.d.name == "postgres":
             fence = f"nextval('{p}_fence_seq')"
         elif self.sequences:
@@ -221,6 +225,8 @@ class Ops:
             fence = to_int(r.rows[0][0])
             if any(q.token == claim.token for q in queue):
                 yield Stmt(f"DELETE FROM {p}_queue WHERE token = %s", (claim.token,))
+            if claim.value is not None:  # a new leader: its observers look again
+                yield from self._notify(key)
             return Grant(True, fence=fence)
         if decision.enqueue:
             yield Stmt(self.d.enqueue, (claim.token, key, claim.name, claim.mode.value, now + WAITER_TTL))
@@ -275,6 +281,18 @@ class Ops:
         r = yield Stmt(f"SELECT token FROM {p}_holders WHERE token IN ({marks}) AND expires_at > %s", (*tokens, now))
         alive = {str(row[0]) for row in r.rows}
         return [c.token in alive for c in claims]
+
+    def proclaim(self, claim: Claim, key: str, record: str) -> Generator[Stmt, Result, bool]:
+        """An election leader's new owner record, if its lease is still live (the row lock orders it with an
+        acquire that would delete the row as expired, as for renewals); observers are notified."""
+        r = yield Stmt(
+            f"UPDATE {self.p}_holders SET owner = %s WHERE token = %s AND expires_at > {self.d.now}",
+            (record, claim.token),
+        )
+        if r.rowcount != 1:
+            return False
+        yield from self._notify(key)
+        return True
 
     def holds(self, claim: Claim) -> Generator[Stmt, Result, bool]:
         r = yield Stmt(f"SELECT 1 FROM {self.p}_holders WHERE token = %s AND expires_at > {self.d.now}", (claim.token,))

@@ -38,7 +38,9 @@ log = logging.getLogger("distlock")
 
 def check_elections(core: SyncAcquirer, name: str) -> None:
     if not core.capabilities.elections:
-        raise UnsupportedFeature("leader election is not supported here", name=name, backend=core.scheme)
+        sql = core.scheme in ("mysql", "mariadb", "postgres", "postgresql")
+        why = " (the SQL session modes have no queue: use mode=lease, the default)" if sql else ""
+        raise UnsupportedFeature(f"leader election is not supported here{why}", name=name, backend=core.scheme)
 
 
 class Election:

@@ -1,7 +1,7 @@
 # GENERATED from src/distlock/_async/backends/postgres/lease.py by scripts/gen_sync.py: edit that file, not this one.
 """PostgreSQL lease mode (the default): the lease tables, and wake-ups by LISTEN/NOTIFY.
 
-A release, abandon or break sends ``NOTIFY <prefix>_wake, '<name key>'`` in its transaction (the statement
+A release, abandon or break (and an election's grant or proclaim) sends ``NOTIFY <prefix>_wake, '<name key>'`` in its transaction (the statement
 is in ``_core/sql_lease.py``), and each store keeps one ``LISTEN`` connection, started when a waiter first
 waits and stopped after ~10 s without waiters, that wakes its waiters of that name at once (delivered at
 commit). A waiter still re-checks at the holder's lease end and at least every second, so a lost
@@ -16,6 +16,7 @@ import psycopg
 
 from .... import _pg_sync as pg
 from .... import _rt_sync as rt
+from ...._core.timing import LEASE_WAIT_SLICE
 from ...._core.types import Grant
 from ...._errors import BackendError
 from ...._url import StoreConfig
@@ -31,9 +32,17 @@ class Lease(PgDriver, LeaseBackend):
         self._listener: rt.Background | None = None
         self._listening = False
 
-    def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
+    def _ensure_listener(self) -> None:
         if self._listener is None or not self._listener.alive():
             self._listener = rt.Background(self._listen, name="distlock-postgres-listen")
+
+    def _observe_slice(self) -> float:
+        # observers are wakers too: while one watches, the listener stays up (it stops when none is left)
+        self._ensure_listener()
+        return LEASE_WAIT_SLICE if self._listening else super()._observe_slice()
+
+    def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
+        self._ensure_listener()
         delay = lease_slice(attempt, grant, timeout, backoff=not self._listening)
         assert attempt.waker is not None
         if attempt.waker.wait(delay):

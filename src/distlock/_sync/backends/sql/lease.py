@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 from .... import _rt_sync as rt
 from ...._core import sql_lease as sq
 from ...._core.timing import LEASE_WAIT_SLICE, Backoff, monotonic, wait_slice
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
-from ...._errors import BackendError
+from ...._errors import BackendError, ConfigError
 from ...._url import StoreConfig
 from ...._wakeup import Wakers
-from ...backend import SyncAttempt
+from ...backend import SyncAttempt, SyncWatch
 from .base import RENEW_SHARE, Budget, SqlBase
 
 log = logging.getLogger("distlock")
@@ -73,10 +74,32 @@ def lease_slice(attempt: LeaseAttempt, grant: Grant, timeout: float | None, back
     return wait_slice(grant.retry_after, attempt.backoff.next_delay() if backoff else None, timeout, LEASE_WAIT_SLICE)
 
 
+class _Watch(SyncWatch):
+    """An observer is woken where the name's waiters are: by this store's own changes at once, and by the
+    dialect's push from other processes (PostgreSQL NOTIFY on grants of election claims, proclaims and
+    releases). MySQL's bell only rings when a holder lets go, so an observer there reads again every
+    ``POLL`` seconds (``_observe_slice``)."""
+
+    def __init__(self, backend: LeaseBackend, key: str) -> None:
+        self._backend = backend
+        self._key = key
+        self._waker: rt.Waker | None = rt.Waker()
+        backend.wakers.watch(key, self._waker)
+
+    def wait(self, timeout: float) -> None:
+        if self._waker is not None:
+            self._waker.wait(min(timeout, self._backend._observe_slice()))
+
+    def close(self) -> None:
+        if self._waker is not None:
+            self._backend.wakers.unwatch(self._key, self._waker)
+            self._waker = None
+
+
 class LeaseBackend(SqlBase):
     """Lease rows; the dialect gives the push that wakes waiters (``_lease_wait`` and the hooks below)."""
 
-    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True)
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True)
 
     def __init__(self, config: StoreConfig) -> None:
         super().__init__(config)
@@ -89,7 +112,9 @@ class LeaseBackend(SqlBase):
         raise NotImplementedError
 
     def _granted(self, claim: Claim, key: str) -> None:
-        """After a grant (MySQL takes the companion lock here)."""
+        """After a grant (MySQL takes the companion lock here; an election's grant wakes local observers)."""
+        if claim.value is not None:
+            self.wakers.wake(key)
 
     def _released(self, tokens: Sequence[str], key: str) -> None:
         """After a release/abandon/break: wake the local waiters (and ring the bell)."""
@@ -100,7 +125,33 @@ class LeaseBackend(SqlBase):
 
     # -- the backend interface -------------------------------------------------------------------------
     def attempt(self, claim: Claim) -> SyncAttempt:
+        self._check_record(claim.name, claim.record if claim.value is not None else None)
         return LeaseAttempt(self, claim)
+
+    def _check_record(self, name: str, record: str | None) -> None:
+        if record is not None and self.dialect.name != "postgres" and len(record) > sq.OWNER_CHARS:
+            raise ConfigError(
+                f"the owner id and election value take {len(record)} characters; the MySQL lease table keeps "
+                f"{sq.OWNER_CHARS} (use a shorter value)",
+                name=name,
+                backend=self.scheme,
+            )
+
+    def proclaim(self, claim: Claim, value: str) -> bool:
+        record = replace(claim, value=value).record
+        self._check_record(claim.name, record)
+        key = sq.name_key(claim.name)
+        ok: bool = self._tx(lambda: self.ops.proclaim(claim, key, record))
+        if ok:
+            self.wakers.wake(key)
+        return ok
+
+    def watch(self, name: str) -> SyncWatch:
+        return _Watch(self, sq.name_key(name))
+
+    def _observe_slice(self) -> float:
+        """How long an observer may wait before it reads again: the dialect's push says (see ``_Watch``)."""
+        return SyncWatch.POLL
 
     def _release(self, claim: Claim) -> bool:
         key = sq.name_key(claim.name)
