@@ -76,12 +76,19 @@ class _Terminal:
                 signal.signal(signal.SIGTTOU, old)
 
 
-def supervise(lock: Any, name: str, argv: list[str], kill_after: float) -> int:
-    """Start CMD, wait for it, kill it if the lock is lost; the lock is held throughout."""
+def supervise(
+    lock: Any, name: str, argv: list[str], kill_after: float, *, env: dict[str, str] | None = None, what: str = "lock"
+) -> int:
+    """Start CMD, wait for it, kill it if the lock is lost; the lock is held throughout.
+
+    ``lock``: anything with ``on_lost``, ``lost`` and ``fence`` (or an election: ``env`` then gives CMD's
+    variables, ``what`` names it in the message)."""
     lost = threading.Event()
     lock.on_lost(lambda _lock: lost.set())
-    fence = lock.fence
-    env = dict(os.environ, DISTLOCK_NAME=name, DISTLOCK_FENCE="" if fence is None else str(fence))
+    if env is None:
+        fence = lock.fence
+        env = {"DISTLOCK_NAME": name, "DISTLOCK_FENCE": "" if fence is None else str(fence)}
+    env = dict(os.environ, **env)
     terminal = _Terminal()
     # own process group: a loss kills CMD's whole tree (a shell's children too), not only its first process
     child = subprocess.Popen(
@@ -115,7 +122,7 @@ def supervise(lock: Any, name: str, argv: list[str], kill_after: float) -> int:
         terminal.take_back()
     if lost.is_set():
         how = "SIGTERM" if code != -signal.SIGKILL else f"SIGTERM, then SIGKILL after {kill_after:g}s"
-        raise Abort(f"lock {name!r} was lost while the command ran; the command was stopped ({how})", EXIT_LOST)
+        raise Abort(f"{what} {name!r} was lost while the command ran; the command was stopped ({how})", EXIT_LOST)
     return code if code >= 0 else 128 - code
 
 
