@@ -37,8 +37,9 @@ from .._errors import LockError, NotHeld
 from .broken import BROKEN, CheckedLock
 from .resource import FencedRegister, UnfencedSet
 
-#: algorithms that run distlock's own lock (``ignore-lost``: a user who never looks at ``lost``)
-DISTLOCK_ALGORITHMS = ("distlock", "ignore-lost")
+#: algorithms that run distlock's own lock (``ignore-lost``: a user who never looks at ``lost``; ``election``:
+#: the workers campaign in a leader election and the leader writes with its term as the fence)
+DISTLOCK_ALGORITHMS = ("distlock", "ignore-lost", "election")
 
 # per-worker state in the shared array the fault injector reads
 IDLE, WAITING, HOLDING, HOLD_SLEEP, DONE, LINGER = 0, 1, 2, 3, 4, 5
@@ -64,18 +65,29 @@ class DistlockLock:
 
     One lock object per holding (:meth:`prepare`), so the ``on_lost`` callback knows which operation it is
     about. With ``watch_lost=False`` (the ``ignore-lost`` baseline) no callback is registered and the
-    lingering holder does not look at ``lost``: it learns of a loss only when ``release()`` says so."""
+    lingering holder does not look at ``lost``: it learns of a loss only when ``release()`` says so.
 
-    def __init__(self, url: str | None, name: str, ttl: float, watch_lost: bool = True) -> None:
+    With ``election=True`` the "lock" is a candidacy in the leader election of the name: acquire is
+    ``campaign()`` (the operation id as the value), the fence is the leader's ``term``, release is
+    ``resign()``; everything else, and every fault, is the same."""
+
+    def __init__(self, url: str | None, name: str, ttl: float, watch_lost: bool = True, election: bool = False) -> None:
         from .._sync.store import connect
 
         self.store = connect(url)
         self.name = name
         self.ttl = ttl
         self.watch_lost = watch_lost
-        self.lock = self.store.lock(name, ttl=ttl)
+        self.election = election
+        self.lock: Any = self._make(None)
         self.fence: int | None = None
         self._prepared = ""
+        self._op = ""
+
+    def _make(self, on_lost: Callable[[object], None] | None) -> Any:
+        if self.election:
+            return self.store.election(self.name, ttl=self.ttl, on_lost=on_lost)
+        return self.store.lock(self.name, ttl=self.ttl, on_lost=on_lost)
 
     def prepare(self, op_id: str, report: LostReport) -> None:
         """The next acquire is operation ``op_id``; ``report(op_id, t)`` when its ``lost`` fires."""
@@ -86,20 +98,28 @@ class DistlockLock:
         def fired(_lock: object) -> None:
             report(op_id, time.monotonic())
 
-        self.lock = self.store.lock(self.name, ttl=self.ttl, on_lost=fired if self.watch_lost else None)
+        self._op = op_id
+        self.lock = self._make(fired if self.watch_lost else None)
 
     def lost_event(self) -> Any:
         return self.lock.lost if self.watch_lost else None
 
     def acquire(self, timeout: float) -> bool:
-        ok = self.lock.acquire(timeout=max(0.0, timeout))
+        if self.election:
+            ok = bool(self.lock.campaign(self._op or "candidate", timeout=max(0.0, timeout)))
+            self.fence = self.lock.term if ok else None
+            return ok
+        ok = bool(self.lock.acquire(timeout=max(0.0, timeout)))
         self.fence = self.lock.fence if ok else None
         return ok
 
     def release(self) -> bool:
         told = self.lock.lost.is_set()
         try:
-            self.lock.release()
+            if self.election:
+                self.lock.resign()
+            else:
+                self.lock.release()
         except NotHeld:  # LockLost included: the holder is told it lost the lock
             return False
         return not told
@@ -135,7 +155,13 @@ class Events:
 
 def make_lock(spec: Spec) -> CheckedLock:
     if spec.algorithm in DISTLOCK_ALGORITHMS:
-        return DistlockLock(spec.url, spec.name, spec.ttl, watch_lost=spec.algorithm == "distlock")
+        return DistlockLock(
+            spec.url,
+            spec.name,
+            spec.ttl,
+            watch_lost=spec.algorithm != "ignore-lost",
+            election=spec.algorithm == "election",
+        )
     factory, _needs_redis = BROKEN[spec.algorithm]
     lock: CheckedLock = factory(spec.url or "", spec.name, spec.ttl, Path(spec.workdir))
     return lock

@@ -125,7 +125,12 @@ def _with_options(url: str, options: tuple[str, ...]) -> str:
     type=click.Choice(ALGORITHMS),
     default="distlock",
     show_default=True,
-    help="distlock's lock, or a known-broken baseline the checker must catch.",
+    help="distlock's lock, its leader election, or a known-broken baseline the checker must catch.",
+)
+@click.option(
+    "--election",
+    is_flag=True,
+    help="Check leader election: the workers campaign, the leader writes with its term (= --algorithm election).",
 )
 @click.option(
     "--spawn",
@@ -154,6 +159,7 @@ def check(
     faults: str,
     url_options: tuple[str, ...],
     algorithm: str,
+    election: bool,
     spawn: str | None,
     volatile: bool,
     json_file: Path | None,
@@ -166,6 +172,10 @@ def check(
         unknown = [f for f in fault_list if f not in FAULTS]
         if unknown:  # before any server is started
             raise ConfigError(f"unknown fault {unknown[0]!r}; choose from {', '.join(FAULTS)}")
+        if election:
+            if algorithm not in ("distlock", "election"):
+                raise click.UsageError("--election and --algorithm exclude each other")
+            algorithm = "election"
         if volatile and not spawn:
             raise click.UsageError("--volatile only applies to a server started with --spawn")
         server = stack.enter_context(spawned(spawn, fault_list, not volatile, ttl)) if spawn else None
