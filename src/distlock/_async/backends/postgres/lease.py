@@ -15,7 +15,7 @@ import psycopg
 
 from .... import _pg_async as pg
 from .... import _rt_async as rt
-from ...._core.timing import LEASE_WAIT_SLICE
+from ...._core.timing import LEASE_WAIT_SLICE, monotonic
 from ...._core.types import Grant
 from ...._errors import BackendError
 from ...._url import StoreConfig
@@ -34,6 +34,13 @@ class Lease(PgDriver, LeaseBackend):
     def _ensure_listener(self) -> None:
         if self._listener is None or not self._listener.alive():
             self._listener = rt.Background(self._listen, name="distlock-postgres-listen")
+
+    async def _arm_push(self) -> None:
+        # a NOTIFY sent before the LISTEN would be missed until the next poll: wait (bounded) until it is on
+        self._ensure_listener()
+        until = monotonic() + self._connect_timeout()
+        while not self._listening and monotonic() < until and not self._closed:
+            await rt.sleep(0.01)
 
     def _observe_slice(self) -> float:
         # observers are wakers too: while one watches, the listener stays up (it stops when none is left)

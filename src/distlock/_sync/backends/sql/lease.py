@@ -147,7 +147,12 @@ class LeaseBackend(SqlBase):
         return ok
 
     def watch(self, name: str) -> SyncWatch:
-        return _Watch(self, sq.name_key(name))
+        watch = _Watch(self, sq.name_key(name))
+        self._arm_push()
+        return watch
+
+    def _arm_push(self) -> None:
+        """Before an observer's first read: make sure the dialect's push is on (PostgreSQL: LISTEN)."""
 
     def _observe_slice(self) -> float:
         """How long an observer may wait before it reads again: the dialect's push says (see ``_Watch``)."""
