@@ -49,3 +49,11 @@ def test_worker_pool_example_never_exceeds_the_permits() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     peak = int(r.stdout.split("at most ")[1].split()[0])
     assert 1 <= peak <= 3 and "20 calls by 5 workers" in r.stdout
+
+
+def test_leader_example_hands_over_after_a_sigkill_with_increasing_terms() -> None:
+    r = _example("leader.py")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "killed instance-0 with SIGKILL" in r.stdout
+    assert "3 leaders" in r.stdout and "strictly increasing = True" in r.stdout
+    assert "refused" not in r.stdout
