@@ -62,9 +62,7 @@ def main() -> None:
         url = args.url or f"sqlite:///{tmp}/locks.db"
         ledger = Path(tmp) / "ledger.db"
         ctx = mp.get_context("spawn")
-        procs = [
-            ctx.Process(target=instance, args=(url, f"instance-{i}", ledger, 5)) for i in range(args.instances)
-        ]
+        procs = [ctx.Process(target=instance, args=(url, f"instance-{i}", ledger, 5)) for i in range(args.instances)]
         with distlock.connect(url) as store:
             changes = store.observe("scheduler", timeout=60)
             next(changes)  # no leader yet
