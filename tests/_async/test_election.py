@@ -53,7 +53,7 @@ async def test_election_candidates_lead_in_the_order_they_campaigned_one_at_a_ti
 
     def candidate(i: int) -> Any:
         async def run() -> None:
-            await sleep(0.3 * i)  # campaign in the order 1, 2, 3
+            await sleep(0.15 * i)  # campaign in the order 1, 2, 3
             el = async_store.election(name, ttl=10)
             assert await el.campaign(f"c{i}", timeout=20)
             began = monotonic()
@@ -66,7 +66,7 @@ async def test_election_candidates_lead_in_the_order_they_campaigned_one_at_a_ti
         return run
 
     async def first_resigns() -> None:
-        await sleep(1.2)  # every candidate is queued by now
+        await sleep(0.8)  # every candidate is queued by now
         await first.resign()
 
     await run_all(candidate(1), candidate(2), candidate(3), first_resigns)
@@ -96,14 +96,14 @@ async def test_election_observe_reports_every_leader_and_value_and_no_leader(
             el = async_store.election(name, ttl=10)
             assert await el.campaign(f"v{i}", timeout=5)
             history.append((f"v{i}", el.term))
-            await sleep(0.3)
+            await sleep(0.2)
             await el.proclaim(f"v{i}-b")
             history.append((f"v{i}-b", el.term))
-            await sleep(0.3)
+            await sleep(0.2)
             if i == 2:
                 finished.append(True)
             await el.resign()
-            await sleep(0.3)
+            await sleep(0.2)
 
     await run_all(observer, campaigners)
     assert seen[0] is None and seen[-1] is None

@@ -54,7 +54,7 @@ def test_election_candidates_lead_in_the_order_they_campaigned_one_at_a_time(
 
     def candidate(i: int) -> Any:
         def run() -> None:
-            sleep(0.3 * i)  # campaign in the order 1, 2, 3
+            sleep(0.15 * i)  # campaign in the order 1, 2, 3
             el = sync_store.election(name, ttl=10)
             assert el.campaign(f"c{i}", timeout=20)
             began = monotonic()
@@ -67,7 +67,7 @@ def test_election_candidates_lead_in_the_order_they_campaigned_one_at_a_time(
         return run
 
     def first_resigns() -> None:
-        sleep(1.2)  # every candidate is queued by now
+        sleep(0.8)  # every candidate is queued by now
         first.resign()
 
     run_all(candidate(1), candidate(2), candidate(3), first_resigns)
@@ -97,14 +97,14 @@ def test_election_observe_reports_every_leader_and_value_and_no_leader(
             el = sync_store.election(name, ttl=10)
             assert el.campaign(f"v{i}", timeout=5)
             history.append((f"v{i}", el.term))
-            sleep(0.3)
+            sleep(0.2)
             el.proclaim(f"v{i}-b")
             history.append((f"v{i}-b", el.term))
-            sleep(0.3)
+            sleep(0.2)
             if i == 2:
                 finished.append(True)
             el.resign()
-            sleep(0.3)
+            sleep(0.2)
 
     run_all(observer, campaigners)
     assert seen[0] is None and seen[-1] is None
