@@ -14,6 +14,13 @@ Layout (the one of etcd's Go ``concurrency.Mutex``, so ``etcdctl lock NAME`` int
   lock`` write an empty value and never read values (only keys and create revisions), so the queue they
   see has the same keys, revisions and leases as before. distlock 0.1 kept the owner record in a second key,
   ``\\x00distlock/owner/<hex>``, outside every prefix; holders written by 0.1 show as ``unknown:lease:<hex>``.
+* an election ``NAME`` (``store.election``) is the layout of Go's ``concurrency.Election``, which is the
+  Mutex's queue with a value: a candidate is the same key ``NAME/<hex>`` on its lease, and its value is the
+  candidate's value as raw bytes (no owner record), so ``etcdctl elect NAME`` and Go candidates queue with
+  distlock's; the leader is the smallest create revision and its term is that revision; a proclaim is a
+  put of the new value on the same key and lease guarded by ``CreateRevision(key) == term``, which keeps
+  the create revision. ``inspect`` reports a value that is not an owner record as the holder's ``value``
+  (an empty one, as Go's Mutex writes, as none), with the owner ``unknown:lease:<hex>``.
 
 Grant rule, FIFO by create revision (``ahead`` = contenders of the name with a smaller revision):
 
@@ -81,6 +88,20 @@ def owner_value(owner: str, mode: Mode, permits: int) -> bytes:
     return json.dumps({"owner": owner, "mode": mode.value, "permits": permits}, separators=(",", ":")).encode()
 
 
+def key_value(owner: str, mode: Mode, permits: int, value: str | None) -> bytes:
+    """What a contender's key holds: an election candidate's value as it is (Go's ``Election``, read by
+    ``etcdctl elect``), otherwise the owner record."""
+    return owner_value(owner, mode, permits) if value is None else value.encode("utf-8")
+
+
+def election_value(raw: bytes) -> str | None:
+    """The election value of a key's value: None for an owner record (a distlock lock) and for an empty value
+    (Go's ``Mutex``, ``etcdctl lock``); otherwise the bytes as text (undecodable bytes replaced)."""
+    if not raw or parse_owner(raw)[0] is not None:
+        return None
+    return raw.decode("utf-8", "replace")
+
+
 def parse_owner(raw: bytes) -> tuple[str | None, int | None]:
     try:
         data = json.loads(raw)
@@ -96,7 +117,7 @@ class Contender:
     mode: Mode
     rev: int  # create revision: queue order and fence
     lease: int
-    value: bytes = b""  # the key's value (owner record; empty for Go's keys, or when read keys-only)
+    value: bytes = b""  # the key's value (owner record, election value; empty for Go's Mutex, or keys-only)
 
 
 def mode_of(prefix: bytes, key: bytes) -> Mode | None:

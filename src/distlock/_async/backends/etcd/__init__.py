@@ -10,8 +10,10 @@ The folder splits as etcd's own client does (docs/etcd.md has the whole design):
 * ``mutex.py``    one acquisition: the queue of keys, the grant, the wait for the predecessor, the clean-up,
                   and :class:`EtcdGuard` (Go's ``concurrency.Mutex``; the pure rules are ``_core/etcd_keys.py``);
 * ``admin.py``    what ``inspect`` / ``list`` / ``break_lock`` read of everyone's keys;
+* ``watch.py``    an election observer's watch on ``NAME/`` (``store.observe``);
 * here            :class:`Backend`, the store's view: the holdings of this store (token -> key), release,
-                  renewal and the key check that goes with it, ``extend`` past a lease's TTL, and :func:`guard`.
+                  renewal and the key check that goes with it, ``extend`` past a lease's TTL, an election
+                  leader's ``proclaim``, and :func:`guard`.
 
 The store's renewer keeps all held leases alive with one keepalive stream request per tick (a batch of
 lease ids), plus one read-only txn that checks the keys are still there (an admin ``etcdctl del`` is seen).
@@ -27,11 +29,12 @@ from ...._core import etcd_keys as keys
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._errors import NotHeld, UnsupportedFeature
 from ...._url import StoreConfig
-from ...backend import AsyncBackend
+from ...backend import AsyncBackend, AsyncWatch
 from . import admin
 from .gateway import FAST_TRY, Denied, Gateway, denied
 from .leases import Leases
 from .mutex import Attempt, Entry, EtcdGuard
+from .watch import Watch
 
 if TYPE_CHECKING:
     from ...locks import AsyncLock
@@ -49,7 +52,7 @@ def guard(lock: AsyncLock) -> EtcdGuard:
 
 
 class Backend(AsyncBackend):
-    capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=True)
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=True, elections=True)
 
     def __init__(self, config: StoreConfig, gw: Gateway) -> None:
         super().__init__(config)
@@ -94,7 +97,7 @@ class Backend(AsyncBackend):
             "/v3/kv/txn",
             {
                 "compare": [keys.create_is(entry.key, entry.rev)],
-                "success": [keys.put_op(entry.key, entry.owner_value, new.id)],
+                "success": [keys.put_op(entry.key, entry.value, new.id)],
             },
         )
         if data.get("succeeded"):
@@ -168,6 +171,33 @@ class Backend(AsyncBackend):
 
     async def inspect(self, name: str) -> LockInfo | None:
         return await admin.inspect(self.gw, self.leases, name)
+
+    async def proclaim(self, claim: Claim, value: str) -> bool:
+        """Go's ``Election.Proclaim``: put the new value on the leader's key and lease, if the key still has
+        the leadership's create revision (the term); the put keeps that revision."""
+        entry = self._entry(claim)
+        if entry is None:
+            return False
+        raw = value.encode("utf-8")
+        # what a later move to a longer lease (``_relet``) writes; set first, so it never writes the old value
+        entry.value = raw
+        try:
+            data = await self.gw.call(
+                "/v3/kv/txn",
+                {
+                    "compare": [keys.create_is(entry.key, entry.rev)],
+                    "success": [keys.put_op(entry.key, raw, entry.lease.id)],
+                },
+            )
+        except Denied as exc:
+            raise denied(exc, claim.name, self.gw.username, f"write {entry.key.decode('utf-8', 'replace')!r}") from None
+        return bool(data.get("succeeded"))
+
+    async def watch(self, name: str) -> AsyncWatch:
+        try:
+            return await Watch.open(self.gw, name)
+        except Denied as exc:
+            raise denied(exc, name, self.gw.username, f"watch {name + '/'!r}") from None
 
     async def break_lock(self, name: str) -> bool:
         _, holders, _ = await admin.snapshot(self.gw, name)

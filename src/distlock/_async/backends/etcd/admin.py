@@ -1,8 +1,10 @@
 """What ``inspect``, ``list`` and ``break_lock`` read of a lock's queue on etcd: everyone's keys, not ours.
 
 Owners come from the values of the keys (JSON written by distlock; an empty value is a Go ``Mutex`` or an
-``etcdctl lock``, shown as ``unknown:lease:<hex>``). A user whose role does not cover the names gets a
-one-line error naming what it may not read.
+``etcdctl lock``, shown as ``unknown:lease:<hex>``). Any other value is an election candidate's (distlock's,
+Go's ``Election``, ``etcdctl elect``): reported as the holder's ``value``, with the owner
+``unknown:lease:<hex>``. A user whose role does not cover the names gets a one-line error naming what it may
+not read.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ async def inspect(gw: Gateway, leases: Leases, name: str) -> LockInfo | None:
         if h.lease:
             ttl_left = float(max(0, await leases.time_to_live(h.lease)))
         owner = owners.get(h.key) or f"unknown:lease:{h.lease:x}"
-        infos.append(HolderInfo(owner, h.rev, h.mode.value, ttl_left))
+        infos.append(HolderInfo(owner, h.rev, h.mode.value, ttl_left, keys.election_value(h.value)))
     return LockInfo(name, keys.kind_of(queue), tuple(infos), len(queue) - len(holders))
 
 

@@ -121,7 +121,8 @@ class Gateway:
         if self.base == failed:
             self._current = (self._current + 1) % len(self.bases)
 
-    def _headers(self) -> dict[str, str]:
+    def headers(self) -> dict[str, str]:
+        """The request headers of the current authentication (the token, if any)."""
         return {"Authorization": self._token} if self._token else {}
 
     def error(self, message: str) -> BackendError:
@@ -180,7 +181,7 @@ class Gateway:
             connect = self.connect_timeout if try_timeout is None else min(try_timeout, self.connect_timeout)
             try:
                 resp = await self.client.post(
-                    base, path, payload, self._headers(), timeout=min(left, limit), connect_timeout=min(left, connect)
+                    base, path, payload, self.headers(), timeout=min(left, limit), connect_timeout=min(left, connect)
                 )
             except OSError as exc:  # refused, reset, timed out, TLS failure: try the next member
                 last, cause = f"{type(exc).__name__} from {_label(base)}", exc
@@ -257,7 +258,7 @@ class Gateway:
                 base,
                 "/v3/watch",
                 body,
-                self._headers(),
+                self.headers(),
                 timeout=max(0.01, timeout),
                 connect_timeout=min(timeout + 0.01, self.connect_timeout),
             ) as resp:
@@ -297,7 +298,7 @@ class Gateway:
                 member,
                 "/v3/kv/range",
                 json.dumps(body).encode(),
-                self._headers(),
+                self.headers(),
                 timeout=min(self.try_timeout, self.op_timeout),
                 connect_timeout=min(self.try_timeout, self.connect_timeout),
             )

@@ -111,6 +111,19 @@ class Stream:
     _deadline: float
     _done: bool = False
 
+    async def read(self, deadline: float) -> bytes | None:
+        """The next piece of the body as it arrives; None at its end. Past ``deadline`` it raises
+        ``TimeoutError`` having consumed nothing, so a long-lived stream (an observer's watch) can be read on
+        with a new deadline."""
+        data = await self._link.data(deadline)
+        if data is None:
+            self._done = True
+        return data
+
+    def close(self) -> None:
+        """Drop the connection (a stream left before its end cannot carry another request)."""
+        self._link.close()
+
     async def lines(self) -> AsyncIterator[bytes]:
         """The body split at newlines (one JSON message per line), as it arrives."""
         pending = b""
@@ -236,16 +249,24 @@ class HTTPClient:
         self._release(member, link)
         return Answer(status, b"".join(parts))
 
+    async def open_stream(
+        self, member: Member, path: str, body: bytes, headers: dict[str, str], timeout: float, connect_timeout: float
+    ) -> Stream:
+        """A request whose answer streams in, for a caller that keeps it open across calls (read it with
+        ``Stream.read`` and end it with ``Stream.close``); ``timeout`` bounds the answer's head."""
+        link, status, deadline = await self._send(
+            member, self._request(member, path, body, headers), body, timeout, connect_timeout
+        )
+        return Stream(status, link, deadline)
+
     @contextlib.asynccontextmanager
     async def stream(
         self, member: Member, path: str, body: bytes, headers: dict[str, str], timeout: float, connect_timeout: float
     ) -> AsyncIterator[Stream]:
         """A request whose answer is read as it streams in (``Stream.lines()``); the connection is closed
         afterwards unless the whole answer was read (leaving a watch means dropping its connection)."""
-        link, status, deadline = await self._send(
-            member, self._request(member, path, body, headers), body, timeout, connect_timeout
-        )
-        stream = Stream(status, link, deadline)
+        stream = await self.open_stream(member, path, body, headers, timeout, connect_timeout)
+        link = stream._link
         try:
             yield stream
         finally:

@@ -7,7 +7,9 @@ Key layout and grant rule are pure and live in :mod:`distlock._core.etcd_keys`. 
 key ``NAME/<lease hex>`` (its owner record as the value) on its own lease (``leases.py``); the smallest
 create revision holds; a waiter watches only the key just ahead of it; the fence is the create revision of
 the holder's key. So an ``etcdctl lock NAME`` or a Go ``concurrency.Mutex`` on the same name and a distlock
-lock exclude each other.
+lock exclude each other. An election candidate (``claim.value`` set) is the same acquisition with its value
+as the key's value instead of the owner record: Go's ``concurrency.Election`` and ``etcdctl elect``, whose
+campaign is this queue too.
 
 One try creates the key and reads the queue in one txn (the uncontended path is one request after the
 lease). After every wake-up the waiter re-reads the queue and requires its own key to still be there
@@ -50,7 +52,7 @@ class Entry:
     key: bytes
     rev: int
     lease: Lease
-    owner_value: bytes
+    value: bytes  # what the key holds: the owner record, or an election candidate's value (proclaim replaces it)
     token: str = ""
     releasing: bool = False
 
@@ -159,7 +161,7 @@ class Attempt(SyncAttempt):
     def _enqueue(self) -> tuple[Entry, int, list[keys.Contender]]:
         """Create our key (put-if-absent on our own lease) and read the queue, in one txn."""
         claim = self.claim
-        value = keys.owner_value(claim.owner, claim.mode, claim.permits)
+        value = keys.key_value(claim.owner, claim.mode, claim.permits, claim.value)
         queue_range = {"request_range": keys.prefix_range(self._prefix)}
         fresh = False
         while True:

@@ -1,0 +1,159 @@
+# GENERATED from src/distlock/_async/backends/etcd/watch.py by scripts/gen_sync.py: edit that file, not this one.
+"""An observer's watch on one election (``store.observe``): an etcd watch stream on the range ``NAME/``.
+
+Every change of a name's queue is an event in that range -- a candidate's key created (campaign), put again
+(proclaim) or deleted (resign, a lease that ran out or was revoked) -- so one stream of the whole range
+wakes the observer for every change of leader or value, whoever made it (distlock, Go's
+``concurrency.Election``, ``etcdctl elect``). The events are wake-ups only: the observer reads the leader
+again after each, so it never depends on how a batch of events is split.
+
+The stream is created before :func:`open` returns (its ``created`` answer has come back), which is the
+"armed before the first read" the observer needs; it is then read on across :meth:`Watch.wait` calls, so
+an event that came while the observer was reading is waiting in the stream for the next call. A stream
+that ends (member gone, watch cancelled or compacted, connection closed) is made again on the next member
+before :meth:`Watch.wait` returns, and that return counts as a wake-up: the observer's read after it covers
+whatever happened while no stream was open. If no member lets it make one, the observer polls until one does.
+The watch needs no permission beyond reading ``NAME/``, the range the candidates write.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from typing import Any
+
+from .... import _rt_sync as rt
+from ...._core import etcd_keys as keys
+from ...._core.timing import monotonic
+from ...._errors import BackendError
+from ...backend import SyncWatch
+from .gateway import Denied, Gateway
+from .http import Stream
+
+#: a read that ran into its deadline: ``TimeoutError``, or a socket that the deadline made non-blocking
+_READ_TIMEOUT = (TimeoutError, BlockingIOError, ssl.SSLWantReadError)
+
+
+class Watch(SyncWatch):
+    """One observer's stream of the events under ``NAME/`` (see the module docstring)."""
+
+    def __init__(self, gw: Gateway, name: str) -> None:
+        self._gw = gw
+        self._name = name
+        self._prefix = keys.lock_prefix(name)
+        self._stream: Stream | None = None
+        self._pending = b""  # bytes of the stream after its last complete line
+
+    @classmethod
+    def open(cls, gw: Gateway, name: str) -> Watch:
+        """A watch whose stream exists on a member (``BackendError`` if none made one within the op timeout)."""
+        watch = cls(gw, name)
+        watch._arm()
+        return watch
+
+    def _arm(self) -> None:
+        """Make the stream, trying the members in turn until the op timeout: return once etcd has answered
+        ``created``, from when on every change of the range is sent down the stream."""
+        gw = self._gw
+        create = {"key": keys.b64(self._prefix), "range_end": keys.b64(keys.prefix_end(self._prefix))}
+        body = json.dumps({"create_request": create}).encode()
+        deadline = monotonic() + gw.op_timeout
+        last = "no member answered"
+        reauth = True
+        while True:
+            base = gw.base
+            left = max(0.05, deadline - monotonic())
+            try:
+                stream = gw.client.open_stream(
+                    base,
+                    "/v3/watch",
+                    body,
+                    gw.headers(),
+                    timeout=min(left, gw.try_timeout),
+                    connect_timeout=min(left, gw.connect_timeout),
+                )
+            except OSError as exc:
+                last = f"{type(exc).__name__} when opening a watch"
+            else:
+                self._stream, self._pending = stream, b""
+                try:
+                    if stream.status == 200:
+                        result = self._message(min(deadline, monotonic() + gw.try_timeout))
+                        if result is not None and result.get("created") and not result.get("canceled"):
+                            return
+                        reason = "" if result is None else str(result.get("cancel_reason") or "")
+                        if "permission denied" in reason:
+                            raise Denied("etcd: /v3/watch: permission denied", backend=gw.scheme)
+                        if "auth token" in reason and reauth and gw.username is not None:
+                            # the token expired while no call needed it: a new one, and the same member again
+                            reauth = False
+                            self._drop()
+                            gw.authenticate()
+                            continue
+                        last = f"watch not created ({reason or result})"
+                    else:
+                        last = f"HTTP {stream.status} when opening a watch"
+                except OSError as exc:
+                    last = f"{type(exc).__name__} when opening a watch"
+                except BaseException:
+                    self._drop()
+                    raise
+                self._drop()
+            gw.rotate(base)
+            if monotonic() >= deadline:
+                raise gw.error(f"no watch on {self._name!r} within {gw.op_timeout}s ({last})")
+            rt.sleep(0.05)
+
+    def _message(self, deadline: float) -> dict[str, Any] | None:
+        """The ``result`` of the next message of the stream; None when ``deadline`` passed first. A stream
+        that ended raises ``ConnectionError``."""
+        stream = self._stream
+        assert stream is not None
+        while (cut := self._pending.find(b"\n")) < 0:
+            if monotonic() >= deadline:
+                return None
+            try:
+                data = stream.read(deadline)
+            except _READ_TIMEOUT:
+                return None
+            if data is None:
+                raise ConnectionError("the watch stream ended")
+            self._pending += data
+        line, self._pending = self._pending[:cut], self._pending[cut + 1 :]
+        if not line.strip():
+            return {}
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            raise ConnectionError("unreadable message on the watch stream") from None
+        result = msg.get("result") if isinstance(msg, dict) else None
+        if not isinstance(result, dict):
+            raise ConnectionError(f"the watch stream ended: {msg}")
+        return result
+
+    def wait(self, timeout: float) -> None:
+        deadline = monotonic() + max(0.0, timeout)
+        if self._stream is not None:
+            try:
+                while (result := self._message(deadline)) is not None:
+                    if result.get("canceled") or result.get("compact_revision"):
+                        raise ConnectionError("the watch was cancelled")
+                    if result.get("events"):
+                        return
+                return
+            except OSError:
+                self._drop()
+        # No stream (it ended, or could not be made last time): make one, then wake the observer, whose
+        # read now covers the time without a stream; if no member makes one, poll.
+        try:
+            self._arm()
+        except BackendError:
+            rt.sleep(max(0.0, min(deadline - monotonic(), self.POLL)))
+
+    def _drop(self) -> None:
+        stream, self._stream, self._pending = self._stream, None, b""
+        if stream is not None:
+            stream.close()
+
+    def close(self) -> None:
+        self._drop()
