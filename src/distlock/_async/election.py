@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("distlock")
 
+#: an observer reads again at least this often, push or not: a watch on a server cut off from its cluster
+#: (an etcd member in a minority, a ZooKeeper node that lost its quorum) can go quiet instead of failing
+RECHECK = 2.0
+
 
 def check_elections(core: AsyncAcquirer, name: str) -> None:
     if not core.capabilities.elections:
@@ -243,6 +247,6 @@ async def observe(core: AsyncAcquirer, name: str, timeout: float | None) -> Asyn
             left = deadline.remaining()
             if left is not None and left <= 0:
                 return
-            await watch.wait(60.0 if left is None else left)
+            await watch.wait(RECHECK if left is None else min(left, RECHECK))
     finally:
         await rt.shielded(watch.aclose())

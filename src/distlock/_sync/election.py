@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("distlock")
 
+#: an observer reads again at least this often, push or not: a watch on a server cut off from its cluster
+#: (an etcd member in a minority, a ZooKeeper node that lost its quorum) can go quiet instead of failing
+RECHECK = 2.0
+
 
 def check_elections(core: SyncAcquirer, name: str) -> None:
     if not core.capabilities.elections:
@@ -244,6 +248,6 @@ def observe(core: SyncAcquirer, name: str, timeout: float | None) -> Iterator[Le
             left = deadline.remaining()
             if left is not None and left <= 0:
                 return
-            watch.wait(60.0 if left is None else left)
+            watch.wait(RECHECK if left is None else min(left, RECHECK))
     finally:
         rt.shielded(watch.close())
