@@ -79,6 +79,8 @@ ROWS: tuple[Row, ...] = (
             "test_semaphore_contention_holds_at_most_n",
             "test_multilock_all_or_nothing",
             "test_inspect_list_and_break",
+            "test_election_campaign_proclaim_resign_and_the_leader_seen_by_anyone",
+            "test_election_observe_reports_every_leader_and_value_and_no_leader",
         ),
     ),
     # a short session timeout: a crashed holder frees its locks within 4 s in the tests

@@ -65,21 +65,23 @@ class Snapshot:
     holder_pttl: int
     readers: dict[str, int]  # token -> lease end ms
     permits: dict[str, int]
-    details: dict[str, tuple[str, int, str]]  # token -> (mode, fence, owner)
+    details: dict[str, tuple[str, int, str]]  # token -> (mode, fence, owner record: owner id [0x1F value])
     waiters: int
     now: int
 
     def holders(self) -> list[tuple[str, HolderInfo]]:
-        """(token, info) of every live holder; a foreign holder (redis-py Lock) shows owner '?'."""
+        """(token, info) of every live holder; a foreign holder (redis-py Lock) shows owner '?'. An election
+        leader's record carries its value (``HolderInfo.value``)."""
         out: list[tuple[str, HolderInfo]] = []
         if self.holder:
             mode, fence, owner = self.details.get(self.holder, ("lock", -1, "?"))
             left = None if self.holder_pttl < 0 else self.holder_pttl / 1000.0
-            out.append((self.holder, HolderInfo(owner, fence if fence >= 0 else None, mode, left)))
+            out.append((self.holder, HolderInfo.of_record(owner, fence if fence >= 0 else None, mode, left)))
         for group, mode in ((self.readers, "read"), (self.permits, "semaphore")):
             for token, end in sorted(group.items(), key=lambda kv: kv[1]):
                 _, fence, owner = self.details.get(token, (mode, -1, "?"))
-                out.append((token, HolderInfo(owner, fence if fence >= 0 else None, mode, (end - self.now) / 1000.0)))
+                info = HolderInfo.of_record(owner, fence if fence >= 0 else None, mode, (end - self.now) / 1000.0)
+                out.append((token, info))
         return out
 
     def info(self, name: str) -> LockInfo | None:

@@ -8,13 +8,17 @@ name is held or waited on: the last release (or lease end) removes them all::
                             The redis-py ``Lock(N)`` layout, so the two exclude each other (the wire layout docs/redis.md documents).
     {N}:r           zset    readers:        token -> lease end (ms, server clock)
     {N}:p           zset    semaphore:      token -> lease end (ms, server clock)
-    {N}:i           hash    holder details: token -> "mode|fence|owner" (for inspect and fences)
+    {N}:i           hash    holder details: token -> "mode|fence|owner" (for inspect and fences); the owner
+                            part is the claim's record: an election leader's has its value after the owner id
+                            and a 0x1F byte (``Claim.record``), which ``proclaim`` rewrites in place
     {N}:q           zset    waiters:        "mode|token" -> arrival sequence (FIFO order)
     {N}:qd          zset    waiter leases:  "mode|token" -> deadline (ms); a waiter that stops
                             refreshing its entry drops out (F12 in docs/safety.md)
     {N}:fence       string  0.1.0 only (a per-name counter that never went away): read once, folded into the
                             fence counter below and deleted by the first script that meets it (upgrade)
-    {N}:wake        channel wake-ups: a release publishes the token of the first waiter, "*" = all
+    {N}:wake        channel wake-ups: a release publishes the token of the first waiter, "*" = all;
+                            elections add :data:`NOTICE` (a leader was granted, proclaimed, released or
+                            abandoned), which no waiter takes for its own wake-up and every observer does
 
 Fences come from one counter that does not grow with the names (the 8th key, :func:`counter_key`):
 
@@ -52,6 +56,9 @@ NODE_COUNTER = "distlock:fences"
 SLOTS = 16384
 #: how many KEYS every script gets (:func:`keys`)
 NKEYS = 8
+#: the wake-up message of an election's observers: the leader or its value may have changed. Not a token (those
+#: are hex) and not "*" (that wakes every waiter), so a waiter's listener never takes it for its own turn.
+NOTICE = "!leader"
 
 
 def slot_of(key: str) -> int:

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import hashlib
 
+from .redis_keys import NOTICE
+
 #: the SHA1 of the acquire script of distlock 0.1.0 (per-name ``{N}:fence`` counters): if a server has it
 #: cached, an old client has been using that server (checked at connect by
 #: :func:`distlock._async.backends.redis.fences.check_server`)
 OLD_ACQUIRE_SHA = "a4624229ebf697be6b9ff040d73a51b94abf9126"
 
 
-_PRELUDE = """
+_PRELUDE = (
+    """
 local now = nil
 local channel = ARGV[1]
 
@@ -56,6 +59,18 @@ local function wake_head()
   end
 end
 
+-- is this details record (or owner string) an election candidate's? (a 0x1F byte between owner and value)
+local function elected(record)
+  return record ~= nil and record ~= false and string.find(record, '\\31', 1, true) ~= nil
+end
+
+-- an election's leader or value may have changed: wake its observers (no waiter takes this for its turn)
+local function notice()
+  redis.call('PUBLISH', channel, '"""
+    + NOTICE
+    + """')
+end
+
 local function shared_set(mode)
   if mode == 'read' then return KEYS[2] end
   return KEYS[3]
@@ -88,11 +103,13 @@ local function holds(token, mode)
   return s ~= false and tonumber(s) > now
 end
 """
+)
 
 ACQUIRE = (
     _PRELUDE
     + """
--- ARGV: 1 channel, 2 token, 3 mode, 4 ttl ms, 5 permits, 6 fair (0/1), 7 owner,
+-- ARGV: 1 channel, 2 token, 3 mode, 4 ttl ms, 5 permits, 6 fair (0/1), 7 owner (the claim's record: an
+--         election candidate's carries its value, and its grant wakes the name's observers),
 --       8 waiter entry ttl ms (0: do not queue on failure),
 --       9 marker: on a node the epoch this client saw ('' = none yet); on a Redlock master '@' + the run id
 --         of the server, which the client read on the very connection this request goes out on
@@ -134,6 +151,7 @@ if exclusive and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[5]) == 0 t
   redis.call('SET', KEYS[1], token, 'PX', ttl)
   redis.call('HSET', KEYS[4], token, mode .. '|' .. fence .. '|' .. owner)
   redis.call('PEXPIRE', KEYS[4], ttl)
+  if elected(owner) then notice() end
   if seeded then return {1, fence, mark, fence} end
   return {1, fence, mark, counter()}
 end
@@ -192,6 +210,7 @@ if ok then
   end
   -- a shared grant may let the next waiter in too: pass the wake-up on
   if not exclusive then wake_head() end
+  if elected(owner) then notice() end
   return {1, fence, mark, counter()}
 end
 if qttl > 0 then
@@ -226,6 +245,7 @@ RELEASE = (
     + """
 -- ARGV: 1 channel, 2 token, 3 mode.  Compare-and-delete: returns 1 if the token held a live lease.
 local token, mode = ARGV[2], ARGV[3]
+local record = redis.call('HGET', KEYS[4], token)
 local ok = 0
 if mode == 'lock' or mode == 'write' then
   if redis.call('GET', KEYS[1]) == token then
@@ -242,6 +262,7 @@ if ok == 1 and redis.call('EXISTS', KEYS[5]) == 1 then
   purge()
   wake_head()
 end
+if ok == 1 and elected(record) then notice() end
 return ok
 """
 )
@@ -253,6 +274,7 @@ ABANDON = (
 -- entry, and a holding whose reply was lost (F10 in docs/safety.md). Passes a wake-up on if the name is free.
 local token, mode = ARGV[2], ARGV[3]
 local member = mode .. '|' .. token
+local record = redis.call('HGET', KEYS[4], token)
 purge()
 local gone = redis.call('ZREM', KEYS[5], member)
 redis.call('ZREM', KEYS[6], member)
@@ -260,6 +282,7 @@ if mode == 'lock' or mode == 'write' then
   if redis.call('GET', KEYS[1]) == token then
     redis.call('DEL', KEYS[1])
     gone = gone + 1
+    if elected(record) then notice() end
   end
 else
   gone = gone + redis.call('ZREM', shared_set(mode), token)
@@ -359,6 +382,31 @@ return 0
 """
 )
 
+PROCLAIM = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel, 2 token, 3 record (the owner id, 0x1F, the new value).  Elections: if the token still holds
+-- the exclusive key, make `record` the owner part of its details (mode and fence kept) and wake the observers.
+-- Returns 1, or 0 if the token does not hold the name. The holding (key, lease) and the fence counter are not
+-- touched: on Redlock the fence rule (FENCE_FLOOR, docs/models/redlock_fence.pml) does not see a proclaim.
+local token, record = ARGV[2], ARGV[3]
+if redis.call('GET', KEYS[1]) ~= token then return 0 end
+local inf = redis.call('HGET', KEYS[4], token)
+if inf then
+  local a = string.find(inf, '|', 1, true)
+  local b = string.find(inf, '|', a + 1, true)
+  redis.call('HSET', KEYS[4], token, string.sub(inf, 1, b) .. record)
+else
+  -- details always outlive the key they describe; should they be gone, keep the new ones no longer than it
+  redis.call('HSET', KEYS[4], token, 'lock|-1|' .. record)
+  tick()
+  keep_until(KEYS[4], now + math.max(1, redis.call('PTTL', KEYS[1])))
+end
+notice()
+return 1
+"""
+)
+
 SCRIPTS: dict[str, str] = {
     "acquire": ACQUIRE,
     "release": RELEASE,
@@ -368,6 +416,7 @@ SCRIPTS: dict[str, str] = {
     "inspect": INSPECT,
     "break": BREAK,
     "fence_floor": FENCE_FLOOR,
+    "proclaim": PROCLAIM,
 }
 
 SHA: dict[str, str] = {k: hashlib.sha1(v.encode()).hexdigest() for k, v in SCRIPTS.items()}

@@ -36,6 +36,10 @@ class Leases:
             else:
                 self.forget(c.token)
 
+    def until(self, token: str) -> float:
+        """The local end of the token's last confirmed lease (0.0: none known)."""
+        return self._until.get(token, 0.0)
+
     def unsure(self, token: str) -> None:
         if token in self._until:
             self._unsure.add(token)

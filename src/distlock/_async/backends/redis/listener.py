@@ -26,10 +26,12 @@ class Listener:
     """One pub/sub connection per server and store: routes wake-up messages to the local waiters.
 
     A waiter registers ``(channel, token, notify)``; a message carrying its token (or ``*``) calls
-    ``notify``. :meth:`watch` returns only once the server has confirmed the subscription. :meth:`live`
-    tells whether a channel's subscription is confirmed, and in which *generation*: the generation changes
-    whenever messages may have been missed (the connection dropped), and every waiter is then notified to
-    re-check. A caller that registered (:meth:`add`) while the channel was live, and finds the same
+    ``notify``. An election's observer registers with ``observer=True`` under a key of its own: EVERY message
+    on the channel calls it (a release's waiter token, ``*``, and the :data:`~distlock._core.redis_keys.NOTICE`
+    of a new leader or value, which in turn wakes no waiter: it is nobody's token). :meth:`watch` returns
+    only once the server has confirmed the subscription. :meth:`live` tells whether a channel's subscription
+    is confirmed, and in which *generation*: the generation changes whenever messages may have been missed
+    (the connection dropped), and every waiter (and observer) is then notified to re-check. A caller that registered (:meth:`add`) while the channel was live, and finds the same
     generation after its re-check, cannot have missed a release in between. Channels stay subscribed for
     ``LINGER`` seconds after their last waiter left, so a busy lock is not re-subscribed per acquire.
 
@@ -44,6 +46,7 @@ class Listener:
         self._client = client
         self._pubsub: Any = None
         self._waiters: dict[str, dict[str, Callable[[], None]]] = {}
+        self._observers: dict[str, dict[str, Callable[[], None]]] = {}
         self._confirmed: dict[str, rt.Event] = {}
         self._live: dict[str, int] = {}
         self._idle: dict[str, float] = {}
@@ -60,15 +63,19 @@ class Listener:
         with self._state:
             return self._live.get(channel)
 
-    def add(self, channel: str, token: str, notify: Callable[[], None]) -> None:
-        """Register a waiter locally (no I/O): messages for ``token`` on ``channel`` call ``notify``."""
+    def add(self, channel: str, token: str, notify: Callable[[], None], observer: bool = False) -> None:
+        """Register a waiter locally (no I/O): messages for ``token`` on ``channel`` call ``notify`` (an
+        observer: every message does)."""
         with self._state:
-            self._waiters.setdefault(channel, {})[token] = notify
+            (self._observers if observer else self._waiters).setdefault(channel, {})[token] = notify
             self._idle.pop(channel, None)
 
-    async def watch(self, channel: str, token: str, notify: Callable[[], None], timeout: float) -> bool:
-        """Register a waiter and subscribe; True once the subscription is confirmed (False: rely on hints)."""
-        self.add(channel, token, notify)
+    async def watch(
+        self, channel: str, token: str, notify: Callable[[], None], timeout: float, observer: bool = False
+    ) -> bool:
+        """Register a waiter (or observer) and subscribe; True once the subscription is confirmed (False:
+        rely on hints)."""
+        self.add(channel, token, notify, observer)
         if self.live(channel) is not None:
             return True
         async with self._io:
@@ -92,14 +99,16 @@ class Listener:
                 self._reader = rt.Background(self._run, "distlock-redis-listener")
         return await rt.wait_event(event, timeout)
 
-    async def unwatch(self, channel: str, token: str) -> None:
+    async def unwatch(self, channel: str, token: str, observer: bool = False) -> None:
         with self._state:
-            group = self._waiters.get(channel)
+            groups = self._observers if observer else self._waiters
+            group = groups.get(channel)
             if group is not None:
                 group.pop(token, None)
                 if not group:
-                    del self._waiters[channel]
-                    self._idle[channel] = time.monotonic()
+                    del groups[channel]
+                    if channel not in self._waiters and channel not in self._observers:
+                        self._idle[channel] = time.monotonic()
         await self._sweep()
 
     async def _sweep(self) -> None:
@@ -110,7 +119,11 @@ class Listener:
         self._last_sweep = now
         async with self._io:
             with self._state:
-                stale = [c for c, t in self._idle.items() if now - t > self.LINGER and c not in self._waiters]
+                stale = [
+                    c
+                    for c, t in self._idle.items()
+                    if now - t > self.LINGER and c not in self._waiters and c not in self._observers
+                ]
                 for c in stale:
                     self._idle.pop(c, None)
                     self._confirmed.pop(c, None)
@@ -126,7 +139,7 @@ class Listener:
             self._live.clear()
             for c in list(self._confirmed):
                 self._confirmed[c] = rt.Event()
-            everyone = [n for group in self._waiters.values() for n in group.values()]
+            everyone = [n for groups in (self._waiters, self._observers) for g in groups.values() for n in g.values()]
         for notify in everyone:
             notify()
 
@@ -182,21 +195,25 @@ class Listener:
         wake: list[Callable[[], None]] = []
         with self._state:
             group = self._waiters.get(channel, {})
+            watching = list(self._observers.get(channel, {}).values())
             if kind == "subscribe":
                 event = self._confirmed.get(channel)
                 if event is not None:
                     if event.is_set():  # re-subscribed after a reconnect we did not see: messages may be lost
                         self._gen += 1
-                        wake = list(group.values())
+                        wake = list(group.values()) + watching
                     event.set()
                     self._live[channel] = self._gen
             elif kind == "message":
                 data = msg.get("data")
                 token = data.decode() if isinstance(data, bytes) else str(data)
+                # observers take every message; a waiter only its token or "*" (never an observers' NOTICE)
                 if token == "*":
-                    wake = list(group.values())
+                    wake = list(group.values()) + watching
                 elif token in group:
-                    wake = [group[token]]
+                    wake = [group[token], *watching]
+                else:
+                    wake = watching
         for notify in wake:
             notify()
 

@@ -22,6 +22,12 @@ store's fence counter, default ``distlock:fences``; on a cluster the prefix of t
 limited to its own key pattern names one inside it), plus redis-py's own URL options (``ssl_*``,
 ``client_name``, ...).
 
+Elections (``store.election``): a candidate is a fair exclusive claim whose record (owner id, 0x1F, value)
+is the owner part of its holder details, so ``inspect`` and ``leader`` read the value where they read the
+owner; the exclusive key keeps the token (redis-py's layout). ``proclaim`` rewrites that record if the token
+still holds the key; grants, releases and proclaims of a candidate publish the election NOTICE on the name's
+channel, which the observers' :class:`~.watch.RedisWatch` listens to (``_core/redis_keys.py``).
+
 Redis Cluster: every key of one name is in the slot of the name (hash tag ``{name}``), so each script
 runs on the one master that owns the name; the wake-up is a classic ``PUBLISH``, which the cluster
 broadcasts to every node, so the one pub/sub connection may be on any node. A name whose keys would fall
@@ -38,6 +44,7 @@ store's registry):
 * ``wire.py``: distlock's own request path (pre-encoded calls on a free list of connections).
 * ``listener.py``: the one pub/sub connection per server and store that turns releases into wake-ups.
 * ``attempt.py``: try / wait on the wake-up channel / abandon, single node and Redlock.
+* ``watch.py``: an election observer's wake-up, on the same channel and listener.
 * ``fences.py``: the fence counter (markers, connect-time checks, the Redlock seeding rule).
 * ``leases.py``: what makes a release idempotent across retries.
 * ``redlock.py``: Redlock over N independent masters, on the same nodes, scripts and attempts;
@@ -47,6 +54,7 @@ store's registry):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ...._core import redis_calls as rc
 from ...._core.timing import WAITER_TTL, monotonic
@@ -54,15 +62,16 @@ from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError, ConfigError
 from ...._given import given
 from ...._url import StoreConfig
-from ...backend import SyncBackend
+from ...backend import SyncBackend, SyncWatch
 from .attempt import Attempt
 from .leases import Leases
 from .node import Node
 from .options import GIVEN_CLUSTER, cluster_option, driver_url, fence_counter, reject_unknown, timeouts
+from .watch import RedisWatch
 
 
 class Backend(SyncBackend):
-    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True)
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True)
 
     def __init__(self, config: StoreConfig, node: Node, wait_replicas: int, wait_timeout_ms: int) -> None:
         super().__init__(config)
@@ -125,7 +134,7 @@ class Backend(SyncBackend):
             claim.ttl,
             claim.permits,
             claim.fair,
-            claim.owner,
+            claim.record,
             WAITER_TTL,
             node.fences.marker(claim.name),
         )
@@ -176,6 +185,17 @@ class Backend(SyncBackend):
 
     def holds(self, claim: Claim) -> bool:
         return int(self.node.script("holds", claim.name, claim.token, claim.mode.value)) == 1
+
+    def proclaim(self, claim: Claim, value: str) -> bool:
+        record = replace(claim, value=value).record
+        reply = self.node.script("proclaim", claim.name, claim.token, record, timeout=self.node.budget(claim.ttl))
+        return int(reply) == 1
+
+    def watch(self, name: str) -> SyncWatch:
+        self.node.check_slot(name)
+        watch = RedisWatch([self.node.listener], 1, name)
+        watch.arm()
+        return watch
 
     def inspect(self, name: str) -> LockInfo | None:
         self.node.check_slot(name)

@@ -20,6 +20,11 @@ key and token on every master, so each master alone looks like the single-node l
 * waiting: a waiter subscribes to the name's channel on every master (push, one waiter per release on
   each master) and re-checks no later than the holders' remaining lease (``attempt.RedlockAttempt``).
 * ``QuorumError`` when fewer than a majority of masters answer at all.
+* elections: a candidate's value rides in its holder details on each master (as on a single node);
+  ``proclaim`` rewrites them on every master and succeeds when a majority did so before the local lease end
+  (the lease of the last confirmed acquire or renewal). It touches neither the holdings nor any fence
+  counter, so the fence rule above (and its model) does not see it. ``inspect`` and ``leader`` report the
+  value that most of the answering masters hold. Observers subscribe on every master (``watch.RedisWatch``).
 
 Lock kinds: lock, rlock, multilock and rwlock (a writer's majority and a reader's majority share a master,
 which never grants both). Semaphores are refused (``UnsupportedFeature``): per-master permit counts over
@@ -32,7 +37,9 @@ redis-py's own URL options.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ...._core import redis_calls as rc
@@ -40,13 +47,14 @@ from ...._core.timing import WAITER_TTL, monotonic, validity
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
 from ...._errors import ConfigError, QuorumError
 from ...._url import StoreConfig
-from ...backend import SyncBackend
+from ...backend import SyncBackend, SyncWatch
 from .attempt import RedlockAttempt
 from .fences import Vote, plan
 from .leases import Leases
 from .masters import Masters
 from .node import Node
 from .options import driver_url, fence_counter, reject_unknown
+from .watch import RedisWatch
 
 #: the random delay before retrying after a split vote (nobody got a majority): desynchronises contenders
 SPLIT_RETRY = 0.01
@@ -54,7 +62,7 @@ SPLIT_RETRY = 0.01
 
 class Backend(SyncBackend):
     capabilities = Capabilities(
-        modes=frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE}), fair=False, needs_renewal=True
+        modes=frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE}), fair=False, needs_renewal=True, elections=True
     )
 
     def __init__(self, config: StoreConfig, nodes: list[Node], node_timeout: float) -> None:
@@ -102,7 +110,7 @@ class Backend(SyncBackend):
         runs = [n.run_id or "" for n in self.masters.nodes]
         each = [
             rc.acquire_args(
-                claim.token, claim.mode, claim.ttl, claim.permits, False, claim.owner, WAITER_TTL, rc.REDLOCK + run
+                claim.token, claim.mode, claim.ttl, claim.permits, False, claim.record, WAITER_TTL, rc.REDLOCK + run
             )
             for run in runs
         ]
@@ -204,6 +212,25 @@ class Backend(SyncBackend):
         self.leases.renewed(claims, out, started)
         return out
 
+    def proclaim(self, claim: Claim, value: str) -> bool:
+        """The new value is stored if a majority of masters rewrote it under our token before our lease could
+        have ended (as a renewal counts its votes). Only the holder details change: the key, its lease and the
+        fence counters are left alone, so the fence rule and its model (FENCE_FLOOR) are unaffected. Masters
+        that did not answer or refused may keep the old value until the leadership ends; ``inspect`` reports
+        the value most of the answering masters hold. Too few answers: ``QuorumError``."""
+        record = replace(claim, value=value).record
+        results = self.masters.scatter(
+            self.masters.nodes, self.masters.deadline(claim.ttl), "proclaim", claim.name, claim.token, record
+        )
+        self.masters.need_quorum(results, claim.name, "proclaim")
+        votes = sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1)
+        return votes >= self.masters.quorum and monotonic() < self.leases.until(claim.token)
+
+    def watch(self, name: str) -> SyncWatch:
+        watch = RedisWatch([n.listener for n in self.masters.nodes], self.masters.quorum, name, self.masters.fan)
+        watch.arm()
+        return watch
+
     def holds(self, claim: Claim) -> bool:
         results = self.masters.scatter(
             self.masters.nodes, self.masters.node_timeout, "holds", claim.name, claim.token, claim.mode.value
@@ -215,7 +242,8 @@ class Backend(SyncBackend):
         return self.masters.each(lambda n: n.snapshots(names))
 
     def _merge(self, name: str, snaps: list[rc.Snapshot]) -> LockInfo | None:
-        """A holder counts if a majority of masters list it; fence = the largest, lease = the shortest."""
+        """A holder counts if a majority of masters list it; fence = the largest, lease = the shortest, value =
+        the one most of them hold (a proclaim reaches a majority; the others catch up never, see proclaim)."""
         seen: dict[str, list[HolderInfo]] = {}
         waiters = 0
         for s in snaps:
@@ -227,9 +255,14 @@ class Backend(SyncBackend):
             if len(views) >= self.masters.quorum:
                 fences = [v.fence for v in views if v.fence is not None]
                 lefts = [v.ttl_left for v in views if v.ttl_left is not None]
+                value = Counter(v.value for v in views).most_common(1)[0][0]
                 holders.append(
                     HolderInfo(
-                        views[0].owner, max(fences) if fences else None, views[0].mode, min(lefts) if lefts else None
+                        views[0].owner,
+                        max(fences) if fences else None,
+                        views[0].mode,
+                        min(lefts) if lefts else None,
+                        value,
                     )
                 )
         if not holders:
