@@ -15,6 +15,8 @@ Children of a lock path (what Curator creates, protected with a per-attempt UUID
     read / write         ``_c_<uuid>-__READ__<seq>`` / ``_c_<uuid>-__WRIT__<seq>``  (InterProcessReadWriteLock)
     semaphore            ``<path>/locks/_c_<uuid>-lock-<seq>`` (a mutex serialising lease creation) and
                          ``<path>/leases/_c_<uuid>-lease-<seq>`` (InterProcessSemaphoreV2)
+    election             ``_c_<uuid>-latch-<seq>``                 (LeaderLatch, lock name ``latch-``), its data the
+                         candidate's value in UTF-8 (Curator's participant id); the first by sequence leads
     ``<seq>`` is ZooKeeper's 10-digit sequence. Children are ordered by the text after the LAST marker
     (Curator's ``standardFixForSorting``); a child without a marker sorts by its whole name. Every child
     counts as a contender, whoever created it.
@@ -33,6 +35,7 @@ MUTEX_MARK = "lock-"
 READ_MARK = "__READ__"
 WRITE_MARK = "__WRIT__"
 LEASE_MARK = "lease-"
+LATCH_MARK = "latch-"
 SEM_LOCKS = "locks"
 SEM_LEASES = "leases"
 
@@ -157,7 +160,7 @@ def sort_key(child: str, marks: tuple[str, ...]) -> str:
 
 
 #: every queue marker: children of one path are ordered by the sequence after whichever marker they carry
-QUEUE_MARKS = (MUTEX_MARK, READ_MARK, WRITE_MARK)
+QUEUE_MARKS = (MUTEX_MARK, READ_MARK, WRITE_MARK, LATCH_MARK)
 
 
 def sort_children(children: list[str]) -> list[str]:
@@ -229,6 +232,15 @@ def holders_of(mode_children: list[str]) -> tuple[list[str], int]:
     return held, len(ordered) - len(held)
 
 
+def mark_of(mode: Mode, value: str | None) -> str:
+    """The marker of a claim's child: an election candidate (a claim with a value) is a LeaderLatch node."""
+    return LATCH_MARK if value is not None else MARK_OF_MODE[mode]
+
+
+def is_latch(child: str) -> bool:
+    return LATCH_MARK in child
+
+
 def mode_of_child(child: str) -> str:
     if WRITE_MARK in child:
         return Mode.WRITE.value
@@ -246,6 +258,17 @@ def node_data(owner: str, mode: Mode, permits: int = 1) -> bytes:
     if mode is Mode.SEMAPHORE:
         body["permits"] = permits
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+def latch_data(value: str) -> bytes:
+    """An election candidate's node data: its value, as Curator stores a LeaderLatch participant id."""
+    return value.encode("utf-8")
+
+
+def latch_holder(data: bytes | None, child: str) -> tuple[str, str]:
+    """(owner, value) of a LeaderLatch node. The node holds only the value (Curator's participant id), so
+    the owner is unknown whoever created it; ``unknown:`` owners read as None in ``LeaderInfo``."""
+    return f"unknown:{child}", (data or b"").decode("utf-8", errors="replace")
 
 
 def parse_data(data: bytes | None, child: str) -> tuple[str, int | None]:

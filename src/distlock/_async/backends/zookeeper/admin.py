@@ -2,9 +2,11 @@
 
 A lock's state is its children: contenders (protected or marked children, ordered as Curator orders them:
 ``_core/zookeeper_layout.py``) or, for a semaphore, ``leases`` and ``locks``. Holders are read from the
-children's data (owner, permits) and their czxid (the fence). ``list`` walks the tree under the root one
-level per round trip and skips subtrees this store's credentials may not read. ``break_lock`` deletes
-every holding node; a holding of this store among them is reported lost at once.
+children's data (owner, permits) and their czxid (the fence). An election's ``latch-`` nodes hold only the
+value (Curator's participant id), so their owner reads ``unknown:<child>``; their czxid is the term.
+``list`` walks the tree under the root one level per round trip and skips subtrees this store's
+credentials may not read. ``break_lock`` deletes every holding node; a holding of this store among them
+is reported lost at once.
 """
 
 from __future__ import annotations
@@ -17,12 +19,17 @@ from .holdings import Holdings
 from .nodes import Nodes
 from .wire import Wire
 
+#: listings of one ``inspect`` at most, when holders leave between a listing and the read of their data
+RELIST = 3
+
 
 def _marked(child: str) -> bool:
-    return any(m in child for m in (layout.MUTEX_MARK, layout.READ_MARK, layout.WRITE_MARK, layout.LEASE_MARK))
+    marks = (layout.MUTEX_MARK, layout.READ_MARK, layout.WRITE_MARK, layout.LEASE_MARK, layout.LATCH_MARK)
+    return any(m in child for m in marks)
 
 
-def _contenders(children: list[str]) -> list[str]:
+def queued(children: list[str]) -> list[str]:
+    """The children of a lock or election path that queue (whoever created them): the rest is ignored."""
     return [c for c in children if c.startswith(layout.PROTECTED) or _marked(c)]
 
 
@@ -39,20 +46,25 @@ class Admin:
         return self._inspect_path(layout.lock_path(name, self._root), name)
 
     def _inspect_path(self, path: str, name: str) -> LockInfo | None:
-        children = self._nodes.children(path)
-        if not children:
-            return None
-        contenders = _contenders(children)
-        if not contenders and (layout.SEM_LEASES in children or layout.SEM_LOCKS in children):
-            return self._inspect_semaphore(path, name)
-        if not contenders:
-            return None
-        held, waiters = layout.holders_of(contenders)
-        holders = self._holder_infos(path, held)
-        if not holders:
-            return None
-        kind = "rwlock" if any(layout.READ_MARK in c or layout.WRITE_MARK in c for c in contenders) else "lock"
-        return LockInfo(name, kind, tuple(h for h, _ in holders), waiters)
+        for _ in range(RELIST):
+            children = self._nodes.children(path)
+            if not children:
+                return None
+            contenders = queued(children)
+            if not contenders and (layout.SEM_LEASES in children or layout.SEM_LOCKS in children):
+                return self._inspect_semaphore(path, name)
+            if not contenders:
+                return None
+            held, waiters = layout.holders_of(contenders)
+            holders = self._holder_infos(path, held)
+            if holders:
+                kind = "rwlock" if any(layout.READ_MARK in c or layout.WRITE_MARK in c for c in contenders) else "lock"
+                return LockInfo(name, kind, tuple(h for h, _ in holders), waiters)
+            if not waiters:
+                return None
+            # The holder left between the listing and the read, and a waiter is next: read again rather than
+            # report a free lock (or no leader) that was never free.
+        return None
 
     def _inspect_semaphore(self, path: str, name: str) -> LockInfo | None:
         leases_path = f"{path}/{layout.SEM_LEASES}"
@@ -68,14 +80,19 @@ class Admin:
     def _holder_infos(self, parent: str, children: list[str]) -> list[tuple[HolderInfo, int | None]]:
         w = self._wire
         results = [(c, w.send(w.client.get_async, f"{parent}/{c}")) for c in children]
-        out = []
+        out: list[tuple[HolderInfo, int | None]] = []
         for child, result in results:
             try:
                 data, stat = w.get(result)
             except NoNodeError:
                 continue
+            fence = int(stat.czxid)
+            if layout.is_latch(child):  # an election candidate (ours or Curator's LeaderLatch): data = the value
+                owner, value = layout.latch_holder(data, child)
+                out.append((HolderInfo(owner, fence, layout.mode_of_child(child), None, value), None))
+                continue
             owner, permits = layout.parse_data(data, child)
-            out.append((HolderInfo(owner, int(stat.czxid), layout.mode_of_child(child), None), permits))
+            out.append((HolderInfo(owner, fence, layout.mode_of_child(child), None), permits))
         return out
 
     def list_locks(self, prefix: str) -> list[LockInfo]:
@@ -98,9 +115,7 @@ class Admin:
                     if path == self._root:
                         raise
                     continue  # another user's subtree (its ACL does not let us read it): not ours to list
-                is_lock = bool(_contenders(children)) or (
-                    layout.SEM_LEASES in children and layout.SEM_LOCKS in children
-                )
+                is_lock = bool(queued(children)) or (layout.SEM_LEASES in children and layout.SEM_LOCKS in children)
                 if is_lock and path != self._root:
                     name = layout.name_of(path, self._root)
                     if name.startswith(prefix):
@@ -114,7 +129,7 @@ class Admin:
     def break_lock(self, name: str) -> list[str]:
         """Delete every holding node of ``name``; return the paths deleted."""
         path = layout.lock_path(name, self._root)
-        contenders = _contenders(self._nodes.children(path))
+        contenders = queued(self._nodes.children(path))
         if contenders:
             held, _ = layout.holders_of(contenders)
             victims = [f"{path}/{c}" for c in held]

@@ -4,7 +4,10 @@
 One kazoo client (one ZooKeeper session) per store. Every lock kind is an ephemeral sequential child under the
 lock's path, named and ordered exactly as Apache Curator does (see ``_core/zookeeper_layout.py``), so a Curator
 ``InterProcessMutex`` / ``InterProcessReadWriteLock`` / ``InterProcessSemaphoreV2`` on the same path and a
-distlock lock exclude each other. The queue is FIFO by construction (``always_fair``).
+distlock lock exclude each other. The queue is FIFO by construction (``always_fair``). An election is Curator's
+``LeaderLatch`` on the same path: candidates are ``latch-`` children whose data is the value (the participant
+id), the first leads, the term is its czxid, ``proclaim`` sets its data, and an observer watches the children
+and the leader's data (``watch.py``); a LeaderLatch and a distlock candidate queue up together.
 
 Liveness is the session, not a per-lock lease (``needs_renewal=False``): the session timeout is what ``ttl`` is
 on the other backends, and ``lease_end`` is judged from the last answer of the server. ``lost_on=suspended``
@@ -25,7 +28,8 @@ The package, from the lock down to the wire (each module says more):
 * ``recipe.py``    ``Attempt``: one try of Curator's lock recipe (mutex, read/write, semaphore) and its waits.
 * ``cleanup.py``   what a failed attempt leaves, deleted now or once the session answers again.
 * ``admin.py``     ``inspect`` / ``list`` / ``break_lock``: read and break locks from their nodes.
-* ``holdings.py``  the holdings of the store, their deletion watches, loss; ``release`` / ``holds``.
+* ``holdings.py``  the holdings of the store, their deletion watches, loss; ``release`` / ``holds`` / ``proclaim``.
+* ``watch.py``     an election observer's watch: the children and the leader's data.
 * ``nodes.py``     node operations: protected create, watch, containers, delete.
 * ``session.py``   liveness from the last answer (``lease_end``, heartbeat thread) and kazoo's connection states.
 * ``connect.py``   URL options, a new kazoo client or the caller's.
@@ -39,13 +43,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from .... import _rt_sync as rt
+from ...._core import zookeeper_layout as layout
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._given import given
 from ...._url import StoreConfig
-from ...backend import SyncBackend
+from ...backend import SyncBackend, SyncWatch
 from . import connect
 from .admin import Admin
 from .cleanup import Cleanup
@@ -53,6 +58,7 @@ from .holdings import Holdings
 from .nodes import Nodes
 from .recipe import Attempt
 from .session import Session
+from .watch import Watch
 from .wire import Wire
 
 __all__ = ["Attempt", "Backend"]
@@ -60,8 +66,14 @@ __all__ = ["Attempt", "Backend"]
 T = TypeVar("T")
 
 
+class Wakes(Protocol):
+    """What looks again on any change of the connection: a waiting attempt, an observer's watch."""
+
+    def wake(self, event: Any = None) -> None: ...
+
+
 class Backend(SyncBackend):
-    capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=False)
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=False, elections=True)
 
     def __init__(self, config: StoreConfig, link: connect.Link, opts: connect.Options) -> None:
         super().__init__(config)
@@ -72,7 +84,7 @@ class Backend(SyncBackend):
         self.cleanup = Cleanup(self.nodes, self.holdings, opts.op_timeout)
         self.admin = Admin(self.wire, self.nodes, self.holdings, self.root)
         self._guard = threading.Lock()
-        self._waiting: set[Attempt] = set()  # attempts that look again on any change of the connection
+        self._waiting: set[Wakes] = set()  # attempts and watches that look again on any change of the connection
         self.session = Session(
             self.wire,
             self,
@@ -111,11 +123,11 @@ class Backend(SyncBackend):
         return self.session.lease_end()
 
     # -- attempts waiting for a change of the connection -----------------------------------------------
-    def watch_session(self, attempt: Attempt) -> None:
+    def watch_session(self, attempt: Wakes) -> None:
         with self._guard:
             self._waiting.add(attempt)
 
-    def unwatch_session(self, attempt: Attempt) -> None:
+    def unwatch_session(self, attempt: Wakes) -> None:
         with self._guard:
             self._waiting.discard(attempt)
 
@@ -161,6 +173,14 @@ class Backend(SyncBackend):
 
     def inspect(self, name: str) -> LockInfo | None:
         return self._call(self.admin.inspect, name, name=name)
+
+    def proclaim(self, claim: Claim, value: str) -> bool:
+        return self._call(self.holdings.proclaim, claim.token, layout.latch_data(value), name=claim.name)
+
+    def watch(self, name: str) -> SyncWatch:
+        watch = Watch(self, layout.lock_path(name, self.root))
+        watch.arm()
+        return watch
 
     def list(self, prefix: str) -> list[LockInfo]:
         return self._call(self.admin.list_locks, prefix)

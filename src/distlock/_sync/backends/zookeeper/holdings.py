@@ -149,6 +149,23 @@ class Holdings:
         existed = self._nodes.delete(held.path)
         return existed and not held.lost
 
+    def proclaim(self, token: str, data: bytes) -> bool:
+        """Replace the data of a holding's node (an election leader's value); False if the node is gone.
+
+        setData on a vanished node fails, and a holding's node is never made again under the same name (a
+        fresh UUID and sequence number each time), so success means the holding's node still existed when
+        the server applied the write: no version to compare. A node deleted after that is the deletion
+        watch's business, as for any holding."""
+        w = self._wire
+        held = self._held.get(token)
+        if held is None or held.lost:
+            return False
+        try:
+            w.get(w.send(w.client.set_async, held.path, data))
+        except (NoNodeError, SessionExpiredError):
+            return False
+        return True
+
     def holds(self, token: str) -> bool:
         w = self._wire
         held = self._held.get(token)

@@ -9,10 +9,12 @@ One try (``try_acquire``): create our child once (protected name, ``nodes.py``),
 either hold the lock or set a watch on the one child whose deletion may let us in (no herd, F11 in
 docs/safety.md). A watch, a session event or a ``MAX_WAIT_SLICE`` tick wakes the waiter, which lists the
 children again and checks that its own child is still there (F6). Mutex, read and write locks differ only
-in the mark of the child and the order rule. The semaphore is Curator's ``InterProcessSemaphoreV2``: take
-the internal mutex at ``<path>/locks``, then a lease at ``<path>/leases``; held once at most ``permits``
-leases exist, and the internal mutex is released at once. ``abandon`` deletes whatever the attempt
-created, even a grant whose reply never reached the caller (F10; ``cleanup.py``).
+in the mark of the child and the order rule; an election candidate is a mutex child marked ``latch-``
+whose data is its value (Curator's ``LeaderLatch``: the first child leads, each watches its predecessor).
+The semaphore is Curator's ``InterProcessSemaphoreV2``: take the internal mutex at ``<path>/locks``, then a
+lease at ``<path>/leases``; held once at most ``permits`` leases exist, and the internal mutex is released
+at once. ``abandon`` deletes whatever the attempt created, even a grant whose reply never reached the caller
+(F10; ``cleanup.py``).
 
 kazoo is threaded: each blocking step runs in a worker thread (``rt.offload``) and watches wake the
 waiting task through ``rt.Waker`` (thread-safe). A worker thread cannot be stopped from outside, so a
@@ -56,9 +58,14 @@ class Attempt(SyncAttempt):
         self._semaphore = claim.mode is Mode.SEMAPHORE
         # The semaphore first takes Curator's internal mutex at <path>/locks, then a lease at <path>/leases.
         queue = f"{self.path}/{layout.SEM_LOCKS}" if self._semaphore else self.path
-        mark = layout.MUTEX_MARK if self._semaphore else layout.MARK_OF_MODE[claim.mode]
+        mark = layout.MUTEX_MARK if self._semaphore else layout.mark_of(claim.mode, claim.value)
         self._order = Mode.EXCLUSIVE if self._semaphore else claim.mode
-        self._data = layout.node_data(claim.owner, claim.mode, claim.permits)
+        # An election candidate is a LeaderLatch node: it holds the value alone (what Curator's peers read as
+        # the participant id), so the owner record has no place on it.
+        if claim.value is not None:
+            self._data = layout.latch_data(claim.value)
+        else:
+            self._data = layout.node_data(claim.owner, claim.mode, claim.permits)
         self._traces = Traces(
             claim.token,
             claim.name,
