@@ -70,7 +70,12 @@ class Election:
         self.timeout = check_timeout(timeout, name=name, backend=backend)
         self._core = store._core
         check_elections(self._core, self.name)
-        self._core.check_supported(self.name, Mode.EXCLUSIVE, True)
+        # Candidates queue in the backend's FIFO where it has one. Redlock has none (five masters' queues can
+        # disagree on the order): there candidates of one store still queue locally in order, and candidates
+        # of different processes are not ordered (docs/election.md).
+        caps = self._core.capabilities
+        self._fair = caps.fair or caps.always_fair
+        self._core.check_supported(self.name, Mode.EXCLUSIVE, self._fair)
         self._guard = threading.Lock()  # protects the fields below; never held across I/O
         self._holding: Holding | None = None
         self._campaigning = False
@@ -102,7 +107,7 @@ class Election:
                 token=ids.new_token(),
                 owner=owner,
                 ttl=self.ttl,
-                fair=True,
+                fair=self._fair,
                 value=value,
             )
             won = self._core.acquire(claim, Deadline.after(wait))
