@@ -16,17 +16,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import AsyncIterator
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from .. import _rt_async as rt
 from .._core import ids
 from .._core.timing import Deadline, renew_interval
 from .._core.types import Claim, LeaderInfo, Mode
 from .._core.validate import check_name, check_timeout, check_ttl, check_value
-from .._errors import AcquireTimeout, LockError, LockLost, NotHeld, UnsupportedFeature
+from .._errors import LockError, LockLost, NotHeld, UnsupportedFeature
 from .lease import Holding
-from .locks import LostCallback
+from .locks import LostCallback, _Scoped
 
 if TYPE_CHECKING:
     from .acquirer import AsyncAcquirer
@@ -46,13 +45,15 @@ def check_elections(core: AsyncAcquirer, name: str) -> None:
         raise UnsupportedFeature(f"leader election is not supported here{why}", name=name, backend=core.scheme)
 
 
-class AsyncElection:
+class AsyncElection(_Scoped):
     """One candidate in the election ``name``: :meth:`campaign`, then lead until :meth:`resign` or loss.
 
     ``with election:`` campaigns (with this process's owner id as the value) within the object's
     ``timeout`` or raises ``AcquireTimeout``, and resigns on exit (``LockLost`` if leadership was lost
     meanwhile, unless the body raised).
     """
+
+    _taken = "leader"
 
     def __init__(
         self,
@@ -209,21 +210,11 @@ class AsyncElection:
         self._callbacks.append(callback)
         return callback
 
-    async def __aenter__(self) -> Self:
-        if not await self.campaign(timeout=self.timeout):
-            raise AcquireTimeout(f"not leader within {self.timeout}s", name=self.name, backend=self._core.scheme)
-        return self
+    async def _take(self) -> bool:
+        return await self.campaign(timeout=self.timeout)
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            await self.resign()
-            return
-        try:
-            await self.resign()
-        except LockError as err:
-            log.warning("resign after an error in the body failed: %s", err)
+    async def _give_back(self) -> None:
+        await self.resign()
 
 
 # -- anyone may read ----------------------------------------------------------------------------------------

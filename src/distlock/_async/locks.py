@@ -40,7 +40,8 @@ def _wait_of(blocking: bool, timeout: float | None, *, name: str, backend: str) 
 
 
 class _Scoped:
-    """``with lock:`` / ``async with lock:`` for every lock object.
+    """``with lock:`` / ``async with lock:`` for every lock object (and for an election: ``_take`` campaigns,
+    ``_give_back`` resigns).
 
     Enter: acquire within the object's ``timeout`` or raise ``AcquireTimeout`` (never run the body without
     the lock, as python-etcd3 did: its issue #599). Exit: release; if the lock was lost meanwhile, ``LockLost`` is
@@ -50,6 +51,34 @@ class _Scoped:
     name: str
     timeout: float | None
     _core: AsyncAcquirer
+    #: what ``AcquireTimeout`` says was not done in time
+    _taken = "acquired"
+
+    async def _take(self) -> bool:
+        raise NotImplementedError
+
+    async def _give_back(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        if not await self._take():
+            raise AcquireTimeout(f"not {self._taken} within {self.timeout}s", name=self.name, backend=self._core.scheme)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            await self._give_back()
+            return
+        try:
+            await self._give_back()
+        except LockError as err:
+            log.warning("giving back %r after an error in the body failed: %s", self.name, err)
+
+
+class _Acquirable(_Scoped):
+    """The lock objects: ``with`` acquires within the object's ``timeout`` and releases."""
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         raise NotImplementedError
@@ -57,24 +86,14 @@ class _Scoped:
     async def release(self) -> None:
         raise NotImplementedError
 
-    async def __aenter__(self) -> Self:
-        if not await self.acquire(timeout=self.timeout):
-            raise AcquireTimeout(f"not acquired within {self.timeout}s", name=self.name, backend=self._core.scheme)
-        return self
+    async def _take(self) -> bool:
+        return await self.acquire(timeout=self.timeout)
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            await self.release()
-            return
-        try:
-            await self.release()
-        except LockError as err:
-            log.warning("release after an error in the body failed: %s", err)
+    async def _give_back(self) -> None:
+        await self.release()
 
 
-class AsyncLock(_Scoped):
+class AsyncLock(_Acquirable):
     """A mutex (``store.lock``), reentrant mutex (``store.rlock``) or one half of a read-write lock.
 
     ``acquire(blocking=True, timeout=None)`` follows :meth:`threading.Lock.acquire`; ``timeout=None``
@@ -292,7 +311,7 @@ class AsyncReadWriteLock:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
-class AsyncMultiLock(_Scoped):
+class AsyncMultiLock(_Acquirable):
     """All of several locks or none, acquired in one global order (sorted names), so no deadlock."""
 
     def __init__(self, store: AsyncStore, names: list[str], **options: Any) -> None:

@@ -17,17 +17,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from .. import _rt_sync as rt
 from .._core import ids
 from .._core.timing import Deadline, renew_interval
 from .._core.types import Claim, LeaderInfo, Mode
 from .._core.validate import check_name, check_timeout, check_ttl, check_value
-from .._errors import AcquireTimeout, LockError, LockLost, NotHeld, UnsupportedFeature
+from .._errors import LockError, LockLost, NotHeld, UnsupportedFeature
 from .lease import Holding
-from .locks import LostCallback
+from .locks import LostCallback, _Scoped
 
 if TYPE_CHECKING:
     from .acquirer import SyncAcquirer
@@ -47,13 +46,15 @@ def check_elections(core: SyncAcquirer, name: str) -> None:
         raise UnsupportedFeature(f"leader election is not supported here{why}", name=name, backend=core.scheme)
 
 
-class Election:
+class Election(_Scoped):
     """One candidate in the election ``name``: :meth:`campaign`, then lead until :meth:`resign` or loss.
 
     ``with election:`` campaigns (with this process's owner id as the value) within the object's
     ``timeout`` or raises ``AcquireTimeout``, and resigns on exit (``LockLost`` if leadership was lost
     meanwhile, unless the body raised).
     """
+
+    _taken = "leader"
 
     def __init__(
         self,
@@ -210,21 +211,11 @@ class Election:
         self._callbacks.append(callback)
         return callback
 
-    def __enter__(self) -> Self:
-        if not self.campaign(timeout=self.timeout):
-            raise AcquireTimeout(f"not leader within {self.timeout}s", name=self.name, backend=self._core.scheme)
-        return self
+    def _take(self) -> bool:
+        return self.campaign(timeout=self.timeout)
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            self.resign()
-            return
-        try:
-            self.resign()
-        except LockError as err:
-            log.warning("resign after an error in the body failed: %s", err)
+    def _give_back(self) -> None:
+        self.resign()
 
 
 # -- anyone may read ----------------------------------------------------------------------------------------

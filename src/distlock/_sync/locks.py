@@ -41,7 +41,8 @@ def _wait_of(blocking: bool, timeout: float | None, *, name: str, backend: str) 
 
 
 class _Scoped:
-    """``with lock:`` / ``async with lock:`` for every lock object.
+    """``with lock:`` / ``async with lock:`` for every lock object (and for an election: ``_take`` campaigns,
+    ``_give_back`` resigns).
 
     Enter: acquire within the object's ``timeout`` or raise ``AcquireTimeout`` (never run the body without
     the lock, as python-etcd3 did: its issue #599). Exit: release; if the lock was lost meanwhile, ``LockLost`` is
@@ -51,6 +52,34 @@ class _Scoped:
     name: str
     timeout: float | None
     _core: SyncAcquirer
+    #: what ``AcquireTimeout`` says was not done in time
+    _taken = "acquired"
+
+    def _take(self) -> bool:
+        raise NotImplementedError
+
+    def _give_back(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        if not self._take():
+            raise AcquireTimeout(f"not {self._taken} within {self.timeout}s", name=self.name, backend=self._core.scheme)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self._give_back()
+            return
+        try:
+            self._give_back()
+        except LockError as err:
+            log.warning("giving back %r after an error in the body failed: %s", self.name, err)
+
+
+class _Acquirable(_Scoped):
+    """The lock objects: ``with`` acquires within the object's ``timeout`` and releases."""
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         raise NotImplementedError
@@ -58,24 +87,14 @@ class _Scoped:
     def release(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> Self:
-        if not self.acquire(timeout=self.timeout):
-            raise AcquireTimeout(f"not acquired within {self.timeout}s", name=self.name, backend=self._core.scheme)
-        return self
+    def _take(self) -> bool:
+        return self.acquire(timeout=self.timeout)
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            self.release()
-            return
-        try:
-            self.release()
-        except LockError as err:
-            log.warning("release after an error in the body failed: %s", err)
+    def _give_back(self) -> None:
+        self.release()
 
 
-class Lock(_Scoped):
+class Lock(_Acquirable):
     """A mutex (``store.lock``), reentrant mutex (``store.rlock``) or one half of a read-write lock.
 
     ``acquire(blocking=True, timeout=None)`` follows :meth:`threading.Lock.acquire`; ``timeout=None``
@@ -293,7 +312,7 @@ class ReadWriteLock:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
-class MultiLock(_Scoped):
+class MultiLock(_Acquirable):
     """All of several locks or none, acquired in one global order (sorted names), so no deadlock."""
 
     def __init__(self, store: Store, names: list[str], **options: Any) -> None:

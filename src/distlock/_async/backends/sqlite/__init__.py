@@ -30,7 +30,7 @@ from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, wait_slice
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError
 from ...._url import StoreConfig
-from ...._wakeup import WakeDir, Wakers, WakeSocket
+from ...._wakeup import WakeDir, Wakers
 from ...backend import AsyncAttempt, AsyncBackend, AsyncWatch
 from . import queries as sql
 
@@ -45,15 +45,44 @@ class _Shared:
     memory: tuple[sqlite3.Connection, threading.Lock] | None = None
 
 
+class _Ear:
+    """Where a waiting attempt or an observer of a name hears its wake-ups: a datagram socket of the name
+    (releases in any process), else a waker in this process's registry (memory, or no usable socket)."""
+
+    def __init__(self, backend: Backend, name: str) -> None:
+        self.key = (backend.db_key, name)
+        self.socket = backend.wake_dir.listen(name) if backend.wake_dir is not None else None
+        self.waker: rt.Waker | None = None
+        if self.socket is None:
+            self.waker = rt.Waker()
+            _Shared.wakers.watch(self.key, self.waker)
+
+    async def wait(self, delay: float) -> bool:
+        """Until a wake-up or ``delay``; True if woken."""
+        if self.socket is not None:
+            if await rt.wait_readable(self.socket.sock, delay):
+                self.socket.drain()
+                return True
+            return False
+        assert self.waker is not None
+        return await self.waker.wait(delay)
+
+    def close(self) -> None:
+        if self.waker is not None:
+            _Shared.wakers.unwatch(self.key, self.waker)
+            self.waker = None
+        if self.socket is not None:
+            self.socket.close()
+            self.socket = None
+
+
 class Attempt(AsyncAttempt):
     backend: Backend
 
     def __init__(self, backend: Backend, claim: Claim) -> None:
         super().__init__(backend, claim)
         self._backoff = Backoff()
-        self._waker: rt.Waker | None = None
-        self._socket: WakeSocket | None = None
-        self._key = (backend.db_key, claim.name)
+        self._ear: _Ear | None = None
 
     async def try_acquire(self) -> Grant:
         grant = await self.backend._call(self.backend._try_acquire, self.claim)
@@ -62,40 +91,26 @@ class Attempt(AsyncAttempt):
         return grant
 
     async def wait(self, grant: Grant, timeout: float | None) -> None:
-        if self._waker is None and self._socket is None:
+        if self._ear is None:
             # Start listening, then look again at once: a release between our last try and now is not missed.
-            self._listen()
+            self._ear = _Ear(self.backend, self.claim.name)
             return
-        if self._socket is not None:
+        if self._ear.socket is not None:
             # pushed across processes: the re-check interval is only a safety net for lost datagrams
-            delay = wait_slice(grant.retry_after, None, timeout, LEASE_WAIT_SLICE)
-            if await rt.wait_readable(self._socket.sock, delay):
-                self._socket.drain()
+            await self._ear.wait(wait_slice(grant.retry_after, None, timeout, LEASE_WAIT_SLICE))
             return
-        assert self._waker is not None
         polled = None if self.backend.db_key.startswith("memory:") else self._backoff.next_delay()
-        delay = wait_slice(grant.retry_after, polled, timeout, LEASE_WAIT_SLICE)
-        if await self._waker.wait(delay):
+        if await self._ear.wait(wait_slice(grant.retry_after, polled, timeout, LEASE_WAIT_SLICE)):
             self._backoff.reset()
 
     async def abandon(self) -> None:
         self._unwatch()
         await self.backend._call(self.backend._abandon, self.claim)
 
-    def _listen(self) -> None:
-        wake_dir = self.backend.wake_dir
-        self._socket = wake_dir.listen(self.claim.name) if wake_dir is not None else None
-        if self._socket is None:
-            self._waker = rt.Waker()
-            _Shared.wakers.watch(self._key, self._waker)
-
     def _unwatch(self) -> None:
-        if self._waker is not None:
-            _Shared.wakers.unwatch(self._key, self._waker)
-            self._waker = None
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
+        if self._ear is not None:
+            self._ear.close()
+            self._ear = None
 
 
 class _Watch(AsyncWatch):
@@ -104,29 +119,19 @@ class _Watch(AsyncWatch):
 
     def __init__(self, backend: Backend, name: str) -> None:
         self._memory = backend.db_key.startswith("memory:")
-        self._key = (backend.db_key, name)
-        self._socket = backend.wake_dir.listen(name) if backend.wake_dir is not None else None
-        self._waker: rt.Waker | None = None
-        if self._socket is None:
-            self._waker = rt.Waker()
-            _Shared.wakers.watch(self._key, self._waker)
+        self._ear: _Ear | None = _Ear(backend, name)
 
     async def wait(self, timeout: float) -> None:
-        if self._socket is not None:
-            if await rt.wait_readable(self._socket.sock, min(timeout, LEASE_WAIT_SLICE)):
-                self._socket.drain()
+        if self._ear is None:
             return
-        assert self._waker is not None
-        # in memory, every change is made in this process; a file without wake sockets is polled
-        await self._waker.wait(min(timeout, LEASE_WAIT_SLICE if self._memory else self.POLL))
+        # in memory every change is made in this process; a file without wake sockets is polled
+        pushed = self._ear.socket is not None or self._memory
+        await self._ear.wait(min(timeout, LEASE_WAIT_SLICE if pushed else self.POLL))
 
     async def aclose(self) -> None:
-        if self._waker is not None:
-            _Shared.wakers.unwatch(self._key, self._waker)
-            self._waker = None
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
+        if self._ear is not None:
+            self._ear.close()
+            self._ear = None
 
 
 class Backend(AsyncBackend):
