@@ -211,9 +211,13 @@ def test_etcdctl_lock_and_distlock_share_a_name_under_the_same_scoped_role(
             env={**os.environ, "ETCDCTL_API": "3"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:
-            time.sleep(1.0)
-            assert proc.poll() is None, "etcdctl ran its command while distlock held the lock"
+            # etcdctl queues once it has started and logged in (seconds on a loaded machine)
+            deadline = time.monotonic() + 20
             info = store.inspect(lock_name)
+            while (info is None or info.waiters != 1) and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.1)
+                info = store.inspect(lock_name)
+            assert proc.poll() is None, "etcdctl ran its command while distlock held the lock"
             assert info is not None and info.waiters == 1
             fence = lock.fence
             lock.release()
