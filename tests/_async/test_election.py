@@ -1,8 +1,8 @@
 """Leader election on every backend, on the async API; ``tests/_sync/`` is generated from this file.
 
 Parametrized over the conformance table (tests/backends.py), like test_conformance.py. The observer checks
-compare what ``observe()`` delivered with the campaigners' own history; every leadership lasts far longer
-than a read, so none may be missed.
+compare what ``observe()`` delivered with the campaigners' own history; each change waits until the
+observer has reported the one before, so none may be missed.
 """
 
 from __future__ import annotations
@@ -85,30 +85,39 @@ async def test_election_observe_reports_every_leader_and_value_and_no_leader(
     finished = []
 
     async def observer() -> None:
-        async for info in async_store.observe(name, timeout=15.0):
+        async for info in async_store.observe(name, timeout=20.0):
             seen.append(None if info is None else (str(info.value), info.term))
             if info is None and finished:
                 break
 
+    async def observed(state: tuple[str, int | None] | None) -> None:
+        # The next change waits until the observer has reported this one: on a loaded machine a read can take
+        # longer than any fixed pause, and an observer may skip a state shorter than one read (docs/election.md).
+        # A change the observer never reports fails here, after 5 s.
+        deadline = monotonic() + 5.0
+        while not (seen and seen[-1] == state):
+            assert monotonic() < deadline, f"the observer did not report {state!r}; it saw {seen!r}"
+            await sleep(0.01)
+
     async def campaigners() -> None:
-        await sleep(0.3)
+        await observed(None)
         for i in range(3):
             el = async_store.election(name, ttl=10)
             assert await el.campaign(f"v{i}", timeout=5)
             history.append((f"v{i}", el.term))
-            await sleep(0.2)
+            await observed(history[-1])
             await el.proclaim(f"v{i}-b")
             history.append((f"v{i}-b", el.term))
-            await sleep(0.2)
+            await observed(history[-1])
             if i == 2:
                 finished.append(True)
             await el.resign()
-            await sleep(0.2)
+            await observed(None)
 
     await run_all(observer, campaigners)
+    # in order, each once, nothing else: "no leader" first, between the leaderships and last
     assert seen[0] is None and seen[-1] is None
     assert [s for s in seen if s is not None] == history
-    # "no leader" between the leaderships (each resigned 0.4 s before the next campaign)
     assert seen.count(None) == 4
 
 

@@ -241,8 +241,10 @@ class Backend(AsyncBackend):
         return await self.masters.each(lambda n: n.snapshots(names))
 
     def _merge(self, name: str, snaps: list[rc.Snapshot]) -> LockInfo | None:
-        """A holder counts if a majority of masters list it; fence = the largest, lease = the shortest, value =
-        the one most of them hold (a proclaim reaches a majority; the others catch up never, see proclaim)."""
+        """A holder counts if a majority of masters list it with its fence, the largest any of them shows; lease
+        = the shortest, value = the one most of them hold (a proclaim reaches a majority; the others catch up
+        never, see proclaim). Fewer masters at that fence means its acquire is still writing the fence back
+        (``FENCE_FLOOR``): not a holder yet, whose fence (an election's term) a reader would get wrong."""
         seen: dict[str, list[HolderInfo]] = {}
         waiters = 0
         for s in snaps:
@@ -251,14 +253,18 @@ class Backend(AsyncBackend):
                 seen.setdefault(token, []).append(h)
         holders = []
         for views in seen.values():
+            fences = [v.fence for v in views if v.fence is not None]
+            if not fences:
+                continue  # every grant carries a fence: this one's acquire has not written it yet
+            fence = max(fences)
+            views = [v for v in views if v.fence == fence]
             if len(views) >= self.masters.quorum:
-                fences = [v.fence for v in views if v.fence is not None]
                 lefts = [v.ttl_left for v in views if v.ttl_left is not None]
                 value = Counter(v.value for v in views).most_common(1)[0][0]
                 holders.append(
                     HolderInfo(
                         views[0].owner,
-                        max(fences) if fences else None,
+                        fence,
                         views[0].mode,
                         min(lefts) if lefts else None,
                         value,
