@@ -66,6 +66,8 @@ class Holding:
     lost_reason: str = ""
     busy: bool = False  # a renewal or extend() round trip of this holding is in flight (under Leases._guard)
     unresolved_ttl: float = math.inf  # smallest TTL of a request of ours whose outcome is unknown
+    since: float = field(default_factory=monotonic)  # when it was granted (the hold time's start)
+    ended: bool = False  # released or lost, as far as the hold metrics go (under the acquirer's guard)
 
 
 class Leases:
@@ -80,10 +82,11 @@ class Leases:
     #: that needs no wake-up: most acquires cost no thread switch
     TICK = 2.0
 
-    def __init__(self, backend: AsyncBackend, lose: Callable[[Holding, str], None], name: str) -> None:
+    def __init__(self, backend: AsyncBackend, lose: Callable[[Holding, str, str], None], stream: events.Events) -> None:
         self._backend = backend
         self._lose = lose
-        self._name = name
+        self._events = stream
+        name = stream.backend
         self._renews = backend.capabilities.needs_renewal
         self._holds: dict[str, Holding] = {}  # by token
         self._guard = threading.Lock()
@@ -139,7 +142,7 @@ class Leases:
     def check(self, holding: Holding) -> bool:
         """Lose ``holding`` now if its lease ran out (the clock may not have woken yet). True if lost."""
         if not holding.lost.is_set() and monotonic() >= self.deadline(holding):
-            self._lose(holding, self._why(holding))
+            self._lose(holding, self._why(holding), events.EXPIRED)
         return holding.lost.is_set()
 
     def _why(self, holding: Holding) -> str:
@@ -194,7 +197,7 @@ class Leases:
                     continue
                 end = self.deadline(h)
                 if now >= end:
-                    self._lose(h, self._why(h))
+                    self._lose(h, self._why(h), events.EXPIRED)
                 else:
                     wake = min(wake, end)
             await self._clock.sleep_until(wake)
@@ -230,27 +233,39 @@ class Leases:
         try:
             results: Sequence[bool] = await rt.bounded(bound, self._backend.renew, claims)
         except TimeoutError:
-            log.warning("renewal of %d lease(s) got no answer within %.3fs; retrying", len(batch), bound)
+            self._failed(
+                batch, sent, "TimeoutError", "renewal of %d lease(s) got no answer within %.3fs; retrying", bound
+            )
             self._retry_soon(batch, claims, sent, unknown=True)
         except LockError as err:
-            log.warning("renewal of %d lease(s) failed, retrying: %s", len(batch), err)
+            self._failed(batch, sent, type(err).__qualname__, "renewal of %d lease(s) failed, retrying: %s", err)
             self._retry_soon(batch, claims, sent, unknown=True)
-        except Exception as err:
-            log.exception("renewal crashed, retrying: %s", err)
+        except Exception as err:  # noqa: BLE001 - logged with its traceback (exc_info), and retried
+            self._failed(
+                batch, sent, type(err).__qualname__, "renewal of %d lease(s) crashed, retrying: %s", err, exc_info=True
+            )
             self._retry_soon(batch, claims, sent, unknown=True)
         else:
             ms = round((monotonic() - sent) * 1000.0, 3)
             n = len(batch)
-            events.debug("renew", "renewed %d lease(s) in %.1f ms", n, ms, backend=self._name, count=n, ms=ms)
+            self._events.debug("renew", "renewed %d lease(s) in %.1f ms", n, ms, count=n, ms=ms)
             for h, c, ok in zip(batch, claims, results, strict=True):
                 self.end_io(h, sent, c.ttl, ok)
                 if not ok and self.tracks(h):  # not released meanwhile: a release racing the renewal is no loss
-                    self._lose(h, "renewal refused: the lease had expired or was taken")
+                    self._lose(h, "renewal refused: the lease had expired or was taken", events.REFUSED)
             now = monotonic()
             for h in batch:  # an answer that came after the lease end confirms nothing
                 if not h.lost.is_set() and now >= self.deadline(h):
-                    self._lose(h, self._why(h))
+                    self._lose(h, self._why(h), events.EXPIRED)
         self._clock.wake()  # deadlines moved
+
+    def _failed(
+        self, batch: list[Holding], sent: float, error: str, message: str, detail: object, exc_info: bool = False
+    ) -> None:
+        """Report a renewal round trip that failed (no answer, or an error) for the whole batch."""
+        ms = round((monotonic() - sent) * 1000.0, 3)
+        n = len(batch)
+        self._events.warning("renew-failed", message, n, detail, exc_info=exc_info, count=n, ms=ms, error=error)
 
     def _retry_soon(self, batch: list[Holding], claims: list[Claim], sent: float, unknown: bool) -> None:
         now = monotonic()

@@ -47,7 +47,9 @@ class SyncAcquirer:
         self.backend = backend
         self.scheme = backend.scheme
         self.capabilities = backend.capabilities
-        self.leases = Leases(backend, self.lose, backend.scheme)
+        #: the log events and metrics of this store's locks (``distlock.otel`` adds its sink here)
+        self.events = events.Events(backend.scheme)
+        self.leases = Leases(backend, self.lose, self.events)
         self._guard = threading.Lock()
         # Local waiting lines, per (name, mode): see acquire. Entries are the waiters' wakers (the first
         # entry may be a plain marker: the first in line is never woken through the line).
@@ -87,6 +89,15 @@ class SyncAcquirer:
         """
         if self.closed:
             raise LockError("the store is closed", name=claim.name, backend=self.scheme)
+        with self.events.acquiring(claim) as acquiring:  # the one place an acquire's outcome is reported
+            won = self._in_line(claim, deadline)
+            if won is None:
+                acquiring.timed_out()
+            else:
+                acquiring.granted(won.grant.fence)
+            return won
+
+    def _in_line(self, claim: Claim, deadline: Deadline) -> Acquired | None:
         if not self._lines_up(claim, deadline):
             return self._at_backend(claim, deadline)
         key = (claim.name, claim.mode)
@@ -127,7 +138,6 @@ class SyncAcquirer:
         with a fresh token, while the deadline allows.
         """
         attempt: SyncAttempt = self.backend.attempt(claim)
-        began = monotonic()
         try:
             while True:
                 sent = monotonic()
@@ -135,11 +145,6 @@ class SyncAcquirer:
                 if grant.acquired:
                     end = self.leases.grant_end(claim, grant, sent)  # +inf where a session backs it
                     if monotonic() < min(end, self.leases.session_deadline(claim)):
-                        wait_ms = round((monotonic() - began) * 1000.0, 3)
-                        events.debug(
-                            "grant", "acquired %r, fence %s, after %.1f ms", claim.name, grant.fence, wait_ms,
-                            lock=claim.name, backend=self.scheme, fence=grant.fence, wait_ms=wait_ms,
-                        )  # fmt: skip
                         return Acquired(claim, grant, sent, end)
                     log.warning("grant of %r arrived after its lease ended; trying again", claim.name)
                     rt.shielded(attempt.abandon())
@@ -152,9 +157,9 @@ class SyncAcquirer:
                 if left is not None and left <= 0:
                     rt.shielded(attempt.abandon())
                     return None
-                events.debug(
+                self.events.debug(
                     "wait", "waiting for %r (next look within %s s)", claim.name, grant.retry_after,
-                    lock=claim.name, backend=self.scheme,
+                    lock=claim.name, kind=events.kind_of(claim),
                 )  # fmt: skip
                 attempt.wait(grant, left)
         except BaseException:
@@ -175,12 +180,26 @@ class SyncAcquirer:
         # Stop renewing first: a renewal in flight that meets the release must not report the lock as lost.
         self._forget(holding)
         ok = self.backend.release(holding.claim)
-        name = holding.claim.name
-        events.debug(
-            "release", "released %r, fence %s%s", name, holding.fence, "" if ok else " (it had been lost)",
-            lock=name, backend=self.scheme, fence=holding.fence,
-        )  # fmt: skip
+        # A release the backend refused is followed by a loss (the caller's), which ends the holding instead.
+        self._released(holding, ok, ends=ok)
         return ok
+
+    def _released(self, holding: Holding, ok: bool, ends: bool) -> None:
+        name = holding.claim.name
+        self.events.debug(
+            "release", "released %r, fence %s%s", name, holding.fence, "" if ok else " (it had been lost)",
+            lock=name, kind=events.kind_of(holding.claim), fence=holding.fence, ok=ok,
+            held_ms=self._ended(holding) if ends else None,
+        )  # fmt: skip
+
+    def _ended(self, holding: Holding) -> float | None:
+        """How long ``holding`` was held (ms), the first time it ends (release or loss); None after that,
+        so that a metric of locks held counts each holding down once."""
+        with self._guard:
+            if holding.ended:
+                return None
+            holding.ended = True
+        return round((monotonic() - holding.since) * 1000.0, 3)
 
     def check_expiry(self, holding: Holding) -> None:
         """Lose a holding whose lease ran out locally (e.g. the process was paused past its TTL)."""
@@ -205,7 +224,7 @@ class SyncAcquirer:
             holding.claim = claim  # before end_io: the next renewal must carry the new TTL
         leases.end_io(holding, sent, ttl, ok)
         if not ok and not holding.lost.is_set():
-            self.lose(holding, "extend() found the lease gone")
+            self.lose(holding, "extend() found the lease gone", events.REFUSED)
         if leases.check(holding):
             raise self._lost_error(holding)
 
@@ -241,8 +260,10 @@ class SyncAcquirer:
     def _lost_error(self, holding: Holding) -> LockLost:
         return LockLost(f"lost: {holding.lost_reason}", name=holding.claim.name, backend=self.scheme)
 
-    def lose(self, holding: Holding, reason: str) -> None:
-        """Mark a holding lost: set its event, stop renewing it, call the callbacks once, off the critical path."""
+    def lose(self, holding: Holding, reason: str, cause: str = events.GONE) -> None:
+        """Mark a holding lost: set its event, stop renewing it, call the callbacks once, off the critical path.
+
+        ``reason`` says why in words; ``cause`` is one of the few codes in ``_events`` (a metric attribute)."""
         with self._guard:  # the clock, the renewer, a driver thread and the caller may all find it at once
             if holding.lost_reason:
                 return
@@ -250,9 +271,10 @@ class SyncAcquirer:
         holding.lost.set()
         self._forget(holding)
         name = holding.claim.name
-        events.warning(
-            "lost", "lock %r lost: %s", name, reason, lock=name, backend=self.scheme, fence=holding.fence, reason=reason
-        )
+        self.events.warning(
+            "lost", "lock %r lost: %s", name, reason, lock=name, kind=events.kind_of(holding.claim),
+            fence=holding.fence, reason=reason, cause=cause, held_ms=self._ended(holding),
+        )  # fmt: skip
         for cb in list(holding.callbacks):
             self._dispatcher.run_callback(cb, holding.lock)
 
@@ -260,7 +282,7 @@ class SyncAcquirer:
         """The backend's report that a holding is gone (from any thread)."""
         holding = self.leases.find(token)
         if holding is not None:
-            self._dispatcher.call(lambda: self.lose(holding, reason))
+            self._dispatcher.call(lambda: self.lose(holding, reason, events.REPORTED))
 
     def holdings(self) -> list[Holding]:
         """What this store holds now (test hook: what the renewer renews)."""
@@ -270,10 +292,12 @@ class SyncAcquirer:
         """Release everything still held and stop the lease clock (the store then closes the backend)."""
         self.closed = True
         for holding in self.leases.snapshot():
+            ok = False
             try:
-                self.backend.release(holding.claim)
+                ok = self.backend.release(holding.claim)
             except LockError as err:
                 log.warning("close: could not release %r: %s", holding.claim.name, err)
             self._forget(holding)
+            self._released(holding, ok, ends=True)  # no longer held by this process either way
         self.leases.stop()
         self._dispatcher.close()
