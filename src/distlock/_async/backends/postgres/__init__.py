@@ -14,6 +14,10 @@ mode is in ``backends/sql/``.
 URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeout=10`` (seconds),
 ``call_timeout=5`` (seconds: the bound of every call, see ``driver.py``), and libpq's ``sslmode``,
 ``sslrootcert``, ``sslcert``, ``sslkey``. The database is the URL path.
+
+Through a connection pooler (PgBouncer, found when the store opens, see ``driver.py``): lease mode works in
+session and transaction pooling (waiters poll in transaction pooling, see ``lease.py``); session mode only
+in session pooling. Other combinations are a ``ConfigError`` at open.
 """
 
 from __future__ import annotations
@@ -28,6 +32,15 @@ from .lease import Lease
 
 class Session(PgDriver, SessionBackend):
     """``mode=session``: advisory locks on a pinned connection."""
+
+    def _pooling_refusal(self, mode: str) -> str | None:
+        if mode == "session":
+            return None  # each client connection keeps its server connection: the lock stays with ours
+        return (
+            "session mode's advisory lock belongs to the server connection, which this pooling hands to other "
+            "clients after each transaction (the lock would be stranded or shared); use mode=lease, which works "
+            "through it, or connect to PostgreSQL directly"
+        )
 
 
 class Backend(AsyncBackend):

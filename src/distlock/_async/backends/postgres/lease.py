@@ -5,6 +5,13 @@ is in ``_core/sql_lease.py``), and each store keeps one ``LISTEN`` connection, s
 waits and stopped after ~10 s without waiters, that wakes its waiters of that name at once (delivered at
 commit). A waiter still re-checks at the holder's lease end and at least every second, so a lost
 notification costs latency, never the lock.
+
+Through a connection pooler in transaction pooling, a LISTEN would register on whichever server connection
+ran it, and that connection goes back to the pool: notifications would reach no one (or whoever takes it
+next). There the store does not listen; its waiters poll instead, with the capped backoff of a store whose
+push is down (2 ms growing to 50 ms, at the holder's lease end at the latest). NOTIFYs are still sent:
+stores that reach PostgreSQL directly or through session pooling still wake at once. Statement pooling is
+refused: every lease-mode operation is a transaction of several statements.
 """
 
 from __future__ import annotations
@@ -31,7 +38,21 @@ class Lease(PgDriver, LeaseBackend):
         self._listener: rt.Background | None = None
         self._listening = False
 
+    def _pooling_refusal(self, mode: str) -> str | None:
+        if mode == "statement":
+            return (
+                "lease mode runs each operation as a transaction of several statements, which statement "
+                "pooling forbids (use transaction or session pooling for distlock's database user)"
+            )
+        return None
+
+    @property
+    def _can_listen(self) -> bool:
+        return self.pooler in (None, "session")  # see the module docstring
+
     def _ensure_listener(self) -> None:
+        if not self._can_listen:
+            return
         if self._listener is None or not self._listener.alive():
             self._listener = rt.Background(self._listen, name="distlock-postgres-listen")
 
@@ -39,7 +60,7 @@ class Lease(PgDriver, LeaseBackend):
         # a NOTIFY sent before the LISTEN would be missed until the next poll: wait (bounded) until it is on
         self._ensure_listener()
         until = monotonic() + self._connect_timeout()
-        while not self._listening and monotonic() < until and not self._closed:
+        while self._can_listen and not self._listening and monotonic() < until and not self._closed:
             await rt.sleep(0.01)
 
     def _observe_slice(self) -> float:
@@ -59,7 +80,7 @@ class Lease(PgDriver, LeaseBackend):
         while not self._closed:
             conn: Any = None
             try:
-                conn = await pg.connect(**{k: v for k, v in self._kwargs.items() if v is not None})
+                conn = await self._connect()
                 await pg.guarded(conn, self._deadline(), conn.execute, f"LISTEN {self.ops.channel}")
                 self._listening = True
                 failures = 0

@@ -7,6 +7,15 @@ therefore runs under a watchdog (``_sqlwatch``, through ``_pg_async.guarded``) t
 the call's deadline; the connection is then closed, never reused. The server side bounds its own part:
 ``statement_timeout``, ``lock_timeout`` and ``idle_in_transaction_session_timeout`` are set on every
 connection.
+
+Connection poolers (PgBouncer): opening a store looks for one (``_detect_pooler``). A pooler answers the
+startup message with its own cancel key, so the backend PID libpq was given differs from what
+``pg_backend_pid()`` says; on a plain PostgreSQL the two are the same server process by construction, so
+the check cannot misfire there. PgBouncer also refuses the ``options`` startup parameter that carries the
+server-side timeouts: without it they are set with ``SET LOCAL`` in each transaction's first round trip
+(no session state survives a pooler's transaction), and psycopg never prepares statements server-side
+(``prepare_threshold=None``: a prepared statement lives on one server connection only). The pooling mode
+is then found by behaviour (``_pooling_mode``), and each mode says what it refuses (``_pooling_refusal``).
 """
 
 from __future__ import annotations
@@ -22,11 +31,20 @@ from .... import _pg_sync as pg
 from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
 from ...._core.types import Mode
+from ...._errors import ConfigError
 from ...._given import given, pool_params
 from ...._url import StoreConfig
 from ..sql.base import SESSION_WAIT_SLICE, RetryableError, SqlBase, StaleConnection
 
 _SSL_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey")
+#: the pooling probe: which of two connections runs each ``pg_backend_pid()`` (see ``_pooling_mode``)
+_PROBE_ORDER = (0, 1, 0, 0, 1, 1, 0, 1)
+
+
+def refused_options(exc: BaseException) -> bool:
+    """A pooler (PgBouncer) refusing the ``options`` startup parameter. PostgreSQL itself takes any startup
+    parameter as a setting and never answers with this phrase."""
+    return "startup parameter" in str(exc)
 
 
 class PgDriver(SqlBase):
@@ -72,6 +90,12 @@ class PgDriver(SqlBase):
             f"-c idle_in_transaction_session_timeout={math.ceil(self.call_timeout * 2000)}",
             **self._ssl,
         }
+        #: what sits between this store and PostgreSQL, found at open: None (nothing), or a pooler's mode
+        #: "session", "transaction" or "statement"
+        self.pooler: str | None = None
+        #: the server takes our ``options`` startup parameter (a pooler may refuse it)
+        self._options_ok = True
+        self._begin = "BEGIN"
         if from_pool:
             if config.password is None:
                 self._kwargs["password"] = from_pool.get("password")
@@ -81,12 +105,85 @@ class PgDriver(SqlBase):
 
     # -- driver ------------------------------------------------------------------------------------------
     def _connect(self) -> Any:
-        kwargs = dict(self._kwargs)
-        kwargs["connect_timeout"] = max(2, math.ceil(self._connect_timeout()))  # libpq's minimum is 2 s
+        for _ in range(2):
+            kwargs = dict(self._kwargs)
+            kwargs["connect_timeout"] = max(2, math.ceil(self._connect_timeout()))  # libpq's minimum is 2 s
+            if not self._options_ok:
+                kwargs.pop("options")
+            try:
+                conn = pg.connect(**{k: v for k, v in kwargs.items() if v is not None})
+            except psycopg.Error as exc:
+                if self._options_ok and refused_options(exc):
+                    self._no_options()  # a pooler: connect without them, and bound each transaction instead
+                    continue
+                raise self._error(f"cannot connect to {self.describe()}", exc) from exc
+            if not self._options_ok or self.pooler is not None:
+                conn.prepare_threshold = None
+            return conn
+        raise AssertionError("unreachable")
+
+    def _no_options(self) -> None:
+        self._options_ok = False
+        self._begin = "BEGIN; " + "; ".join(
+            f"SET LOCAL {part.removeprefix('-c ').strip()}" for part in self._kwargs["options"].split(" -c ")
+        )
+
+    # -- connection poolers ------------------------------------------------------------------------------------
+    def _prepare(self) -> None:
+        self._detect_pooler()
+        if self.pooler is not None and (why := self._pooling_refusal(self.pooler)):
+            raise ConfigError(
+                f"{self.describe()} is a connection pooler (PgBouncer or alike) in {self.pooler} pooling: {why}",
+                backend=self.scheme,
+            )
+        super()._prepare()
+
+    def _pooling_refusal(self, mode: str) -> str | None:
+        """Why this store's mode cannot work through a pooler in ``mode`` pooling, or None if it can."""
+        return None
+
+    def _pid(self, conn: Any) -> int:
+        cur = pg.guarded(conn, self._deadline(), conn.execute, "SELECT pg_backend_pid()")
+        row = cur.fetchone()
+        return int(row[0])
+
+    def _detect_pooler(self) -> None:
+        conns = [self._connect()]
         try:
-            return pg.connect(**{k: v for k, v in kwargs.items() if v is not None})
-        except psycopg.Error as exc:
-            raise self._error(f"cannot connect to {self.describe()}", exc) from exc
+            try:
+                if self._pid(conns[0]) == conns[0].info.backend_pid and self._options_ok:
+                    return  # PostgreSQL itself: the process that answers is the one that greeted us
+                if self._options_ok:  # a pooler that ignores ``options`` (ignore_startup_parameters)
+                    self._no_options()
+                conns[0].prepare_threshold = None
+                conns.append(self._connect())
+                self.pooler = self._pooling_mode(conns[0], conns[1])
+            except psycopg.Error as exc:
+                raise self._error(f"cannot probe {self.describe()}", exc) from exc
+        finally:
+            for conn in conns:
+                self._close_quietly(conn)
+
+    def _pooling_mode(self, a: Any, b: Any) -> str:
+        """Session pooling gives each client connection one server connection for its life: two open client
+        connections each always see their own PID, and never each other's. Transaction and statement pooling
+        hand a server connection back after each transaction: the next statement of either client takes an
+        idle one, by default the one just released (LIFO; or the next in turn with server_round_robin), so
+        the PIDs mix. The order below catches both reuse orders; seeing session pooling where there is none
+        would take another client taking each released server connection in step with the probe."""
+        seen: tuple[set[int], set[int]] = (set(), set())
+        for i in _PROBE_ORDER:
+            seen[i].add(self._pid((a, b)[i]))
+        try:  # statement pooling ends the client connection at a transaction left open
+            pg.guarded(b, self._deadline(), b.execute, "BEGIN")
+            pg.guarded(b, self._deadline(), b.execute, "ROLLBACK")
+        except psycopg.OperationalError as exc:
+            if "statement pooling" in str(exc):
+                return "statement"
+            raise
+        if len(seen[0]) == 1 and len(seen[1]) == 1 and seen[0] != seen[1]:
+            return "session"
+        return "transaction"
 
     def _close(self, conn: Any) -> None:
         conn.close()
@@ -111,7 +208,7 @@ class PgDriver(SqlBase):
         try:
             if tx:
                 try:
-                    cur.execute("BEGIN")
+                    cur.execute(self._begin)
                 except psycopg.OperationalError as exc:
                     raise StaleConnection(str(exc)) from exc
                 started = True
