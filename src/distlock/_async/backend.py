@@ -15,6 +15,8 @@ renewal, the lost signal and bookkeeping; a backend only answers:
 * ``renew(claims)``                  extend many leases in one round trip per tick; one bool per claim.
 * ``holds(claim)``                   is this claim still a live holder (``owned()``)?
 * ``inspect`` / ``list`` / ``break_lock`` for admin and the CLI.
+* ``watch_prefix(prefix)``          a :class:`AsyncPrefixWatch` that tells ``distlock list --watch`` when the
+                                      held locks under a prefix may have changed (default: a short poll).
 
 Elections (``capabilities.elections``, ``election.py``) are exclusive fair claims that carry a ``value``: the
 backend stores it with the holding (and reports it as ``HolderInfo.value``), and answers two more calls:
@@ -38,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .. import _rt_async as rt
+from .._core.timing import monotonic
 from .._core.types import Capabilities, Claim, Grant, LockInfo
 from .._url import StoreConfig
 
@@ -72,6 +75,33 @@ class AsyncWatch:
 
     async def wait(self, timeout: float) -> None:
         await rt.sleep(max(0.0, min(timeout, self.POLL)))
+
+    async def aclose(self) -> None:
+        return None
+
+
+class AsyncPrefixWatch:
+    """What ``distlock list --watch`` waits on: :meth:`wait` says whether the locks whose names start with a
+    prefix may have changed, so that the watcher reads them again only then. True may be spurious (it costs
+    one read); a change must never go unreported, so a backend's watch is armed before it is returned.
+
+    This default has no push: it says "read again" every :data:`POLL` seconds, whatever happened."""
+
+    #: how often the locks under a prefix are read again where the backend has no prefix push
+    POLL = 0.5
+
+    def __init__(self) -> None:
+        self._next = monotonic() + self.POLL
+
+    async def wait(self, timeout: float) -> bool:
+        """Until something under the prefix may have changed (True) or ``timeout`` passed (False)."""
+        left = self._next - monotonic()
+        if left > timeout:
+            await rt.sleep(max(0.0, timeout))
+            return False
+        await rt.sleep(max(0.0, left))
+        self._next = monotonic() + self.POLL
+        return True
 
     async def aclose(self) -> None:
         return None
@@ -137,6 +167,10 @@ class AsyncBackend:
 
     async def list(self, prefix: str) -> list[LockInfo]:
         raise NotImplementedError
+
+    async def watch_prefix(self, prefix: str) -> AsyncPrefixWatch:
+        """``distlock list --watch``: a watch on every name starting with ``prefix`` (a poll by default)."""
+        return AsyncPrefixWatch()
 
     async def break_lock(self, name: str) -> bool:
         raise NotImplementedError

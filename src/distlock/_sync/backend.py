@@ -16,6 +16,8 @@ renewal, the lost signal and bookkeeping; a backend only answers:
 * ``renew(claims)``                  extend many leases in one round trip per tick; one bool per claim.
 * ``holds(claim)``                   is this claim still a live holder (``owned()``)?
 * ``inspect`` / ``list`` / ``break_lock`` for admin and the CLI.
+* ``watch_prefix(prefix)``          a :class:`AsyncPrefixWatch` that tells ``distlock list --watch`` when the
+                                      held locks under a prefix may have changed (default: a short poll).
 
 Elections (``capabilities.elections``, ``election.py``) are exclusive fair claims that carry a ``value``: the
 backend stores it with the holding (and reports it as ``HolderInfo.value``), and answers two more calls:
@@ -39,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .. import _rt_sync as rt
+from .._core.timing import monotonic
 from .._core.types import Capabilities, Claim, Grant, LockInfo
 from .._url import StoreConfig
 
@@ -73,6 +76,33 @@ class SyncWatch:
 
     def wait(self, timeout: float) -> None:
         rt.sleep(max(0.0, min(timeout, self.POLL)))
+
+    def close(self) -> None:
+        return None
+
+
+class SyncPrefixWatch:
+    """What ``distlock list --watch`` waits on: :meth:`wait` says whether the locks whose names start with a
+    prefix may have changed, so that the watcher reads them again only then. True may be spurious (it costs
+    one read); a change must never go unreported, so a backend's watch is armed before it is returned.
+
+    This default has no push: it says "read again" every :data:`POLL` seconds, whatever happened."""
+
+    #: how often the locks under a prefix are read again where the backend has no prefix push
+    POLL = 0.5
+
+    def __init__(self) -> None:
+        self._next = monotonic() + self.POLL
+
+    def wait(self, timeout: float) -> bool:
+        """Until something under the prefix may have changed (True) or ``timeout`` passed (False)."""
+        left = self._next - monotonic()
+        if left > timeout:
+            rt.sleep(max(0.0, timeout))
+            return False
+        rt.sleep(max(0.0, left))
+        self._next = monotonic() + self.POLL
+        return True
 
     def close(self) -> None:
         return None
@@ -138,6 +168,10 @@ class SyncBackend:
 
     def list(self, prefix: str) -> list[LockInfo]:
         raise NotImplementedError
+
+    def watch_prefix(self, prefix: str) -> SyncPrefixWatch:
+        """``distlock list --watch``: a watch on every name starting with ``prefix`` (a poll by default)."""
+        return SyncPrefixWatch()
 
     def break_lock(self, name: str) -> bool:
         raise NotImplementedError

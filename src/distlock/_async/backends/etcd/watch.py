@@ -25,7 +25,7 @@ from .... import _rt_async as rt
 from ...._core import etcd_keys as keys
 from ...._core.timing import monotonic
 from ...._errors import BackendError
-from ...backend import AsyncWatch
+from ...backend import AsyncPrefixWatch, AsyncWatch
 from .gateway import Denied, Gateway
 from .http import Stream
 
@@ -36,17 +36,18 @@ _READ_TIMEOUT = (TimeoutError, BlockingIOError, ssl.SSLWantReadError)
 class Watch(AsyncWatch):
     """One observer's stream of the events under ``NAME/`` (see the module docstring)."""
 
-    def __init__(self, gw: Gateway, name: str) -> None:
+    def __init__(self, gw: Gateway, name: str, prefix: bytes | None = None) -> None:
         self._gw = gw
         self._name = name
-        self._prefix = keys.lock_prefix(name)
+        # the range watched: ``NAME/`` (an election), or every key starting with ``prefix`` (list --watch)
+        self._prefix = keys.lock_prefix(name) if prefix is None else prefix
         self._stream: Stream | None = None
         self._pending = b""  # bytes of the stream after its last complete line
 
     @classmethod
-    async def open(cls, gw: Gateway, name: str) -> Watch:
+    async def open(cls, gw: Gateway, name: str, prefix: bytes | None = None) -> Watch:
         """A watch whose stream exists on a member (``BackendError`` if none made one within the op timeout)."""
-        watch = cls(gw, name)
+        watch = cls(gw, name, prefix)
         await watch._arm()
         return watch
 
@@ -54,7 +55,8 @@ class Watch(AsyncWatch):
         """Make the stream, trying the members in turn until the op timeout: return once etcd has answered
         ``created``, from when on every change of the range is sent down the stream."""
         gw = self._gw
-        create = {"key": keys.b64(self._prefix), "range_end": keys.b64(keys.prefix_end(self._prefix))}
+        start, end = (self._prefix, keys.prefix_end(self._prefix)) if self._prefix else (b"\x00", b"\x00")
+        create = {"key": keys.b64(start), "range_end": keys.b64(end)}  # empty prefix: the whole keyspace
         body = json.dumps({"create_request": create}).encode()
         deadline = monotonic() + gw.op_timeout
         last = "no member answered"
@@ -131,6 +133,10 @@ class Watch(AsyncWatch):
         return result
 
     async def wait(self, timeout: float) -> None:
+        await self.woken(timeout)
+
+    async def woken(self, timeout: float) -> bool:
+        """:meth:`wait`, saying whether it woke (an event, a new stream, a poll) rather than timed out."""
         deadline = monotonic() + max(0.0, timeout)
         if self._stream is not None:
             try:
@@ -138,8 +144,8 @@ class Watch(AsyncWatch):
                     if result.get("canceled") or result.get("compact_revision"):
                         raise ConnectionError("the watch was cancelled")
                     if result.get("events"):
-                        return
-                return
+                        return True
+                return False
             except OSError:
                 self._drop()
         # No stream (it ended, or could not be made last time): make one, then wake the observer, whose
@@ -148,6 +154,7 @@ class Watch(AsyncWatch):
             await self._arm()
         except BackendError:
             await rt.sleep(max(0.0, min(deadline - monotonic(), self.POLL)))
+        return True
 
     def _drop(self) -> None:
         stream, self._stream, self._pending = self._stream, None, b""
@@ -156,3 +163,21 @@ class Watch(AsyncWatch):
 
     async def aclose(self) -> None:
         self._drop()
+
+
+class PrefixWatch(AsyncPrefixWatch):
+    """``distlock list --watch``: one stream of the events of every key starting with the prefix. A lock's
+    keys are ``NAME/<lease hex>``, so each grant, release, expiry or break under the prefix is an event."""
+
+    def __init__(self, watch: Watch) -> None:
+        self._watch = watch
+
+    @classmethod
+    async def open(cls, gw: Gateway, prefix: str) -> PrefixWatch:
+        return cls(await Watch.open(gw, prefix or "(all)", prefix.encode("utf-8")))
+
+    async def wait(self, timeout: float) -> bool:
+        return await self._watch.woken(timeout)
+
+    async def aclose(self) -> None:
+        await self._watch.aclose()

@@ -11,7 +11,8 @@ The folder splits as etcd's own client does (docs/etcd.md has the whole design):
 * ``mutex.py``    one acquisition: the queue of keys, the grant, the wait for the predecessor, the clean-up,
                   and :class:`EtcdGuard` (Go's ``concurrency.Mutex``; the pure rules are ``_core/etcd_keys.py``);
 * ``admin.py``    what ``inspect`` / ``list`` / ``break_lock`` read of everyone's keys;
-* ``watch.py``    an election observer's watch on ``NAME/`` (``store.observe``);
+* ``watch.py``    an election observer's watch on ``NAME/`` (``store.observe``), and ``list --watch``'s on a
+                  prefix;
 * here            :class:`Backend`, the store's view: the holdings of this store (token -> key), release,
                   renewal and the key check that goes with it, ``extend`` past a lease's TTL, an election
                   leader's ``proclaim``, and :func:`guard`.
@@ -30,12 +31,12 @@ from ...._core import etcd_keys as keys
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._errors import NotHeld, UnsupportedFeature
 from ...._url import StoreConfig
-from ...backend import SyncBackend, SyncWatch
+from ...backend import SyncBackend, SyncPrefixWatch, SyncWatch
 from . import admin
 from .gateway import FAST_TRY, Denied, Gateway, denied
-from .leases import Leases
+from .leases import Lease, Leases
 from .mutex import Attempt, Entry, EtcdGuard
-from .watch import Watch
+from .watch import PrefixWatch, Watch
 
 if TYPE_CHECKING:
     from ...locks import Lock
@@ -94,18 +95,22 @@ class Backend(SyncBackend):
         """
         new = self.leases.take(ttl)
         old = entry.lease
-        data = self.gw.call(
-            "/v3/kv/txn",
-            {
-                "compare": [keys.create_is(entry.key, entry.rev)],
-                "success": [keys.put_op(entry.key, entry.value, new.id)],
-            },
-        )
-        if data.get("succeeded"):
+        if self._move(entry, new):
             entry.lease = new
             self.leases.revoke(old.id)
         else:
             self.leases.revoke(new.id)
+
+    def _move(self, entry: Entry, lease: Lease) -> bool:
+        """Put the held key on ``lease`` if it still has the holding's create revision; False if it has gone."""
+        data = self.gw.call(
+            "/v3/kv/txn",
+            {
+                "compare": [keys.create_is(entry.key, entry.rev)],
+                "success": [keys.put_op(entry.key, entry.value, lease.id)],
+            },
+        )
+        return bool(data.get("succeeded"))
 
     # -- the backend interface ---------------------------------------------------------------------------
     def lease_end(self, claim: Claim) -> float | None:
@@ -163,6 +168,24 @@ class Backend(SyncBackend):
         self.leases.revoke_stale()
         return out
 
+    def shorten(self, claim: Claim, ttl: float) -> bool:
+        """A lease's TTL is fixed when it is granted: grant a fresh one of ``ttl`` (whole seconds, rounded up;
+        the server raises it to its minimum), move the key to it with a put guarded by the key's create
+        revision (the fence, the queue place and the Go layout stay), and revoke the old lease. The new lease
+        is nobody's to keep alive, so the key goes when it runs out."""
+        with self._guard:
+            entry = self._entries.pop(claim.token, None)
+        if entry is None:
+            return False
+        new = self.leases.take(ttl, fresh=True)
+        # on an error the outcome is unknown: both leases are left to run out (nobody keeps them alive), as
+        # revoking either could delete the key before its time
+        moved = self._move(entry, new)
+        self.leases.revoke(entry.lease.id)  # its key moved to the new lease, or is gone
+        if not moved:
+            self.leases.revoke(new.id)
+        return moved
+
     def holds(self, claim: Claim) -> bool:
         entry = self._entry(claim)
         if entry is None:
@@ -199,6 +222,12 @@ class Backend(SyncBackend):
             return Watch.open(self.gw, name)
         except Denied as exc:
             raise denied(exc, name, self.gw.username, f"watch {name + '/'!r}") from None
+
+    def watch_prefix(self, prefix: str) -> SyncPrefixWatch:
+        try:
+            return PrefixWatch.open(self.gw, prefix)
+        except Denied as exc:
+            raise denied(exc, None, self.gw.username, f"watch the keys under {prefix!r}") from None
 
     def break_lock(self, name: str) -> bool:
         _, holders, _ = admin.snapshot(self.gw, name)

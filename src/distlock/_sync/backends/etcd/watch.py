@@ -26,7 +26,7 @@ from .... import _rt_sync as rt
 from ...._core import etcd_keys as keys
 from ...._core.timing import monotonic
 from ...._errors import BackendError
-from ...backend import SyncWatch
+from ...backend import SyncPrefixWatch, SyncWatch
 from .gateway import Denied, Gateway
 from .http import Stream
 
@@ -37,17 +37,18 @@ _READ_TIMEOUT = (TimeoutError, BlockingIOError, ssl.SSLWantReadError)
 class Watch(SyncWatch):
     """One observer's stream of the events under ``NAME/`` (see the module docstring)."""
 
-    def __init__(self, gw: Gateway, name: str) -> None:
+    def __init__(self, gw: Gateway, name: str, prefix: bytes | None = None) -> None:
         self._gw = gw
         self._name = name
-        self._prefix = keys.lock_prefix(name)
+        # the range watched: ``NAME/`` (an election), or every key starting with ``prefix`` (list --watch)
+        self._prefix = keys.lock_prefix(name) if prefix is None else prefix
         self._stream: Stream | None = None
         self._pending = b""  # bytes of the stream after its last complete line
 
     @classmethod
-    def open(cls, gw: Gateway, name: str) -> Watch:
+    def open(cls, gw: Gateway, name: str, prefix: bytes | None = None) -> Watch:
         """A watch whose stream exists on a member (``BackendError`` if none made one within the op timeout)."""
-        watch = cls(gw, name)
+        watch = cls(gw, name, prefix)
         watch._arm()
         return watch
 
@@ -55,7 +56,8 @@ class Watch(SyncWatch):
         """Make the stream, trying the members in turn until the op timeout: return once etcd has answered
         ``created``, from when on every change of the range is sent down the stream."""
         gw = self._gw
-        create = {"key": keys.b64(self._prefix), "range_end": keys.b64(keys.prefix_end(self._prefix))}
+        start, end = (self._prefix, keys.prefix_end(self._prefix)) if self._prefix else (b"\x00", b"\x00")
+        create = {"key": keys.b64(start), "range_end": keys.b64(end)}  # empty prefix: the whole keyspace
         body = json.dumps({"create_request": create}).encode()
         deadline = monotonic() + gw.op_timeout
         last = "no member answered"
@@ -132,6 +134,10 @@ class Watch(SyncWatch):
         return result
 
     def wait(self, timeout: float) -> None:
+        self.woken(timeout)
+
+    def woken(self, timeout: float) -> bool:
+        """:meth:`wait`, saying whether it woke (an event, a new stream, a poll) rather than timed out."""
         deadline = monotonic() + max(0.0, timeout)
         if self._stream is not None:
             try:
@@ -139,8 +145,8 @@ class Watch(SyncWatch):
                     if result.get("canceled") or result.get("compact_revision"):
                         raise ConnectionError("the watch was cancelled")
                     if result.get("events"):
-                        return
-                return
+                        return True
+                return False
             except OSError:
                 self._drop()
         # No stream (it ended, or could not be made last time): make one, then wake the observer, whose
@@ -149,6 +155,7 @@ class Watch(SyncWatch):
             self._arm()
         except BackendError:
             rt.sleep(max(0.0, min(deadline - monotonic(), self.POLL)))
+        return True
 
     def _drop(self) -> None:
         stream, self._stream, self._pending = self._stream, None, b""
@@ -157,3 +164,21 @@ class Watch(SyncWatch):
 
     def close(self) -> None:
         self._drop()
+
+
+class PrefixWatch(SyncPrefixWatch):
+    """``distlock list --watch``: one stream of the events of every key starting with the prefix. A lock's
+    keys are ``NAME/<lease hex>``, so each grant, release, expiry or break under the prefix is an event."""
+
+    def __init__(self, watch: Watch) -> None:
+        self._watch = watch
+
+    @classmethod
+    def open(cls, gw: Gateway, prefix: str) -> PrefixWatch:
+        return cls(Watch.open(gw, prefix or "(all)", prefix.encode("utf-8")))
+
+    def wait(self, timeout: float) -> bool:
+        return self._watch.woken(timeout)
+
+    def close(self) -> None:
+        self._watch.close()
