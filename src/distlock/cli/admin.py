@@ -3,7 +3,8 @@
 ``--json`` layouts (stable; documented in docs/cli.md):
 
 * ``status``: ``{"name", "held": bool, "kind", "waiters", "holders": [{"owner", "fence", "mode", "ttl_left"}]}``
-* ``list``: a JSON array of the same objects (``held`` is always true there).
+* ``list``: a JSON array of the same objects (``held`` is always true there); ``list --watch --json``
+  prints one such array per line, each time the locks change (:mod:`.watch`).
 
 (``init``, the admin command that creates a SQL store's tables, is in :mod:`.init`.)
 """
@@ -54,10 +55,19 @@ def status(obj: dict[str, Any], name: str, quiet: bool, as_json: bool) -> None:
 @click.command(name="list")
 @click.argument("prefix", default="")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option(
+    "-w", "--watch", "live", is_flag=True,
+    help="Keep watching: a live table on a terminal (q quits), else a new snapshot on each change.",
+)  # fmt: skip
 @click.pass_obj
-def list_(obj: dict[str, Any], prefix: str, as_json: bool) -> None:
-    """List held locks whose names start with PREFIX."""
+def list_(obj: dict[str, Any], prefix: str, as_json: bool, live: bool) -> None:
+    """List held locks whose names start with PREFIX (--watch: live, until q or Ctrl-C)."""
     with one_line_errors(obj["debug"]), connect(obj["url"]) as store:
+        if live:
+            from .watch import watch  # rich and the terminal handling only when asked for
+
+            watch(store, prefix, as_json)
+            return
         infos = list(store.list(prefix))
         if as_json:
             click.echo(json.dumps([_info_json(i.name, i) for i in infos]))
