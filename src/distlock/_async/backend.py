@@ -14,6 +14,11 @@ renewal, the lost signal and bookkeeping; a backend only answers:
 * ``release(claim)``                 compare-and-delete by token; False if it was no longer held.
 * ``renew(claims)``                  extend many leases in one round trip per tick; one bool per claim.
 * ``holds(claim)``                   is this claim still a live holder (``owned()``)?
+* ``shorten(claim, ttl)``            at-most-once jobs (``once.py``): let the holding end ``ttl`` seconds from
+                                      now on the server's clock instead of releasing it, only if ``claim``
+                                      still holds; then the store forgets it (no renewal, no release, no
+                                      ``lost``). Backends with no lease per holding (ZooKeeper, SQL session
+                                      modes) keep the default, which raises ``UnsupportedFeature``.
 * ``inspect`` / ``list`` / ``break_lock`` for admin and the CLI.
 * ``watch_prefix(prefix)``          a :class:`AsyncPrefixWatch` that tells ``distlock list --watch`` when the
                                       held locks under a prefix may have changed (default: a short poll).
@@ -42,6 +47,7 @@ from collections.abc import Callable, Sequence
 from .. import _rt_async as rt
 from .._core.timing import monotonic
 from .._core.types import Capabilities, Claim, Grant, LockInfo
+from .._errors import UnsupportedFeature
 from .._url import StoreConfig
 
 
@@ -153,6 +159,13 @@ class AsyncBackend:
 
     async def holds(self, claim: Claim) -> bool:
         raise NotImplementedError
+
+    async def shorten(self, claim: Claim, ttl: float) -> bool:
+        """At-most-once jobs: the holding of ``claim`` now ends ``ttl`` seconds from now, counted by the server
+        where it keeps the lease; atomic with a check that ``claim`` still holds (never another owner's
+        holding); False if it no longer does. The backend keeps nothing of the holding afterwards.
+        ``UnsupportedFeature``: no lease per holding on the server (the caller holds on in the process)."""
+        raise UnsupportedFeature("no server-side lease to shorten", name=claim.name, backend=self.scheme)
 
     async def inspect(self, name: str) -> LockInfo | None:
         raise NotImplementedError

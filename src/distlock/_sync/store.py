@@ -29,6 +29,7 @@ from .acquirer import SyncAcquirer
 from .backend import SyncBackend
 from .election import Election, check_elections, leader, observe
 from .locks import Lock, MultiLock, ReadWriteLock, Semaphore, LostCallback
+from .once import Once, at_most_once
 
 log = logging.getLogger("distlock")
 
@@ -195,6 +196,24 @@ class Store:
             return wrapper  # type: ignore[return-value]
 
         return decorate
+
+    def once(self, name: str, at_most: float = 600.0, at_least: float = 0.0, *, keep_alive: bool = False) -> Once:
+        """An at-most-once run of the job ``name`` (ShedLock's semantics, docs/operations.md):
+        ``with store.once(name, at_most=600, at_least=30) as ran: if ran: ...``.
+
+        Never waits: if anyone holds ``name`` the run is skipped (``ran`` is false). ``at_most`` is the lease
+        (renewed only with ``keep_alive=True``); on exit the lock is kept until ``at_least`` seconds after the
+        start, then it ends by itself.
+        """
+        return Once(self, name, at_most=at_most, at_least=at_least, keep_alive=keep_alive)
+
+    def at_most_once(
+        self, name: str, at_most: float = 600.0, at_least: float = 0.0, *, keep_alive: bool = False
+    ) -> Callable[[F], F]:
+        """Decorator: run the function inside :meth:`once`; its result when it ran, None when it was skipped.
+        With the async store, decorate ``async def`` functions."""
+        once = self.once(name, at_most=at_most, at_least=at_least, keep_alive=keep_alive)
+        return functools.partial(at_most_once, once)
 
     def election(
         self, name: str, ttl: float = 30.0, timeout: float | None = None, on_lost: LostCallback | None = None

@@ -156,11 +156,30 @@ def lock_options(f: Any) -> Any:
     metavar="S",
     help="On loss of the lock: SIGTERM to CMD, then SIGKILL after S seconds.",
 )
+@click.option(
+    "--once",
+    is_flag=True,
+    help="At most once (a scheduled job): never wait; if NAME is held, skip CMD and exit 0 (or -E CODE).",
+)
+@click.option(
+    "--at-most",
+    type=float,
+    default=None,
+    metavar="S",
+    help="With --once: the lease, not renewed (default 600): a crashed run frees NAME after S seconds.",
+)
+@click.option(
+    "--at-least",
+    type=float,
+    default=None,
+    metavar="S",
+    help="With --once: keep NAME held until S seconds after the start, even if CMD ends sooner (default 0).",
+)
 @click.argument("name")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-@click.pass_obj
+@click.pass_context
 def run(
-    obj: dict[str, Any],
+    ctx: click.Context,
     name: str,
     nonblock: bool,
     timeout: float | None,
@@ -171,6 +190,9 @@ def run(
     ttl: float,
     shell: str | None,
     kill_after: float,
+    once: bool,
+    at_most: float | None,
+    at_least: float | None,
     cmd: tuple[str, ...],
 ) -> None:
     """Run CMD while holding the lock NAME (default: the mutex lock(NAME)); with no CMD, hold it like ``hold``.
@@ -180,12 +202,23 @@ def run(
     if the lock is lost CMD gets SIGTERM, then SIGKILL after --kill-after, and run exits 70; if run dies, even by
     SIGKILL, CMD is killed. Exit codes: CMD's own (128+N if it died of signal N); 75 (or -E CODE) not acquired;
     2 bad usage; 69 backend unreachable; 70 lost; 126/127 CMD not executable / not found; 130 Ctrl-C.
+
+    With --once (a scheduled job on several hosts): one try; if NAME is held CMD is skipped and run exits 0
+    (or -E CODE if given); the lease is --at-most, not renewed, and NAME stays held until --at-least seconds
+    after the start even if CMD ends sooner.
     """
+    obj = ctx.obj
     with one_line_errors(obj["debug"]):
         _check_common(name, ttl, timeout, nonblock, conflict_code)
         _seconds(kill_after, "--kill-after", zero_ok=True)
         mode = _mode(shared, exclusive, legacy_mode)
         argv = _command_line(shell, cmd)
+        if once or at_most is not None or at_least is not None:
+            given = ctx.get_parameter_source("conflict_code") is not click.core.ParameterSource.DEFAULT
+            run_once = _OnceRun(name, at_most, at_least, conflict_code if given else 0)
+            if ctx.get_parameter_source("ttl") is not click.core.ParameterSource.DEFAULT:
+                raise Abort("--once takes its lease from --at-most, not --ttl", EXIT_USAGE)
+            sys.exit(run_once.run(obj["url"], run_once.check(once, mode, timeout, argv), kill_after))
         if argv is None:
             _hold(obj["url"], name, ttl, mode, nonblock, timeout, conflict_code)
             return
@@ -228,6 +261,39 @@ def _run(
                 with contextlib.suppress(LockError):
                     if lock.owned():
                         lock.release()
+
+
+class _OnceRun:
+    """``run --once``: CMD at most once across hosts (``store.once``), skipped when NAME is held."""
+
+    def __init__(self, name: str, at_most: float | None, at_least: float | None, skip_code: int) -> None:
+        self.name = name
+        self.at_most = 600.0 if at_most is None else at_most
+        self.at_least = 0.0 if at_least is None else at_least
+        self.skip_code = skip_code
+
+    def check(self, once: bool, mode: str | None, timeout: float | None, argv: list[str] | None) -> list[str]:
+        """The options' checks (one-line usage errors); CMD's argv."""
+        if not once:
+            raise Abort("--at-most and --at-least go with --once", EXIT_USAGE)
+        if mode is not None or timeout is not None:
+            raise Abort("--once never waits and takes the mutex: no -w, -s or -x with it", EXIT_USAGE)
+        if argv is None:
+            raise Abort("--once needs a CMD to run", EXIT_USAGE)
+        _seconds(self.at_most, "--at-most")
+        _seconds(self.at_least, "--at-least", zero_ok=True)
+        if self.at_least > self.at_most:
+            raise Abort("--at-least must not exceed --at-most", EXIT_USAGE)
+        return argv
+
+    def run(self, url: str | None, argv: list[str], kill_after: float) -> int:
+        with connect(url) as store, _raise_on_stop_signals():
+            with store.once(self.name, at_most=self.at_most, at_least=self.at_least) as ran:
+                if not ran:
+                    if self.skip_code:
+                        raise Abort(f"lock {self.name!r} is held by another owner: skipped", self.skip_code)
+                    return 0
+                return supervise(ran, self.name, argv, kill_after)
 
 
 @click.command(short_help="Hold the lock NAME until interrupted (like `etcdctl lock NAME`).")

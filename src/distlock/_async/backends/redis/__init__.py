@@ -63,7 +63,7 @@ from ...._given import given
 from ...._url import StoreConfig
 from ...backend import AsyncBackend, AsyncWatch
 from .attempt import Attempt
-from .leases import Leases
+from .leases import Leases, shorten_by_renewal
 from .node import Node
 from .options import GIVEN_CLUSTER, cluster_option, driver_url, fence_counter, reject_unknown, timeouts
 from .watch import RedisWatch
@@ -184,6 +184,9 @@ class Backend(AsyncBackend):
 
     async def holds(self, claim: Claim) -> bool:
         return int(await self.node.script("holds", claim.name, claim.token, claim.mode.value)) == 1
+
+    async def shorten(self, claim: Claim, ttl: float) -> bool:
+        return await shorten_by_renewal(self, self.leases, claim, ttl)
 
     async def proclaim(self, claim: Claim, value: str) -> bool:
         record = replace(claim, value=value).record

@@ -5,9 +5,11 @@ releases."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ...._core.timing import lease_end, monotonic
 from ...._core.types import Claim
+from ...backend import AsyncBackend
 
 
 class Leases:
@@ -55,3 +57,14 @@ class Leases:
     def forget(self, token: str) -> None:
         self._until.pop(token, None)
         self._unsure.discard(token)
+
+
+async def shorten_by_renewal(backend: AsyncBackend, leases: Leases, claim: Claim, ttl: float) -> bool:
+    """``shorten`` on Redis and Redlock: the renew script is the guarded step (our token only, PEXPIRE to ``ttl``
+    on each server's clock; Redlock: on a majority, and a master that missed it keeps the longer lease, which
+    keeps others out longer, never less). No release follows, so the token is forgotten here."""
+    try:
+        (ok,) = await backend.renew([replace(claim, ttl=ttl)])
+    finally:
+        leases.forget(claim.token)
+    return ok

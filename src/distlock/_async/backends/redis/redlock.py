@@ -49,7 +49,7 @@ from ...._url import StoreConfig
 from ...backend import AsyncBackend, AsyncWatch
 from .attempt import RedlockAttempt
 from .fences import Vote, plan
-from .leases import Leases
+from .leases import Leases, shorten_by_renewal
 from .masters import Masters
 from .node import Node
 from .options import driver_url, fence_counter, reject_unknown
@@ -229,6 +229,9 @@ class Backend(AsyncBackend):
         watch = RedisWatch([n.listener for n in self.masters.nodes], self.masters.quorum, name, self.masters.fan)
         await watch.arm()
         return watch
+
+    async def shorten(self, claim: Claim, ttl: float) -> bool:
+        return await shorten_by_renewal(self, self.leases, claim, ttl)
 
     async def holds(self, claim: Claim) -> bool:
         results = await self.masters.scatter(

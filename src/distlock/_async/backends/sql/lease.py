@@ -198,6 +198,13 @@ class LeaseBackend(SqlBase):
         ok: bool = await self._tx(lambda: self.ops.holds(claim), tx=False)
         return ok
 
+    async def shorten(self, claim: Claim, ttl: float) -> bool:
+        # the renewal statement is the guarded step: our token, a live lease only, expires_at on the server's clock
+        short = [replace(claim, ttl=ttl)]
+        (ok,) = await self._tx(lambda: self.ops.renew(short))
+        await self._forget_bells([claim.token])  # MySQL: waiters then look again and wait for the row's end
+        return bool(ok)
+
     async def inspect(self, name: str) -> LockInfo | None:
         infos = await self._tx(lambda: self.ops.inspect([name]), tx=False)
         return infos[0] if infos else None

@@ -337,6 +337,11 @@ class Backend(AsyncBackend):
     async def holds(self, claim: Claim) -> bool:
         return await self._call(self._holds, claim)
 
+    async def shorten(self, claim: Claim, ttl: float) -> bool:
+        # a renewal to ``ttl`` is the guarded step: the row's own token, a live lease only, the host's clock
+        (ok,) = await self._call(self._renew, [replace(claim, ttl=ttl)])
+        return ok
+
     async def inspect(self, name: str) -> LockInfo | None:
         found = await self._call(self._inspect, [name])
         return found[0] if found else None

@@ -64,7 +64,7 @@ from ...._given import given
 from ...._url import StoreConfig
 from ...backend import SyncBackend, SyncWatch
 from .attempt import Attempt
-from .leases import Leases
+from .leases import Leases, shorten_by_renewal
 from .node import Node
 from .options import GIVEN_CLUSTER, cluster_option, driver_url, fence_counter, reject_unknown, timeouts
 from .watch import RedisWatch
@@ -185,6 +185,9 @@ class Backend(SyncBackend):
 
     def holds(self, claim: Claim) -> bool:
         return int(self.node.script("holds", claim.name, claim.token, claim.mode.value)) == 1
+
+    def shorten(self, claim: Claim, ttl: float) -> bool:
+        return shorten_by_renewal(self, self.leases, claim, ttl)
 
     def proclaim(self, claim: Claim, value: str) -> bool:
         record = replace(claim, value=value).record

@@ -50,7 +50,7 @@ from ...._url import StoreConfig
 from ...backend import SyncBackend, SyncWatch
 from .attempt import RedlockAttempt
 from .fences import Vote, plan
-from .leases import Leases
+from .leases import Leases, shorten_by_renewal
 from .masters import Masters
 from .node import Node
 from .options import driver_url, fence_counter, reject_unknown
@@ -230,6 +230,9 @@ class Backend(SyncBackend):
         watch = RedisWatch([n.listener for n in self.masters.nodes], self.masters.quorum, name, self.masters.fan)
         watch.arm()
         return watch
+
+    def shorten(self, claim: Claim, ttl: float) -> bool:
+        return shorten_by_renewal(self, self.leases, claim, ttl)
 
     def holds(self, claim: Claim) -> bool:
         results = self.masters.scatter(

@@ -199,6 +199,13 @@ class LeaseBackend(SqlBase):
         ok: bool = self._tx(lambda: self.ops.holds(claim), tx=False)
         return ok
 
+    def shorten(self, claim: Claim, ttl: float) -> bool:
+        # the renewal statement is the guarded step: our token, a live lease only, expires_at on the server's clock
+        short = [replace(claim, ttl=ttl)]
+        (ok,) = self._tx(lambda: self.ops.renew(short))
+        self._forget_bells([claim.token])  # MySQL: waiters then look again and wait for the row's end
+        return bool(ok)
+
     def inspect(self, name: str) -> LockInfo | None:
         infos = self._tx(lambda: self.ops.inspect([name]), tx=False)
         return infos[0] if infos else None

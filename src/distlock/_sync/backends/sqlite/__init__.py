@@ -338,6 +338,11 @@ class Backend(SyncBackend):
     def holds(self, claim: Claim) -> bool:
         return self._call(self._holds, claim)
 
+    def shorten(self, claim: Claim, ttl: float) -> bool:
+        # a renewal to ``ttl`` is the guarded step: the row's own token, a live lease only, the host's clock
+        (ok,) = self._call(self._renew, [replace(claim, ttl=ttl)])
+        return ok
+
     def inspect(self, name: str) -> LockInfo | None:
         found = self._call(self._inspect, [name])
         return found[0] if found else None
