@@ -53,6 +53,12 @@ def _url_of(client: object, backend: str) -> str:
         kwargs: dict[str, Any] = dict(getattr(pool, "connection_kwargs", {}) or {})
         if kwargs.get("path"):
             return f"unix://{kwargs['path']}?db={int(kwargs.get('db') or 0)}"
+        manager: Any = getattr(pool, "sentinel_manager", None)
+        if manager is not None:  # Sentinel.master_for: the sentinels and the service
+            sentinels = [s.connection_pool.connection_kwargs for s in getattr(manager, "sentinels", [])]
+            where = ",".join(f"{k.get('host')}:{int(k.get('port') or 26379)}" for k in sentinels)
+            service = quote(str(getattr(pool, "service_name", "")), safe="")
+            return f"redis+sentinel://{where}/{service}/{int(kwargs.get('db') or 0)}"
         cls = getattr(pool, "connection_class", None)
         scheme = "rediss" if cls is not None and "SSL" in cls.__name__ else "redis"
         host = str(kwargs.get("host") or "localhost")

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as redis_driver
+from redis.asyncio.sentinel import Sentinel as Sentinel
 
 log = logging.getLogger("distlock")
 
@@ -68,6 +69,10 @@ async def pipeline(client: AnyClient, commands: Sequence[Sequence[Any]]) -> list
 
 async def close(client: AnyClient) -> None:
     await client.aclose()
+    # a client distlock made through Sentinel: its connections to the sentinels are distlock's too
+    manager: Any = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
+    if manager is not None:
+        await manager.aclose()
 
 
 def io_bound(conn: Any, timeout: float | None) -> Any:

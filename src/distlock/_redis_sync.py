@@ -16,6 +16,7 @@ from typing import Any
 
 import redis as redis_driver
 from redis.exceptions import RedisError, ResponseError
+from redis.sentinel import Sentinel as Sentinel
 
 log = logging.getLogger("distlock")
 
@@ -59,6 +60,10 @@ def pipeline(client: AnyClient, commands: Sequence[Sequence[Any]]) -> list[Any]:
 
 def close(client: AnyClient) -> None:
     client.close()
+    # a client distlock made through Sentinel: its connections to the sentinels are distlock's too
+    manager: Any = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
+    if manager is not None:
+        manager.close()
 
 
 class io_bound:

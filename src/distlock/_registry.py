@@ -26,12 +26,23 @@ class BackendRow:
     port: int | None = None
     #: schemes that mean TLS to the server
     tls_schemes: tuple[str, ...] = ()
+    #: schemes whose hosts default to another port than ``port`` (Sentinel: the sentinels' 26379)
+    scheme_ports: tuple[tuple[str, int], ...] = ()
 
 
 ROWS: tuple[BackendRow, ...] = (
     BackendRow("memory", ("memory",), "sqlite"),
     BackendRow("sqlite", ("sqlite",), "sqlite"),
-    BackendRow("redis", ("redis", "rediss", "unix"), "redis", "redis", ("redis",), 6379, ("rediss",)),
+    BackendRow(
+        "redis",
+        ("redis", "rediss", "unix", "redis+sentinel"),
+        "redis",
+        "redis",
+        ("redis",),
+        6379,
+        ("rediss",),
+        (("redis+sentinel", 26379),),
+    ),
     BackendRow("redlock", ("redlock", "redlocks"), "redlock", "redis", ("redis",), 6379, ("redlocks",)),
     BackendRow("zookeeper", ("zookeeper", "zk"), "zookeeper", "zookeeper", ("kazoo",), 2181),
     BackendRow("etcd", ("etcd", "etcds"), "etcd", "etcd", ("h11",), 2379, ("etcds",)),

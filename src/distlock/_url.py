@@ -22,6 +22,8 @@ from ._registry import ROWS
 SCHEMES: dict[str, str] = {scheme: row.name for row in ROWS for scheme in row.schemes}
 #: backend name -> the port of a host given without one
 DEFAULT_PORTS: dict[str, int] = {row.name: row.port for row in ROWS if row.port is not None}
+#: scheme -> the port of a host given without one, where the scheme's hosts are not the backend's servers
+SCHEME_PORTS: dict[str, int] = {scheme: port for row in ROWS for scheme, port in row.scheme_ports}
 TLS_SCHEMES = frozenset(scheme for row in ROWS for scheme in row.tls_schemes)
 
 _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:@/]*)(?::(?P<pw>[^@/]*))?@", re.I)
@@ -161,7 +163,7 @@ def parse_url(url: str | None, options: dict[str, object] | None = None) -> Stor
             hosts.append(_socket_host(backend, scheme, params))
         else:
             for item in netloc.split(","):
-                hosts.append(_host_port(item, DEFAULT_PORTS[backend], scheme))
+                hosts.append(_host_port(item, SCHEME_PORTS.get(scheme, DEFAULT_PORTS[backend]), scheme))
     path = unquote(parts.path)
     if backend == "sqlite":
         # SQLAlchemy convention: sqlite:///rel/path.db (relative), sqlite:////abs/path.db (absolute)

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from .... import _rt_async as rt
 from ...._core import redis_keys as rk
-from ...._core.timing import wait_slice
+from ...._core.timing import monotonic, wait_slice
 from ...._core.types import Claim, Grant
+from ...._errors import BackendError
 from ...backend import AsyncAttempt
 
 if TYPE_CHECKING:
@@ -27,6 +31,10 @@ if TYPE_CHECKING:
 MAX_WAIT_SLICE = 2.0
 #: how long a waiter waits for the server to confirm its subscription before relying on hints
 SUBSCRIBE_TIMEOUT = 1.0
+#: Sentinel: how long a waiting acquire keeps trying while the master cannot be reached (a failover takes
+#: the sentinels' down-after-milliseconds plus an election and a promotion: seconds), and how often
+FAILOVER_GRACE = 15.0
+FAILOVER_POLL = 0.2
 #: Redlock: consecutive tries in which fewer than a majority of masters answered in time before QuorumError
 #: (a master that refuses connections counts at once; one that is slow may just be overloaded)
 MAX_SILENT_TRIES = 5
@@ -48,6 +56,7 @@ class Attempt(AsyncAttempt):
         self._waker: rt.Waker | None = None
         self._channel = rk.channel(claim.name)
         self._gen: int | None = None  # the subscription generation our last try ran under
+        self._down_since: float | None = None  # Sentinel: when tries began to find no master
 
     async def try_acquire(self) -> Grant:
         listener = self.backend.node.listener
@@ -55,10 +64,27 @@ class Attempt(AsyncAttempt):
         if self._gen is not None and self._waker is None:
             self._waker = rt.Waker()
             listener.add(self._channel, self.claim.token, self._waker.notify)
-        grant = await self.backend.try_once(self.claim)
+        try:
+            grant = await self.backend.try_once(self.claim)
+        except BackendError as err:
+            if not self._through_failover(err):
+                raise
+            return Grant(False, retry_after=FAILOVER_POLL)
+        self._down_since = None
         if grant.acquired:
             await self._unwatch()
         return grant
+
+    def _through_failover(self, err: BackendError) -> bool:
+        """Sentinel: a try that could not reach the master (it died, no master is known yet) counts as a
+        failed try for ``FAILOVER_GRACE`` seconds: the acquire waits, within its own timeout, for the
+        sentinels to promote a replica instead of failing. An error the server sent is raised at once."""
+        if not self.backend.node.sentinel or not isinstance(err.__cause__, (RedisConnectionError, RedisTimeoutError)):
+            return False
+        now = monotonic()
+        if self._down_since is None:
+            self._down_since = now
+        return now - self._down_since < FAILOVER_GRACE
 
     async def wait(self, grant: Grant, timeout: float | None) -> None:
         listener = self.backend.node.listener

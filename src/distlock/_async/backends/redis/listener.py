@@ -132,6 +132,14 @@ class Listener:
                 with contextlib.suppress(RedisError, OSError):
                     await self._pubsub.unsubscribe(*stale)
 
+    async def moved(self) -> None:
+        """The server moved (a Sentinel failover): the pub/sub connection is made again where the client now
+        points and every channel re-subscribed (now: closing the old one also ends the reader's wait on it);
+        everyone re-checks meanwhile (messages may be lost)."""
+        self._lost_messages()
+        if self._pubsub is not None:
+            await self._move()
+
     def _lost_messages(self) -> None:
         """The connection dropped: subscriptions are not confirmed until re-subscribed; everyone re-checks."""
         with self._state:
@@ -165,13 +173,14 @@ class Listener:
 
     async def _move(self) -> None:
         """Redis Cluster: the node under the pub/sub connection may be gone for good (its replica took
-        over). Start a new pub/sub connection where the slot map now points and subscribe every channel
+        over); Sentinel: the master changed (:meth:`moved`). Start a new pub/sub connection where the slot map now points and subscribe every channel
         again; while that fails, refresh the slot map and try again on the next round."""
         async with self._io:
             make: Any = self._client.pubsub
             old, self._pubsub = self._pubsub, make()
-            with contextlib.suppress(Exception):
-                await old.aclose()
+            if old is not None:
+                with contextlib.suppress(Exception):
+                    await old.aclose()
             with self._state:
                 channels = list(self._confirmed)
             self._stale = False
@@ -180,7 +189,9 @@ class Listener:
                     await self._pubsub.subscribe(*channels)
             except (RedisError, OSError, RuntimeError, RedisClusterException) as err:
                 self._stale = True
-                log.debug("wake-up listener: re-subscribe failed: %s (refreshing the slot map)", err)
+                log.debug("wake-up listener: re-subscribe failed: %s (finding the server again)", err)
+                if not isinstance(self._client, drv.ClusterClient):
+                    return
                 with contextlib.suppress(Exception):
                     cluster: Any = self._client
                     await cluster.nodes_manager.initialize()

@@ -5,12 +5,20 @@ Our own URL options are read here (``connect_timeout``, ``socket_timeout``, ``cl
 rest is passed to redis-py when it is one of redis-py's own URL options (``ssl_*``, ``client_name``, ...) and
 refused as a typo otherwise. :func:`connect` and :func:`connect_cluster` make the client from a URL,
 :func:`derive` makes distlock's own client for ``connect(client=...)``.
+
+Sentinel (``redis+sentinel://[user:pw@]s1:26379,s2:26379/<service>[/db]``): the client is redis-py's
+``Sentinel(...).master_for(service)``. Its connections ask the sentinels for the master's address each time
+one is made, and a connection that meets a read-only reply (the master it was on was demoted) is dropped
+and made again, so distlock's own request path (``wire.py``, connections made like the pool's) and the
+wake-up listener follow a failover the same way redis-py's own commands do. The URL's user and password are
+the master's (``requirepass``/ACL of the data nodes); the sentinels' own are ``sentinel_username`` and
+``sentinel_password`` (redis-py keeps the two apart: ``sentinel_kwargs``), unset by default.
 """
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit
 
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.connection import URL_QUERY_ARGUMENT_PARSERS
@@ -23,11 +31,19 @@ from .... import _redis_async as drv
 from .... import _rt_async as rt
 from ...._core import redis_keys as rk
 from ...._errors import ConfigError
-from ...._url import StoreConfig
+from ...._url import StoreConfig, parse_url
+from .tls import tls_options
 
 #: a cluster call on distlock's own connection that meets one of these goes through redis-py's routing
 #: instead (it follows MOVED/ASK, refreshes the slot map, waits out a failover)
 REROUTE = (AskError, TryAgainError, ClusterDownError, RedisConnectionError, RedisTimeoutError, RedisClusterException)
+
+
+#: the URL scheme of Redis behind Sentinel
+SENTINEL = "redis+sentinel"
+#: URL options for the sentinels' own connections (the URL's userinfo is the master's)
+SENTINEL_OPTIONS = ("sentinel_username", "sentinel_password")
+SENTINEL_FORM = "redis+sentinel://[user:pw@]s1:26379,s2:26379/<service>[/db]"
 
 
 def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> drv.Client:
@@ -37,9 +53,67 @@ def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> drv.Client:
     redis.asyncio's default of 100, so a hundred tasks contending in one process do not get "Too many
     connections" (redis-py's own ``max_connections`` URL option overrides it).
     """
+    if url.lower().startswith(SENTINEL + "://"):
+        return connect_sentinel(url, max_connections, **kwargs)
     pool = drv.ConnectionPool.from_url(url, max_connections=max_connections, retry=Retry(NoBackoff(), 1), **kwargs)
     client: drv.Client = drv.Client.from_pool(pool)
     return client
+
+
+def connect_sentinel(
+    url: str, max_connections: int, socket_connect_timeout: float, socket_timeout: float
+) -> drv.Client:
+    """The master of a Sentinel-managed service: redis-py's ``Sentinel(...).master_for(service)`` with
+    distlock's timeouts and retry on both the sentinels' and the master's connections. Bad input is a
+    ``ValueError`` (the caller makes it a ``ConfigError``); nothing is connected yet."""
+    config = parse_url(url)
+    service, db = _service_and_db(config)
+    opts = {k: config.params.pop(k) for k in SENTINEL_OPTIONS if k in config.params}
+    if "db" in config.params:
+        db = _int("db", config.params.pop("db"))
+    if any(k.startswith("ssl") for k in config.params):
+        raise ValueError("TLS is not offered on redis+sentinel:// yet (no ssl_* options)")
+    extra: dict[str, Any] = {"max_connections": max_connections}
+    for key, raw in config.params.items():  # redis-py's own URL options, parsed as redis-py's from_url does
+        parser: Any = URL_QUERY_ARGUMENT_PARSERS.get(key)
+        extra[key] = parser(raw) if parser is not None and raw != "" else raw
+    timeouts = {"socket_connect_timeout": socket_connect_timeout, "socket_timeout": socket_timeout}
+    sentinel_kwargs: dict[str, Any] = {**timeouts, "retry": Retry(NoBackoff(), 1)}
+    if opts.get("sentinel_username"):
+        sentinel_kwargs["username"] = opts["sentinel_username"]
+    if opts.get("sentinel_password"):
+        sentinel_kwargs["password"] = opts["sentinel_password"]
+    sentinel: Any = drv.Sentinel  # redis-py's Sentinel is untyped
+    manager = sentinel(config.hosts, sentinel_kwargs=sentinel_kwargs)
+    client: drv.Client = manager.master_for(
+        service,
+        redis_class=drv.Client,
+        username=config.username,
+        password=config.password,
+        db=db,
+        retry=Retry(NoBackoff(), 1),
+        **timeouts,
+        **extra,
+    )
+    return client
+
+
+def _service_and_db(config: StoreConfig) -> tuple[str, int]:
+    """``/<service>[/db]`` of a ``redis+sentinel://`` URL."""
+    parts = [unquote(p) for p in urlsplit(config.url).path.split("/") if p]
+    if not config.hosts or not parts or len(parts) > 2:
+        raise ValueError(f"a Sentinel URL names the sentinels and the master's service: {SENTINEL_FORM}")
+    return parts[0], _int("db", parts[1]) if len(parts) == 2 else 0
+
+
+def _int(what: str, raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{what} {raw!r} is not a number ({SENTINEL_FORM})") from None
+    if value < 0:
+        raise ValueError(f"{what} {raw!r} must be >= 0")
+    return value
 
 
 async def connect_cluster(url: str, max_connections: int = 4096, **kwargs: Any) -> drv.ClusterClient:
@@ -64,26 +138,29 @@ async def connect_cluster(url: str, max_connections: int = 4096, **kwargs: Any) 
 
 def driver_url(config: StoreConfig, host: tuple[str, int] | None = None) -> str:
     """The URL for redis-py: our own options removed, redis-py's own query options kept."""
+    tls_options(config)
     parts = urlsplit(config.url)
-    scheme = parts.scheme.lower()
+    scheme = "rediss" if config.tls and parts.scheme.lower() == "redis" else parts.scheme.lower()
     netloc = parts.netloc
     if host is not None:  # one master of a redlock:// URL
         scheme = "rediss" if config.tls else "redis"
         userinfo = netloc.rsplit("@", 1)[0] + "@" if "@" in netloc else ""
         h, p = host
         netloc = f"{userinfo}[{h}]:{p}" if ":" in h else f"{userinfo}{h}:{p}"
-    passthrough = {k: v for k, v in config.params.items() if _is_driver_option(k)}
+    passthrough = {k: v for k, v in config.params.items() if _is_driver_option(k, config.scheme)}
     query = urlencode(passthrough)
     return f"{scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
 
 
-def _is_driver_option(key: str) -> bool:
+def _is_driver_option(key: str, scheme: str) -> bool:
+    if scheme == SENTINEL and key in SENTINEL_OPTIONS:
+        return True
     return key in URL_QUERY_ARGUMENT_PARSERS or key.startswith("ssl_") or key in ("client_name", "db")
 
 
 def reject_unknown(config: StoreConfig) -> None:
     """redis-py's own URL options were passed on by :func:`driver_url`; anything else is a typo."""
-    for key in [k for k in config.params if _is_driver_option(k)]:
+    for key in [k for k in config.params if _is_driver_option(k, config.scheme)]:
         config.params.pop(key)
     config.reject_unknown()
 
@@ -104,8 +181,13 @@ def fence_counter(config: StoreConfig) -> str:
 
 
 def cluster_option(config: StoreConfig) -> bool | None:
-    """``cluster=auto`` (default: ask the seed) -> None; ``true``/``false`` -> forced."""
+    """``cluster=auto`` (default: ask the seed) -> None; ``true``/``false`` -> forced. Sentinel manages a
+    master and its replicas, never a cluster: False (``cluster=true`` is refused)."""
     raw = config.params.get("cluster")
+    if config.scheme == SENTINEL:
+        if config.pop_bool("cluster", False):
+            raise ConfigError(f"{SENTINEL}:// is a Sentinel-managed master, not a Redis Cluster", backend=config.scheme)
+        return False
     if raw is None or raw.lower() == "auto":
         config.params.pop("cluster", None)
         return None
@@ -132,8 +214,9 @@ def derive(given: object, connect_timeout: float, socket_timeout: float, max_con
     pool (host or socket, TLS, credentials, db, protocol) with distlock's timeouts and retry, in a pool of its
     own. The caller's object is only read: none of its connections is used, nothing of it is closed.
 
-    A client of the other side, a cluster client, a Sentinel pool or anything else is a ``ValueError``
-    whose text says what is needed."""
+    A Sentinel-managed client or pool (``Sentinel.master_for``) gives a Sentinel-managed client of distlock's
+    own, on sentinel connections of its own. A client of the other side, a cluster client, a Sentinel
+    replica pool or anything else is a ``ValueError`` whose text says what is needed."""
     pool: Any = given.connection_pool if isinstance(given, drv.Client) else given
     if not isinstance(pool, drv.ConnectionPool):
         kind = f"{type(given).__module__}.{type(given).__qualname__}"
@@ -143,8 +226,8 @@ def derive(given: object, connect_timeout: float, socket_timeout: float, max_con
                 "(distlock makes its own cluster client)"
             )
         raise ValueError(f"{_WANT}; got a {kind}")
-    if "Sentinel" in type(pool).__name__:
-        raise ValueError("a Sentinel-managed pool is not taken: give a redis:// URL of the master instead")
+    if isinstance(getattr(pool, "sentinel_manager", None), drv.Sentinel):
+        return _derive_sentinel(pool, connect_timeout, socket_timeout, max_connections)
     kwargs = {
         **pool.connection_kwargs,
         "socket_connect_timeout": connect_timeout,
@@ -153,4 +236,40 @@ def derive(given: object, connect_timeout: float, socket_timeout: float, max_con
     }
     own = drv.ConnectionPool(connection_class=pool.connection_class, max_connections=max_connections, **kwargs)
     client: drv.Client = drv.Client.from_pool(own)
+    return client
+
+
+def _derive_sentinel(pool: Any, connect_timeout: float, socket_timeout: float, max_connections: int) -> drv.Client:
+    """:func:`derive` for a ``master_for`` pool: the same sentinels (their connection settings, ``min_other_sentinels``,
+    ``force_master_ip``), service and master connection settings, with distlock's timeouts and retry."""
+    if not pool.is_master:
+        raise ValueError(
+            f"a Sentinel replica pool (slave_for) is not taken: locks are written on the master; give "
+            f"Sentinel.master_for({pool.service_name!r}) or a {SENTINEL}:// URL"
+        )
+    manager: Any = pool.sentinel_manager
+    hosts = [
+        (s.connection_pool.connection_kwargs["host"], s.connection_pool.connection_kwargs["port"])
+        for s in manager.sentinels
+    ]
+    timeouts = {"socket_connect_timeout": connect_timeout, "socket_timeout": socket_timeout}
+    retry = {"retry": Retry(NoBackoff(), 1)}
+    sentinel: Any = drv.Sentinel  # redis-py's Sentinel is untyped
+    own = sentinel(
+        hosts,
+        min_other_sentinels=manager.min_other_sentinels,
+        sentinel_kwargs={**manager.sentinel_kwargs, **timeouts, **retry},
+        force_master_ip=getattr(manager, "_force_master_ip", None),
+    )
+    skip = ("connection_pool", "socket_connect_timeout", "socket_timeout", "retry")
+    kwargs = {k: v for k, v in pool.connection_kwargs.items() if k not in skip}
+    client: drv.Client = own.master_for(
+        pool.service_name,
+        redis_class=drv.Client,
+        connection_class=pool.connection_class,
+        max_connections=max_connections,
+        **kwargs,
+        **timeouts,
+        **retry,
+    )
     return client

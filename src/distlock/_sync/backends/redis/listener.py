@@ -133,6 +133,14 @@ class Listener:
                 with contextlib.suppress(RedisError, OSError):
                     self._pubsub.unsubscribe(*stale)
 
+    def moved(self) -> None:
+        """The server moved (a Sentinel failover): the pub/sub connection is made again where the client now
+        points and every channel re-subscribed (now: closing the old one also ends the reader's wait on it);
+        everyone re-checks meanwhile (messages may be lost)."""
+        self._lost_messages()
+        if self._pubsub is not None:
+            self._move()
+
     def _lost_messages(self) -> None:
         """The connection dropped: subscriptions are not confirmed until re-subscribed; everyone re-checks."""
         with self._state:
@@ -166,13 +174,14 @@ class Listener:
 
     def _move(self) -> None:
         """Redis Cluster: the node under the pub/sub connection may be gone for good (its replica took
-        over). Start a new pub/sub connection where the slot map now points and subscribe every channel
+        over); Sentinel: the master changed (:meth:`moved`). Start a new pub/sub connection where the slot map now points and subscribe every channel
         again; while that fails, refresh the slot map and try again on the next round."""
         with self._io:
             make: Any = self._client.pubsub
             old, self._pubsub = self._pubsub, make()
-            with contextlib.suppress(Exception):
-                old.close()
+            if old is not None:
+                with contextlib.suppress(Exception):
+                    old.close()
             with self._state:
                 channels = list(self._confirmed)
             self._stale = False
@@ -181,7 +190,9 @@ class Listener:
                     self._pubsub.subscribe(*channels)
             except (RedisError, OSError, RuntimeError, RedisClusterException) as err:
                 self._stale = True
-                log.debug("wake-up listener: re-subscribe failed: %s (refreshing the slot map)", err)
+                log.debug("wake-up listener: re-subscribe failed: %s (finding the server again)", err)
+                if not isinstance(self._client, drv.ClusterClient):
+                    return
                 with contextlib.suppress(Exception):
                     cluster: Any = self._client
                     cluster.nodes_manager.initialize()

@@ -11,6 +11,7 @@ refused with ``ConfigError`` (:meth:`Node.check_slot`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,7 +29,10 @@ from . import options
 from .fences import Markers, check_server
 from .listener import Listener
 from .options import derive
+from .sentinel import SwitchWatch, sentinel_pool
 from .wire import Restarted, Wire, read_run_id
+
+log = logging.getLogger("distlock")
 
 
 class Node:
@@ -64,6 +68,10 @@ class Node:
         self.fences = Markers(self.cluster, counter)
         # Redlock: the server's run id as last read on a new connection (None: not read yet)
         self.run_id: str | None = None
+        # Sentinel: every connection finds the master again as soon as the sentinels announce a new one
+        pool = sentinel_pool(client)
+        self.sentinel = pool is not None
+        self.switches = SwitchWatch(pool, self.follow) if pool is not None else None
 
     @classmethod
     def connect(
@@ -106,6 +114,21 @@ class Node:
         except ConfigError:
             drv.close(client)
             raise
+
+    def follow(self) -> None:
+        """Sentinel announced a new master: the pool drops its idle connections to the old one (redis-py does
+        that when the address it reads differs), distlock's own request path stops using its connections
+        (a reply still due from the old master makes its request go again to the new one) and the wake-up
+        listener re-subscribes on the new master, waking every waiter to re-check."""
+        log.info("Redis %s: Sentinel announced a new master; reconnecting", self.label)
+        client: Any = self.client
+        try:
+            client.connection_pool.get_master_address()
+        except RedisError as exc:  # the next connection asks again
+            log.debug("Redis %s: master lookup after the switch failed: %s", self.label, exc)
+        if self.wire is not None:
+            self.wire.moved()
+        self.listener.moved()
 
     @property
     def plain_wire(self) -> Wire:
@@ -268,6 +291,8 @@ class Node:
         return [decode_inspect(r) for r in replies]
 
     def close(self) -> None:
+        if self.switches is not None:
+            self.switches.close()
         self.listener.close()
         for wire in [self.wire, *self._wires.values()]:
             if wire is not None:

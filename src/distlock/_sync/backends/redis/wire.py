@@ -63,6 +63,9 @@ class Wire:
         self._idle: list[Any] = []
         self._pid = os.getpid()
         self._closed = False
+        # bumped when the server behind the connections changed (a Sentinel failover, see ``sentinel.py``): a
+        # connection of an older epoch is never used again, and its reply does not count
+        self._epoch = 0
         #: called with each new connection and the call's ``expect`` before its first request (Redlock: the
         #: server's run id must be the one the request was prepared with)
         self.on_connect: Callable[[Any, str | None], Any] | None = None
@@ -96,6 +99,7 @@ class Wire:
         is never used again) and is sent once more on a new one."""
         for attempt in (0, 1):
             sent = False
+            epoch = self._epoch
             conn = self.pop_idle()
             if conn is None:
                 conn = self._make()
@@ -114,6 +118,8 @@ class Wire:
                             replies.append(conn.read_response())
                         except ResponseError as exc:
                             replies.append(exc)
+                if epoch != self._epoch:  # answered by the old master: sent again to the new one
+                    raise RedisConnectionError("the master changed while the request was in flight")
             except Restarted:
                 drv.disconnect(conn)
                 raise
@@ -147,6 +153,14 @@ class Wire:
             drv.close_now(conn)
         else:
             self._idle.append(conn)
+
+    def moved(self) -> None:
+        """The master is another server now: close the idle connections; busy ones are closed (and their
+        requests sent again on new ones) when their replies come in."""
+        self._epoch += 1
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            drv.disconnect(conn)
 
     def close(self) -> None:
         self._closed = True
