@@ -13,8 +13,9 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
 
-from .postgres import DATABASE, PASSWORD, USER, _runas
+from .postgres import _runas
 from .proc import LOOPBACK, ServerProc, free_port, port_open, which, workdir
 
 MODES = ("session", "transaction", "statement")
@@ -24,19 +25,28 @@ def available() -> bool:
     return which("pgbouncer") is not None
 
 
-def start_pgbouncer(dirpath: Path, pg_port: int, pool_size: int = 4) -> ServerProc:
+def start_pgbouncer(dirpath: Path, pg_url: str, pool_size: int = 2) -> ServerProc:
+    """PgBouncer in front of the PostgreSQL of ``pg_url`` (its user, password and database), ``pool_size``
+    server connections in the transaction and statement pools (few: so that clients do share them)."""
+    u = urlsplit(pg_url)
+    user, password = unquote(u.username or ""), unquote(u.password or "")
+    database = u.path.lstrip("/")
     exe = which("pgbouncer")
     if exe is None:
         raise RuntimeError("pgbouncer is not installed (scripts/install_servers.sh installs it)")
     port = free_port()
     d = dirpath / "pgbouncer"
     d.mkdir(parents=True, exist_ok=True)
-    (d / "userlist.txt").write_text(f'"{USER}" "{PASSWORD}"\n')
-    dbs = "\n".join(f"pgb_{m} = host={LOOPBACK} port={pg_port} dbname={DATABASE} pool_mode={m}" for m in MODES)
+    (d / "userlist.txt").write_text(f'"{user}" "{password}"\n')
+    # session pooling takes a server connection per client connection: its pool must hold all of ours
+    sizes = {m: 40 if m == "session" else pool_size for m in MODES}
+    dbs = "\n".join(
+        f"pgb_{m} = host={u.hostname} port={u.port} dbname={database} pool_mode={m} pool_size={sizes[m]}" for m in MODES
+    )
     (d / "pgbouncer.ini").write_text(
         f"[databases]\n{dbs}\n\n[pgbouncer]\nlisten_addr = {LOOPBACK}\nlisten_port = {port}\n"
         "unix_socket_dir =\nauth_type = scram-sha-256\nauth_file = userlist.txt\n"
-        f"default_pool_size = {pool_size}\nmax_client_conn = 200\nserver_login_retry = 1\n"
+        "max_client_conn = 200\nserver_login_retry = 1\n"
         "log_connections = 0\nlog_disconnections = 0\n"
     )
     if os.geteuid() == 0:
@@ -45,7 +55,7 @@ def start_pgbouncer(dirpath: Path, pg_port: int, pool_size: int = 4) -> ServerPr
             shutil.chown(p, "postgres", "postgres")
     srv = ServerProc("pgbouncer", [*_runas(), exe, "pgbouncer.ini"], port, d)
     srv.start(ready=lambda: port_open(port))
-    srv.url = f"postgresql://{USER}:{PASSWORD}@{LOOPBACK}:{port}/"
+    srv.url = f"postgresql://{quote(user)}:{quote(password)}@{LOOPBACK}:{port}/"
     return srv
 
 
@@ -55,9 +65,9 @@ def url(srv: ServerProc, mode: str) -> str:
 
 
 @contextlib.contextmanager
-def pgbouncer(pg_port: int) -> Iterator[ServerProc]:
+def pgbouncer(pg_url: str) -> Iterator[ServerProc]:
     with workdir("pgbouncer") as d:
-        srv = start_pgbouncer(d, pg_port)
+        srv = start_pgbouncer(d, pg_url)
         try:
             yield srv
         finally:

@@ -1,0 +1,186 @@
+"""PostgreSQL through a real PgBouncer (started here, in front of the test PostgreSQL), in each pooling mode.
+
+Session mode needs its server connection for the life of a holding: refused in transaction and statement
+pooling (a one-line ConfigError pointing to lease mode), accepted in session pooling. Lease mode works in
+session and transaction pooling (no session state, no server-side prepared statements; in transaction pooling
+no LISTEN, waiters poll) and refuses statement pooling. Fences come from the one sequence whoever's connection
+draws them. docs/operations.md ("Connection poolers") says the same for users.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+import distlock
+from tools.servers.pgbouncer import available, pgbouncer, url
+from tools.servers.proc import ServerProc
+
+
+@pytest.fixture(scope="module")
+def bouncer(postgres_url: str) -> Iterator[ServerProc]:
+    if not available():
+        pytest.skip("pgbouncer is not installed (scripts/install_servers.sh installs it)")
+    with pgbouncer(postgres_url.split("?")[0]) as srv:
+        yield srv
+
+
+def via(bouncer: ServerProc, pooling: str, query: str = "") -> str:
+    return url(bouncer, pooling) + (f"?{query}" if query else "")
+
+
+def pooler(store: Any) -> str | None:
+    return store._backend.pooler  # type: ignore[no-any-return]
+
+
+def test_plain_postgresql_is_not_taken_for_a_pooler(postgres_url: str) -> None:
+    for query in ("", "?mode=session"):
+        with distlock.connect(postgres_url + query) as store:
+            assert pooler(store) is None
+
+
+@pytest.mark.parametrize("pooling", ["transaction", "statement"])
+def test_session_mode_refuses_transaction_and_statement_pooling(bouncer: ServerProc, pooling: str) -> None:
+    target = via(bouncer, pooling, "mode=session")
+    with pytest.raises(distlock.ConfigError) as info:
+        distlock.connect(target)
+    msg = str(info.value)
+    assert "\n" not in msg and f"in {pooling} pooling" in msg and "mode=lease" in msg
+    assert distlock._url.parse_url(target).password not in msg
+
+
+def test_lease_mode_refuses_statement_pooling(bouncer: ServerProc) -> None:
+    with pytest.raises(distlock.ConfigError, match="statement pooling forbids"):
+        distlock.connect(via(bouncer, "statement"))
+
+
+def test_session_mode_in_session_pooling(bouncer: ServerProc, postgres_url: str, name: str) -> None:
+    """Accepted; the advisory lock is PostgreSQL's (a direct client is excluded), renewals pass through the
+    pooler, and a server connection terminated behind the pooler makes the holder lost."""
+    with (
+        distlock.connect(via(bouncer, "session", "mode=session")) as store,
+        distlock.connect(postgres_url + "?mode=session") as direct,
+    ):
+        assert pooler(store) == "session"
+        lock = store.lock(name, ttl=1.0)
+        assert lock.acquire(timeout=5)
+        assert not direct.lock(name).acquire(blocking=False)
+        time.sleep(1.3)  # past the TTL: the renewer's checks kept the session (and its idle timeout) alive
+        assert lock.owned() and not lock.lost.is_set()
+        pid = direct.inspect(name).holders[0].owner  # type: ignore[union-attr]
+        assert pid  # our record: the holder is known by its owner id
+        with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as admin:
+            row = admin.execute(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()"
+            ).fetchall()
+            for (p,) in row:
+                admin.execute("SELECT pg_terminate_backend(%s)", (p,))
+        assert lock.lost.wait(1.0 + 2.0), "a holder whose server connection ended must be told"
+        other = direct.lock(name, ttl=2)
+        assert other.acquire(timeout=5)
+        other.release()
+
+
+@pytest.mark.parametrize("pooling", ["session", "transaction"])
+def test_lease_mode_through_the_pooler(bouncer: ServerProc, postgres_url: str, name: str, pooling: str) -> None:
+    target = via(bouncer, pooling)
+    with distlock.connect(target) as a, distlock.connect(target) as b, distlock.connect(postgres_url) as direct:
+        assert pooler(a) == pooling
+        fences: list[int] = []
+        held = a.lock(name, ttl=3.0)
+        assert held.acquire(timeout=5)
+        fences.append(held.fence or 0)
+        assert not b.lock(name).acquire(blocking=False)
+        assert not direct.lock(name).acquire(blocking=False)
+        # hand-offs to a waiter of another store: pushed by NOTIFY in session pooling, polled in transaction pooling
+        for i in range(3):
+            if i:
+                held = a.lock(name, ttl=3.0)
+                assert held.acquire(timeout=5)
+                fences.append(held.fence or 0)
+            got: dict[str, Any] = {}
+
+            def wait(got: dict[str, Any] = got) -> None:
+                waiter = b.lock(name, ttl=3.0)
+                got["ok"] = waiter.acquire(timeout=10)
+                got["at"] = time.monotonic()
+                got["fence"] = waiter.fence
+                waiter.release()  # the owner is this thread
+
+            t = threading.Thread(target=wait)
+            t.start()
+            time.sleep(0.3)
+            released = time.monotonic()
+            held.release()
+            t.join(15)
+            assert got["ok"] and got["at"] - released < 0.8, got["at"] - released
+            fences.append(got["fence"])
+        if pooling == "transaction":  # a LISTEN there would sit on a pooled server connection
+            assert not a._backend._listening and not b._backend._listening  # type: ignore[attr-defined]
+        d = direct.lock(name)
+        assert d.acquire(timeout=5)
+        fences.append(d.fence or 0)
+        d.release()
+        assert fences == sorted(set(fences)), fences  # one sequence, whichever connection drew from it
+
+
+def test_many_statements_through_transaction_pooling(bouncer: ServerProc, name: str) -> None:
+    """Every statement runs again and again on client connections whose server connection changes under
+    them: a statement prepared server-side (psycopg does after 5 runs) would be missing on the next one."""
+    target = via(bouncer, "transaction")
+    errors: list[BaseException] = []
+
+    def churn(store: distlock.Store, n: str) -> None:
+        try:
+            for _ in range(25):
+                lock = store.lock(n, ttl=2.0)
+                assert lock.acquire(timeout=10)
+                assert lock.owned()
+                lock.release()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    with distlock.connect(target) as a, distlock.connect(target) as b:
+        threads = [threading.Thread(target=churn, args=(s, f"{name}-{i}")) for i, s in enumerate((a, b, a, b))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert not errors, errors[0]
+
+
+def test_async_lease_mode_through_transaction_pooling(bouncer: ServerProc, name: str) -> None:
+    async def main() -> None:
+        target = via(bouncer, "transaction")
+        a = await distlock.connect_async(target)
+        b = await distlock.connect_async(target)
+        try:
+            assert pooler(a) == "transaction"
+            first = a.lock(name, ttl=2.0)
+            assert await first.acquire(timeout=5)
+            before = first.fence or 0
+            second = b.lock(name, ttl=2.0)
+
+            async def take() -> int:  # the holder is the task that acquires: it reads its fence and releases
+                assert await second.acquire(timeout=10)
+                fence = second.fence or 0
+                await second.release()
+                return fence
+
+            waiting = asyncio.ensure_future(take())
+            await asyncio.sleep(0.2)
+            await first.release()
+            assert await asyncio.wait_for(waiting, 5) > before
+            with pytest.raises(distlock.ConfigError, match="transaction pooling"):
+                await distlock.connect_async(target + "?mode=session")
+        finally:
+            await a.aclose()
+            await b.aclose()
+
+    asyncio.run(main())
