@@ -135,6 +135,8 @@ class _Instruments:
                     span.set_attribute(FENCE, fields["fence"])
                 if "error" in fields:
                     span.set_attribute(ERROR_TYPE, fields["error"])
+                    # also for a cancellation, which the span itself does not mark (it is no Exception)
+                    span.set_status(trace.Status(trace.StatusCode.ERROR, fields["error"]))
 
 
 class Instrumentation:
