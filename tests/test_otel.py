@@ -265,6 +265,18 @@ print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
 """
     r = subprocess.run([sys.executable, "-c", bare], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+    # the [otel] extra is the API alone: instrument() works without the SDK (OpenTelemetry's no-op providers)
+    api_only = f"""
+import sys
+sys.modules["opentelemetry.sdk"] = None  # as if not installed
+import distlock, distlock.otel
+with distlock.connect({url!r}) as store:
+    distlock.otel.instrument(store)
+    with store.lock("y", ttl=5) as lock:
+        print(lock.fence)
+"""
+    r = subprocess.run([sys.executable, "-c", api_only], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip().isdigit(), r.stdout + r.stderr
     # without the extra: a one-line error that names it
     missing = "import sys; sys.modules['opentelemetry'] = None; import distlock.otel"
     r = subprocess.run([sys.executable, "-c", missing], capture_output=True, text=True, timeout=60)
