@@ -5,6 +5,7 @@ set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/local/sbin/$1" ]; }
 have redis-server || need+=(redis-server)
+have redis-sentinel || need+=(redis-sentinel)
 [ -e /usr/share/zookeeper/bin/zkServer.sh ] || [ -e /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 have etcd || need+=(etcd-server)
 have etcdctl || need+=(etcd-client)

@@ -28,6 +28,7 @@ from tools.servers.mysql import mariadb_server
 from tools.servers.postgres import postgres_server
 from tools.servers.proc import ServerProc
 from tools.servers.redis_cluster import RedisCluster, redis_cluster
+from tools.servers.redis_sentinel import SentinelDeployment, redis_sentinel
 from tools.servers.zookeeper import ZkEnsemble, available, zookeeper_ensemble
 
 #: session mode queues a waiting writer in the server only while its blocking wait runs: a reader arriving
@@ -83,6 +84,16 @@ ROWS: tuple[Row, ...] = (
             "test_election_observe_reports_every_leader_and_value_and_no_leader",
         ),
     ),
+    Row(
+        "redis_sentinel",  # the master of a Sentinel-managed service (tests/test_redis_sentinel.py: failovers)
+        url=_of("redis_sentinel_servers"),
+        focused=(
+            "test_acquire_release_and_fences_increase",
+            "test_waiter_is_handed_the_lock_on_release",
+            "test_semaphore_contention_holds_at_most_n",
+            "test_inspect_list_and_break",
+        ),
+    ),
     # a short session timeout: a crashed holder frees its locks within 4 s in the tests
     Row("zookeeper", url=_of("zookeeper_ensemble_3", "?session_timeout=4")),
     Row("etcd", url=_of("etcd_cluster_3")),
@@ -127,6 +138,12 @@ def redlock_url_servers() -> Iterator[list[ServerProc]]:
 def redis_cluster_servers() -> Iterator[RedisCluster]:
     with redis_cluster(3) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel_servers() -> Iterator[SentinelDeployment]:
+    with redis_sentinel() as deployment:
+        yield deployment
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,244 @@
+"""Redis behind Sentinel (``redis+sentinel://``): real ``redis-sentinel`` processes (three sentinels, a master, a
+replica; ``tools/servers/redis_sentinel.py``). The URL and its errors, every lock kind, a caller's
+``Sentinel.master_for`` client, and failovers under contention: ``SENTINEL FAILOVER`` (the old master stays
+writable for seconds: only following ``+switch-master`` keeps two holders apart) and a SIGKILLed master
+(waiters ride it out and are woken on the new master; ``wait_replicas=1`` keeps the lock and the fence)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pytest
+import redis
+
+import distlock
+from distlock import BackendError, ConfigError
+from tools.servers.proc import free_port
+from tools.servers.redis_sentinel import SentinelDeployment, redis_sentinel
+
+
+@pytest.fixture
+def dep(redis_sentinel_servers: SentinelDeployment) -> SentinelDeployment:
+    return redis_sentinel_servers  # the conformance row's deployment (tests that fail over start their own)
+
+
+def test_url_errors_are_one_line_config_errors_without_the_password() -> None:
+    for url, part in [
+        ("redis+sentinel://127.0.0.1:26379", "service"),
+        ("redis+sentinel://127.0.0.1:26379/svc/0/extra", "service"),
+        ("redis+sentinel://127.0.0.1:26379/svc/x", "not a number"),
+        ("redis+sentinel://127.0.0.1:26379/svc?cluster=true", "not a Redis Cluster"),
+        ("redis+sentinel://127.0.0.1:26379/svc?nope=1", "unknown URL option"),
+        ("redis+sentinel://u:s3cr3t@127.0.0.1:26379/svc?ssl_cert_reqs=none", "TLS"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            distlock.connect(url)
+        text = str(info.value)
+        assert part in text and "\n" not in text and "s3cr3t" not in text, text
+
+
+def test_no_sentinel_answers_is_a_backend_error_in_bounded_time() -> None:
+    url = f"redis+sentinel://u:s3cr3t@127.0.0.1:{free_port()}/svc?connect_timeout=1&sentinel_password=t0ps3cr3t"
+    began = time.monotonic()
+    with pytest.raises(BackendError) as info:
+        distlock.connect(url)
+    assert time.monotonic() - began < 5
+    assert "s3cr3t" not in str(info.value) and "t0ps3cr3t" not in str(info.value)
+    assert "No master found" in str(info.value)
+
+
+def test_every_kind_with_wait_replicas(dep: SentinelDeployment) -> None:
+    with distlock.connect(dep.url + "?wait_replicas=1") as store:
+        assert "redis+sentinel://" in repr(store)
+        fences = []
+        for lock in (
+            store.lock("k-lock"),
+            store.rlock("k-rlock"),
+            store.rwlock("k-rw").write,
+            store.rwlock("k-rw").read,
+        ):
+            assert lock.acquire(timeout=5)
+            fences.append(lock.fence)
+            lock.release()
+        assert fences == sorted(fences) and len(set(fences)) == len(fences)
+        sem = store.semaphore("k-sem", permits=2)
+        a, b, c = (store.semaphore("k-sem", permits=2) for _ in range(3))
+        assert a.acquire(timeout=5) and b.acquire(timeout=5) and not c.acquire(blocking=False)
+        a.release(), b.release()
+        del sem
+        with store.multilock(["k-m1", "k-m2"]):
+            assert store.inspect("k-m1") is not None
+        el = store.election("k-el", ttl=5)
+        assert el.campaign("me", timeout=5)
+        leader = store.leader("k-el")
+        assert leader is not None and leader.value == "me"
+        el.resign()
+    # the written keys reached the replica (wait_replicas=1 waited for it)
+    with redis.Redis(port=dep.replica.port) as r:
+        assert r.exists("distlock:fences") == 1
+
+
+def test_a_callers_master_for_client_is_taken_and_left_open(dep: SentinelDeployment) -> None:
+    sentinel = redis.sentinel.Sentinel([("127.0.0.1", s.port) for s in dep.sentinels], socket_timeout=2)
+    client = sentinel.master_for(dep.service, socket_timeout=2)
+    with distlock.connect(client=client) as store:
+        assert "redis+sentinel://" in repr(store) and dep.service in repr(store)
+        with store.lock("given") as lock:
+            assert lock.fence is not None
+    assert client.ping()  # the store closed only its own connections
+    replica = sentinel.slave_for(dep.service)
+    with pytest.raises(ConfigError, match="replica"):
+        distlock.connect(client=replica)
+    client.close()
+    sentinel.close()
+
+
+@dataclass
+class Ledger:
+    """The protected resource: who is inside now (two at once: exclusion broken), the highest fence seen
+    (a write with a lower one is a stale writer the fence would reject)."""
+
+    inside: set[int] = field(default_factory=set)
+    overlaps: int = 0
+    stale: int = 0
+    top: int = 0
+    grants: list[tuple[float, int]] = field(default_factory=list)  # (when, worker)
+    errors: list[str] = field(default_factory=list)
+    guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def enter(self, who: int, fence: int) -> None:
+        with self.guard:
+            self.grants.append((time.monotonic(), who))
+            if self.inside:
+                self.overlaps += 1
+            self.inside.add(who)
+            if fence <= self.top:
+                self.stale += 1
+            self.top = max(self.top, fence)
+
+    def leave(self, who: int) -> None:
+        with self.guard:
+            self.inside.discard(who)
+
+
+def _contend(url: str, ledger: Ledger, stop: threading.Event, workers: int = 4) -> list[threading.Thread]:
+    def work(who: int) -> None:
+        with distlock.connect(url) as store:
+            while not stop.is_set():
+                lock = store.lock("contended", ttl=4)
+                try:
+                    if not lock.acquire(timeout=10):
+                        continue
+                except distlock.LockError as err:
+                    ledger.errors.append(f"acquire: {err}")
+                    time.sleep(0.05)
+                    continue
+                assert lock.fence is not None
+                ledger.enter(who, lock.fence)
+                time.sleep(0.02)
+                ledger.leave(who)
+                try:
+                    lock.release()
+                except distlock.LockError as err:
+                    ledger.errors.append(f"release: {err}")
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(workers)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def _after(ledger: Ledger, moment: float) -> list[tuple[float, int]]:
+    with ledger.guard:
+        return [g for g in ledger.grants if g[0] > moment]
+
+
+def test_manual_failover_under_contention() -> None:
+    """``SENTINEL FAILOVER`` while four workers take turns: the old master stays a writable master for
+    seconds after the switch, so a store that kept its connections would grant the lock there while the
+    others take it on the new master. Following ``+switch-master``: no two holders at once, every worker
+    gets the lock again on the new master, hand-overs stay push-fast."""
+    with redis_sentinel() as d:
+        ledger, stop = Ledger(), threading.Event()
+        threads = _contend(d.url, ledger, stop)
+        try:
+            deadline = time.monotonic() + 10
+            while len(ledger.grants) < 20 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            old = d.master_port()
+            with d.sentinel() as s:
+                s.execute_command("SENTINEL", "FAILOVER", d.service)
+            d.wait_master(old)
+            switched = time.monotonic()
+            # the window in which the old master still takes writes (it is reconfigured ~8 s later)
+            deadline = switched + 10
+            while time.monotonic() < deadline and len({w for _, w in _after(ledger, switched + 0.5)}) < 4:
+                time.sleep(0.05)
+            time.sleep(1.0)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(15)
+        late = _after(ledger, switched + 1.0)
+        assert {w for _, w in late} == {0, 1, 2, 3}, ledger.errors
+        assert ledger.overlaps == 0, (ledger.overlaps, ledger.errors)
+        # push wake-ups on the new master: a hand-over is far below the 2 s polling slice
+        gaps = [b[0] - a[0] for a, b in itertools.pairwise(late)]
+        assert max(gaps) < 1.0, max(gaps)
+        # not asserted, measured (docs/redis.md, F5): grants the old master made between the promotion and
+        # the announcement are lost with it, and the new master's fence counter is behind by as many
+        print(f"grants {len(ledger.grants)}, after the switch {len(late)}, fences that went back {ledger.stale}")
+
+
+def test_killed_master_waiters_ride_out_the_failover_and_the_lock_survives_with_wait_replicas() -> None:
+    """kill -9 of the master while a holder holds (``wait_replicas=1``: the key and the fence counter are on
+    the replica before the grant) and two waiters wait: the holder keeps the lock through the failover
+    (renewals reach the new master), the waiters do not fail while no master is known, and the release on
+    the new master wakes one of them at once with a higher fence. (The waiters do not ask for
+    ``wait_replicas``: the new master has no replica left, so such an acquire fails until one joins.)"""
+    with redis_sentinel() as d:
+        url = d.url
+        with distlock.connect(url + "?wait_replicas=1") as store:
+            holder = store.lock("survivor", ttl=8)
+            assert holder.acquire(timeout=5)
+            first = holder.fence
+            assert first is not None
+            got: list[tuple[float, int | None]] = []
+            errors: list[BaseException] = []
+
+            def wait() -> None:
+                try:
+                    with distlock.connect(url) as s2:
+                        lk = s2.lock("survivor", ttl=8)
+                        if lk.acquire(timeout=30):
+                            got.append((time.monotonic(), lk.fence))
+                            lk.release()
+                except BaseException as err:  # noqa: BLE001 - reported by the assertion below
+                    errors.append(err)
+
+            waiters = [threading.Thread(target=wait, daemon=True) for _ in range(2)]
+            for t in waiters:
+                t.start()
+            time.sleep(0.5)
+            old = d.master_port()
+            d.by_port(old).kill()
+            d.wait_master(old)
+            deadline = time.monotonic() + 10
+            while not holder.owned() and time.monotonic() < deadline:  # owned() asks the (new) master
+                time.sleep(0.1)
+            assert holder.owned() and not holder.lost.is_set()
+            assert not got and not errors
+            released = time.monotonic()
+            holder.release()
+            for t in waiters:
+                t.join(30)
+        assert not errors, errors
+        assert len(got) == 2
+        # measured 0.5-0.8 s here (the manual failover's hand-overs stay below 0.1 s): within the waiters'
+        # 2 s re-check slice, not yet the push hand-over of a steady master (docs/redis.md)
+        assert got[0][0] - released < 1.9, got[0][0] - released
+        fences = [f for _, f in got]
+        assert all(f is not None and f > first for f in fences) and fences[0] != fences[1]
