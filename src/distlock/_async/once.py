@@ -176,10 +176,12 @@ class Once:
         except BaseException:
             leases.discard(holding)
             lock._forget(holding)
+            core._released(holding, False, ends=True)  # no longer this process's either way
             raise
         if ok and not leases.check(holding):  # an answer after the old lease end confirms nothing
             leases.discard(holding)
             lock._forget(holding)
+            core._released(holding, True, ends=True)  # this process's holding ends here (events, metrics)
             return True
         leases.end_io(holding, sent, holding.claim.ttl, False)
         core.lose(holding, "the lease was gone when the job ended")
