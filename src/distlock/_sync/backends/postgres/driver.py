@@ -33,12 +33,40 @@ from ...._core import sql_lease as sq
 from ...._core.types import Mode
 from ...._errors import ConfigError
 from ...._given import given, pool_params
+from ...._tls import pop_tls
 from ...._url import StoreConfig
 from ..sql.base import SESSION_WAIT_SLICE, RetryableError, SqlBase, StaleConnection
 
 _SSL_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey")
+#: distlock's common TLS option names (``_tls.py``) -> libpq's, accepted as well
+_TLS_ALIASES = {"cafile": "sslrootcert", "certfile": "sslcert", "keyfile": "sslkey"}
+#: the sslmodes that insist on TLS (prefer and allow fall back to plain text)
+_SSLMODES_ON = ("require", "verify-ca", "verify-full")
 #: the pooling probe: which of two connections runs each ``pg_backend_pid()`` (see ``_pooling_mode``)
 _PROBE_ORDER = (0, 1, 0, 0, 1, 1, 0, 1)
+
+
+def ssl_options(config: StoreConfig) -> dict[str, str]:
+    """libpq's TLS options from the URL: its own (``sslmode``, ``sslrootcert``, ``sslcert``, ``sslkey``) or the
+    common ones (``_tls.py``; ``cafile`` is ``sslrootcert``...). ``tls=true`` means ``sslmode=verify-full``
+    (``require`` with ``verify=false``) against ``cafile``, else the system's CAs, as every other backend
+    verifies; a file option needs TLS on (``tls=true`` or an ``sslmode`` of require and above)."""
+    sslmode = config.pop("sslmode")
+    if sslmode is not None and "verify" in config.params:
+        raise ConfigError("URL options sslmode and verify: give one (sslmode=require does not verify)",
+                          backend=config.scheme)  # fmt: skip
+    tls = pop_tls(config, on=sslmode in _SSLMODES_ON, aliases=_TLS_ALIASES)
+    if tls is None:
+        return {"sslmode": sslmode} if sslmode is not None else {}
+    out = {"sslmode": sslmode or ("verify-full" if tls.verify else "require")}
+    if tls.cafile:
+        out["sslrootcert"] = tls.cafile
+    elif out["sslmode"].startswith("verify") and psycopg.pq.version() >= 160000:
+        out["sslrootcert"] = "system"  # libpq 16+: the system's CAs (its default is ~/.postgresql/root.crt)
+    if tls.certfile:
+        out["sslcert"] = tls.certfile
+        out["sslkey"] = tls.keyfile or tls.certfile
+    return out
 
 
 def refused_options(exc: BaseException) -> bool:
@@ -68,7 +96,7 @@ class PgDriver(SqlBase):
         # connections, none of which may happen to the pool's. So it opens its own, and never closes the pool.
         from_pool = pool_params(pool) if pool is not None else {}
         super().__init__(config)
-        self._ssl = {k: v for k in _SSL_OPTIONS if (v := config.pop(k)) is not None}
+        self._ssl = ssl_options(config)
         config.reject_unknown()
         host, port = config.hosts[0]
         self._kwargs: dict[str, Any] = {
@@ -152,7 +180,12 @@ class PgDriver(SqlBase):
         try:
             try:
                 if self._pid(conns[0]) == conns[0].info.backend_pid and self._options_ok:
-                    return  # PostgreSQL itself: the process that answers is the one that greeted us
+                    # PostgreSQL itself: the process that answers is the one that greeted us. The connection
+                    # joins the pool (the schema check that follows uses it: opening costs no extra connect)
+                    with self._guard:
+                        self._open += 1
+                    self._give_back(conns.pop())
+                    return
                 if self._options_ok:  # a pooler that ignores ``options`` (ignore_startup_parameters)
                     self._no_options()
                 conns[0].prepare_threshold = None
