@@ -19,7 +19,6 @@ from tools.servers.etcd import (
     EtcdCluster,
     client_ports,
     etcd_cluster,
-    etcd_tls_member,
     partitionable_cluster,
     post,
 )
@@ -413,20 +412,6 @@ def test_extend_beyond_the_lease_ttl_moves_the_key_to_a_longer_lease(etcd_url: s
         assert not store.lock(name).acquire(blocking=False)
         lock.release()
         assert contenders(port, name) == []
-
-
-@pytest.mark.skipif(not __import__("shutil").which("openssl"), reason="openssl is needed to make certificates")
-def test_etcds_url_verifies_the_server_certificate(name: str) -> None:
-    with etcd_tls_member() as (member, ca):
-        with distlock.connect(f"{member.url}?cafile={ca}") as store:
-            lock = store.lock(name, ttl=5)
-            assert lock.acquire(timeout=5)
-            assert store.inspect(name) is not None
-            lock.release()
-        with pytest.raises(distlock.BackendError):  # the test CA is not trusted by default
-            distlock.connect(f"{member.url}?timeout=1")
-        with pytest.raises(distlock.ConfigError):
-            distlock.connect(f"etcd://127.0.0.1:{member.port}?cafile={ca}")  # TLS files need etcds://
 
 
 def test_more_holdings_than_one_txn_may_carry_are_renewed_and_inspected(etcd_url: str, name: str) -> None:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 
-from ._errors import BackendError, ConfigError
-from ._url import StoreConfig, scrub
+from ._errors import ConfigError
+from ._url import StoreConfig
 
 #: the common option names, for docs and errors
 OPTIONS = ("tls", "cafile", "certfile", "keyfile", "verify")
@@ -110,22 +110,16 @@ def one_line(text: str) -> str:
     return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
-def handshake_error(
-    config: StoreConfig, exc: BaseException, what: str = "", password: str | None = None
-) -> BackendError | None:
-    """The one-line ``BackendError`` of a failed TLS handshake in ``exc`` (or its causes), else None:
-    "TLS handshake with HOST failed: certificate verify failed..." with the URL's password scrubbed."""
-    seen: BaseException | None = exc
+def verify_failure(exc: BaseException | str | None) -> str | None:
+    """If ``exc`` (or an exception it was raised from) is the client's refusal of the server's certificate, a
+    one-line description of it with a hint; else None. Drivers wrap the ``ssl`` error in their own (redis-py,
+    kazoo) or keep only its text (libpq, kazoo's log), so both the type and the text are looked at."""
+    seen: BaseException | str | None = exc
     while seen is not None:
         text = str(seen)
-        if isinstance(seen, ssl.SSLError) or "certificate verify failed" in text or "CERTIFICATE_VERIFY" in text:
-            reason = getattr(seen, "reason", None) or text
-            if isinstance(seen, ssl.SSLCertVerificationError) and seen.verify_message:
-                reason = f"certificate verify failed: {seen.verify_message}"
-            where = what or config.redacted
-            message = f"TLS handshake with {where} failed: {one_line(str(reason))}"
-            if "verify" in message.lower():
-                message += " (is cafile the CA that signed the server's certificate?)"
-            return BackendError(scrub(message, password or config.password), backend=config.scheme)
-        seen = seen.__cause__ or seen.__context__
+        if isinstance(seen, ssl.SSLCertVerificationError) or "certificate verify failed" in text:
+            detail = getattr(seen, "verify_message", None) or text.split("certificate verify failed", 1)[-1]
+            detail = one_line(str(detail)).strip(" :").split(" (_ssl.c")[0]
+            return f"TLS: the server's certificate is not trusted ({detail}); is cafile the CA that signed it?"
+        seen = (seen.__cause__ or seen.__context__) if isinstance(seen, BaseException) else None
     return None

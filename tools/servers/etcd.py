@@ -11,7 +11,6 @@ import base64
 import contextlib
 import json
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -347,47 +346,33 @@ def partitionable_cluster(size: int = 3, fsync: bool = False) -> Iterator[Partit
 
 
 # -- one member serving clients over TLS (etcds://) ---------------------------------------------------
-def _openssl(d: Path, *args: str) -> None:
-    subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
-
-
-def make_certs(d: Path) -> tuple[Path, Path, Path]:
-    """A throw-away CA and a server certificate for 127.0.0.1: (ca.pem, server.pem, server.key)."""
-    _openssl(d, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-             "-days", "2", "-subj", "/CN=distlock-test-ca",
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
-    _openssl(d, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-             "-subj", f"/CN={LOOPBACK}")  # fmt: skip
-    (d / "ext.cnf").write_text(
-        f"subjectAltName=IP:{LOOPBACK}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
-        "keyUsage=critical,digitalSignature,keyEncipherment\n"
-    )
-    _openssl(d, "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-             "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")  # fmt: skip
-    return d / "ca.pem", d / "server.pem", d / "server.key"
-
-
 @contextlib.contextmanager
-def etcd_tls_member() -> Iterator[tuple[ServerProc, Path]]:
-    """One member whose client port speaks HTTPS only; yields (member, CA file)."""
+def etcd_tls_member(
+    cert: Path, key: Path, ca: Path, client: tuple[Path, Path] | None = None
+) -> Iterator[ServerProc]:
+    """One member whose client port speaks HTTPS only, with the server certificate ``cert``/``key`` signed by
+    ``ca`` (files the caller made). With ``client`` (a certificate and key also signed by ``ca``), the member
+    requires a client certificate signed by ``ca`` (mutual TLS) and the readiness check presents that one."""
     binary = etcd_binary()
-    if binary is None or which("openssl") is None:
-        raise RuntimeError("etcd and openssl are needed")
+    if binary is None:
+        raise RuntimeError("etcd is not installed (scripts/install_servers.sh installs it)")
     with workdir("etcd-tls") as d:
-        ca, cert, key = make_certs(d)
         cp, pp = free_ports(2)
-        client, peer = f"https://{LOOPBACK}:{cp}", f"http://{LOOPBACK}:{pp}"
+        url, peer = f"https://{LOOPBACK}:{cp}", f"http://{LOOPBACK}:{pp}"
+        mutual = ["--client-cert-auth", "--trusted-ca-file", str(ca)] if client is not None else []
         argv = [
             binary, "--name", "tls", "--data-dir", str(d / "data"),
-            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-client-urls", url, "--advertise-client-urls", url,
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"tls={peer}", "--cert-file", str(cert), "--key-file", str(key),
+            "--initial-cluster", f"tls={peer}", "--cert-file", str(cert), "--key-file", str(key), *mutual,
             "--unsafe-no-fsync", "--logger", "zap", "--log-outputs", "stderr",
         ]  # fmt: skip
         ctx = ssl.create_default_context(cafile=str(ca))
+        if client is not None:
+            ctx.load_cert_chain(str(client[0]), str(client[1]))
 
         def ready() -> bool:
-            req = urllib.request.Request(client + "/v3/kv/range", data=b'{"key":"AA=="}', method="POST")
+            req = urllib.request.Request(url + "/v3/kv/range", data=b'{"key":"AA=="}', method="POST")
             opener = urllib.request.build_opener(
                 urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx)
             )
@@ -398,6 +383,6 @@ def etcd_tls_member() -> Iterator[tuple[ServerProc, Path]]:
         srv.url = f"etcds://{LOOPBACK}:{cp}"
         srv.start(ready=ready)
         try:
-            yield srv, ca
+            yield srv
         finally:
             srv.stop()

@@ -42,10 +42,15 @@ def admin(srv: ServerProc) -> pymysql.connections.Connection[pymysql.cursors.Cur
 
 
 def start_mariadb(
-    dirpath: Path, name: str = "mariadb", port: int | None = None, wrap: Sequence[str] = ()
+    dirpath: Path,
+    name: str = "mariadb",
+    port: int | None = None,
+    wrap: Sequence[str] = (),
+    extra: Sequence[str] = (),
 ) -> ServerProc:
     """Start (``mariadb-install-db`` first if ``dirpath/name`` is new) a server; ``wrap`` goes in front of the
-    ``mariadbd`` command only (e.g. :func:`~tools.servers.proc.faketime_prefix`)."""
+    ``mariadbd`` command only (e.g. :func:`~tools.servers.proc.faketime_prefix`), ``extra`` server options after
+    it (e.g. TLS files)."""
     binary = mariadb_binary()
     install = which("mariadb-install-db", "mysql_install_db")
     if binary is None or install is None:
@@ -64,7 +69,7 @@ def start_mariadb(
         *wrap, binary, "--no-defaults", f"--datadir={data}", f"--bind-address={LOOPBACK}", f"--port={port}",
         f"--socket={d / 'mysqld.sock'}", f"--pid-file={d / 'mysqld.pid'}", "--skip-log-bin",
         "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--max-connections=500",
-        "--innodb-flush-log-at-trx-commit=2", "--skip-name-resolve", *_as_root_flag(),
+        "--innodb-flush-log-at-trx-commit=2", "--skip-name-resolve", *_as_root_flag(), *extra,
     ]  # fmt: skip
     srv = ServerProc(name, argv, port, d)
     srv.start(ready=lambda: (d / "mysqld.sock").exists() and _ping(srv))

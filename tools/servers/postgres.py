@@ -68,13 +68,15 @@ def start_postgres(
     port: int | None = None,
     wrap: Sequence[str] = (),
     durable: bool = False,
+    extra: Sequence[str] = (),
 ) -> ServerProc:
     """Start (``initdb`` first if ``dirpath/name`` is new) a server; ``wrap`` goes in front of the ``postgres``
     command only, after ``setpriv`` (e.g. :func:`~tools.servers.proc.faketime_prefix`).
 
     By default commits are not waited for (``synchronous_commit=off``, ``fsync=off``: fast, and a kill -9 loses
     the last ~200 ms of commits). ``durable`` keeps PostgreSQL's defaults (a commit returns once its WAL is
-    flushed), so a kill -9 of the server loses nothing that was committed."""
+    flushed), so a kill -9 of the server loses nothing that was committed. ``extra``: more server arguments
+    (e.g. ``-c ssl=on``)."""
     bindir = pg_bindir()
     if bindir is None:
         raise RuntimeError("postgresql is not installed (scripts/install_servers.sh installs it)")
@@ -96,6 +98,7 @@ def start_postgres(
         *_runas(), *wrap, f"{bindir}/postgres", "-D", str(data), "-c", f"listen_addresses={LOOPBACK}", "-p", str(port),
         "-c", f"unix_socket_directories={d}", "-c", "max_connections=300", "-c", "shared_buffers=32MB",
         *([] if durable else ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]),
+        *extra,
     ]  # fmt: skip
     srv = ServerProc(name, argv, port, d)
     srv.start(ready=lambda: _ping(srv))

@@ -23,6 +23,9 @@ from .proc import LOOPBACK, NetnsLink, ServerProc, free_ports, netns_link, port_
 JARS = ("/usr/share/java/zookeeper.jar",)
 #: an SLF4J binding, so the server log says something (the package ships none on its class path)
 LOG_JARS = ("/usr/share/java/slf4j-simple.jar",)
+#: what the Netty connection factory (the secure client port) needs beyond the jar's manifest: Debian's
+#: manifest names netty-handler but not the codec module it is built on
+NETTY_JARS = ("/usr/share/java/netty-codec.jar",)
 TICK_MS = 200
 
 
@@ -89,6 +92,8 @@ class ZkEnsemble:
     nodes: list[ZkNode]
     base: Path
     java_opts: list[str] = field(default_factory=list)
+    #: more ``zoo.cfg`` lines (e.g. ``secureClientPort=...``)
+    extra_config: list[str] = field(default_factory=list)
     #: with :func:`partitionable_ensemble`: the link of the last node, which runs in a namespace of its own
     link: NetnsLink | None = None
 
@@ -115,6 +120,7 @@ class ZkEnsemble:
             "maxClientCnxns=0",
             "autopurge.purgeInterval=0",
             "reconfigEnabled=false",
+            *self.extra_config,
         ]
         if len(self.nodes) > 1:
             lines.append("standaloneEnabled=false")
@@ -132,7 +138,7 @@ class ZkEnsemble:
         jar = zookeeper_jar()
         if java is None or jar is None:
             raise RuntimeError("ZooKeeper is not installed (scripts/install_servers.sh installs it)")
-        classpath = ":".join([jar, *(j for j in LOG_JARS if os.path.exists(j))])
+        classpath = ":".join([jar, *(j for j in (*LOG_JARS, *NETTY_JARS) if os.path.exists(j))])
         argv = [
             *node.wrap,
             java,

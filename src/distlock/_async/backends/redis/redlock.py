@@ -45,7 +45,8 @@ from ...._core import redis_calls as rc
 from ...._core.timing import WAITER_TTL, monotonic, validity
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
 from ...._errors import ConfigError, QuorumError
-from ...._url import StoreConfig
+from ...._tls import one_line
+from ...._url import StoreConfig, scrub
 from ...backend import AsyncBackend, AsyncWatch
 from .attempt import RedlockAttempt
 from .fences import Vote, plan
@@ -95,8 +96,11 @@ class Backend(AsyncBackend):
         up = sum(1 for r in results if not isinstance(r, BaseException))
         if up < backend.masters.quorum:
             await backend.aclose()
+            # the first master's reason (a refused certificate, a wrong password) says what to fix
+            why = next((r.args[0] if r.args else str(r) for r in results if isinstance(r, BaseException)), "")
             raise QuorumError(
-                f"only {up} of {len(nodes)} Redis masters reachable; a majority ({backend.masters.quorum}) is needed",
+                f"only {up} of {len(nodes)} Redis masters reachable; a majority ({backend.masters.quorum}) is needed"
+                + (f"; first: {scrub(one_line(str(why)), config.password)}" if why else ""),
                 backend=config.scheme,
             )
         return backend

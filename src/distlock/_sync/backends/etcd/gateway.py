@@ -19,14 +19,14 @@ the next member of the URL; past the op timeout the call raises ``BackendError``
 from __future__ import annotations
 
 import json
-import ssl
 from collections.abc import Sequence
 from typing import Any
 
 from .... import _rt_sync as rt
 from ...._core import etcd_keys as keys
 from ...._core.timing import monotonic
-from ...._errors import BackendError, ConfigError
+from ...._errors import BackendError
+from ...._tls import pop_tls, verify_failure
 from ...._url import StoreConfig, scrub
 from .http import HTTPClient, Member
 
@@ -81,21 +81,9 @@ class Gateway:
         op_timeout = config.pop_float("timeout", 5.0)
         connect_timeout = config.pop_float("connect_timeout", 2.0)
         try_timeout = config.pop_float("try_timeout", 1.0)
-        cafile = config.pop("cafile")
-        certfile = config.pop("certfile")
-        keyfile = config.pop("keyfile")
+        opts = pop_tls(config)
         config.reject_unknown()
-        tls: ssl.SSLContext | None = None
-        if config.tls:
-            try:
-                ctx = ssl.create_default_context(cafile=cafile)
-                if certfile:
-                    ctx.load_cert_chain(certfile, keyfile)
-            except (OSError, ssl.SSLError) as exc:
-                raise ConfigError(f"etcds:// TLS files: {exc}", backend=config.scheme) from exc
-            tls = ctx
-        elif cafile or certfile or keyfile:
-            raise ConfigError("cafile/certfile/keyfile need an etcds:// URL", backend=config.scheme)
+        tls = opts.context() if opts is not None else None
         bases: list[Member] = [(h.strip("[]"), int(p)) for h, p in config.hosts]
         client = HTTPClient(tls)  # connects to the members directly: never through a proxy from the environment
         gw = cls(
@@ -173,6 +161,7 @@ class Gateway:
         last = "no endpoint answered"
         payload = body.encode() if isinstance(body, str) else json.dumps(body).encode()
         cause: BaseException | None = None
+        untrusted: set[Member] = set()  # members whose certificate our CAs refused
         while True:
             base = self.base
             left = max(0.05, deadline - monotonic())
@@ -186,6 +175,12 @@ class Gateway:
                 )
             except OSError as exc:  # refused, reset, timed out, TLS failure: try the next member
                 last, cause = f"{type(exc).__name__} from {_label(base)}", exc
+                refused = verify_failure(exc)
+                if refused is not None:
+                    # no retry makes a certificate trusted: once every member's was refused, say why at once
+                    untrusted.add(base)
+                    if len(untrusted) == len(self.bases):
+                        raise self.error(f"{_label(base)}: {refused}") from exc
                 self.rotate(base)
             else:
                 data = _decode(resp.body)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import socket
-import ssl as _ssl
 import threading
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from .... import _rt_sync as rt
 from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
 from ...._core.timing import monotonic
+from ...._tls import pop_tls
 from ...._url import StoreConfig
 from ..sql.base import SESSION_WAIT_SLICE, RetryableError, SqlBase, StaleConnection
 
@@ -38,6 +38,8 @@ from ..sql.base import SESSION_WAIT_SLICE, RetryableError, SqlBase, StaleConnect
 _RETRY_CODES = {1213, 1205}
 #: a row lock that was not granted in time (lock wait timeout; MySQL 8's NOWAIT)
 _LOCK_TIMEOUT_CODES = {1205, 3572}
+#: distlock's common TLS option names (``_tls.py``) -> PyMySQL's, accepted as well
+_TLS_ALIASES = {"tls": "ssl", "cafile": "ssl_ca", "certfile": "ssl_cert", "keyfile": "ssl_key", "verify": "ssl_verify"}
 #: the worker pool of every PyMySQL call (see the module docstring)
 POOL = "mysql"
 #: client error codes of a connection that is gone
@@ -63,17 +65,11 @@ class MyDriver(SqlBase):
 
     def __init__(self, config: StoreConfig) -> None:
         super().__init__(config)
-        ssl_ctx: _ssl.SSLContext | None = None
-        want_ssl = config.pop_bool("ssl", False)
-        ca, cert, key = config.pop("ssl_ca"), config.pop("ssl_cert"), config.pop("ssl_key")
-        verify = config.pop_bool("ssl_verify", True)
-        if want_ssl or ca or cert:
-            ssl_ctx = _ssl.create_default_context(cafile=ca)
-            if cert:
-                ssl_ctx.load_cert_chain(cert, key)
-            if not verify:
-                ssl_ctx.check_hostname = False
-                ssl_ctx.verify_mode = _ssl.CERT_NONE
+        # PyMySQL's own names are aliases of the common ones, and keep its meaning: ssl_ca/ssl_cert turn TLS on
+        tls = pop_tls(
+            config, on=bool(config.params.get("ssl_ca") or config.params.get("ssl_cert")), aliases=_TLS_ALIASES
+        )
+        ssl_ctx = tls.context() if tls is not None else None
         unix_socket = config.pop("unix_socket")
         config.reject_unknown()
         host, port = config.hosts[0]

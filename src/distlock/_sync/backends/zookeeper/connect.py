@@ -11,18 +11,20 @@ Both are blocking and return a :class:`Link`, from which the backend builds its 
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
 from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
 from ...._core import zookeeper_layout as layout
 from ...._core.timing import monotonic
 from ...._errors import BackendError, ConfigError
+from ...._tls import TlsOptions, one_line, pop_tls, verify_failure
 from ...._url import StoreConfig, scrub
 from .session import LOST_ON, SessionLog
 
@@ -32,6 +34,7 @@ class Options:
     """The URL options of a ZooKeeper store."""
 
     root: str
+    tls: TlsOptions | None  # the secure client port (``tls=true``, ``cafile``...: ``_tls.py``)
     session_timeout: float  # requested (a given client's own setting decides instead)
     connect_timeout: float
     suspend_grace: float | None  # None: the session's own end decides
@@ -77,8 +80,14 @@ def options(config: StoreConfig, client: object | None) -> Options:
     lost_on = config.pop("lost_on", "session") or "session"
     if lost_on not in LOST_ON:
         raise ConfigError(f"URL option lost_on={lost_on!r}: use one of {', '.join(LOST_ON)}", backend=config.scheme)
+    tls = pop_tls(config)
+    if tls is not None and client is not None:
+        raise ConfigError(
+            "TLS options in the URL: the given KazooClient's own settings decide (use_ssl, ca, certfile...)",
+            backend=config.scheme,
+        )
     config.reject_unknown()
-    return Options(root, session_timeout, connect_timeout, suspend_grace, op_timeout, lost_on)
+    return Options(root, tls, session_timeout, connect_timeout, suspend_grace, op_timeout, lost_on)
 
 
 def start(config: StoreConfig, opts: Options) -> Link:
@@ -95,7 +104,13 @@ def start(config: StoreConfig, opts: Options) -> Link:
         password = config.password or ""
         auth = [("digest", f"{config.username}:{password}")]
         acl = [make_digest_acl(config.username, password, all=True)]
-    session_log = SessionLog()
+    session_log = _ConnectLog()
+    tls: dict[str, Any] = {}
+    if opts.tls is not None:
+        # kazoo loads a client certificate only with both files: a combined PEM serves as both
+        key = opts.tls.keyfile or opts.tls.certfile
+        tls = {"use_ssl": True, "ca": opts.tls.cafile, "certfile": opts.tls.certfile, "keyfile": key,
+               "verify_certs": opts.tls.verify, "check_hostname": opts.tls.verify, "handler": _TlsHandler()}  # fmt: skip
     client = KazooClient(
         logger=session_log,
         hosts=hosts,
@@ -104,19 +119,72 @@ def start(config: StoreConfig, opts: Options) -> Link:
         default_acl=acl,
         connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0, ignore_expire=False),
         command_retry=None,
+        **tls,
     )
     started = monotonic()
+    failure: str | None = None
     try:
-        client.start(timeout=opts.connect_timeout)
-    except (KazooTimeoutError, KazooException) as exc:
+        failure = _start(client, session_log, opts.connect_timeout, len(config.hosts))
+    except KazooException as exc:
+        failure = str(exc) or type(exc).__name__
+    if failure is not None:
         client.stop()
         client.close()
         raise BackendError(
             f"cannot connect to ZooKeeper at {config.redacted} within {opts.connect_timeout}s: "
-            f"{scrub(str(exc) or type(exc).__name__, config.password)}",
+            f"{scrub(one_line(failure), config.password)}",
             backend=config.scheme,
-        ) from exc
+        )
     return Link(client, acl, opts.session_timeout, session_log, started, owned=True)
+
+
+class _TlsHandler(SequentialThreadingHandler):  # type: ignore[misc]  # kazoo is untyped
+    """kazoo's threading handler, closing the socket of a failed TLS connect: kazoo 2.11 raises out of its
+    handshake without closing it, and a client that retries a refused certificate would leave one open socket
+    (and one ResourceWarning) per attempt until the garbage collector finds them."""
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().create_connection(*args, **kwargs)
+        except OSError as exc:
+            tb = exc.__traceback__
+            while tb is not None:
+                conn = tb.tb_frame.f_locals.get("conn")
+                if isinstance(conn, ssl.SSLSocket):
+                    conn.close()
+                tb = tb.tb_next
+            raise
+
+
+class _ConnectLog(SessionLog):
+    """kazoo's logger that also keeps why the last connection attempt failed (kazoo retries for ever and
+    only logs it), and counts the attempts in a row whose server certificate was refused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last_drop: str | None = None
+        self.untrusted = 0  # attempts in a row
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if isinstance(msg, str) and msg.startswith("Connection dropped") and args:
+            self.last_drop = str(args[0])
+            self.untrusted = self.untrusted + 1 if verify_failure(args[0]) else 0
+        super().log(level, msg, *args, **kwargs)
+
+
+def _start(client: KazooClient, log: _ConnectLog, timeout: float, hosts: int) -> str | None:
+    """Start ``client`` within ``timeout`` (blocking), as ``KazooClient.start`` does; None once connected, else
+    why not. Once every host's certificate was refused, at once: retrying makes no certificate trusted."""
+    event = client.start_async()
+    deadline = monotonic() + timeout
+    while not client.connected:
+        left = deadline - monotonic()
+        if left <= 0:
+            return verify_failure(log.last_drop) or log.last_drop or "connection timed out"
+        if log.untrusted >= hosts:
+            return verify_failure(log.last_drop)
+        event.wait(min(left, 0.05))
+    return None
 
 
 def adopt(config: StoreConfig, client: object, opts: Options) -> Link:
