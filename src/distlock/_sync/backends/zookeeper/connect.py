@@ -2,9 +2,10 @@
 """Opening a store's ZooKeeper session: the URL options, a new kazoo client, or the caller's own one.
 
 ``options`` reads and checks the URL options (``root``, ``session_timeout``, ``connect_timeout``,
-``suspend_grace``, ``operation_timeout``, ``lost_on``). ``start`` makes and starts a kazoo client of our own
-(hosts, chroot, ``digest`` credentials and the ACL every node we create gets; connection retries for ever,
-no command retries: every wait is bounded above it). ``adopt`` takes the caller's started client
+``suspend_grace``, ``operation_timeout``, ``lost_on``, and the TLS options of ``_tls.py``). ``start`` makes
+and starts a kazoo client of our own (hosts, chroot, ``digest`` credentials and the ACL every node we create
+gets, TLS to the secure client port; connection retries for ever, no command retries: every wait is bounded
+above it). ``adopt`` takes the caller's started client
 (``connect(client=...)``): its session, chroot and ``default_acl``, never stopped or closed by the store.
 Both are blocking and return a :class:`Link`, from which the backend builds its session.
 """
