@@ -32,6 +32,7 @@ from .... import _rt_async as rt
 from ...._core import redis_keys as rk
 from ...._errors import ConfigError
 from ...._url import StoreConfig, parse_url
+from .tls import tls_options
 
 #: a cluster call on distlock's own connection that meets one of these goes through redis-py's routing
 #: instead (it follows MOVED/ASK, refreshes the slot map, waits out a failover)
@@ -137,8 +138,9 @@ async def connect_cluster(url: str, max_connections: int = 4096, **kwargs: Any) 
 
 def driver_url(config: StoreConfig, host: tuple[str, int] | None = None) -> str:
     """The URL for redis-py: our own options removed, redis-py's own query options kept."""
+    tls_options(config)
     parts = urlsplit(config.url)
-    scheme = parts.scheme.lower()
+    scheme = "rediss" if config.tls and parts.scheme.lower() == "redis" else parts.scheme.lower()
     netloc = parts.netloc
     if host is not None:  # one master of a redlock:// URL
         scheme = "rediss" if config.tls else "redis"
