@@ -42,6 +42,8 @@ RENAMES = {
     "AsyncReadWriteLock": "ReadWriteLock",
     "AsyncMultiLock": "MultiLock",
     "AsyncElection": "Election",
+    "AsyncOnce": "Once",
+    "AsyncRan": "Ran",
     "connect_async": "connect",
     # the tests
     "async_store": "sync_store",

@@ -14,6 +14,7 @@ import logging
 
 from ._async.election import AsyncElection
 from ._async.locks import AsyncLock, AsyncMultiLock, AsyncReadWriteLock, AsyncSemaphore
+from ._async.once import AsyncOnce, AsyncRan
 from ._async.store import AsyncStore, connect_async
 from ._core.types import HolderInfo, LeaderInfo, LockInfo
 from ._errors import (
@@ -28,6 +29,7 @@ from ._errors import (
 )
 from ._sync.election import Election
 from ._sync.locks import Lock, MultiLock, ReadWriteLock, Semaphore
+from ._sync.once import Once, Ran
 from ._sync.store import Store, connect
 from .guards import etcd_guard
 
@@ -41,6 +43,8 @@ __all__ = [
     "AsyncElection",
     "AsyncLock",
     "AsyncMultiLock",
+    "AsyncOnce",
+    "AsyncRan",
     "AsyncReadWriteLock",
     "AsyncSemaphore",
     "AsyncStore",
@@ -55,7 +59,9 @@ __all__ = [
     "LockLost",
     "MultiLock",
     "NotHeld",
+    "Once",
     "QuorumError",
+    "Ran",
     "ReadWriteLock",
     "Semaphore",
     "Store",

@@ -52,7 +52,7 @@ def check_at_least(at_least: float, at_most: float, *, name: str, backend: str) 
     return value
 
 
-class Ran:
+class AsyncRan:
     """What ``with store.once(...) as ran`` gives: true when this call runs the job, false when it was skipped.
 
     While the job runs, ``fence`` is its holding's fencing token and ``lost`` the holding's event, set if the
@@ -79,11 +79,12 @@ class Ran:
         return callback
 
     def __repr__(self) -> str:
-        return f"<Ran {self.name!r} {'ran, fence ' + str(self.fence) if self else 'skipped'}>"
+        return f"<{type(self).__name__} {self.name!r} {'ran, fence ' + str(self.fence) if self else 'skipped'}>"
 
 
-class Once:
-    """``store.once(name, at_most, at_least)``: ``async with`` gives a :class:`Ran`; the job runs if it is true.
+class AsyncOnce:
+    """``store.once(name, at_most, at_least)``: ``with`` (``async with``) gives a ``Ran``; the job runs if it is
+    true.
 
     One object may be entered by many tasks (threads on the sync side) and again after it was left: each
     entry is its own try with its own holding.
@@ -99,18 +100,18 @@ class Once:
         self.keep_alive = bool(keep_alive)
         self._store = store
         AsyncLock(store, self.name)  # refused at build, as every lock object is (a closed store)
-        self._runs: dict[object, list[tuple[Ran, AsyncLock]]] = {}  # per owner: its entries, innermost last
+        self._runs: dict[object, list[tuple[AsyncRan, AsyncLock]]] = {}  # per owner: its entries, innermost last
         self._guard = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"<Once {self.name!r} at_most={self.at_most:g} at_least={self.at_least:g}>"
+        return f"<{type(self).__name__} {self.name!r} at_most={self.at_most:g} at_least={self.at_least:g}>"
 
-    async def __aenter__(self) -> Ran:
+    async def __aenter__(self) -> AsyncRan:
         started = monotonic()
         # a lock object per entry: its holding is this entry's alone, whoever else enters the same object
         lock = AsyncLock(self._store, self.name, ttl=self.at_most, auto_renew=self.keep_alive)
         holding = lock._own_holding() if await lock.acquire(blocking=False) else None
-        ran = Ran(self.name, holding, started)
+        ran = AsyncRan(self.name, holding, started)
         with self._guard:
             self._runs.setdefault(rt.owner_key(), []).append((ran, lock))
         return ran
@@ -135,7 +136,7 @@ class Once:
                 raise
             log.warning("ending the at-most-once run of %r after an error in the job: %s", self.name, err)
 
-    async def _finish(self, ran: Ran, lock: AsyncLock, holding: Holding) -> None:
+    async def _finish(self, ran: AsyncRan, lock: AsyncLock, holding: Holding) -> None:
         """Release the holding, or leave it to end ``at_least`` after the start; ``LockLost`` if it was lost."""
         core = self._store._core
         left = self.at_least - (monotonic() - ran.started)
@@ -189,7 +190,7 @@ class Once:
         raise LockLost(f"lost while the job ran: {holding.lost_reason}", name=self.name, backend=core.scheme)
 
 
-def at_most_once(once: Once, fn: F) -> F:
+def at_most_once(once: AsyncOnce, fn: F) -> F:
     """``@store.at_most_once(...)``: run ``fn`` inside ``once``; its result when it ran, None when skipped."""
     if rt.IS_ASYNC and not _inspect.iscoroutinefunction(fn):
         raise ConfigError("the async store's at_most_once() decorates async functions", backend=once._store.scheme)

@@ -28,7 +28,7 @@ from .acquirer import AsyncAcquirer
 from .backend import AsyncBackend
 from .election import AsyncElection, check_elections, leader, observe
 from .locks import AsyncLock, AsyncMultiLock, AsyncReadWriteLock, AsyncSemaphore, LostCallback
-from .once import Once, at_most_once
+from .once import AsyncOnce, at_most_once
 
 log = logging.getLogger("distlock")
 
@@ -196,7 +196,7 @@ class AsyncStore:
 
         return decorate
 
-    def once(self, name: str, at_most: float = 600.0, at_least: float = 0.0, *, keep_alive: bool = False) -> Once:
+    def once(self, name: str, at_most: float = 600.0, at_least: float = 0.0, *, keep_alive: bool = False) -> AsyncOnce:
         """An at-most-once run of the job ``name`` (ShedLock's semantics, docs/operations.md):
         ``with store.once(name, at_most=600, at_least=30) as ran: if ran: ...``.
 
@@ -204,7 +204,7 @@ class AsyncStore:
         (renewed only with ``keep_alive=True``); on exit the lock is kept until ``at_least`` seconds after the
         start, then it ends by itself.
         """
-        return Once(self, name, at_most=at_most, at_least=at_least, keep_alive=keep_alive)
+        return AsyncOnce(self, name, at_most=at_most, at_least=at_least, keep_alive=keep_alive)
 
     def at_most_once(
         self, name: str, at_most: float = 600.0, at_least: float = 0.0, *, keep_alive: bool = False

@@ -80,11 +80,12 @@ class Ran:
         return callback
 
     def __repr__(self) -> str:
-        return f"<Ran {self.name!r} {'ran, fence ' + str(self.fence) if self else 'skipped'}>"
+        return f"<{type(self).__name__} {self.name!r} {'ran, fence ' + str(self.fence) if self else 'skipped'}>"
 
 
 class Once:
-    """``store.once(name, at_most, at_least)``: ``async with`` gives a :class:`Ran`; the job runs if it is true.
+    """``store.once(name, at_most, at_least)``: ``with`` (``async with``) gives a ``Ran``; the job runs if it is
+    true.
 
     One object may be entered by many tasks (threads on the sync side) and again after it was left: each
     entry is its own try with its own holding.
@@ -104,7 +105,7 @@ class Once:
         self._guard = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"<Once {self.name!r} at_most={self.at_most:g} at_least={self.at_least:g}>"
+        return f"<{type(self).__name__} {self.name!r} at_most={self.at_most:g} at_least={self.at_least:g}>"
 
     def __enter__(self) -> Ran:
         started = monotonic()
