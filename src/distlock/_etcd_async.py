@@ -49,6 +49,12 @@ class Conn:
 
     def close(self) -> None:
         try:
+            if self._writer.get_extra_info("sslcontext") is not None:
+                # a TLS close waits on the event loop for the server's close_notify (up to 30 s): a connection we
+                # drop is aborted instead, so its socket closes now, not whenever (or never, if the loop ends
+                # first) the handshake finishes. Nothing is lost: every request was drained and answered.
+                self._writer.transport.abort()
+                return
             self._writer.close()
         except (OSError, RuntimeError):  # the loop is gone or the socket already closed
             pass

@@ -91,6 +91,10 @@ def disconnect(conn: Any) -> None:
 close_now = disconnect
 
 
+def abort_tls(conn: Any) -> None:
+    """Nothing to do on this side: a blocking socket's close is immediate (see ``_redis_async.abort_tls``)."""
+
+
 def take_ready(wire: Any) -> Any:
     """An idle connection of ``wire`` that is connected and has nothing unread (a server that closed it,
     e.g. on a restart, makes it readable), else None: the caller then uses ``wire.call`` (which may

@@ -234,6 +234,8 @@ class Listener:
         if self._reader is not None:
             self._reader.cancel()  # asyncio: now; a thread sees ``_closed`` within its 0.5 s read
         if self._pubsub is not None:
+            # redis-py closes a pub/sub connection without waiting: over TLS that needs an abort to close now
+            drv.abort_tls(getattr(self._pubsub, "connection", None))
             with contextlib.suppress(RedisError, OSError):
                 self._pubsub.close()
         if self._reader is not None:
