@@ -33,7 +33,7 @@ from ...._url import StoreConfig
 from ...backend import AsyncBackend, AsyncPrefixWatch, AsyncWatch
 from . import admin
 from .gateway import FAST_TRY, Denied, Gateway, denied
-from .leases import Leases
+from .leases import Lease, Leases
 from .mutex import Attempt, Entry, EtcdGuard
 from .watch import PrefixWatch, Watch
 
@@ -94,18 +94,22 @@ class Backend(AsyncBackend):
         """
         new = await self.leases.take(ttl)
         old = entry.lease
-        data = await self.gw.call(
-            "/v3/kv/txn",
-            {
-                "compare": [keys.create_is(entry.key, entry.rev)],
-                "success": [keys.put_op(entry.key, entry.value, new.id)],
-            },
-        )
-        if data.get("succeeded"):
+        if await self._move(entry, new):
             entry.lease = new
             await self.leases.revoke(old.id)
         else:
             await self.leases.revoke(new.id)
+
+    async def _move(self, entry: Entry, lease: Lease) -> bool:
+        """Put the held key on ``lease`` if it still has the holding's create revision; False if it has gone."""
+        data = await self.gw.call(
+            "/v3/kv/txn",
+            {
+                "compare": [keys.create_is(entry.key, entry.rev)],
+                "success": [keys.put_op(entry.key, entry.value, lease.id)],
+            },
+        )
+        return bool(data.get("succeeded"))
 
     # -- the backend interface ---------------------------------------------------------------------------
     def lease_end(self, claim: Claim) -> float | None:
@@ -162,6 +166,24 @@ class Backend(AsyncBackend):
             out.append(ok or gone)
         await self.leases.revoke_stale()
         return out
+
+    async def shorten(self, claim: Claim, ttl: float) -> bool:
+        """A lease's TTL is fixed when it is granted: grant a fresh one of ``ttl`` (whole seconds, rounded up;
+        the server raises it to its minimum), move the key to it with a put guarded by the key's create
+        revision (the fence, the queue place and the Go layout stay), and revoke the old lease. The new lease
+        is nobody's to keep alive, so the key goes when it runs out."""
+        with self._guard:
+            entry = self._entries.pop(claim.token, None)
+        if entry is None:
+            return False
+        new = await self.leases.take(ttl, fresh=True)
+        # on an error the outcome is unknown: both leases are left to run out (nobody keeps them alive), as
+        # revoking either could delete the key before its time
+        moved = await self._move(entry, new)
+        await self.leases.revoke(entry.lease.id)  # its key moved to the new lease, or is gone
+        if not moved:
+            await self.leases.revoke(new.id)
+        return moved
 
     async def holds(self, claim: Claim) -> bool:
         entry = self._entry(claim)
