@@ -227,6 +227,35 @@ class AsyncAcquirer:
         if leases.check(holding):
             raise self._lost_error(holding)
 
+    async def shorten(self, holding: Holding, ttl: float) -> None:
+        """Leave ``holding``'s lease to end ``ttl`` seconds from now instead of releasing it (an at-most-once
+        run that ended before ``at_least``), then forget it here: no renewal, no ``lost`` at the old end.
+
+        One round trip of the holding at a time (a renewal racing it could lengthen the lease again).
+        ``UnsupportedFeature``: the backend has no lease to shorten; nothing was sent and the holding is as
+        before. ``LockLost``: the lease was gone, or the answer came after its end. Any other error: the
+        outcome is unknown, so the holding is forgotten and its lease ends by itself."""
+        leases = self.leases
+        await leases.wait_io(holding)
+        sent = monotonic()
+        try:
+            ok = await rt.shielded(self.backend.shorten(holding.claim, ttl))
+        except UnsupportedFeature:
+            leases.end_io(holding, sent, holding.claim.ttl, False)  # nothing was sent: only frees the I/O turn
+            raise
+        except BaseException:
+            self._forget(holding)
+            self._released(holding, False, ends=True)  # no longer this process's either way
+            raise
+        if ok and not leases.check(holding):  # an answer after the old lease end confirms nothing
+            self._forget(holding)
+            self._released(holding, True, ends=True)  # this process's holding ends here (events, metrics)
+            return
+        leases.end_io(holding, sent, holding.claim.ttl, False)
+        if not holding.lost.is_set():
+            self.lose(holding, "the lease was gone when the job ended", events.REFUSED)
+        raise self._lost_error(holding)
+
     async def still_held(self, holding: Holding) -> bool:
         """Checked with the backend; a negative answer (or one after the lease end) loses the holding."""
         self.check_expiry(holding)

@@ -143,7 +143,7 @@ class Once:
         left = self.at_least - (monotonic() - ran.started)
         if left > 0 and not core.leases.check(holding):
             try:
-                ran.shortened = self._shorten(lock, holding, left)
+                core.shorten(holding, left)
             except UnsupportedFeature:
                 # no lease on the server to shorten: keep holding here until start + at_least (or a loss)
                 try:
@@ -151,7 +151,12 @@ class Once:
                 except BaseException:  # cancelled or interrupted: let go now, as a process that dies would
                     rt.shielded(lock._release_holding(holding))
                     raise
-            if ran.shortened:
+            except BaseException:
+                lock._forget(holding)  # lost, or the outcome unknown: this lock holds it no more either way
+                raise
+            else:
+                ran.shortened = True
+                lock._forget(holding)
                 return
         if holding.lost.is_set():
             lock._forget(holding)
@@ -160,35 +165,6 @@ class Once:
             if not holding.lost.is_set():
                 core.lose(holding, "the lease was gone when the job ended")
             raise LockLost(f"lost while the job ran: {holding.lost_reason}", name=self.name, backend=core.scheme)
-
-    def _shorten(self, lock: Lock, holding: Holding, ttl: float) -> bool:
-        """The backend's guarded step, one round trip of this holding at a time (a renewal racing it could
-        lengthen the lease again). True: shortened and forgotten here (no renewal, no ``lost`` at the old
-        end). False: the lease was gone (the holding is lost). Another error: the outcome is unknown, so the
-        holding is forgotten and its lease ends by itself (``at_most`` after the last renewal at the latest)."""
-        core = self._store._core
-        leases = core.leases
-        leases.wait_io(holding)
-        sent = monotonic()
-        try:
-            ok = rt.shielded(core.backend.shorten(holding.claim, ttl))
-        except UnsupportedFeature:
-            leases.end_io(holding, sent, holding.claim.ttl, False)  # nothing was sent: only frees the I/O turn
-            raise
-        except BaseException:
-            leases.discard(holding)
-            lock._forget(holding)
-            core._released(holding, False, ends=True)  # no longer this process's either way
-            raise
-        if ok and not leases.check(holding):  # an answer after the old lease end confirms nothing
-            leases.discard(holding)
-            lock._forget(holding)
-            core._released(holding, True, ends=True)  # this process's holding ends here (events, metrics)
-            return True
-        leases.end_io(holding, sent, holding.claim.ttl, False)
-        core.lose(holding, "the lease was gone when the job ended")
-        lock._forget(holding)
-        raise LockLost(f"lost while the job ran: {holding.lost_reason}", name=self.name, backend=core.scheme)
 
 
 def at_most_once(once: Once, fn: F) -> F:
