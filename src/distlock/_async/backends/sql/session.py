@@ -19,11 +19,12 @@ from typing import Any
 from .... import _rt_async as rt
 from ...._core import sql_lease as sq
 from ...._core import sql_session as ss
+from ...._core.timing import monotonic
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
 from ...._errors import BackendError
 from ...._url import StoreConfig, scrub
 from ...backend import AsyncAttempt
-from .base import RENEW_SHARE, SESSION_WAIT_SLICE, Budget, SqlBase, StaleConnection
+from .base import CLEANUP_TIMEOUT, RENEW_SHARE, SESSION_WAIT_SLICE, Budget, SqlBase, StaleConnection
 
 log = logging.getLogger("distlock")
 
@@ -78,12 +79,14 @@ class SessionAttempt(AsyncAttempt):
             await self._go(slice_)
 
     async def abandon(self) -> None:
+        b = self.backend
         conn, self.conn = self.conn, None
-        if conn is not None:  # closing the connection drops whatever it holds or waits for
-            await self.backend._close_quietly(conn)
-        pinned = self.backend._unpin(self.claim.token)
-        if pinned is not None:
-            await self.backend._close_quietly(pinned.conn)
+        pinned = b._unpin(self.claim.token)
+        closed = [c for c in (conn, None if pinned is None else pinned.conn) if c is not None]
+        for c in closed:  # closing the connection drops whatever it holds or waits for ...
+            await b._close_quietly(c)
+        if closed:  # ... once the server has ended its session, a moment later: wait for that
+            await b._until_let_go(self.claim)
 
 
 class SessionBackend(SqlBase):
@@ -133,6 +136,26 @@ class SessionBackend(SqlBase):
         return r.rows
 
     # -- holdings ----------------------------------------------------------------------------------------------
+    async def _until_let_go(self, claim: Claim) -> None:
+        """Wait until no connection holds ``claim``'s lock under its record (at most ``CLEANUP_TIMEOUT``).
+
+        A closed connection's locks go when the server notices the close and ends the session, a few ms
+        later (more on a loaded server): an acquire that was cancelled or failed with a connection in an
+        unknown state returns only once the name is free of it, so it leaves nothing behind. Best effort:
+        the server frees the lock by itself in any case, this only keeps the caller from seeing it."""
+        owner = claim.owner[:255]
+        budget = Budget(CLEANUP_TIMEOUT)  # as any clean-up: a server that does not answer costs at most this
+        while monotonic() < budget.deadline:
+            try:
+                with budget:
+                    rows = await self._holder_rows([claim.name], "")
+            except BackendError:
+                return
+            if not any(str(r[1]) == owner and r[4] is not None and r[5] is not None and int(r[4]) == int(r[5])
+                       for r in rows):  # fmt: skip
+                return
+            await rt.sleep(0.01)
+
     async def _session_acquire(self, conn: Any, claim: Claim, wait: float | None) -> tuple[int, int] | None:
         change = self._timeout_change(conn, claim.ttl)
         try:
