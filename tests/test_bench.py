@@ -23,7 +23,8 @@ def test_bench_sqlite_json_layout_and_plot(tmp_path: Path) -> None:
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out.read_text())
-    assert doc["version"] == 2 and doc["seconds"] == 0.5 and doc["host"]["cpus"] >= 1
+    assert doc["version"] == 3 and doc["seconds"] == 0.5 and doc["host"]["cpus"] >= 1
+    assert all(len(doc["host"]["load_avg"][k]) == 3 for k in ("start", "end"))
     (b,) = doc["backends"]
     assert b["backend"] == "sqlite" and b["url"] == url and b["errors"] == []
     u = b["uncontended"]
@@ -42,6 +43,12 @@ def test_bench_sqlite_json_layout_and_plot(tmp_path: Path) -> None:
         b["raw"]["round_trips_per_s"] / 2, rel=0.01
     )
     assert b["ratio_to_raw"] == pytest.approx(u["rate_per_s"] / b["raw"]["limit_per_s"], rel=0.01)
+    # every figure against the raw limit of the same run: rates as a share of it, the hand-off as round trips
+    raw, vs = b["raw"], b["vs_raw"]
+    assert raw["round_trip_ms"] == pytest.approx(1000 / raw["round_trips_per_s"], rel=0.01)
+    assert vs["uncontended"] == b["ratio_to_raw"]
+    assert vs["contention"] == pytest.approx(c["rate_per_s"] / raw["limit_per_s"], rel=0.01)
+    assert vs["handoff_p50"] == pytest.approx(h["latency_ms"]["p50"] / raw["round_trip_ms"], rel=0.02)
     # the async API next to the sync one: same loop, hand-off between two async processes, N tasks on one lock
     a = b["async"]
     au = a["uncontended"]
@@ -55,7 +62,7 @@ def test_bench_sqlite_json_layout_and_plot(tmp_path: Path) -> None:
     assert u["cpu_us_per_op"] > 0 and au["cpu_us_per_op"] > 0
     assert b["async_cpu_ratio"] == pytest.approx(au["cpu_us_per_op"] / u["cpu_us_per_op"], rel=0.01)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "sqlite" in r.stdout and "async API" in r.stdout and "async/sync" in r.stdout
+    assert "sqlite" in r.stdout and "async API" in r.stdout and "async/sync" in r.stdout and "vs raw" in r.stdout
 
 
 def test_bench_memory_has_no_probe_and_bad_url_exits_2(tmp_path: Path) -> None:
@@ -83,3 +90,11 @@ def test_bench_spawn_starts_and_measures_a_local_redis(tmp_path: Path) -> None:
     (b,) = json.loads(out.read_text())["backends"]  # plain --spawn: one redis-server, and no default URL
     assert b["backend"] == "redis" and b["url"].startswith("redis://127.0.0.1:") and b["errors"] == []
     assert b["uncontended"]["ops"] > 0 and b["raw"]["probe"] == "PING"
+
+
+def test_peers_script_help() -> None:
+    """benchmarks/peers.py (the side-by-side of every peer library) imports, and its usage names the families."""
+    r = subprocess.run([sys.executable, "benchmarks/peers.py", "--help"], capture_output=True, text=True, timeout=60,
+                       cwd=ROOT)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "--json" in r.stdout and "--plot" in r.stdout and "zookeeper" in r.stdout

@@ -9,28 +9,36 @@
   wake-up plus a grant. Every acquisition after the first is a hand-off.
 * **contention**: 8 processes loop ``acquire(); release()`` on one lock with no hold time: total acquisitions per
   second and per-worker counts (fairness = min / max).
-* **raw**: the backend's round-trip limit (:mod:`.probes`) and the ratio of the uncontended rate to it.
+* **raw**: the backend's round-trip limit (:mod:`.probes`), and every figure as a ratio to it (``vs_raw``): the
+  two rates as a share of the pair limit (round trips / 2), the hand-off p50 as a multiple of one round trip (a
+  hand-off needs at least one round trip plus a push, so the round trip is its floor).
 * **async**: the same uncontended loop with :class:`~distlock.AsyncStore` (interleaved with the sync one, round by
   round, so both see the same machine load), the hand-off with two processes using the async API, and ``tasks``
   asyncio tasks in one process looping on one shared lock object (throughput, per-task fairness). The cost ratio
   is the async time per acquire+release over the sync one (target: at most 1.3).
+
+The hand-off and contention workers take their locks from a :class:`LockSource` (a distlock store by default), so
+``benchmarks/peers.py`` runs other libraries' locks through the very same measurement.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import multiprocessing as mp
 import queue
 import secrets
 import time
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from .._async.store import connect_async
 from .._sync.store import connect
 from .._url import parse_url, redact
 from ..checker.history import percentiles
-from .probes import probe
+from .probes import ProbeResult, probe
 
 
 def _pct(values: list[float]) -> dict[str, float | None]:
@@ -50,7 +58,7 @@ def _summary(lat: list[float], elapsed: float, cpu: float | None = None) -> dict
     return out
 
 
-def _sync_pairs(lock: Any, seconds: float, lat: list[float]) -> float:
+def sync_pairs(lock: Any, seconds: float, lat: list[float]) -> float:
     """acquire(); release() for ``seconds``; appends each pair's latency, returns the time spent."""
     start = now = time.perf_counter()
     deadline = start + seconds
@@ -63,8 +71,8 @@ def _sync_pairs(lock: Any, seconds: float, lat: list[float]) -> float:
     return now - start
 
 
-async def _async_pairs(lock: Any, seconds: float, lat: list[float]) -> float:
-    """The same loop with the async API (kept line for line like :func:`_sync_pairs`: same work, same timer)."""
+async def async_pairs(lock: Any, seconds: float, lat: list[float]) -> float:
+    """The same loop with the async API (kept line for line like :func:`sync_pairs`: same work, same timer)."""
     start = now = time.perf_counter()
     deadline = start + seconds
     while now < deadline:
@@ -82,13 +90,28 @@ async def _warm_up(lock: Any) -> None:
         await lock.release()
 
 
-def uncontended(url: str | None, seconds: float, ttl: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(sync, async) uncontended pairs: alternating slices of each (a quarter of a second, at least 4 of each, so
-    both sides see the same machine load), ``seconds`` per side in total."""
+#: one side of an interleaved measurement: loop acquire + release for ``seconds``, append each pair's latency to the
+#: list, return the time spent
+Side = Callable[[float, list[float]], float]
+
+
+def interleave(sides: Sequence[Side], seconds: float) -> list[dict[str, Any]]:
+    """Summaries of each side, run in alternating slices (a quarter of a second, at least 4 per side, so every side
+    sees the same machine load and their ratios hold when the absolute rates drift), ``seconds`` per side in total."""
     rounds = max(4, round(seconds * 4))
-    sync_lat: list[float] = []
-    async_lat: list[float] = []
-    sync_time = async_time = sync_cpu = async_cpu = 0.0
+    lats: list[list[float]] = [[] for _ in sides]
+    spent = [0.0] * len(sides)
+    cpu = [0.0] * len(sides)
+    for _ in range(rounds):
+        for i, side in enumerate(sides):
+            cpu0 = time.process_time()
+            spent[i] += side(seconds / rounds, lats[i])
+            cpu[i] += time.process_time() - cpu0
+    return [_summary(lat, t, c) for lat, t, c in zip(lats, spent, cpu, strict=True)]
+
+
+def uncontended(url: str | None, seconds: float, ttl: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(sync, async) uncontended pairs, interleaved (:func:`interleave`)."""
     with connect(url) as store, asyncio.Runner() as runner:
         astore = runner.run(connect_async(url))
         try:
@@ -98,16 +121,36 @@ def uncontended(url: str | None, seconds: float, ttl: float) -> tuple[dict[str, 
                 lock.acquire()
                 lock.release()
             runner.run(_warm_up(alock))
-            for _ in range(rounds):
-                cpu0 = time.process_time()
-                sync_time += _sync_pairs(lock, seconds / rounds, sync_lat)
-                cpu1 = time.process_time()
-                async_time += runner.run(_async_pairs(alock, seconds / rounds, async_lat))
-                sync_cpu += cpu1 - cpu0
-                async_cpu += time.process_time() - cpu1
+            sync, async_ = interleave(
+                [
+                    lambda s, lat: sync_pairs(lock, s, lat),
+                    lambda s, lat: runner.run(async_pairs(alock, s, lat)),
+                ],
+                seconds,
+            )
         finally:
             runner.run(astore.aclose())
-    return _summary(sync_lat, sync_time, sync_cpu), _summary(async_lat, async_time, async_cpu)
+    return sync, async_
+
+
+class LockSource(Protocol):
+    """Where a worker process gets its lock: ``source(name, ttl)`` is a context manager giving an object with
+    ``acquire(timeout=...) -> bool`` and ``release()``. It is pickled into spawned processes, so it must be a
+    module-level class's instance."""
+
+    def __call__(self, name: str, ttl: float) -> contextlib.AbstractContextManager[Any]: ...
+
+
+@dataclass(frozen=True)
+class StoreLocks:
+    """Locks of a distlock store (what ``distlock bench`` measures); ``url`` also opens the async store."""
+
+    url: str | None
+
+    @contextlib.contextmanager
+    def __call__(self, name: str, ttl: float) -> Iterator[Any]:
+        with connect(self.url) as store:
+            yield store.lock(name, ttl=ttl)
 
 
 def _step(index: int, turns: Any, end: Any) -> str:
@@ -123,10 +166,9 @@ def _acquired(turns: Any) -> float:
     return time.monotonic()
 
 
-def _sync_loop(index: int, url: str | None, name: str, ttl: float, hold: float, turns: Any, go: Any, end: Any,
+def _sync_loop(index: int, source: LockSource, name: str, ttl: float, hold: float, turns: Any, go: Any, end: Any,
                out: Any, spans: list[tuple[float, float]]) -> None:  # fmt: skip
-    with connect(url) as store:
-        lock = store.lock(name, ttl=ttl)
+    with source(name, ttl) as lock:
         out.put(("ready", index, None))
         go.wait()
         while (step := _step(index, turns, end)) != "stop":
@@ -141,10 +183,10 @@ def _sync_loop(index: int, url: str | None, name: str, ttl: float, hold: float, 
                 spans.append((t_acq, t_rel))
 
 
-async def _async_loop(index: int, url: str | None, name: str, ttl: float, hold: float, turns: Any, go: Any,
+async def _async_loop(index: int, source: StoreLocks, name: str, ttl: float, hold: float, turns: Any, go: Any,
                       end: Any, out: Any, spans: list[tuple[float, float]]) -> None:  # fmt: skip
     """:func:`_sync_loop` with the async API, in this worker's own event loop."""
-    async with await connect_async(url) as store:
+    async with await connect_async(source.url) as store:
         lock = store.lock(name, ttl=ttl)
         out.put(("ready", index, None))
         go.wait()  # blocks the loop, but before any lock is held
@@ -162,7 +204,7 @@ async def _async_loop(index: int, url: str | None, name: str, ttl: float, hold: 
 
 def _worker(
     index: int,
-    url: str | None,
+    source: LockSource,
     name: str,
     ttl: float,
     hold: float,
@@ -176,19 +218,30 @@ def _worker(
     other worker: acquisition number k belongs to worker ``k % 2``."""
     spans: list[tuple[float, float]] = []
     error = None
-    args = (index, url, name, ttl, hold, turns, go, end, out, spans)
     try:
         if use_async:
-            asyncio.run(_async_loop(*args))
+            if not isinstance(source, StoreLocks):
+                raise TypeError("the async workers measure distlock stores only")
+            asyncio.run(_async_loop(index, source, name, ttl, hold, turns, go, end, out, spans))
         else:
-            _sync_loop(*args)
+            _sync_loop(index, source, name, ttl, hold, turns, go, end, out, spans)
     except Exception as err:  # noqa: BLE001 - reported to the parent in one line
         error = f"{type(err).__name__}: {err}"
     out.put(("done", index, (spans, error)))
 
 
+def _source(target: str | LockSource | None) -> LockSource:
+    return target if callable(target) else StoreLocks(target)
+
+
 def _run_workers(
-    url: str | None, n: int, seconds: float, ttl: float, hold: float, take_turns: bool = False, use_async: bool = False
+    source: LockSource,
+    n: int,
+    seconds: float,
+    ttl: float,
+    hold: float,
+    take_turns: bool = False,
+    use_async: bool = False,
 ) -> list[list[tuple[float, float]]]:
     ctx = mp.get_context("spawn")
     out: Any = ctx.Queue()
@@ -197,7 +250,7 @@ def _run_workers(
     turns: Any = ctx.Value("q", 0, lock=False) if take_turns else None
     name = f"distlock-bench/{secrets.token_hex(6)}"
     procs = [
-        ctx.Process(target=_worker, args=(i, url, name, ttl, hold, turns, go, end, out, use_async), daemon=True)
+        ctx.Process(target=_worker, args=(i, source, name, ttl, hold, turns, go, end, out, use_async), daemon=True)
         for i in range(n)
     ]
     for p in procs:
@@ -232,15 +285,17 @@ def _run_workers(
     return [results[i] for i in range(n)]
 
 
-def handoff(url: str | None, seconds: float, ttl: float, use_async: bool = False) -> dict[str, Any]:
-    spans = _run_workers(url, 2, seconds, ttl, hold=0.003, take_turns=True, use_async=use_async)
+def handoff(target: str | LockSource | None, seconds: float, ttl: float, use_async: bool = False) -> dict[str, Any]:
+    """Two processes taking strict turns on one lock (a store URL, or any :class:`LockSource`)."""
+    spans = _run_workers(_source(target), 2, seconds, ttl, hold=0.003, take_turns=True, use_async=use_async)
     events = sorted((t_acq, t_rel, w) for w, ss in enumerate(spans) for t_acq, t_rel in ss)
     lat = [b[0] - a[1] for a, b in itertools.pairwise(events) if a[2] != b[2]]
     return {"samples": len(lat), "latency_ms": _pct(lat)}
 
 
-def contention(url: str | None, seconds: float, ttl: float, workers: int = 8) -> dict[str, Any]:
-    spans = _run_workers(url, workers, seconds, ttl, hold=0.0)
+def contention(target: str | LockSource | None, seconds: float, ttl: float, workers: int = 8) -> dict[str, Any]:
+    """``workers`` processes looping acquire + release on one lock (a store URL, or any :class:`LockSource`)."""
+    spans = _run_workers(_source(target), workers, seconds, ttl, hold=0.0)
     counts = [len(s) for s in spans]
     return {"workers": workers, "per_worker": counts, **_counts(counts, seconds)}
 
@@ -294,6 +349,7 @@ def bench_url(
         "contention": None,
         "raw": None,
         "ratio_to_raw": None,
+        "vs_raw": None,
         "async": {"uncontended": None, "handoff": None, "tasks": None},
         "async_cost_ratio": None,
         "async_cpu_ratio": None,
@@ -326,12 +382,35 @@ def bench_url(
     except Exception as err:  # noqa: BLE001
         result["errors"].append(f"raw: {type(err).__name__}: {err}")
         raw = None
-    if raw is not None:
-        result["raw"] = {
-            "probe": raw.probe,
-            "round_trips_per_s": round(raw.round_trips_per_s, 1),
-            "limit_per_s": round(raw.limit_per_s, 1),
-        }
-        if result["uncontended"]:
-            result["ratio_to_raw"] = round(result["uncontended"]["rate_per_s"] / raw.limit_per_s, 3)
+    result["raw"] = raw_entry(raw)
+    result["vs_raw"] = vs_raw(result, result["raw"])
+    result["ratio_to_raw"] = result["vs_raw"]["uncontended"]  # version 2's name for the first of them
     return result
+
+
+def raw_entry(raw: ProbeResult | None) -> dict[str, Any] | None:
+    """A probe's result as the JSON reports it."""
+    if raw is None:
+        return None
+    return {
+        "probe": raw.probe,
+        "round_trips_per_s": round(raw.round_trips_per_s, 1),
+        "round_trip_ms": float(f"{1000.0 / raw.round_trips_per_s:.4g}"),
+        "limit_per_s": round(raw.limit_per_s, 1),
+    }
+
+
+def vs_raw(row: dict[str, Any], raw: dict[str, Any] | None) -> dict[str, float | None]:
+    """Each figure of ``row`` against the raw limit measured in the same run: the uncontended and the contention
+    rates as a share of the pair limit (1.0 = as fast as two bare round trips per acquire + release), the hand-off
+    p50 as a multiple of one round trip (its floor: the release's round trip, then a push; 1.0 = at the floor)."""
+    out: dict[str, float | None] = {"uncontended": None, "handoff_p50": None, "contention": None}
+    if raw is None:
+        return out
+    for key in ("uncontended", "contention"):
+        if row.get(key):
+            out[key] = round(row[key]["rate_per_s"] / raw["limit_per_s"], 3)
+    p50 = (row.get("handoff") or {}).get("latency_ms", {}).get("p50")
+    if p50 is not None:
+        out["handoff_p50"] = round(p50 / (1000.0 / raw["round_trips_per_s"]), 2)
+    return out

@@ -22,7 +22,9 @@ def _fmt(rate: float) -> str:
     return f"{rate / 1000:.1f}k" if rate >= 1000 else f"{rate:.0f}"
 
 
-def plot(results: list[dict[str, Any]], path: Path) -> None:
+def plot(results: list[dict[str, Any]], path: Path, title: str | None = None) -> None:
+    """Draw ``results`` (``distlock bench``'s backends, or benchmarks/peers.py's rows: a ``label`` names the row, and
+    rows of one backend share its colour) to the PNG ``path``."""
     try:
         import matplotlib
     except ModuleNotFoundError:
@@ -34,8 +36,11 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     rows = list(reversed(results))  # first backend on top
-    labels = [r["backend"] for r in rows]
-    colors = [PALETTE[(len(rows) - 1 - i) % len(PALETTE)] for i in range(len(rows))]
+    labels = [r.get("label") or r["backend"] for r in rows]
+    if any(r.get("label") for r in rows):
+        labels = [f"{r['backend']}: {label}" for r, label in zip(rows, labels, strict=True)]
+    backends = list(dict.fromkeys(r["backend"] for r in results))  # in the order given
+    colors = [PALETTE[backends.index(r["backend"]) % len(PALETTE)] for r in rows]
     ys = list(range(len(rows)))
     height = 1.6 + 0.55 * len(rows)
     fig, axes = plt.subplots(1, 3, figsize=(15, height), sharey=True, gridspec_kw={"wspace": 0.12})
@@ -107,8 +112,9 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
             ax.spines[side].set_visible(False)
         ax.tick_params(axis="x", labelsize=8)
         ax.set_ylim(-0.6, len(rows) - 0.4)
+    host = f"{platform.node() or 'this host'} ({platform.machine()}, Python {platform.python_version()})"
     fig.suptitle(
-        f"distlock bench on {platform.node() or 'this host'} ({platform.machine()}, Python {platform.python_version()})",
+        f"{title} on {host}" if title else f"distlock bench on {host}",
         fontsize=11,
         x=0.01,
         y=1.0 + 0.3 / height,

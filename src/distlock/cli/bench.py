@@ -37,31 +37,47 @@ def _p50_p99(m: dict[str, Any] | None) -> str:
     return f"{_n(m['latency_ms']['p50'])}/{_n(m['latency_ms']['p99'])}"
 
 
+def _share(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.0%}"
+
+
 def render(results: list[dict[str, Any]]) -> Table:
-    caption = "; ".join(f"{r['backend']}: {r['url']}" for r in results) + ". ratio = pairs/s over raw limit/s"
+    caption = (
+        "; ".join(f"{r['backend']}: {r['url']}" for r in results)
+        + ". vs raw: a rate as a share of the raw limit (round trips/s / 2), the hand-off p50 as a multiple of one"
+        " raw round trip (its floor), all measured in this run"
+    )
     table = Table(title="distlock bench", title_justify="left", caption=caption, caption_justify="left")
     for col in (
         "backend",
         "pairs/s",
+        "vs raw",
         "p50/p99 ms",
         "hand-off p50/p99",
+        "vs raw",
         "8-way /s",
+        "vs raw",
         "min-max",
         "raw limit/s",
-        "ratio",
+        "round trip ms",
     ):
         table.add_column(col, justify="right" if col != "backend" else "left")
     for r in results:
         u, c, raw = r["uncontended"], r["contention"], r["raw"]
+        ratios = r.get("vs_raw") or {}
+        hand = ratios.get("handoff_p50")
         table.add_row(
             r["backend"],
             _n(u and u["rate_per_s"]),
+            _share(ratios.get("uncontended")),
             _p50_p99(u),
             _p50_p99(r["handoff"]),
+            "n/a" if hand is None else f"{hand:.3g}x",
             _n(c and c["rate_per_s"]),
+            _share(ratios.get("contention")),
             f"{c['min']}-{c['max']}" if c else "n/a",
             _n(raw["limit_per_s"]) if raw else "n/a",
-            f"{r['ratio_to_raw']:.0%}" if r["ratio_to_raw"] is not None else "n/a",
+            _n(raw["round_trip_ms"]) if raw else "n/a",
         )
     return table
 
@@ -148,6 +164,7 @@ def bench(
                 targets.append(stack.enter_context(spawned(family)).url)
         if plot_file is not None:
             from ..benchmark.plot import plot  # fail early when matplotlib is missing
+        load_start = os.getloadavg()  # the figures are only as steady as the machine: say how busy it was
         results = []
         for u in targets:
             with console.status(f"measuring {redact(u)}"):
@@ -157,9 +174,14 @@ def bench(
         console.print(render(results))
         console.print(render_async(results))
         doc = {
-            "version": 2,
+            "version": 3,
             "seconds": seconds,
-            "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version()},
+            "host": {
+                "cpus": os.cpu_count(),
+                "machine": platform.machine(),
+                "python": platform.python_version(),
+                "load_avg": {"start": [round(x, 2) for x in load_start], "end": [round(x, 2) for x in os.getloadavg()]},
+            },
             "backends": results,
         }
         if json_file is not None:

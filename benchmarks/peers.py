@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""Every peer library next to distlock, backend by backend, on the same loopback servers, in one run.
+
+    .venv/bin/python benchmarks/peers.py [--only sqlite,redis,redlock,zookeeper,etcd,mysql,postgres]
+                                         [--seconds 3] [--workers 8] [--json FILE] [--plot FILE.png]
+
+For each backend it starts a throwaway deployment (tools/servers/: one redis-server and five Redlock masters with
+persistence off, a 3-node ZooKeeper ensemble whose first server every client uses, a 3-member etcd cluster with
+fsync on, MariaDB, PostgreSQL, a SQLite file), and measures every library that imports (the peers are not test
+dependencies; a missing one is skipped with a note):
+
+| backend | rows |
+|---|---|
+| sqlite | distlock |
+| redis | distlock, redis-py ``Lock``, python-redis-lock |
+| redlock | distlock (5 masters), pottery ``Redlock`` |
+| zookeeper | distlock, kazoo ``Lock``, tooz; floor: bare kazoo create + list + delete |
+| etcd | distlock, python-etcd3 ``Lock``, tooz; floors: one put per round trip (httpx, distlock's client) |
+| mysql | distlock lease / session / session row lock, raw ``GET_LOCK``, tooz |
+| postgres | distlock lease / session, raw ``pg_advisory_lock``, tooz |
+
+The measurements are ``distlock bench``'s own (src/distlock/benchmark/measure.py), through each library's lock:
+
+* uncontended: acquire + release in a loop, one process; the rows of one backend in interleaved quarter-second
+  slices, so a busy machine slows them alike (locks/s);
+* hand-off: two processes take strict turns, each holding 3 ms; the waiter's acquire() returning minus the
+  holder's release() starting (p50 / p99 ms);
+* contention: ``--workers`` processes loop acquire + release on one lock (total locks/s, per-worker min-max).
+
+Each figure is also given as a ratio to the best peer of its backend in the same run (rates: row / best; hand-off:
+row's p50 / best p50) and to the raw round-trip limit measured in the same run (src/distlock/benchmark/probes.py:
+rates as a share of round trips/s / 2, the hand-off p50 as a multiple of one round trip). The load average is
+recorded at the start and the end, and per backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
+
+from benchmarks import _measure, etcd_peers, redis_peers, sql_peers, zookeeper_peers  # noqa: E402
+from benchmarks._measure import Distlock, Lib  # noqa: E402
+from distlock.benchmark.measure import raw_entry, vs_raw  # noqa: E402
+from distlock.benchmark.probes import probe  # noqa: E402
+
+
+# -- the deployments: each starter enters its servers into the stack and returns the URL every row uses ----------
+def _sqlite(stack: ExitStack, args: argparse.Namespace) -> str:
+    return f"sqlite:///{stack.enter_context(tempfile.TemporaryDirectory(prefix='distlock-peers-'))}/locks.db"
+
+
+def _redis(stack: ExitStack, args: argparse.Namespace) -> str:
+    from tools.servers.redis import redis_server
+
+    return str(stack.enter_context(redis_server()).url)
+
+
+def _redlock(stack: ExitStack, args: argparse.Namespace) -> str:
+    from tools.servers.redis import redis_masters, redlock_url
+
+    return redlock_url(stack.enter_context(redis_masters(5)))
+
+
+def _redis_cluster(stack: ExitStack, args: argparse.Namespace) -> str:
+    from tools.servers.redis_cluster import redis_cluster
+
+    return str(stack.enter_context(redis_cluster(3)).url)
+
+
+def _zookeeper(stack: ExitStack, args: argparse.Namespace) -> str:
+    from tools.servers.zookeeper import zookeeper_ensemble
+
+    hosts = stack.enter_context(zookeeper_ensemble(3)).hosts
+    # every client on the first server unless asked otherwise: leader vs follower moves the figures more than the
+    # libraries do
+    return "zookeeper://" + (hosts if getattr(args, "any_server", False) else hosts.split(",")[0])
+
+
+def _etcd(stack: ExitStack, args: argparse.Namespace) -> str:
+    from tools.servers.etcd import etcd_cluster
+
+    return str(stack.enter_context(etcd_cluster(3, fsync=True)).url)
+
+
+def _mysql(stack: ExitStack, args: argparse.Namespace) -> str:
+    from tools.servers.mysql import mariadb_server
+
+    return str(stack.enter_context(mariadb_server()).url)
+
+
+def _postgres(stack: ExitStack, args: argparse.Namespace) -> str:
+    from tools.servers.postgres import postgres_server
+
+    return str(stack.enter_context(postgres_server()).url)
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    start: Callable[[ExitStack, argparse.Namespace], str]
+    libs: Sequence[type[Lib]]
+
+
+FAMILIES = {
+    f.name: f
+    for f in (
+        Family("sqlite", _sqlite, [Distlock]),
+        Family("redis", _redis, [Distlock, redis_peers.RedisPy, redis_peers.PythonRedisLock]),
+        Family("redlock", _redlock, [Distlock, redis_peers.Pottery]),
+        Family("redis-cluster", _redis_cluster, [Distlock]),
+        Family("zookeeper", _zookeeper, zookeeper_peers.LIBS),
+        Family("etcd", _etcd, etcd_peers.LIBS),
+        Family("mysql", _mysql, sql_peers.MYSQL_LIBS),
+        Family("postgres", _postgres, sql_peers.POSTGRES_LIBS),
+    )
+}
+#: what a bare run measures (the cluster row is redis_peers.py's: the same code as one node, three servers more)
+DEFAULT = ["sqlite", "redis", "redlock", "zookeeper", "etcd", "mysql", "postgres"]
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _try(row: dict[str, Any], key: str, fn: Callable[[], Any]) -> None:
+    try:
+        row[key] = fn()
+    except Exception as err:  # noqa: BLE001 - one failing measurement must not hide the others
+        row["errors"].append(f"{key}: {type(err).__name__}: {err}")
+        print(f"  {row['label']}: {key} failed: {err}", file=sys.stderr)
+
+
+def _open(family: Family, url: str, keys: set[str] | None, skipped: list[str]) -> list[Lib]:
+    libs = []
+    for cls in family.libs:
+        if keys and cls.key not in keys:
+            continue
+        try:
+            libs.append(cls(url))
+        except Exception as err:  # noqa: BLE001 - a peer that does not import (or load) is skipped, and said so
+            skipped.append(f"{family.name}: {cls.name} skipped ({type(err).__name__}: {str(err).splitlines()[0]})")
+            print(skipped[-1], file=sys.stderr)
+    return libs
+
+
+def measure_family(
+    family: Family, url: str, seconds: float, workers: int, keys: set[str] | None, skipped: list[str]
+) -> dict[str, Any]:
+    load = _load()
+    libs = _open(family, url, keys, skipped)
+    rows: list[dict[str, Any]] = [
+        {
+            "backend": family.name,
+            "label": lib.name,
+            "ours": lib.ours,
+            "floor": lib.floor,
+            "uncontended": None,
+            "handoff": None,
+            "contention": None,
+            "errors": [],
+        }
+        for lib in libs
+    ]
+    print(f"{family.name}: {', '.join(lib.name for lib in libs)}", file=sys.stderr)
+    raw = None
+    try:  # right before the rows' own loops, in the same conditions
+        raw = raw_entry(probe(url, min(seconds, 2.0)))
+    except Exception as err:  # noqa: BLE001
+        skipped.append(f"{family.name}: raw probe failed ({type(err).__name__}: {err})")
+    try:
+        for row, summary in zip(rows, _measure.uncontended(libs, seconds), strict=True):
+            row["uncontended"] = summary
+    except Exception as err:  # noqa: BLE001
+        for row in rows:
+            row["errors"].append(f"uncontended: {type(err).__name__}: {err}")
+    finally:
+        for lib in libs:
+            lib.close()  # the workers below open their own connections
+    for lib, row in zip(libs, rows, strict=True):
+        if lib.floor:
+            continue  # bare round trips exclude nobody: there is no hand-off or contention to measure
+        _try(row, "handoff", lambda lib=lib: _measure.handoff(type(lib), url, seconds))
+        _try(row, "contention", lambda lib=lib: _measure.contention(type(lib), url, seconds, workers))
+    _ratios(rows, raw)
+    return {"family": family.name, "load_avg": load, "raw": raw, "rows": rows}
+
+
+def _figure(row: dict[str, Any], key: str) -> float | None:
+    m = row.get(key)
+    if not m:
+        return None
+    return m["latency_ms"]["p50"] if key == "handoff" else m["rate_per_s"]
+
+
+def _ratios(rows: list[dict[str, Any]], raw: dict[str, Any] | None) -> None:
+    """Each row's figures against the best peer of its backend and against the raw limit, all of one run."""
+    peers = [r for r in rows if not r["ours"] and not r["floor"]]
+    for key, name, pick in (
+        ("uncontended", "uncontended", max),
+        ("handoff", "handoff_p50", min),
+        ("contention", "contention", max),
+    ):
+        values = [v for v in (_figure(r, key) for r in peers) if v]
+        best = pick(values) if values else None
+        for r in rows:
+            v = _figure(r, key)
+            r.setdefault("vs_best_peer", {})[name] = round(v / best, 3) if v is not None and best else None
+    for r in rows:
+        r["raw"] = raw
+        r["vs_raw"] = vs_raw(r, raw)
+
+
+def run(args: argparse.Namespace, names: list[str], urls: dict[str, str], keys: set[str] | None) -> dict[str, Any]:
+    skipped: list[str] = []
+    doc: dict[str, Any] = {
+        "version": 1,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "seconds": args.seconds,
+        "workers": args.workers,
+        "host": {
+            "cpus": os.cpu_count(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+            "load_avg": {"start": _load(), "end": None},
+        },
+        "families": [],
+        "skipped": skipped,
+    }
+    for name in names:
+        family = FAMILIES[name]
+        with ExitStack() as stack:
+            try:
+                url = urls.get(name) or family.start(stack, args)
+            except Exception as err:  # noqa: BLE001 - a server that is not installed skips its backend, said so
+                skipped.append(f"{name}: servers did not start ({type(err).__name__}: {err})")
+                print(skipped[-1], file=sys.stderr)
+                continue
+            doc["families"].append(measure_family(family, url, args.seconds, args.workers, keys, skipped))
+    doc["host"]["load_avg"]["end"] = _load()
+    return doc
+
+
+# -- output --------------------------------------------------------------------------------------------------------
+def _x(v: float | None, pct: bool = False) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.0%}" if pct else f"{v:.2f}x"
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    h = doc["host"]
+    lines = [
+        f"{doc['date']}, {h['cpus']} CPUs ({h['machine']}), Python {h['python']}, {doc['seconds']:g} s per measurement,"
+        f" load average (1/5/15 min) {'/'.join(map(str, h['load_avg']['start']))} at the start,"
+        f" {'/'.join(map(str, h['load_avg']['end']))} at the end.",
+        "",
+        "| backend | library | uncontended/s | vs best peer | vs raw | hand-off p50 ms (p99) | vs best peer | vs raw"
+        f" (round trips) | {doc['workers']} processes/s | per worker min-max | vs best peer | vs raw |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for fam in doc["families"]:
+        for r in fam["rows"]:
+            u, h_, c = r["uncontended"], r["handoff"], r["contention"]
+            best, raw = r["vs_best_peer"], r["vs_raw"]
+            label = f"**{r['label']}**" if r["ours"] else r["label"] + (" (floor)" if r["floor"] else "")
+            hand = f"{_num(h_['latency_ms']['p50'])} ({_num(h_['latency_ms']['p99'])})" if h_ else "-"
+            spread = f"{c['min']}-{c['max']}" if c else "-"
+            lines.append(
+                f"| {fam['family']} | {label} | {_num(u and u['rate_per_s'])} | {_x(best['uncontended'])}"
+                f" | {_x(raw['uncontended'], pct=True)} | {hand} | {_x(best['handoff_p50'])} | {_x(raw['handoff_p50'])}"
+                f" | {_num(c and c['rate_per_s'])} | {spread}"
+                f" | {_x(best['contention'])} | {_x(raw['contention'], pct=True)} |"
+            )
+    lines.append("")
+    for fam in doc["families"]:
+        raw = fam["raw"]
+        limit = (
+            f"{raw['probe']}: {_num(raw['round_trips_per_s'])} round trips/s ({raw['round_trip_ms']:.3g} ms each),"
+            f" limit {_num(raw['limit_per_s'])} pairs/s"
+            if raw
+            else "no raw probe"
+        )
+        lines.append(f"* {fam['family']} (load average {fam['load_avg'][0]} at its start): {limit}")
+    lines += [f"* {note}" for note in doc["skipped"]]
+    lines += [
+        f"* {r['backend']} {r['label']}: {e}" for fam in doc["families"] for r in fam["rows"] for e in r["errors"]
+    ]
+    return "\n".join(lines)
+
+
+def write_json(doc: dict[str, Any], path: str) -> None:
+    Path(path).write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def add_common_options(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--seconds", type=float, default=3.0, help="length of each measurement (default 3)")
+    ap.add_argument("--workers", type=int, default=8, help="processes in the contention run (default 8)")
+    ap.add_argument("--json", help="also write the results as JSON to this file")
+    ap.add_argument("--plot", help="also draw the chart to this PNG file (needs matplotlib)")
+    # the per-backend scripts' options of before the shared measurement: still accepted, no longer used
+    for old in ("--rounds", "--repeat"):
+        ap.add_argument(old, type=int, help="ignored (the hand-off runs for --seconds)")
+
+
+def run_and_report(
+    args: argparse.Namespace, names: list[str], urls: dict[str, str], keys: str | None
+) -> dict[str, Any]:
+    if args.plot:
+        import matplotlib  # noqa: F401 - fail before the servers start, not after the run
+    doc = run(args, names, urls, set(keys.split(",")) if keys else None)
+    print(markdown(doc))
+    if args.json:
+        write_json(doc, args.json)
+    if args.plot:
+        from distlock.benchmark.plot import plot
+
+        rows = [r for fam in doc["families"] for r in fam["rows"]]
+        plot(
+            rows,
+            Path(args.plot),
+            title=f"distlock and its peers, {doc['date']}, load average "
+            f"{doc['host']['load_avg']['start'][0]}-{doc['host']['load_avg']['end'][0]}",
+        )
+    return doc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawTextHelpFormatter,
+        epilog="backends: " + ", ".join(FAMILIES),
+    )
+    ap.add_argument("--only", help=f"comma-separated backends (default: {','.join(DEFAULT)})")
+    ap.add_argument("--libs", help="comma-separated rows by key (default: every one that imports)")
+    add_common_options(ap)
+    args = ap.parse_args()
+    names = args.only.split(",") if args.only else DEFAULT
+    unknown = [n for n in names if n not in FAMILIES]
+    if unknown:
+        ap.error(f"unknown backend {', '.join(unknown)} (choose from {', '.join(FAMILIES)})")
+    run_and_report(args, names, {}, args.libs)
+
+
+if __name__ == "__main__":
+    main()
