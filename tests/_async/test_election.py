@@ -53,20 +53,20 @@ async def test_election_candidates_lead_in_the_order_they_campaigned_one_at_a_ti
 
     def candidate(i: int) -> Any:
         async def run() -> None:
-            await sleep(0.15 * i)  # campaign in the order 1, 2, 3
+            await sleep(0.1 * i)  # campaign in the order 1, 2, 3
             el = async_store.election(name, ttl=10)
             assert await el.campaign(f"c{i}", timeout=20)
             began = monotonic()
             info = await async_store.leader(name)
             assert info is not None and info.value == f"c{i}" and info.term == el.term
-            await sleep(0.2)
+            await sleep(0.1)
             leaders.append((f"c{i}", el.term, began, monotonic()))
             await el.resign()
 
         return run
 
     async def first_resigns() -> None:
-        await sleep(0.8)  # every candidate is queued by now
+        await sleep(0.6)  # every candidate is queued by now
         await first.resign()
 
     await run_all(candidate(1), candidate(2), candidate(3), first_resigns)

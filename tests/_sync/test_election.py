@@ -54,20 +54,20 @@ def test_election_candidates_lead_in_the_order_they_campaigned_one_at_a_time(
 
     def candidate(i: int) -> Any:
         def run() -> None:
-            sleep(0.15 * i)  # campaign in the order 1, 2, 3
+            sleep(0.1 * i)  # campaign in the order 1, 2, 3
             el = sync_store.election(name, ttl=10)
             assert el.campaign(f"c{i}", timeout=20)
             began = monotonic()
             info = sync_store.leader(name)
             assert info is not None and info.value == f"c{i}" and info.term == el.term
-            sleep(0.2)
+            sleep(0.1)
             leaders.append((f"c{i}", el.term, began, monotonic()))
             el.resign()
 
         return run
 
     def first_resigns() -> None:
-        sleep(0.8)  # every candidate is queued by now
+        sleep(0.6)  # every candidate is queued by now
         first.resign()
 
     run_all(candidate(1), candidate(2), candidate(3), first_resigns)
