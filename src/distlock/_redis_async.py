@@ -94,6 +94,15 @@ def close_now(conn: Any) -> None:
         conn._close()
 
 
+def interrupt(conn: Any) -> None:
+    """Make a read another task is waiting for on ``conn`` fail now (its reader then drops the connection):
+    the transport is aborted, nothing of the connection's own state is touched here."""
+    writer = getattr(conn, "_writer", None)
+    if writer is not None:
+        with contextlib.suppress(Exception):
+            writer.transport.abort()
+
+
 def abort_tls(conn: Any) -> None:
     """A TLS connection closed without waiting still waits on the event loop for the server's close_notify
     (up to 30 s), and its socket stays open if the loop ends first: one dropped without a wait is aborted

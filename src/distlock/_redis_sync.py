@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ALL_COMPLETED, ThreadPoolExecutor, wait
@@ -89,6 +90,15 @@ def disconnect(conn: Any) -> None:
 
 
 close_now = disconnect
+
+
+def interrupt(conn: Any) -> None:
+    """Make a read another thread is blocked in on ``conn`` fail now (its reader then drops the connection):
+    the socket is shut down, not closed, so the reader's own clean-up finds it as it left it."""
+    sock = getattr(conn, "_sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def abort_tls(conn: Any) -> None:

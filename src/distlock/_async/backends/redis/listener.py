@@ -141,13 +141,21 @@ class Listener:
             await self._move()
 
     def _lost_messages(self) -> None:
-        """The connection dropped: subscriptions are not confirmed until re-subscribed; everyone re-checks."""
+        """The connection dropped: subscriptions are not confirmed until re-subscribed; everyone re-checks.
+
+        A waiter inside :meth:`watch` waits on the confirmation it found there: the replaced one is set, so it
+        returns now (to a re-check and a new watch on the new confirmation) instead of waiting out its
+        subscribe timeout on an event nobody will set (after a failover, that cost the first hand-over on the
+        new master up to a second)."""
         with self._state:
             self._gen += 1
             self._live.clear()
+            stale = list(self._confirmed.values())
             for c in list(self._confirmed):
                 self._confirmed[c] = rt.Event()
             everyone = [n for groups in (self._waiters, self._observers) for g in groups.values() for n in g.values()]
+        for event in stale:
+            event.set()
         for notify in everyone:
             notify()
 
@@ -157,11 +165,16 @@ class Listener:
                 await rt.sleep(0.2)
                 await self._move()
                 continue
+            pubsub = self._pubsub
             try:
-                msg = await self._pubsub.get_message(ignore_subscribe_messages=False, timeout=0.5)
+                msg = await pubsub.get_message(ignore_subscribe_messages=False, timeout=0.5)
             except _BROKEN as err:
                 if self._closed:
                     return
+                if pubsub is not self._pubsub:
+                    # :meth:`_move` closed it under us (a failover): it already made everyone re-check and
+                    # subscribed on the new connection, whose confirmations are read now, not after a pause
+                    continue
                 log.debug("wake-up listener: %s (reconnecting)", err)
                 self._lost_messages()
                 await rt.sleep(0.2)

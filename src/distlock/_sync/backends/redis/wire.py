@@ -61,6 +61,8 @@ class Wire:
     def __init__(self, make: Callable[[], Any]) -> None:
         self._make = make  # a new, unconnected driver Connection
         self._idle: list[Any] = []
+        #: connections with a request in flight (a failover interrupts them: :meth:`moved`)
+        self._busy: set[Any] = set()
         self._pid = os.getpid()
         self._closed = False
         # bumped when the server behind the connections changed (a Sentinel failover, see ``sentinel.py``): a
@@ -96,13 +98,16 @@ class Wire:
     ) -> list[Any]:
         """Several requests in one round trip; an error reply is returned in its place (a ``ResponseError``),
         the connection stays in step. A try that times out closes its connection (a silent, half-open one
-        is never used again) and is sent once more on a new one."""
-        for attempt in (0, 1):
+        is never used again) and is sent once more on a new one; a try the master's change cut short
+        (:meth:`moved`) is sent again without counting."""
+        attempt = 0
+        while True:
             sent = False
             epoch = self._epoch
             conn = self.pop_idle()
             if conn is None:
                 conn = self._make()
+            self._busy.add(conn)
             try:
                 if not conn.is_connected:
                     conn.connect()
@@ -125,18 +130,21 @@ class Wire:
                 raise
             except (RedisConnectionError, RedisTimeoutError, TimeoutError):
                 drv.disconnect(conn)
-                if attempt:
+                moved = epoch != self._epoch
+                if attempt and not moved:
                     raise
                 if sent and unsure is not None:
                     unsure.append(True)
+                attempt += 0 if moved else 1
                 continue
             except BaseException:
                 drv.disconnect(conn)
                 raise
+            finally:
+                self._busy.discard(conn)
             self.put(conn)
             drv.recheck_cancel()
             return replies
-        raise AssertionError("unreachable")
 
     def pop_idle(self) -> Any:
         """An idle connection of this process, or None."""
@@ -155,12 +163,15 @@ class Wire:
             self._idle.append(conn)
 
     def moved(self) -> None:
-        """The master is another server now: close the idle connections; busy ones are closed (and their
-        requests sent again on new ones) when their replies come in."""
+        """The master is another server now: close the idle connections, and cut the busy ones short (their
+        requests go again on new connections, to the new master). A busy one is not left to its reply: an
+        old master that is frozen or cut off never sends one, and the request would wait out its timeout."""
         self._epoch += 1
         idle, self._idle = self._idle, []
         for conn in idle:
             drv.disconnect(conn)
+        for conn in self._busy.copy():
+            drv.interrupt(conn)
 
     def close(self) -> None:
         self._closed = True
