@@ -176,11 +176,6 @@ def measure_family(
         for lib in libs
     ]
     print(f"{family.name}: {', '.join(lib.name for lib in libs)}", file=sys.stderr)
-    raw = None
-    try:  # right before the rows' own loops, in the same conditions
-        raw = raw_entry(probe(url, min(seconds, 2.0)))
-    except Exception as err:  # noqa: BLE001
-        skipped.append(f"{family.name}: raw probe failed ({type(err).__name__}: {err})")
     try:
         for row, summary in zip(rows, _measure.uncontended(libs, seconds), strict=True):
             row["uncontended"] = summary
@@ -190,6 +185,11 @@ def measure_family(
     finally:
         for lib in libs:
             lib.close()  # the workers below open their own connections
+    raw = None
+    try:  # after the uncontended loops warmed the servers (a JVM that has just started answers slowly at first)
+        raw = raw_entry(probe(url, min(seconds, 2.0)))
+    except Exception as err:  # noqa: BLE001
+        skipped.append(f"{family.name}: raw probe failed ({type(err).__name__}: {err})")
     for lib, row in zip(libs, rows, strict=True):
         if lib.floor:
             continue  # bare round trips exclude nobody: there is no hand-off or contention to measure
