@@ -109,8 +109,10 @@ def main() -> None:
     args = ap.parse_args()
     # By default every client of every library talks to the same server (the first one listed): left to pick one
     # at random, leader vs follower changes the numbers more than the libraries do.
-    urls = {"zookeeper": "zookeeper://" + (args.hosts if args.any_server else args.hosts.split(",")[0])}
-    peers.run_and_report(args, ["zookeeper"], urls if args.hosts else {}, args.only)
+    urls = {}
+    if args.hosts:
+        urls["zookeeper"] = "zookeeper://" + (args.hosts if args.any_server else args.hosts.split(",")[0])
+    peers.run_and_report(args, ["zookeeper"], urls, args.only)
 
 
 if __name__ == "__main__":
