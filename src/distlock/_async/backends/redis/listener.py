@@ -186,25 +186,31 @@ class Listener:
 
     async def _move(self) -> None:
         """Redis Cluster: the node under the pub/sub connection may be gone for good (its replica took
-        over); Sentinel: the master changed (:meth:`moved`). Start a new pub/sub connection where the slot map now points and subscribe every channel
-        again; while that fails, refresh the slot map and try again on the next round."""
+        over); Sentinel: the master changed (:meth:`moved`). Start a new pub/sub connection where the slot
+        map (the sentinels) now points and subscribe every channel again; while that fails, refresh the
+        slot map and try again on the next round."""
         async with self._io:
             make: Any = self._client.pubsub
-            old, self._pubsub = self._pubsub, make()
-            if old is not None:
-                with contextlib.suppress(Exception):
-                    await old.aclose()
+            new = make()
             with self._state:
                 channels = list(self._confirmed)
             self._stale = False
             try:
                 if channels:
-                    await self._pubsub.subscribe(*channels)
+                    # before the reader sees it: a read on a pub/sub that has not subscribed yet fails
+                    # (redis.asyncio), which would count as one more lost connection and a pause
+                    await new.subscribe(*channels)
             except (RedisError, OSError, RuntimeError, RedisClusterException) as err:
                 self._stale = True
                 log.debug("wake-up listener: re-subscribe failed: %s (finding the server again)", err)
-                if not isinstance(self._client, drv.ClusterClient):
-                    return
+            old, self._pubsub = self._pubsub, new
+            if old is not None:
+                # the reader may be waiting on the old connection: end its read now (it then reads the new
+                # one), not when its read times out (asyncio's close does not wake it)
+                drv.interrupt(getattr(old, "connection", None))
+                with contextlib.suppress(Exception):
+                    await old.aclose()
+            if self._stale and isinstance(self._client, drv.ClusterClient):
                 with contextlib.suppress(Exception):
                     cluster: Any = self._client
                     await cluster.nodes_manager.initialize()
