@@ -53,14 +53,16 @@ def _url_of(client: object, backend: str) -> str:
         kwargs: dict[str, Any] = dict(getattr(pool, "connection_kwargs", {}) or {})
         if kwargs.get("path"):
             return f"unix://{kwargs['path']}?db={int(kwargs.get('db') or 0)}"
+        cls = getattr(pool, "connection_class", None)
+        tls = cls is not None and "SSL" in cls.__name__
         manager: Any = getattr(pool, "sentinel_manager", None)
         if manager is not None:  # Sentinel.master_for: the sentinels and the service
             sentinels = [s.connection_pool.connection_kwargs for s in getattr(manager, "sentinels", [])]
             where = ",".join(f"{k.get('host')}:{int(k.get('port') or 26379)}" for k in sentinels)
             service = quote(str(getattr(pool, "service_name", "")), safe="")
-            return f"redis+sentinel://{where}/{service}/{int(kwargs.get('db') or 0)}"
-        cls = getattr(pool, "connection_class", None)
-        scheme = "rediss" if cls is not None and "SSL" in cls.__name__ else "redis"
+            scheme = "rediss+sentinel" if tls else "redis+sentinel"
+            return f"{scheme}://{where}/{service}/{int(kwargs.get('db') or 0)}"
+        scheme = "rediss" if tls else "redis"
         host = str(kwargs.get("host") or "localhost")
         host = f"[{host}]" if ":" in host else host
         return f"{scheme}://{host}:{int(kwargs.get('port') or 6379)}/{int(kwargs.get('db') or 0)}"

@@ -154,8 +154,8 @@ class Node:
                 backend=self.scheme,
             )
 
-    def error(self, exc: BaseException, what: str) -> BackendError:
-        return BackendError(scrub(f"Redis {self.label}: {what}: {exc}", self.secret), backend=self.scheme)
+    def error(self, exc: BaseException, what: str, reason: str | None = None) -> BackendError:
+        return BackendError(scrub(f"Redis {self.label}: {what}: {reason or exc}", self.secret), backend=self.scheme)
 
     def load(self) -> None:
         if self.cluster:  # SCRIPT LOAD goes to every master (redis-py routes it to all primaries)
@@ -173,7 +173,8 @@ class Node:
             check_server(self.client, self.label, self.scheme)
             self.load()
         except RedisError as exc:
-            raise self.error(exc, "cannot connect") from exc
+            reason = self.switches.why(exc) if self.switches is not None else None
+            raise self.error(exc, "cannot connect", reason) from exc
 
     def watch_restarts(self) -> None:
         """Redlock: read the run id on every new connection of the short path; a changed run id (the server

@@ -13,7 +13,10 @@ one is made, and a connection that meets a read-only reply (the master it was on
 and made again, so distlock's own request path (``wire.py``, connections made like the pool's) and the
 wake-up listener follow a failover the same way redis-py's own commands do. The URL's user and password are
 the master's (``requirepass``/ACL of the data nodes); the sentinels' own are ``sentinel_username`` and
-``sentinel_password`` (redis-py keeps the two apart: ``sentinel_kwargs``), unset by default.
+``sentinel_password`` (redis-py keeps the two apart: ``sentinel_kwargs``), unset by default. TLS
+(``rediss+sentinel://``, or ``tls=true`` with the common options) applies to both: the sentinels and the
+data nodes of one deployment are configured alike (``tls-port``, and ``tls-replication`` so the sentinels
+reach the data nodes over TLS too), and a client that spoke plain text to either would be refused.
 """
 
 from __future__ import annotations
@@ -40,11 +43,16 @@ from .tls import tls_options
 REROUTE = (AskError, TryAgainError, ClusterDownError, RedisConnectionError, RedisTimeoutError, RedisClusterException)
 
 
-#: the URL scheme of Redis behind Sentinel
+#: the URL scheme of Redis behind Sentinel, and its TLS form
 SENTINEL = "redis+sentinel"
+SENTINEL_TLS = "rediss+sentinel"
 #: URL options for the sentinels' own connections (the URL's userinfo is the master's)
 SENTINEL_OPTIONS = ("sentinel_username", "sentinel_password")
 SENTINEL_FORM = "redis+sentinel://[user:pw@]s1:26379,s2:26379/<service>[/db]"
+
+
+def is_sentinel(scheme: str) -> bool:
+    return scheme.lower() in (SENTINEL, SENTINEL_TLS)
 
 
 def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> drv.Client:
@@ -54,7 +62,7 @@ def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> drv.Client:
     redis.asyncio's default of 100, so a hundred tasks contending in one process do not get "Too many
     connections" (redis-py's own ``max_connections`` URL option overrides it).
     """
-    if url.lower().startswith(SENTINEL + "://"):
+    if is_sentinel(url.split("://", 1)[0]):
         return connect_sentinel(url, max_connections, **kwargs)
     pool = drv.ConnectionPool.from_url(url, max_connections=max_connections, retry=Retry(NoBackoff(), 1), **kwargs)
     client: drv.Client = drv.Client.from_pool(pool)
@@ -65,21 +73,25 @@ def connect_sentinel(
     url: str, max_connections: int, socket_connect_timeout: float, socket_timeout: float
 ) -> drv.Client:
     """The master of a Sentinel-managed service: redis-py's ``Sentinel(...).master_for(service)`` with
-    distlock's timeouts and retry on both the sentinels' and the master's connections. Bad input is a
-    ``ValueError`` (the caller makes it a ``ConfigError``); nothing is connected yet."""
+    distlock's timeouts and retry on both the sentinels' and the master's connections, and TLS on both when
+    the URL is ``rediss+sentinel://`` (the ``ssl_*`` options :func:`driver_url` made of the common ones).
+    Bad input is a ``ValueError`` (the caller makes it a ``ConfigError``); nothing is connected yet."""
     config = parse_url(url)
     service, db = _service_and_db(config)
     opts = {k: config.params.pop(k) for k in SENTINEL_OPTIONS if k in config.params}
     if "db" in config.params:
         db = _int("db", config.params.pop("db"))
-    if any(k.startswith("ssl") for k in config.params):
-        raise ValueError("TLS is not offered on redis+sentinel:// yet (no ssl_* options)")
     extra: dict[str, Any] = {"max_connections": max_connections}
     for key, raw in config.params.items():  # redis-py's own URL options, parsed as redis-py's from_url does
         parser: Any = URL_QUERY_ARGUMENT_PARSERS.get(key)
         extra[key] = parser(raw) if parser is not None and raw != "" else raw
+    tls = {k: extra.pop(k) for k in list(extra) if k.startswith("ssl")}
+    if tls and not config.tls:
+        raise ValueError(f"URL option(s) {', '.join(sorted(tls))} need TLS: add tls=true (or use {SENTINEL_TLS}://)")
+    if config.tls:
+        tls["ssl"] = True
     timeouts = {"socket_connect_timeout": socket_connect_timeout, "socket_timeout": socket_timeout}
-    sentinel_kwargs: dict[str, Any] = {**timeouts, "retry": Retry(NoBackoff(), 1)}
+    sentinel_kwargs: dict[str, Any] = {**timeouts, **tls, "retry": Retry(NoBackoff(), 1)}
     if opts.get("sentinel_username"):
         sentinel_kwargs["username"] = opts["sentinel_username"]
     if opts.get("sentinel_password"):
@@ -94,6 +106,7 @@ def connect_sentinel(
         db=db,
         retry=Retry(NoBackoff(), 1),
         **timeouts,
+        **tls,
         **extra,
     )
     return client
@@ -142,6 +155,8 @@ def driver_url(config: StoreConfig, host: tuple[str, int] | None = None) -> str:
     tls_options(config)
     parts = urlsplit(config.url)
     scheme = "rediss" if config.tls and parts.scheme.lower() == "redis" else parts.scheme.lower()
+    if is_sentinel(scheme):
+        scheme = SENTINEL_TLS if config.tls else SENTINEL
     netloc = parts.netloc
     if host is not None:  # one master of a redlock:// URL
         scheme = "rediss" if config.tls else "redis"
@@ -154,7 +169,7 @@ def driver_url(config: StoreConfig, host: tuple[str, int] | None = None) -> str:
 
 
 def _is_driver_option(key: str, scheme: str) -> bool:
-    if scheme == SENTINEL and key in SENTINEL_OPTIONS:
+    if is_sentinel(scheme) and key in SENTINEL_OPTIONS:
         return True
     return key in URL_QUERY_ARGUMENT_PARSERS or key.startswith("ssl_") or key in ("client_name", "db")
 
@@ -185,9 +200,11 @@ def cluster_option(config: StoreConfig) -> bool | None:
     """``cluster=auto`` (default: ask the seed) -> None; ``true``/``false`` -> forced. Sentinel manages a
     master and its replicas, never a cluster: False (``cluster=true`` is refused)."""
     raw = config.params.get("cluster")
-    if config.scheme == SENTINEL:
+    if is_sentinel(config.scheme):
         if config.pop_bool("cluster", False):
-            raise ConfigError(f"{SENTINEL}:// is a Sentinel-managed master, not a Redis Cluster", backend=config.scheme)
+            raise ConfigError(
+                f"{config.scheme}:// is a Sentinel-managed master, not a Redis Cluster", backend=config.scheme
+            )
         return False
     if raw is None or raw.lower() == "auto":
         config.params.pop("cluster", None)

@@ -23,9 +23,11 @@ from collections.abc import Callable
 from typing import Any
 
 from redis.exceptions import RedisError
+from redis.sentinel import MasterNotFoundError
 
 from .... import _redis_sync as drv
 from .... import _rt_sync as rt
+from ...._tls import one_line, verify_failure
 
 log = logging.getLogger("distlock")
 
@@ -98,6 +100,22 @@ class SwitchWatch:
             now = self._manager.discover_master(self._service)
             if tuple(now) != tuple(used):
                 self._on_switch()
+
+    def why(self, exc: BaseException) -> str:
+        """What to say for an error of the master's connections. redis-py's "No master found" strings every
+        sentinel's client (all its settings, file paths included) together with a bare error class, and
+        drops the reason: the sentinels are asked again, one by one, and the first one's own failure is
+        said instead (a refused certificate with what to check). Only on the way to an error."""
+        if not isinstance(exc, MasterNotFoundError):
+            return str(exc)
+        for sentinel in self._manager.sentinels:
+            kwargs = sentinel.connection_pool.connection_kwargs
+            where = f"{kwargs.get('host')}:{kwargs.get('port')}"
+            try:
+                sentinel.ping()
+            except (RedisError, OSError) as err:
+                return f"No master found for {self._service!r}: sentinel {where}: {verify_failure(err) or one_line(str(err))}"
+        return f"No master found for {self._service!r}: the sentinels answer but name no master that is up"
 
     def close(self) -> None:
         self._closed = True

@@ -15,7 +15,7 @@ ALIASES = {"cafile": "ssl_ca_certs", "certfile": "ssl_certfile", "keyfile": "ssl
 
 def tls_options(config: StoreConfig) -> None:
     """Rewrite ``config``'s TLS options as redis-py's; ``tls=true`` makes the scheme the TLS one (``rediss``,
-    ``redlocks``). Idempotent: each master of a Redlock URL gets its URL from the same config."""
+    ``redlocks``, ``rediss+sentinel``). Idempotent: each master of a Redlock URL gets its URL from the same config."""
     opts = pop_tls(config, aliases=ALIASES)
     if opts is None:
         return
@@ -23,6 +23,8 @@ def tls_options(config: StoreConfig) -> None:
         raise ConfigError("TLS options on a unix:// URL: redis-py speaks TLS over TCP only", backend=config.scheme)
     if config.scheme in ("redis", "redlock"):
         config.scheme += "s"
+    elif config.scheme == "redis+sentinel":
+        config.scheme = "rediss+sentinel"
     driver = {"ssl_ca_certs": opts.cafile, "ssl_certfile": opts.certfile, "ssl_keyfile": opts.keyfile}
     config.params.update({k: v for k, v in driver.items() if v})
     if not opts.verify:
