@@ -44,6 +44,9 @@ def plot(results: list[dict[str, Any]], path: Path, title: str | None = None) ->
     ys = list(range(len(rows)))
     height = 1.6 + 0.55 * len(rows)
     fig, axes = plt.subplots(1, 3, figsize=(15, height), sharey=True, gridspec_kw={"wspace": 0.12})
+    # the panel titles need the same room above the rows however many rows there are (matplotlib's default is a
+    # share of the height: a tall chart of many rows had a band of white under its title)
+    fig.subplots_adjust(top=1 - min(0.12, 0.7 / height))
     ax_rate, ax_lat, ax_cont = axes
 
     # 1. uncontended rate vs the raw limit
