@@ -71,7 +71,9 @@ def plot(results: list[dict[str, Any]], path: Path, title: str | None = None) ->
     left = 10 ** max(0, math.floor(math.log10(bottom)) - 1) if bottom != float("inf") else 1
     ax_rate.set_xlim(left=left, right=top * 40)
     ax_rate.set_title(
-        "uncontended acquire + release per second\n(pale: raw round-trip limit / 2; black tick: async API)", fontsize=10
+        "uncontended acquire + release per second\n(pale: raw round-trip limit / 2"
+        + ("; black tick: async API)" if any(r.get("async") for r in rows) else ")"),
+        fontsize=10,
     )
 
     # 2. latency p50 -> p99, uncontended and hand-off
