@@ -23,10 +23,30 @@ from pathlib import Path
 LOOPBACK = "127.0.0.1"
 
 
+def _ours(port: int) -> bool:
+    """Under pytest-xdist, each worker takes only the ports that are its own modulo the number of workers: a
+    port one worker was handed and closed again (until its server binds it, a JVM needs a second) is never
+    handed to another worker's server."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if count < 2 or not worker.startswith("gw") or not worker[2:].isdigit():
+        return True
+    return port % count == int(worker[2:]) % count
+
+
+def _bound() -> socket.socket:
+    """A socket bound to a free port of ours on 127.0.0.1 (the caller closes it)."""
+    while True:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind((LOOPBACK, 0))
+        if _ours(int(s.getsockname()[1])):
+            return s
+        s.close()
+
+
 def free_port() -> int:
     """A port the kernel just handed out on 127.0.0.1 (closed again, so the server can bind it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
+    with _bound() as s:
         return int(s.getsockname()[1])
 
 
@@ -35,9 +55,7 @@ def free_ports(n: int) -> list[int]:
     socks = []
     try:
         for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((LOOPBACK, 0))
-            socks.append(s)
+            socks.append(_bound())
         return [int(s.getsockname()[1]) for s in socks]
     finally:
         for s in socks:
