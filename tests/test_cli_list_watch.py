@@ -4,6 +4,7 @@ lines on a pipe (a line per change, none for renewals), on SQLite (polled) and e
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
@@ -212,3 +213,25 @@ def test_etcd_prefix_watch_is_pushed(etcd_url: str, prefix: str) -> None:
             outside.release()
         finally:
             watch.close()
+
+
+async def test_watch_list_from_python_sees_a_grant_and_a_release(tmp_path: Path) -> None:
+    """``store.watch_list(prefix)``, the API under the command: a snapshot per change, a lock outside the
+    prefix unseen."""
+    store = await distlock.connect_async(f"sqlite:///{tmp_path}/locks.db")
+    try:
+        snaps = store.watch_list("jobs/")
+        first = await anext(snaps)
+        assert first.locks == ()
+        other = store.lock("elsewhere", ttl=30)
+        lock = store.lock("jobs/a", ttl=30)
+        assert await other.acquire() and await lock.acquire()
+        held = await asyncio.wait_for(anext(snaps), WAIT)
+        assert [(i.name, i.holders[0].fence) for i in held.locks] == [("jobs/a", lock.fence)] and held.changed
+        await lock.release()
+        gone = await asyncio.wait_for(anext(snaps), WAIT)
+        assert gone.locks == ()
+        await snaps.aclose()  # type: ignore[attr-defined]
+        await other.release()
+    finally:
+        await store.aclose()

@@ -27,6 +27,7 @@ from .._url import StoreConfig, parse_url
 from .acquirer import AsyncAcquirer
 from .backend import AsyncBackend
 from .election import AsyncElection, check_elections, leader, observe
+from .listing import Snapshot, snapshots
 from .locks import AsyncLock, AsyncMultiLock, AsyncReadWriteLock, AsyncSemaphore, LostCallback
 from .once import AsyncOnce, at_most_once
 
@@ -241,9 +242,19 @@ class AsyncStore:
 
     async def list(self, prefix: str = "") -> list[LockInfo]:
         """Every held lock whose name starts with ``prefix``."""
+        return await self._backend.list(self._prefix(prefix))
+
+    def watch_list(self, prefix: str = "", tick: float | None = None) -> AsyncIterator[Snapshot]:
+        """The held locks under ``prefix`` now, then again each time they change (for ever): what ``distlock
+        list --watch`` shows. Pushed where the backend can (etcd), else read again every half second; a change
+        of seconds left alone is not a change. With ``tick``, the last snapshot is also repeated every
+        ``tick`` seconds (``changed=False``), for a live countdown."""
+        return snapshots(self._backend, self._prefix(prefix), tick)
+
+    def _prefix(self, prefix: str) -> str:
         if not isinstance(prefix, str) or "\x00" in prefix:
             raise ConfigError("prefix must be a str without NUL bytes", backend=self.scheme)
-        return await self._backend.list(prefix)
+        return prefix
 
     async def break_lock(self, name: str) -> bool:
         """Admin force release of every holding of ``name``; holders see ``lost``. True if anything was held."""

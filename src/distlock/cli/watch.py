@@ -26,7 +26,7 @@ from rich.table import Table
 
 from .._core.timing import monotonic
 from .._core.types import LockInfo
-from .._sync.listing import Snapshot, snapshots
+from .._sync.listing import Snapshot
 from .._sync.store import Store
 from .lock import Interrupted, _raise_on_stop_signals
 
@@ -37,12 +37,11 @@ COLUMNS = ("NAME", "KIND", "OWNER", "FENCE", "MODE", "LEFT", "WAITERS")
 
 def watch(store: Store, prefix: str, as_json: bool) -> None:
     """Run the live view until ``q``, Ctrl-C or a stop signal (then return: exit 0)."""
-    backend = store._backend  # the store's own reads (list) plus the backend's prefix watch
     with _raise_on_stop_signals(), contextlib.suppress(Interrupted):
         if sys.stdout.isatty() and not as_json:
-            _live(snapshots(backend, prefix, tick=TICK), prefix)
+            _live(store.watch_list(prefix, tick=TICK), prefix)
         else:
-            for snap in snapshots(backend, prefix):
+            for snap in store.watch_list(prefix):
                 click.echo(json.dumps([_json(i) for i in snap.locks]) if as_json else _plain(snap))
                 sys.stdout.flush()
 
