@@ -24,24 +24,30 @@ LOOPBACK = "127.0.0.1"
 
 
 def _ours(port: int) -> bool:
-    """Under pytest-xdist, each worker takes only the ports that are its own modulo the number of workers: a
-    port one worker was handed and closed again (until its server binds it, a JVM needs a second) is never
-    handed to another worker's server."""
+    """Under pytest-xdist, each worker takes only its own ports (by ``port // 2`` modulo the number of
+    workers: Linux hands out even ports first to ``bind(0)``): a port one worker was handed and closed again
+    (until its server binds it, a JVM needs a second) is never handed to another worker's server."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
     if count < 2 or not worker.startswith("gw") or not worker[2:].isdigit():
         return True
-    return port % count == int(worker[2:]) % count
+    return (port // 2) % count == int(worker[2:]) % count
 
 
 def _bound() -> socket.socket:
-    """A socket bound to a free port of ours on 127.0.0.1 (the caller closes it)."""
-    while True:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.bind((LOOPBACK, 0))
-        if _ours(int(s.getsockname()[1])):
-            return s
-        s.close()
+    """A socket bound to a free port of ours on 127.0.0.1 (the caller closes it). The ports of other workers
+    stay bound until one of ours comes, so the kernel hands out a new port each time."""
+    others: list[socket.socket] = []
+    try:
+        while True:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((LOOPBACK, 0))
+            if _ours(int(s.getsockname()[1])):
+                return s
+            others.append(s)
+    finally:
+        for o in others:
+            o.close()
 
 
 def free_port() -> int:
