@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +21,8 @@ import psycopg
 import pytest
 
 import distlock
-from distlock._core.sql_lease import StatementOps
+from distlock._core.sql_lease import Result, StatementOps, name_key
+from distlock._core.types import Claim, Mode
 from tools.servers.pgbouncer import available, pgbouncer, url
 from tools.servers.proc import ServerProc
 
@@ -148,6 +150,74 @@ def test_lease_mode_through_statement_pooling(bouncer: ServerProc, postgres_url:
         e = a.lock(name)
         assert e.acquire(timeout=5) and (e.fence or 0) > (d.fence or 0)
         e.release()
+
+
+def _drive(conn: psycopg.Connection[Any], script: Any) -> Any:
+    """Run a StatementOps script as the driver does (each Stmt one Query; a batch's chosen result set)."""
+    cur = psycopg.ClientCursor(conn)
+    try:
+        stmt = next(script)
+        while True:
+            cur.execute(stmt.sql, stmt.params)
+            sets = []
+            while True:
+                sets.append(Result(cur.fetchall() if cur.description is not None else [], cur.rowcount))
+                if not cur.nextset():
+                    break
+            stmt = script.send(sets[stmt.batch or 0])
+    except StopIteration as stop:
+        return stop.value
+
+
+def test_statement_pooling_guard_refuses_a_changed_name(bouncer: ServerProc, postgres_url: str, name: str) -> None:
+    """The apply inserts only if the name's live holders and queue are still what the read saw: a holder that
+    came in between (another store's grant) makes it insert nothing (read again), through the pooler."""
+    target = via(bouncer, "statement")
+    with distlock.connect(target) as a, psycopg.connect(target.split("?")[0], autocommit=True) as conn:
+        ops = a._backend.ops  # type: ignore[attr-defined]
+        assert isinstance(ops, StatementOps)
+        key = name_key(name)
+
+        def claim(mode: Mode = Mode.EXCLUSIVE) -> Claim:
+            return Claim(name, mode, uuid.uuid4().hex, "test", 3.0)
+
+        # the read finds the name free; another store takes it before the apply: nothing granted
+        mine = claim()
+        script = ops.acquire(mine, key)
+        read = next(script)
+        cur = psycopg.ClientCursor(conn)
+        cur.execute(read.sql, read.params)
+        rows = cur.fetchall()
+        other = a.lock(name, ttl=3.0)
+        assert other.acquire(timeout=5)
+        apply = script.send(Result(rows, cur.rowcount))
+        assert apply.batch == 3
+        cur.execute(apply.sql, apply.params)
+        sets = [cur.fetchall() if cur.description is not None else []]
+        while cur.nextset():
+            sets.append(cur.fetchall() if cur.description is not None else [])
+        assert sets[3] == []
+        with pytest.raises(StopIteration) as stop:
+            script.send(Result(sets[3], 0))
+        assert not stop.value.value.acquired
+        assert conn.execute("SELECT COUNT(*) FROM distlock_holders WHERE token = %s", (mine.token,)).fetchone() == (0,)
+        other.release()
+        # readers: the digest of live holders built in SQL matches Python's (a reader joins two readers)
+        r1, r2, r3 = claim(Mode.READ), claim(Mode.READ), claim(Mode.READ)
+        assert _drive(conn, ops.acquire(r1, key)).acquired and _drive(conn, ops.acquire(r2, key)).acquired
+        # a queued writer (waiting behind the readers) keeps a reader out (fair to writers), then goes first
+        w = claim(Mode.WRITE)
+        assert not _drive(conn, ops.acquire(w, key)).acquired
+        assert not _drive(conn, ops.acquire(r3, key)).acquired
+        for c in (r1, r2):
+            assert _drive(conn, ops.release(c, key))
+        g = _drive(conn, ops.acquire(w, key))
+        assert g.acquired and g.fence
+        assert conn.execute("SELECT COUNT(*) FROM distlock_queue WHERE token = %s", (w.token,)).fetchone() == (0,)
+        assert _drive(conn, ops.renew([w])) == [True]
+        assert _drive(conn, ops.abandon(w, key))
+        assert _drive(conn, ops.acquire(r3, key)).acquired
+        assert _drive(conn, ops.break_lock(name)) == [r3.token]
 
 
 def test_session_mode_in_session_pooling(bouncer: ServerProc, postgres_url: str, name: str) -> None:
