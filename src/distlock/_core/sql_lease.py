@@ -6,6 +6,10 @@ inside one ``BEGIN ... COMMIT`` on one connection (``drive``), so the same logic
 both drivers (psycopg on an event loop or not, PyMySQL in a worker thread); only the SQL text differs, and
 that lives in a :class:`Dialect`.
 
+Through PgBouncer's statement pooling (no transaction blocks) PostgreSQL runs :class:`StatementOps` instead:
+each statement on its own in autocommit, and the acquire's apply as one multi-statement Query (the protocol
+of ``docs/models/sql_lease_statement.pml``; see the class).
+
 Lease-table schema (created on first use, idempotent; ``distlock`` is the ``table_prefix`` option)::
 
     distlock_fences (name_key CHAR(64) PK, name TEXT, fence BIGINT)   -- 0.1.0's per-name fences: emptied
