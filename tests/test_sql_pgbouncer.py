@@ -3,7 +3,8 @@
 Session mode needs its server connection for the life of a holding: refused in transaction and statement
 pooling (a one-line ConfigError pointing to lease mode), accepted in session pooling. Lease mode works in
 session and transaction pooling (no session state, no server-side prepared statements; in transaction pooling
-no LISTEN, waiters poll) and refuses statement pooling. Fences come from the one sequence whoever's connection
+no LISTEN, waiters poll) and in statement pooling (StatementOps: autocommit read, decision in Python, one
+multi-statement apply; waiters poll). Fences come from the one sequence whoever's connection
 draws them. docs/operations.md ("Connection poolers") says the same for users.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +21,8 @@ import psycopg
 import pytest
 
 import distlock
+from distlock._core.sql_lease import Result, StatementOps, name_key
+from distlock._core.types import Claim, Mode
 from tools.servers.pgbouncer import available, pgbouncer, url
 from tools.servers.proc import ServerProc
 
@@ -55,9 +59,165 @@ def test_session_mode_refuses_transaction_and_statement_pooling(bouncer: ServerP
     assert distlock._url.parse_url(target).password not in msg
 
 
-def test_lease_mode_refuses_statement_pooling(bouncer: ServerProc) -> None:
-    with pytest.raises(distlock.ConfigError, match="statement pooling forbids"):
-        distlock.connect(via(bouncer, "statement"))
+def test_lease_mode_through_statement_pooling(bouncer: ServerProc, postgres_url: str, name: str) -> None:
+    """Statement pooling (no BEGIN): StatementOps, the protocol of docs/models/sql_lease_statement.pml."""
+    target = via(bouncer, "statement")
+    with distlock.connect(target) as a, distlock.connect(target) as b, distlock.connect(postgres_url) as direct:
+        assert pooler(a) == "statement" and isinstance(a._backend.ops, StatementOps)  # type: ignore[attr-defined]
+        assert not isinstance(direct._backend.ops, StatementOps)  # type: ignore[attr-defined]
+        fences: list[int] = []
+        # exclusive contention across two stores: never two holders at once, fences increasing
+        inside: list[int] = []
+        overlap: list[bool] = []
+        errors: list[BaseException] = []
+
+        def churn(store: distlock.Store) -> None:
+            try:
+                for _ in range(6):
+                    lock = store.lock(f"{name}-x", ttl=3.0)
+                    assert lock.acquire(timeout=10)
+                    inside.append(1)
+                    overlap.append(len(inside) > 1)
+                    fences.append(lock.fence or 0)
+                    time.sleep(0.005)
+                    inside.pop()
+                    lock.release()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=churn, args=(s,)) for s in (a, b, a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not errors, errors[0]
+        assert not any(overlap) and len(fences) == 24 and fences == sorted(set(fences)), fences
+        # a waiter of another store is handed the lock (it polls)
+        held = a.lock(name, ttl=3.0)
+        assert held.acquire(timeout=5)
+        assert not b.lock(name).acquire(blocking=False) and not direct.lock(name).acquire(blocking=False)
+        got: dict[str, Any] = {}
+
+        def wait() -> None:
+            waiter = b.lock(name, ttl=3.0)
+            got["ok"] = waiter.acquire(timeout=5)
+            got["fence"] = waiter.fence
+            waiter.release()
+
+        t = threading.Thread(target=wait)
+        t.start()
+        time.sleep(0.2)
+        held.release()
+        t.join(10)
+        assert got["ok"] and got["fence"] > (held.fence or 0)
+        # renewal past 3 TTLs
+        lock = a.lock(name, ttl=0.6)
+        assert lock.acquire(timeout=5)
+        time.sleep(2.0)
+        assert lock.owned() and not lock.lost.is_set() and not direct.lock(name).acquire(blocking=False)
+        lock.release()
+        # rwlock: readers share, a writer excludes them
+        rw_a, rw_b = a.rwlock(f"{name}-rw", ttl=3.0), b.rwlock(f"{name}-rw", ttl=3.0)
+        assert rw_a.read.acquire(timeout=5) and rw_b.read.acquire(timeout=5)
+        assert not a.rwlock(f"{name}-rw").write.acquire(blocking=False)
+        rw_a.read.release()
+        rw_b.read.release()
+        w = b.rwlock(f"{name}-rw", ttl=3.0).write
+        assert w.acquire(timeout=5)
+        assert not a.rwlock(f"{name}-rw").read.acquire(blocking=False)
+        w.release()
+        # a semaphore of 2: two holders, a third refused
+        s1, s2, s3 = (st.semaphore(f"{name}-sem", 2, ttl=3.0) for st in (a, b, a))
+        assert s1.acquire(timeout=5) and s2.acquire(timeout=5)
+        assert not s3.acquire(blocking=False)
+        s1.release()
+        assert s3.acquire(timeout=5)
+        s2.release()
+        s3.release()
+        # abandon (a waiter that gives up) and release leave nothing
+        h = a.lock(name, ttl=3.0)
+        assert h.acquire(timeout=5)
+        assert not b.lock(name, ttl=3.0).acquire(timeout=0.3)
+        h.release()
+        for n in (name, f"{name}-x", f"{name}-rw", f"{name}-sem"):
+            info = direct.inspect(n)
+            assert info is None or (not info.holders and not info.waiting), info
+        # fences from one sequence with a direct client
+        last = h.fence or 0
+        d = direct.lock(name)
+        assert d.acquire(timeout=5) and (d.fence or 0) > last
+        d.release()
+        e = a.lock(name)
+        assert e.acquire(timeout=5) and (e.fence or 0) > (d.fence or 0)
+        e.release()
+
+
+def _drive(conn: psycopg.Connection[Any], script: Any) -> Any:
+    """Run a StatementOps script as the driver does (each Stmt one Query; a batch's chosen result set)."""
+    cur = psycopg.ClientCursor(conn)
+    try:
+        stmt = next(script)
+        while True:
+            cur.execute(stmt.sql, stmt.params)
+            sets = []
+            while True:
+                sets.append(Result(cur.fetchall() if cur.description is not None else [], cur.rowcount))
+                if not cur.nextset():
+                    break
+            stmt = script.send(sets[stmt.batch or 0])
+    except StopIteration as stop:
+        return stop.value
+
+
+def test_statement_pooling_guard_refuses_a_changed_name(bouncer: ServerProc, postgres_url: str, name: str) -> None:
+    """The apply inserts only if the name's live holders and queue are still what the read saw: a holder that
+    came in between (another store's grant) makes it insert nothing (read again), through the pooler."""
+    target = via(bouncer, "statement")
+    with distlock.connect(target) as a, psycopg.connect(target.split("?")[0], autocommit=True) as conn:
+        ops = a._backend.ops  # type: ignore[attr-defined]
+        assert isinstance(ops, StatementOps)
+        key = name_key(name)
+
+        def claim(mode: Mode = Mode.EXCLUSIVE) -> Claim:
+            return Claim(name, mode, uuid.uuid4().hex, "test", 3.0)
+
+        # the read finds the name free; another store takes it before the apply: nothing granted
+        mine = claim()
+        script = ops.acquire(mine, key)
+        read = next(script)
+        cur = psycopg.ClientCursor(conn)
+        cur.execute(read.sql, read.params)
+        rows = cur.fetchall()
+        other = a.lock(name, ttl=3.0)
+        assert other.acquire(timeout=5)
+        apply = script.send(Result(rows, cur.rowcount))
+        assert apply.batch == 3
+        cur.execute(apply.sql, apply.params)
+        sets = [cur.fetchall() if cur.description is not None else []]
+        while cur.nextset():
+            sets.append(cur.fetchall() if cur.description is not None else [])
+        assert sets[3] == []
+        with pytest.raises(StopIteration) as stop:
+            script.send(Result(sets[3], 0))
+        assert not stop.value.value.acquired
+        assert conn.execute("SELECT COUNT(*) FROM distlock_holders WHERE token = %s", (mine.token,)).fetchone() == (0,)
+        other.release()
+        # readers: the digest of live holders built in SQL matches Python's (a reader joins two readers)
+        r1, r2, r3 = claim(Mode.READ), claim(Mode.READ), claim(Mode.READ)
+        assert _drive(conn, ops.acquire(r1, key)).acquired and _drive(conn, ops.acquire(r2, key)).acquired
+        # a queued writer (waiting behind the readers) keeps a reader out (fair to writers), then goes first
+        w = claim(Mode.WRITE)
+        assert not _drive(conn, ops.acquire(w, key)).acquired
+        assert not _drive(conn, ops.acquire(r3, key)).acquired
+        for c in (r1, r2):
+            assert _drive(conn, ops.release(c, key))
+        g = _drive(conn, ops.acquire(w, key))
+        assert g.acquired and g.fence
+        assert conn.execute("SELECT COUNT(*) FROM distlock_queue WHERE token = %s", (w.token,)).fetchone() == (0,)
+        assert _drive(conn, ops.renew([w])) == [True]
+        assert _drive(conn, ops.abandon(w, key))
+        assert _drive(conn, ops.acquire(r3, key)).acquired
+        assert _drive(conn, ops.break_lock(name)) == [r3.token]
 
 
 def test_session_mode_in_session_pooling(bouncer: ServerProc, postgres_url: str, name: str) -> None:

@@ -1,5 +1,6 @@
-/* This is a proposed protocol for lease mode through statement pooling, not implemented yet: today PostgreSQL
-   lease mode refuses PgBouncer's statement pooling at open (sql_lease.pml models the protocol that runs).
+/* This is the protocol of lease mode through statement pooling, implemented for statement pooling
+   (StatementOps in src/distlock/_core/sql_lease.py, the ONE_CLOCK design: the apply compares with now());
+   other connections run the transactional protocol of sql_lease.pml.
 
    SQL lease table through statement pooling: every statement is its own transaction and BEGIN is refused,
    so the acquire cannot hold the name's pg_advisory_xact_lock while Python decides (Ops.acquire). A

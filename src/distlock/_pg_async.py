@@ -16,6 +16,7 @@ from ._sqlwatch import WATCHDOG, watch
 
 Connection = psycopg.AsyncConnection[Any]
 Cursor = psycopg.AsyncCursor[Any]
+ClientCursor = psycopg.AsyncClientCursor[Any]
 T = TypeVar("T")
 
 #: after a cancellation shut the socket down, how long the interrupted call gets to notice it and end
@@ -56,3 +57,8 @@ async def guarded(conn: Connection, deadline: float | None, fn: Callable[..., Aw
 def _consume(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()
+
+
+def client_cursor(conn: Connection) -> ClientCursor:
+    """A cursor that binds parameters client-side and sends the simple protocol: several statements per Query."""
+    return psycopg.AsyncClientCursor(conn)

@@ -11,6 +11,7 @@ from ._sqlwatch import watch
 
 Connection = psycopg.Connection[Any]
 Cursor = psycopg.Cursor[Any]
+ClientCursor = psycopg.ClientCursor[Any]
 T = TypeVar("T")
 
 
@@ -29,3 +30,8 @@ def guarded(conn: Connection, deadline: float | None, fn: Callable[..., T], *arg
     """``fn(*args)`` on ``conn``, its socket shut down at ``deadline`` (the caller then closes ``conn``)."""
     with watch(_fd(conn), deadline):
         return fn(*args)
+
+
+def client_cursor(conn: Connection) -> ClientCursor:
+    """A cursor that binds parameters client-side and sends the simple protocol: several statements per Query."""
+    return psycopg.ClientCursor(conn)

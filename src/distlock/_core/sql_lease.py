@@ -6,6 +6,10 @@ inside one ``BEGIN ... COMMIT`` on one connection (``drive``), so the same logic
 both drivers (psycopg on an event loop or not, PyMySQL in a worker thread); only the SQL text differs, and
 that lives in a :class:`Dialect`.
 
+Through PgBouncer's statement pooling (no transaction blocks) PostgreSQL runs :class:`StatementOps` instead:
+each statement on its own in autocommit, and the acquire's apply as one multi-statement Query (the protocol
+of ``docs/models/sql_lease_statement.pml``; see the class).
+
 Lease-table schema (created on first use, idempotent; ``distlock`` is the ``table_prefix`` option)::
 
     distlock_fences (name_key CHAR(64) PK, name TEXT, fence BIGINT)   -- 0.1.0's per-name fences: emptied
@@ -107,6 +111,9 @@ def bell_name(key: str) -> str:
 class Stmt:
     sql: str
     params: tuple[object, ...] = ()
+    #: set by :class:`StatementOps` only: ``sql`` is several statements sent as ONE simple-protocol Query
+    #: (one implicit transaction); the result is that of its statement at this index (0 = the first)
+    batch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -375,3 +382,142 @@ class Ops:
         return (
             f"CREATE TABLE IF NOT EXISTS {p}_fence_ids (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY) ENGINE=InnoDB",
         )
+
+
+class StatementOps(Ops):
+    """PostgreSQL lease mode through PgBouncer's statement pooling, where every statement is its own
+    transaction and BEGIN is refused. The protocol is ``docs/models/sql_lease_statement.pml`` (model-checked;
+    each part below is needed, see its header):
+
+    1. read: ONE autocommit statement, the name's holders and queue and the database's clock;
+    2. decide in Python (:func:`distlock._core.arbiter.decide`, the rule of :meth:`Ops.acquire`);
+    3. apply: ONE multi-statement Query (an implicit transaction, so one ``now()``): the name's advisory lock
+       as its own first statement, then the stale-row DELETEs (``expires_at <= now()``: they wait for an
+       in-flight renewal's row lock), then, as a separate statement, the INSERT of our holding guarded by
+       "the name's live holders and the queue entries ahead of us are still what 1 read" (a digest built the
+       same way in SQL and here), ``RETURNING fence``. 0 rows: nothing was granted, read again.
+
+    Renewals are one autocommit UPDATE per TTL, ``RETURNING`` the tokens still live. The driver runs every
+    :class:`Stmt` on its own (autocommit), a ``batch`` one as one Query, and never sends BEGIN.
+    """
+
+    #: the apply's one clock reading: the implicit transaction's start (the same in all its statements)
+    NOW = "extract(epoch from now())::float8"
+
+    @staticmethod
+    def _holders_digest(pairs: Sequence[tuple[str, str]]) -> str:
+        """``token:mode`` of the live holders, by token (byte order: SQL's ``COLLATE "C"``), comma-joined."""
+        return ",".join(f"{t}:{m}" for t, m in sorted(pairs, key=lambda p: p[0].encode()))
+
+    @staticmethod
+    def _queue_digest(pairs: Sequence[tuple[str, str]]) -> str:
+        """``token:mode`` of the live queue entries ahead of the claim, in sequence order, comma-joined."""
+        return ",".join(f"{t}:{m}" for t, m in pairs)
+
+    def acquire(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant]:
+        p = self.p
+        r = yield Stmt(
+            f"SELECT 0, token, mode, expires_at, 0 FROM {p}_holders WHERE name_key = %s UNION ALL "
+            f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s UNION ALL "
+            f"SELECT 2, NULL, NULL, {self.d.now}, 0",
+            (key, key),
+        )
+        now = next(to_float(row[3]) for row in r.rows if row[0] == 2)
+        holders: list[Held] = []
+        queue: list[Queued] = []
+        for kind, token, mode, expires, seq in r.rows:
+            if kind == 2 or to_float(expires) <= now:
+                continue
+            if kind == 0:
+                holders.append(Held(str(token), Mode(str(mode)), to_float(expires)))
+            else:
+                queue.append(Queued(str(token), Mode(str(mode)), to_int(seq), to_float(expires)))
+        queue.sort(key=lambda q: q.seq)
+        decision = decide(claim, holders, queue, now, register_all=False)
+        if decision.ours:
+            r = yield Stmt(f"SELECT fence FROM {p}_holders WHERE token = %s", (claim.token,))
+            return Grant(True, fence=to_int(r.rows[0][0]))
+        if decision.grant:
+            mine = next((q.seq for q in queue if q.token == claim.token), None)
+            ahead = [
+                (q.token, q.mode.value) for q in queue if q.token != claim.token and (mine is None or q.seq < mine)
+            ]
+            held = self._holders_digest([(h.token, h.mode.value) for h in holders])
+            t = self.NOW
+            owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
+            lock = self._lock_name(key)
+            sql = [
+                "SELECT pg_advisory_xact_lock(%s, %s)",
+                f"DELETE FROM {p}_holders WHERE name_key = %s AND expires_at <= {t}",
+                f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= {t}",
+                f"INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, layout) "
+                f"SELECT %s, %s, %s, %s, %s, nextval('{p}_fence_seq'), {t} + %s, {t}, {LAYOUT} WHERE "
+                f"COALESCE((SELECT string_agg(token || ':' || mode, ',' ORDER BY token COLLATE \"C\") FROM {p}_holders "
+                f"WHERE name_key = %s AND expires_at > {t}), '') = %s AND "
+                f"COALESCE((SELECT string_agg(token || ':' || mode, ',' ORDER BY seq) FROM {p}_queue "
+                f"WHERE name_key = %s AND expires_at > {t} AND token <> %s AND (%s::bigint IS NULL OR seq < %s)), '') "
+                "= %s RETURNING fence",
+                f"DELETE FROM {p}_queue WHERE token = %s AND EXISTS (SELECT 1 FROM {p}_holders WHERE token = %s)",
+            ]
+            params: list[object] = [
+                *lock.params,
+                key,
+                key,
+                claim.token, key, claim.name, owner, claim.mode.value, claim.ttl,
+                key, held,
+                key, claim.token, mine, mine, self._queue_digest(ahead),
+                claim.token, claim.token,
+            ]  # fmt: skip
+            if claim.value is not None and self.d.notify is not None:  # a new leader: its observers look again
+                sql.append(f"SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM {p}_holders WHERE token = %s)")
+                params += [self.channel, key, claim.token]
+            r = yield Stmt("; ".join(sql), tuple(params), batch=3)
+            if not r.rows:  # the name changed since the read: nothing granted, read again
+                return Grant(False, retry_after=0.0)
+            return Grant(True, fence=to_int(r.rows[0][0]))
+        if decision.enqueue:
+            yield Stmt(self.d.enqueue, (claim.token, key, claim.name, claim.mode.value, now + WAITER_TTL))
+        return Grant(False, retry_after=decision.retry_after)
+
+    def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
+        """One Query: the name's lock first (an acquire of this claim still running on the server finishes
+        first), then both deletes in one statement; the waiters are notified after it."""
+        p = self.p
+        lock = self._lock_name(key)
+        r = yield Stmt(
+            "SELECT pg_advisory_xact_lock(%s, %s); "
+            f"WITH a AS (DELETE FROM {p}_queue WHERE token = %s RETURNING 1), "
+            f"b AS (DELETE FROM {p}_holders WHERE token = %s RETURNING 1) "
+            "SELECT (SELECT COUNT(*) FROM a) + (SELECT COUNT(*) FROM b)",
+            (*lock.params, claim.token, claim.token),
+            batch=1,
+        )
+        if to_int(r.rows[0][0]):
+            yield from self._notify(key)
+            return True
+        return False
+
+    def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[bool]]:
+        """One autocommit UPDATE per distinct TTL (normally one), returning the tokens it extended."""
+        p = self.p
+        by_ttl: dict[float, list[str]] = {}
+        for c in claims:
+            by_ttl.setdefault(c.ttl, []).append(c.token)
+        alive: set[str] = set()
+        for ttl, tokens in by_ttl.items():
+            marks = ", ".join(["%s"] * len(tokens))
+            r = yield Stmt(
+                f"UPDATE {p}_holders SET expires_at = {self.NOW} + %s WHERE token IN ({marks}) "
+                f"AND expires_at > {self.NOW} RETURNING token",
+                (ttl, *tokens),
+            )
+            alive.update(str(row[0]) for row in r.rows)
+        return [c.token in alive for c in claims]
+
+    def break_lock(self, name: str) -> Generator[Stmt, Result, list[str]]:
+        key = name_key(name)
+        r = yield Stmt(f"DELETE FROM {self.p}_holders WHERE name_key = %s RETURNING token", (key,))
+        tokens = [str(row[0]) for row in r.rows]
+        if tokens:
+            yield from self._notify(key)
+        return tokens

@@ -16,8 +16,9 @@ URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeou
 ``sslrootcert``, ``sslcert``, ``sslkey``. The database is the URL path.
 
 Through a connection pooler (PgBouncer, found when the store opens, see ``driver.py``): lease mode works in
-session and transaction pooling (waiters poll in transaction pooling, see ``lease.py``); session mode only
-in session pooling. Other combinations are a ``ConfigError`` at open.
+session, transaction and statement pooling (waiters poll in transaction and statement pooling, see
+``lease.py``; statement pooling runs ``StatementOps``); session mode only in session pooling. Other
+combinations are a ``ConfigError`` at open.
 """
 
 from __future__ import annotations

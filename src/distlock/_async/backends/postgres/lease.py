@@ -10,8 +10,10 @@ Through a connection pooler in transaction pooling, a LISTEN would register on w
 ran it, and that connection goes back to the pool: notifications would reach no one (or whoever takes it
 next). There the store does not listen; its waiters poll instead, with the capped backoff of a store whose
 push is down (2 ms growing to 50 ms, at the holder's lease end at the latest). NOTIFYs are still sent:
-stores that reach PostgreSQL directly or through session pooling still wake at once. Statement pooling is
-refused: every lease-mode operation is a transaction of several statements.
+stores that reach PostgreSQL directly or through session pooling still wake at once. In statement pooling
+(no transaction blocks) the operations are ``StatementOps`` (``_core/sql_lease.py``): an autocommit read, the
+decision in Python, one multi-statement apply (the protocol of ``docs/models/sql_lease_statement.pml``); its
+waiters poll as in transaction pooling.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import psycopg
 
 from .... import _pg_async as pg
 from .... import _rt_async as rt
+from ...._core import sql_lease as sq
 from ...._core.timing import LEASE_WAIT_SLICE, monotonic
 from ...._core.types import Grant
 from ...._errors import BackendError
@@ -38,13 +41,11 @@ class Lease(PgDriver, LeaseBackend):
         self._listener: rt.Background | None = None
         self._listening = False
 
-    def _pooling_refusal(self, mode: str) -> str | None:
-        if mode == "statement":
-            return (
-                "lease mode runs each operation as a transaction of several statements, which statement "
-                "pooling forbids (use transaction or session pooling for distlock's database user)"
-            )
-        return None
+    def _pooled(self, mode: str) -> None:
+        if mode == "statement":  # no transaction blocks: the protocol of StatementOps (sql_lease_statement.pml)
+            ops = sq.StatementOps(self.dialect, self.ops.p, self.ops.channel)
+            ops.name_wait = self.ops.name_wait
+            self.ops = ops
 
     @property
     def _can_listen(self) -> bool:

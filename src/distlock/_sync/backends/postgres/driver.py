@@ -16,6 +16,9 @@ server-side timeouts: without it they are set with ``SET LOCAL`` in each transac
 (no session state survives a pooler's transaction), and psycopg never prepares statements server-side
 (``prepare_threshold=None``: a prepared statement lives on one server connection only). The pooling mode
 is then found by behaviour (``_pooling_mode``), and each mode says what it refuses (``_pooling_refusal``).
+Statement pooling refuses ``BEGIN``: there no transaction is ever opened (``_drive_statements``); every
+statement is one simple-protocol Query through a client-side bound cursor, its first statement the
+server-side timeouts (``set_config(..., true)``), and a ``batch`` statement several statements in that Query.
 """
 
 from __future__ import annotations
@@ -164,7 +167,12 @@ class PgDriver(SqlBase):
                 f"{self.describe()} is a connection pooler (PgBouncer or alike) in {self.pooler} pooling: {why}",
                 backend=self.scheme,
             )
+        if self.pooler is not None:
+            self._pooled(self.pooler)
         super()._prepare()
+
+    def _pooled(self, mode: str) -> None:
+        """A pooler in ``mode`` pooling is accepted: adapt to it before the schema check."""
 
     def _pooling_refusal(self, mode: str) -> str | None:
         """Why this store's mode cannot work through a pooler in ``mode`` pooling, or None if it can."""
@@ -236,6 +244,8 @@ class PgDriver(SqlBase):
             script.close()
 
     def _drive(self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool) -> Any:
+        if self.pooler == "statement":
+            return self._drive_statements(conn, script)
         cur: pg.Cursor = conn.cursor()
         started = False
         try:
@@ -268,6 +278,48 @@ class PgDriver(SqlBase):
         except BaseException:
             self._rollback(conn, cur, tx)
             raise
+        finally:
+            script.close()
+            if not conn.closed:
+                cur.close()
+
+    def _statement_bounds(self) -> str:
+        """Statement pooling: the server-side timeouts as the first statement of every Query (``SET LOCAL``
+        needs a transaction block; ``set_config(..., true)`` lasts the implicit transaction)."""
+        parts = [part.removeprefix("-c ").strip().split("=") for part in self._kwargs["options"].split(" -c ")]
+        calls = ", ".join(
+            f"set_config('{k}', '{v}', true)" for k, v in parts if k != "idle_in_transaction_session_timeout"
+        )
+        return f"SELECT {calls}; "
+
+    def _drive_statements(self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any]) -> Any:
+        """Statement pooling (lease mode, ``StatementOps``): no BEGIN; each statement runs on its own, in
+        autocommit, and a ``batch`` one as one simple-protocol Query of several statements (a client-side
+        bound cursor), one implicit transaction. Every Query starts with the server-side timeouts."""
+        cur: pg.ClientCursor = pg.client_cursor(conn)
+        bounds = self._statement_bounds()
+        sent = False
+        try:
+            stmt = next(script)
+            while True:
+                try:
+                    cur.execute(bounds + stmt.sql, stmt.params)
+                except psycopg.OperationalError as exc:
+                    if not sent and conn.broken:
+                        raise StaleConnection(str(exc)) from exc
+                    raise
+                sent = True
+                sets: list[sq.Result] = []
+                while True:
+                    rows = cur.fetchall() if cur.description is not None else []
+                    sets.append(sq.Result(rows, cur.rowcount))
+                    if not cur.nextset():
+                        break
+                stmt = script.send(sets[1 + (stmt.batch or 0)])
+        except StopIteration as stop:
+            return stop.value
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as exc:
+            raise RetryableError(str(exc)) from exc
         finally:
             script.close()
             if not conn.closed:
