@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _rt_async as rt
 from .._core import ids
-from .._core.timing import Deadline, renew_interval
+from .._core.timing import Deadline
 from .._core.types import Claim, LeaderInfo, Mode
 from .._core.validate import check_name, check_timeout, check_ttl, check_value
 from .._errors import LockError, LockLost, NotHeld, UnsupportedFeature
@@ -113,15 +113,7 @@ class AsyncElection(_Scoped):
             won = await self._core.acquire(claim, Deadline.after(wait))
             if won is None:
                 return False
-            holding = Holding(
-                lock=self,
-                callbacks=self._callbacks,
-                claim=won.claim,
-                fence=won.grant.fence,
-                expires_at=won.expires_at,
-                renew_at=won.sent + renew_interval(claim.ttl),
-                auto_renew=True,
-            )
+            holding = won.holding(self, self._callbacks, auto_renew=True)
             with self._guard:
                 self._holding = holding
             self._core.register(holding)

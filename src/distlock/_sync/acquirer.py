@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from .. import _events as events
 from .. import _rt_sync as rt
 from .._core import ids
-from .._core.timing import Deadline, monotonic
+from .._core.timing import Deadline, monotonic, renew_interval
 from .._core.types import Claim, Grant, LockInfo, Mode
 from .._errors import LockError, LockLost, UnsupportedFeature
 from .backend import SyncAttempt, SyncBackend
@@ -40,6 +42,18 @@ class Acquired:
     grant: Grant
     sent: float
     expires_at: float
+
+    def holding(self, lock: Any, callbacks: list[Callable[[Any], object]], auto_renew: bool) -> Holding:
+        """The holding this grant starts for ``lock`` (a lock or an election: what ``on_lost`` callbacks get)."""
+        return Holding(
+            lock=lock,
+            callbacks=callbacks,
+            claim=self.claim,
+            fence=self.grant.fence,
+            expires_at=self.expires_at,
+            renew_at=self.sent + renew_interval(self.claim.ttl),
+            auto_renew=auto_renew,
+        )
 
 
 class SyncAcquirer:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from .. import _rt_sync as rt
 from .._core import ids
-from .._core.timing import Deadline, renew_interval
+from .._core.timing import Deadline
 from .._core.types import Claim, Mode
 from .._core.validate import check_name, check_permits, check_timeout, check_ttl
 from .._errors import AcquireTimeout, ConfigError, LockError, LockLost, NotHeld
@@ -179,15 +179,7 @@ class Lock(_Acquirable):
         won = self._core.acquire(claim, Deadline.after(wait))
         if won is None:
             return False
-        holding = Holding(
-            lock=self,
-            callbacks=self._callbacks,
-            claim=won.claim,
-            fence=won.grant.fence,
-            expires_at=won.expires_at,
-            renew_at=won.sent + renew_interval(claim.ttl),
-            auto_renew=self.auto_renew,
-        )
+        holding = won.holding(self, self._callbacks, self.auto_renew)
         with self._guard:
             self._holds.setdefault(key, []).append(holding)
             self._last = holding
