@@ -42,8 +42,8 @@ def _classpath() -> list[str] | None:
     return [str(j) for j in jars] + ([str(base / LOG_JAR)] if (base / LOG_JAR).exists() else [])
 
 
-@pytest.fixture(scope="module")
-def peer_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
+def build_peer(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Compile the Java peer (tests/java/CuratorPeer.java); its class path, or skip where Java or Curator is missing."""
     jars = _classpath()
     javac = shutil.which("javac")
     if jars is None or javac is None:
@@ -56,6 +56,11 @@ def peer_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
         timeout=180,
     )
     return ":".join([str(out), *jars])
+
+
+@pytest.fixture(scope="module")
+def peer_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return build_peer(tmp_path_factory)
 
 
 class Peer:

@@ -1,6 +1,7 @@
-// A Curator client driven line by line over stdin, for the distlock interop tests (tests/test_zookeeper_curator.py).
+// A Curator client driven line by line over stdin, for the distlock interop tests (tests/test_zookeeper_curator.py
+// for the locks, tests/test_zookeeper_election.py for LeaderLatch).
 //
-// Usage: java -cp <curator, zookeeper and deps> CuratorPeer <connect string> <lock path>
+// Usage: java -cp <curator, zookeeper and deps> CuratorPeer <connect string> <lock or election path>
 // Commands (one per line; every command answers exactly one line starting with "OK" or "ERR"):
 //   acquire mutex|read|write <timeout ms>      -> OK true | OK false
 //   release mutex|read|write                   -> OK released
@@ -9,6 +10,12 @@
 //   counter mutex|write <n> <counter file> <log file>
 //        n times: acquire, read the integer in the counter file, write it + 1, release; each critical
 //        section is logged as "<start ns> <end ns>" (System.nanoTime, CLOCK_MONOTONIC) -> OK done
+//   latch-start <id>          a new LeaderLatch on the path with participant id <id>, started -> OK started
+//   latch-await <timeout ms>  wait until it leads                                     -> OK true | OK false
+//   latch-has                 hasLeadership()                                         -> OK true | OK false
+//   latch-leader              getLeader(): whether a leader was found, and its id     -> OK <true|false> <id>
+//   latch-participants        getParticipants(): the ids in order, leader first       -> OK <id> <id> ...
+//   latch-close               close the latch (leave the election)                    -> OK closed
 //   quit
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -22,6 +29,8 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -43,6 +52,7 @@ public class CuratorPeer {
         InterProcessMutex mutex = new InterProcessMutex(client, path);
         InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, path);
         ArrayDeque<Lease> leases = new ArrayDeque<>();
+        LeaderLatch latch = null;
         System.out.println("READY");
         System.out.flush();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -91,6 +101,35 @@ public class CuratorPeer {
                         reply("OK done");
                         break;
                     }
+                    case "latch-start":
+                        latch = new LeaderLatch(client, path, w[1]);
+                        latch.start();
+                        reply("OK started");
+                        break;
+                    case "latch-await":
+                        reply("OK " + latch.await(Long.parseLong(w[1]), TimeUnit.MILLISECONDS));
+                        break;
+                    case "latch-has":
+                        reply("OK " + latch.hasLeadership());
+                        break;
+                    case "latch-leader": {
+                        // a latch is needed only for its path: any started or closed one will do
+                        Participant leader = (latch != null ? latch : new LeaderLatch(client, path)).getLeader();
+                        reply("OK " + leader.isLeader() + " " + leader.getId());
+                        break;
+                    }
+                    case "latch-participants": {
+                        StringBuilder ids = new StringBuilder("OK");
+                        for (Participant p : (latch != null ? latch : new LeaderLatch(client, path)).getParticipants()) {
+                            ids.append(' ').append(p.getId());
+                        }
+                        reply(ids.toString());
+                        break;
+                    }
+                    case "latch-close":
+                        latch.close();
+                        reply("OK closed");
+                        break;
                     case "quit":
                         client.close();
                         reply("OK bye");
