@@ -90,6 +90,10 @@ class Events:
     def sinks(self) -> tuple[Sink, ...]:
         return self._sinks + _global if _global else self._sinks
 
+    def quiet(self) -> bool:
+        """Nobody would see a DEBUG event now (no sink, DEBUG off): the hot path then builds no fields."""
+        return not self._sinks and not _global and not log.isEnabledFor(logging.DEBUG)
+
     def debug(self, event: str, message: str, *args: object, **fields: Any) -> None:
         """A DEBUG step of a lock's life with its fields (nothing is formatted unless DEBUG is on)."""
         fields["backend"] = self.backend
@@ -145,6 +149,8 @@ class Acquiring:
         return round((monotonic() - self._began) * 1000.0, 3)
 
     def granted(self, fence: int | None) -> None:
+        if self._stack is None and self._events.quiet():  # no sink's span to fill in, nobody listening
+            return
         f = self._fields
         f.update(outcome="acquired", fence=fence, wait_ms=self._waited_ms())
         self._events.debug("grant", "acquired %r, fence %s, after %.1f ms", f["lock"], fence, f["wait_ms"], **f)

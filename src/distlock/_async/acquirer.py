@@ -198,11 +198,14 @@ class AsyncAcquirer:
         return ok
 
     def _released(self, holding: Holding, ok: bool, ends: bool) -> None:
+        held_ms = self._ended(holding) if ends else None
+        if self.events.quiet():  # nobody listens: skip building the event (the holding is marked ended above)
+            return
         name = holding.claim.name
         self.events.debug(
             "release", "released %r, fence %s%s", name, holding.fence, "" if ok else " (it had been lost)",
             lock=name, kind=events.kind_of(holding.claim), fence=holding.fence, ok=ok,
-            held_ms=self._ended(holding) if ends else None,
+            held_ms=held_ms,
         )  # fmt: skip
 
     def _ended(self, holding: Holding) -> float | None:

@@ -11,6 +11,17 @@ import platform
 import secrets
 
 _HOST = platform.node() or "localhost"  # the host name (os.uname), no socket module in the pure core
+#: ``host:pid:`` of this process, made once (every acquire names its owner); a forked child makes its own
+_prefix = f"{_HOST}:{os.getpid()}:"
+
+
+def _forked() -> None:
+    global _prefix
+    _prefix = f"{_HOST}:{os.getpid()}:"
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def new_token() -> str:
@@ -19,4 +30,4 @@ def new_token() -> str:
 
 def owner_id(local: str) -> str:
     """``host:pid:thread-or-task`` (informational, never used to authorise). ``local`` names the thread or task."""
-    return f"{_HOST}:{os.getpid()}:{local}"
+    return _prefix + local

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 from .sql_dialects import Dialect
 from .sql_lease import Stmt, advisory_key, get_lock_name, name_filter, name_key, to_int
@@ -56,14 +57,28 @@ def session_lock_key(dialect: Dialect, name: str) -> str:
     return get_lock_name(name) if dialect.name == "mysql" else str(advisory_key(name))
 
 
+# The statements below depend on the name, mode and owner of a claim, never on its token: a holder that takes
+# the same lock again (the common loop) gets the very same Stmt back instead of hashing the name twice and
+# formatting the SQL again. Stmt is frozen, so sharing it is safe; the cache is bounded.
+_CACHE = 1024
+
+
 def session_acquire(
     dialect: Dialect, p: str, claim: Claim, wait: float | None, idle_timeout: float | None, fast: bool
 ) -> Stmt:
     """Try (``wait=None``) or wait up to ``wait`` seconds for the lock; the answer is read by
     :func:`session_acquired`. ``idle_timeout``: set the connection's idle timeout (the session lease) too."""
-    key = session_lock_key(dialect, claim.name)
-    owner = claim.owner[:255]
-    nk = name_key(claim.name)
+    return _session_acquire(dialect, p, claim.name, claim.mode, claim.owner, wait, idle_timeout, fast)
+
+
+@lru_cache(maxsize=_CACHE)
+def _session_acquire(
+    dialect: Dialect, p: str, name: str, mode: Mode, owner: str, wait: float | None, idle_timeout: float | None,
+    fast: bool,
+) -> Stmt:  # fmt: skip
+    key = session_lock_key(dialect, name)
+    owner = owner[:255]
+    nk = name_key(name)
     if dialect.name == "mysql":
         prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
         secs = 0 if wait is None else wait
@@ -75,13 +90,13 @@ def session_acquire(
             if wait is None:  # GET_LOCK(name, 0) never blocks: one statement
                 return Stmt(
                     f"{prefix}{record}WHERE GET_LOCK(%s, 0) = 1 RETURNING fence, conn_id",
-                    (nk, claim.name, key, owner, claim.mode.value, key),
+                    (nk, name, key, owner, mode.value, key),
                 )
             # a blocking GET_LOCK must not run inside the REPLACE: that would hold the holder table's lock
             return Stmt(
                 f"{prefix}SELECT GET_LOCK(%s, %s); {record}WHERE IS_USED_LOCK(%s) = CONNECTION_ID() "
                 "RETURNING fence, conn_id",
-                (key, secs, nk, claim.name, key, owner, claim.mode.value, key),
+                (key, secs, nk, name, key, owner, mode.value, key),
             )
         return Stmt(
             f"{prefix}SELECT GET_LOCK(%s, %s); "
@@ -91,9 +106,9 @@ def session_acquire(
             "ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1), lock_key = VALUES(lock_key), "
             "owner = VALUES(owner), mode = VALUES(mode), conn_id = VALUES(conn_id); "
             "SELECT LAST_INSERT_ID(), CONNECTION_ID()",
-            (key, secs, nk, claim.name, key, owner, claim.mode.value, key),
+            (key, secs, nk, name, key, owner, mode.value, key),
         )
-    shared = "_shared" if claim.mode is Mode.READ else ""
+    shared = "_shared" if mode is Mode.READ else ""
     ms = "0" if idle_timeout is None else str(max(1, math.ceil(idle_timeout * 1000)))
     if wait is None:
         lock = f"pg_try_advisory_lock{shared}(%s::bigint) AS got"
@@ -108,7 +123,7 @@ def session_acquire(
         "ON CONFLICT (conn_id) DO UPDATE SET name_key = EXCLUDED.name_key, name = EXCLUDED.name, "
         "lock_key = EXCLUDED.lock_key, owner = EXCLUDED.owner, mode = EXCLUDED.mode, fence = EXCLUDED.fence "
         "RETURNING h.fence, h.conn_id",
-        (*args, nk, claim.name, key, owner, claim.mode.value),
+        (*args, nk, name, key, owner, mode.value),
     )
 
 
@@ -127,10 +142,15 @@ def session_acquired(
 
 
 def session_unlock(dialect: Dialect, claim: Claim) -> Stmt:
-    key = session_lock_key(dialect, claim.name)
+    return _session_unlock(dialect, claim.name, claim.mode)
+
+
+@lru_cache(maxsize=_CACHE)
+def _session_unlock(dialect: Dialect, name: str, mode: Mode) -> Stmt:
+    key = session_lock_key(dialect, name)
     if dialect.name == "mysql":
         return Stmt("SELECT RELEASE_LOCK(%s)", (key,))
-    shared = "_shared" if claim.mode is Mode.READ else ""
+    shared = "_shared" if mode is Mode.READ else ""
     return Stmt(f"SELECT pg_advisory_unlock{shared}(%s::bigint)", (int(key),))
 
 
@@ -144,7 +164,12 @@ def _pg_key_match(alias: str, key_sql: str) -> str:
 
 def session_check(dialect: Dialect, claim: Claim, idle_timeout: float | None) -> Stmt:
     """Does this very connection still hold the lock? (Also renews its idle timeout, the session lease.)"""
-    key = session_lock_key(dialect, claim.name)
+    return _session_check(dialect, claim.name, idle_timeout)
+
+
+@lru_cache(maxsize=_CACHE)
+def _session_check(dialect: Dialect, name: str, idle_timeout: float | None) -> Stmt:
+    key = session_lock_key(dialect, name)
     if dialect.name == "mysql":
         prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
         return Stmt(f"{prefix}SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (key,))

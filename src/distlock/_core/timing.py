@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from dataclasses import dataclass, field
 
 monotonic = time.monotonic
+_RNG = random.Random()
+if hasattr(os, "register_at_fork"):  # forked waiters must not draw the same jitter
+    os.register_at_fork(after_in_child=_RNG.seed)
 
 
 #: a queued waiter that stops re-trying for this long is dropped from its name's queue (F12 in
@@ -51,7 +55,9 @@ class Backoff:
     cap: float = 0.05
     factor: float = 1.6
     _next: float = field(default=0.0, init=False)
-    rng: random.Random = field(default_factory=random.Random, repr=False)
+    #: one generator for all (the jitter needs no independence between waiters, and seeding a new one from
+    #: os.urandom for every attempt cost more than a SQLite acquire's own work); tests inject their own
+    rng: random.Random = field(default_factory=lambda: _RNG, repr=False)
 
     def next_delay(self) -> float:
         self._next = self.first if self._next == 0.0 else min(self.cap, self._next * self.factor)

@@ -118,10 +118,10 @@ class Leases:
     def add(self, holding: Holding) -> None:
         with self._guard:
             self._holds[holding.claim.token] = holding
-        first = min(self.deadline(holding), holding.renew_at if self._renews and holding.auto_renew else math.inf)
-        self._clock.ensure(self.deadline(holding))
+        end = self.deadline(holding)
+        self._clock.ensure(end)
         if self._renews:
-            self._renewer.ensure(first)
+            self._renewer.ensure(min(end, holding.renew_at) if holding.auto_renew else end)
 
     def discard(self, holding: Holding) -> None:
         with self._guard:

@@ -1,0 +1,74 @@
+"""What the hot path no longer redoes per acquire (issue 17 item 5), and that the shortcuts stay correct.
+
+Pure units, no server: the session-mode statements are built once per (name, mode, owner), and the two
+per-process values made once (the owner id's ``host:pid:`` prefix, the backoff's random generator) are made
+anew in a forked child, so a child never reports its parent's pid nor draws its parent's jitter.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from distlock._core import ids, sql_dialects, sql_session, timing
+from distlock._core.types import Claim, Mode
+
+DIALECTS = [sql_dialects.mysql("distlock"), sql_dialects.postgres("distlock")]
+
+
+def _claim(token: str, owner: str = "h:1:thread-1", mode: Mode = Mode.EXCLUSIVE, name: str = "n") -> Claim:
+    return Claim(name=name, mode=mode, token=token, owner=owner, ttl=30.0)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
+def test_a_reacquire_reuses_its_statements(dialect: sql_dialects.Dialect) -> None:
+    first, again = _claim(ids.new_token()), _claim(ids.new_token())  # a fresh token per acquisition
+    acquire = sql_session.session_acquire(dialect, "distlock", first, None, 30.0, True)
+    assert sql_session.session_acquire(dialect, "distlock", again, None, 30.0, True) is acquire
+    assert sql_session.session_unlock(dialect, again) is sql_session.session_unlock(dialect, first)
+    assert sql_session.session_check(dialect, again, 30.0) is sql_session.session_check(dialect, first, 30.0)
+    # what the statement depends on still makes another one
+    others = [
+        sql_session.session_acquire(dialect, "distlock", _claim("t", owner="h:1:thread-2"), None, 30.0, True),
+        sql_session.session_acquire(dialect, "distlock", _claim("t", name="m"), None, 30.0, True),
+        sql_session.session_acquire(dialect, "distlock", first, 1.5, 30.0, True),
+        sql_session.session_acquire(dialect, "distlock", first, None, None, True),
+        sql_session.session_acquire(dialect, "other", first, None, 30.0, True),
+    ]
+    assert all(o != acquire for o in others)
+    assert len(set(others)) == len(others)
+
+
+def _in_child(fn: object) -> str:
+    """``fn()`` run in a forked child; what it returned, as text."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer through the pipe, then leave without running the parent's clean-ups
+        try:
+            os.write(w, str(fn()).encode())  # type: ignore[operator]
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        out = f.read()
+    os.waitpid(pid, 0)
+    return out
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_names_its_own_pid() -> None:
+    assert ids.owner_id("x").split(":")[1] == str(os.getpid())
+    child = _in_child(lambda: f"{os.getpid()} {ids.owner_id('x')}")
+    pid, owner = child.split(" ")
+    assert owner.split(":")[1] == pid != str(os.getpid())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "darwin", reason="needs fork")
+def test_forked_children_draw_their_own_jitter() -> None:
+    def draws() -> str:
+        b = timing.Backoff(first=1.0, cap=1.0)
+        return ",".join(f"{b.next_delay():.12f}" for _ in range(4))
+
+    assert _in_child(draws) != _in_child(draws)
