@@ -50,7 +50,9 @@ class Acquired:
             claim=self.claim,
             fence=self.grant.fence,
             expires_at=self.expires_at,
-            renew_at=self.sent + renew_interval(self.claim.ttl),
+            # a grant with a shorter validity (Redlock's; a Redis hand-over's, capped at the queue deadline)
+            # is renewed within a third of it, not of the TTL
+            renew_at=self.sent + renew_interval(min(self.claim.ttl, self.grant.valid_for or self.claim.ttl)),
             auto_renew=auto_renew,
         )
 

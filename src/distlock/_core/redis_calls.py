@@ -118,8 +118,18 @@ REDLOCK = "@"
 
 
 def acquire_args(
-    token: str, mode: Mode, ttl: float, permits: int, fair: bool, owner: str, queue_ttl: float, marker: str = ""
+    token: str,
+    mode: Mode,
+    ttl: float,
+    permits: int,
+    fair: bool,
+    owner: str,
+    queue_ttl: float,
+    marker: str = "",
+    stamp: str = "",
 ) -> list[str]:
+    """``stamp``: '' (no direct hand-over), or :func:`stamp_of` the request's send time (an exclusive claim
+    that takes a hand-over: the release that grants it echoes the stamp, see :func:`handed_over`)."""
     return [
         token,
         mode.value,
@@ -129,7 +139,42 @@ def acquire_args(
         owner,
         str(ms(queue_ttl) if queue_ttl > 0 else 0),
         marker,
+        stamp,
     ]
+
+
+def stamp_of(sent: float) -> str:
+    """A send time on this process's monotonic clock as the hand-over stamp (whole microseconds, rounded
+    DOWN: the lease counted from it never starts later than the request was sent)."""
+    return str(math.floor(sent * 1e6))
+
+
+@dataclass(frozen=True)
+class HandOver:
+    """A release granted this waiter the name (the push ``token|fence|stamp``): its fence, and ``since`` =
+    the send time of the waiter's try whose queue entry the grant took (its lease counts from there)."""
+
+    fence: int
+    since: float
+
+
+def handed_over(message: str) -> tuple[str, HandOver] | None:
+    """(token, hand-over) of a hand-over push, or None for any other wake-up message (a token, ``*``, a
+    notice) or a malformed one (a wake-up then, never a grant)."""
+    token, bar, rest = message.partition("|")
+    fence, bar2, stamp = rest.partition("|")
+    if not bar or not bar2:
+        return None
+    try:
+        return token, HandOver(int(fence), int(stamp) / 1e6)
+    except ValueError:
+        return None
+
+
+def handover_lease(ttl: float, queue_ttl: float) -> float:
+    """How long a handed-over lease lasts at least, counted from the stamp: the grant's ``PX`` is the claim's
+    TTL capped at the waiter's queue deadline, which its try set ``queue_ttl`` after the stamp or later."""
+    return min(ttl, queue_ttl)
 
 
 def grant_of(reply: Sequence[Any]) -> Grant:

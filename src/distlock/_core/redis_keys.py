@@ -14,9 +14,15 @@ name is held or waited on: the last release (or lease end) removes them all::
     {N}:q           zset    waiters:        "mode|token" -> arrival sequence (FIFO order)
     {N}:qd          zset    waiter leases:  "mode|token" -> deadline (ms); a waiter that stops
                             refreshing its entry drops out (F12 in docs/safety.md)
+    {N}:qa          hash    hand-over:      "mode|token" -> "stamp|ttl ms|marker|owner" of an exclusive
+                            waiter that takes a direct hand-over (the release grants it the name in the
+                            same step, with a lease capped at its queue deadline): what the grant writes,
+                            and the send stamp of the try that wrote it, which the grant's push echoes
+                            (docs/models/redis_handover.pml). Written and dropped with the waiter's entry
     {N}:fence       string  0.1.0 only (a per-name counter that never went away): read once, folded into the
                             fence counter below and deleted by the first script that meets it (upgrade)
-    {N}:wake        channel wake-ups: a release publishes the token of the first waiter, "*" = all;
+    {N}:wake        channel wake-ups: a release publishes the token of the first waiter, "*" = all, or
+                            "token|fence|stamp" when it granted that waiter the name (a hand-over);
                             elections add :data:`NOTICE` (a leader was granted, proclaimed, released or
                             abandoned), which no waiter takes for its own wake-up and every observer does
 
@@ -40,7 +46,7 @@ marker is missing or names another run (it restarted, even from older data, or w
 for the lock but its counter counts toward no fence until the client re-seeds it from a majority of
 seeded masters (``FENCE_FLOOR``). ``docs/models/redlock_fence.pml`` models that rule.
 
-Every script gets the same eight KEYS, in the order above (:func:`keys`), and the wake-up channel
+Every script gets the same nine KEYS (the eight above in their order, then ``{N}:qa``: :func:`keys`), and the wake-up channel
 (:func:`channel`) as ``ARGV[1]``: ``redis_lua.py`` holds the scripts, ``redis_calls.py`` packs the calls
 and decodes the replies.
 """
@@ -55,7 +61,7 @@ import functools
 NODE_COUNTER = "distlock:fences"
 SLOTS = 16384
 #: how many KEYS every script gets (:func:`keys`)
-NKEYS = 8
+NKEYS = 9
 #: the wake-up message of an election's observers: the leader or its value may have changed. Not a token (those
 #: are hex) and not "*" (that wakes every waiter), so a waiter's listener never takes it for its own turn.
 NOTICE = "!leader"
@@ -124,6 +130,7 @@ def keys(name: str, cluster: bool = False, counter: str = NODE_COUNTER) -> list[
         tag + ":qd",
         tag + ":fence",
         counter_key(name, cluster, counter),
+        tag + ":qa",
     ]
 
 

@@ -1,6 +1,6 @@
 """The Lua scripts of the Redis backends (single node, Redis Cluster and each Redlock master). No I/O here.
 
-Every script gets the same eight KEYS (the layout of ``redis_keys.py``, in the order of
+Every script gets the same nine KEYS (the layout of ``redis_keys.py``, in the order of
 :func:`distlock._core.redis_keys.keys`) and ``ARGV[1]`` = the wake-up channel, so the scripts are
 cluster-correct and share one prelude; each script's header names the rest of its ARGV and its reply.
 Times are the server's ``TIME`` in milliseconds, the same clock that runs ``PX``. The grant rule is the one
@@ -39,8 +39,15 @@ local function purge()
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   local dead = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now)
-  for _, m in ipairs(dead) do redis.call('ZREM', KEYS[5], m) end
+  for _, m in ipairs(dead) do redis.call('ZREM', KEYS[5], m) redis.call('HDEL', KEYS[9], m) end
   if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now) end
+end
+
+-- forget a waiter's queue entry (order, deadline, hand-over record)
+local function dequeue(member)
+  redis.call('ZREM', KEYS[5], member)
+  redis.call('ZREM', KEYS[6], member)
+  redis.call('HDEL', KEYS[9], member)
 end
 
 -- keep a key at least until `until_ms` (never shorten: other members may live longer)
@@ -112,14 +119,17 @@ ACQUIRE = (
 --         election candidate's carries its value, and its grant wakes the name's observers),
 --       8 waiter entry ttl ms (0: do not queue on failure),
 --       9 marker: on a node the epoch this client saw ('' = none yet); on a Redlock master '@' + the run id
---         of the server, which the client read on the very connection this request goes out on
--- Returns {1, fence, mark, counter} when held (a retry after a lost reply gets the same fence back),
+--         of the server, which the client read on the very connection this request goes out on,
+--      10 hand-over stamp: '' = none; else (an exclusive claim that takes a direct hand-over) the client's
+--         send time of this very request, kept with its queue entry and echoed by the release that grants it
+-- Returns {1, fence, mark, counter} when held (a retry after a lost reply, or the confirmation of a
+--         hand-over, gets the same fence back, and an exclusive lease runs `ttl` from this request),
 --         {0, ms until the earliest holder's lease ends (-1 if unknown), mark, counter} otherwise;
 -- mark = the node's epoch, or on a Redlock master '1' (seeded: its fence counts) / '0' (not seeded:
 -- fence -1, the client re-seeds it). A node whose counter is gone under a client that saw it: an error.
 local token, mode = ARGV[2], ARGV[3]
 local ttl, permits, fair, owner, qttl = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7], tonumber(ARGV[8])
-local want = ARGV[9]
+local want, stamp = ARGV[9], ARGV[10]
 local exclusive = (mode == 'lock' or mode == 'write')
 local member = mode .. '|' .. token
 local mark = redis.call('HGET', KEYS[8], 'e')
@@ -157,7 +167,15 @@ if exclusive and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[5]) == 0 t
 end
 tick()
 purge()
-if holds(token, mode) then return {1, fence_of(token), mark, counter()} end
+if holds(token, mode) then
+  if exclusive then
+    -- the try that finds a hand-over (or its own lost grant) confirms it: the lease runs from this request,
+    -- whose send the client counts from (a grant's own lease may end sooner: at the queue deadline)
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    keep_until(KEYS[4], now + ttl)
+  end
+  return {1, fence_of(token), mark, counter()}
+end
 local holder = redis.call('GET', KEYS[1])
 local nread = redis.call('ZCARD', KEYS[2])
 local nsem = redis.call('ZCARD', KEYS[3])
@@ -204,10 +222,7 @@ if ok then
   end
   redis.call('HSET', KEYS[4], token, mode .. '|' .. fence .. '|' .. owner)
   keep_until(KEYS[4], expires)
-  if myseq then
-    redis.call('ZREM', KEYS[5], member)
-    redis.call('ZREM', KEYS[6], member)
-  end
+  if myseq then dequeue(member) end
   -- a shared grant may let the next waiter in too: pass the wake-up on
   if not exclusive then wake_head() end
   if elected(owner) then notice() end
@@ -223,6 +238,10 @@ if qttl > 0 then
   redis.call('ZADD', KEYS[6], now + qttl, member)
   keep_until(KEYS[5], now + qttl)
   keep_until(KEYS[6], now + qttl)
+  if exclusive and stamp ~= '' then
+    redis.call('HSET', KEYS[9], member, stamp .. '|' .. ttl .. '|' .. want .. '|' .. owner)
+    keep_until(KEYS[9], now + qttl)
+  end
 end
 local retry = -1
 if holder then
@@ -244,10 +263,17 @@ RELEASE = (
     _PRELUDE
     + """
 -- ARGV: 1 channel, 2 token, 3 mode.  Compare-and-delete: returns 1 if the token held a live lease.
+-- Direct hand-over: when an exclusive holding ends and the first live waiter is an exclusive one with a
+-- hand-over record, the name goes to that waiter in this step: the key holds its token with a lease capped
+-- at its queue deadline (a waiter that died in the queue loses the grant when its entry would have run out),
+-- its fence is counted, and the push "token|fence|stamp" tells it; it holds from then, counting its lease
+-- from the echoed stamp (the send of the try that queued it: before this grant). Otherwise the first waiter
+-- is woken to try. docs/models/redis_handover.pml checks the rule.
 local token, mode = ARGV[2], ARGV[3]
 local record = redis.call('HGET', KEYS[4], token)
 local ok = 0
-if mode == 'lock' or mode == 'write' then
+local exclusive = (mode == 'lock' or mode == 'write')
+if exclusive then
   if redis.call('GET', KEYS[1]) == token then
     redis.call('DEL', KEYS[1])
     ok = 1
@@ -258,9 +284,39 @@ else
 end
 redis.call('HDEL', KEYS[4], token)
 absorb()
+local function hand_over()
+  local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
+  if not head or redis.call('ZCARD', KEYS[2]) > 0 or redis.call('ZCARD', KEYS[3]) > 0 then return false end
+  local bar = string.find(head, '|', 1, true)
+  local hmode = string.sub(head, 1, bar - 1)
+  if hmode ~= 'lock' and hmode ~= 'write' then return false end
+  local rec = redis.call('HGET', KEYS[9], head)
+  local deadline = redis.call('ZSCORE', KEYS[6], head)
+  if not rec or not deadline then return false end
+  local a = string.find(rec, '|', 1, true)
+  local b = string.find(rec, '|', a + 1, true)
+  local c = string.find(rec, '|', b + 1, true)
+  local hstamp, httl, hwant, howner = string.sub(rec, 1, a - 1), tonumber(string.sub(rec, a + 1, b - 1)),
+    string.sub(rec, b + 1, c - 1), string.sub(rec, c + 1)
+  -- the waiter's store saw this counter's marker (or none yet: then any marker there is its first);
+  -- a counter that is gone or replaced is the waiter's own try to refuse (DISTLOCK-FENCE-LOST)
+  local mark = redis.call('HGET', KEYS[8], 'e')
+  if not mark or (hwant ~= '' and hwant ~= mark) then return false end
+  local px = math.min(httl, tonumber(deadline) - now)
+  if px <= 0 then return false end
+  local htoken = string.sub(head, bar + 1)
+  local fence = redis.call('HINCRBY', KEYS[8], 'n', 1)
+  redis.call('SET', KEYS[1], htoken, 'PX', px)
+  redis.call('HSET', KEYS[4], htoken, hmode .. '|' .. fence .. '|' .. howner)
+  keep_until(KEYS[4], now + px)
+  dequeue(head)
+  redis.call('PUBLISH', channel, htoken .. '|' .. fence .. '|' .. hstamp)
+  if elected(howner) then notice() end
+  return true
+end
 if ok == 1 and redis.call('EXISTS', KEYS[5]) == 1 then
   purge()
-  wake_head()
+  if not (exclusive and hand_over()) then wake_head() end
 end
 if ok == 1 and elected(record) then notice() end
 return ok
@@ -278,6 +334,7 @@ local record = redis.call('HGET', KEYS[4], token)
 purge()
 local gone = redis.call('ZREM', KEYS[5], member)
 redis.call('ZREM', KEYS[6], member)
+redis.call('HDEL', KEYS[9], member)
 if mode == 'lock' or mode == 'write' then
   if redis.call('GET', KEYS[1]) == token then
     redis.call('DEL', KEYS[1])

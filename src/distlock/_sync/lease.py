@@ -211,8 +211,10 @@ class Leases:
             for h in self.snapshot():
                 if h.lost.is_set() or not h.auto_renew:
                     continue
-                # Renew everything due within a sixth of its TTL: locks taken at different times share trips.
-                if h.renew_at <= now + h.claim.ttl / 6.0:
+                # Renew everything due within a sixth of its TTL: locks taken at different times share trips
+                # (a quarter of what is left of a lease shorter than its TTL, e.g. a Redis hand-over's, which
+                # is renewed at a third of that lease, not at once).
+                if h.renew_at <= now + min(h.claim.ttl / 6.0, (h.expires_at - now) / 4.0):
                     due.append(h)
                 else:
                     wake = min(wake, h.renew_at)

@@ -125,8 +125,24 @@ class Backend(AsyncBackend):
     def forget(self, token: str) -> None:
         self.leases.forget(token)
 
+    def takes_handover(self, claim: Claim) -> bool:
+        """Whether a release may grant ``claim`` the name directly (``docs/redis.md``, direct hand-over): the
+        exclusive kinds, unless every acquire must first be acknowledged by replicas (``WAIT`` runs only on
+        the acquirer's own request)."""
+        return not claim.mode.shared and not self.wait_replicas
+
+    def handed_over(self, claim: Claim, handed: rc.HandOver) -> Grant:
+        """The grant of a hand-over the release pushed: held since the grant, with a lease that counts from
+        the send of the try that queued us (``handed.since``, before the grant) and lasts the TTL capped at the
+        queue deadline; the first renewal extends it to the TTL. ``valid_for`` counts from now, which is no
+        earlier than when the caller started this try, so the local lease end stays at or before that bound."""
+        lease = rc.handover_lease(claim.ttl, WAITER_TTL)
+        self.leases.confirmed(replace(claim, ttl=lease), handed.since)
+        return Grant(True, fence=handed.fence, valid_for=self.leases.until(claim.token) - monotonic())
+
     async def try_once(self, claim: Claim) -> Grant:
         node = self.node
+        sent = monotonic()
         args = rc.acquire_args(
             claim.token,
             claim.mode,
@@ -136,8 +152,8 @@ class Backend(AsyncBackend):
             claim.record,
             WAITER_TTL,
             node.fences.marker(claim.name),
+            rc.stamp_of(sent) if self.takes_handover(claim) else "",
         )
-        sent = monotonic()
         if not self.wait_replicas:
             reply = await node.script("acquire", claim.name, *args, timeout=node.budget(claim.ttl))
             node.fences.learn(claim.name, reply)

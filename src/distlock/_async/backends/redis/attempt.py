@@ -60,6 +60,11 @@ class Attempt(AsyncAttempt):
 
     async def try_acquire(self) -> Grant:
         listener = self.backend.node.listener
+        if self._waker is not None:
+            handed = listener.take_grant(self.claim.token)
+            if handed is not None:  # a release granted us the name (direct hand-over): no round trip
+                await self._unwatch()
+                return self.backend.handed_over(self.claim, handed)
         self._gen = listener.live(self._channel)
         if self._gen is not None and self._waker is None:
             self._waker = rt.Waker()

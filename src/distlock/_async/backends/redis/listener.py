@@ -14,6 +14,7 @@ from redis.exceptions import RedisClusterException, RedisError
 
 from .... import _redis_async as drv
 from .... import _rt_async as rt
+from ...._core import redis_calls as rc
 
 log = logging.getLogger("distlock")
 
@@ -46,6 +47,8 @@ class Listener:
         self._client = client
         self._pubsub: Any = None
         self._waiters: dict[str, dict[str, Callable[[], None]]] = {}
+        #: hand-overs pushed to registered waiters and not taken yet, by token (:meth:`take_grant`)
+        self._grants: dict[str, rc.HandOver] = {}
         self._observers: dict[str, dict[str, Callable[[], None]]] = {}
         self._confirmed: dict[str, rt.Event] = {}
         self._live: dict[str, int] = {}
@@ -99,8 +102,15 @@ class Listener:
                 self._reader = rt.Background(self._run, "distlock-redis-listener")
         return await rt.wait_event(event, timeout)
 
+    def take_grant(self, token: str) -> rc.HandOver | None:
+        """The hand-over a release pushed to the waiter ``token`` (it holds the name), once; else None."""
+        with self._state:
+            return self._grants.pop(token, None)
+
     async def unwatch(self, channel: str, token: str, observer: bool = False) -> None:
         with self._state:
+            if not observer:
+                self._grants.pop(token, None)
             groups = self._observers if observer else self._waiters
             group = groups.get(channel)
             if group is not None:
@@ -237,6 +247,11 @@ class Listener:
             elif kind == "message":
                 data = msg.get("data")
                 token = data.decode() if isinstance(data, bytes) else str(data)
+                handed = rc.handed_over(token) if "|" in token else None
+                if handed is not None:
+                    token = handed[0]
+                    if token in group:  # kept for the waiter's next try, which takes it without a round trip
+                        self._grants[token] = handed[1]
                 # observers take every message; a waiter only its token or "*" (never an observers' NOTICE)
                 if token == "*":
                     wake = list(group.values()) + watching

@@ -1,0 +1,236 @@
+"""Redis direct hand-over (docs/redis.md "Waiting"; docs/models/redis_handover.pml): the release that finds an
+exclusive waiter queued grants it the name in the same script, with a lease capped at the waiter's queue
+deadline, and pushes ``token|fence|stamp``; the waiter holds from the push, without a round trip, and its
+first renewal extends the lease to its TTL. Real redis-server; the waiters are other stores (other processes'
+worth: threads of one store queue locally first)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+import distlock
+from distlock import BackendError
+from distlock._core.timing import WAITER_TTL
+
+
+@pytest.fixture
+def raw(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _until(cond: Any, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _queued(raw: redis.Redis, name: str, n: int = 1) -> bool:
+    """Until ``n`` waiters are queued and the first is asleep on its wake-up: subscribed, and its re-check under
+    the live subscription has refreshed its queue deadline (a release before that finds it by that re-check,
+    which confirms the grant itself: the push is not needed then, and these tests look at the push)."""
+    q = "{" + name + "}:q"
+    if not _until(lambda: raw.zcard(q) >= n):
+        return False
+    first = raw.zrange("{" + name + "}:qd", 0, 0, withscores=True)[0]
+    channel = "{" + name + "}:wake"
+    return _until(
+        lambda: raw.pubsub_numsub(channel)[0][1] >= 1 and raw.zscore("{" + name + "}:qd", first[0]) != first[1]
+    )
+
+
+def _subscribed(raw: redis.Redis, name: str) -> Any:
+    sub = raw.pubsub()
+    sub.subscribe("{" + name + "}:wake")
+    assert sub.get_message(timeout=5)["type"] == "subscribe"  # type: ignore[index]
+    return sub
+
+
+def test_release_grants_the_queued_waiter_in_the_same_step(redis_url: str, raw: redis.Redis, name: str) -> None:
+    """The release leaves the name held by the waiter (no moment free: a redis-py Lock cannot slip in), pushes
+    the grant with the next fence, and the waiter holds with that fence; the lease it was granted is capped at
+    its queue deadline, and its renewal then extends it to the TTL."""
+    with distlock.connect(redis_url) as a, distlock.connect(redis_url) as b:
+        holder = a.lock(name, ttl=30)
+        assert holder.acquire()
+        got: dict[str, Any] = {}
+        done = threading.Event()
+
+        def waiter() -> None:
+            lock = b.lock(name, ttl=30)
+            assert lock.acquire(timeout=30)
+            got["fence"] = lock.fence
+            done.wait(30)
+            got["owned"] = lock.owned()
+            lock.release()
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        assert _queued(raw, name)
+        sub = _subscribed(raw, name)
+        fence0 = holder.fence
+        holder.release()
+        token = raw.get(name)  # read at once: the release itself set it
+        theirs = raw.lock(name, timeout=10)
+        assert not theirs.acquire(blocking=False)  # never free in between
+        msg = sub.get_message(timeout=5)
+        sub.close()
+        assert msg is not None and msg["type"] == "message"
+        pushed, fence, _stamp = msg["data"].decode().split("|")
+        assert token is not None and pushed == token.decode()
+        assert _until(lambda: "fence" in got)
+        assert got["fence"] == int(fence) == fence0 + 1  # type: ignore[operator]
+        assert _until(lambda: raw.pttl(name) > WAITER_TTL * 1000)  # the renewal's "confirm": the full TTL
+        done.set()
+        t.join(30)
+        assert got["owned"]
+        assert raw.get(name) is None
+
+
+def test_a_waiter_that_dies_in_the_queue_loses_its_grant_by_its_queue_deadline(
+    redis_url: str, raw: redis.Redis, name: str
+) -> None:
+    """F12: a grant to a waiter that never takes it (here an entry whose waiter is gone) ends when that
+    waiter's queue entry would have run out, not a whole TTL later; the next waiter then gets in."""
+    member = "lock|dead-waiter"
+    now_ms = int(time.time() * 1000)
+    with distlock.connect(redis_url) as a:
+        holder = a.lock(name, ttl=60)
+        assert holder.acquire()
+        marker = raw.hget("distlock:fences", "e").decode()  # type: ignore[union-attr]
+        raw.zadd("{" + name + "}:q", {member: 1})
+        raw.zadd("{" + name + "}:qd", {member: now_ms + int(WAITER_TTL * 1000)})
+        raw.hset("{" + name + "}:qa", member, f"0|60000|{marker}|ghost")
+        holder.release()
+        assert raw.get(name) == b"dead-waiter"
+        assert 0 < raw.pttl(name) <= WAITER_TTL * 1000
+        nxt = a.lock(name, ttl=10)
+        started = time.monotonic()
+        assert nxt.acquire(timeout=WAITER_TTL + 10)
+        assert time.monotonic() - started < WAITER_TTL + 3
+        nxt.release()
+
+
+def test_a_handed_over_lease_counts_from_the_queue_entry(redis_url: str, raw: redis.Redis, name: str) -> None:
+    """The grant's lease is capped at the waiter's queue deadline, and without renewal the holding ends locally
+    (``lost``) within it, whatever its TTL: its lease counts from the send of the try that queued it."""
+    with distlock.connect(redis_url) as a, distlock.connect(redis_url) as b:
+        holder = a.lock(name, ttl=30)
+        assert holder.acquire()
+        lock = b.lock(name, ttl=30, auto_renew=False)
+        got = threading.Event()
+        fences: list[int | None] = []
+
+        def waiter() -> None:
+            assert lock.acquire(timeout=30)
+            fences.append(lock.fence)  # the fence is the owner's (this thread's)
+            got.set()
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        assert _queued(raw, name)
+        fence0 = holder.fence
+        holder.release()
+        assert 0 < raw.pttl(name) <= WAITER_TTL * 1000  # capped at the queue deadline, not the 30 s TTL
+        assert got.wait(10)
+        t.join(10)
+        assert fences == [fence0 + 1]  # type: ignore[operator]
+        assert lock.lost.wait(WAITER_TTL + 5)  # not 30 s: the grant's own lease, counted from before it
+
+
+def test_no_hand_over_when_the_fence_counter_was_replaced(redis_url: str, raw: redis.Redis, name: str) -> None:
+    """A counter that is gone (evicted, deleted) while a waiter is queued: the release grants nothing, and the
+    waiter's own try refuses with DISTLOCK-FENCE-LOST instead of taking a fence that went back to 1."""
+    with distlock.connect(redis_url) as a, distlock.connect(redis_url) as b:
+        holder = a.lock(name, ttl=30)
+        assert holder.acquire()
+        errors: list[BaseException] = []
+
+        def waiter() -> None:
+            try:
+                b.lock(name, ttl=30).acquire(timeout=30)
+            except BackendError as err:
+                errors.append(err)
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        assert _queued(raw, name)
+        epoch = raw.hget("distlock:fences", "e")
+        counter = raw.hget("distlock:fences", "n")
+        raw.delete("distlock:fences")
+        try:
+            holder.release()
+            t.join(30)
+            assert raw.get(name) is None
+            assert len(errors) == 1 and "fence counter" in str(errors[0])
+        finally:  # the other tests share this server's counter
+            raw.hset("distlock:fences", mapping={"e": epoch, "n": counter})  # type: ignore[dict-item]
+
+
+def test_shared_kinds_keep_the_wake_up(redis_url: str, raw: redis.Redis, name: str) -> None:
+    """Readers and permits are not handed over (they keep the wake-up and try): the release of a writer with a
+    reader queued leaves the name free and publishes the reader's token alone."""
+    with distlock.connect(redis_url) as a, distlock.connect(redis_url) as b:
+        writer = a.rwlock(name, ttl=30).write
+        assert writer.acquire()
+        got = threading.Event()
+
+        def reader() -> None:
+            lock = b.rwlock(name, ttl=30).read
+            assert lock.acquire(timeout=30)
+            got.set()
+            lock.release()
+
+        t = threading.Thread(target=reader)
+        t.start()
+        assert _queued(raw, name)
+        sub = _subscribed(raw, name)
+        writer.release()
+        msg = sub.get_message(timeout=5)
+        sub.close()
+        assert msg is not None and b"|" not in msg["data"]
+        assert got.wait(10)
+        t.join(10)
+
+
+async def test_async_waiter_takes_the_hand_over(redis_url: str, raw: redis.Redis, name: str) -> None:
+    import asyncio
+
+    a = await distlock.connect_async(redis_url)
+    b = await distlock.connect_async(redis_url)
+    try:
+        holder = a.lock(name, ttl=30)
+        assert await holder.acquire()
+        lock = b.lock(name, ttl=30)
+
+        async def waiter() -> int | None:
+            assert await lock.acquire(timeout=30)
+            fence = lock.fence  # the fence is the owner's (this task's)
+            await lock.release()
+            return fence
+
+        task = asyncio.ensure_future(waiter())
+        await asyncio.to_thread(_queued, raw, name)
+        sub = _subscribed(raw, name)
+        fence0 = holder.fence
+        await holder.release()
+        fence = await asyncio.wait_for(task, 10)
+        msg = sub.get_message(timeout=5)
+        sub.close()
+        assert msg is not None and msg["data"].count(b"|") == 2
+        assert fence == int(msg["data"].split(b"|")[1]) == fence0 + 1  # type: ignore[operator]
+    finally:
+        await a.aclose()
+        await b.aclose()
