@@ -6,13 +6,12 @@ Curator's layering is the model: ``InterProcessMutex`` (reentrancy: the store's 
 
 One try (``try_acquire``): create our child once (protected name, ``nodes.py``), list the children, and
 either hold the lock or set a watch on the one child whose deletion may let us in (no herd, F11 in
-docs/safety.md). A watch, a session event or a ``MAX_WAIT_SLICE`` tick wakes the waiter, which checks that
-its own child is still there (F6) and whether the watched child is gone, in one round trip, without listing
-the queue again: a child ahead of ours has a smaller sequence number, so it was created before ours and is
-in the listing made right after our create; children only leave that part of the queue, never join it.
-So the waiter keeps the part of the listing ahead of it and drops what it sees deleted, and the cost of a
-wake-up does not grow with the number of waiters. Only where that walk meets a second deleted child in a
-row (waiters ahead gave up) does it list the children again. Mutex, read and write locks differ only
+docs/safety.md). A watch, a session event or a ``MAX_WAIT_SLICE`` tick wakes the waiter, which first checks
+that its own child is still there (F6) and whether the watched child is, in one round trip: only if the
+watched child is gone does it list the children again (Curator lists at every wake-up). A session event
+wakes every waiter of the store, and the slice ticks every waiter: with a thousand waiters, listings of a
+thousand children each, several hundred a second; the check is two small reads. The listing after a real
+wake-up stays (a deleted predecessor may have been a waiter that gave up, so only the queue tells). Mutex, read and write locks differ only
 in the mark of the child and the order rule; an election candidate is a mutex child marked ``latch-``
 whose data is its value (Curator's ``LeaderLatch``: the first child leads, each watches its predecessor).
 The semaphore is Curator's ``InterProcessSemaphoreV2``: take the internal mutex at ``<path>/locks``, then a
@@ -76,10 +75,7 @@ class Attempt(AsyncAttempt):
             node=Entry(queue, mark),
             lease=Entry(f"{self.path}/{layout.SEM_LEASES}", layout.LEASE_MARK),
         )
-        # The listing from our create on, cut after our own child (what is ahead of us), minus the children
-        # seen deleted since, and the one child we watch in it: a wake-up checks those, not the whole queue.
-        self._ahead: list[str] | None = None
-        self._watching: str | None = None
+        self._watching: str | None = None  # the child we watch, once we wait
         self._step_guard = threading.Lock()  # one blocking step at a time: abandon waits for a running try
         self._waker: rt.Waker | None = None
         self._deadline: float | None = None  # the acquire's deadline, learned from wait()
@@ -139,23 +135,21 @@ class Attempt(AsyncAttempt):
         for _ in range(MAX_PASSES):
             watching, self._watching = self._watching, None
             if node.name is None:  # queue up and look at the queue in one round trip
-                self._ahead = self._cut(nodes.create_and_list(node, self._data), node.name)
-            elif watching is not None and self._ahead is not None:
-                # Woken, or the slice ran out: our child and the watched one, not the whole queue.
-                ours, there = nodes.recheck(node.path, f"{node.parent}/{watching}", self.wake)
-                if not ours:  # our child vanished (session expired, admin): queue again, fresh name
-                    node.renew()
-                    continue
-                if there:
-                    self._watching = watching
-                    return Grant(False)
-                self._ahead.remove(watching)
+                children = nodes.create_and_list(node, self._data)
             else:
-                self._ahead = self._cut(nodes.children(node.parent), node.name)
+                if watching is not None:  # woken: list the queue only if the watched child is gone
+                    ours, there = nodes.recheck(node.path, f"{node.parent}/{watching}", self.wake)
+                    if not ours:  # our child vanished (session expired, admin): queue again, fresh name
+                        node.renew()
+                        continue
+                    if there:
+                        self._watching = watching
+                        return Grant(False)
+                children = nodes.children(node.parent)
             name = node.name
             assert name is not None
             try:
-                verdict = layout.verdict(self._order, self._ahead, name)
+                verdict = layout.verdict(self._order, layout.sort_children(children), name)
             except layout.NodeGone:  # our child vanished (session expired, admin): queue again, fresh name
                 node.renew()
                 continue
@@ -164,10 +158,7 @@ class Attempt(AsyncAttempt):
                 if nodes.watch_exists(f"{node.parent}/{verdict.watch}", self.wake):
                     self._watching = verdict.watch
                     return Grant(False)
-                # Already gone: waiters ahead are leaving (timed out, cancelled); look at the whole queue again
-                # rather than walking it one deleted child at a time.
-                self._ahead = None
-                continue
+                continue  # the child to watch is already gone: look again
             if not self._semaphore:
                 return self._grant(node.path, node.czxid)
             grant = self._lease_step()
@@ -176,16 +167,6 @@ class Attempt(AsyncAttempt):
         raise BackendError(
             f"the queue of {self.claim.name!r} kept changing; giving up this attempt", backend=self.backend.scheme
         )
-
-    @staticmethod
-    def _cut(children: list[str], ours: str | None) -> list[str]:
-        """The queue in Curator's order up to and including our own child (what follows us never matters);
-        the whole queue if ours is not in it (then the verdict reports it gone)."""
-        ordered = layout.sort_children(children)
-        try:
-            return ordered[: ordered.index(ours) + 1] if ours is not None else ordered
-        except ValueError:
-            return ordered
 
     def _lease_step(self) -> Grant | None:
         """Semaphore, holding the internal mutex: take a lease, wait until at most ``permits`` leases exist."""
