@@ -1,0 +1,129 @@
+"""Waiters that always queue on the server (ZooKeeper, etcd) hand the lock down a chain without reading the whole
+queue at each wake-up: what a hand-off costs must not grow with the number of waiters (issue 17, item 7;
+``benchmarks/waiters.py`` measures the rates). Counted here through the store's backend (its test hooks:
+``wire.client`` for kazoo, ``gw`` for etcd), on real servers, with a dozen waiters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import distlock
+from distlock._core import zookeeper_layout as layout
+
+WAITERS = 12
+
+
+async def _chain(store: distlock.AsyncStore, name: str, queued: Callable[[], Awaitable[None]]) -> list[int]:
+    """A holder, then WAITERS tasks queued behind it (each its own lock object); ``queued()`` runs once all are
+    queued, then the holder releases and the lock goes down the chain once. The fences, in order."""
+    holder = store.lock(name, ttl=30)
+    assert await holder.acquire(timeout=30)
+    order: list[int] = []
+
+    async def waiter() -> None:
+        lock = store.lock(name, ttl=30)
+        assert await lock.acquire(timeout=60)
+        assert lock.fence is not None
+        order.append(lock.fence)
+        await lock.release()
+
+    tasks = [asyncio.create_task(waiter()) for _ in range(WAITERS)]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while True:  # every waiter queued on the server (not a fixed sleep: the machine may be loaded)
+        info = await store.inspect(name)
+        if info is not None and info.waiters == WAITERS:
+            break
+        assert loop.time() < deadline, f"waiters never all queued: {info}"
+        await asyncio.sleep(0.02)
+    await queued()
+    await holder.release()
+    await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    return order
+
+
+async def test_zookeeper_waiters_woken_together_do_not_list_the_queue(zookeeper_url: str) -> None:
+    """A session event wakes every waiter of the store (and the wait slice ticks every waiter): each checks its
+    own child and the one it watches, and lists the queue only if that one is gone. Then the chain is FIFO."""
+    name = f"waiters-{uuid.uuid4().hex[:8]}"
+    path = layout.lock_path(name)
+    seen = {"on": False, "lists": 0, "gets": 0}
+    async with await distlock.connect_async(zookeeper_url) as store:
+        backend: Any = store._backend  # type: ignore[attr-defined]
+        client: Any = backend.wire.client
+        plain_list, plain_get = client.get_children_async, client.get_async
+
+        def listed(p: str, *args: Any, **kwargs: Any) -> Any:
+            if seen["on"] and p == path:
+                seen["lists"] += 1
+            return plain_list(p, *args, **kwargs)
+
+        def got(p: str, *args: Any, **kwargs: Any) -> Any:
+            if seen["on"] and p.startswith(path + "/"):
+                seen["gets"] += 1
+            return plain_get(p, *args, **kwargs)
+
+        async def herd() -> None:
+            seen["on"] = True
+            backend.changed()  # what kazoo's connection events call: every waiting attempt looks again
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            while seen["gets"] < WAITERS:  # each looked at the child it watches (both versions do that)
+                assert loop.time() < deadline, seen
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)  # a listing would follow its get at once: let any come
+            seen["on"] = False
+
+        client.get_children_async, client.get_async = listed, got
+        try:
+            order = await _chain(store, name, herd)
+        finally:
+            client.get_children_async, client.get_async = plain_list, plain_get
+    assert order == sorted(order) and len(order) == WAITERS  # FIFO, each once
+    assert seen["lists"] == 0, seen  # Curator's recipe would list the queue once per waiter here
+
+
+async def test_etcd_queue_reads_stay_small(etcd_url: str) -> None:
+    name = f"waiters-{uuid.uuid4().hex[:8]}"
+    biggest = {"on": False, "n": 0}
+
+    def kvs_in(data: Any) -> int:
+        if not isinstance(data, dict):
+            return 0
+        n = len(data.get("kvs") or [])
+        for r in data.get("responses") or []:
+            n = max(n, len((r.get("response_range") or {}).get("kvs") or []))
+        return n
+
+    async with await distlock.connect_async(etcd_url) as store:
+        gw: Any = store._backend.gw  # type: ignore[attr-defined]
+        plain_call, plain_read_at = gw.call, gw.read_at
+
+        async def call(path: str, *args: Any, **kwargs: Any) -> Any:
+            data = await plain_call(path, *args, **kwargs)
+            if biggest["on"] and path in ("/v3/kv/range", "/v3/kv/txn"):
+                biggest["n"] = max(biggest["n"], kvs_in(data))
+            return data
+
+        async def read_at(*args: Any, **kwargs: Any) -> Any:
+            data = await plain_read_at(*args, **kwargs)
+            if biggest["on"]:
+                biggest["n"] = max(biggest["n"], kvs_in(data))
+            return data
+
+        gw.call, gw.read_at = call, read_at
+        try:
+            # counted once all are queued (inspect() reads the whole queue, on purpose): the wake-ups' reads
+            async def count() -> None:
+                biggest["on"] = True
+
+            order = await _chain(store, name, count)
+        finally:
+            gw.call, gw.read_at = plain_call, plain_read_at
+    assert order == sorted(order) and len(order) == WAITERS
+    # a read of the whole queue at each wake-up would return up to WAITERS keys: ours and the one ahead suffice
+    assert 0 < biggest["n"] <= 2, biggest
