@@ -141,6 +141,7 @@ def _worker(url: str, name: str, n: int, fair: bool, ready: Any, go: Any, when: 
 # -- what the server keeps ------------------------------------------------------------------------------------
 def _state_probe(family: str, url: str, name: str) -> Callable[[], dict[str, float]] | None:
     """A function reading what the server keeps for ``name`` (and for everything, where that is cheap)."""
+    url = url.split("?", 1)[0] if family in ("redis", "redlock", "zookeeper", "etcd") else url
     if family in ("redis", "redlock"):
         import redis
 
