@@ -17,8 +17,10 @@ from distlock._core import zookeeper_layout as layout
 WAITERS = 12
 
 
-async def _chain(store: distlock.AsyncStore, name: str, queued: Callable[[], Awaitable[None]]) -> list[int]:
-    """A holder, then WAITERS tasks queued behind it (each its own lock object); ``queued()`` runs once all are
+async def _chain(
+    store: distlock.AsyncStore, name: str, queued: Callable[[], Awaitable[None]], waiters: int = WAITERS
+) -> list[int]:
+    """A holder, then ``waiters`` tasks queued behind it (each its own lock object); ``queued()`` runs once all are
     queued, then the holder releases and the lock goes down the chain once. The fences, in order."""
     holder = store.lock(name, ttl=30)
     assert await holder.acquire(timeout=30)
@@ -31,12 +33,12 @@ async def _chain(store: distlock.AsyncStore, name: str, queued: Callable[[], Awa
         order.append(lock.fence)
         await lock.release()
 
-    tasks = [asyncio.create_task(waiter()) for _ in range(WAITERS)]
+    tasks = [asyncio.create_task(waiter()) for _ in range(waiters)]
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 30
     while True:  # every waiter queued on the server (not a fixed sleep: the machine may be loaded)
         info = await store.inspect(name)
-        if info is not None and info.waiters == WAITERS:
+        if info is not None and info.waiters == waiters:
             break
         assert loop.time() < deadline, f"waiters never all queued: {info}"
         await asyncio.sleep(0.02)
@@ -46,45 +48,79 @@ async def _chain(store: distlock.AsyncStore, name: str, queued: Callable[[], Awa
     return order
 
 
+class _ZkCounts:
+    """Counts, while ``on``, the listings of the lock's path and the reads of its children through the store's
+    kazoo client (its test hook ``wire.client``)."""
+
+    def __init__(self, store: distlock.AsyncStore, name: str) -> None:
+        self.path = layout.lock_path(name)
+        self.on = False
+        self.lists = 0
+        self.gets = 0
+        self.client: Any = store._backend.wire.client  # type: ignore[attr-defined]
+        self._plain = self.client.get_children_async, self.client.get_async
+
+    def __enter__(self) -> _ZkCounts:
+        plain_list, plain_get = self._plain
+
+        def listed(p: str, *args: Any, **kwargs: Any) -> Any:
+            if self.on and p == self.path:
+                self.lists += 1
+            return plain_list(p, *args, **kwargs)
+
+        def got(p: str, *args: Any, **kwargs: Any) -> Any:
+            if self.on and p.startswith(self.path + "/"):
+                self.gets += 1
+            return plain_get(p, *args, **kwargs)
+
+        self.client.get_children_async, self.client.get_async = listed, got
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.get_children_async, self.client.get_async = self._plain
+
+
 async def test_zookeeper_waiters_woken_together_do_not_list_the_queue(zookeeper_url: str) -> None:
     """A session event wakes every waiter of the store (and the wait slice ticks every waiter): each checks its
     own child and the one it watches, and lists the queue only if that one is gone. Then the chain is FIFO."""
     name = f"waiters-{uuid.uuid4().hex[:8]}"
-    path = layout.lock_path(name)
-    seen = {"on": False, "lists": 0, "gets": 0}
     async with await distlock.connect_async(zookeeper_url) as store:
         backend: Any = store._backend  # type: ignore[attr-defined]
-        client: Any = backend.wire.client
-        plain_list, plain_get = client.get_children_async, client.get_async
+        with _ZkCounts(store, name) as seen:
 
-        def listed(p: str, *args: Any, **kwargs: Any) -> Any:
-            if seen["on"] and p == path:
-                seen["lists"] += 1
-            return plain_list(p, *args, **kwargs)
+            async def herd() -> None:
+                seen.on = True
+                backend.changed()  # what kazoo's connection events call: every waiting attempt looks again
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + 30
+                while seen.gets < WAITERS:  # each looked at the child it watches (both versions do that)
+                    assert loop.time() < deadline, vars(seen)
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(0.05)  # a listing would follow its get at once: let any come
+                seen.on = False
 
-        def got(p: str, *args: Any, **kwargs: Any) -> Any:
-            if seen["on"] and p.startswith(path + "/"):
-                seen["gets"] += 1
-            return plain_get(p, *args, **kwargs)
-
-        async def herd() -> None:
-            seen["on"] = True
-            backend.changed()  # what kazoo's connection events call: every waiting attempt looks again
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 30
-            while seen["gets"] < WAITERS:  # each looked at the child it watches (both versions do that)
-                assert loop.time() < deadline, seen
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.05)  # a listing would follow its get at once: let any come
-            seen["on"] = False
-
-        client.get_children_async, client.get_async = listed, got
-        try:
             order = await _chain(store, name, herd)
-        finally:
-            client.get_children_async, client.get_async = plain_list, plain_get
     assert order == sorted(order) and len(order) == WAITERS  # FIFO, each once
-    assert seen["lists"] == 0, seen  # Curator's recipe would list the queue once per waiter here
+    assert seen.lists == 0, vars(seen)  # Curator's recipe would list the queue once per waiter here
+
+
+async def test_zookeeper_hand_off_to_the_next_in_line_lists_nothing(zookeeper_url: str) -> None:
+    """A waiter whose listing (when it queued) showed the holder as the only child ahead of it holds as soon as
+    that child is gone, without listing the queue again (Curator lists it at every wake-up). Further back in
+    a longer line, a waiter lists once when its predecessor goes (that one may have given up, not released)."""
+    name = f"waiters-{uuid.uuid4().hex[:8]}"
+    async with await distlock.connect_async(zookeeper_url) as store:
+        with _ZkCounts(store, name) as seen:
+
+            async def count() -> None:
+                seen.on = True
+
+            order = await _chain(store, name, count, waiters=1)
+            assert len(order) == 1 and seen.lists == 0, vars(seen)
+            seen.on = False
+            order = await _chain(store, name, count, waiters=3)
+    assert order == sorted(order) and len(order) == 3
+    assert seen.lists == 2, vars(seen)  # the second and third in line; the first, none
 
 
 async def test_etcd_queue_reads_stay_small(etcd_url: str) -> None:

@@ -77,6 +77,8 @@ class Attempt(SyncAttempt):
             lease=Entry(f"{self.path}/{layout.SEM_LEASES}", layout.LEASE_MARK),
         )
         self._watching: str | None = None  # the child we watch, once we wait
+        # the watched child was the only one in our way at the listing we decided on: once it is gone, we hold
+        self._alone = False
         self._step_guard = threading.Lock()  # one blocking step at a time: abandon waits for a running try
         self._waker: rt.Waker | None = None
         self._deadline: float | None = None  # the acquire's deadline, learned from wait()
@@ -135,6 +137,9 @@ class Attempt(SyncAttempt):
         node = self._traces.node
         for _ in range(MAX_PASSES):
             watching, self._watching = self._watching, None
+            alone, self._alone = self._alone, False
+            verdict: layout.Verdict | None = None
+            ordered: list[str] = []
             if node.name is None:  # queue up and look at the queue in one round trip
                 children = nodes.create_and_list(node, self._data)
             else:
@@ -144,20 +149,30 @@ class Attempt(SyncAttempt):
                         node.renew()
                         continue
                     if there:
-                        self._watching = watching
+                        self._watching, self._alone = watching, alone
                         return Grant(False)
-                children = nodes.children(node.parent)
+                    if alone:
+                        # Nothing can have come ahead of our child since that listing (a new child gets a
+                        # higher sequence, and names are never reused), and the one child that stood in our
+                        # way is gone: the listing would say we hold. With a thousand waiters, this skips a
+                        # listing of a thousand children at each hand-off (Curator lists again).
+                        verdict = layout.Verdict(True)
+                if verdict is None:
+                    children = nodes.children(node.parent)
             name = node.name
             assert name is not None
-            try:
-                verdict = layout.verdict(self._order, layout.sort_children(children), name)
-            except layout.NodeGone:  # our child vanished (session expired, admin): queue again, fresh name
-                node.renew()
-                continue
+            if verdict is None:
+                try:
+                    ordered = layout.sort_children(children)
+                    verdict = layout.verdict(self._order, ordered, name)
+                except layout.NodeGone:  # our child vanished (session expired, admin): queue again, fresh name
+                    node.renew()
+                    continue
             if not verdict.acquired:
                 assert verdict.watch is not None
                 if nodes.watch_exists(f"{node.parent}/{verdict.watch}", self.wake):
                     self._watching = verdict.watch
+                    self._alone = layout.blocks_alone(self._order, ordered, name, verdict.watch)
                     return Grant(False)
                 continue  # the child to watch is already gone: look again
             if not self._semaphore:
