@@ -18,16 +18,20 @@ WAITERS = 12
 
 
 async def _chain(
-    store: distlock.AsyncStore, name: str, queued: Callable[[], Awaitable[None]], waiters: int = WAITERS
+    store: distlock.AsyncStore,
+    name: str,
+    queued: Callable[[], Awaitable[None]],
+    waiters: int = WAITERS,
+    ttl: float = 30.0,
 ) -> list[int]:
     """A holder, then ``waiters`` tasks queued behind it (each its own lock object); ``queued()`` runs once all are
     queued, then the holder releases and the lock goes down the chain once. The fences, in order."""
-    holder = store.lock(name, ttl=30)
+    holder = store.lock(name, ttl=ttl)
     assert await holder.acquire(timeout=30)
     order: list[int] = []
 
     async def waiter() -> None:
-        lock = store.lock(name, ttl=30)
+        lock = store.lock(name, ttl=ttl)
         assert await lock.acquire(timeout=60)
         assert lock.fence is not None
         order.append(lock.fence)
@@ -163,3 +167,69 @@ async def test_etcd_queue_reads_stay_small(etcd_url: str) -> None:
     assert order == sorted(order) and len(order) == WAITERS
     # a read of the whole queue at each wake-up would return up to WAITERS keys: ours and the one ahead suffice
     assert 0 < biggest["n"] <= 2, biggest
+
+
+async def test_etcd_waiters_of_one_store_share_one_watch_stream(etcd_url: str) -> None:
+    """A store's waiters on one name share one watch stream (``waits.py``): however many wait, the store opens
+    one stream for the name, not one per waiter and wait, and each hand-off still wakes the next in line."""
+    name = f"waiters-{uuid.uuid4().hex[:8]}"
+    streams = {"on": False, "n": 0}
+    async with await distlock.connect_async(etcd_url) as store:
+        client: Any = store._backend.gw.client  # type: ignore[attr-defined]
+        plain_open, plain_stream = client.open_stream, client.stream
+
+        def counted(plain: Any) -> Any:
+            def call(member: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+                if streams["on"] and path == "/v3/watch":
+                    streams["n"] += 1
+                return plain(member, path, *args, **kwargs)
+
+            return call
+
+        client.open_stream, client.stream = counted(plain_open), counted(plain_stream)
+        streams["on"] = True
+        try:
+
+            async def released() -> None:
+                return None
+
+            order = await _chain(store, name, released)
+        finally:
+            client.open_stream, client.stream = plain_open, plain_stream
+    assert order == sorted(order) and len(order) == WAITERS  # FIFO, each once
+    assert streams["n"] == 1, streams  # one per waiter and wait before
+
+
+async def test_etcd_waiters_keep_their_leases_alive_together(etcd_url: str) -> None:
+    """A store's waiters keep their leases alive in one keepalive request for all that are due soon (they
+    queued together, so they are due together), not one request per waiter and renewal interval; and every
+    waiter keeps its place meanwhile (the chain is FIFO)."""
+    name = f"waiters-{uuid.uuid4().hex[:8]}"
+    n = 2 * WAITERS
+    calls = {"on": False, "keepalives": 0}
+    async with await distlock.connect_async(etcd_url) as store:
+        gw: Any = store._backend.gw  # type: ignore[attr-defined]
+        plain_call = gw.call
+
+        async def call(path: str, *args: Any, **kwargs: Any) -> Any:
+            if calls["on"] and path == "/v3/lease/keepalive":
+                calls["keepalives"] += 1
+            return await plain_call(path, *args, **kwargs)
+
+        async def hold() -> None:
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 3.5  # several renewal intervals of the leases (ttl 3 s: one every second)
+            calls["on"] = True
+            while loop.time() < end:
+                await asyncio.sleep(0.1)
+            calls["on"] = False
+
+        gw.call = call
+        try:
+            order = await _chain(store, name, hold, waiters=n, ttl=3.0)
+        finally:
+            gw.call = plain_call
+    assert order == sorted(order) and len(order) == n
+    # one request per waiter and interval would be n * 3 or more here; together, about one per interval (plus
+    # the holder's renewer's, one per interval too)
+    assert calls["keepalives"] < n, calls

@@ -226,30 +226,32 @@ class Attempt(SyncAttempt):
             rt.sleep(0.01)
             return
         gw = self.backend.gw
+        leases = self.backend.leases
         lease = entry.lease
-        # keep our place in the queue: a waiter's lease is kept alive by the waiter (holders' by the renewer)
-        if monotonic() >= lease.due():
-            limit = gw.op_timeout if timeout is None else max(0.01, min(gw.op_timeout, timeout))
-            try:
-                alive = self.backend.leases.refresh(lease, op_timeout=limit)
-            except BackendError:
-                if self._deadline is not None and monotonic() >= self._deadline:
-                    return  # the store sees the deadline passed and abandons the attempt
-                raise
-            if not alive:
-                return  # gone: the next try sees our key missing and queues again
-        slice_ = max(0.05, lease.due() - monotonic())
-        if timeout is not None:
-            slice_ = min(slice_, max(0.0, timeout))
-        if slice_ <= 0:
-            return
-        targets = {c.key: c.rev for c in self._watch}
-        if len(self._watch) == 1:
-            self._woke = gw.watch_delete(self._watch[0].key, None, self._since, targets, slice_)
-        else:
-            self._woke = gw.watch_delete(
-                self._prefix, keys.prefix_end(self._prefix), self._since, targets, slice_
-            )
+        leases.waiting(lease, True)  # taken along by this store's other waiters' keepalives while we wait
+        try:
+            # keep our place in the queue: a waiter's lease is kept alive by the waiters (holders' by the
+            # renewer), in one request for all of this store's waiters that are due soon
+            if monotonic() >= lease.due():
+                limit = gw.op_timeout if timeout is None else max(0.01, min(gw.op_timeout, timeout))
+                try:
+                    alive = leases.refresh_waiting(lease, op_timeout=limit)
+                except BackendError:
+                    if self._deadline is not None and monotonic() >= self._deadline:
+                        return  # the store sees the deadline passed and abandons the attempt
+                    raise
+                if not alive:
+                    return  # gone: the next try sees our key missing and queues again
+            slice_ = max(0.05, lease.due() - monotonic())
+            if timeout is not None:
+                slice_ = min(slice_, max(0.0, timeout))
+            if slice_ <= 0:
+                return
+            # one watch stream per store and name, shared by its waiters (``waits.py``), not one per waiter
+            targets = {c.key: c.rev for c in self._watch}
+            self._woke = self.backend.waits.wait_delete(self._prefix, targets, self._since, slice_)
+        finally:
+            leases.waiting(lease, False)
 
     def abandon(self) -> None:
         """Bounded by its own budget (``_CLEANUP``, at most the op timeout): on a silent link, what is left
