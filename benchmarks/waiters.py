@@ -129,9 +129,30 @@ async def _tasks(url: str, name: str, n: int, fair: bool, ready: Any, go: Any, w
     return {"counts": counts, "cpu_s": cpu["end"] - cpu["start"]}
 
 
-def _worker(url: str, name: str, n: int, fair: bool, ready: Any, go: Any, when: Any, out: Any) -> None:
+def _worker(
+    url: str, name: str, n: int, fair: bool, ready: Any, go: Any, when: Any, out: Any, profile: str | None = None
+) -> None:
     try:
-        result = asyncio.run(_tasks(url, name, n, fair, ready, go, when))
+        if profile:  # where a process's time goes (--profile): one cProfile dump per worker process and thread
+            import cProfile
+            import threading
+
+            profs: list[cProfile.Profile] = []
+
+            def start(*_: Any) -> None:  # runs first in each new thread (the driver's, the offload pool's)
+                prof = cProfile.Profile()
+                profs.append(prof)
+                prof.enable()
+
+            threading.setprofile(start)
+            with cProfile.Profile() as prof:
+                result = asyncio.run(_tasks(url, name, n, fair, ready, go, when))
+            threading.setprofile(None)  # type: ignore[arg-type]
+            prof.dump_stats(os.path.join(profile, f"worker-{n}-{os.getpid()}-main.prof"))
+            for i, other in enumerate(profs):
+                other.dump_stats(os.path.join(profile, f"worker-{n}-{os.getpid()}-thread{i}.prof"))
+        else:
+            result = asyncio.run(_tasks(url, name, n, fair, ready, go, when))
         out.put(("done", result))
     except BaseException as err:  # noqa: BLE001 - reported to the parent in one line
         ready.put(("error", f"{type(err).__name__}: {err}"))
@@ -217,7 +238,9 @@ class Row:
     error: str | None = None
 
 
-def measure(variant: Variant, url: str, n: int, procs: int, seconds: float, warmup: float) -> Row:
+def measure(
+    variant: Variant, url: str, n: int, procs: int, seconds: float, warmup: float, profile: str | None = None
+) -> Row:
     row = Row(variant.label, n, load_avg=[round(x, 2) for x in os.getloadavg()])
     name = f"waiters/{secrets.token_hex(5)}"
     try:
@@ -232,7 +255,7 @@ def measure(variant: Variant, url: str, n: int, procs: int, seconds: float, warm
     when = ctx.Array("d", 2, lock=False)
     shares = [n // procs + (1 if i < n % procs else 0) for i in range(procs)]
     ps = [
-        ctx.Process(target=_worker, args=(url, name, k, variant.fair, ready, go, when, out), daemon=True)
+        ctx.Process(target=_worker, args=(url, name, k, variant.fair, ready, go, when, out, profile), daemon=True)
         for k in shares
         if k
     ]
@@ -306,7 +329,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 first: float | None = None
                 for n in ns:
                     print(f"{variant.label}: {n} waiters ...", file=sys.stderr, flush=True)
-                    row = measure(variant, url, n, args.procs, args.seconds, args.warmup)
+                    row = measure(variant, url, n, args.procs, args.seconds, args.warmup, args.profile)
                     if first is None:
                         first = row.rate
                     if row.rate is not None and first:
@@ -366,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--fair", action="store_true", help="add fair=True rows where the backend has the option")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--profile", metavar="DIR", help="profile each worker process (cProfile dumps in DIR)")
     args = ap.parse_args(argv)
     for fam in (args.only or "").split(","):
         if fam and fam not in peers.FAMILIES:
