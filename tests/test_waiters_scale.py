@@ -233,3 +233,24 @@ async def test_etcd_waiters_keep_their_leases_alive_together(etcd_url: str) -> N
     # one request per waiter and interval would be n * 3 or more here; together, about one per interval (plus
     # the holder's renewer's, one per interval too)
     assert calls["keepalives"] < n, calls
+
+
+def test_etcd_shared_watch_remembers_recent_deletes() -> None:
+    """The shared watch's record (pure logic): a delete at or after a waiter's ``since`` is found, an older one
+    is not, and trimming the record raises the revision from which it is complete (``floor``), so a waiter
+    with an older read knows to read its keys instead of trusting the record."""
+    from types import SimpleNamespace
+
+    from distlock._async.backends.etcd.waits import _REMEMBER, _Feed
+
+    member = ("127.0.0.1", 2379)
+    feed = _Feed(SimpleNamespace(member=member, started=100))  # type: ignore[arg-type]
+    assert feed.floor == 101
+    feed.record(b"n/a", 105)
+    assert feed.seen({b"n/a": 90}, 105) == (member, 105)
+    assert feed.seen({b"n/a": 90}, 106) is None  # deleted before the waiter's read: that read saw it gone
+    assert feed.seen({b"n/b": 90}, 101) is None
+    for i in range(_REMEMBER):
+        feed.record(f"n/{i}".encode(), 200 + i)
+    assert feed.floor > 105 and feed.seen({b"n/a": 90}, 105) is None  # trimmed: below the floor now
+    assert feed.seen({f"n/{_REMEMBER - 1}".encode(): 1}, 150) == (member, 200 + _REMEMBER - 1)

@@ -93,16 +93,15 @@ class Waits:
         with self._state:
             for key in targets:
                 feed.waiting.setdefault(key, {})[id(waker)] = waker
-        with self._state:
-            covered = since >= feed.floor
+            floor = feed.floor
         try:
-            if not covered and self._any_gone(prefix, targets):
+            if since < floor and self._any_gone(prefix, targets):
                 return None  # the stream may have missed it: the caller re-reads
             while True:
                 with self._state:
                     hit = feed.seen(targets, since)
-                    if hit is not None or feed.ended:
-                        return hit
+                    if hit is not None or feed.ended or feed.floor != floor:
+                        return hit  # (a record trimmed meanwhile may have held ours: None, a re-read)
                 left = deadline - monotonic()
                 if left <= 0:
                     return None
