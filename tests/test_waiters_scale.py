@@ -11,6 +11,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
 import distlock
 from distlock._core import zookeeper_layout as layout
 
@@ -125,6 +127,35 @@ async def test_zookeeper_hand_off_to_the_next_in_line_lists_nothing(zookeeper_ur
             order = await _chain(store, name, count, waiters=3)
     assert order == sorted(order) and len(order) == 3
     assert seen.lists == 2, vars(seen)  # the second and third in line; the first, none
+
+
+async def test_zookeeper_waiters_of_a_store_recheck_at_a_bounded_rate(
+    zookeeper_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait slice (a waiter's re-check without a wake-up, the safety net under the watches) grows with the
+    number of the store's waiters, so that together they re-check at most ``MAX_RECHECKS`` times a second
+    (scaled down here: a 0.2 s slice, 10 re-checks a second; with 12 waiters, a 1.2 s slice)."""
+    from distlock._async.backends.zookeeper import recipe
+
+    monkeypatch.setattr(recipe, "MAX_WAIT_SLICE", 0.2)
+    monkeypatch.setattr(recipe, "MAX_RECHECKS", 10.0, raising=False)  # (raising: the test runs on the code before too)
+    name = f"waiters-{uuid.uuid4().hex[:8]}"
+    async with await distlock.connect_async(zookeeper_url) as store:
+        with _ZkCounts(store, name) as seen:
+
+            async def hold() -> None:
+                loop = asyncio.get_running_loop()
+                end = loop.time() + 2.5
+                seen.on = True
+                while loop.time() < end:
+                    await asyncio.sleep(0.1)
+                seen.on = False
+
+            order = await _chain(store, name, hold)
+    assert order == sorted(order) and len(order) == WAITERS
+    # each re-check reads the watched child: a 0.2 s slice each would be about WAITERS * 12 = 144 here;
+    # 10 a second together, about 25 (twice that allowed for a loaded machine)
+    assert seen.gets <= 50, vars(seen)
 
 
 async def test_etcd_queue_reads_stay_small(etcd_url: str) -> None:

@@ -10,7 +10,8 @@ docs/safety.md). A watch, a session event or a ``MAX_WAIT_SLICE`` tick wakes the
 that its own child is still there (F6) and whether the watched child is, in one round trip: only if the
 watched child is gone does it list the children again (Curator lists at every wake-up). A session event
 wakes every waiter of the store, and the slice ticks every waiter: with a thousand waiters, listings of a
-thousand children each, several hundred a second; the check is two small reads. The listing after a real
+thousand children each, several hundred a second; the check is two small reads, and the slice grows with
+the store's number of waiters (``MAX_RECHECKS``), so the ticks of a long line stay a few a second. The listing after a real
 wake-up stays (a deleted predecessor may have been a waiter that gave up, so only the queue tells). Mutex, read and write locks differ only
 in the mark of the child and the order rule; an election candidate is a mutex child marked ``latch-``
 whose data is its value (Curator's ``LeaderLatch``: the first child leads, each watches its predecessor).
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
 
 #: a waiter re-checks at least this often even without a wake-up (watches are the real mechanism)
 MAX_WAIT_SLICE = 5.0
+#: ... but a store's waiters together re-check no more often than this per second: with a thousand waiters,
+#: a 5 s slice each would be 200 re-checks a second, more than the hand-offs; their slice grows instead
+MAX_RECHECKS = 20.0
 #: passes of one attempt step before giving up (each pass follows a change of the queue)
 MAX_PASSES = 200
 
@@ -99,7 +103,8 @@ class Attempt(AsyncAttempt):
         assert self._waker is not None
         # the store passes what is left of the acquire's timeout: the next steps wait no longer than that
         self._deadline = None if timeout is None else monotonic() + timeout
-        await self._waker.wait(MAX_WAIT_SLICE if timeout is None else min(timeout, MAX_WAIT_SLICE))
+        slice_ = max(MAX_WAIT_SLICE, self.backend.waiting() / MAX_RECHECKS)
+        await self._waker.wait(slice_ if timeout is None else min(timeout, slice_))
 
     async def abandon(self) -> None:
         self.backend.unwatch_session(self)
