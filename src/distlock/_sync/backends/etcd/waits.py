@@ -32,8 +32,9 @@ from .watch import Watch
 LINGER = 5.0
 #: deletes remembered per stream (a waiter whose read is older than the oldest one reads its keys instead)
 _REMEMBER = 4096
-#: how often the reader looks up from the stream to see whether it is still needed
-_TICK = 1.0
+#: how often the reader looks up from the stream to see whether it is still needed (a thread reader cannot be
+#: interrupted: a sync store's close() waits up to this long for it)
+_TICK = 0.25
 
 
 class _Feed:
