@@ -228,6 +228,32 @@ def prefix_range(prefix: bytes, *, keys_only: bool = True) -> dict[str, object]:
     return range_op(prefix, prefix_end(prefix), keys_only=keys_only, by_create=True)
 
 
+#: how many keys a tail read asks for: ours and the one just ahead of it
+TAIL = 2
+
+
+def tail_range(prefix: bytes, upto: int | None = None) -> dict[str, object]:
+    """The newest :data:`TAIL` keys under ``prefix`` by create revision, none newer than ``upto`` (ours): our key
+    and the one just ahead of it. What a mutex or write waiter needs of the queue (it waits for whatever is
+    ahead, and watches the nearest, as Go's ``Mutex`` does with ``WithLastCreate`` and ``WithMaxCreateRev``),
+    whatever the queue's length. Read through :func:`tail_contenders`."""
+    op = range_op(prefix, prefix_end(prefix))
+    op.update({"sort_order": "DESCEND", "sort_target": "CREATE", "limit": str(TAIL)})
+    if upto is not None:
+        op["max_create_revision"] = str(upto)
+    return op
+
+
+def tail_contenders(prefix: bytes, kvs: Sequence[dict[str, Any]]) -> list[Contender] | None:
+    """The contenders of a :func:`tail_range` answer, oldest first; None if it cannot be trusted alone: a full
+    answer with a key that is no contender (another lock's, nested under this name) may hide one further
+    ahead, so the caller reads the whole queue instead."""
+    found = contenders(prefix, kvs)
+    if len(kvs) >= TAIL and len(found) < len(kvs):
+        return None
+    return found
+
+
 def create_is(key: bytes, rev: int) -> dict[str, object]:
     """The compare ``CreateRevision(key) == rev`` (``rev=0``: the key does not exist)."""
     return {"key": b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": str(rev)}

@@ -163,6 +163,21 @@ def sort_key(child: str, marks: tuple[str, ...]) -> str:
 QUEUE_MARKS = (MUTEX_MARK, READ_MARK, WRITE_MARK, LATCH_MARK)
 
 
+#: the queue sort key of children seen lately: a long queue is listed again and again with mostly the same names,
+#: and the key (four searches per name) was a good part of a listing's client CPU
+_QUEUE_KEYS: dict[str, str] = {}
+_QUEUE_KEYS_MAX = 65536
+
+
+def _queue_key(child: str) -> str:
+    key = _QUEUE_KEYS.get(child)
+    if key is None:
+        if len(_QUEUE_KEYS) >= _QUEUE_KEYS_MAX:
+            _QUEUE_KEYS.clear()  # names of children long gone: start again (a dict op; safe across threads)
+        key = _QUEUE_KEYS[child] = sort_key(child, QUEUE_MARKS)
+    return key
+
+
 def sort_children(children: list[str]) -> list[str]:
     """Order the children of a lock path as Curator does.
 
@@ -170,7 +185,7 @@ def sort_children(children: list[str]) -> list[str]:
     mutex and a read-write lock meet, children of both kinds are ordered by sequence, so they exclude
     each other among distlock clients (Curator itself does not order such a mix: do not rely on it).
     """
-    return sorted(children, key=lambda c: sort_key(c, QUEUE_MARKS))
+    return sorted(children, key=_queue_key)
 
 
 @dataclass(frozen=True)
@@ -215,6 +230,19 @@ def verdict(mode: Mode, ordered: list[str], ours: str) -> Verdict:
     if mode is Mode.READ:
         return read_verdict(ordered, ours)
     return standard_verdict(ordered, ours, 1)
+
+
+def blocks_alone(mode: Mode, ordered: list[str], ours: str, watched: str) -> bool:
+    """Whether ``watched`` is the only child of ``ordered`` (a listing) that keeps ``ours`` from holding.
+
+    If so, once ``watched`` is gone ``ours`` holds without a new listing: children only ever leave the part of
+    the queue ahead of ``ours`` (a new child gets a higher sequence; names are never reused), and under either
+    rule a child that leaves never turns a grant into a wait."""
+    rest = [c for c in ordered if c != watched]
+    try:
+        return verdict(mode, rest, ours).acquired
+    except NodeGone:
+        return False
 
 
 def holders_of(mode_children: list[str]) -> tuple[list[str], int]:

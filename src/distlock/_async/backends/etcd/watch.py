@@ -27,7 +27,7 @@ from ...._core.timing import monotonic
 from ...._errors import BackendError
 from ...backend import AsyncPrefixWatch, AsyncWatch
 from .gateway import Denied, Gateway
-from .http import Stream
+from .http import Member, Stream
 
 #: a read that ran into its deadline: ``TimeoutError``, or a socket that the deadline made non-blocking
 _READ_TIMEOUT = (TimeoutError, BlockingIOError, ssl.SSLWantReadError)
@@ -36,18 +36,21 @@ _READ_TIMEOUT = (TimeoutError, BlockingIOError, ssl.SSLWantReadError)
 class Watch(AsyncWatch):
     """One observer's stream of the events under ``NAME/`` (see the module docstring)."""
 
-    def __init__(self, gw: Gateway, name: str, prefix: bytes | None = None) -> None:
+    def __init__(self, gw: Gateway, name: str, prefix: bytes | None = None, deletes_only: bool = False) -> None:
         self._gw = gw
         self._name = name
         # the range watched: ``NAME/`` (an election), or every key starting with ``prefix`` (list --watch)
         self._prefix = keys.lock_prefix(name) if prefix is None else prefix
+        self._deletes_only = deletes_only  # the waiters' shared watch (``waits.py``) needs no PUT events
         self._stream: Stream | None = None
         self._pending = b""  # bytes of the stream after its last complete line
+        self.member: Member | None = None  # where the stream was made
+        self.started = 0  # the revision it was made at: every change after it comes down the stream
 
     @classmethod
-    async def open(cls, gw: Gateway, name: str, prefix: bytes | None = None) -> Watch:
+    async def open(cls, gw: Gateway, name: str, prefix: bytes | None = None, deletes_only: bool = False) -> Watch:
         """A watch whose stream exists on a member (``BackendError`` if none made one within the op timeout)."""
-        watch = cls(gw, name, prefix)
+        watch = cls(gw, name, prefix, deletes_only)
         await watch._arm()
         return watch
 
@@ -56,7 +59,9 @@ class Watch(AsyncWatch):
         ``created``, from when on every change of the range is sent down the stream."""
         gw = self._gw
         start, end = (self._prefix, keys.prefix_end(self._prefix)) if self._prefix else (b"\x00", b"\x00")
-        create = {"key": keys.b64(start), "range_end": keys.b64(end)}  # empty prefix: the whole keyspace
+        create: dict[str, object] = {"key": keys.b64(start), "range_end": keys.b64(end)}  # empty: the whole keyspace
+        if self._deletes_only:
+            create["filters"] = ["NOPUT"]
         body = json.dumps({"create_request": create}).encode()
         deadline = monotonic() + gw.op_timeout
         last = "no member answered"
@@ -79,8 +84,10 @@ class Watch(AsyncWatch):
                 self._stream, self._pending = stream, b""
                 try:
                     if stream.status == 200:
-                        result = await self._message(min(deadline, monotonic() + gw.try_timeout))
+                        result = await self.message(min(deadline, monotonic() + gw.try_timeout))
                         if result is not None and result.get("created") and not result.get("canceled"):
+                            self.member = base
+                            self.started = int((result.get("header") or {}).get("revision") or 0)
                             return
                         reason = "" if result is None else str(result.get("cancel_reason") or "")
                         if "permission denied" in reason:
@@ -105,7 +112,7 @@ class Watch(AsyncWatch):
                 raise gw.error(f"no watch on {self._name!r} within {gw.op_timeout}s ({last})")
             await rt.sleep(0.05)
 
-    async def _message(self, deadline: float) -> dict[str, Any] | None:
+    async def message(self, deadline: float) -> dict[str, Any] | None:
         """The ``result`` of the next message of the stream; None when ``deadline`` passed first. A stream
         that ended raises ``ConnectionError``."""
         stream = self._stream
@@ -140,7 +147,7 @@ class Watch(AsyncWatch):
         deadline = monotonic() + max(0.0, timeout)
         if self._stream is not None:
             try:
-                while (result := await self._message(deadline)) is not None:
+                while (result := await self.message(deadline)) is not None:
                     if result.get("canceled") or result.get("compact_revision"):
                         raise ConnectionError("the watch was cancelled")
                     if result.get("events"):

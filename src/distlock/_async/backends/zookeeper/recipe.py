@@ -6,8 +6,13 @@ Curator's layering is the model: ``InterProcessMutex`` (reentrancy: the store's 
 
 One try (``try_acquire``): create our child once (protected name, ``nodes.py``), list the children, and
 either hold the lock or set a watch on the one child whose deletion may let us in (no herd, F11 in
-docs/safety.md). A watch, a session event or a ``MAX_WAIT_SLICE`` tick wakes the waiter, which lists the
-children again and checks that its own child is still there (F6). Mutex, read and write locks differ only
+docs/safety.md). A watch, a session event or a ``MAX_WAIT_SLICE`` tick wakes the waiter, which first checks
+that its own child is still there (F6) and whether the watched child is, in one round trip: only if the
+watched child is gone does it list the children again (Curator lists at every wake-up). A session event
+wakes every waiter of the store, and the slice ticks every waiter: with a thousand waiters, listings of a
+thousand children each, several hundred a second; the check is two small reads, and the slice grows with
+the store's number of waiters (``MAX_RECHECKS``), so the ticks of a long line stay a few a second. The listing after a real
+wake-up stays (a deleted predecessor may have been a waiter that gave up, so only the queue tells). Mutex, read and write locks differ only
 in the mark of the child and the order rule; an election candidate is a mutex child marked ``latch-``
 whose data is its value (Curator's ``LeaderLatch``: the first child leads, each watches its predecessor).
 The semaphore is Curator's ``InterProcessSemaphoreV2``: take the internal mutex at ``<path>/locks``, then a
@@ -44,6 +49,9 @@ if TYPE_CHECKING:
 
 #: a waiter re-checks at least this often even without a wake-up (watches are the real mechanism)
 MAX_WAIT_SLICE = 5.0
+#: ... but a store's waiters together re-check no more often than this per second: with a thousand waiters,
+#: a 5 s slice each would be 200 re-checks a second, more than the hand-offs; their slice grows instead
+MAX_RECHECKS = 20.0
 #: passes of one attempt step before giving up (each pass follows a change of the queue)
 MAX_PASSES = 200
 
@@ -71,6 +79,9 @@ class Attempt(AsyncAttempt):
             node=Entry(queue, mark),
             lease=Entry(f"{self.path}/{layout.SEM_LEASES}", layout.LEASE_MARK),
         )
+        self._watching: str | None = None  # the child we watch, once we wait
+        # the watched child was the only one in our way at the listing we decided on: once it is gone, we hold
+        self._alone = False
         self._step_guard = threading.Lock()  # one blocking step at a time: abandon waits for a running try
         self._waker: rt.Waker | None = None
         self._deadline: float | None = None  # the acquire's deadline, learned from wait()
@@ -92,7 +103,8 @@ class Attempt(AsyncAttempt):
         assert self._waker is not None
         # the store passes what is left of the acquire's timeout: the next steps wait no longer than that
         self._deadline = None if timeout is None else monotonic() + timeout
-        await self._waker.wait(MAX_WAIT_SLICE if timeout is None else min(timeout, MAX_WAIT_SLICE))
+        slice_ = max(MAX_WAIT_SLICE, self.backend.waiting() / MAX_RECHECKS)
+        await self._waker.wait(slice_ if timeout is None else min(timeout, slice_))
 
     async def abandon(self) -> None:
         self.backend.unwatch_session(self)
@@ -128,20 +140,43 @@ class Attempt(AsyncAttempt):
         nodes = self.backend.nodes
         node = self._traces.node
         for _ in range(MAX_PASSES):
+            watching, self._watching = self._watching, None
+            alone, self._alone = self._alone, False
+            verdict: layout.Verdict | None = None
+            ordered: list[str] = []
             if node.name is None:  # queue up and look at the queue in one round trip
                 children = nodes.create_and_list(node, self._data)
             else:
-                children = nodes.children(node.parent)
+                if watching is not None:  # woken: list the queue only if the watched child is gone
+                    ours, there = nodes.recheck(node.path, f"{node.parent}/{watching}", self.wake)
+                    if not ours:  # our child vanished (session expired, admin): queue again, fresh name
+                        node.renew()
+                        continue
+                    if there:
+                        self._watching, self._alone = watching, alone
+                        return Grant(False)
+                    if alone:
+                        # Nothing can have come ahead of our child since that listing (a new child gets a
+                        # higher sequence, and names are never reused), and the one child that stood in our
+                        # way is gone: the listing would say we hold. With a thousand waiters, this skips a
+                        # listing of a thousand children at each hand-off (Curator lists again).
+                        verdict = layout.Verdict(True)
+                if verdict is None:
+                    children = nodes.children(node.parent)
             name = node.name
             assert name is not None
-            try:
-                verdict = layout.verdict(self._order, layout.sort_children(children), name)
-            except layout.NodeGone:  # our child vanished (session expired, admin): queue again, fresh name
-                node.renew()
-                continue
+            if verdict is None:
+                try:
+                    ordered = layout.sort_children(children)
+                    verdict = layout.verdict(self._order, ordered, name)
+                except layout.NodeGone:  # our child vanished (session expired, admin): queue again, fresh name
+                    node.renew()
+                    continue
             if not verdict.acquired:
                 assert verdict.watch is not None
                 if nodes.watch_exists(f"{node.parent}/{verdict.watch}", self.wake):
+                    self._watching = verdict.watch
+                    self._alone = layout.blocks_alone(self._order, ordered, name, verdict.watch)
                     return Grant(False)
                 continue  # the child to watch is already gone: look again
             if not self._semaphore:

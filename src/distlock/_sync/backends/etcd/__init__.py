@@ -11,6 +11,7 @@ The folder splits as etcd's own client does (docs/etcd.md has the whole design):
 * ``mutex.py``    one acquisition: the queue of keys, the grant, the wait for the predecessor, the clean-up,
                   and :class:`EtcdGuard` (Go's ``concurrency.Mutex``; the pure rules are ``_core/etcd_keys.py``);
 * ``admin.py``    what ``inspect`` / ``list`` / ``break_lock`` read of everyone's keys;
+* ``waits.py``    the waiters' shared watch: one stream per store and name, whatever the number of waiters;
 * ``watch.py``    an election observer's watch on ``NAME/`` (``store.observe``), and ``list --watch``'s on a
                   prefix;
 * here            :class:`Backend`, the store's view: the holdings of this store (token -> key), release,
@@ -36,6 +37,7 @@ from . import admin
 from .gateway import FAST_TRY, Denied, Gateway, denied
 from .leases import Lease, Leases
 from .mutex import Attempt, Entry, EtcdGuard
+from .waits import Waits
 from .watch import PrefixWatch, Watch
 
 if TYPE_CHECKING:
@@ -60,6 +62,7 @@ class Backend(SyncBackend):
         super().__init__(config)
         self.gw = gw
         self.leases = Leases(gw)
+        self.waits = Waits(gw)
         self._guard = threading.Lock()
         self._entries: dict[str, Entry] = {}
         self._released: dict[str, None] = {}  # tokens released lately, oldest first
@@ -251,6 +254,7 @@ class Backend(SyncBackend):
         return admin.list_held(self.gw, self.leases, prefix)
 
     def close(self) -> None:
+        self.waits.close()
         self.leases.close()
         self.gw.client.close()
 

@@ -11,7 +11,9 @@ Who keeps which lease alive:
 
 * the store's renewer, every tick, all held leases and the free ones of the pool in one keepalive stream
   request (:meth:`Leases.renew`; the backend then checks the keys are still there);
-* a waiter, its own queue entry's lease, while it waits (:meth:`Leases.refresh` from ``mutex.py``);
+* a waiter, its own queue entry's lease, while it waits (:meth:`Leases.refresh_waiting` from ``mutex.py``),
+  together with the leases of the store's other waiters that are due soon: one request for a process's
+  whole line of waiters, not one per waiter;
 * an aged free lease is refreshed when it is taken from the pool, which beats a grant (no raft write).
 
 A lease's local end (:meth:`Lease.end`) counts from the moment the request that confirmed it was *sent*, so
@@ -67,6 +69,8 @@ class Leases:
         self._guard = threading.Lock()
         self._pool: dict[int, list[Lease]] = {}
         self._stale: list[int] = []  # lease ids dropped from the pool, to revoke
+        self._waiting: dict[int, Lease] = {}  # the leases of this store's waiters, while they wait
+        self._refreshing = rt.Mutex()
 
     # -- the lease API -----------------------------------------------------------------------------------
     def keepalive(self, ids: Sequence[int], op_timeout: float | None = None) -> dict[int, int]:
@@ -107,6 +111,40 @@ class Leases:
             return False
         lease.confirm(sent, ttl)
         return True
+
+    def waiting(self, lease: Lease, on: bool) -> None:
+        """A waiter starts (``on``) or stops waiting on ``lease``: while it waits, the other waiters'
+        keepalives (:meth:`refresh_waiting`) take it along."""
+        with self._guard:
+            if on:
+                self._waiting[lease.id] = lease
+            else:
+                self._waiting.pop(lease.id, None)
+
+    def refresh_waiting(self, lease: Lease, op_timeout: float | None = None) -> bool:
+        """Keep a waiter's lease alive now, with every other waiting lease (:meth:`waiting`) that is due within
+        half a renewal interval, in one request; False if the server no longer has ``lease``. A waiter whose
+        lease another's request took along meanwhile sends nothing. Only leases whose waiters are waiting
+        are taken along: a waiter that gave up or died stops being kept alive with it."""
+        with self._refreshing:
+            now = monotonic()
+            if lease.due() > now:
+                return True  # a request of another waiter kept it alive meanwhile
+            with self._guard:
+                others = [
+                    other
+                    for other in self._waiting.values()
+                    if other is not lease and other.due() - now < renew_interval(other.ttl) / 2
+                ]
+            sent = monotonic()
+            ttls = self.keepalive([lease.id] + [o.id for o in others], op_timeout=op_timeout)
+            for other in others:
+                if ttls.get(other.id, 0) > 0:  # a dead one is its waiter's to find (it refreshes it itself)
+                    other.confirm(sent, ttls[other.id])
+            if ttls.get(lease.id, 0) <= 0:
+                return False
+            lease.confirm(sent, ttls[lease.id])
+            return True
 
     def revoke(self, lease: int, op_timeout: float | None = None) -> bool:
         """Revoke a lease (deleting its keys); an unknown lease is fine. Best effort: False if it failed."""

@@ -12,7 +12,10 @@ as the key's value instead of the owner record: Go's ``concurrency.Election`` an
 campaign is this queue too.
 
 One try creates the key and reads the queue in one txn (the uncontended path is one request after the
-lease). After every wake-up the waiter re-reads the queue and requires its own key to still be there
+lease). A mutex or write claim reads only the tail of the queue up to its own key (``etcd_keys.tail_range``:
+its key and the one just ahead), as Go's ``Mutex`` does, so neither the create nor a wake-up grows with the
+number of waiters; read claims and semaphores, whose rule looks further ahead, read the whole queue.
+After every wake-up the waiter re-reads the queue and requires its own key to still be there
 (etcd#11456, F6 in docs/safety.md); if its lease was revoked from outside meanwhile, it queues again at the
 back with a fresh lease. A timed-out, cancelled or failed acquire deletes its key (and keeps the lease for
 reuse) when it knows the key, and otherwise revokes its lease, which deletes its key even if the create's
@@ -28,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from .... import _rt_sync as rt
 from ...._core import etcd_keys as keys
 from ...._core.timing import monotonic
-from ...._core.types import Claim, Grant
+from ...._core.types import Claim, Grant, Mode
 from ...._errors import BackendError
 from ...backend import SyncAttempt
 from .gateway import NOT_FOUND, Denied, denied
@@ -91,6 +94,8 @@ class Attempt(SyncAttempt):
         self._granted = False  # the backend adopted our key as a holding
         self._deadline: float | None = None  # the acquire's deadline, learned from wait()
         self._try_end = 0.0  # the current try's end: its start + the op timeout, or the deadline if sooner
+        # a mutex or write claim waits for whatever is ahead: the tail of the queue up to its key is enough
+        self._tail = claim.mode in (Mode.EXCLUSIVE, Mode.WRITE)
 
     def _budget(self) -> float:
         """How long the next call of this try may take: what is left of the try (at least a moment)."""
@@ -119,9 +124,9 @@ class Attempt(SyncAttempt):
             entry, header_rev, queue = self._enqueue()
         else:
             entry = self._entry
-            data = self._reread()
+            data = self._reread(entry.rev)
             header_rev = int(data["header"]["revision"])
-            queue = keys.contenders(self._prefix, data.get("kvs") or [])
+            queue = self._queue(data.get("kvs") or [])
             if not any(c.key == entry.key and c.rev == entry.rev for c in queue):
                 # Our own key is gone (lease revoked or expired while we waited): never act on the old
                 # place in the queue (etcd#11456); queue again at the back with a fresh lease.
@@ -139,7 +144,20 @@ class Attempt(SyncAttempt):
         self._since = header_rev + 1
         return Grant(False)
 
-    def _reread(self) -> dict[str, Any]:
+    def _queue(self, kvs: list[dict[str, Any]]) -> list[keys.Contender]:
+        """The contenders of a queue read; a tail read that cannot be trusted alone (``tail_contenders``) is
+        followed by a read of the whole queue."""
+        if not self._tail:
+            return keys.contenders(self._prefix, kvs)
+        queue = keys.tail_contenders(self._prefix, kvs)
+        if queue is None:
+            data = self.backend.gw.call(
+                "/v3/kv/range", keys.prefix_range(self._prefix), op_timeout=self._budget()
+            )
+            queue = keys.contenders(self._prefix, data.get("kvs") or [])
+        return queue
+
+    def _reread(self, rev: int) -> dict[str, Any]:
         """The queue after a wake-up (the F6 re-check of our own key is made on it).
 
         Woken by a watch event, the queue is read where the event came from, ``serializable`` (no quorum
@@ -151,18 +169,21 @@ class Attempt(SyncAttempt):
         """
         woke, self._woke = self._woke, None
         gw = self.backend.gw
+        body = keys.tail_range(self._prefix, rev) if self._tail else keys.prefix_range(self._prefix)
         if woke is not None:
-            member, rev = woke
-            data = gw.read_at(member, {**keys.prefix_range(self._prefix), "serializable": True})
-            if data is not None and int((data.get("header") or {}).get("revision") or 0) >= rev > 0:
+            member, event_rev = woke
+            data = gw.read_at(member, {**body, "serializable": True})
+            if data is not None and int((data.get("header") or {}).get("revision") or 0) >= event_rev > 0:
                 return data
-        return gw.call("/v3/kv/range", keys.prefix_range(self._prefix), op_timeout=self._budget())
+        return gw.call("/v3/kv/range", body, op_timeout=self._budget())
 
     def _enqueue(self) -> tuple[Entry, int, list[keys.Contender]]:
         """Create our key (put-if-absent on our own lease) and read the queue, in one txn."""
         claim = self.claim
         value = keys.key_value(claim.owner, claim.mode, claim.permits, claim.value)
         queue_range = {"request_range": keys.prefix_range(self._prefix)}
+        # Our put comes first in the txn, so our key is the newest: the tail read sees it and the one ahead.
+        tail_range = {"request_range": keys.tail_range(self._prefix)} if self._tail else queue_range
         fresh = False
         while True:
             if self._lease is None:
@@ -173,7 +194,7 @@ class Attempt(SyncAttempt):
                 "/v3/kv/txn",
                 {
                     "compare": [keys.create_is(key, 0)],
-                    "success": [keys.put_op(key, value, lease.id), queue_range],
+                    "success": [keys.put_op(key, value, lease.id), tail_range],
                     # the key exists already: a retried create whose first reply was lost (F8); it is ours
                     "failure": [{"request_range": keys.range_op(key)}, queue_range],
                 },
@@ -192,7 +213,10 @@ class Attempt(SyncAttempt):
             rev = int(keys.kvs_of(responses[0])[0]["create_revision"])
         entry = Entry(claim.name, key, rev, lease, value)
         self._entry = entry
-        return entry, header_rev, keys.contenders(self._prefix, keys.kvs_of(responses[-1]))
+        kvs = keys.kvs_of(responses[-1])
+        # the failure branch read the whole queue (keys newer than ours may exist there)
+        queue = self._queue(kvs) if data.get("succeeded") else keys.contenders(self._prefix, kvs)
+        return entry, header_rev, queue
 
     def wait(self, grant: Grant, timeout: float | None) -> None:
         # the store passes what is left of the acquire's timeout: later calls of this attempt stop there
@@ -202,30 +226,32 @@ class Attempt(SyncAttempt):
             rt.sleep(0.01)
             return
         gw = self.backend.gw
+        leases = self.backend.leases
         lease = entry.lease
-        # keep our place in the queue: a waiter's lease is kept alive by the waiter (holders' by the renewer)
-        if monotonic() >= lease.due():
-            limit = gw.op_timeout if timeout is None else max(0.01, min(gw.op_timeout, timeout))
-            try:
-                alive = self.backend.leases.refresh(lease, op_timeout=limit)
-            except BackendError:
-                if self._deadline is not None and monotonic() >= self._deadline:
-                    return  # the store sees the deadline passed and abandons the attempt
-                raise
-            if not alive:
-                return  # gone: the next try sees our key missing and queues again
-        slice_ = max(0.05, lease.due() - monotonic())
-        if timeout is not None:
-            slice_ = min(slice_, max(0.0, timeout))
-        if slice_ <= 0:
-            return
-        targets = {c.key: c.rev for c in self._watch}
-        if len(self._watch) == 1:
-            self._woke = gw.watch_delete(self._watch[0].key, None, self._since, targets, slice_)
-        else:
-            self._woke = gw.watch_delete(
-                self._prefix, keys.prefix_end(self._prefix), self._since, targets, slice_
-            )
+        leases.waiting(lease, True)  # taken along by this store's other waiters' keepalives while we wait
+        try:
+            # keep our place in the queue: a waiter's lease is kept alive by the waiters (holders' by the
+            # renewer), in one request for all of this store's waiters that are due soon
+            if monotonic() >= lease.due():
+                limit = gw.op_timeout if timeout is None else max(0.01, min(gw.op_timeout, timeout))
+                try:
+                    alive = leases.refresh_waiting(lease, op_timeout=limit)
+                except BackendError:
+                    if self._deadline is not None and monotonic() >= self._deadline:
+                        return  # the store sees the deadline passed and abandons the attempt
+                    raise
+                if not alive:
+                    return  # gone: the next try sees our key missing and queues again
+            slice_ = max(0.05, lease.due() - monotonic())
+            if timeout is not None:
+                slice_ = min(slice_, max(0.0, timeout))
+            if slice_ <= 0:
+                return
+            # one watch stream per store and name, shared by its waiters (``waits.py``), not one per waiter
+            targets = {c.key: c.rev for c in self._watch}
+            self._woke = self.backend.waits.wait_delete(self._prefix, targets, self._since, slice_)
+        finally:
+            leases.waiting(lease, False)
 
     def abandon(self) -> None:
         """Bounded by its own budget (``_CLEANUP``, at most the op timeout): on a silent link, what is left

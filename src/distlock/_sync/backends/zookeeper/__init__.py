@@ -131,6 +131,11 @@ class Backend(SyncBackend):
         with self._guard:
             self._waiting.discard(attempt)
 
+    def waiting(self) -> int:
+        """How many attempts and watches of this store wait (for the recipe's wait slice)."""
+        with self._guard:
+            return len(self._waiting)
+
     # -- the session's events (SessionEvents; kazoo's threads or the liveness thread) --------------------
     def lose_all(self, reason: str) -> list[str]:
         return [held.path for held in self.holdings.lose_all(reason)]

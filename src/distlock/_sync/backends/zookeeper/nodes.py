@@ -108,6 +108,20 @@ class Nodes:
             return False
         return True
 
+    def recheck(self, own: str, ahead: str, callback: Callable[[WatchedEvent], None]) -> tuple[bool, bool]:
+        """A woken waiter's look at the queue without listing it: whether its own child ``own`` is still there
+        (F6) and whether ``ahead`` (the child it watches) still is, watching it again if so. Both requests go
+        back to back on the session, so they cost one round trip however long the queue is."""
+        w = self._wire
+        mine = w.send(w.client.exists_async, own)  # our own child exists: no creation watch is left behind
+        theirs = w.send(w.client.get_async, ahead, watch=callback)
+        ours = w.get(mine) is not None
+        try:
+            w.get(theirs)
+        except NoNodeError:
+            return ours, False
+        return ours, True
+
     def _czxid(self, path: str) -> int:
         w = self._wire
         stat = w.get(w.send(w.client.exists_async, path))

@@ -1,0 +1,287 @@
+"""Waiters that always queue on the server (ZooKeeper, etcd) hand the lock down a chain without reading the whole
+queue at each wake-up: what a hand-off costs must not grow with the number of waiters (issue 17, item 7;
+``benchmarks/waiters.py`` measures the rates). Counted here through the store's backend (its test hooks:
+``wire.client`` for kazoo, ``gw`` for etcd), on real servers, with a dozen waiters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+import distlock
+from distlock._core import zookeeper_layout as layout
+
+WAITERS = 12
+
+
+async def _chain(
+    store: distlock.AsyncStore,
+    name: str,
+    queued: Callable[[], Awaitable[None]],
+    waiters: int = WAITERS,
+    ttl: float = 30.0,
+) -> list[int]:
+    """A holder, then ``waiters`` tasks queued behind it (each its own lock object); ``queued()`` runs once all are
+    queued, then the holder releases and the lock goes down the chain once. The fences, in order."""
+    holder = store.lock(name, ttl=ttl)
+    assert await holder.acquire(timeout=30)
+    order: list[int] = []
+
+    async def waiter() -> None:
+        lock = store.lock(name, ttl=ttl)
+        assert await lock.acquire(timeout=60)
+        assert lock.fence is not None
+        order.append(lock.fence)
+        await lock.release()
+
+    tasks = [asyncio.create_task(waiter()) for _ in range(waiters)]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while True:  # every waiter queued on the server (not a fixed sleep: the machine may be loaded)
+        info = await store.inspect(name)
+        if info is not None and info.waiters == waiters:
+            break
+        assert loop.time() < deadline, f"waiters never all queued: {info}"
+        await asyncio.sleep(0.02)
+    await queued()
+    await holder.release()
+    await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    return order
+
+
+class _ZkCounts:
+    """Counts, while ``on``, the listings of the lock's path and the reads of its children through the store's
+    kazoo client (its test hook ``wire.client``)."""
+
+    def __init__(self, store: distlock.AsyncStore, name: str) -> None:
+        self.path = layout.lock_path(name)
+        self.on = False
+        self.lists = 0
+        self.gets = 0
+        self.client: Any = store._backend.wire.client  # type: ignore[attr-defined]
+        self._plain = self.client.get_children_async, self.client.get_async
+
+    def __enter__(self) -> _ZkCounts:
+        plain_list, plain_get = self._plain
+
+        def listed(p: str, *args: Any, **kwargs: Any) -> Any:
+            if self.on and p == self.path:
+                self.lists += 1
+            return plain_list(p, *args, **kwargs)
+
+        def got(p: str, *args: Any, **kwargs: Any) -> Any:
+            if self.on and p.startswith(self.path + "/"):
+                self.gets += 1
+            return plain_get(p, *args, **kwargs)
+
+        self.client.get_children_async, self.client.get_async = listed, got
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.get_children_async, self.client.get_async = self._plain
+
+
+async def test_zookeeper_waiters_woken_together_do_not_list_the_queue(zookeeper_url: str) -> None:
+    """A session event wakes every waiter of the store (and the wait slice ticks every waiter): each checks its
+    own child and the one it watches, and lists the queue only if that one is gone. Then the chain is FIFO."""
+    name = f"waiters-{uuid.uuid4().hex[:8]}"
+    async with await distlock.connect_async(zookeeper_url) as store:
+        backend: Any = store._backend  # type: ignore[attr-defined]
+        with _ZkCounts(store, name) as seen:
+
+            async def herd() -> None:
+                seen.on = True
+                backend.changed()  # what kazoo's connection events call: every waiting attempt looks again
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + 30
+                while seen.gets < WAITERS:  # each looked at the child it watches (both versions do that)
+                    assert loop.time() < deadline, vars(seen)
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(0.05)  # a listing would follow its get at once: let any come
+                seen.on = False
+
+            order = await _chain(store, name, herd)
+    assert order == sorted(order) and len(order) == WAITERS  # FIFO, each once
+    assert seen.lists == 0, vars(seen)  # Curator's recipe would list the queue once per waiter here
+
+
+async def test_zookeeper_hand_off_to_the_next_in_line_lists_nothing(zookeeper_url: str) -> None:
+    """A waiter whose listing (when it queued) showed the holder as the only child ahead of it holds as soon as
+    that child is gone, without listing the queue again (Curator lists it at every wake-up). Further back in
+    a longer line, a waiter lists once when its predecessor goes (that one may have given up, not released)."""
+    name = f"waiters-{uuid.uuid4().hex[:8]}"
+    async with await distlock.connect_async(zookeeper_url) as store:
+        with _ZkCounts(store, name) as seen:
+
+            async def count() -> None:
+                seen.on = True
+
+            order = await _chain(store, name, count, waiters=1)
+            assert len(order) == 1 and seen.lists == 0, vars(seen)
+            seen.on = False
+            order = await _chain(store, name, count, waiters=3)
+    assert order == sorted(order) and len(order) == 3
+    assert seen.lists == 2, vars(seen)  # the second and third in line; the first, none
+
+
+async def test_zookeeper_waiters_of_a_store_recheck_at_a_bounded_rate(
+    zookeeper_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait slice (a waiter's re-check without a wake-up, the safety net under the watches) grows with the
+    number of the store's waiters, so that together they re-check at most ``MAX_RECHECKS`` times a second
+    (scaled down here: a 0.2 s slice, 10 re-checks a second; with 12 waiters, a 1.2 s slice)."""
+    from distlock._async.backends.zookeeper import recipe
+
+    monkeypatch.setattr(recipe, "MAX_WAIT_SLICE", 0.2)
+    monkeypatch.setattr(recipe, "MAX_RECHECKS", 10.0, raising=False)  # (raising: the test runs on the code before too)
+    name = f"waiters-{uuid.uuid4().hex[:8]}"
+    async with await distlock.connect_async(zookeeper_url) as store:
+        with _ZkCounts(store, name) as seen:
+
+            async def hold() -> None:
+                loop = asyncio.get_running_loop()
+                end = loop.time() + 2.5
+                seen.on = True
+                while loop.time() < end:
+                    await asyncio.sleep(0.1)
+                seen.on = False
+
+            order = await _chain(store, name, hold)
+    assert order == sorted(order) and len(order) == WAITERS
+    # each re-check reads the watched child: a 0.2 s slice each would be about WAITERS * 12 = 144 here;
+    # 10 a second together, about 25 (twice that allowed for a loaded machine)
+    assert seen.gets <= 50, vars(seen)
+
+
+async def test_etcd_queue_reads_stay_small(etcd_url: str) -> None:
+    name = f"waiters-{uuid.uuid4().hex[:8]}"
+    biggest = {"on": False, "n": 0}
+
+    def kvs_in(data: Any) -> int:
+        if not isinstance(data, dict):
+            return 0
+        n = len(data.get("kvs") or [])
+        for r in data.get("responses") or []:
+            n = max(n, len((r.get("response_range") or {}).get("kvs") or []))
+        return n
+
+    async with await distlock.connect_async(etcd_url) as store:
+        gw: Any = store._backend.gw  # type: ignore[attr-defined]
+        plain_call, plain_read_at = gw.call, gw.read_at
+
+        async def call(path: str, *args: Any, **kwargs: Any) -> Any:
+            data = await plain_call(path, *args, **kwargs)
+            if biggest["on"] and path in ("/v3/kv/range", "/v3/kv/txn"):
+                biggest["n"] = max(biggest["n"], kvs_in(data))
+            return data
+
+        async def read_at(*args: Any, **kwargs: Any) -> Any:
+            data = await plain_read_at(*args, **kwargs)
+            if biggest["on"]:
+                biggest["n"] = max(biggest["n"], kvs_in(data))
+            return data
+
+        gw.call, gw.read_at = call, read_at
+        try:
+            # counted once all are queued (inspect() reads the whole queue, on purpose): the wake-ups' reads
+            async def count() -> None:
+                biggest["on"] = True
+
+            order = await _chain(store, name, count)
+        finally:
+            gw.call, gw.read_at = plain_call, plain_read_at
+    assert order == sorted(order) and len(order) == WAITERS
+    # a read of the whole queue at each wake-up would return up to WAITERS keys: ours and the one ahead suffice
+    assert 0 < biggest["n"] <= 2, biggest
+
+
+async def test_etcd_waiters_of_one_store_share_one_watch_stream(etcd_url: str) -> None:
+    """A store's waiters on one name share one watch stream (``waits.py``): however many wait, the store opens
+    one stream for the name, not one per waiter and wait, and each hand-off still wakes the next in line."""
+    name = f"waiters-{uuid.uuid4().hex[:8]}"
+    streams = {"on": False, "n": 0}
+    async with await distlock.connect_async(etcd_url) as store:
+        client: Any = store._backend.gw.client  # type: ignore[attr-defined]
+        plain_open, plain_stream = client.open_stream, client.stream
+
+        def counted(plain: Any) -> Any:
+            def call(member: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+                if streams["on"] and path == "/v3/watch":
+                    streams["n"] += 1
+                return plain(member, path, *args, **kwargs)
+
+            return call
+
+        client.open_stream, client.stream = counted(plain_open), counted(plain_stream)
+        streams["on"] = True
+        try:
+
+            async def released() -> None:
+                return None
+
+            order = await _chain(store, name, released)
+        finally:
+            client.open_stream, client.stream = plain_open, plain_stream
+    assert order == sorted(order) and len(order) == WAITERS  # FIFO, each once
+    assert streams["n"] == 1, streams  # one per waiter and wait before
+
+
+async def test_etcd_waiters_keep_their_leases_alive_together(etcd_url: str) -> None:
+    """A store's waiters keep their leases alive in one keepalive request for all that are due soon (they
+    queued together, so they are due together), not one request per waiter and renewal interval; and every
+    waiter keeps its place meanwhile (the chain is FIFO)."""
+    name = f"waiters-{uuid.uuid4().hex[:8]}"
+    n = 2 * WAITERS
+    calls = {"on": False, "keepalives": 0}
+    async with await distlock.connect_async(etcd_url) as store:
+        gw: Any = store._backend.gw  # type: ignore[attr-defined]
+        plain_call = gw.call
+
+        async def call(path: str, *args: Any, **kwargs: Any) -> Any:
+            if calls["on"] and path == "/v3/lease/keepalive":
+                calls["keepalives"] += 1
+            return await plain_call(path, *args, **kwargs)
+
+        async def hold() -> None:
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 3.5  # several renewal intervals of the leases (ttl 3 s: one every second)
+            calls["on"] = True
+            while loop.time() < end:
+                await asyncio.sleep(0.1)
+            calls["on"] = False
+
+        gw.call = call
+        try:
+            order = await _chain(store, name, hold, waiters=n, ttl=3.0)
+        finally:
+            gw.call = plain_call
+    assert order == sorted(order) and len(order) == n
+    # one request per waiter and interval would be n * 3 or more here; together, about one per interval (plus
+    # the holder's renewer's, one per interval too)
+    assert calls["keepalives"] < n, calls
+
+
+def test_etcd_shared_watch_remembers_recent_deletes() -> None:
+    """The shared watch's record (pure logic): a delete at or after a waiter's ``since`` is found, an older one
+    is not, and trimming the record raises the revision from which it is complete (``floor``), so a waiter
+    with an older read knows to read its keys instead of trusting the record."""
+    from types import SimpleNamespace
+
+    from distlock._async.backends.etcd.waits import _REMEMBER, _Feed
+
+    member = ("127.0.0.1", 2379)
+    feed = _Feed(SimpleNamespace(member=member, started=100))  # type: ignore[arg-type]
+    assert feed.floor == 101
+    feed.record(b"n/a", 105)
+    assert feed.seen({b"n/a": 90}, 105) == (member, 105)
+    assert feed.seen({b"n/a": 90}, 106) is None  # deleted before the waiter's read: that read saw it gone
+    assert feed.seen({b"n/b": 90}, 101) is None
+    for i in range(_REMEMBER):
+        feed.record(f"n/{i}".encode(), 200 + i)
+    assert feed.floor > 105 and feed.seen({b"n/a": 90}, 105) is None  # trimmed: below the floor now
+    assert feed.seen({f"n/{_REMEMBER - 1}".encode(): 1}, 150) == (member, 200 + _REMEMBER - 1)
