@@ -65,31 +65,23 @@ async def test_shielded_finishes_the_work_then_raises_the_cancellation() -> None
     assert finished == ["done"]
 
 
+async def _bounded_work(seconds: float) -> str:
+    try:
+        async with asyncio.timeout(seconds):
+            await asyncio.Event().wait()
+    except TimeoutError:
+        return "timed out"
+    return "never"
+
+
 async def test_a_timeout_inside_the_shielded_work_still_fires() -> None:
     """The work's own bounds cancel the work's task: that cancellation is not refused (only the caller's)."""
-
-    async def bounded_work() -> str:
-        try:
-            async with asyncio.timeout(0.05):
-                await asyncio.Event().wait()
-        except TimeoutError:
-            return "timed out"
-        return "never"
-
     async with asyncio.timeout(30):  # generous: only a refused inner timeout runs into it
-        assert await rt.shielded(bounded_work()) == "timed out"
+        assert await rt.shielded(_bounded_work(0.05)) == "timed out"
 
 
 async def test_a_cancelled_caller_still_lets_the_work_time_out() -> None:
-    async def bounded_work() -> str:
-        try:
-            async with asyncio.timeout(0.1):
-                await asyncio.Event().wait()
-        except TimeoutError:
-            return "timed out"
-        return "never"
-
-    task = asyncio.ensure_future(rt.shielded(bounded_work()))
+    task = asyncio.ensure_future(rt.shielded(_bounded_work(0.1)))
     await asyncio.sleep(0.01)
     task.cancel()
     async with asyncio.timeout(30):
