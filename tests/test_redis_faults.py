@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -103,3 +104,49 @@ def test_a_release_after_the_lease_may_have_ended_still_reports_the_loss(own_ser
 def own_server() -> Iterator[ServerProc]:
     with redis_server() as srv:
         yield srv
+
+
+async def test_a_silent_link_still_ends_an_async_request_at_the_socket_timeout(proxy: FaultProxy, name: str) -> None:
+    """distlock's async request path makes its connections without a socket timeout (redis.asyncio would write
+    each request under ``asyncio.wait_for``) and bounds each request itself: a release on a connection that
+    went silent ends at the socket timeout and is sent again on a new connection, which answers."""
+    url = f"redis://127.0.0.1:{proxy.port}/0?socket_timeout=1"
+    store = await distlock.connect_async(url)
+    try:
+        lock = store.lock(name, ttl=60, auto_renew=False)
+        assert await lock.acquire()
+        assert proxy.half_open() >= 1  # the connection the release would reuse says nothing any more
+        async with asyncio.timeout(30):  # generous: only a request left unbounded runs into it
+            await lock.release()
+        assert not lock.lost.is_set()
+    finally:
+        await store.aclose()
+
+
+async def test_async_requests_start_no_task_of_the_driver(redis_url: str, name: str) -> None:
+    """An acquire + release pair creates no task through the loop (redis.asyncio's ``send_packed_command``
+    wraps a write in ``asyncio.wait_for``, a task per request on Python 3.11, when the connection has a socket
+    timeout: ``drv.made`` gives distlock's connections none). Fails if a redis-py release brings such a task
+    back on this path."""
+    store = await distlock.connect_async(redis_url)
+    loop = asyncio.get_running_loop()
+    made: list[object] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        made.append(getattr(coro, "__qualname__", coro))
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    try:
+        lock = store.lock(name, ttl=30, auto_renew=False)
+        await lock.acquire()  # warm: connections and scripts ready
+        await lock.release()
+        loop.set_task_factory(factory)
+        try:
+            for _ in range(5):
+                await lock.acquire()
+                await lock.release()
+        finally:
+            loop.set_task_factory(None)
+        assert made == []
+    finally:
+        await store.aclose()

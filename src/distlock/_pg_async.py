@@ -6,21 +6,18 @@ swaps it for ``_pg_sync`` in the generated sync backend, so both sides share one
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import psycopg
 
+from . import _rt_async as rt
 from ._sqlwatch import WATCHDOG, watch
 
 Connection = psycopg.AsyncConnection[Any]
 Cursor = psycopg.AsyncCursor[Any]
 ClientCursor = psycopg.AsyncClientCursor[Any]
 T = TypeVar("T")
-
-#: after a cancellation shut the socket down, how long the interrupted call gets to notice it and end
-CANCEL_GRACE = 1.0
 
 
 async def connect(**kwargs: Any) -> Connection:
@@ -34,29 +31,16 @@ def _fd(conn: Connection) -> int:
         return -1
 
 
-async def guarded(conn: Connection, deadline: float | None, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+async def guarded(conn: Connection, deadline: float | None, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
     """``await fn(*args)`` on ``conn``, its socket shut down at ``deadline`` or when the caller is cancelled:
     psycopg would otherwise answer a cancellation by sending a cancel request and waiting up to 10 s for the
-    server, which a dead link never gives. The caller closes ``conn`` afterwards (its state is unknown)."""
+    server, which a dead link never gives. The call runs as a task that is never cancelled itself: a
+    cancellation of the caller shuts the socket down, and is raised once the call has ended on it, so the
+    call never polls a descriptor number that the next connection may have been given. The caller closes
+    ``conn`` afterwards (its state is unknown)."""
     fd = _fd(conn)
     with watch(fd, deadline):
-        task = asyncio.ensure_future(fn(*args))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if not task.done():
-                if fd >= 0:
-                    WATCHDOG.kill(fd)
-                # let the call end on its dead socket before the caller closes the connection: a call still
-                # running would poll a descriptor number the next connection may already have been given
-                await asyncio.wait({task}, timeout=CANCEL_GRACE)
-                task.add_done_callback(_consume)
-            raise
-
-
-def _consume(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
+        return await rt.shielded(fn(*args), (lambda: WATCHDOG.kill(fd)) if fd >= 0 else None)
 
 
 def client_cursor(conn: Connection) -> ClientCursor:

@@ -33,11 +33,32 @@ async def initialize(client: ClusterClient) -> None:
     await client.initialize()
 
 
-def route(client: ClusterClient, key: str) -> tuple[str, Callable[[], Any]]:
-    """The master that serves ``key``'s slot in the client's slot map: (its name, a connection factory)."""
+def route(client: ClusterClient, key: str) -> tuple[str, Made]:
+    """The master that serves ``key``'s slot in the client's slot map: (its name, :func:`made` for it)."""
     lookup: Any = client.get_node_from_key
     node: Any = lookup(key)
-    return node.name, lambda: node.connection_class(**node.connection_kwargs)
+    return node.name, made(node.connection_class, node.connection_kwargs)
+
+
+#: how distlock's request path makes its connections to one server, and the bound of one request on them
+Made = tuple[Callable[[], Any], float | None]
+
+
+def made(cls: Any, kwargs: dict[str, Any]) -> Made:
+    """Connections like ``cls(**kwargs)`` for distlock's request path (``wire.py``), and the bound of one
+    request on them: the socket timeout of ``kwargs``.
+
+    The connections themselves have no socket timeout. With one, redis.asyncio writes every request under
+    ``asyncio.wait_for`` (on Python 3.11 a task and three event-loop turns per request: most of what the
+    async API cost over the sync one on Redis) and reads every reply under a timer of its own. Without it,
+    a request is written and read directly, and :func:`io_bound` puts one timer around both; the connect
+    and its handshake are bounded by :func:`connect_bound`. (``socket_timeout`` is a documented parameter
+    of the connection; its absence means "no client-side timeout", which the bounds here replace.)"""
+    bound = kwargs.get("socket_timeout")
+    own = dict(kwargs, socket_timeout=None)
+    if "socket_connect_timeout" in kwargs and kwargs["socket_connect_timeout"] is None:
+        own["socket_connect_timeout"] = bound  # redis-py's fallback for it, which None would now turn off
+    return (lambda: cls(**own)), bound
 
 
 def recheck_cancel() -> None:
@@ -76,8 +97,17 @@ async def close(client: AnyClient) -> None:
 
 
 def io_bound(conn: Any, timeout: float | None) -> Any:
-    """Bounds a request's send and read on ``conn`` (None: the connection's own socket timeout)."""
+    """Bounds a request's send and read on ``conn``, a connection of :func:`made` (None: no bound)."""
     return asyncio.timeout(timeout)
+
+
+def connect_bound(conn: Any, bound: float | None) -> Any:
+    """Bounds connecting ``conn`` (a connection of :func:`made`) and its handshake (HELLO/AUTH/SELECT, and
+    Redlock's run-id read): its connect timeout plus one request's ``bound``. redis-py bounds the TCP
+    connect itself; the handshake's replies, read without a socket timeout, only by this."""
+    if bound is None:
+        return contextlib.nullcontext()
+    return asyncio.timeout((conn.socket_connect_timeout or 0.0) + bound)
 
 
 async def disconnect(conn: Any) -> None:

@@ -32,12 +32,22 @@ def initialize(client: ClusterClient) -> None:
     """The threaded cluster client read the slot map when it was made (see the asyncio twin)."""
 
 
-def route(client: ClusterClient, key: str) -> tuple[str, Callable[[], Any]]:
-    """The master that serves ``key``'s slot in the client's slot map: (its name, a connection factory)."""
+def route(client: ClusterClient, key: str) -> tuple[str, Made]:
+    """The master that serves ``key``'s slot in the client's slot map: (its name, :func:`made` for it)."""
     lookup: Any = client.get_node_from_key
     node: Any = lookup(key)
     pool: Any = node.redis_connection.connection_pool
-    return node.name, lambda: pool.connection_class(**pool.connection_kwargs)
+    return node.name, made(pool.connection_class, pool.connection_kwargs)
+
+
+#: how distlock's request path makes its connections to one server, and the bound of one request on them
+Made = tuple[Callable[[], Any], float | None]
+
+
+def made(cls: Any, kwargs: dict[str, Any]) -> Made:
+    """Connections ``cls(**kwargs)`` for distlock's request path, and the bound of one request on them (the
+    socket timeout of ``kwargs``): here the sockets keep their timeout, which is the bound (see the twin)."""
+    return (lambda: cls(**kwargs)), kwargs.get("socket_timeout")
 
 
 def recheck_cancel() -> None:
@@ -81,6 +91,11 @@ class io_bound:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def connect_bound(conn: Any, bound: float | None) -> Any:
+    """Connecting is bounded by the connection's own timeouts here (a blocking socket's; see the twin)."""
+    return contextlib.nullcontext()
 
 
 def disconnect(conn: Any) -> None:

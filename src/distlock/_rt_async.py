@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import logging
+import os
 import socket
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -51,18 +51,46 @@ async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-#: the worker pools of ``offload(pool=...)``, made on first use
+#: the worker pools of ``offload``, made on first use: "" is the one of steps without a named pool, sized as
+#: asyncio's default executor (which ``offload`` does not use: see there)
 _POOLS: dict[str, ThreadPoolExecutor] = {}
 _POOLS_GUARD = threading.Lock()
 
 
-def _pool(name: str | None) -> ThreadPoolExecutor | None:
-    if name is None:
-        return None
+def _pool(name: str) -> ThreadPoolExecutor:
     with _POOLS_GUARD:
         if name not in _POOLS:
-            _POOLS[name] = ThreadPoolExecutor(max_workers=256, thread_name_prefix=f"distlock-{name}")
+            workers = 256 if name else min(32, (os.cpu_count() or 1) + 4)
+            _POOLS[name] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"distlock-{name or 'step'}")
         return _POOLS[name]
+
+
+class _Held(asyncio.Future[T]):
+    """A future that the cancellation of the task awaiting it does not cancel.
+
+    ``Task.cancel()`` first cancels the future its task awaits; when that future refuses (``cancel`` returns
+    False), the task is marked instead and gets its ``CancelledError`` at its next step, which comes when the
+    future completes. So the task waits for the outcome and is cancelled after it, with no helper task, no
+    ``asyncio.shield`` and no extra loop turns in between (what :func:`offload` and :func:`shielded` need,
+    and what ``shield`` cost: two loop turns per call). ``on_cancel`` runs at each refused cancellation (an
+    interrupt that makes the outcome come soon)."""
+
+    def __init__(self, on_cancel: Callable[[], object] | None = None) -> None:
+        super().__init__()
+        self._on_cancel = on_cancel
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        if self._on_cancel is not None and not self.done():
+            self._on_cancel()
+        return False
+
+
+def _settle(fut: asyncio.Future[T], step: Future[T]) -> None:
+    exc = step.exception()
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(step.result())
 
 
 async def offload(
@@ -71,26 +99,35 @@ async def offload(
     """Run a blocking driver step (kazoo, sqlite3, PyMySQL) on a worker thread: the one way the async side
     calls a blocking driver, and the one place its worker-thread rules are applied.
 
-    The step runs in a copy of the caller's context (a call budget set by the caller applies in it), on
-    asyncio's default executor or on the named ``pool`` (a backend whose steps block in server-side waits
-    keeps them from starving its short calls of threads). A thread cannot be stopped: if the caller is
-    cancelled meanwhile, ``interrupt()`` makes the step end soon (an abort flag the step checks, a socket
-    shut down under it) and the cancellation is raised only once the step has ended, so no clean-up that
-    follows (an abandon, a discarded connection) ever runs beside it. A step without ``interrupt`` ends
-    within its own bound (a busy timeout, a request timeout).
+    The step runs in a copy of the caller's context (a call budget set by the caller applies in it), on a
+    pool of distlock's (a backend whose steps block in server-side waits names its own ``pool``, so they
+    do not starve its short calls of threads). A thread cannot be stopped: if the caller is cancelled
+    meanwhile, ``interrupt()`` makes the step end soon (an abort flag the step checks, a socket shut down
+    under it) and the cancellation is raised only once the step has ended, so no clean-up that follows (an
+    abandon, a discarded connection) ever runs beside it. A step without ``interrupt`` ends within its own
+    bound (a busy timeout, a request timeout).
+
+    Not ``loop.run_in_executor``: its result reaches the caller through a chain of futures, and the shield
+    the cancellation rule needs adds two more loop turns; here the worker hands the outcome to the loop
+    once (``call_soon_threadsafe``) and the caller awaits a :class:`_Held` future.
     """
+    loop = asyncio.get_running_loop()
     ctx = contextvars.copy_context()
-    step = asyncio.get_running_loop().run_in_executor(_pool(pool), functools.partial(ctx.run, fn, *args))
-    try:
-        return await asyncio.shield(step)
-    except asyncio.CancelledError:
-        if interrupt is not None:
-            interrupt()
+    fut: _Held[T] = _Held(interrupt)
+    step = _pool(pool or "").submit(ctx.run, fn, *args)
+
+    def _done(step: Future[T]) -> None:
         try:
-            await shielded(asyncio.wait([step]))
-        finally:
-            if step.done() and not step.cancelled():
-                step.exception()  # retrieved: the step's failure is the interrupt's doing, not news
+            loop.call_soon_threadsafe(_settle, fut, step)
+        except RuntimeError:  # the loop is closed: nobody awaits the outcome any more
+            pass
+
+    step.add_done_callback(_done)
+    try:
+        return await fut
+    except asyncio.CancelledError:
+        if fut.done() and not fut.cancelled():
+            fut.exception()  # retrieved: the step's failure is the interrupt's doing, not news
         raise
 
 
@@ -204,25 +241,46 @@ class Background:
         self._task.cancel()
 
 
-async def shielded(aw: Awaitable[T]) -> T:
+class _Unstoppable(asyncio.Task[T]):
+    """A task that the cancellation of its caller (the task that made it and awaits it) does not cancel: see
+    :class:`_Held`, whose rule the caller then follows; ``on_cancel`` runs at each refused cancellation. Its
+    work is bounded by its own timeouts, which cancel this task itself and must keep working: a caller's
+    cancellation is told from them by the caller's count of cancellation requests, which ``Task.cancel``
+    raises before it passes the cancellation on to the awaited task (here)."""
+
+    def __init__(self, coro: Coroutine[Any, Any, T], on_cancel: Callable[[], object] | None) -> None:
+        super().__init__(coro, loop=asyncio.get_running_loop())
+        self._on_cancel = on_cancel
+        self._caller = asyncio.current_task()
+        self._seen = self._caller.cancelling() if self._caller is not None else 0
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        asked = self._caller.cancelling() if self._caller is not None else 0
+        if asked <= self._seen:  # not the caller's: one of the work's own timeouts
+            return super().cancel(msg)
+        self._seen = asked
+        if self._on_cancel is not None and not self.done():
+            self._on_cancel()
+        return False
+
+
+async def shielded(aw: Coroutine[Any, Any, T], on_cancel: Callable[[], object] | None = None) -> T:
     """Await ``aw`` to completion even if the caller is cancelled meanwhile, then re-raise the cancellation.
 
     Used for clean-up that must not be cut in half: removing a queued entry after a failed acquire, and
-    the release round trip (a half-done release would leave the lock looking free while it is held).
+    the release round trip (a half-done release would leave the lock looking free while it is held); and
+    for a driver call that a cancellation must end by other means than its own (``on_cancel``: psycopg,
+    ``_pg_async.guarded``). ``aw`` runs as a task of its own that refuses cancellation and that the caller
+    awaits directly: the caller's cancellation waits for the task's end (one loop turn after it, where
+    ``asyncio.shield`` took three).
     """
-    task = asyncio.ensure_future(aw)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.done() and task.cancelled():
-                raise
-            cancelled = True
-    if cancelled:
-        task.exception()  # retrieved: a clean-up failure must not be logged as "never retrieved"
-        raise asyncio.CancelledError
-    return task.result()
+    task: _Unstoppable[T] = _Unstoppable(aw, on_cancel)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: a clean-up failure must not be logged as "never retrieved"
+        raise
 
 
 async def bounded(timeout: float | None, fn: Callable[..., Awaitable[T]], *args: Any) -> T:

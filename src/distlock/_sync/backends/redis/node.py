@@ -260,10 +260,10 @@ class Node:
             return self.wire.call(packed_call(script, name, *args, counter=self.counter), unsure, timeout)
         assert isinstance(self.client, drv.ClusterClient)
         try:  # straight to the master of the name's slot ...
-            key, make = drv.route(self.client, name)
+            key, made = drv.route(self.client, name)
             wire = self._wires.get(key)
             if wire is None:
-                wire = self._wires[key] = Wire(make)
+                wire = self._wires[key] = Wire(made)
             packed = packed_call(script, name, *args, cluster=True, counter=self.counter)
             return wire.call(packed, unsure, timeout)
         except options.REROUTE:  # ... unless the slot moved or the master is away: redis-py's routing sorts it out

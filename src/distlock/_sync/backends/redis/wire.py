@@ -58,8 +58,10 @@ class Wire:
     parent's sockets.
     """
 
-    def __init__(self, make: Callable[[], Any]) -> None:
-        self._make = make  # a new, unconnected driver Connection
+    def __init__(self, made: drv.Made) -> None:
+        # a new, unconnected driver Connection; and how long one request on it may take (the client's socket
+        # timeout; the connections themselves may have none: ``drv.made``)
+        self._make, self._bound = made
         self._idle: list[Any] = []
         #: connections with a request in flight (a failover interrupts them: :meth:`moved`)
         self._busy: set[Any] = set()
@@ -76,7 +78,7 @@ class Wire:
     def of(cls, client: drv.Client) -> Wire:
         """Connections made like the client's own (URL, TLS, password, db, timeouts)."""
         pool: Any = client.connection_pool
-        return cls(lambda: pool.connection_class(**pool.connection_kwargs))
+        return cls(drv.made(pool.connection_class, pool.connection_kwargs))
 
     def call(
         self, packed: bytes, unsure: list[bool] | None = None, timeout: float | None = None, expect: str | None = None
@@ -110,11 +112,12 @@ class Wire:
             self._busy.add(conn)
             try:
                 if not conn.is_connected:
-                    conn.connect()
-                    if self.on_connect is not None:
-                        self.on_connect(conn, expect)
-                short = timeout is not None and timeout < (conn.socket_timeout or float("inf"))
-                with drv.io_bound(conn, timeout if short else None):
+                    with drv.connect_bound(conn, self._bound):
+                        conn.connect()
+                        if self.on_connect is not None:
+                            self.on_connect(conn, expect)
+                short = timeout is not None and timeout < (self._bound or float("inf"))
+                with drv.io_bound(conn, timeout if short else self._bound):
                     sent = True
                     conn.send_packed_command(list(packs), check_health=False)
                     replies: list[Any] = []
