@@ -145,33 +145,51 @@ def owner_label() -> str:
 
 
 class Waker:
-    """A wake-up flag that any thread may raise and one waiter consumes."""
+    """A wake-up flag that any thread may raise and one waiter consumes.
+
+    ``notify()`` is the wake-up itself; ``kick()`` only ends a wait early without one (the Redis listener
+    uses it to hand its read role to a waiting task, which then reads the pub/sub connection itself)."""
 
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._event = asyncio.Event()
+        self._fired = False
 
-    def notify(self) -> None:
+    def _fire(self) -> None:
+        self._fired = True
+        self._event.set()
+
+    def _call(self, fn: Callable[[], object]) -> None:
         try:
             if threading.get_ident() == getattr(self._loop, "_thread_id", None):
-                self._event.set()
+                fn()
             else:
-                self._loop.call_soon_threadsafe(self._event.set)
+                self._loop.call_soon_threadsafe(fn)
         except RuntimeError:  # loop closed: nobody is waiting any more
             pass
 
+    def notify(self) -> None:
+        self._call(self._fire)
+
+    def kick(self) -> None:
+        self._call(self._event.set)
+
+    def take(self) -> bool:
+        """Consume a notification without waiting: True if there was one."""
+        self._event.clear()
+        fired, self._fired = self._fired, False
+        return fired
+
     async def wait(self, timeout: float | None) -> bool:
-        """Wait until notified or ``timeout``; True if notified. Consumes the notification."""
+        """Wait until notified, kicked or ``timeout``; True if notified. Consumes the notification."""
         if not self._event.is_set():
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that races the result
             try:
                 async with asyncio.timeout(timeout):
                     await self._event.wait()
             except TimeoutError:
-                if not self._event.is_set():
-                    return False
-        self._event.clear()
-        return True
+                pass
+        return self.take()
 
 
 class Dispatcher:

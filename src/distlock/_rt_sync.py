@@ -47,18 +47,37 @@ def owner_label() -> str:
 
 
 class Waker:
-    """A wake-up flag that any thread may raise and one waiter consumes."""
+    """A wake-up flag that any thread may raise and one waiter consumes.
+
+    ``notify()`` is the wake-up itself; ``kick()`` only ends a wait early without one (the Redis listener
+    uses it to hand its read role to a waiting thread, which then reads the pub/sub connection itself)."""
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._fired = False
+        self._guard = threading.Lock()  # the flag is read and reset in one step (a notify never goes missing)
 
     def notify(self) -> None:
+        with self._guard:
+            self._fired = True
         self._event.set()
 
-    def wait(self, timeout: float | None) -> bool:
-        fired = self._event.wait(timeout)
+    def kick(self) -> None:
+        self._event.set()
+
+    def take(self) -> bool:
+        """Consume a notification without waiting: True if there was one."""
+        # clear first, then read the flag: a notify in between leaves the event set, so at worst the next
+        # wait returns at once (as after a kick)
         self._event.clear()
+        with self._guard:
+            fired, self._fired = self._fired, False
         return fired
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until notified, kicked or ``timeout``; True if notified. Consumes the notification."""
+        self._event.wait(timeout)
+        return self.take()
 
 
 class Dispatcher:

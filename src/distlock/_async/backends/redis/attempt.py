@@ -100,7 +100,9 @@ class Attempt(AsyncAttempt):
             await listener.watch(self._channel, self.claim.token, self._waker.notify, SUBSCRIBE_TIMEOUT)
             if listener.live(self._channel) is not None:
                 return
-        await self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
+        # through the listener: this thread (task) reads the pub/sub connection itself while it waits, so the
+        # push that wakes it is read here, not handed over from the listener's thread (one hop, not two)
+        await listener.wait(self._waker, wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
 
     async def abandon(self) -> None:
         await self._unwatch()

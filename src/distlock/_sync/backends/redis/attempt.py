@@ -101,7 +101,9 @@ class Attempt(SyncAttempt):
             listener.watch(self._channel, self.claim.token, self._waker.notify, SUBSCRIBE_TIMEOUT)
             if listener.live(self._channel) is not None:
                 return
-        self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
+        # through the listener: this thread (task) reads the pub/sub connection itself while it waits, so the
+        # push that wakes it is read here, not handed over from the listener's thread (one hop, not two)
+        listener.wait(self._waker, wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
 
     def abandon(self) -> None:
         self._unwatch()

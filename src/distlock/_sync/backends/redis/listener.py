@@ -19,6 +19,21 @@ from ...._core import redis_calls as rc
 
 log = logging.getLogger("distlock")
 
+#: the background reader's read while no waiter has come for a while, and while one came lately: a waiter that
+#: comes while it reads waits at most that long for the read role (a read in progress cannot be cut short)
+COLD_SLICE = 0.5
+HOT_SLICE = 0.02
+#: how long after a waiter came the background reader reads in short slices; and how long it leaves the
+#: connection to the waiters at most before it looks again (it is kicked sooner when an observer or a pending
+#: subscription needs a reader)
+HOT = 1.0
+NAP = 1.0
+#: after a read failed (the connection dropped), nobody reads for this long (redis-py reconnects on the next
+#: read): a dead server costs a reconnect attempt per pause, not a busy loop
+PAUSE = 0.2
+#: the background reader's place in the read role (the waiters' is their Waker)
+_BACKGROUND = object()
+
 #: what a broken or closed pub/sub connection raises while the reader waits on it (a closed sync PubSub
 #: also raises ValueError / AttributeError from the socket it dropped)
 _BROKEN = (RedisError, OSError, RuntimeError, ValueError, AttributeError)
@@ -36,6 +51,16 @@ class Listener:
     (the connection dropped), and every waiter (and observer) is then notified to re-check. A caller that registered (:meth:`add`) while the channel was live, and finds the same
     generation after its re-check, cannot have missed a release in between. Channels stay subscribed for
     ``LINGER`` seconds after their last waiter left, so a busy lock is not re-subscribed per acquire.
+
+    One hop from the push to the waiter: the thread (task) that reads the connection is, whenever one waits,
+    a waiter itself (:meth:`wait`; leader/followers): the first waiter takes the *read role*, reads and
+    dispatches every message (its own wakes it without a switch to another thread; the others' wake them),
+    and when it returns it hands the role to the next waiter (a ``kick``). The background reader reads only
+    while no waiter waits: subscription confirmations and pushes for observers, reconnects, the cluster and
+    Sentinel moves. When the last waiter leaves, the background reader is not woken (a thread switch per
+    acquire): it looks again within ``NAP`` (at once when an observer or a pending subscription needs a
+    reader); meanwhile messages wait in the socket for the next reader, and a waiter that reads first learns
+    of a drop at its first read, before it sleeps.
 
     Two guards: ``_state`` for the maps, taken for a few dict operations and never across I/O (the reader
     and the waiters' threads share them on the sync side; on asyncio it is a no-op), and ``_io`` that puts
@@ -61,6 +86,13 @@ class Listener:
         self._io = rt.Mutex()
         self._closed = False
         self._stale = False  # cluster: the pub/sub connection must move (see _move)
+        #: who reads the connection now (a waiter's Waker, _BACKGROUND or None) and the waiters inside
+        #: :meth:`wait` in arrival order (see the class docstring)
+        self._role: object | None = None
+        self._contenders: list[rt.Waker] = []
+        self._nap: rt.Waker | None = None  # the background reader's, while it leaves reading to the waiters
+        self._hot_until = 0.0
+        self._pause_until = 0.0
 
     def live(self, channel: str) -> int | None:
         """The generation of the channel's confirmed subscription, or None if it is not subscribed now."""
@@ -100,8 +132,83 @@ class Listener:
                         self._confirmed.pop(channel, None)
                     return False
             if self._reader is None or not self._reader.alive():
+                self._nap = rt.Waker()
                 self._reader = rt.Background(self._run, "distlock-redis-listener")
+            elif subscribe and self._nap is not None:
+                self._nap.kick()  # the confirmation needs a reader; the waiters may all be gone
         return rt.wait_event(event, timeout)
+
+    def wait(self, waker: rt.Waker, timeout: float) -> bool:
+        """Wait until ``waker`` is notified (True) or ``timeout`` passes (False), reading the connection
+        meanwhile whenever nobody else does (the read role, see the class docstring). A waiter registered
+        with :meth:`add` or :meth:`watch` under ``waker.notify`` waits here; leaving (also cancelled) passes
+        the role on."""
+        end = time.monotonic() + timeout
+        with self._state:
+            self._contenders.append(waker)
+            self._hot_until = time.monotonic() + HOT
+        try:
+            while not waker.take():
+                now = time.monotonic()
+                if now >= end:
+                    return False
+                with self._state:
+                    can = self._pubsub is not None and not self._closed and not self._stale and now >= self._pause_until
+                    if can and self._role is None:
+                        self._role = waker
+                    lead = can and self._role is waker
+                    if not lead and self._role is waker:
+                        self._role = None  # paused or moving: the role waits for a reader that can read
+                if not lead:
+                    left = end - now if now >= self._pause_until else min(end - now, self._pause_until - now)
+                    if waker.wait(left):
+                        return True
+                    continue
+                self._read(end - now)
+            return True
+        finally:
+            self._leave(waker)
+
+    def _leave(self, who: object) -> None:
+        """``who`` stops reading (a waiter also stops waiting): the role goes to the first waiter, else it
+        stays free for the background reader (kicked only when an observer or a subscription needs it)."""
+        wake: rt.Waker | None = None
+        with self._state:
+            if isinstance(who, rt.Waker) and who in self._contenders:
+                self._contenders.remove(who)
+            if self._role is who:
+                self._role = None
+            if self._role is None:
+                if self._contenders:
+                    wake = self._contenders[0]
+                elif who is not _BACKGROUND and (
+                    self._observers or any(not e.is_set() for e in self._confirmed.values())
+                ):
+                    wake = self._nap
+        if wake is not None:
+            wake.kick()
+
+    def _read(self, timeout: float) -> None:
+        """One read of the connection by whoever holds the read role, and its message dispatched. A broken
+        connection: everyone re-checks, nobody reads for ``PAUSE``, and a cluster's connection moves."""
+        pubsub = self._pubsub
+        try:
+            msg = pubsub.get_message(ignore_subscribe_messages=False, timeout=timeout)
+        except _BROKEN as err:
+            if self._closed or pubsub is not self._pubsub:
+                # closed, or :meth:`_move` replaced it under us (a failover): it already made everyone re-check
+                return
+            log.debug("wake-up listener: %s (reconnecting)", err)
+            with self._state:
+                self._pause_until = time.monotonic() + PAUSE
+            if isinstance(self._client, drv.ClusterClient):
+                self._stale = True  # the background reader moves it, after the pause
+            self._lost_messages()
+            if self._nap is not None:
+                self._nap.kick()
+            return
+        if msg is not None:
+            self._dispatch(msg)
 
     def take_grant(self, token: str) -> rc.HandOver | None:
         """The hand-over a release pushed to the waiter ``token`` (it holds the name), once; else None."""
@@ -171,29 +278,27 @@ class Listener:
             notify()
 
     def _run(self) -> None:
+        """The background reader: reads while no waiter waits (see the class docstring)."""
+        nap = self._nap
+        assert nap is not None
         while not self._closed:
             if self._stale:
-                rt.sleep(0.2)
+                rt.sleep(PAUSE)
                 self._move()
                 continue
-            pubsub = self._pubsub
-            try:
-                msg = pubsub.get_message(ignore_subscribe_messages=False, timeout=0.5)
-            except _BROKEN as err:
-                if self._closed:
-                    return
-                if pubsub is not self._pubsub:
-                    # :meth:`_move` closed it under us (a failover): it already made everyone re-check and
-                    # subscribed on the new connection, whose confirmations are read now, not after a pause
-                    continue
-                log.debug("wake-up listener: %s (reconnecting)", err)
-                self._lost_messages()
-                rt.sleep(0.2)
-                if isinstance(self._client, drv.ClusterClient):
-                    self._move()
+            now = time.monotonic()
+            with self._state:
+                mine = self._role is None and not self._contenders and now >= self._pause_until
+                if mine:
+                    self._role = _BACKGROUND
+                hot = now < self._hot_until
+            if not mine:
+                nap.wait(NAP if now >= self._pause_until else self._pause_until - now)
                 continue
-            if msg is not None:
-                self._dispatch(msg)
+            try:
+                self._read(HOT_SLICE if hot else COLD_SLICE)
+            finally:
+                self._leave(_BACKGROUND)
 
     def _move(self) -> None:
         """Redis Cluster: the node under the pub/sub connection may be gone for good (its replica took
@@ -265,6 +370,8 @@ class Listener:
 
     def close(self) -> None:
         self._closed = True
+        if self._nap is not None:
+            self._nap.kick()
         if self._reader is not None:
             self._reader.cancel()  # asyncio: now; a thread sees ``_closed`` within its 0.5 s read
         if self._pubsub is not None:
