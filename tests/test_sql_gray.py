@@ -70,14 +70,19 @@ def count_rows(db: str, url: str, prefix: str) -> dict[str, int]:
 
 # -- issue 12: renewals serialised with acquires ---------------------------------------------------------
 def test_late_renewal_commit_never_leaves_two_live_holders(db: str, url: str, proxy: FaultProxy, name: str) -> None:
-    """The holder's renewal is in flight (its UPDATE done, row lock held) and its COMMIT is held by the link
-    until after the lease end, when another store's acquire finds the row expired. Before the fix the
-    acquire's stale-row DELETE skipped the row the renewal had just extended and inserted itself: two live
-    holders in the table. Now it sees the renewal won and waits for that lease."""
+    """The holder's renewal is held by the link until after the lease end, when another store's acquire
+    finds the row expired. Before the fix (issue 12: then the renewal was UPDATE + a COMMIT held back) the
+    acquire's stale-row DELETE skipped a row a renewal had just extended and inserted itself: two live
+    holders in the table. Renewals are now one autocommit statement (docs/models/sql_lease_statement.pml,
+    RENEW_COMMIT_DELAYED and RENEW_EARLY_CLOCK model what the link can no longer reach): a late one finds
+    the row expired or deleted, and the old holder is told."""
     with distlock.connect(via(url, proxy)) as a, distlock.connect(url) as b:
         la = a.lock(name, ttl=4)
         assert la.acquire(timeout=5)
-        hit = proxy.delay_next(b"COMMIT", 3.3)  # the renewal at ~ttl/3 commits at ~4.6 s: after the lease end
+        # every renewal (and its retry on a fresh connection) arrives 3.3 s late: past the lease end
+        hit = proxy.delay_next(b"UPDATE", 3.3)
+        for _ in range(12):
+            proxy.delay_next(b"UPDATE", 3.3)
         lb = b.lock(name, ttl=4)
         assert lb.acquire(timeout=20)
         try:

@@ -52,7 +52,7 @@ import re
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
-from .arbiter import Held, Queued, decide, lease_infos
+from .arbiter import Held, Queued, decide, lease_infos, should_queue
 from .sql_dialects import Dialect
 from .timing import WAITER_TTL
 from .types import Claim, Grant, LockInfo, Mode
@@ -152,6 +152,10 @@ class Ops:
         self.sequences = dialect.name == "postgres"
         #: MySQL: seconds an acquire waits for the name's GET_LOCK (another acquire's transaction)
         self.name_wait = 5.0
+
+    #: the operations whose script runs without the driver's BEGIN/COMMIT (it is one batch that makes its
+    #: own transaction, or statements that each stand alone)
+    own_tx: frozenset[str] = frozenset()
 
     def _notify(self, key: str) -> Generator[Stmt, Result, None]:
         if self.d.notify is not None:
@@ -384,100 +388,174 @@ class Ops:
         )
 
 
-class StatementOps(Ops):
-    """PostgreSQL lease mode through PgBouncer's statement pooling, where every statement is its own
-    transaction and BEGIN is refused. The protocol is ``docs/models/sql_lease_statement.pml`` (model-checked;
-    each part below is needed, see its header):
+class BatchOps(Ops):
+    """The lease-mode acquire in ONE round trip when the name is free, on both databases: the protocol of
+    ``docs/models/sql_lease_statement.pml`` (``-DONE_CLOCK -DBLIND``, model-checked; see its header).
 
-    1. read: ONE autocommit statement, the name's holders and queue and the database's clock;
-    2. decide in Python (:func:`distlock._core.arbiter.decide`, the rule of :meth:`Ops.acquire`);
-    3. apply: ONE multi-statement Query (an implicit transaction, so one ``now()``): the name's advisory lock
-       as its own first statement, then the stale-row DELETEs (``expires_at <= now()``: they wait for an
-       in-flight renewal's row lock), then, as a separate statement, the INSERT of our holding guarded by
-       "the name's live holders and the queue entries ahead of us are still what 1 read" (a digest built the
-       same way in SQL and here), ``RETURNING fence``. 0 rows: nothing was granted, read again.
+    Each try is one multi-statement Query, one transaction (PostgreSQL: the implicit transaction of a
+    simple-protocol Query; MySQL/MariaDB: the batch opens and commits its own and lets go of the name's
+    ``GET_LOCK``), comparing every expiry with ONE clock reading: the name's lock as its own first
+    statement, the stale-row DELETEs (they wait for an in-flight renewal's row lock), then the INSERT of our
+    holding guarded by "the name's live holders, and the live queue entries ahead of us, are exactly the
+    tokens we expect", the removal of our queue entry if we now hold, a refused claim that must queue
+    (:func:`~distlock._core.arbiter.should_queue`) joins or refreshes its entry, and last a read of the
+    name (holders with their fences, queue, the clock) as the answer.
+
+    The first try expects nobody (blind: no read first): a free name is granted in that one round trip.
+    Otherwise :func:`~distlock._core.arbiter.decide` rules on the answer's read (made under the name's lock,
+    after our own writes); if it grants (a reader among readers, a free semaphore permit), a second try
+    expects exactly what was read. The guard narrows the rule, never widens it: an INSERT happens only on
+    a state the rule grants.
+    """
+
+    #: the clock every statement of a try compares with (PostgreSQL: the implicit transaction's start)
+    NOW = "extract(epoch from now())::float8"
+    own_tx = frozenset({"acquire"})
+
+    def _try_sql(
+        self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str]
+    ) -> tuple[str, tuple[object, ...]]:
+        p = self.p
+        pg = self.d.name == "postgres"
+        t = self.NOW if pg else "@dl_now"
+        got = "" if pg else "@dl_got = 1 AND "
+        lock = self._lock_name(key)
+        sql: list[str] = []
+        params: list[object] = []
+        if pg:
+            sql.append("SELECT pg_advisory_xact_lock(%s, %s)")
+        else:  # the clock is read after the lock is granted (NOW(6) is its statement's start)
+            sql += ["BEGIN", "SET @dl_got = GET_LOCK(%s, %s)", "SET @dl_now = UNIX_TIMESTAMP(NOW(6))"]
+        params += lock.params
+        sql.append(f"DELETE FROM {p}_holders WHERE {got}name_key = %s AND expires_at <= {t}")
+        sql.append(f"DELETE FROM {p}_queue WHERE {got}name_key = %s AND expires_at <= {t}")
+        params += [key, key]
+        if pg:
+            fence = f"nextval('{p}_fence_seq')"
+        elif self.sequences:
+            fence = f"NEXTVAL({p}_fence_seq)"
+        else:  # MySQL without sequences: an AUTO_INCREMENT ticket (a refused try burns one: fences only grow)
+            sql += [f"INSERT INTO {p}_fence_ids () VALUES ()", f"DELETE FROM {p}_fence_ids WHERE id = LAST_INSERT_ID()"]
+            fence = "LAST_INSERT_ID()"
+        # the guard: the live holders are exactly `holders`, the live entries ahead of us exactly `ahead`
+        live_h = f"FROM {p}_holders WHERE name_key = %s AND expires_at > {t}"
+        live_q = (
+            f"FROM {p}_queue q WHERE q.name_key = %s AND q.expires_at > {t} AND q.token <> %s AND q.seq < "
+            f"COALESCE((SELECT m.seq FROM {p}_queue m WHERE m.token = %s), 9223372036854775807)"
+        )
+        guard = [f"(SELECT COUNT(*) {live_h}) = %s"]
+        gp: list[object] = [key, len(holders)]
+        if holders:
+            guard.append(f"NOT EXISTS (SELECT 1 {live_h} AND token NOT IN ({', '.join(['%s'] * len(holders))}))")
+            gp += [key, *holders]
+        guard.append(f"(SELECT COUNT(*) {live_q}) = %s")
+        gp += [key, claim.token, claim.token, len(ahead)]
+        if ahead:
+            guard.append(f"NOT EXISTS (SELECT 1 {live_q} AND q.token NOT IN ({', '.join(['%s'] * len(ahead))}))")
+            gp += [key, claim.token, claim.token, *ahead]
+        owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
+        sql.append(
+            f"INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, layout) "
+            f"SELECT %s, %s, %s, %s, %s, {fence}, {t} + %s, {t}, {LAYOUT} {'' if pg else 'FROM DUAL '}"
+            f"WHERE {got}{' AND '.join(guard)}"
+        )
+        params += [claim.token, key, claim.name, owner, claim.mode.value, claim.ttl, *gp]
+        mine = f"EXISTS (SELECT 1 FROM {p}_holders h WHERE h.token = %s)"
+        sql.append(f"DELETE FROM {p}_queue WHERE token = %s AND {mine}")
+        params += [claim.token, claim.token]
+        if should_queue(claim.mode, claim.fair):  # refused: join the queue, or refresh our entry's deadline
+            conflict = (
+                "ON CONFLICT (token) DO UPDATE SET expires_at = EXCLUDED.expires_at"
+                if pg
+                else f"ON DUPLICATE KEY UPDATE expires_at = {t} + {WAITER_TTL}"
+            )
+            sql.append(
+                f"INSERT INTO {p}_queue (token, name_key, name, mode, expires_at) SELECT %s, %s, %s, %s, "
+                f"{t} + {WAITER_TTL} {'' if pg else 'FROM DUAL '}WHERE {got}NOT {mine} {conflict}"
+            )
+            params += [claim.token, key, claim.name, claim.mode.value, claim.token]
+        if claim.value is not None and self.d.notify is not None:  # a new leader: its observers look again
+            sql.append(f"SELECT pg_notify(%s, %s) WHERE {mine}")
+            params += [self.channel, key, claim.token]
+        sql.append(
+            f"SELECT 0, token, mode, expires_at, fence {live_h} UNION ALL "
+            f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s AND expires_at > {t} "
+            f"UNION ALL SELECT 2, NULL, NULL, {t}, {'1' if pg else 'COALESCE(@dl_got, 0)'}"
+        )
+        params += [key, key]
+        if not pg:
+            sql += ["COMMIT", "DO RELEASE_ALL_LOCKS()"]
+        return "; ".join(sql), tuple(params)
+
+    def acquire(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant]:
+        holders: Sequence[str] = ()
+        ahead: Sequence[str] = ()
+        for _ in range(2):
+            sql, params = self._try_sql(claim, key, holders, ahead)
+            n = sql.count(";")
+            r = yield Stmt(sql, params, batch=n - 2 if self.d.name != "postgres" else n)
+            held: list[Held] = []
+            queue: list[Queued] = []
+            now, got = 0.0, 0
+            for kind, token, mode, expires, extra in r.rows:
+                if kind == 2:
+                    now, got = to_float(expires), to_int(extra)
+                elif kind == 0:
+                    if str(token) == claim.token:  # granted now, or already (a retry after a lost reply)
+                        return Grant(True, fence=to_int(extra))
+                    held.append(Held(str(token), Mode(str(mode)), to_float(expires)))
+                else:
+                    queue.append(Queued(str(token), Mode(str(mode)), to_int(extra), to_float(expires)))
+            if not got:  # MySQL: the name's lock not granted within name_wait (a stuck transaction)
+                return Grant(False, retry_after=0.05)
+            queue.sort(key=lambda q: q.seq)
+            decision = decide(claim, held, queue, now, register_all=False)
+            if not decision.grant:
+                return Grant(False, retry_after=decision.retry_after)
+            mine = next((q.seq for q in queue if q.token == claim.token), None)
+            holders = [h.token for h in held]
+            ahead = [q.token for q in queue if q.token != claim.token and (mine is None or q.seq < mine)]
+        return Grant(False, retry_after=0.0)  # the name keeps changing under us: the caller tries again
+
+
+class MyBatchOps(BatchOps):
+    """MySQL/MariaDB lease mode: the one-round-trip acquire of :class:`BatchOps`, and renewals as one batch
+    (the clock read once, then each UPDATE in autocommit: its row lock orders it with an acquire's DELETE)."""
+
+    own_tx = frozenset({"acquire", "renew"})
+
+    def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[bool]]:
+        p = self.p
+        sql = ["SET @dl_now = UNIX_TIMESTAMP(NOW(6))"]
+        params: list[object] = []
+        by_ttl: dict[float, list[str]] = {}
+        for c in claims:
+            by_ttl.setdefault(c.ttl, []).append(c.token)
+        for ttl, tokens in by_ttl.items():
+            sql.append(
+                f"UPDATE {p}_holders SET expires_at = @dl_now + %s WHERE token IN ({', '.join(['%s'] * len(tokens))}) "
+                "AND expires_at > @dl_now"
+            )
+            params += [ttl, *tokens]
+        tokens = [c.token for c in claims]
+        sql.append(f"SELECT token FROM {p}_holders WHERE token IN ({', '.join(['%s'] * len(tokens))}) "
+                   "AND expires_at > @dl_now")  # fmt: skip
+        params += tokens
+        r = yield Stmt("; ".join(sql), tuple(params), batch=len(sql) - 1)
+        alive = {str(row[0]) for row in r.rows}
+        return [c.token in alive for c in claims]
+
+
+class StatementOps(BatchOps):
+    """PostgreSQL lease mode, whether direct or through a pooler (even PgBouncer's statement pooling, where
+    every statement is its own transaction and BEGIN is refused): no BEGIN is ever sent. The acquire is
+    :class:`BatchOps`'s; the other writes are single statements or one multi-statement Query each.
 
     Renewals are one autocommit UPDATE per TTL, ``RETURNING`` the tokens still live. The driver runs every
     :class:`Stmt` on its own (autocommit), a ``batch`` one as one Query, and never sends BEGIN.
     """
 
-    #: the apply's one clock reading: the implicit transaction's start (the same in all its statements)
-    NOW = "extract(epoch from now())::float8"
-
-    @staticmethod
-    def _holders_digest(pairs: Sequence[tuple[str, str]]) -> str:
-        """``token:mode`` of the live holders, by token (byte order: SQL's ``COLLATE "C"``), comma-joined."""
-        return ",".join(f"{t}:{m}" for t, m in sorted(pairs, key=lambda p: p[0].encode()))
-
-    @staticmethod
-    def _queue_digest(pairs: Sequence[tuple[str, str]]) -> str:
-        """``token:mode`` of the live queue entries ahead of the claim, in sequence order, comma-joined."""
-        return ",".join(f"{t}:{m}" for t, m in pairs)
-
-    def acquire(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant]:
-        p = self.p
-        r = yield Stmt(
-            f"SELECT 0, token, mode, expires_at, 0 FROM {p}_holders WHERE name_key = %s UNION ALL "
-            f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s UNION ALL "
-            f"SELECT 2, NULL, NULL, {self.d.now}, 0",
-            (key, key),
-        )
-        now = next(to_float(row[3]) for row in r.rows if row[0] == 2)
-        holders: list[Held] = []
-        queue: list[Queued] = []
-        for kind, token, mode, expires, seq in r.rows:
-            if kind == 2 or to_float(expires) <= now:
-                continue
-            if kind == 0:
-                holders.append(Held(str(token), Mode(str(mode)), to_float(expires)))
-            else:
-                queue.append(Queued(str(token), Mode(str(mode)), to_int(seq), to_float(expires)))
-        queue.sort(key=lambda q: q.seq)
-        decision = decide(claim, holders, queue, now, register_all=False)
-        if decision.ours:
-            r = yield Stmt(f"SELECT fence FROM {p}_holders WHERE token = %s", (claim.token,))
-            return Grant(True, fence=to_int(r.rows[0][0]))
-        if decision.grant:
-            mine = next((q.seq for q in queue if q.token == claim.token), None)
-            ahead = [
-                (q.token, q.mode.value) for q in queue if q.token != claim.token and (mine is None or q.seq < mine)
-            ]
-            held = self._holders_digest([(h.token, h.mode.value) for h in holders])
-            t = self.NOW
-            owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
-            lock = self._lock_name(key)
-            sql = [
-                "SELECT pg_advisory_xact_lock(%s, %s)",
-                f"DELETE FROM {p}_holders WHERE name_key = %s AND expires_at <= {t}",
-                f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= {t}",
-                f"INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, layout) "
-                f"SELECT %s, %s, %s, %s, %s, nextval('{p}_fence_seq'), {t} + %s, {t}, {LAYOUT} WHERE "
-                f"COALESCE((SELECT string_agg(token || ':' || mode, ',' ORDER BY token COLLATE \"C\") FROM {p}_holders "
-                f"WHERE name_key = %s AND expires_at > {t}), '') = %s AND "
-                f"COALESCE((SELECT string_agg(token || ':' || mode, ',' ORDER BY seq) FROM {p}_queue "
-                f"WHERE name_key = %s AND expires_at > {t} AND token <> %s AND (%s::bigint IS NULL OR seq < %s)), '') "
-                "= %s RETURNING fence",
-                f"DELETE FROM {p}_queue WHERE token = %s AND EXISTS (SELECT 1 FROM {p}_holders WHERE token = %s)",
-            ]
-            params: list[object] = [
-                *lock.params,
-                key,
-                key,
-                claim.token, key, claim.name, owner, claim.mode.value, claim.ttl,
-                key, held,
-                key, claim.token, mine, mine, self._queue_digest(ahead),
-                claim.token, claim.token,
-            ]  # fmt: skip
-            if claim.value is not None and self.d.notify is not None:  # a new leader: its observers look again
-                sql.append(f"SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM {p}_holders WHERE token = %s)")
-                params += [self.channel, key, claim.token]
-            r = yield Stmt("; ".join(sql), tuple(params), batch=3)
-            if not r.rows:  # the name changed since the read: nothing granted, read again
-                return Grant(False, retry_after=0.0)
-            return Grant(True, fence=to_int(r.rows[0][0]))
-        if decision.enqueue:
-            yield Stmt(self.d.enqueue, (claim.token, key, claim.name, claim.mode.value, now + WAITER_TTL))
-        return Grant(False, retry_after=decision.retry_after)
+    own_tx = frozenset({"acquire", "renew", "abandon", "break_lock"})
 
     def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
         """One Query: the name's lock first (an acquire of this claim still running on the server finishes
