@@ -111,9 +111,22 @@ def bell_name(key: str) -> str:
 class Stmt:
     sql: str
     params: tuple[object, ...] = ()
-    #: set by :class:`StatementOps` only: ``sql`` is several statements sent as ONE simple-protocol Query
+    #: set by :class:`BatchOps` only: ``sql`` is several statements sent as ONE simple-protocol Query
     #: (one implicit transaction); the result is that of its statement at this index (0 = the first)
     batch: int | None = None
+    #: a ``batch`` statement's statements one by one, each with its own parameters (``sql``/``params`` are
+    #: them joined): a driver that can pipeline sends these instead (PostgreSQL's extended protocol, one Sync)
+    parts: tuple[tuple[str, tuple[object, ...]], ...] = ()
+
+
+def batch(parts: Sequence[tuple[str, Sequence[object]]], answer: int) -> Stmt:
+    """One :class:`Stmt` of several statements, answered by the result of ``parts[answer]``."""
+    return Stmt(
+        "; ".join(sql for sql, _ in parts),
+        tuple(v for _, params in parts for v in params),
+        batch=answer,
+        parts=tuple((sql, tuple(params)) for sql, params in parts),
+    )
 
 
 @dataclass(frozen=True)
@@ -412,32 +425,13 @@ class BatchOps(Ops):
     NOW = "extract(epoch from now())::float8"
     own_tx = frozenset({"acquire"})
 
-    def _try_sql(
-        self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str]
-    ) -> tuple[str, tuple[object, ...]]:
+    def _guard(
+        self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str], t: str
+    ) -> tuple[str, str, list[object]]:
+        """The guard of a try's INSERT: the name's live holders are exactly ``holders``, and the live queue
+        entries ahead of the claim exactly ``ahead``; returns the FROM/WHERE of the live holders (for the
+        answer's read), the condition and its arguments. ``t``: the try's one clock reading."""
         p = self.p
-        pg = self.d.name == "postgres"
-        t = self.NOW if pg else "@dl_now"
-        got = "" if pg else "@dl_got = 1 AND "
-        lock = self._lock_name(key)
-        sql: list[str] = []
-        params: list[object] = []
-        if pg:
-            sql.append("SELECT pg_advisory_xact_lock(%s, %s)")
-        else:  # the clock is read after the lock is granted (NOW(6) is its statement's start)
-            sql += ["BEGIN", "SET @dl_got = GET_LOCK(%s, %s)", "SET @dl_now = UNIX_TIMESTAMP(NOW(6))"]
-        params += lock.params
-        sql.append(f"DELETE FROM {p}_holders WHERE {got}name_key = %s AND expires_at <= {t}")
-        sql.append(f"DELETE FROM {p}_queue WHERE {got}name_key = %s AND expires_at <= {t}")
-        params += [key, key]
-        if pg:
-            fence = f"nextval('{p}_fence_seq')"
-        elif self.sequences:
-            fence = f"NEXTVAL({p}_fence_seq)"
-        else:  # MySQL without sequences: an AUTO_INCREMENT ticket (a refused try burns one: fences only grow)
-            sql += [f"INSERT INTO {p}_fence_ids () VALUES ()", f"DELETE FROM {p}_fence_ids WHERE id = LAST_INSERT_ID()"]
-            fence = "LAST_INSERT_ID()"
-        # the guard: the live holders are exactly `holders`, the live entries ahead of us exactly `ahead`
         live_h = f"FROM {p}_holders WHERE name_key = %s AND expires_at > {t}"
         live_q = (
             f"FROM {p}_queue q WHERE q.name_key = %s AND q.expires_at > {t} AND q.token <> %s AND q.seq < "
@@ -453,47 +447,18 @@ class BatchOps(Ops):
         if ahead:
             guard.append(f"NOT EXISTS (SELECT 1 {live_q} AND q.token NOT IN ({', '.join(['%s'] * len(ahead))}))")
             gp += [key, claim.token, claim.token, *ahead]
-        owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
-        sql.append(
-            f"INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, layout) "
-            f"SELECT %s, %s, %s, %s, %s, {fence}, {t} + %s, {t}, {LAYOUT} {'' if pg else 'FROM DUAL '}"
-            f"WHERE {got}{' AND '.join(guard)}"
-        )
-        params += [claim.token, key, claim.name, owner, claim.mode.value, claim.ttl, *gp]
-        mine = f"EXISTS (SELECT 1 FROM {p}_holders h WHERE h.token = %s)"
-        sql.append(f"DELETE FROM {p}_queue WHERE token = %s AND {mine}")
-        params += [claim.token, claim.token]
-        if should_queue(claim.mode, claim.fair):  # refused: join the queue, or refresh our entry's deadline
-            conflict = (
-                "ON CONFLICT (token) DO UPDATE SET expires_at = EXCLUDED.expires_at"
-                if pg
-                else f"ON DUPLICATE KEY UPDATE expires_at = {t} + {WAITER_TTL}"
-            )
-            sql.append(
-                f"INSERT INTO {p}_queue (token, name_key, name, mode, expires_at) SELECT %s, %s, %s, %s, "
-                f"{t} + {WAITER_TTL} {'' if pg else 'FROM DUAL '}WHERE {got}NOT {mine} {conflict}"
-            )
-            params += [claim.token, key, claim.name, claim.mode.value, claim.token]
-        if claim.value is not None and self.d.notify is not None:  # a new leader: its observers look again
-            sql.append(f"SELECT pg_notify(%s, %s) WHERE {mine}")
-            params += [self.channel, key, claim.token]
-        sql.append(
-            f"SELECT 0, token, mode, expires_at, fence {live_h} UNION ALL "
-            f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s AND expires_at > {t} "
-            f"UNION ALL SELECT 2, NULL, NULL, {t}, {'1' if pg else 'COALESCE(@dl_got, 0)'}"
-        )
-        params += [key, key]
-        if not pg:
-            sql += ["COMMIT", "DO RELEASE_ALL_LOCKS()"]
-        return "; ".join(sql), tuple(params)
+        return live_h, " AND ".join(guard), gp
+
+    def _try(self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str]) -> Stmt:
+        """One try: one :func:`batch` answered by a read of the name (rows of kind 0: holders with their
+        fences, 1: queue entries with their seq, 2: the clock and whether the name's lock was granted)."""
+        raise NotImplementedError
 
     def acquire(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant]:
         holders: Sequence[str] = ()
         ahead: Sequence[str] = ()
         for _ in range(2):
-            sql, params = self._try_sql(claim, key, holders, ahead)
-            n = sql.count(";")
-            r = yield Stmt(sql, params, batch=n - 2 if self.d.name != "postgres" else n)
+            r = yield self._try(claim, key, holders, ahead)
             held: list[Held] = []
             queue: list[Queued] = []
             now, got = 0.0, 0
@@ -504,7 +469,7 @@ class BatchOps(Ops):
                     if str(token) == claim.token:  # granted now, or already (a retry after a lost reply)
                         return Grant(True, fence=to_int(extra))
                     held.append(Held(str(token), Mode(str(mode)), to_float(expires)))
-                else:
+                elif kind == 1:
                     queue.append(Queued(str(token), Mode(str(mode)), to_int(extra), to_float(expires)))
             if not got:  # MySQL: the name's lock not granted within name_wait (a stuck transaction)
                 return Grant(False, retry_after=0.05)
@@ -523,6 +488,50 @@ class MyBatchOps(BatchOps):
     (the clock read once, then each UPDATE in autocommit: its row lock orders it with an acquire's DELETE)."""
 
     own_tx = frozenset({"acquire", "renew"})
+
+    def _try(self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str]) -> Stmt:
+        """One try of the acquire as one :func:`batch` (see the class), answered by its read of the name.
+        MySQL/MariaDB: BEGIN, the name's GET_LOCK, the clock, the DELETEs, the guarded INSERT, the queue
+        bookkeeping, the read, COMMIT and the GET_LOCK let go; every write needs the lock granted."""
+        p = self.p
+        t = "@dl_now"
+        got = "@dl_got = 1 AND "
+        parts: list[tuple[str, Sequence[object]]] = [
+            ("BEGIN", ()),
+            ("SET @dl_got = GET_LOCK(%s, %s)", self._lock_name(key).params),
+            ("SET @dl_now = UNIX_TIMESTAMP(NOW(6))", ()),  # after the lock is granted (NOW(6): its statement's start)
+            (f"DELETE FROM {p}_holders WHERE {got}name_key = %s AND expires_at <= {t}", (key,)),
+            (f"DELETE FROM {p}_queue WHERE {got}name_key = %s AND expires_at <= {t}", (key,)),
+        ]
+        if self.sequences:
+            fence = f"NEXTVAL({p}_fence_seq)"
+        else:  # MySQL without sequences: an AUTO_INCREMENT ticket (a refused try burns one: fences only grow)
+            parts += [(f"INSERT INTO {p}_fence_ids () VALUES ()", ()),
+                      (f"DELETE FROM {p}_fence_ids WHERE id = LAST_INSERT_ID()", ())]  # fmt: skip
+            fence = "LAST_INSERT_ID()"
+        live_h, guard, gp = self._guard(claim, key, holders, ahead, t)
+        owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
+        parts.append((
+            f"INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, layout) "
+            f"SELECT %s, %s, %s, %s, %s, {fence}, {t} + %s, {t}, {LAYOUT} FROM DUAL WHERE {got}{guard}",
+            (claim.token, key, claim.name, owner, claim.mode.value, claim.ttl, *gp),
+        ))  # fmt: skip
+        mine = f"EXISTS (SELECT 1 FROM {p}_holders h WHERE h.token = %s)"
+        parts.append((f"DELETE FROM {p}_queue WHERE token = %s AND {mine}", (claim.token, claim.token)))
+        if should_queue(claim.mode, claim.fair):  # refused: join the queue, or refresh our entry's deadline
+            parts.append((
+                f"INSERT INTO {p}_queue (token, name_key, name, mode, expires_at) SELECT %s, %s, %s, %s, "
+                f"{t} + {WAITER_TTL} FROM DUAL WHERE {got}NOT {mine} "
+                f"ON DUPLICATE KEY UPDATE expires_at = {t} + {WAITER_TTL}",
+                (claim.token, key, claim.name, claim.mode.value, claim.token),
+            ))  # fmt: skip
+        parts.append((
+            f"SELECT 0, token, mode, expires_at, fence {live_h} UNION ALL "
+            f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s AND expires_at > {t} "
+            f"UNION ALL SELECT 2, NULL, NULL, {t}, COALESCE(@dl_got, 0)",
+            (key, key),
+        ))  # fmt: skip
+        return batch([*parts, ("COMMIT", ()), ("DO RELEASE_ALL_LOCKS()", ())], len(parts) - 1)
 
     def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[bool]]:
         p = self.p
@@ -556,6 +565,53 @@ class StatementOps(BatchOps):
     """
 
     own_tx = frozenset({"acquire", "renew", "abandon", "break_lock"})
+
+    def _try(self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str]) -> Stmt:
+        """One try as THREE statements in one transaction (the fewest the model allows: the lock alone and
+        first, the DELETEs, then the guard in a later statement than the DELETEs): the name's advisory lock;
+        both stale-row DELETEs; and one statement of the guarded INSERT, the queue bookkeeping (data-modifying
+        CTEs, which see ``ins``'s RETURNING, never each other's writes in the table), the new leader's
+        NOTIFY, and the answer's read (the statement's snapshot, plus what ``ins`` and ``iq`` returned)."""
+        p = self.p
+        t = self.NOW
+        live_h, guard, gp = self._guard(claim, key, holders, ahead, t)
+        owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
+        ctes = [
+            f"ins AS (INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, "
+            f"layout) SELECT %s, %s, %s, %s, %s, nextval('{p}_fence_seq'), {t} + %s, {t}, {LAYOUT} WHERE {guard} "
+            "RETURNING token, mode, expires_at, fence)",
+            f"mine AS (SELECT 1 FROM ins UNION ALL SELECT 1 FROM {p}_holders WHERE token = %s)",
+            f"dq AS (DELETE FROM {p}_queue WHERE token = %s AND EXISTS (SELECT 1 FROM mine))",
+        ]
+        params: list[object] = [claim.token, key, claim.name, owner, claim.mode.value, claim.ttl, *gp]
+        params += [claim.token, claim.token]
+        reads = [
+            f"SELECT 0, token, mode, expires_at, fence {live_h}",
+            "SELECT 0, token, mode, expires_at, fence FROM ins",
+            f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s AND expires_at > {t}",
+        ]
+        rp: list[object] = [key, key]
+        if should_queue(claim.mode, claim.fair):  # refused: join the queue, or refresh our entry's deadline
+            ctes.append(
+                f"iq AS (INSERT INTO {p}_queue (token, name_key, name, mode, expires_at) SELECT %s, %s, %s, %s, "
+                f"{t} + {WAITER_TTL} WHERE NOT EXISTS (SELECT 1 FROM mine) ON CONFLICT (token) DO UPDATE SET "
+                "expires_at = EXCLUDED.expires_at RETURNING token, mode, expires_at, seq)"
+            )
+            params += [claim.token, key, claim.name, claim.mode.value]
+            reads.append("SELECT 1, token, mode, expires_at, seq FROM iq")
+        reads.append(f"SELECT 2, NULL, NULL, {t}, 1")
+        if claim.value is not None and self.d.notify is not None:  # a new leader: its observers look again
+            reads.append(
+                "SELECT 3, NULL, NULL, 0, 0 FROM (SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM mine)) n"
+            )
+            rp += [self.channel, key]
+        lock = self._lock_name(key)
+        return batch([
+            ("SELECT pg_advisory_xact_lock(%s, %s)", lock.params),
+            (f"WITH h AS (DELETE FROM {p}_holders WHERE name_key = %s AND expires_at <= {t}) "
+             f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= {t}", (key, key)),
+            (f"WITH {', '.join(ctes)} {' UNION ALL '.join(reads)}", (*params, *rp)),
+        ], 2)  # fmt: skip
 
     def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
         """One Query: the name's lock first (an acquire of this claim still running on the server finishes

@@ -259,7 +259,9 @@ class PgDriver(SqlBase):
                 stmt = next(script)
                 while True:
                     try:
-                        if stmt.batch is not None:  # several statements: one Query, client-side binding
+                        if stmt.batch is not None and stmt.parts and self._pipelining():
+                            answer = self._pipelined(conn, stmt)
+                        elif stmt.batch is not None:  # several statements: one Query, client-side binding
                             answer = self._batch(conn, stmt)
                         else:
                             cur.execute(stmt.sql, stmt.params)
@@ -286,6 +288,30 @@ class PgDriver(SqlBase):
             script.close()
             if not conn.closed:
                 cur.close()
+
+    def _pipelining(self) -> bool:
+        """A ``batch`` statement goes as a pipeline (``_pipelined``) when nothing sits between us and the
+        server: a pooler in transaction or statement pooling refuses prepared statements, and the simple
+        Query (``_batch``) needs none."""
+        return self.pooler is None and psycopg.Pipeline.is_supported()
+
+    @staticmethod
+    def _pipelined(conn: Any, stmt: sq.Stmt) -> sq.Result:
+        """A ``batch`` statement's parts sent back to back in pipeline mode and ONE Sync: one round trip, and
+        all before the Sync are one transaction (committed at the Sync, rolled back by it after an error, which
+        skips the rest). Each part is an extended-protocol statement that psycopg prepares after
+        ``prepare_threshold`` uses, so the server neither parses nor plans it again, and binds no literal."""
+        cur: pg.Cursor = conn.cursor()
+        ans: pg.Cursor = conn.cursor()
+        try:
+            with conn.pipeline():
+                for i, (sql, params) in enumerate(stmt.parts):
+                    (ans if i == stmt.batch else cur).execute(sql, params)
+            return sq.Result(ans.fetchall() if ans.description is not None else [], ans.rowcount)
+        finally:
+            if not conn.closed:
+                cur.close()
+                ans.close()
 
     @staticmethod
     def _batch(conn: Any, stmt: sq.Stmt, prefix: str = "") -> sq.Result:
