@@ -6,9 +6,10 @@ inside one ``BEGIN ... COMMIT`` on one connection (``drive``), so the same logic
 both drivers (psycopg on an event loop or not, PyMySQL in a worker thread); only the SQL text differs, and
 that lives in a :class:`Dialect`.
 
-Through PgBouncer's statement pooling (no transaction blocks) PostgreSQL runs :class:`StatementOps` instead:
-each statement on its own in autocommit, and the acquire's apply as one multi-statement Query (the protocol
-of ``docs/models/sql_lease_statement.pml``; see the class).
+PostgreSQL's lease mode runs :class:`StatementOps` instead, on every connection (even through PgBouncer's
+statement pooling, which refuses BEGIN): each statement on its own in autocommit, and each try of the acquire
+as one batch of three statements, one transaction (the protocol of ``docs/models/sql_lease_statement.pml``;
+see :class:`BatchOps`). MySQL/MariaDB run :class:`Ops` (``docs/models/sql_lease.pml``).
 
 Lease-table schema (created on first use, idempotent; ``distlock`` is the ``table_prefix`` option)::
 
@@ -402,12 +403,12 @@ class Ops:
 
 
 class BatchOps(Ops):
-    """The lease-mode acquire in ONE round trip when the name is free, on both databases: the protocol of
+    """The lease-mode acquire in ONE round trip when the name is free (PostgreSQL): the protocol of
     ``docs/models/sql_lease_statement.pml`` (``-DONE_CLOCK -DBLIND``, model-checked; see its header).
 
-    Each try is one multi-statement Query, one transaction (PostgreSQL: the implicit transaction of a
-    simple-protocol Query; MySQL/MariaDB: the batch opens and commits its own and lets go of the name's
-    ``GET_LOCK``), comparing every expiry with ONE clock reading: the name's lock as its own first
+    Each try is one :func:`batch`, one transaction (a psycopg pipeline with one Sync, or through a pooler
+    the implicit transaction of a simple-protocol Query), comparing every expiry with ONE clock reading
+    (``now()``, the transaction's start): the name's lock as its own first
     statement, the stale-row DELETEs (they wait for an in-flight renewal's row lock), then the INSERT of our
     holding guarded by "the name's live holders, and the live queue entries ahead of us, are exactly the
     tokens we expect", the removal of our queue entry if we now hold, a refused claim that must queue
@@ -481,78 +482,6 @@ class BatchOps(Ops):
             holders = [h.token for h in held]
             ahead = [q.token for q in queue if q.token != claim.token and (mine is None or q.seq < mine)]
         return Grant(False, retry_after=0.0)  # the name keeps changing under us: the caller tries again
-
-
-class MyBatchOps(BatchOps):
-    """MySQL/MariaDB lease mode: the one-round-trip acquire of :class:`BatchOps`, and renewals as one batch
-    (the clock read once, then each UPDATE in autocommit: its row lock orders it with an acquire's DELETE)."""
-
-    own_tx = frozenset({"acquire", "renew"})
-
-    def _try(self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str]) -> Stmt:
-        """One try of the acquire as one :func:`batch` (see the class), answered by its read of the name.
-        MySQL/MariaDB: BEGIN, the name's GET_LOCK, the clock, the DELETEs, the guarded INSERT, the queue
-        bookkeeping, the read, COMMIT and the GET_LOCK let go; every write needs the lock granted."""
-        p = self.p
-        t = "@dl_now"
-        got = "@dl_got = 1 AND "
-        parts: list[tuple[str, Sequence[object]]] = [
-            ("BEGIN", ()),
-            ("SET @dl_got = GET_LOCK(%s, %s)", self._lock_name(key).params),
-            ("SET @dl_now = UNIX_TIMESTAMP(NOW(6))", ()),  # after the lock is granted (NOW(6): its statement's start)
-            (f"DELETE FROM {p}_holders WHERE {got}name_key = %s AND expires_at <= {t}", (key,)),
-            (f"DELETE FROM {p}_queue WHERE {got}name_key = %s AND expires_at <= {t}", (key,)),
-        ]
-        if self.sequences:
-            fence = f"NEXTVAL({p}_fence_seq)"
-        else:  # MySQL without sequences: an AUTO_INCREMENT ticket (a refused try burns one: fences only grow)
-            parts += [(f"INSERT INTO {p}_fence_ids () VALUES ()", ()),
-                      (f"DELETE FROM {p}_fence_ids WHERE id = LAST_INSERT_ID()", ())]  # fmt: skip
-            fence = "LAST_INSERT_ID()"
-        live_h, guard, gp = self._guard(claim, key, holders, ahead, t)
-        owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
-        parts.append((
-            f"INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, layout) "
-            f"SELECT %s, %s, %s, %s, %s, {fence}, {t} + %s, {t}, {LAYOUT} FROM DUAL WHERE {got}{guard}",
-            (claim.token, key, claim.name, owner, claim.mode.value, claim.ttl, *gp),
-        ))  # fmt: skip
-        mine = f"EXISTS (SELECT 1 FROM {p}_holders h WHERE h.token = %s)"
-        parts.append((f"DELETE FROM {p}_queue WHERE token = %s AND {mine}", (claim.token, claim.token)))
-        if should_queue(claim.mode, claim.fair):  # refused: join the queue, or refresh our entry's deadline
-            parts.append((
-                f"INSERT INTO {p}_queue (token, name_key, name, mode, expires_at) SELECT %s, %s, %s, %s, "
-                f"{t} + {WAITER_TTL} FROM DUAL WHERE {got}NOT {mine} "
-                f"ON DUPLICATE KEY UPDATE expires_at = {t} + {WAITER_TTL}",
-                (claim.token, key, claim.name, claim.mode.value, claim.token),
-            ))  # fmt: skip
-        parts.append((
-            f"SELECT 0, token, mode, expires_at, fence {live_h} UNION ALL "
-            f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s AND expires_at > {t} "
-            f"UNION ALL SELECT 2, NULL, NULL, {t}, COALESCE(@dl_got, 0)",
-            (key, key),
-        ))  # fmt: skip
-        return batch([*parts, ("COMMIT", ()), ("DO RELEASE_ALL_LOCKS()", ())], len(parts) - 1)
-
-    def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[bool]]:
-        p = self.p
-        sql = ["SET @dl_now = UNIX_TIMESTAMP(NOW(6))"]
-        params: list[object] = []
-        by_ttl: dict[float, list[str]] = {}
-        for c in claims:
-            by_ttl.setdefault(c.ttl, []).append(c.token)
-        for ttl, tokens in by_ttl.items():
-            sql.append(
-                f"UPDATE {p}_holders SET expires_at = @dl_now + %s WHERE token IN ({', '.join(['%s'] * len(tokens))}) "
-                "AND expires_at > @dl_now"
-            )
-            params += [ttl, *tokens]
-        tokens = [c.token for c in claims]
-        sql.append(f"SELECT token FROM {p}_holders WHERE token IN ({', '.join(['%s'] * len(tokens))}) "
-                   "AND expires_at > @dl_now")  # fmt: skip
-        params += tokens
-        r = yield Stmt("; ".join(sql), tuple(params), batch=len(sql) - 1)
-        alive = {str(row[0]) for row in r.rows}
-        return [c.token in alive for c in claims]
 
 
 class StatementOps(BatchOps):
