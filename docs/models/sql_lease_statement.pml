@@ -1,12 +1,13 @@
-/* This is the protocol of PostgreSQL lease mode on every connection (StatementOps) and of MySQL/MariaDB
-   lease mode (MyBatchOps), both BatchOps in src/distlock/_core/sql_lease.py: the ONE_CLOCK design with
-   BLIND (the first apply is sent without a read: one round trip for a free name; its answer carries the
-   read made under the name's lock, for the next apply) and RENEW_EARLY_CLOCK (MySQL reads the renewal's
-   clock in the statement before its UPDATE; PostgreSQL's now() is its transaction's start). MySQL's apply
-   is BEGIN; SET @got = GET_LOCK(); SET @now = ...; the same DELETEs and guarded INSERT ... SELECT (READ
-   COMMITTED: a consistent read per statement; DELETE waits for a row lock and re-reads the row); COMMIT;
-   DO RELEASE_ALL_LOCKS(), as one multi-statement batch. (Until 0.2 only statement pooling ran it; other
-   connections ran the transactional protocol of sql_lease.pml.)
+/* This is the protocol of PostgreSQL lease mode on every connection (StatementOps, a BatchOps in
+   src/distlock/_core/sql_lease.py): the ONE_CLOCK design with BLIND (the first apply is sent without a
+   read: one round trip for a free name; its answer carries the read made under the name's lock, for the
+   next apply). Each apply is three statements in one transaction (a psycopg pipeline with one Sync, or
+   through a pooler one simple-protocol Query): the advisory lock; both stale-row DELETEs (one statement:
+   the holders' DELETE is the one the model has, the queue's is bookkeeping); then, in a later statement,
+   the guarded INSERT with the queue bookkeeping and the answer's read as data-modifying CTEs. Renewals
+   are one autocommit UPDATE (now(): its own transaction's start). RENEW_EARLY_CLOCK was written for a
+   MySQL batch renewal that 0.2 does not ship (MySQL/MariaDB run the transactional protocol of
+   sql_lease.pml, measured faster there). (Until 0.2 only statement pooling ran this protocol.)
 
    SQL lease table through statement pooling: every statement is its own transaction and BEGIN is refused,
    so the acquire cannot hold the name's pg_advisory_xact_lock while Python decides (Ops.acquire). A
