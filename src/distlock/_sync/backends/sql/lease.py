@@ -84,7 +84,7 @@ class _Watch(SyncWatch):
         self._backend = backend
         self._key = key
         self._waker: rt.Waker | None = rt.Waker()
-        backend.wakers.watch(key, self._waker)
+        backend.wakers.watch(key, self._waker, every=True)  # an observer takes every wake-up, not a turn
 
     def wait(self, timeout: float) -> None:
         if self._waker is not None:
