@@ -70,14 +70,21 @@ def count_rows(db: str, url: str, prefix: str) -> dict[str, int]:
 
 # -- issue 12: renewals serialised with acquires ---------------------------------------------------------
 def test_late_renewal_commit_never_leaves_two_live_holders(db: str, url: str, proxy: FaultProxy, name: str) -> None:
-    """The holder's renewal is in flight (its UPDATE done, row lock held) and its COMMIT is held by the link
-    until after the lease end, when another store's acquire finds the row expired. Before the fix the
-    acquire's stale-row DELETE skipped the row the renewal had just extended and inserted itself: two live
-    holders in the table. Now it sees the renewal won and waits for that lease."""
+    """The holder's renewal is held by the link until after the lease end, when another store's acquire
+    finds the row expired. Before the fix (issue 12) the acquire's stale-row DELETE skipped a row a renewal
+    had just extended and inserted itself: two live holders in the table. MySQL/MariaDB renew in a
+    transaction (UPDATE, then a COMMIT the link holds back: the acquire's DELETE waits for the row lock and
+    sees the renewal won). PostgreSQL renews in one autocommit UPDATE (docs/models/sql_lease_statement.pml,
+    RENEW_COMMIT_DELAYED): a late one finds the row expired or deleted, and the old holder is told."""
     with distlock.connect(via(url, proxy)) as a, distlock.connect(url) as b:
         la = a.lock(name, ttl=4)
         assert la.acquire(timeout=5)
-        hit = proxy.delay_next(b"COMMIT", 3.3)  # the renewal at ~ttl/3 commits at ~4.6 s: after the lease end
+        if db == "mysql":  # the renewal at ~ttl/3 commits at ~4.6 s: after the lease end
+            hit = proxy.delay_next(b"COMMIT", 3.3)
+        else:  # every renewal (and its retry on a fresh connection) arrives 3.3 s late: past the lease end
+            hit = proxy.delay_next(b"UPDATE", 3.3)
+            for _ in range(12):
+                proxy.delay_next(b"UPDATE", 3.3)
         lb = b.lock(name, ttl=4)
         assert lb.acquire(timeout=20)
         try:
@@ -365,3 +372,43 @@ def test_mysql_schema_change_waiting_on_a_long_transaction_gives_up_on_the_serve
     with distlock.connect(url) as store, store.lock(name, ttl=5) as lock:  # the upgrade runs now
         assert lock.fence is not None
     admin.close()
+
+
+# -- issue 17: PostgreSQL's pipelined try ------------------------------------------------------------------
+def test_pg_pipelined_try_that_fails_midway_writes_nothing_and_its_connection_serves_on(
+    postgres_url: str, name: str
+) -> None:
+    """A try is three statements pipelined before one Sync (one transaction). When it is cut off at its
+    first one (the name's advisory lock, held by another session, past the call's bound), nothing of it
+    stays (no holder or queue row), and the store's next tries, prepared statements by then, are granted
+    with increasing fences."""
+    url = with_options(postgres_url, call_timeout=1)
+    key = sq.name_key(name)
+    a, b = sq.Ops(sd.postgres("distlock"), "distlock", "")._lock_name(key).params
+    other = raw_conn("postgres", postgres_url)
+    with distlock.connect(url) as s:
+        lk = s.lock(name, ttl=10, fair=True)
+        fences = []
+        for _ in range(6):  # past psycopg's prepare_threshold (5): the try's statements are prepared
+            assert lk.acquire(timeout=5)
+            fences.append(lk.fence)
+            lk.release()
+        other.execute("BEGIN")
+        other.execute("SELECT pg_advisory_xact_lock(%s, %s)", (a, b))
+        try:
+            try:
+                got = lk.acquire(timeout=1.5)
+            except distlock.LockError:
+                got = False
+            assert not got
+            rows = one(other, f"SELECT (SELECT COUNT(*) FROM distlock_holders WHERE name_key = '{key}') + "
+                              f"(SELECT COUNT(*) FROM distlock_queue WHERE name_key = '{key}')")  # fmt: skip
+            assert int(rows) == 0, "a try that failed midway left rows"
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        for _ in range(6):
+            assert lk.acquire(timeout=5)
+            fences.append(lk.fence)
+            lk.release()
+        assert fences == sorted(fences) and len(set(fences)) == len(fences)

@@ -64,7 +64,7 @@ def test_lease_mode_through_statement_pooling(bouncer: ServerProc, postgres_url:
     target = via(bouncer, "statement")
     with distlock.connect(target) as a, distlock.connect(target) as b, distlock.connect(postgres_url) as direct:
         assert pooler(a) == "statement" and isinstance(a._backend.ops, StatementOps)  # type: ignore[attr-defined]
-        assert not isinstance(direct._backend.ops, StatementOps)  # type: ignore[attr-defined]
+        assert isinstance(direct._backend.ops, StatementOps)  # type: ignore[attr-defined]  # direct ones too
         fences: list[int] = []
         # exclusive contention across two stores: never two holders at once, fences increasing
         inside: list[int] = []
@@ -181,27 +181,32 @@ def test_statement_pooling_guard_refuses_a_changed_name(bouncer: ServerProc, pos
         def claim(mode: Mode = Mode.EXCLUSIVE) -> Claim:
             return Claim(name, mode, uuid.uuid4().hex, "test", 3.0)
 
-        # the read finds the name free; another store takes it before the apply: nothing granted
-        mine = claim()
-        script = ops.acquire(mine, key)
-        read = next(script)
-        cur = psycopg.ClientCursor(conn)
-        cur.execute(read.sql, read.params)
-        rows = cur.fetchall()
+        # a blind first try while another store holds: nothing granted, the answer reads the holder
         other = a.lock(name, ttl=3.0)
         assert other.acquire(timeout=5)
-        apply = script.send(Result(rows, cur.rowcount))
-        assert apply.batch == 3
-        cur.execute(apply.sql, apply.params)
-        sets = [cur.fetchall() if cur.description is not None else []]
-        while cur.nextset():
-            sets.append(cur.fetchall() if cur.description is not None else [])
-        assert sets[3] == []
-        with pytest.raises(StopIteration) as stop:
-            script.send(Result(sets[3], 0))
-        assert not stop.value.value.acquired
-        assert conn.execute("SELECT COUNT(*) FROM distlock_holders WHERE token = %s", (mine.token,)).fetchone() == (0,)
+        assert not _drive(conn, ops.acquire(claim(), key)).acquired
         other.release()
+        # a reader finds a reader: the second try expects exactly that holder; it left in between (the name
+        # changed since the read): the guard inserts nothing, and the caller is told to try again
+        r0, mine = claim(Mode.READ), claim(Mode.READ)
+        assert _drive(conn, ops.acquire(r0, key)).acquired
+        cur = psycopg.ClientCursor(conn)
+        script = ops.acquire(mine, key)
+        result = Result([], 0)
+        for expect_granted in (False, None):
+            stmt = next(script) if expect_granted is False else script.send(result)
+            cur.execute(stmt.sql, stmt.params)
+            sets = [Result(cur.fetchall() if cur.description is not None else [], cur.rowcount)]
+            while cur.nextset():
+                sets.append(Result(cur.fetchall() if cur.description is not None else [], cur.rowcount))
+            result = sets[stmt.batch or 0]
+            if expect_granted is False:  # the blind try: a live holder, so nothing inserted
+                assert any(row[1] == r0.token for row in result.rows)
+                assert _drive(conn, ops.release(r0, key))
+        with pytest.raises(StopIteration) as stop:
+            script.send(result)
+        assert not stop.value.value.acquired and stop.value.value.retry_after == 0.0
+        assert conn.execute("SELECT COUNT(*) FROM distlock_holders WHERE token = %s", (mine.token,)).fetchone() == (0,)
         # readers: the digest of live holders built in SQL matches Python's (a reader joins two readers)
         r1, r2, r3 = claim(Mode.READ), claim(Mode.READ), claim(Mode.READ)
         assert _drive(conn, ops.acquire(r1, key)).acquired and _drive(conn, ops.acquire(r2, key)).acquired

@@ -1,6 +1,13 @@
-/* This is the protocol of lease mode through statement pooling, implemented for statement pooling
-   (StatementOps in src/distlock/_core/sql_lease.py, the ONE_CLOCK design: the apply compares with now());
-   other connections run the transactional protocol of sql_lease.pml.
+/* This is the protocol of PostgreSQL lease mode on every connection (StatementOps, a BatchOps in
+   src/distlock/_core/sql_lease.py): the ONE_CLOCK design with BLIND (the first apply is sent without a
+   read: one round trip for a free name; its answer carries the read made under the name's lock, for the
+   next apply). Each apply is three statements in one transaction (a psycopg pipeline with one Sync, or
+   through a pooler one simple-protocol Query): the advisory lock; both stale-row DELETEs (one statement:
+   the holders' DELETE is the one the model has, the queue's is bookkeeping); then, in a later statement,
+   the guarded INSERT with the queue bookkeeping and the answer's read as data-modifying CTEs. Renewals
+   are one autocommit UPDATE (now(): its own transaction's start). RENEW_EARLY_CLOCK was written for a
+   MySQL batch renewal that 0.2 does not ship (MySQL/MariaDB run the transactional protocol of
+   sql_lease.pml, measured faster there). (Until 0.2 only statement pooling ran this protocol.)
 
    SQL lease table through statement pooling: every statement is its own transaction and BEGIN is refused,
    so the acquire cannot hold the name's pg_advisory_xact_lock while Python decides (Ops.acquire). A
@@ -46,6 +53,8 @@
                            snapshot is taken before the advisory lock is granted
      RECHECK_COUNT         with ONE_SNAPSHOT/ONE_STATEMENT: the guard also requires the DELETE to have removed
                            every row the statement's snapshot saw expired (today's recheck, in SQL)
+     BLIND                 an acquirer's first apply is sent without a read (it expects a free name)
+     RENEW_EARLY_CLOCK     the renewal reads its clock in a step before its UPDATE runs and compares with it
      ONE_ACQUIRER          only A1 (no acquire-vs-acquire race)
      ONLY_TOLD, ONLY_EXCLUSION  check one property alone (spin stops at the first violation)
    Results (spin 6.5.2, TTL 3, MARGIN 1, MAXT 9; states stored and seconds per run on a loaded 2-core VM;
@@ -85,6 +94,10 @@
      ONE_SNAPSHOT -DRECHECK_COUNT -DRENEW_COMMIT_DELAYED -DABORTS ....... holds / holds          9.7M, 8
      ONE_STATEMENT -DRECHECK_COUNT ..................................... exclusion VIOLATED     2.6M, 2
        A2's snapshot is taken before it waits for the lock, so it misses A1's committed INSERT.
+     ONE_CLOCK -DBLIND (also -DRENEW_COMMIT_DELAYED -DABORTS, also -DRENEW_EARLY_CLOCK) ... holds / holds    39-73 s
+     ONE_CLOCK -DBLIND -DRENEW_EARLY_CLOCK -DNOMARGIN -DRENEW_COMMIT_DELAYED -DABORTS, exclusion .. holds
+     BLIND -DNO_GUARD .................................................. exclusion VIOLATED
+       the blind apply is an apply whose read guessed "free": the guard is what makes it safe.
    So each of the three is needed: the advisory lock (its own statement, first), the stale-row DELETE (it
    is the wait for an in-flight renewal) and the guard (in a statement after the DELETE, or counting what
    the DELETE removed); and the apply must compare with ONE clock reading (now()), or the table's exclusion
@@ -117,6 +130,11 @@
      -DONE_SNAPSHOT -DRENEW_COMMIT_DELAYED
      -DONE_SNAPSHOT -DRECHECK_COUNT -DRENEW_COMMIT_DELAYED -DABORTS
      -DONE_STATEMENT -DRECHECK_COUNT
+     -DONE_CLOCK -DBLIND
+     -DONE_CLOCK -DBLIND -DRENEW_COMMIT_DELAYED -DABORTS
+     -DONE_CLOCK -DBLIND -DRENEW_EARLY_CLOCK -DRENEW_COMMIT_DELAYED -DABORTS
+     -DONE_CLOCK -DBLIND -DRENEW_EARLY_CLOCK -DNOMARGIN -DRENEW_COMMIT_DELAYED -DABORTS -DONLY_EXCLUSION
+     -DBLIND -DNO_GUARD
 */
 #define TTL 3
 #ifdef NOMARGIN
@@ -173,17 +191,23 @@ end: do
 /* H1: renew (one autocommit UPDATE), or release; "sent" is taken when the UPDATE runs (a later send time
    only lengthens H1's belief: a check of told that passes with it passes for any earlier send) */
 proctype h1() {
-  byte sent; bool updated;
+  byte sent, tr; bool updated;
 end: do
   :: holds[0] && now < dl[0] ->
+#ifdef RENEW_EARLY_CLOCK
+       atomic { sent = now; tr = now };              /* the renewal's clock is read before its UPDATE runs */
+#endif
        if
-       :: atomic { rowlock0 == 0 -> sent = now;
+       :: atomic { rowlock0 == 0 ->
+#ifndef RENEW_EARLY_CLOCK
+                   sent = now; tr = now;
+#endif
                    if
-                   :: exp[0] > now ->
+                   :: exp[0] > tr ->
 #ifdef RENEW_COMMIT_DELAYED
-                        pend0 = now + TTL; rowlock0 = 1;
+                        pend0 = tr + TTL; rowlock0 = 1;
 #else
-                        exp[0] = now + TTL;          /* UPDATE and COMMIT in one step */
+                        exp[0] = tr + TTL;           /* UPDATE and COMMIT in one step */
 #endif
                         updated = 1
                    :: else -> updated = 0
@@ -198,7 +222,7 @@ end: do
 #endif
        if
        :: atomic { if :: updated && holds[0] -> dl[0] = sent + TTL - MARGIN :: else -> holds[0] = 0 fi;
-                   sent = 0; updated = 0 }           /* the reply */
+                   sent = 0; tr = 0; updated = 0 }   /* the reply */
        DROP(skip)                                    /* committed, the reply is lost */
        fi
   :: holds[0] ->                                     /* release: stop renewing, then DELETE WHERE token = me */
@@ -220,8 +244,15 @@ done: skip
    never revives one. */
 proctype acq(byte i) {
   byte sent, snap, stale, deleted, t0; bool ok;
+#ifdef BLIND
+  bool blind = 1;
+#endif
   do
+#ifdef BLIND
+  :: atomic { now < MAXT && (LIVE == 0 || blind) -> blind = 0 };   /* the first apply is sent unread */
+#else
   :: atomic { now < MAXT && LIVE == 0 -> skip };    /* 1. read; 2. decide: granted */
+#endif
 #if defined(ONE_STATEMENT) || defined(ONE_CLOCK)
        atomic { sent = now; t0 = now;                 /* the apply starts */
 #ifdef ONE_STATEMENT

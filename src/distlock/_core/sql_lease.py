@@ -6,9 +6,10 @@ inside one ``BEGIN ... COMMIT`` on one connection (``drive``), so the same logic
 both drivers (psycopg on an event loop or not, PyMySQL in a worker thread); only the SQL text differs, and
 that lives in a :class:`Dialect`.
 
-Through PgBouncer's statement pooling (no transaction blocks) PostgreSQL runs :class:`StatementOps` instead:
-each statement on its own in autocommit, and the acquire's apply as one multi-statement Query (the protocol
-of ``docs/models/sql_lease_statement.pml``; see the class).
+PostgreSQL's lease mode runs :class:`StatementOps` instead, on every connection (even through PgBouncer's
+statement pooling, which refuses BEGIN): each statement on its own in autocommit, and each try of the acquire
+as one batch of three statements, one transaction (the protocol of ``docs/models/sql_lease_statement.pml``;
+see :class:`BatchOps`). MySQL/MariaDB run :class:`Ops` (``docs/models/sql_lease.pml``).
 
 Lease-table schema (created on first use, idempotent; ``distlock`` is the ``table_prefix`` option)::
 
@@ -52,7 +53,7 @@ import re
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
-from .arbiter import Held, Queued, decide, lease_infos
+from .arbiter import Held, Queued, decide, lease_infos, should_queue
 from .sql_dialects import Dialect
 from .timing import WAITER_TTL
 from .types import Claim, Grant, LockInfo, Mode
@@ -111,9 +112,22 @@ def bell_name(key: str) -> str:
 class Stmt:
     sql: str
     params: tuple[object, ...] = ()
-    #: set by :class:`StatementOps` only: ``sql`` is several statements sent as ONE simple-protocol Query
+    #: set by :class:`BatchOps` only: ``sql`` is several statements sent as ONE simple-protocol Query
     #: (one implicit transaction); the result is that of its statement at this index (0 = the first)
     batch: int | None = None
+    #: a ``batch`` statement's statements one by one, each with its own parameters (``sql``/``params`` are
+    #: them joined): a driver that can pipeline sends these instead (PostgreSQL's extended protocol, one Sync)
+    parts: tuple[tuple[str, tuple[object, ...]], ...] = ()
+
+
+def batch(parts: Sequence[tuple[str, Sequence[object]]], answer: int) -> Stmt:
+    """One :class:`Stmt` of several statements, answered by the result of ``parts[answer]``."""
+    return Stmt(
+        "; ".join(sql for sql, _ in parts),
+        tuple(v for _, params in parts for v in params),
+        batch=answer,
+        parts=tuple((sql, tuple(params)) for sql, params in parts),
+    )
 
 
 @dataclass(frozen=True)
@@ -152,6 +166,10 @@ class Ops:
         self.sequences = dialect.name == "postgres"
         #: MySQL: seconds an acquire waits for the name's GET_LOCK (another acquire's transaction)
         self.name_wait = 5.0
+
+    #: the operations whose script runs without the driver's BEGIN/COMMIT (it is one batch that makes its
+    #: own transaction, or statements that each stand alone)
+    own_tx: frozenset[str] = frozenset()
 
     def _notify(self, key: str) -> Generator[Stmt, Result, None]:
         if self.d.notify is not None:
@@ -384,100 +402,145 @@ class Ops:
         )
 
 
-class StatementOps(Ops):
-    """PostgreSQL lease mode through PgBouncer's statement pooling, where every statement is its own
-    transaction and BEGIN is refused. The protocol is ``docs/models/sql_lease_statement.pml`` (model-checked;
-    each part below is needed, see its header):
+class BatchOps(Ops):
+    """The lease-mode acquire in ONE round trip when the name is free (PostgreSQL): the protocol of
+    ``docs/models/sql_lease_statement.pml`` (``-DONE_CLOCK -DBLIND``, model-checked; see its header).
 
-    1. read: ONE autocommit statement, the name's holders and queue and the database's clock;
-    2. decide in Python (:func:`distlock._core.arbiter.decide`, the rule of :meth:`Ops.acquire`);
-    3. apply: ONE multi-statement Query (an implicit transaction, so one ``now()``): the name's advisory lock
-       as its own first statement, then the stale-row DELETEs (``expires_at <= now()``: they wait for an
-       in-flight renewal's row lock), then, as a separate statement, the INSERT of our holding guarded by
-       "the name's live holders and the queue entries ahead of us are still what 1 read" (a digest built the
-       same way in SQL and here), ``RETURNING fence``. 0 rows: nothing was granted, read again.
+    Each try is one :func:`batch`, one transaction (a psycopg pipeline with one Sync, or through a pooler
+    the implicit transaction of a simple-protocol Query), comparing every expiry with ONE clock reading
+    (``now()``, the transaction's start): the name's lock as its own first
+    statement, the stale-row DELETEs (they wait for an in-flight renewal's row lock), then the INSERT of our
+    holding guarded by "the name's live holders, and the live queue entries ahead of us, are exactly the
+    tokens we expect", the removal of our queue entry if we now hold, a refused claim that must queue
+    (:func:`~distlock._core.arbiter.should_queue`) joins or refreshes its entry, and last a read of the
+    name (holders with their fences, queue, the clock) as the answer.
+
+    The first try expects nobody (blind: no read first): a free name is granted in that one round trip.
+    Otherwise :func:`~distlock._core.arbiter.decide` rules on the answer's read (made under the name's lock,
+    after our own writes); if it grants (a reader among readers, a free semaphore permit), a second try
+    expects exactly what was read. The guard narrows the rule, never widens it: an INSERT happens only on
+    a state the rule grants.
+    """
+
+    #: the clock every statement of a try compares with (PostgreSQL: the implicit transaction's start)
+    NOW = "extract(epoch from now())::float8"
+    own_tx = frozenset({"acquire"})
+
+    def _guard(
+        self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str], t: str
+    ) -> tuple[str, str, list[object]]:
+        """The guard of a try's INSERT: the name's live holders are exactly ``holders``, and the live queue
+        entries ahead of the claim exactly ``ahead``; returns the FROM/WHERE of the live holders (for the
+        answer's read), the condition and its arguments. ``t``: the try's one clock reading."""
+        p = self.p
+        live_h = f"FROM {p}_holders WHERE name_key = %s AND expires_at > {t}"
+        live_q = (
+            f"FROM {p}_queue q WHERE q.name_key = %s AND q.expires_at > {t} AND q.token <> %s AND q.seq < "
+            f"COALESCE((SELECT m.seq FROM {p}_queue m WHERE m.token = %s), 9223372036854775807)"
+        )
+        guard = [f"(SELECT COUNT(*) {live_h}) = %s"]
+        gp: list[object] = [key, len(holders)]
+        if holders:
+            guard.append(f"NOT EXISTS (SELECT 1 {live_h} AND token NOT IN ({', '.join(['%s'] * len(holders))}))")
+            gp += [key, *holders]
+        guard.append(f"(SELECT COUNT(*) {live_q}) = %s")
+        gp += [key, claim.token, claim.token, len(ahead)]
+        if ahead:
+            guard.append(f"NOT EXISTS (SELECT 1 {live_q} AND q.token NOT IN ({', '.join(['%s'] * len(ahead))}))")
+            gp += [key, claim.token, claim.token, *ahead]
+        return live_h, " AND ".join(guard), gp
+
+    def _try(self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str]) -> Stmt:
+        """One try: one :func:`batch` answered by a read of the name (rows of kind 0: holders with their
+        fences, 1: queue entries with their seq, 2: the clock and whether the name's lock was granted)."""
+        raise NotImplementedError
+
+    def acquire(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant]:
+        holders: Sequence[str] = ()
+        ahead: Sequence[str] = ()
+        for _ in range(2):
+            r = yield self._try(claim, key, holders, ahead)
+            held: list[Held] = []
+            queue: list[Queued] = []
+            now, got = 0.0, 0
+            for kind, token, mode, expires, extra in r.rows:
+                if kind == 2:
+                    now, got = to_float(expires), to_int(extra)
+                elif kind == 0:
+                    if str(token) == claim.token:  # granted now, or already (a retry after a lost reply)
+                        return Grant(True, fence=to_int(extra))
+                    held.append(Held(str(token), Mode(str(mode)), to_float(expires)))
+                elif kind == 1:
+                    queue.append(Queued(str(token), Mode(str(mode)), to_int(extra), to_float(expires)))
+            if not got:  # MySQL: the name's lock not granted within name_wait (a stuck transaction)
+                return Grant(False, retry_after=0.05)
+            queue.sort(key=lambda q: q.seq)
+            decision = decide(claim, held, queue, now, register_all=False)
+            if not decision.grant:
+                return Grant(False, retry_after=decision.retry_after)
+            mine = next((q.seq for q in queue if q.token == claim.token), None)
+            holders = [h.token for h in held]
+            ahead = [q.token for q in queue if q.token != claim.token and (mine is None or q.seq < mine)]
+        return Grant(False, retry_after=0.0)  # the name keeps changing under us: the caller tries again
+
+
+class StatementOps(BatchOps):
+    """PostgreSQL lease mode, whether direct or through a pooler (even PgBouncer's statement pooling, where
+    every statement is its own transaction and BEGIN is refused): no BEGIN is ever sent. The acquire is
+    :class:`BatchOps`'s; the other writes are single statements or one multi-statement Query each.
 
     Renewals are one autocommit UPDATE per TTL, ``RETURNING`` the tokens still live. The driver runs every
     :class:`Stmt` on its own (autocommit), a ``batch`` one as one Query, and never sends BEGIN.
     """
 
-    #: the apply's one clock reading: the implicit transaction's start (the same in all its statements)
-    NOW = "extract(epoch from now())::float8"
+    own_tx = frozenset({"acquire", "renew", "abandon", "break_lock"})
 
-    @staticmethod
-    def _holders_digest(pairs: Sequence[tuple[str, str]]) -> str:
-        """``token:mode`` of the live holders, by token (byte order: SQL's ``COLLATE "C"``), comma-joined."""
-        return ",".join(f"{t}:{m}" for t, m in sorted(pairs, key=lambda p: p[0].encode()))
-
-    @staticmethod
-    def _queue_digest(pairs: Sequence[tuple[str, str]]) -> str:
-        """``token:mode`` of the live queue entries ahead of the claim, in sequence order, comma-joined."""
-        return ",".join(f"{t}:{m}" for t, m in pairs)
-
-    def acquire(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant]:
+    def _try(self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str]) -> Stmt:
+        """One try as THREE statements in one transaction (the fewest the model allows: the lock alone and
+        first, the DELETEs, then the guard in a later statement than the DELETEs): the name's advisory lock;
+        both stale-row DELETEs; and one statement of the guarded INSERT, the queue bookkeeping (data-modifying
+        CTEs, which see ``ins``'s RETURNING, never each other's writes in the table), the new leader's
+        NOTIFY, and the answer's read (the statement's snapshot, plus what ``ins`` and ``iq`` returned)."""
         p = self.p
-        r = yield Stmt(
-            f"SELECT 0, token, mode, expires_at, 0 FROM {p}_holders WHERE name_key = %s UNION ALL "
-            f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s UNION ALL "
-            f"SELECT 2, NULL, NULL, {self.d.now}, 0",
-            (key, key),
-        )
-        now = next(to_float(row[3]) for row in r.rows if row[0] == 2)
-        holders: list[Held] = []
-        queue: list[Queued] = []
-        for kind, token, mode, expires, seq in r.rows:
-            if kind == 2 or to_float(expires) <= now:
-                continue
-            if kind == 0:
-                holders.append(Held(str(token), Mode(str(mode)), to_float(expires)))
-            else:
-                queue.append(Queued(str(token), Mode(str(mode)), to_int(seq), to_float(expires)))
-        queue.sort(key=lambda q: q.seq)
-        decision = decide(claim, holders, queue, now, register_all=False)
-        if decision.ours:
-            r = yield Stmt(f"SELECT fence FROM {p}_holders WHERE token = %s", (claim.token,))
-            return Grant(True, fence=to_int(r.rows[0][0]))
-        if decision.grant:
-            mine = next((q.seq for q in queue if q.token == claim.token), None)
-            ahead = [
-                (q.token, q.mode.value) for q in queue if q.token != claim.token and (mine is None or q.seq < mine)
-            ]
-            held = self._holders_digest([(h.token, h.mode.value) for h in holders])
-            t = self.NOW
-            owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
-            lock = self._lock_name(key)
-            sql = [
-                "SELECT pg_advisory_xact_lock(%s, %s)",
-                f"DELETE FROM {p}_holders WHERE name_key = %s AND expires_at <= {t}",
-                f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= {t}",
-                f"INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, layout) "
-                f"SELECT %s, %s, %s, %s, %s, nextval('{p}_fence_seq'), {t} + %s, {t}, {LAYOUT} WHERE "
-                f"COALESCE((SELECT string_agg(token || ':' || mode, ',' ORDER BY token COLLATE \"C\") FROM {p}_holders "
-                f"WHERE name_key = %s AND expires_at > {t}), '') = %s AND "
-                f"COALESCE((SELECT string_agg(token || ':' || mode, ',' ORDER BY seq) FROM {p}_queue "
-                f"WHERE name_key = %s AND expires_at > {t} AND token <> %s AND (%s::bigint IS NULL OR seq < %s)), '') "
-                "= %s RETURNING fence",
-                f"DELETE FROM {p}_queue WHERE token = %s AND EXISTS (SELECT 1 FROM {p}_holders WHERE token = %s)",
-            ]
-            params: list[object] = [
-                *lock.params,
-                key,
-                key,
-                claim.token, key, claim.name, owner, claim.mode.value, claim.ttl,
-                key, held,
-                key, claim.token, mine, mine, self._queue_digest(ahead),
-                claim.token, claim.token,
-            ]  # fmt: skip
-            if claim.value is not None and self.d.notify is not None:  # a new leader: its observers look again
-                sql.append(f"SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM {p}_holders WHERE token = %s)")
-                params += [self.channel, key, claim.token]
-            r = yield Stmt("; ".join(sql), tuple(params), batch=3)
-            if not r.rows:  # the name changed since the read: nothing granted, read again
-                return Grant(False, retry_after=0.0)
-            return Grant(True, fence=to_int(r.rows[0][0]))
-        if decision.enqueue:
-            yield Stmt(self.d.enqueue, (claim.token, key, claim.name, claim.mode.value, now + WAITER_TTL))
-        return Grant(False, retry_after=decision.retry_after)
+        t = self.NOW
+        live_h, guard, gp = self._guard(claim, key, holders, ahead, t)
+        owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
+        ctes = [
+            f"ins AS (INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, "
+            f"layout) SELECT %s, %s, %s, %s, %s, nextval('{p}_fence_seq'), {t} + %s, {t}, {LAYOUT} WHERE {guard} "
+            "RETURNING token, mode, expires_at, fence)",
+            f"mine AS (SELECT 1 FROM ins UNION ALL SELECT 1 FROM {p}_holders WHERE token = %s)",
+            f"dq AS (DELETE FROM {p}_queue WHERE token = %s AND EXISTS (SELECT 1 FROM mine))",
+        ]
+        params: list[object] = [claim.token, key, claim.name, owner, claim.mode.value, claim.ttl, *gp]
+        params += [claim.token, claim.token]
+        reads = [
+            f"SELECT 0, token, mode, expires_at, fence {live_h}",
+            "SELECT 0, token, mode, expires_at, fence FROM ins",
+            f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s AND expires_at > {t}",
+        ]
+        rp: list[object] = [key, key]
+        if should_queue(claim.mode, claim.fair):  # refused: join the queue, or refresh our entry's deadline
+            ctes.append(
+                f"iq AS (INSERT INTO {p}_queue (token, name_key, name, mode, expires_at) SELECT %s, %s, %s, %s, "
+                f"{t} + {WAITER_TTL} WHERE NOT EXISTS (SELECT 1 FROM mine) ON CONFLICT (token) DO UPDATE SET "
+                "expires_at = EXCLUDED.expires_at RETURNING token, mode, expires_at, seq)"
+            )
+            params += [claim.token, key, claim.name, claim.mode.value]
+            reads.append("SELECT 1, token, mode, expires_at, seq FROM iq")
+        reads.append(f"SELECT 2, NULL, NULL, {t}, 1")
+        if claim.value is not None and self.d.notify is not None:  # a new leader: its observers look again
+            reads.append(
+                "SELECT 3, NULL, NULL, 0, 0 FROM (SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM mine)) n"
+            )
+            rp += [self.channel, key]
+        lock = self._lock_name(key)
+        return batch([
+            ("SELECT pg_advisory_xact_lock(%s, %s)", lock.params),
+            (f"WITH h AS (DELETE FROM {p}_holders WHERE name_key = %s AND expires_at <= {t}) "
+             f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= {t}", (key, key)),
+            (f"WITH {', '.join(ctes)} {' UNION ALL '.join(reads)}", (*params, *rp)),
+        ], 2)  # fmt: skip
 
     def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
         """One Query: the name's lock first (an acquire of this claim still running on the server finishes

@@ -175,6 +175,7 @@ class MyDriver(SqlBase):
             self._bound(c, deadline)
             cur = c.conn.cursor()
             started = False
+            own = False  # a batch that opened its own transaction (and may hold the name's GET_LOCK)
             try:
                 if tx:
                     try:
@@ -187,6 +188,7 @@ class MyDriver(SqlBase):
                 try:
                     stmt = next(script)
                     while True:
+                        own = own or stmt.batch is not None
                         try:
                             cur.execute(stmt.sql, stmt.params or None)
                         except pymysql.err.MySQLError as exc:
@@ -208,12 +210,12 @@ class MyDriver(SqlBase):
                         pass
                 return result
             except pymysql.err.OperationalError as exc:
-                self._rollback(c, tx)
+                self._rollback(c, tx or own)
                 if exc.args and exc.args[0] in _RETRY_CODES:
                     raise RetryableError(str(exc)) from exc
                 raise
             except BaseException:
-                self._rollback(c, tx)
+                self._rollback(c, tx or own)
                 raise
             finally:
                 script.close()

@@ -38,14 +38,12 @@ class Lease(PgDriver, LeaseBackend):
 
     def __init__(self, config: StoreConfig) -> None:
         super().__init__(config)
+        # every connection, direct or through any pooler: no BEGIN, the one-round-trip acquire (BatchOps)
+        ops = sq.StatementOps(self.dialect, self.ops.p, self.ops.channel)
+        ops.name_wait = self.ops.name_wait
+        self.ops = ops
         self._listener: rt.Background | None = None
         self._listening = False
-
-    def _pooled(self, mode: str) -> None:
-        if mode == "statement":  # no transaction blocks: the protocol of StatementOps (sql_lease_statement.pml)
-            ops = sq.StatementOps(self.dialect, self.ops.p, self.ops.channel)
-            ops.name_wait = self.ops.name_wait
-            self.ops = ops
 
     @property
     def _can_listen(self) -> bool:

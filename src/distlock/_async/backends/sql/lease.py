@@ -44,7 +44,7 @@ class LeaseAttempt(AsyncAttempt):
         if self.waker is None:  # watch before looking, so a release right after our look is not missed
             self.waker = rt.Waker()
             b.wakers.watch(self.key, self.waker)
-        grant: Grant = await b._tx(lambda: b.ops.acquire(self.claim, self.key))
+        grant: Grant = await b._tx(lambda: b.ops.acquire(self.claim, self.key), tx=b._in_tx("acquire"))
         if grant.acquired:
             self._unwatch()
             await b._granted(self.claim, self.key)
@@ -57,7 +57,7 @@ class LeaseAttempt(AsyncAttempt):
         self._unwatch()
         b = self.backend
         with Budget(b.cleanup_timeout):  # then the connection is closed: the lease bounds what is left
-            done = await b._tx(lambda: b.ops.abandon(self.claim, self.key))
+            done = await b._tx(lambda: b.ops.abandon(self.claim, self.key), tx=b._in_tx("abandon"))
         if done:
             await b._released([self.claim.token], self.key)
 
@@ -105,6 +105,10 @@ class LeaseBackend(SqlBase):
         self._swept = monotonic()
         #: the attempts of this store waiting for a name (key: its name key), woken by its own releases at once
         self.wakers: Wakers[str] = Wakers()
+
+    def _in_tx(self, operation: str) -> bool:
+        """Does ``operation``'s script need the driver's BEGIN/COMMIT (see ``Ops.own_tx``)?"""
+        return operation not in self.ops.own_tx
 
     # -- wake-up hooks (the dialect) --------------------------------------------------------------------------
     async def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
@@ -171,7 +175,7 @@ class LeaseBackend(SqlBase):
         for attempt in range(2):
             try:
                 with Budget(share):  # a silent connection costs one try; the second runs on a fresh one
-                    result = await self._tx(lambda: self.ops.renew(claims))
+                    result = await self._tx(lambda: self.ops.renew(claims), tx=self._in_tx("renew"))
                 break
             except BackendError:
                 if attempt:
@@ -201,7 +205,7 @@ class LeaseBackend(SqlBase):
     async def shorten(self, claim: Claim, ttl: float) -> bool:
         # the renewal statement is the guarded step: our token, a live lease only, expires_at on the server's clock
         short = [replace(claim, ttl=ttl)]
-        (ok,) = await self._tx(lambda: self.ops.renew(short))
+        (ok,) = await self._tx(lambda: self.ops.renew(short), tx=self._in_tx("renew"))
         await self._forget_bells([claim.token])  # MySQL: waiters then look again and wait for the row's end
         return bool(ok)
 
@@ -214,7 +218,7 @@ class LeaseBackend(SqlBase):
         return infos
 
     async def break_lock(self, name: str) -> bool:
-        tokens: list[str] = await self._tx(lambda: self.ops.break_lock(name))
+        tokens: list[str] = await self._tx(lambda: self.ops.break_lock(name), tx=self._in_tx("break_lock"))
         await self._released(tokens, sq.name_key(name))
         for token in tokens:
             self.lost(token, "broken by an admin (break_lock)")

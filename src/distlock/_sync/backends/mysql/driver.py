@@ -176,6 +176,7 @@ class MyDriver(SqlBase):
             self._bound(c, deadline)
             cur = c.conn.cursor()
             started = False
+            own = False  # a batch that opened its own transaction (and may hold the name's GET_LOCK)
             try:
                 if tx:
                     try:
@@ -188,6 +189,7 @@ class MyDriver(SqlBase):
                 try:
                     stmt = next(script)
                     while True:
+                        own = own or stmt.batch is not None
                         try:
                             cur.execute(stmt.sql, stmt.params or None)
                         except pymysql.err.MySQLError as exc:
@@ -209,12 +211,12 @@ class MyDriver(SqlBase):
                         pass
                 return result
             except pymysql.err.OperationalError as exc:
-                self._rollback(c, tx)
+                self._rollback(c, tx or own)
                 if exc.args and exc.args[0] in _RETRY_CODES:
                     raise RetryableError(str(exc)) from exc
                 raise
             except BaseException:
-                self._rollback(c, tx)
+                self._rollback(c, tx or own)
                 raise
             finally:
                 script.close()

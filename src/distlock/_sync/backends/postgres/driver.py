@@ -259,14 +259,20 @@ class PgDriver(SqlBase):
                 stmt = next(script)
                 while True:
                     try:
-                        cur.execute(stmt.sql, stmt.params)
+                        if stmt.batch is not None and stmt.parts and self._pipelining():
+                            answer = self._pipelined(conn, stmt)
+                        elif stmt.batch is not None:  # several statements: one Query, client-side binding
+                            answer = self._batch(conn, stmt)
+                        else:
+                            cur.execute(stmt.sql, stmt.params)
                     except psycopg.OperationalError as exc:
                         if not tx and not started and conn.broken:
                             raise StaleConnection(str(exc)) from exc
                         raise
                     started = True
-                    rows = cur.fetchall() if cur.description is not None else []
-                    stmt = script.send(sq.Result(rows, cur.rowcount))
+                    if stmt.batch is None:
+                        answer = sq.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount)
+                    stmt = script.send(answer)
             except StopIteration as stop:
                 result = stop.value
             if tx:
@@ -283,6 +289,48 @@ class PgDriver(SqlBase):
             if not conn.closed:
                 cur.close()
 
+    def _pipelining(self) -> bool:
+        """A ``batch`` statement goes as a pipeline (``_pipelined``) when nothing sits between us and the
+        server: a pooler in transaction or statement pooling refuses prepared statements, and the simple
+        Query (``_batch``) needs none."""
+        return self.pooler is None and psycopg.Pipeline.is_supported()
+
+    @staticmethod
+    def _pipelined(conn: Any, stmt: sq.Stmt) -> sq.Result:
+        """A ``batch`` statement's parts sent back to back in pipeline mode and ONE Sync: one round trip, and
+        all before the Sync are one transaction (committed at the Sync, rolled back by it after an error, which
+        skips the rest). Each part is an extended-protocol statement that psycopg prepares after
+        ``prepare_threshold`` uses, so the server neither parses nor plans it again, and binds no literal."""
+        cur: pg.Cursor = conn.cursor()
+        ans: pg.Cursor = conn.cursor()
+        try:
+            with conn.pipeline():
+                for i, (sql, params) in enumerate(stmt.parts):
+                    (ans if i == stmt.batch else cur).execute(sql, params)
+            return sq.Result(ans.fetchall() if ans.description is not None else [], ans.rowcount)
+        finally:
+            if not conn.closed:
+                cur.close()
+                ans.close()
+
+    @staticmethod
+    def _batch(conn: Any, stmt: sq.Stmt, prefix: str = "") -> sq.Result:
+        """A ``batch`` statement: its statements as ONE simple-protocol Query (one implicit transaction outside
+        BEGIN); the answer is the result of its statement at index ``stmt.batch`` (``prefix``: statements sent
+        before it in the same Query, which are not counted)."""
+        cur: pg.ClientCursor = pg.client_cursor(conn)
+        try:
+            cur.execute(prefix + stmt.sql, stmt.params)
+            sets: list[sq.Result] = []
+            while True:
+                sets.append(sq.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount))
+                if not cur.nextset():
+                    break
+            return sets[prefix.count(";") + (stmt.batch or 0)]
+        finally:
+            if not conn.closed:
+                cur.close()
+
     def _statement_bounds(self) -> str:
         """Statement pooling: the server-side timeouts as the first statement of every Query (``SET LOCAL``
         needs a transaction block; ``set_config(..., true)`` lasts the implicit transaction)."""
@@ -296,34 +344,25 @@ class PgDriver(SqlBase):
         """Statement pooling (lease mode, ``StatementOps``): no BEGIN; each statement runs on its own, in
         autocommit, and a ``batch`` one as one simple-protocol Query of several statements (a client-side
         bound cursor), one implicit transaction. Every Query starts with the server-side timeouts."""
-        cur: pg.ClientCursor = pg.client_cursor(conn)
         bounds = self._statement_bounds()
         sent = False
         try:
             stmt = next(script)
             while True:
                 try:
-                    cur.execute(bounds + stmt.sql, stmt.params)
+                    answer = self._batch(conn, stmt, bounds)
                 except psycopg.OperationalError as exc:
                     if not sent and conn.broken:
                         raise StaleConnection(str(exc)) from exc
                     raise
                 sent = True
-                sets: list[sq.Result] = []
-                while True:
-                    rows = cur.fetchall() if cur.description is not None else []
-                    sets.append(sq.Result(rows, cur.rowcount))
-                    if not cur.nextset():
-                        break
-                stmt = script.send(sets[1 + (stmt.batch or 0)])
+                stmt = script.send(answer)
         except StopIteration as stop:
             return stop.value
         except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as exc:
             raise RetryableError(str(exc)) from exc
         finally:
             script.close()
-            if not conn.closed:
-                cur.close()
 
     def _rollback(self, conn: Any, cur: pg.Cursor, tx: bool) -> None:
         if tx and not conn.closed and not conn.broken:

@@ -1,0 +1,197 @@
+/* Direct hand-over in SQL lease mode (issue 17 item 1), PostgreSQL's protocol (StatementOps, one clock
+   reading per transaction: now(), its start, taken BEFORE the name's advisory lock is granted).
+
+   Today (unflagged) a release is one autocommit DELETE of the holder's row plus a NOTIFY; every waiter
+   wakes and runs a try of the acquire (sql_lease_statement.pml, ONE_CLOCK: lock; stale-row DELETEs; the
+   guarded INSERT: no live holder and no live queue entry ahead; else join or refresh the queue entry,
+   deadline t + WTTL). HANDOVER: the release is one transaction that takes the name's lock, deletes the
+   rows expired at its clock (as an acquire does), deletes its own row and, if no live holder is left,
+   promotes the head of the queue (the live entry with the lowest seq): it INSERTs a holder row for that
+   waiter whose lease end is the waiter's QUEUE DEADLINE (not t + TTL: a waiter that died while queued
+   must not hold longer than its entry would have blocked the queue, F12), deletes the entry and NOTIFYs.
+   The woken waiter runs its try as before; the try finds its own row live and CONFIRMS it: UPDATE ... SET
+   expires_at = t + TTL WHERE token = me AND expires_at > t, so its local lease (send time + TTL - MARGIN)
+   starts no later than the server's.
+
+   One exclusive name. H (row 0) holds at 0 (lease end TTL) and releases once, or crashes (its row
+   expires). Waiters W1, W2 (rows 1, 2) are queued at 0 in that order (deadline WTTL, last try sent at 0)
+   and may crash between tries (then their rows stay until they expire). A waiter whose try was refused
+   waits for its NOTIFY or polls at any time. Time is a tick counter; any step may be delayed by any number
+   of ticks. Each holder's lease clock fires at its deadline whatever is in flight. Checked in every state:
+     told:      no two processes believe they hold at once
+     exclusion: never two committed live holder rows
+     dead:      a crashed waiter's promoted row ends by its queue deadline (last try's send + WTTL)
+   Variants (-D):
+     HANDOVER      the release promotes the queue head (above)
+     NO_EXTEND     the woken waiter's try takes its promoted row as it is (no confirm UPDATE): its local
+                   lease (send + TTL - MARGIN) may outlive the row (lease end = queue deadline)
+     PROMOTE_TTL   the promoted row's lease end is the release's t + TTL instead of the queue deadline
+     NO_LOCK       the release promotes without taking the name's advisory lock
+     NO_STALE_DELETE  the release promotes without first deleting the rows expired at its clock
+     TRUST         the woken waiter holds on the NOTIFY itself, before any round trip, with the local
+                   deadline (last answered try's send time) + WTTL - MARGIN (no try in flight: its entry's
+                   deadline is that try's clock + WTTL >= it), then confirms with a try as above
+     TRUST_INFLIGHT  TRUST also while a refreshing try is in flight, with that try's send time
+   Results (spin 6.5.2, TTL 3, WTTL 2, MARGIN 1, MAXT 8; each a few seconds to minutes on a loaded 2-core VM):
+     (today), HANDOVER ..................................... told, exclusion, dead: hold
+     HANDOVER -DNO_EXTEND .................................. told VIOLATED (the local lease outlives the row)
+     HANDOVER -DPROMOTE_TTL ................................ dead VIOLATED (F12: a dead waiter holds a TTL)
+     HANDOVER -DNO_STALE_DELETE ............................ exclusion VIOLATED: a try whose clock is older
+       than the release's confirms (revives) its own row that the release saw expired and passed over
+     HANDOVER -DNO_LOCK .................................... holds HERE ONLY: each statement is one atomic
+       step in this model; under READ COMMITTED two snapshots miss each other's uncommitted INSERT
+       (sql_lease_statement.pml -DNO_ADVISORY is violated), so the release takes the name's lock
+     HANDOVER -DTRUST ...................................... told VIOLATED (trail not analysed yet): the woken
+       waiter confirms before it holds
+   Table (check.sh runs each line):
+     (today)
+     -DHANDOVER
+     -DHANDOVER -DNO_EXTEND
+     -DHANDOVER -DPROMOTE_TTL
+     -DHANDOVER -DNO_LOCK
+     -DHANDOVER -DNO_STALE_DELETE
+     -DHANDOVER -DTRUST
+     -DHANDOVER -DTRUST -DTRUST_INFLIGHT
+*/
+#define TTL 3
+#define WTTL 2
+#define MARGIN 1
+#define MAXT 8
+
+byte now = 0;
+byte exp[3];          /* committed holder rows: lease end, 0 = no row */
+byte qexp[3];         /* committed queue entries of W1, W2: deadline, 0 = none (seq: W1 before W2) */
+bool holds[3];        /* each process's belief */
+byte dl[3];           /* each believer's local deadline */
+byte namelock = 0;    /* the name's pg_advisory_xact_lock: 0 free, else holder id + 1 */
+bool notified[3];     /* a NOTIFY for this waiter's promotion, not yet seen */
+bool promoted[3];     /* its row was made by a promotion and not yet confirmed */
+bool dead[3];
+byte bound[3];        /* a waiter's last try's send time + WTTL: its queue deadline at most */
+
+#define DUE(i) (holds[i] && now >= dl[i])
+#define LIVEROWS(t) ((exp[0] > t -> 1 : 0) + (exp[1] > t -> 1 : 0) + (exp[2] > t -> 1 : 0))
+proctype clock() { do :: now < MAXT && !DUE(0) && !DUE(1) && !DUE(2) -> now++ :: now == MAXT -> break od }
+proctype timers() {
+end: do
+  :: atomic { DUE(0) -> holds[0] = 0 }
+  :: atomic { DUE(1) -> holds[1] = 0 }
+  :: atomic { DUE(2) -> holds[2] = 0 }
+  od
+}
+
+proctype holder() {
+  byte t0;
+  if
+  :: skip                                             /* crashes: its row expires at TTL */
+  :: holds[0] = 0;                                    /* release: stop believing first */
+#ifdef HANDOVER
+     t0 = now;                                        /* now(): the transaction's start */
+#ifndef NO_LOCK
+     atomic { namelock == 0 -> namelock = 1 };
+#endif
+#ifndef NO_STALE_DELETE
+     atomic {                                         /* the stale-row DELETEs, as an acquire's */
+       if :: exp[1] != 0 && exp[1] <= t0 -> exp[1] = 0; promoted[1] = 0 :: else fi;
+       if :: exp[2] != 0 && exp[2] <= t0 -> exp[2] = 0; promoted[2] = 0 :: else fi;
+       if :: qexp[1] != 0 && qexp[1] <= t0 -> qexp[1] = 0 :: else fi;
+       if :: qexp[2] != 0 && qexp[2] <= t0 -> qexp[2] = 0 :: else fi }
+#endif
+     atomic {                                         /* DELETE mine; promote the head; NOTIFY; COMMIT */
+       exp[0] = 0;
+       if
+       :: LIVEROWS(t0) == 0 && qexp[1] > t0 ->
+#ifdef PROMOTE_TTL
+            exp[1] = t0 + TTL;
+#else
+            exp[1] = qexp[1];
+#endif
+            qexp[1] = 0; promoted[1] = 1; notified[1] = 1
+       :: LIVEROWS(t0) == 0 && qexp[1] <= t0 && qexp[2] > t0 ->
+#ifdef PROMOTE_TTL
+            exp[2] = t0 + TTL;
+#else
+            exp[2] = qexp[2];
+#endif
+            qexp[2] = 0; promoted[2] = 1; notified[2] = 1
+       :: else
+       fi;
+       if :: namelock == 1 -> namelock = 0 :: else fi }
+#else
+     exp[0] = 0                                       /* autocommit DELETE; NOTIFY (waiters poll here) */
+#endif
+  fi
+}
+
+/* A waiter's try: lock; stale DELETEs; then one statement: confirm its promoted row, or the guarded
+   INSERT, or join/refresh the queue; COMMIT; the reply. */
+proctype waiter(byte i) {
+  byte sent, t0, last; bool ok, trusted;
+  last = 0;
+  do
+  :: atomic { now < MAXT && !dead[i] && (!holds[i] || trusted) -> skip };
+     if
+#ifdef TRUST
+     :: atomic { notified[i] && !trusted -> notified[i] = 0;          /* the NOTIFY, before any round trip */
+                 if :: now < last + WTTL - MARGIN -> holds[i] = 1; dl[i] = last + WTTL - MARGIN; trusted = 1
+                    :: else fi }
+        if :: trusted -> goto try :: else -> skip fi
+#endif
+     :: atomic { notified[i] = 0 }                     /* woken, or polling */
+try:    atomic { sent = now; t0 = now; bound[i] = now + WTTL };   /* the try is sent; now() */
+#ifdef TRUST_INFLIGHT
+        if
+        :: atomic { notified[i] && !trusted -> notified[i] = 0;
+                    if :: now < sent + WTTL - MARGIN -> holds[i] = 1; dl[i] = sent + WTTL - MARGIN; trusted = 1
+                       :: else fi }
+        :: skip
+        fi;
+#endif
+        atomic { namelock == 0 -> namelock = i + 1 };
+        atomic {                                      /* the stale-row DELETEs */
+          if :: exp[0] != 0 && exp[0] <= t0 -> exp[0] = 0 :: else fi;
+          if :: exp[1] != 0 && exp[1] <= t0 -> exp[1] = 0; promoted[1] = 0 :: else fi;
+          if :: exp[2] != 0 && exp[2] <= t0 -> exp[2] = 0; promoted[2] = 0 :: else fi;
+          if :: qexp[1] != 0 && qexp[1] <= t0 -> qexp[1] = 0 :: else fi;
+          if :: qexp[2] != 0 && qexp[2] <= t0 -> qexp[2] = 0 :: else fi }
+        atomic {                                      /* the third statement, and COMMIT */
+          if
+          :: exp[i] > t0 ->                           /* ours already (promoted): confirm */
+#ifndef NO_EXTEND
+               exp[i] = t0 + TTL;
+#endif
+               promoted[i] = 0; ok = 1
+          :: exp[i] <= t0 && LIVEROWS(t0) == 0 && (i == 1 || qexp[1] <= t0) ->
+               exp[i] = t0 + TTL; qexp[i] = 0; ok = 1  /* the guarded INSERT */
+          :: else -> qexp[i] = t0 + WTTL; ok = 0      /* join or refresh the queue */
+          fi;
+          namelock = 0 }
+        atomic {                                      /* the reply */
+          if
+          :: ok && now < sent + TTL - MARGIN -> holds[i] = 1; dl[i] = sent + TTL - MARGIN
+          :: ok && now >= sent + TTL - MARGIN -> holds[i] = 0      /* too late: no grant */
+          :: !ok -> holds[i] = 0; last = sent
+          fi;
+          trusted = 0 }
+        if :: holds[i] -> break :: else fi            /* holds until its lease ends; never releases here */
+     fi
+  :: atomic { !dead[i] && !holds[i] -> dead[i] = 1 }; break   /* crashes between tries */
+  :: now == MAXT -> break
+  od
+}
+
+init {
+  atomic {
+    exp[0] = TTL; holds[0] = 1; dl[0] = TTL - MARGIN;
+    qexp[1] = WTTL; qexp[2] = WTTL; bound[1] = WTTL; bound[2] = WTTL;
+    run clock(); run timers(); run holder(); run waiter(1); run waiter(2)
+  }
+}
+
+active proctype monitor() {
+  assert(!(holds[0] && holds[1]) && !(holds[0] && holds[2]) && !(holds[1] && holds[2]));   /* told */
+  assert(!(exp[0] > now && exp[1] > now) && !(exp[0] > now && exp[2] > now) &&
+         !(exp[1] > now && exp[2] > now));                                                 /* exclusion */
+  assert(!(dead[1] && promoted[1] && exp[1] > bound[1]) &&
+         !(dead[2] && promoted[2] && exp[2] > bound[2]))                                   /* dead */
+}
