@@ -10,6 +10,7 @@ tables' ``ops.acquire``), on real SQLite files and a real PostgreSQL server.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import sys
 import tempfile
@@ -21,6 +22,9 @@ from typing import Any
 import pytest
 
 import distlock
+from distlock._core import arbiter
+from distlock._core.arbiter import Held, Queued
+from distlock._core.types import Mode
 from distlock._wakeup import WakeDir, Wakers
 
 WAITERS = 24
@@ -250,3 +254,22 @@ async def test_postgres_lease_fair_hand_offs_cost_a_constant_number_of_checks(po
         order = await _fair_chain(store, name, switch)
     assert order == list(range(WAITERS))
     assert tries[0] <= 3 * WAITERS, tries
+
+
+def test_the_entries_ahead_the_rule_looks_at_decide_as_the_whole_queue() -> None:
+    """``arbiter.looks_ahead``: the SQLite store reads only that many entries ahead of a claim (then its own);
+    every decision must be the one the whole queue gives. All small queues, every claim kind, queued or not."""
+    modes = list(Mode)
+    for size in range(4):
+        for kinds in itertools.product(modes, repeat=size):
+            queue = [Queued(f"q{i}", m, i + 1, 100.0) for i, m in enumerate(kinds)]
+            for holders in ([], [Held("h", Mode.READ, 100.0)], [Held("h", Mode.SEMAPHORE, 100.0)]):
+                for mode, fair, permits, place in itertools.product(modes, (False, True), (1, 2), range(size + 1)):
+                    token = queue[place].token if place < size else "new"
+                    whole = arbiter.may_acquire(mode, token, permits, fair, holders, queue)
+                    limit = arbiter.looks_ahead(mode, fair, permits)
+                    ahead = queue[:place] if place < size else queue
+                    read = ahead[: len(ahead) if limit is None else limit] + queue[place : place + 1]
+                    assert arbiter.may_acquire(mode, token, permits, fair, holders, read) == whole, (
+                        mode, fair, permits, kinds, place, holders,
+                    )  # fmt: skip

@@ -81,6 +81,11 @@ class Wakers(Generic[K]):
         if nxt is not None:
             nxt.notify()
 
+    def first(self, key: K) -> Notifiable | None:
+        """The waiter a wake-up of ``key`` goes to now (None if nobody waits)."""
+        with self._guard:
+            return next(iter(self._waiting.get(key, ())), None)
+
     def wake(self, key: K) -> None:
         with self._guard:
             line = self._waiting.get(key)

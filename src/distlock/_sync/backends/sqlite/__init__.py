@@ -83,6 +83,11 @@ class _Ear:
             self.watching = True
             _Shared.wakers.watch(self.key, self, every=self._observer)
 
+    def unwatch(self) -> None:
+        if self.watching:
+            self.watching = False
+            _Shared.wakers.unwatch(self.key, self)  # passes a wake-up on if we were first
+
     def listen(self) -> None:
         """Share (or bind, if first) this process's wake socket of the name; none if unusable."""
         if self._dir is None or self.hub is not None:
@@ -125,9 +130,7 @@ class _Ear:
                 return False
 
     def close(self) -> None:
-        if self.watching:
-            self.watching = False
-            _Shared.wakers.unwatch(self.key, self)  # passes a wake-up on if we were first
+        self.unwatch()
         hub, self.hub = self.hub, None
         if hub is None:
             return
@@ -160,20 +163,43 @@ class Attempt(SyncAttempt):
         return grant
 
     def wait(self, grant: Grant, timeout: float | None) -> None:
-        if self._ear is None:
+        ear = self._ear
+        if ear is None:
             return
         if not self._listening:
-            # Start listening, then look again at once: a release between our last try and now is not missed.
             self._listening = True
-            self._ear.listen()
+            ear.listen()
+            if not self._quiet():
+                # Start listening, then look again at once: a release between our last try and now is not missed.
+                return
+        if ear.hub is None and not self.backend.db_key.startswith("memory:"):
+            # no wake socket: other processes' releases are only seen by polling
+            if ear.wait(wait_slice(grant.retry_after, self._backoff.next_delay(), timeout, LEASE_WAIT_SLICE)):
+                self._backoff.reset()
             return
-        if self._ear.hub is not None:
-            # pushed across processes: the re-check interval is only a safety net for lost datagrams
-            self._ear.wait(wait_slice(grant.retry_after, None, timeout, LEASE_WAIT_SLICE))
-            return
-        polled = None if self.backend.db_key.startswith("memory:") else self._backoff.next_delay()
-        if self._ear.wait(wait_slice(grant.retry_after, polled, timeout, LEASE_WAIT_SLICE)):
-            self._backoff.reset()
+        # pushed (across processes by datagram, in memory by waker): the re-check interval is only a safety net
+        end = None if timeout is None else monotonic() + timeout
+        while True:
+            quiet = self._quiet()
+            left = None if end is None else end - monotonic()
+            if left is not None and left <= 0:
+                return
+            if ear.wait(wait_slice(None if quiet else grant.retry_after, None, left, LEASE_WAIT_SLICE)):
+                return
+            if not quiet or not self._quiet():
+                return
+            # Behind an earlier fair waiter of this process, which re-checks for both of us: only keep our place.
+            if not self.backend._call(self.backend._keep, self.claim):
+                return  # our entry ran out: a full try queues us again
+
+    def _quiet(self) -> bool:
+        """Whether this waiter need not look at the queue until woken: a fair claim (held back by every entry
+        ahead of it) with an earlier waiter of the name in this process. That one is ahead of it in the queue
+        too (waiters register in queue order, ``_Ear.watch``), re-checks at every slice, and passes the wake-up
+        on when it leaves; the ones behind it only keep their entries alive (``_keep``, no queue read). Reading
+        the whole queue at every waiter's slice cost O(waiters) per waiter and second: the herd again."""
+        ear = self._ear
+        return self.claim.fair and ear is not None and ear.watching and _Shared.wakers.first(ear.key) is not ear
 
     def abandon(self) -> None:
         self._unwatch()
@@ -334,7 +360,8 @@ class Backend(SyncBackend):
         def body(conn: sqlite3.Connection, now: float) -> Grant:
             sql.purge(conn, claim.name, now)
             holders = sql.holders(conn, claim.name)
-            queue = sql.queue(conn, claim.name)
+            ahead = arbiter.looks_ahead(claim.mode, claim.fair, claim.permits)
+            queue = sql.queue_ahead(conn, claim.name, claim.token, ahead)  # only what the rule looks at
             # Every refused claim registers (a local write), so inspect() counts the non-fair waiters too; only
             # fair claims and writers are held back by the entries ahead of them (the grant rule, ``arbiter``).
             decision = arbiter.decide(claim, holders, queue, now, register_all=True)
@@ -345,6 +372,8 @@ class Backend(SyncBackend):
                 sql.insert_holder(conn, claim, fence, now)
                 sql.dequeue(conn, claim.token)
                 return Grant(True, fence=fence)
+            if ear is not None and ear.watching and all(q.token != claim.token for q in queue):
+                ear.unwatch()  # our entry ran out and joins again at the end: so does our place here
             sql.enqueue(conn, claim, now + WAITER_TTL)
             if ear is not None:
                 ear.watch()  # in queue order: see _Ear.watch
@@ -354,6 +383,14 @@ class Backend(SyncBackend):
         if grant.acquired and claim.value is not None:
             self._wake(claim.name)  # a new leader: its observers (who listen where the waiters do) look again
         return grant
+
+    def _keep(self, claim: Claim) -> bool:
+        """A quiet waiter's slice ended (``Attempt._quiet``): push its queue entry's deadline on."""
+
+        def body(conn: sqlite3.Connection, now: float) -> bool:
+            return sql.refresh(conn, claim.token, now, now + WAITER_TTL)
+
+        return self._tx(body)
 
     def _proclaim(self, claim: Claim, value: str) -> bool:
         record = replace(claim, value=value).record
