@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import distlock
+from distlock._async.backends import sqlite as sqlite_backend
 from distlock._core import arbiter
 from distlock._core.arbiter import Held, Queued
 from distlock._core.types import Mode
@@ -273,3 +274,54 @@ def test_the_entries_ahead_the_rule_looks_at_decide_as_the_whole_queue() -> None
                     assert arbiter.may_acquire(mode, token, permits, fair, holders, read) == whole, (
                         mode, fair, permits, kinds, place, holders,
                     )  # fmt: skip
+
+
+async def test_sqlite_fair_waiters_behind_the_first_of_their_process_only_keep_their_place(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the lock is held, only the earliest fair waiter of the process re-checks the queue at each wait
+    slice; the ones behind it push their queue entries' deadlines on (one UPDATE) and are woken in turn. Before,
+    each of N waiters read the whole queue at every slice."""
+    monkeypatch.setattr(sqlite_backend, "LEASE_WAIT_SLICE", 0.05)  # slices pass quickly; the counts tell
+    async with await distlock.connect_async(f"sqlite:///{db}") as store:
+        name = f"fair-{uuid.uuid4().hex[:8]}"
+        backend: Any = store._backend  # type: ignore[attr-defined]
+        holder = store.lock(name, ttl=30, fair=True)
+        assert await holder.acquire(timeout=30)
+        tries: dict[str, int] = {}
+        keeps = [0]
+        plain_try, plain_keep = backend._try_acquire, backend._keep
+
+        def counted_try(claim: Any, *args: Any) -> Any:
+            tries[claim.token] = tries.get(claim.token, 0) + 1
+            return plain_try(claim, *args)
+
+        def counted_keep(claim: Any) -> Any:
+            keeps[0] += 1
+            return plain_keep(claim)
+
+        backend._try_acquire, backend._keep = counted_try, counted_keep
+        order: list[int] = []
+
+        async def waiter(i: int) -> None:
+            lock = store.lock(name, ttl=30, fair=True)
+            assert await lock.acquire(timeout=60)
+            order.append(i)
+            await lock.release()
+
+        tasks = []
+        for i in range(8):
+            tasks.append(asyncio.create_task(waiter(i)))
+            await _queued(store, name, i + 1)
+        first, *others = list(tries)
+        before = {t: tries[t] for t in others}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while tries[first] < 6:  # the first re-checked at a few slices
+            assert loop.time() < deadline, (tries, keeps)
+            await asyncio.sleep(0.01)
+        assert {t: tries[t] for t in others} == before  # no queue reads behind the first
+        assert keeps[0] > 0  # but their entries kept alive
+        await holder.release()
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    assert order == list(range(8))
