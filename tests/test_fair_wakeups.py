@@ -85,13 +85,9 @@ async def _queued(store: distlock.AsyncStore, name: str, count: int) -> None:
         await asyncio.sleep(0.01)
 
 
-async def _fair_chain(store: distlock.AsyncStore, name: str, counted: Callable[[bool], None]) -> list[int]:
-    """A holder, then WAITERS fair waiters queued one after another (each its own lock object); the holder
-    releases and the lock goes down the chain once. ``counted(True)`` starts the count at that release. The
-    waiters' numbers, in the order they got the lock."""
-    holder = store.lock(name, ttl=30, fair=True)
-    assert await holder.acquire(timeout=30)
-    order: list[int] = []
+async def _line_up(store: distlock.AsyncStore, name: str, count: int, order: list[int]) -> list[asyncio.Task[None]]:
+    """``count`` fair waiters, each its own lock object, queued one after another (so the queue's order is
+    known); each appends its number to ``order`` once it holds, then releases."""
 
     async def waiter(i: int) -> None:
         lock = store.lock(name, ttl=30, fair=True)
@@ -100,9 +96,20 @@ async def _fair_chain(store: distlock.AsyncStore, name: str, counted: Callable[[
         await lock.release()
 
     tasks = []
-    for i in range(WAITERS):
+    for i in range(count):
         tasks.append(asyncio.create_task(waiter(i)))
-        await _queued(store, name, i + 1)  # so the queue's order is known
+        await _queued(store, name, i + 1)
+    return tasks
+
+
+async def _fair_chain(store: distlock.AsyncStore, name: str, counted: Callable[[bool], None]) -> list[int]:
+    """A holder, then WAITERS fair waiters queued one after another (each its own lock object); the holder
+    releases and the lock goes down the chain once. ``counted(True)`` starts the count at that release. The
+    waiters' numbers, in the order they got the lock."""
+    holder = store.lock(name, ttl=30, fair=True)
+    assert await holder.acquire(timeout=30)
+    order: list[int] = []
+    tasks = await _line_up(store, name, WAITERS, order)
     counted(True)
     await holder.release()
     await asyncio.wait_for(asyncio.gather(*tasks), 60)
@@ -302,17 +309,7 @@ async def test_sqlite_fair_waiters_behind_the_first_of_their_process_only_keep_t
 
         backend._try_acquire, backend._keep = counted_try, counted_keep
         order: list[int] = []
-
-        async def waiter(i: int) -> None:
-            lock = store.lock(name, ttl=30, fair=True)
-            assert await lock.acquire(timeout=60)
-            order.append(i)
-            await lock.release()
-
-        tasks = []
-        for i in range(8):
-            tasks.append(asyncio.create_task(waiter(i)))
-            await _queued(store, name, i + 1)
+        tasks = await _line_up(store, name, 8, order)
         first, *others = list(tries)
         before = {t: tries[t] for t in others}
         loop = asyncio.get_running_loop()
