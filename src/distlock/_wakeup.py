@@ -1,13 +1,15 @@
 """Wake-ups of waiting attempts that have no server push: within a process (:class:`Wakers`, the SQL lease
 tables and SQLite), and across processes for the SQLite store (:class:`WakeDir`, :class:`WakeSocket`).
 
-Across processes, one UNIX datagram socket per waiting attempt.
+Across processes, one UNIX datagram socket per process and (database, name), shared by that process's waiters.
 
-SQLite has no notification channel, so waiters of a file store would otherwise have to poll. Each waiting
-attempt binds a datagram socket in ``<database>.wake/`` named ``<hash of lock name>-<random>``; whoever
-releases, abandons or breaks a lock sends one byte to every socket of that name (a directory listing and a
-few ``sendto`` calls, all non-blocking). A waiter that crashed leaves a socket file nobody listens on: the
-next ``sendto`` gets ECONNREFUSED and removes it.
+SQLite has no notification channel, so waiters of a file store would otherwise have to poll. The first
+waiter of a name in a process binds a datagram socket in ``<database>.wake/`` named
+``<hash of lock name>-<random>``; the process's other waiters of the name share it (one of them reads it and
+passes each wake-up on through :class:`Wakers`, so to this process's earliest waiter only). Whoever
+releases, abandons or breaks a lock sends one byte to every socket of that name: one datagram per waiting
+process, not per waiter (a directory listing and a few ``sendto`` calls, all non-blocking). A process that
+crashed leaves a socket file nobody listens on: the next ``sendto`` gets ECONNREFUSED and removes it.
 
 Best effort by design: a lost datagram only delays a waiter until its next bounded re-check, never breaks
 exclusion (which the database transaction alone guarantees).
@@ -33,35 +35,75 @@ class Notifiable(Protocol):
 
 class Wakers(Generic[K]):
     """The wakers of the attempts waiting in this process, per key (a name): a release in this process wakes
-    them at once, without a round trip. Thread-safe; ``notify`` runs outside the guard."""
+    them at once, without a round trip. Thread-safe; ``notify`` runs outside the guard.
+
+    One wake-up, one waiter: ``wake`` notifies only the earliest-registered waiter of the key (plus every
+    observer), and a waiter that leaves while first (granted, given up, timed out, cancelled) passes a wake-up
+    on to the next. Waking all of them made each release cost one transaction per waiter (each reads the whole
+    queue), so 1,000 fair waiters handed off about once a second. One at a time still lets in everyone who can
+    be granted together (readers, semaphore permits: each grant passes it on, one check each), and a leaving
+    waiter never swallows a wake-up. A fair queue's head is the earliest of its own process as long as waiters
+    register in queue order (the SQLite store registers inside the enqueueing transaction); where they may not,
+    the bounded re-check slice is the safety net.
+    """
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._by_key: dict[K, set[Notifiable]] = {}
+        #: waiters in registration order (a dict keeps it, and removes in O(1))
+        self._waiting: dict[K, dict[Notifiable, None]] = {}
+        #: observers (election watchers): every wake-up is theirs, they take no turn
+        self._observers: dict[K, set[Notifiable]] = {}
 
-    def watch(self, key: K, waker: Notifiable) -> None:
+    def watch(self, key: K, waker: Notifiable, *, every: bool = False) -> None:
+        """Register ``waker``: a waiter (woken in turn), or with ``every`` an observer (woken each time)."""
         with self._guard:
-            self._by_key.setdefault(key, set()).add(waker)
+            if every:
+                self._observers.setdefault(key, set()).add(waker)
+            else:
+                self._waiting.setdefault(key, {})[waker] = None
 
     def unwatch(self, key: K, waker: Notifiable) -> None:
+        nxt: Notifiable | None = None
         with self._guard:
-            group = self._by_key.get(key)
+            line = self._waiting.get(key)
+            if line is not None and waker in line:
+                first = next(iter(line)) is waker
+                del line[waker]
+                if not line:
+                    del self._waiting[key]
+                elif first:
+                    nxt = next(iter(line))  # the wake-up it may have had goes on, never lost with it
+            group = self._observers.get(key)
             if group is not None:
                 group.discard(waker)
                 if not group:
-                    del self._by_key[key]
+                    del self._observers[key]
+        if nxt is not None:
+            nxt.notify()
+
+    def first(self, key: K) -> Notifiable | None:
+        """The waiter a wake-up of ``key`` goes to now (None if nobody waits)."""
+        with self._guard:
+            return next(iter(self._waiting.get(key, ())), None)
 
     def wake(self, key: K) -> None:
         with self._guard:
-            group = list(self._by_key.get(key, ()))
-        for waker in group:
+            line = self._waiting.get(key)
+            targets = [next(iter(line))] if line else []
+            targets.extend(self._observers.get(key, ()))
+        for waker in targets:
             waker.notify()
 
     def __bool__(self) -> bool:
         """Whether anyone waits at all."""
         with self._guard:
-            return bool(self._by_key)
+            return bool(self._waiting or self._observers)
 
+
+#: the datagram of a release, abandon or break (to be passed on to this process's earliest waiter)
+RELEASED = b"!"
+#: the datagram that only ends the reader's wait: its own waker was notified (see ``WakeSocket.poke``)
+POKE = b"."
 
 #: sun_path is 108 bytes on Linux; longer database paths fall back to bounded polling
 _MAX_PATH = 100
@@ -92,12 +134,15 @@ class WakeDir:
             return None
         return WakeSocket(sock, path)
 
-    def wake(self, name: str) -> None:
+    def wake(self, name: str, skip: Path | None = None) -> None:
+        """One byte to each process listening for ``name`` (but ``skip``: this process's own socket, whose
+        waiters the releaser has woken directly)."""
         if not self.usable:
             return
         prefix = _prefix(name)
+        own = skip.name if skip is not None else None
         try:
-            entries = [e for e in os.listdir(self.dir) if e.startswith(prefix)]
+            entries = [e for e in os.listdir(self.dir) if e.startswith(prefix) and e != own]
         except OSError:
             return
         if not entries:
@@ -107,7 +152,7 @@ class WakeDir:
             for entry in entries:
                 target = str(self.dir / entry)
                 try:
-                    out.sendto(b"!", target)
+                    out.sendto(RELEASED, target)
                 except (ConnectionRefusedError, FileNotFoundError):
                     with contextlib.suppress(OSError):
                         os.unlink(target)  # its waiter is gone
@@ -120,10 +165,20 @@ class WakeSocket:
         self.sock = sock
         self.path = path
 
-    def drain(self) -> None:
+    def drain(self) -> bool:
+        """Read all pending bytes: True if one of them says a name may be free (not only a poke)."""
+        released = False
         with contextlib.suppress(OSError):
-            while self.sock.recv(64):
-                pass
+            while data := self.sock.recv(64):
+                released = released or RELEASED in data
+        return released
+
+    def poke(self) -> None:
+        """End the wait of whoever reads this socket (its own waker was notified), without a wake-up."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as out:
+            out.setblocking(False)
+            with contextlib.suppress(OSError):  # buffer full: the reader has something to read already
+                out.sendto(POKE, str(self.path))
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -69,6 +69,17 @@ def may_acquire(
     return not any(q.mode is Mode.WRITE for q in ahead)
 
 
+def looks_ahead(mode: Mode, fair: bool, permits: int) -> int | None:
+    """How many of the entries ahead of a claim :func:`may_acquire` needs to see (None: all of them); a
+    backend may read only these (SQLite does). Any one entry ahead holds back a fair exclusive claim or
+    reader; a fair semaphore claim, ``permits`` of them; a non-fair reader, any writer among them."""
+    if mode is Mode.SEMAPHORE:
+        return permits if fair else 0
+    if mode is Mode.READ and not fair:
+        return None
+    return 1 if fair else 0
+
+
 def should_queue(mode: Mode, fair: bool) -> bool:
     return fair or mode is Mode.WRITE
 

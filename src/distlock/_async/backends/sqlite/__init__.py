@@ -6,9 +6,10 @@ grant rule is :mod:`distlock._core.arbiter`. Expiry uses the wall clock (``time.
 on the host shares it. Schema (created on first use, idempotent): see ``queries.py``.
 
 Waiting: waiters in the same process are woken at once by the releaser (a process-wide registry of
-wakers per database and name). Across processes there is no push channel in SQLite, so a waiter re-checks
-with capped exponential backoff and jitter (2 ms growing to 50 ms), and never later than the holder's
-lease end. ``memory://`` is the same code on one process-wide in-memory database.
+wakers per database and name, which wakes the earliest waiter only: see ``_wakeup.Wakers``). Across processes
+a datagram to each waiting process's socket of the name (``_wakeup.WakeDir``, shared by the process's waiters:
+``_Hub``); where sockets are unusable a waiter re-checks with capped exponential backoff and jitter (2 ms
+growing to 50 ms), and never later than the holder's lease end. ``memory://`` is the same code on one process-wide in-memory database.
 
 The driver (Python's ``sqlite3``) blocks, so the async side runs each transaction in a worker thread.
 """
@@ -26,54 +27,123 @@ from typing import Any, TypeVar
 
 from .... import _rt_async as rt
 from ...._core import arbiter
-from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, wait_slice
+from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, monotonic, wait_slice
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError
 from ...._url import StoreConfig
-from ...._wakeup import WakeDir, Wakers
+from ...._wakeup import WakeDir, Wakers, WakeSocket
 from ...backend import AsyncAttempt, AsyncBackend, AsyncWatch
 from . import queries as sql
 
 T = TypeVar("T")
 
 
+class _Hub:
+    """This process's one wake socket of a (database, name), shared by its waiters and observers of the name.
+    The first of them (``reader``) reads it and passes each wake-up on through ``_Shared.wakers``; when it
+    leaves, the role goes to the next, whose wait it ends (``kick``) so that it starts reading."""
+
+    def __init__(self, socket: WakeSocket) -> None:
+        self.socket = socket
+        self.ears: dict[_Ear, None] = {}  # in joining order; changed under _Shared.guard
+
+    def reader(self) -> _Ear | None:
+        return next(iter(self.ears), None)
+
+
 class _Shared:
-    """Process-wide state: the waiting attempts per (database, name), and the one in-memory database."""
+    """Process-wide state: the waiting attempts per (database, name), their wake sockets, and the one
+    in-memory database."""
 
     wakers: Wakers[tuple[str, str]] = Wakers()
+    hubs: dict[tuple[str, str], _Hub] = {}
     guard = threading.Lock()
     memory: tuple[sqlite3.Connection, threading.Lock] | None = None
 
 
 class _Ear:
-    """Where a waiting attempt or an observer of a name hears its wake-ups: a datagram socket of the name
-    (releases in any process), else a waker in this process's registry (memory, or no usable socket)."""
+    """Where a waiting attempt or an observer of a name hears its wake-ups: its waker in this process's
+    registry (``_Shared.wakers``: releases in this process, and wake-ups read from the process's socket of the
+    name), and, while it is the socket's reader, the socket itself (releases in other processes)."""
 
-    def __init__(self, backend: Backend, name: str) -> None:
+    def __init__(self, backend: Backend, name: str, observer: bool = False) -> None:
         self.key = (backend.db_key, name)
-        self.socket = backend.wake_dir.listen(name) if backend.wake_dir is not None else None
-        self.waker: rt.Waker | None = None
-        if self.socket is None:
-            self.waker = rt.Waker()
-            _Shared.wakers.watch(self.key, self.waker)
+        self.waker = rt.Waker()
+        self.hub: _Hub | None = None
+        self.watching = False
+        self._dir = backend.wake_dir
+        self._observer = observer
+
+    def watch(self) -> None:
+        """Join the wakers of the name. A waiter does it inside the transaction that queues it (under the
+        database's write lock), so this process's waiters register in queue order and the queue's head is the
+        earliest of its process: the one ``Wakers.wake`` wakes."""
+        if not self.watching:
+            self.watching = True
+            _Shared.wakers.watch(self.key, self, every=self._observer)
+
+    def unwatch(self) -> None:
+        if self.watching:
+            self.watching = False
+            _Shared.wakers.unwatch(self.key, self)  # passes a wake-up on if we were first
+
+    def listen(self) -> None:
+        """Share (or bind, if first) this process's wake socket of the name; none if unusable."""
+        if self._dir is None or self.hub is not None:
+            return
+        with _Shared.guard:
+            hub = _Shared.hubs.get(self.key)
+            if hub is None:
+                sock = self._dir.listen(self.key[1])
+                if sock is None:
+                    return
+                hub = _Shared.hubs[self.key] = _Hub(sock)
+            hub.ears[self] = None
+            self.hub = hub
+
+    def notify(self) -> None:
+        self.waker.notify()
+        hub = self.hub
+        if hub is not None and hub.reader() is self:
+            hub.socket.poke()  # it waits on the socket, not on its waker
 
     async def wait(self, delay: float) -> bool:
         """Until a wake-up or ``delay``; True if woken."""
-        if self.socket is not None:
-            if await rt.wait_readable(self.socket.sock, delay):
-                self.socket.drain()
+        end = monotonic() + delay
+        while True:
+            left = max(0.0, end - monotonic())
+            hub = self.hub
+            if hub is None or hub.reader() is not self:
+                if await self.waker.wait(left):
+                    return True
+                if monotonic() >= end:
+                    return False
+                continue  # kicked: the reading role may have come to us
+            if self.waker.take():
                 return True
-            return False
-        assert self.waker is not None
-        return await self.waker.wait(delay)
+            if await rt.wait_readable(hub.socket.sock, left) and hub.socket.drain():
+                _Shared.wakers.wake(self.key)  # to this process's earliest waiter (maybe us)
+            if self.waker.take():
+                return True
+            if monotonic() >= end:
+                return False
 
     def close(self) -> None:
-        if self.waker is not None:
-            _Shared.wakers.unwatch(self.key, self.waker)
-            self.waker = None
-        if self.socket is not None:
-            self.socket.close()
-            self.socket = None
+        self.unwatch()
+        hub, self.hub = self.hub, None
+        if hub is None:
+            return
+        nxt = None
+        with _Shared.guard:
+            was_reader = hub.reader() is self
+            del hub.ears[self]
+            if not hub.ears:
+                del _Shared.hubs[self.key]
+                hub.socket.close()
+            elif was_reader:
+                nxt = hub.reader()
+        if nxt is not None:
+            nxt.waker.kick()  # it now reads the socket (what arrived meanwhile waits there for it)
 
 
 class Attempt(AsyncAttempt):
@@ -82,26 +152,53 @@ class Attempt(AsyncAttempt):
     def __init__(self, backend: Backend, claim: Claim) -> None:
         super().__init__(backend, claim)
         self._backoff = Backoff()
-        self._ear: _Ear | None = None
+        self._ear: _Ear | None = _Ear(backend, claim.name)
+        self._listening = False
 
     async def try_acquire(self) -> Grant:
-        grant = await self.backend._call(self.backend._try_acquire, self.claim)
+        grant = await self.backend._call(self.backend._try_acquire, self.claim, self._ear)
         if grant.acquired:
             self._unwatch()
         return grant
 
     async def wait(self, grant: Grant, timeout: float | None) -> None:
-        if self._ear is None:
-            # Start listening, then look again at once: a release between our last try and now is not missed.
-            self._ear = _Ear(self.backend, self.claim.name)
+        ear = self._ear
+        if ear is None:
             return
-        if self._ear.socket is not None:
-            # pushed across processes: the re-check interval is only a safety net for lost datagrams
-            await self._ear.wait(wait_slice(grant.retry_after, None, timeout, LEASE_WAIT_SLICE))
+        if not self._listening:
+            self._listening = True
+            ear.listen()
+            if not self._quiet():
+                # Start listening, then look again at once: a release between our last try and now is not missed.
+                return
+        if ear.hub is None and not self.backend.db_key.startswith("memory:"):
+            # no wake socket: other processes' releases are only seen by polling
+            if await ear.wait(wait_slice(grant.retry_after, self._backoff.next_delay(), timeout, LEASE_WAIT_SLICE)):
+                self._backoff.reset()
             return
-        polled = None if self.backend.db_key.startswith("memory:") else self._backoff.next_delay()
-        if await self._ear.wait(wait_slice(grant.retry_after, polled, timeout, LEASE_WAIT_SLICE)):
-            self._backoff.reset()
+        # pushed (across processes by datagram, in memory by waker): the re-check interval is only a safety net
+        end = None if timeout is None else monotonic() + timeout
+        while True:
+            quiet = self._quiet()
+            left = None if end is None else end - monotonic()
+            if left is not None and left <= 0:
+                return
+            if await ear.wait(wait_slice(None if quiet else grant.retry_after, None, left, LEASE_WAIT_SLICE)):
+                return
+            if not quiet or not self._quiet():
+                return
+            # Behind an earlier fair waiter of this process, which re-checks for both of us: only keep our place.
+            if not await self.backend._call(self.backend._keep, self.claim):
+                return  # our entry ran out: a full try queues us again
+
+    def _quiet(self) -> bool:
+        """Whether this waiter need not look at the queue until woken: a fair claim (held back by every entry
+        ahead of it) with an earlier waiter of the name in this process. That one is ahead of it in the queue
+        too (waiters register in queue order, ``_Ear.watch``), re-checks at every slice, and passes the wake-up
+        on when it leaves; the ones behind it only keep their entries alive (``_keep``, no queue read). Reading
+        the whole queue at every waiter's slice cost O(waiters) per waiter and second: the herd again."""
+        ear = self._ear
+        return self.claim.fair and ear is not None and ear.watching and _Shared.wakers.first(ear.key) is not ear
 
     async def abandon(self) -> None:
         self._unwatch()
@@ -115,17 +212,19 @@ class Attempt(AsyncAttempt):
 
 class _Watch(AsyncWatch):
     """An observer listens where the waiters of the name do: releases, breaks, election grants and
-    proclaims wake both (in this process by waker, in others by datagram)."""
+    proclaims wake both (in this process by waker, in others by datagram); it takes every wake-up, no turn."""
 
     def __init__(self, backend: Backend, name: str) -> None:
         self._memory = backend.db_key.startswith("memory:")
-        self._ear: _Ear | None = _Ear(backend, name)
+        self._ear: _Ear | None = _Ear(backend, name, observer=True)
+        self._ear.watch()
+        self._ear.listen()
 
     async def wait(self, timeout: float) -> None:
         if self._ear is None:
             return
         # in memory every change is made in this process; a file without wake sockets is polled
-        pushed = self._ear.socket is not None or self._memory
+        pushed = self._ear.hub is not None or self._memory
         await self._ear.wait(min(timeout, LEASE_WAIT_SLICE if pushed else self.POLL))
 
     async def aclose(self) -> None:
@@ -249,16 +348,19 @@ class Backend(AsyncBackend):
 
     def _wake(self, name: str) -> None:
         """Tell waiters that ``name`` may be free: in this process directly, in others by datagram."""
-        _Shared.wakers.wake((self.db_key, name))
+        key = (self.db_key, name)
+        _Shared.wakers.wake(key)
         if self.wake_dir is not None:
-            self.wake_dir.wake(name)
+            hub = _Shared.hubs.get(key)
+            self.wake_dir.wake(name, skip=hub.socket.path if hub is not None else None)
 
     # -- operations (run under the guard, in a worker thread on the async side) ------------------------
-    def _try_acquire(self, claim: Claim) -> Grant:
+    def _try_acquire(self, claim: Claim, ear: _Ear | None = None) -> Grant:
         def body(conn: sqlite3.Connection, now: float) -> Grant:
             sql.purge(conn, claim.name, now)
             holders = sql.holders(conn, claim.name)
-            queue = sql.queue(conn, claim.name)
+            ahead = arbiter.looks_ahead(claim.mode, claim.fair, claim.permits)
+            queue = sql.queue_ahead(conn, claim.name, claim.token, ahead)  # only what the rule looks at
             # Every refused claim registers (a local write), so inspect() counts the non-fair waiters too; only
             # fair claims and writers are held back by the entries ahead of them (the grant rule, ``arbiter``).
             decision = arbiter.decide(claim, holders, queue, now, register_all=True)
@@ -269,13 +371,25 @@ class Backend(AsyncBackend):
                 sql.insert_holder(conn, claim, fence, now)
                 sql.dequeue(conn, claim.token)
                 return Grant(True, fence=fence)
+            if ear is not None and ear.watching and all(q.token != claim.token for q in queue):
+                ear.unwatch()  # our entry ran out and joins again at the end: so does our place here
             sql.enqueue(conn, claim, now + WAITER_TTL)
+            if ear is not None:
+                ear.watch()  # in queue order: see _Ear.watch
             return Grant(False, retry_after=decision.retry_after)
 
         grant = self._tx(body)
         if grant.acquired and claim.value is not None:
             self._wake(claim.name)  # a new leader: its observers (who listen where the waiters do) look again
         return grant
+
+    def _keep(self, claim: Claim) -> bool:
+        """A quiet waiter's slice ended (``Attempt._quiet``): push its queue entry's deadline on."""
+
+        def body(conn: sqlite3.Connection, now: float) -> bool:
+            return sql.refresh(conn, claim.token, now, now + WAITER_TTL)
+
+        return self._tx(body)
 
     def _proclaim(self, claim: Claim, value: str) -> bool:
         record = replace(claim, value=value).record

@@ -44,7 +44,9 @@ class LeaseAttempt(SyncAttempt):
         b = self.backend
         if self.waker is None:  # watch before looking, so a release right after our look is not missed
             self.waker = rt.Waker()
-            b.wakers.watch(self.key, self.waker)
+            # every waiter is woken, not only the earliest: it watches before its try, so this process's order of
+            # waiters need not be the queue's, and a turn given to one that is not the head would stall the head
+            b.wakers.watch(self.key, self.waker, every=True)
         grant: Grant = b._tx(lambda: b.ops.acquire(self.claim, self.key), tx=b._in_tx("acquire"))
         if grant.acquired:
             self._unwatch()
@@ -84,7 +86,7 @@ class _Watch(SyncWatch):
         self._backend = backend
         self._key = key
         self._waker: rt.Waker | None = rt.Waker()
-        backend.wakers.watch(key, self._waker)
+        backend.wakers.watch(key, self._waker, every=True)  # an observer takes every wake-up, not a turn
 
     def wait(self, timeout: float) -> None:
         if self._waker is not None:

@@ -110,9 +110,22 @@ def holders(conn: sqlite3.Connection, name: str) -> list[Held]:
     return [Held(t, Mode(m), e) for t, m, e in rows]
 
 
-def queue(conn: sqlite3.Connection, name: str) -> list[Queued]:
-    rows = conn.execute("SELECT token, mode, seq, expires_at FROM distlock_queue WHERE name = ? ORDER BY seq", (name,))
-    return [Queued(t, Mode(m), s, e) for t, m, s, e in rows]
+def queue_ahead(conn: sqlite3.Connection, name: str, token: str, limit: int | None) -> list[Queued]:
+    """The entries the grant rule looks at for ``token``: the first ``limit`` (None: all) of those ahead of its
+    own entry (of all, if it has none), then that entry (``arbiter.looks_ahead``). A check then reads a few
+    rows, not the whole queue: with 1,000 waiters, reading it all at every hand-off was most of its cost."""
+    own = conn.execute(
+        "SELECT seq, mode, expires_at FROM distlock_queue WHERE token = ? AND name = ?", (token, name)
+    ).fetchone()
+    bound = own[0] if own is not None else 2**63 - 1
+    rows = conn.execute(
+        "SELECT token, mode, seq, expires_at FROM distlock_queue WHERE name = ? AND seq < ? ORDER BY seq LIMIT ?",
+        (name, bound, -1 if limit is None else limit),
+    )
+    found = [Queued(t, Mode(m), s, e) for t, m, s, e in rows]
+    if own is not None:
+        found.append(Queued(token, Mode(own[1]), own[0], own[2]))
+    return found
 
 
 def fence_of(conn: sqlite3.Connection, token: str) -> int | None:
@@ -151,6 +164,17 @@ def enqueue(conn: sqlite3.Connection, claim: Claim, expires_at: float) -> None:
         "INSERT INTO distlock_queue(token, name, mode, expires_at) VALUES (?, ?, ?, ?) "
         "ON CONFLICT(token) DO UPDATE SET expires_at = excluded.expires_at",
         (claim.token, claim.name, claim.mode.value, expires_at),
+    )
+
+
+def refresh(conn: sqlite3.Connection, token: str, now: float, expires_at: float) -> bool:
+    """Push a live queue entry's deadline on (what ``enqueue`` does to an entry we have); False if it is gone
+    or ran out (then a full try joins the queue again, at its end)."""
+    return (
+        conn.execute(
+            "UPDATE distlock_queue SET expires_at = ? WHERE token = ? AND expires_at > ?", (expires_at, token, now)
+        ).rowcount
+        == 1
     )
 
 

@@ -1,0 +1,315 @@
+"""Fair waiters without a herd (issue 17, item 7): a release wakes one waiter of the name per process, and a
+waiter that leaves passes the wake-up on (``distlock._wakeup.Wakers``), so a hand-off costs a constant number of
+checks however many wait. Before, every release woke every waiter and each ran a transaction reading the whole
+queue: O(waiters) per hand-off (``benchmarks/waiters.py --fair`` measures the rates).
+
+Counted here through the SQLite store's backend (its ``_try_acquire`` and ``_keep``), on real SQLite files. The
+SQL lease tables keep waking all of a store's waiters (their waiters register before their first try, so the
+store's order need not be the queue's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import distlock
+from distlock._async.backends import sqlite as sqlite_backend
+from distlock._core import arbiter
+from distlock._core.arbiter import Held, Queued
+from distlock._core.types import Mode
+from distlock._wakeup import WakeDir, Wakers
+
+WAITERS = 24
+
+
+@pytest.fixture
+def db() -> Iterator[Path]:
+    """A database file in a short directory: a UNIX socket's path has ~100 bytes, pytest's tmp_path is longer
+    (and the store would then poll instead of listening)."""
+    with tempfile.TemporaryDirectory(prefix="dl-", dir="/tmp") as d:
+        path = Path(d) / "locks.db"
+        assert distlock_wake_usable(path)
+        yield path
+
+
+def distlock_wake_usable(path: Path) -> bool:
+    return WakeDir(str(path)).usable
+
+
+class _Flag:
+    def __init__(self) -> None:
+        self.count = 0
+
+    def notify(self) -> None:
+        self.count += 1
+
+
+def test_wakers_wake_the_earliest_and_a_leaver_passes_it_on() -> None:
+    wakers: Wakers[str] = Wakers()
+    first, second, third, observer = _Flag(), _Flag(), _Flag(), _Flag()
+    for w in (first, second, third):
+        wakers.watch("k", w)
+    wakers.watch("k", observer, every=True)
+    wakers.wake("k")
+    assert (first.count, second.count, third.count, observer.count) == (1, 0, 0, 1)
+    wakers.unwatch("k", third)  # not first: it had no wake-up to pass on
+    assert second.count == 0
+    wakers.unwatch("k", first)  # granted, cancelled or timed out: the next one looks instead
+    assert second.count == 1
+    wakers.wake("k")
+    assert (second.count, observer.count) == (2, 2)
+    wakers.unwatch("k", observer)
+    wakers.unwatch("k", second)
+    assert not wakers
+    wakers.wake("k")  # nobody: nothing to do
+
+
+async def _queued(store: distlock.AsyncStore, name: str, count: int) -> None:
+    """Until ``count`` waiters are queued on the server (not a fixed sleep: the machine may be loaded)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while True:
+        info = await store.inspect(name)
+        if info is not None and info.waiters >= count:
+            return
+        assert loop.time() < deadline, f"waiters never all queued: {info}"
+        await asyncio.sleep(0.01)
+
+
+async def _line_up(store: distlock.AsyncStore, name: str, count: int, order: list[int]) -> list[asyncio.Task[None]]:
+    """``count`` fair waiters, each its own lock object, queued one after another (so the queue's order is
+    known); each appends its number to ``order`` once it holds, then releases."""
+
+    async def waiter(i: int) -> None:
+        lock = store.lock(name, ttl=30, fair=True)
+        assert await lock.acquire(timeout=60)
+        order.append(i)
+        await lock.release()
+
+    tasks = []
+    for i in range(count):
+        tasks.append(asyncio.create_task(waiter(i)))
+        await _queued(store, name, i + 1)
+    return tasks
+
+
+async def _fair_chain(store: distlock.AsyncStore, name: str, counted: Callable[[bool], None]) -> list[int]:
+    """A holder, then WAITERS fair waiters queued one after another (each its own lock object); the holder
+    releases and the lock goes down the chain once. ``counted(True)`` starts the count at that release. The
+    waiters' numbers, in the order they got the lock."""
+    holder = store.lock(name, ttl=30, fair=True)
+    assert await holder.acquire(timeout=30)
+    order: list[int] = []
+    tasks = await _line_up(store, name, WAITERS, order)
+    counted(True)
+    await holder.release()
+    await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    counted(False)
+    return order
+
+
+def _count_calls(obj: Any, attr: str) -> tuple[list[int], Callable[[bool], None]]:
+    """Wrap ``obj.attr`` to count its calls while switched on."""
+    plain = getattr(obj, attr)
+    seen = [0]
+    on = [False]
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        if on[0]:
+            seen[0] += 1
+        return plain(*args, **kwargs)
+
+    setattr(obj, attr, counting)
+
+    def switch(value: bool) -> None:
+        on[0] = value
+
+    return seen, switch
+
+
+async def test_sqlite_fair_hand_offs_cost_a_constant_number_of_checks(db: Path) -> None:
+    """Each hand-off: the granted waiter's check, and the next one's (passed on when the first leaves). When
+    every release woke every waiter this chain took WAITERS * (WAITERS + 1) / 2 checks (300 here)."""
+    async with await distlock.connect_async(f"sqlite:///{db}") as store:
+        name = f"fair-{uuid.uuid4().hex[:8]}"
+        tries, switch = _count_calls(store._backend, "_try_acquire")  # type: ignore[attr-defined]
+        order = await _fair_chain(store, name, switch)
+    assert order == list(range(WAITERS))  # FIFO
+    assert tries[0] <= 3 * WAITERS, tries
+
+
+async def test_sqlite_waiters_of_a_process_share_one_wake_socket(db: Path) -> None:
+    """A release sends one datagram per waiting process: the process's waiters of a name share its socket
+    (before: one socket, and one datagram, per waiter). It goes away with the last of them."""
+    async with await distlock.connect_async(f"sqlite:///{db}") as store:
+        name = f"fair-{uuid.uuid4().hex[:8]}"
+        holder = store.lock(name, ttl=30)
+        assert await holder.acquire(timeout=30)
+
+        async def waiter() -> None:
+            lock = store.lock(name, ttl=30, fair=True)
+            assert await lock.acquire(timeout=60)
+            await lock.release()
+
+        tasks = [asyncio.create_task(waiter()) for _ in range(8)]
+        await _queued(store, name, len(tasks))
+        wake_dir = Path(str(db) + ".wake")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while not (wake_dir.exists() and os.listdir(wake_dir)):  # the first waiter binds it after its first look
+            assert loop.time() < deadline
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # a socket per waiter would be bound by now
+        assert len(os.listdir(wake_dir)) == 1, os.listdir(wake_dir)
+        await holder.release()
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        assert os.listdir(wake_dir) == []
+
+
+_OTHER_PROCESS = """
+import asyncio, sys
+import distlock
+
+async def main(url, name, count):
+    async with await distlock.connect_async(url) as store:
+        async def one():
+            lock = store.lock(name, ttl=30, fair=True)
+            assert await lock.acquire(timeout=60)
+            await lock.release()
+        await asyncio.gather(*(one() for _ in range(count)))
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+"""
+
+
+async def test_sqlite_waiters_in_another_process_are_handed_the_lock_down_the_line(db: Path) -> None:
+    """The other process's socket reader passes each release on to its earliest waiter, and each grant there
+    passes it on in turn: all of them get the lock, through one shared socket, without polling."""
+    url = f"sqlite:///{db}"
+    async with await distlock.connect_async(url) as store:
+        name = f"fair-{uuid.uuid4().hex[:8]}"
+        holder = store.lock(name, ttl=30)
+        assert await holder.acquire(timeout=30)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), "src") if p))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _OTHER_PROCESS, url, name, "6", env=env, cwd=Path(__file__).parent.parent
+        )
+        try:
+            await _queued(store, name, 6)
+            await holder.release()
+            assert await asyncio.wait_for(proc.wait(), 60) == 0
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+
+async def test_sqlite_reader_batch_all_get_in_one_check_each(db: Path) -> None:
+    """Readers queued together behind a writer all get in when it releases, one check each (each grant passes
+    the wake-up on), and the writers queued behind them are not all woken to look."""
+    async with await distlock.connect_async(f"sqlite:///{db}") as store:
+        name = f"rw-{uuid.uuid4().hex[:8]}"
+        writer = store.rwlock(name, ttl=30, fair=True).write
+        assert await writer.acquire(timeout=30)
+        readers, writers = 8, 12
+        holding = [0]
+        go = asyncio.Event()
+
+        async def one(read: bool) -> None:
+            rw = store.rwlock(name, ttl=30, fair=True)
+            lock = rw.read if read else rw.write
+            assert await lock.acquire(timeout=60)
+            holding[0] += 1
+            if read:
+                await go.wait()  # the readers hold together
+            await lock.release()
+
+        tasks = []
+        for i in range(readers + writers):
+            tasks.append(asyncio.create_task(one(i < readers)))
+            await _queued(store, name, i + 1)
+        tries, switch = _count_calls(store._backend, "_try_acquire")  # type: ignore[attr-defined]
+        switch(True)
+        await writer.release()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while holding[0] < readers:  # all readers hold at once
+            assert loop.time() < deadline, holding
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # any herd of woken writers would look now
+        checks = tries[0]
+        switch(False)
+        go.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    assert holding[0] == readers + writers
+    assert checks <= readers + 3, checks  # before: every reader and writer looked (20 and more)
+
+
+def test_the_entries_ahead_the_rule_looks_at_decide_as_the_whole_queue() -> None:
+    """``arbiter.looks_ahead``: the SQLite store reads only that many entries ahead of a claim (then its own);
+    every decision must be the one the whole queue gives. All small queues, every claim kind, queued or not."""
+    modes = list(Mode)
+    for size in range(4):
+        for kinds in itertools.product(modes, repeat=size):
+            queue = [Queued(f"q{i}", m, i + 1, 100.0) for i, m in enumerate(kinds)]
+            for holders in ([], [Held("h", Mode.READ, 100.0)], [Held("h", Mode.SEMAPHORE, 100.0)]):
+                for mode, fair, permits, place in itertools.product(modes, (False, True), (1, 2), range(size + 1)):
+                    token = queue[place].token if place < size else "new"
+                    whole = arbiter.may_acquire(mode, token, permits, fair, holders, queue)
+                    limit = arbiter.looks_ahead(mode, fair, permits)
+                    ahead = queue[:place] if place < size else queue
+                    read = ahead[: len(ahead) if limit is None else limit] + queue[place : place + 1]
+                    assert arbiter.may_acquire(mode, token, permits, fair, holders, read) == whole, (
+                        mode, fair, permits, kinds, place, holders,
+                    )  # fmt: skip
+
+
+async def test_sqlite_fair_waiters_behind_the_first_of_their_process_only_keep_their_place(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the lock is held, only the earliest fair waiter of the process re-checks the queue at each wait
+    slice; the ones behind it push their queue entries' deadlines on (one UPDATE) and are woken in turn. Before,
+    each of N waiters read the whole queue at every slice."""
+    monkeypatch.setattr(sqlite_backend, "LEASE_WAIT_SLICE", 0.05)  # slices pass quickly; the counts tell
+    async with await distlock.connect_async(f"sqlite:///{db}") as store:
+        name = f"fair-{uuid.uuid4().hex[:8]}"
+        backend: Any = store._backend  # type: ignore[attr-defined]
+        holder = store.lock(name, ttl=30, fair=True)
+        assert await holder.acquire(timeout=30)
+        tries: dict[str, int] = {}
+        keeps = [0]
+        plain_try, plain_keep = backend._try_acquire, backend._keep
+
+        def counted_try(claim: Any, *args: Any) -> Any:
+            tries[claim.token] = tries.get(claim.token, 0) + 1
+            return plain_try(claim, *args)
+
+        def counted_keep(claim: Any) -> Any:
+            keeps[0] += 1
+            return plain_keep(claim)
+
+        backend._try_acquire, backend._keep = counted_try, counted_keep
+        order: list[int] = []
+        tasks = await _line_up(store, name, 8, order)
+        first, *others = list(tries)
+        before = {t: tries[t] for t in others}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while tries[first] < 6:  # the first re-checked at a few slices
+            assert loop.time() < deadline, (tries, keeps)
+            await asyncio.sleep(0.01)
+        assert {t: tries[t] for t in others} == before  # no queue reads behind the first
+        assert keeps[0] > 0  # but their entries kept alive
+        await holder.release()
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    assert order == list(range(8))
