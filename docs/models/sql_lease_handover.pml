@@ -68,6 +68,7 @@ bool notified[3];     /* a NOTIFY for this waiter's promotion, not yet seen */
 bool promoted[3];     /* its row was made by a promotion and not yet confirmed */
 bool dead[3];
 byte bound[3];        /* a waiter's last try's send time + WTTL: its queue deadline at most */
+byte pstamp[3];       /* STAMP: the lease end the promotion gave this waiter's row, echoed in its NOTIFY */
 
 #define DUE(i) (holds[i] && now >= dl[i])
 #define LIVEROWS(t) ((exp[0] > t -> 1 : 0) + (exp[1] > t -> 1 : 0) + (exp[2] > t -> 1 : 0))
@@ -106,12 +107,18 @@ proctype holder() {
 #else
             exp[1] = qexp[1];
 #endif
+#ifdef STAMP
+            pstamp[1] = exp[1];
+#endif
             qexp[1] = 0; promoted[1] = 1; notified[1] = 1
        :: LIVEROWS(t0) == 0 && qexp[1] <= t0 && qexp[2] > t0 ->
 #ifdef PROMOTE_TTL
             exp[2] = t0 + TTL;
 #else
             exp[2] = qexp[2];
+#endif
+#ifdef STAMP
+            pstamp[2] = exp[2];
 #endif
             qexp[2] = 0; promoted[2] = 1; notified[2] = 1
        :: else
@@ -125,15 +132,23 @@ proctype holder() {
 
 /* A waiter's try: lock; stale DELETEs; then one statement: confirm its promoted row, or the guarded
    INSERT, or join/refresh the queue; COMMIT; the reply. */
+#ifdef STAMP
+#define STAMPOK (pstamp[i] == lastq)
+#else
+#define STAMPOK 1
+#endif
 proctype waiter(byte i) {
-  byte sent, t0, last; bool ok, trusted;
+  byte sent, t0, last, lastq; bool ok, trusted;
   last = 0;
+#ifdef STAMP
+  lastq = WTTL;                                       /* the queue deadline its last refused try wrote */
+#endif
   do
   :: atomic { now < MAXT && !dead[i] && (!holds[i] || trusted) -> skip };
      if
 #ifdef TRUST
      :: atomic { notified[i] && !trusted -> notified[i] = 0;          /* the NOTIFY, before any round trip */
-                 if :: now < last + WTTL - MARGIN -> holds[i] = 1; dl[i] = last + WTTL - MARGIN; trusted = 1
+                 if :: STAMPOK && now < last + WTTL - MARGIN -> holds[i] = 1; dl[i] = last + WTTL - MARGIN; trusted = 1
                     :: else fi }
         if :: trusted -> goto try :: else -> skip fi
 #endif
@@ -142,8 +157,13 @@ try:    atomic { sent = now; t0 = now; bound[i] = now + WTTL };   /* the try is 
 #ifdef TRUST_INFLIGHT
         if
         :: atomic { notified[i] && !trusted -> notified[i] = 0;
+#ifdef STAMP
+                    if :: STAMPOK && now < last + WTTL - MARGIN -> holds[i] = 1; dl[i] = last + WTTL - MARGIN; trusted = 1
+                       :: else fi }
+#else
                     if :: now < sent + WTTL - MARGIN -> holds[i] = 1; dl[i] = sent + WTTL - MARGIN; trusted = 1
                        :: else fi }
+#endif
         :: skip
         fi;
 #endif
@@ -170,7 +190,11 @@ try:    atomic { sent = now; t0 = now; bound[i] = now + WTTL };   /* the try is 
           if
           :: ok && now < sent + TTL - MARGIN -> holds[i] = 1; dl[i] = sent + TTL - MARGIN
           :: ok && now >= sent + TTL - MARGIN -> holds[i] = 0      /* too late: no grant */
+#ifdef STAMP
+          :: !ok -> holds[i] = 0; last = sent; lastq = t0 + WTTL   /* the statement RETURNs its deadline */
+#else
           :: !ok -> holds[i] = 0; last = sent
+#endif
           fi;
           trusted = 0 }
         if :: holds[i] -> break :: else fi            /* holds until its lease ends; never releases here */

@@ -45,6 +45,13 @@ class Wakers(Generic[K]):
     waiter never swallows a wake-up. A fair queue's head is the earliest of its own process as long as waiters
     register in queue order (the SQLite store registers inside the enqueueing transaction); where they may not,
     the bounded re-check slice is the safety net.
+
+    Where the server numbers its queue (the PostgreSQL lease table), waiters register ``queued`` instead and
+    are told their place (:meth:`place`, the entry's sequence number) by their first refused try: a wake-up
+    then goes to the placed waiter with the lowest place, the one of this process the server's queue serves
+    first (registration order is not queue order there: waiters register before their first try), and to
+    every waiter not placed yet (its place is unknown, so it may be the head). A placed waiter that leaves,
+    or whose place moves back (its entry ran out and it joined again at the back), passes the turn on.
     """
 
     def __init__(self) -> None:
@@ -53,16 +60,45 @@ class Wakers(Generic[K]):
         self._waiting: dict[K, dict[Notifiable, None]] = {}
         #: observers (election watchers): every wake-up is theirs, they take no turn
         self._observers: dict[K, set[Notifiable]] = {}
+        #: ``queued`` waiters by their place in the server's queue (None until their first refused try)
+        self._places: dict[K, dict[Notifiable, int | None]] = {}
 
-    def watch(self, key: K, waker: Notifiable, *, every: bool = False) -> None:
-        """Register ``waker``: a waiter (woken in turn), or with ``every`` an observer (woken each time)."""
+    def watch(self, key: K, waker: Notifiable, *, every: bool = False, queued: bool = False) -> None:
+        """Register ``waker``: a waiter (woken in turn), with ``every`` an observer (woken each time), with
+        ``queued`` a waiter whose turn follows its place in the server's queue (see :meth:`place`)."""
         with self._guard:
             if every:
                 self._observers.setdefault(key, set()).add(waker)
+            elif queued:
+                self._places.setdefault(key, {})[waker] = None
             else:
                 self._waiting.setdefault(key, {})[waker] = None
 
-    def unwatch(self, key: K, waker: Notifiable) -> None:
+    def place(self, key: K, waker: Notifiable, place: int | None) -> None:
+        """A ``queued`` waiter's place in the server's queue (None: not queued there, woken every time).
+        If it held the turn and no longer does, the new head of this process gets a wake-up."""
+        nxt: Notifiable | None = None
+        with self._guard:
+            places = self._places.get(key)
+            if places is None or waker not in places:
+                return
+            before = _head(places)
+            places[waker] = place
+            if before is waker:
+                nxt = _head(places)
+                nxt = None if nxt is waker else nxt
+        if nxt is not None:
+            nxt.notify()
+
+    def head(self, key: K) -> Notifiable | None:
+        """The placed waiter of ``key`` with the lowest place (the one a wake-up goes to), or None."""
+        with self._guard:
+            places = self._places.get(key)
+            return None if places is None else _head(places)
+
+    def unwatch(self, key: K, waker: Notifiable, *, pass_on: bool = True) -> None:
+        """Unregister ``waker``. A waiter that leaves with the turn passes it on, unless ``pass_on`` is off (an
+        exclusive grant: nobody else can be granted until its release, which wakes the next anyway)."""
         nxt: Notifiable | None = None
         with self._guard:
             line = self._waiting.get(key)
@@ -71,13 +107,21 @@ class Wakers(Generic[K]):
                 del line[waker]
                 if not line:
                     del self._waiting[key]
-                elif first:
+                elif first and pass_on:
                     nxt = next(iter(line))  # the wake-up it may have had goes on, never lost with it
             group = self._observers.get(key)
             if group is not None:
                 group.discard(waker)
                 if not group:
                     del self._observers[key]
+            places = self._places.get(key)
+            if places is not None and waker in places:
+                was_head = _head(places) is waker
+                del places[waker]
+                if not places:
+                    del self._places[key]
+                elif was_head and pass_on:
+                    nxt = _head(places)
         if nxt is not None:
             nxt.notify()
 
@@ -91,13 +135,26 @@ class Wakers(Generic[K]):
             line = self._waiting.get(key)
             targets = [next(iter(line))] if line else []
             targets.extend(self._observers.get(key, ()))
+            places = self._places.get(key)
+            if places:
+                head = _head(places)
+                targets.extend(w for w, at in places.items() if at is None or w is head)
         for waker in targets:
             waker.notify()
 
     def __bool__(self) -> bool:
         """Whether anyone waits at all."""
         with self._guard:
-            return bool(self._waiting or self._observers)
+            return bool(self._waiting or self._observers or self._places)
+
+
+def _head(places: dict[Notifiable, int | None]) -> Notifiable | None:
+    """The placed waiter with the lowest place (O(waiters of one name in this process), under the guard)."""
+    best: tuple[int, Notifiable] | None = None
+    for waker, at in places.items():
+        if at is not None and (best is None or at < best[0]):
+            best = (at, waker)
+    return None if best is None else best[1]
 
 
 #: the datagram of a release, abandon or break (to be passed on to this process's earliest waiter)

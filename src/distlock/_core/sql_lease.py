@@ -53,7 +53,7 @@ import re
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
-from .arbiter import Held, Queued, decide, lease_infos, should_queue
+from .arbiter import Held, Queued, decide, lease_infos, looks_ahead, should_queue
 from .sql_dialects import Dialect
 from .timing import WAITER_TTL
 from .types import Claim, Grant, LockInfo, Mode
@@ -257,12 +257,15 @@ class Ops:
             yield Stmt(self.d.enqueue, (claim.token, key, claim.name, claim.mode.value, now + WAITER_TTL))
         return Grant(False, retry_after=decision.retry_after)
 
-    def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
+    def abandon(self, claim: Claim, key: str, settled: bool = False) -> Generator[Stmt, Result, bool]:
         """Delete the claim's queue entry and holding. The name's lock first: an acquire of this claim that
         was cancelled in flight (its connection shut down) may still be running on the server, and holds
-        that lock until it commits or rolls back; deleting before then would miss what it commits."""
+        that lock until it commits or rolls back; deleting before then would miss what it commits. With
+        ``settled`` (the claim's last try was answered: nothing of it runs on the server) the deletes alone
+        do: a thousand waiters timing out together then do not queue up on the name's lock."""
         p = self.p
-        yield self._lock_name(key)
+        if not settled:
+            yield self._lock_name(key)
         a = yield Stmt(f"DELETE FROM {p}_queue WHERE token = %s", (claim.token,))
         b = yield Stmt(f"DELETE FROM {p}_holders WHERE token = %s", (claim.token,))
         if a.rowcount or b.rowcount:
@@ -306,6 +309,18 @@ class Ops:
         r = yield Stmt(f"SELECT token FROM {p}_holders WHERE token IN ({marks}) AND expires_at > %s", (*tokens, now))
         alive = {str(row[0]) for row in r.rows}
         return [c.token in alive for c in claims]
+
+    def keep(self, tokens: Sequence[str]) -> Generator[Stmt, Result, set[str]]:
+        """Extend the live queue entries of ``tokens`` by ``WAITER_TTL`` (the waiters that only keep their
+        place); the answer: the tokens whose entry was live."""
+        now = yield from self.now()
+        marks = ", ".join(["%s"] * len(tokens))
+        yield Stmt(
+            f"UPDATE {self.p}_queue SET expires_at = %s WHERE token IN ({marks}) AND expires_at > %s",
+            (now + WAITER_TTL, *tokens, now),
+        )
+        r = yield Stmt(f"SELECT token FROM {self.p}_queue WHERE token IN ({marks}) AND expires_at > %s", (*tokens, now))
+        return {str(row[0]) for row in r.rows}
 
     def proclaim(self, claim: Claim, key: str, record: str) -> Generator[Stmt, Result, bool]:
         """An election leader's new owner record, if its lease is still live (the row lock orders it with an
@@ -438,13 +453,15 @@ class BatchOps(Ops):
             f"FROM {p}_queue q WHERE q.name_key = %s AND q.expires_at > {t} AND q.token <> %s AND q.seq < "
             f"COALESCE((SELECT m.seq FROM {p}_queue m WHERE m.token = %s), 9223372036854775807)"
         )
-        guard = [f"(SELECT COUNT(*) {live_h}) = %s"]
-        gp: list[object] = [key, len(holders)]
+        # "exactly none" as NOT EXISTS: it stops at the first row, where a COUNT reads every entry ahead (a
+        # waiter at the back of 1,000 would scan them all at every try)
+        guard = [f"(SELECT COUNT(*) {live_h}) = %s" if holders else f"NOT EXISTS (SELECT 1 {live_h})"]
+        gp: list[object] = [key, len(holders)] if holders else [key]
         if holders:
             guard.append(f"NOT EXISTS (SELECT 1 {live_h} AND token NOT IN ({', '.join(['%s'] * len(holders))}))")
             gp += [key, *holders]
-        guard.append(f"(SELECT COUNT(*) {live_q}) = %s")
-        gp += [key, claim.token, claim.token, len(ahead)]
+        guard.append(f"(SELECT COUNT(*) {live_q}) = %s" if ahead else f"NOT EXISTS (SELECT 1 {live_q})")
+        gp += [key, claim.token, claim.token, len(ahead)] if ahead else [key, claim.token, claim.token]
         if ahead:
             guard.append(f"NOT EXISTS (SELECT 1 {live_q} AND q.token NOT IN ({', '.join(['%s'] * len(ahead))}))")
             gp += [key, claim.token, claim.token, *ahead]
@@ -476,9 +493,9 @@ class BatchOps(Ops):
                 return Grant(False, retry_after=0.05)
             queue.sort(key=lambda q: q.seq)
             decision = decide(claim, held, queue, now, register_all=False)
-            if not decision.grant:
-                return Grant(False, retry_after=decision.retry_after)
             mine = next((q.seq for q in queue if q.token == claim.token), None)
+            if not decision.grant:  # our place, if we queued: this store wakes its earliest waiter first
+                return Grant(False, retry_after=decision.retry_after, place=mine)
             holders = [h.token for h in held]
             ahead = [q.token for q in queue if q.token != claim.token and (mine is None or q.seq < mine)]
         return Grant(False, retry_after=0.0)  # the name keeps changing under us: the caller tries again
@@ -493,7 +510,7 @@ class StatementOps(BatchOps):
     :class:`Stmt` on its own (autocommit), a ``batch`` one as one Query, and never sends BEGIN.
     """
 
-    own_tx = frozenset({"acquire", "renew", "abandon", "break_lock"})
+    own_tx = frozenset({"acquire", "renew", "abandon", "break_lock", "keep"})
 
     def _try(self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str]) -> Stmt:
         """One try as THREE statements in one transaction (the fewest the model allows: the lock alone and
@@ -517,9 +534,24 @@ class StatementOps(BatchOps):
         reads = [
             f"SELECT 0, token, mode, expires_at, fence {live_h}",
             "SELECT 0, token, mode, expires_at, fence FROM ins",
-            f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s AND expires_at > {t}",
         ]
-        rp: list[object] = [key, key]
+        rp: list[object] = [key]
+        k = looks_ahead(claim.mode, claim.fair, claim.permits)
+        if k:
+            # Only what the rule looks at (arbiter.looks_ahead): the first k live entries ahead of ours, and our
+            # own. The guard stays exact: the rule grants on this read only when it shows fewer than k ahead,
+            # which is then all of them. Reading the whole queue made every try cost O(waiters) on the wire
+            # and in the client.
+            reads.append(
+                f"(SELECT 1, q.token, q.mode, q.expires_at, q.seq FROM {p}_queue q WHERE q.name_key = %s AND "
+                f"q.expires_at > {t} AND q.token <> %s AND q.seq < COALESCE((SELECT m.seq FROM {p}_queue m "
+                f"WHERE m.token = %s), 9223372036854775807) ORDER BY q.seq LIMIT {int(k)})"
+            )
+            reads.append(f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE token = %s AND expires_at > {t}")
+            rp += [key, claim.token, claim.token, claim.token]
+        else:
+            reads.append(f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s AND expires_at > {t}")
+            rp += [key]
         if should_queue(claim.mode, claim.fair):  # refused: join the queue, or refresh our entry's deadline
             ctes.append(
                 f"iq AS (INSERT INTO {p}_queue (token, name_key, name, mode, expires_at) SELECT %s, %s, %s, %s, "
@@ -542,10 +574,20 @@ class StatementOps(BatchOps):
             (f"WITH {', '.join(ctes)} {' UNION ALL '.join(reads)}", (*params, *rp)),
         ], 2)  # fmt: skip
 
-    def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
+    def abandon(self, claim: Claim, key: str, settled: bool = False) -> Generator[Stmt, Result, bool]:
         """One Query: the name's lock first (an acquire of this claim still running on the server finishes
-        first), then both deletes in one statement; the waiters are notified after it."""
+        first), then both deletes in one statement; the waiters are notified after it. ``settled`` (see
+        :meth:`Ops.abandon`): one statement, the deletes and the NOTIFY, without the name's lock."""
         p = self.p
+        if settled:
+            r = yield Stmt(
+                f"WITH a AS (DELETE FROM {p}_queue WHERE token = %s RETURNING 1), "
+                f"b AS (DELETE FROM {p}_holders WHERE token = %s RETURNING 1) "
+                "SELECT (SELECT COUNT(*) FROM a) + (SELECT COUNT(*) FROM b), (SELECT COUNT(*) FROM "
+                "(SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM a) OR EXISTS (SELECT 1 FROM b)) n)",
+                (claim.token, claim.token, self.channel, key),
+            )
+            return bool(to_int(r.rows[0][0]))
         lock = self._lock_name(key)
         r = yield Stmt(
             "SELECT pg_advisory_xact_lock(%s, %s); "
@@ -576,6 +618,16 @@ class StatementOps(BatchOps):
             )
             alive.update(str(row[0]) for row in r.rows)
         return [c.token in alive for c in claims]
+
+    def keep(self, tokens: Sequence[str]) -> Generator[Stmt, Result, set[str]]:
+        """One autocommit UPDATE for all the waiters of a store that only keep their place."""
+        marks = ", ".join(["%s"] * len(tokens))
+        r = yield Stmt(
+            f"UPDATE {self.p}_queue SET expires_at = {self.NOW} + {WAITER_TTL} WHERE token IN ({marks}) "
+            f"AND expires_at > {self.NOW} RETURNING token",
+            tuple(tokens),
+        )
+        return {str(row[0]) for row in r.rows}
 
     def break_lock(self, name: str) -> Generator[Stmt, Result, list[str]]:
         key = name_key(name)

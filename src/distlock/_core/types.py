@@ -89,6 +89,7 @@ class Grant:
     fence: int | None = None
     retry_after: float | None = None
     valid_for: float | None = None  # lease validity counted from the attempt's start; None = the claim's TTL
+    place: int | None = None  # refused: the claim's place (sequence number) in the server's queue, if reported
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,9 @@ class Lease(PgDriver, LeaseBackend):
         if self._listener is None or not self._listener.alive():
             self._listener = rt.Background(self._listen, name="distlock-postgres-listen")
 
+    def _pushed(self) -> bool:
+        return self._listening
+
     def _arm_push(self) -> None:
         # a NOTIFY sent before the LISTEN would be missed until the next poll: wait (bounded) until it is on
         self._ensure_listener()
