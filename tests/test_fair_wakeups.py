@@ -3,9 +3,10 @@ waiter that leaves passes the wake-up on (``distlock._wakeup.Wakers``), so a han
 checks however many wait. Before, every release woke every waiter and each ran a transaction reading the whole
 queue: O(waiters) per hand-off (``benchmarks/waiters.py --fair`` measures the rates).
 
-Counted here through the SQLite store's backend (its ``_try_acquire`` and ``_keep``), on real SQLite files. The
-SQL lease tables keep waking all of a store's waiters (their waiters register before their first try, so the
-store's order need not be the queue's).
+Counted here through the SQLite store's backend (its ``_try_acquire`` and ``_keep``), on real SQLite files, and
+through the PostgreSQL lease store's operations (``acquire``, ``keep``) on a real server. There waiters register
+before their first try, so the store's order need not be the queue's: a try's answer gives the waiter its place
+in the server's queue, and a wake-up goes to the store's waiter with the lowest place (``Wakers.place``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import distlock
 from distlock._async.backends import sqlite as sqlite_backend
 from distlock._core import arbiter
 from distlock._core.arbiter import Held, Queued
+from distlock._core.timing import WAITER_TTL
 from distlock._core.types import Mode
 from distlock._wakeup import WakeDir, Wakers
 
@@ -313,3 +315,88 @@ async def test_sqlite_fair_waiters_behind_the_first_of_their_process_only_keep_t
         await holder.release()
         await asyncio.wait_for(asyncio.gather(*tasks), 60)
     assert order == list(range(8))
+
+
+def test_wakers_queued_waiters_take_turns_by_their_place() -> None:
+    """``queued`` waiters: until placed, each takes every wake-up (it may be the head); once placed, only the
+    lowest place of the key is woken; it passes the turn on when it leaves or when its place moves back; an
+    exclusive grant leaves without passing it on."""
+    wakers: Wakers[str] = Wakers()
+    a, b, c = _Flag(), _Flag(), _Flag()
+    for w in (a, b, c):  # registered a, b, c; the server's queue says c, a, b
+        wakers.watch("k", w, queued=True)
+    wakers.wake("k")
+    assert (a.count, b.count, c.count) == (1, 1, 1)  # none placed yet
+    wakers.place("k", a, 20)
+    wakers.place("k", b, 30)
+    wakers.wake("k")
+    assert (a.count, b.count, c.count) == (2, 1, 2)  # a is the lowest placed; c still unplaced
+    wakers.place("k", c, 10)
+    assert wakers.head("k") is c
+    wakers.wake("k")
+    assert (a.count, b.count, c.count) == (2, 1, 3)
+    wakers.place("k", c, 40)  # its entry ran out and it joined again at the back: the turn goes to a
+    assert (a.count, b.count, c.count) == (3, 1, 3)
+    wakers.unwatch("k", a, pass_on=False)  # granted exclusively: its release wakes the next
+    assert (b.count, c.count) == (1, 3)
+    assert wakers.head("k") is b
+    wakers.unwatch("k", b)  # gave up (timed out): the turn goes on
+    assert c.count == 4
+    wakers.unwatch("k", c)
+    assert not wakers
+
+
+async def test_postgres_fair_hand_offs_cost_a_constant_number_of_tries(postgres_url: str) -> None:
+    """Each hand-off down a chain of fair waiters of one store: the next waiter's try (and at most one more,
+    when the store's own NOTIFY arrives after its local wake-up). When every release woke every waiter of the
+    store (each waiter registers before its first try, so registration order was no guide) the chain took
+    WAITERS * (WAITERS + 1) / 2 tries (300 here)."""
+    async with await distlock.connect_async(postgres_url) as store:
+        name = f"fair-{uuid.uuid4().hex[:8]}"
+        tries, switch = _count_calls(store._backend.ops, "acquire")  # type: ignore[attr-defined]
+        order = await _fair_chain(store, name, switch)
+    assert order == list(range(WAITERS))  # FIFO
+    assert tries[0] <= 3 * WAITERS, tries
+
+
+async def test_postgres_fair_waiters_behind_the_first_keep_their_place_in_one_batch(postgres_url: str) -> None:
+    """A hold longer than the queue entries' deadline (WAITER_TTL): only the store's first queued waiter tries
+    at each wait slice; the others keep their entries alive with one UPDATE per slice for all of them, and none
+    loses its place (FIFO after the release). Before, each of the N waiters ran a try at every slice."""
+    async with await distlock.connect_async(postgres_url) as store:
+        name = f"fair-{uuid.uuid4().hex[:8]}"
+        ops: Any = store._backend.ops  # type: ignore[attr-defined]
+        holder = store.lock(name, ttl=30, fair=True)
+        assert await holder.acquire(timeout=30)
+        order: list[int] = []
+        tasks = await _line_up(store, name, 10, order)
+        tries, switch_tries = _count_calls(ops, "acquire")
+        keeps, switch_keeps = _count_calls(ops, "keep")
+        switch_tries(True)
+        switch_keeps(True)
+        await asyncio.sleep(WAITER_TTL + 1.5)
+        switch_tries(False)
+        switch_keeps(False)
+        info = await store.inspect(name)
+        assert info is not None and info.waiters == 10, info  # every entry outlived its first deadline
+        await holder.release()
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    assert order == list(range(10))
+    # the first waiter: about one try a second; the nine behind it: none (before: about 60 in all)
+    assert tries[0] <= 2 * (WAITER_TTL + 2), tries
+    assert 0 < keeps[0] <= 4 * (WAITER_TTL + 2), keeps
+
+
+async def test_postgres_many_waiters_timing_out_together_leave_nothing(postgres_url: str) -> None:
+    """200 fair waiters of one store time out at once: each acquire returns False within its timeout's reach
+    (no "database call timed out" from the clean-ups queueing on the name's lock), and no queue entry is left."""
+    async with await distlock.connect_async(postgres_url) as store:
+        name = f"fair-{uuid.uuid4().hex[:8]}"
+        holder = store.lock(name, ttl=30)
+        assert await holder.acquire(timeout=30)
+        locks = [store.lock(name, ttl=30, fair=True) for _ in range(200)]
+        results = await asyncio.wait_for(asyncio.gather(*(lock.acquire(timeout=1.5) for lock in locks)), 30)
+        assert results == [False] * 200
+        info = await store.inspect(name)
+        assert info is not None and info.waiters == 0, info
+        await holder.release()
