@@ -346,12 +346,18 @@ def test_wakers_queued_waiters_take_turns_by_their_place() -> None:
     assert not wakers
 
 
-async def test_postgres_fair_hand_offs_cost_a_constant_number_of_tries(postgres_url: str) -> None:
-    """Each hand-off down a chain of fair waiters of one store: the next waiter's try (and at most one more,
-    when the store's own NOTIFY arrives after its local wake-up). When every release woke every waiter of the
-    store (each waiter registers before its first try, so registration order was no guide) the chain took
-    WAITERS * (WAITERS + 1) / 2 tries (300 here)."""
-    async with await distlock.connect_async(postgres_url) as store:
+SQL_LEASE = pytest.mark.parametrize("sql", ["postgres", "mysql"])
+
+
+@SQL_LEASE
+async def test_sql_lease_fair_hand_offs_cost_a_constant_number_of_tries(
+    sql: str, request: pytest.FixtureRequest
+) -> None:
+    """Each hand-off down a chain of fair waiters of one store: the next waiter's try (and at most one or two
+    more: PostgreSQL's own NOTIFY arriving after the local wake-up, MySQL's next head looking once before it
+    waits on the bell). When every release woke every waiter of the store (each waiter registers before its
+    first try, so registration order was no guide) the chain took WAITERS * (WAITERS + 1) / 2 tries (300 here)."""
+    async with await distlock.connect_async(request.getfixturevalue(f"{sql}_url")) as store:
         name = f"fair-{uuid.uuid4().hex[:8]}"
         tries, switch = _count_calls(store._backend.ops, "acquire")  # type: ignore[attr-defined]
         order = await _fair_chain(store, name, switch)
@@ -359,11 +365,14 @@ async def test_postgres_fair_hand_offs_cost_a_constant_number_of_tries(postgres_
     assert tries[0] <= 3 * WAITERS, tries
 
 
-async def test_postgres_fair_waiters_behind_the_first_keep_their_place_in_one_batch(postgres_url: str) -> None:
+@SQL_LEASE
+async def test_sql_lease_fair_waiters_behind_the_first_keep_their_place_in_one_batch(
+    sql: str, request: pytest.FixtureRequest
+) -> None:
     """A hold longer than the queue entries' deadline (WAITER_TTL): only the store's first queued waiter tries
     at each wait slice; the others keep their entries alive with one UPDATE per slice for all of them, and none
     loses its place (FIFO after the release). Before, each of the N waiters ran a try at every slice."""
-    async with await distlock.connect_async(postgres_url) as store:
+    async with await distlock.connect_async(request.getfixturevalue(f"{sql}_url")) as store:
         name = f"fair-{uuid.uuid4().hex[:8]}"
         ops: Any = store._backend.ops  # type: ignore[attr-defined]
         holder = store.lock(name, ttl=30, fair=True)
@@ -387,10 +396,13 @@ async def test_postgres_fair_waiters_behind_the_first_keep_their_place_in_one_ba
     assert 0 < keeps[0] <= 4 * (WAITER_TTL + 2), keeps
 
 
-async def test_postgres_many_waiters_timing_out_together_leave_nothing(postgres_url: str) -> None:
+@SQL_LEASE
+async def test_sql_lease_many_waiters_timing_out_together_leave_nothing(
+    sql: str, request: pytest.FixtureRequest
+) -> None:
     """200 fair waiters of one store time out at once: each acquire returns False within its timeout's reach
     (no "database call timed out" from the clean-ups queueing on the name's lock), and no queue entry is left."""
-    async with await distlock.connect_async(postgres_url) as store:
+    async with await distlock.connect_async(request.getfixturevalue(f"{sql}_url")) as store:
         name = f"fair-{uuid.uuid4().hex[:8]}"
         holder = store.lock(name, ttl=30)
         assert await holder.acquire(timeout=30)

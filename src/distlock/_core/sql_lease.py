@@ -213,11 +213,25 @@ class Ops:
         if r.rows[0][0] in (0, None):  # MySQL: not granted within name_wait (a stuck transaction)
             return Grant(False, retry_after=0.05)
         now = to_float(r.rows[0][1])
-        r = yield Stmt(
-            f"SELECT 0, token, mode, expires_at, 0 FROM {p}_holders WHERE name_key = %s UNION ALL "
-            f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s",
-            (key, key),
-        )
+        k = looks_ahead(claim.mode, claim.fair, claim.permits)
+        if k:
+            # Only what the rule looks at (arbiter.looks_ahead): the first k live entries ahead of ours, and ours
+            # (live or not). Reading the whole queue cost every try O(waiters) on the wire and in the client;
+            # expired entries the read does not see are left to the sweep (every read skips them).
+            r = yield Stmt(
+                f"SELECT 0, token, mode, expires_at, 0 FROM {p}_holders WHERE name_key = %s UNION ALL "
+                f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE token = %s UNION ALL "
+                f"(SELECT 1, q.token, q.mode, q.expires_at, q.seq FROM {p}_queue q WHERE q.name_key = %s AND "
+                f"q.expires_at > %s AND q.token <> %s AND q.seq < COALESCE((SELECT m.seq FROM {p}_queue m "
+                f"WHERE m.token = %s), 9223372036854775807) ORDER BY q.seq LIMIT {int(k)})",
+                (key, claim.token, key, now, claim.token, claim.token),
+            )
+        else:
+            r = yield Stmt(
+                f"SELECT 0, token, mode, expires_at, 0 FROM {p}_holders WHERE name_key = %s UNION ALL "
+                f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s",
+                (key, key),
+            )
         holders: list[Held] = []
         queue: list[Queued] = []
         stale_holders = stale_waiters = 0
@@ -253,9 +267,15 @@ class Ops:
             if claim.value is not None:  # a new leader: its observers look again
                 yield from self._notify(key)
             return Grant(True, fence=fence)
+        place = None
         if decision.enqueue:
             yield Stmt(self.d.enqueue, (claim.token, key, claim.name, claim.mode.value, now + WAITER_TTL))
-        return Grant(False, retry_after=decision.retry_after)
+            # our place, which this store's wake-ups go by (``Wakers.place``): read once, when we join
+            place = next((q.seq for q in queue if q.token == claim.token), None)
+            if place is None:
+                r = yield Stmt(f"SELECT seq FROM {p}_queue WHERE token = %s", (claim.token,))
+                place = to_int(r.rows[0][0]) if r.rows else None
+        return Grant(False, retry_after=decision.retry_after, place=place)
 
     def abandon(self, claim: Claim, key: str, settled: bool = False) -> Generator[Stmt, Result, bool]:
         """Delete the claim's queue entry and holding. The name's lock first: an acquire of this claim that
@@ -550,7 +570,9 @@ class StatementOps(BatchOps):
             reads.append(f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE token = %s AND expires_at > {t}")
             rp += [key, claim.token, claim.token, claim.token]
         else:
-            reads.append(f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s AND expires_at > {t}")
+            reads.append(
+                f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s AND expires_at > {t}"
+            )
             rp += [key]
         if should_queue(claim.mode, claim.fair):  # refused: join the queue, or refresh our entry's deadline
             ctes.append(

@@ -82,6 +82,9 @@ class Lease(MyDriver, LeaseBackend):
                 except (pymysql.err.MySQLError, BackendError):
                     pass
 
+    def _pushed(self) -> bool:
+        return True  # the first queued waiter of a name waits on its bell (``_lease_wait``)
+
     async def _granted(self, claim: Claim, key: str) -> None:
         if not self._closed:
             await rt.offload(self._bell_hold, claim.token, key, pool=POOL)

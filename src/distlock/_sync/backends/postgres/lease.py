@@ -56,6 +56,8 @@ class Lease(PgDriver, LeaseBackend):
         if self._listener is None or not self._listener.alive():
             self._listener = rt.Background(self._listen, name="distlock-postgres-listen")
 
+    push_wakes_head_anywhere = True
+
     def _pushed(self) -> bool:
         return self._listening
 

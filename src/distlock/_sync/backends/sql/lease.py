@@ -53,8 +53,11 @@ class LeaseAttempt(SyncAttempt):
         grant: Grant = b._tx(lambda: b.ops.acquire(self.claim, self.key), tx=b._in_tx("acquire"))
         self.settled = True
         if grant.acquired:
-            # an exclusive grant keeps the turn: until our release (which wakes the next) nobody else can be granted
-            self._unwatch(pass_on=self.claim.mode not in (Mode.EXCLUSIVE, Mode.WRITE))
+            # An exclusive grant keeps the turn where the push reaches the next head wherever it waits: nobody
+            # else can be granted until our release, which wakes it. Elsewhere the next head must go and wait
+            # where the push comes (MySQL: on the bell), so it is woken now.
+            exclusive = self.claim.mode in (Mode.EXCLUSIVE, Mode.WRITE)
+            self._unwatch(pass_on=not (exclusive and b.push_wakes_head_anywhere))
             b._granted(self.claim, self.key)
         elif self.waker is not None:
             b.wakers.place(self.key, self.waker, grant.place)
@@ -157,6 +160,10 @@ class LeaseBackend(SqlBase):
     def _pushed(self) -> bool:
         """Whether releases in other processes wake this store's waiters now (PostgreSQL: LISTEN is on)."""
         return False
+
+    #: a release elsewhere wakes this store's first queued waiter wherever it waits (PostgreSQL: the listener
+    #: wakes it through ``wakers``), not only while it waits on the dialect's own push (MySQL's bell)
+    push_wakes_head_anywhere = False
 
     def keep_queued(self, token: str) -> bool:
         """Keep the queue entry of a waiting ``token`` alive; False if it ran out. The store's waiters that
