@@ -149,21 +149,22 @@ proctype waiter(byte i) {
 #ifdef TRUST
      :: atomic { notified[i] && !trusted -> notified[i] = 0;          /* the NOTIFY, before any round trip */
                  if :: STAMPOK && now < last + WTTL - MARGIN -> holds[i] = 1; dl[i] = last + WTTL - MARGIN; trusted = 1
-                    :: else fi }
+                    :: else fi;
+                 pstamp[i] = 0 }
         if :: trusted -> goto try :: else -> skip fi
 #endif
-     :: atomic { notified[i] = 0 }                     /* woken, or polling */
+     :: atomic { notified[i] = 0; pstamp[i] = 0 }      /* woken, or polling */
 try:    atomic { sent = now; t0 = now; bound[i] = now + WTTL };   /* the try is sent; now() */
 #ifdef TRUST_INFLIGHT
         if
         :: atomic { notified[i] && !trusted -> notified[i] = 0;
 #ifdef STAMP
                     if :: STAMPOK && now < last + WTTL - MARGIN -> holds[i] = 1; dl[i] = last + WTTL - MARGIN; trusted = 1
-                       :: else fi }
 #else
                     if :: now < sent + WTTL - MARGIN -> holds[i] = 1; dl[i] = sent + WTTL - MARGIN; trusted = 1
-                       :: else fi }
 #endif
+                       :: else fi;
+                    pstamp[i] = 0 }
         :: skip
         fi;
 #endif
