@@ -121,6 +121,11 @@ class Nodes:
             return ours, False
         return ours, True
 
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists (no watch: a missing node would leave a creation watch behind)."""
+        w = self._wire
+        return w.get(w.send(w.client.exists_async, path)) is not None
+
     def _czxid(self, path: str) -> int:
         w = self._wire
         stat = w.get(w.send(w.client.exists_async, path))

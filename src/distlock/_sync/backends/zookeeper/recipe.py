@@ -32,7 +32,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from kazoo.exceptions import SessionExpiredError
-from kazoo.protocol.states import WatchedEvent
+from kazoo.protocol.states import EventType, WatchedEvent
 
 from .... import _rt_sync as rt
 from ...._core import zookeeper_layout as layout
@@ -83,6 +83,8 @@ class Attempt(SyncAttempt):
         self._watching: str | None = None  # the child we watch, once we wait
         # the watched child was the only one in our way at the listing we decided on: once it is gone, we hold
         self._alone = False
+        # kazoo's event thread saw the watched child deleted (the watch fired for it, not a session event)
+        self._gone: str | None = None
         self._step_guard = threading.Lock()  # one blocking step at a time: abandon waits for a running try
         self._waker: rt.Waker | None = None
         self._deadline: float | None = None  # the acquire's deadline, learned from wait()
@@ -113,6 +115,8 @@ class Attempt(SyncAttempt):
 
     # -- called from kazoo's threads -------------------------------------------------------------------
     def wake(self, event: WatchedEvent | None = None) -> None:
+        if event is not None and event.type == EventType.DELETED:
+            self._gone = event.path
         if self._waker is not None:
             self._waker.notify()
 
@@ -145,10 +149,22 @@ class Attempt(SyncAttempt):
             alone, self._alone = self._alone, False
             verdict: layout.Verdict | None = None
             ordered: list[str] = []
+            gone, self._gone = self._gone, None
             if node.name is None:  # queue up and look at the queue in one round trip
                 children = nodes.create_and_list(node, self._data)
             else:
-                if watching is not None:  # woken: list the queue only if the watched child is gone
+                if watching is not None and gone == f"{node.parent}/{watching}":
+                    # The watched child's deletion event came: it is gone, no need to look at it again.
+                    if not alone:
+                        # Others were ahead of us at our listing: the listing below tells both what is ahead
+                        # now and whether our own child is still there (F6), one round trip less per hand-off.
+                        pass
+                    elif nodes.exists(node.path):  # it was the only one in our way (see below): we hold
+                        verdict = layout.Verdict(True)
+                    else:  # our child vanished (session expired, admin): queue again, fresh name
+                        node.renew()
+                        continue
+                elif watching is not None:  # woken: list the queue only if the watched child is gone
                     ours, there = nodes.recheck(node.path, f"{node.parent}/{watching}", self.wake)
                     if not ours:  # our child vanished (session expired, admin): queue again, fresh name
                         node.renew()
