@@ -62,7 +62,7 @@ byte now = 0;
 byte exp[3];          /* committed holder rows: lease end, 0 = no row */
 byte qexp[3];         /* committed queue entries of W1, W2: deadline, 0 = none (seq: W1 before W2) */
 bool holds[3];        /* each process's belief */
-byte dl[3];           /* each believer's local deadline */
+byte dl[3];           /* each believer's local deadline; 0 when it does not believe (fewer states) */
 byte namelock = 0;    /* the name's pg_advisory_xact_lock: 0 free, else holder id + 1 */
 bool notified[3];     /* a NOTIFY for this waiter's promotion, not yet seen */
 bool promoted[3];     /* its row was made by a promotion and not yet confirmed */
@@ -76,8 +76,8 @@ proctype clock() { do :: now < MAXT && !DUE(0) && !DUE(1) && !DUE(2) -> now++ ::
 proctype timers() {
 end: do
   :: atomic { DUE(0) -> holds[0] = 0 }
-  :: atomic { DUE(1) -> holds[1] = 0 }
-  :: atomic { DUE(2) -> holds[2] = 0 }
+  :: atomic { DUE(1) -> holds[1] = 0; dl[1] = 0 }
+  :: atomic { DUE(2) -> holds[2] = 0; dl[2] = 0 }
   od
 }
 
@@ -190,11 +190,11 @@ try:    atomic { sent = now; t0 = now; bound[i] = now + WTTL };   /* the try is 
         atomic {                                      /* the reply */
           if
           :: ok && now < sent + TTL - MARGIN -> holds[i] = 1; dl[i] = sent + TTL - MARGIN
-          :: ok && now >= sent + TTL - MARGIN -> holds[i] = 0      /* too late: no grant */
+          :: ok && now >= sent + TTL - MARGIN -> holds[i] = 0; dl[i] = 0      /* too late: no grant */
 #ifdef STAMP
-          :: !ok -> holds[i] = 0; last = sent; lastq = t0 + WTTL   /* the statement RETURNs its deadline */
+          :: !ok -> holds[i] = 0; dl[i] = 0; last = sent; lastq = t0 + WTTL   /* the statement RETURNs its deadline */
 #else
-          :: !ok -> holds[i] = 0; last = sent
+          :: !ok -> holds[i] = 0; dl[i] = 0; last = sent
 #endif
           fi;
           trusted = 0 }
