@@ -46,7 +46,7 @@ class Wakers(Generic[K]):
     register in queue order (the SQLite store registers inside the enqueueing transaction); where they may not,
     the bounded re-check slice is the safety net.
 
-    Where the server numbers its queue (the PostgreSQL lease table), waiters register ``queued`` instead and
+    Where the server numbers its queue (the SQL lease tables), waiters register ``queued`` instead and
     are told their place (:meth:`place`, the entry's sequence number) by their first refused try: a wake-up
     then goes to the placed waiter with the lowest place, the one of this process the server's queue serves
     first (registration order is not queue order there: waiters register before their first try), and to
