@@ -66,6 +66,10 @@ class _ZkCounts:
         self.client: Any = store._backend.wire.client  # type: ignore[attr-defined]
         self._plain = self.client.get_children_async, self.client.get_async
 
+    async def start(self) -> None:
+        """Count from now on (``_chain``'s ``queued`` step: once every waiter is queued)."""
+        self.on = True
+
     def __enter__(self) -> _ZkCounts:
         plain_list, plain_get = self._plain
 
@@ -117,14 +121,10 @@ async def test_zookeeper_hand_off_to_the_next_in_line_lists_nothing(zookeeper_ur
     name = f"waiters-{uuid.uuid4().hex[:8]}"
     async with await distlock.connect_async(zookeeper_url) as store:
         with _ZkCounts(store, name) as seen:
-
-            async def count() -> None:
-                seen.on = True
-
-            order = await _chain(store, name, count, waiters=1)
+            order = await _chain(store, name, seen.start, waiters=1)
             assert len(order) == 1 and seen.lists == 0, vars(seen)
             seen.on = False
-            order = await _chain(store, name, count, waiters=3)
+            order = await _chain(store, name, seen.start, waiters=3)
     assert order == sorted(order) and len(order) == 3
     assert seen.lists == 2, vars(seen)  # the second and third in line; the first, none
 
@@ -138,11 +138,7 @@ async def test_zookeeper_a_waiter_woken_by_its_predecessors_deletion_reads_no_ch
     name = f"waiters-{uuid.uuid4().hex[:8]}"
     async with await distlock.connect_async(zookeeper_url) as store:
         with _ZkCounts(store, name) as seen:
-
-            async def count() -> None:
-                seen.on = True
-
-            order = await _chain(store, name, count, waiters=4)
+            order = await _chain(store, name, seen.start, waiters=4)
     assert order == sorted(order) and len(order) == 4
     assert seen.gets == 0, vars(seen)  # before: one per woken waiter (4)
     assert seen.lists == 3, vars(seen)  # those not next in line when they queued list once, as before
