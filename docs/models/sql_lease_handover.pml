@@ -32,7 +32,14 @@
                    deadline (last answered try's send time) + WTTL - MARGIN (no try in flight: its entry's
                    deadline is that try's clock + WTTL >= it), then confirms with a try as above
      TRUST_INFLIGHT  TRUST also while a refreshing try is in flight, with that try's send time
-   Results (spin 6.5.2, TTL 3, WTTL 2, MARGIN 1, MAXT 8; each a few seconds to minutes on a loaded 2-core VM):
+     STAMP         with TRUST: the promotion's NOTIFY carries the lease end it gave the row (the waiter's
+                   queue deadline then), and a refused try's answer the queue deadline it wrote (its clock
+                   + WTTL, RETURNed by its statement). The waiter trusts a NOTIFY only if its stamp equals
+                   the deadline of its last answered refused try, with that try's send time + WTTL - MARGIN
+                   as the local deadline; with TRUST_INFLIGHT also while a later try is in flight, but still
+                   with the last answered try's deadline and send time, never the in-flight try's
+   Results (spin 6.5.2, TTL 3, WTTL 2, MARGIN 1, MAXT 8; each a few seconds to minutes on a loaded 2-core VM;
+   the TRUST lines up to 160 million states, 6 minutes and 16 GB of memory):
      (today), HANDOVER ..................................... told, exclusion, dead: hold
      HANDOVER -DNO_EXTEND .................................. told VIOLATED (the local lease outlives the row)
      HANDOVER -DPROMOTE_TTL ................................ dead VIOLATED (F12: a dead waiter holds a TTL)
@@ -41,8 +48,14 @@
      HANDOVER -DNO_LOCK .................................... holds HERE ONLY: each statement is one atomic
        step in this model; under READ COMMITTED two snapshots miss each other's uncommitted INSERT
        (sql_lease_statement.pml -DNO_ADVISORY is violated), so the release takes the name's lock
-     HANDOVER -DTRUST ...................................... told VIOLATED (trail not analysed yet): the woken
-       waiter confirms before it holds
+     HANDOVER -DTRUST ...................................... told VIOLATED: a stale NOTIFY. Before the waiter
+       sees it, its next try (clock >= the promoted row's end) deletes that row as stale and is refused
+       (the other waiter took the lock); the old NOTIFY then passes the time test with that try's send time
+     HANDOVER -DTRUST -DTRUST_INFLIGHT ..................... told VIOLATED (trail: the promoted row ends at
+       the last ANSWERED try's deadline, before the local deadline in-flight send + WTTL - MARGIN)
+     HANDOVER -DTRUST -DSTAMP .............................. told, exclusion, dead: hold
+     HANDOVER -DTRUST -DSTAMP -DTRUST_INFLIGHT ............. told, exclusion, dead: hold; with the in-flight
+       try's send time for the local deadline instead (checked by editing that line) told VIOLATED, as above
    Table (check.sh runs each line):
      (today)
      -DHANDOVER
@@ -52,6 +65,8 @@
      -DHANDOVER -DNO_STALE_DELETE
      -DHANDOVER -DTRUST
      -DHANDOVER -DTRUST -DTRUST_INFLIGHT
+     -DHANDOVER -DTRUST -DSTAMP
+     -DHANDOVER -DTRUST -DSTAMP -DTRUST_INFLIGHT
 */
 #define TTL 3
 #define WTTL 2
@@ -68,7 +83,7 @@ bool notified[3];     /* a NOTIFY for this waiter's promotion, not yet seen */
 bool promoted[3];     /* its row was made by a promotion and not yet confirmed */
 bool dead[3];
 byte bound[3];        /* a waiter's last try's send time + WTTL: its queue deadline at most */
-byte pstamp[3];       /* STAMP: the lease end the promotion gave this waiter's row, echoed in its NOTIFY */
+byte pstamp[3];       /* STAMP: the lease end its NOTIFY echoes (what the promotion gave its row); 0 once seen */
 
 #define DUE(i) (holds[i] && now >= dl[i])
 #define LIVEROWS(t) ((exp[0] > t -> 1 : 0) + (exp[1] > t -> 1 : 0) + (exp[2] > t -> 1 : 0))
