@@ -207,31 +207,46 @@ class Ops:
             )
         return Stmt(f"{cols}VALUES (%s, %s, %s, %s, %s, {fence}, %s, %s, {LAYOUT}) RETURNING fence", args)
 
+    def _queue_read(
+        self, claim: Claim, key: str, t: str, tp: tuple[object, ...], expired: bool
+    ) -> tuple[list[str], list[object]]:
+        """The queue rows of a try's read (``kind, token, mode, expires_at, seq`` with kind 1), as SELECTs to
+        join with UNION ALL, and their arguments; ``t``: the try's clock (SQL, with arguments ``tp``);
+        ``expired``: also the expired rows the try is to delete (the whole queue's, or the claim's own).
+
+        Only what the rule looks at (:func:`~distlock._core.arbiter.looks_ahead`) where that is a number: the
+        first k live entries ahead of the claim's, and its own. Reading the whole queue made every try cost
+        O(waiters) on the wire and in the client. A guard built on such a read stays exact: the rule grants
+        on it only when it shows fewer than k ahead, which is then all of them."""
+        p = self.p
+        live = "" if expired else f" AND expires_at > {t}"
+        k = looks_ahead(claim.mode, claim.fair, claim.permits)
+        if not k:
+            return [f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s{live}"], [
+                key,
+                *(() if expired else tp),
+            ]
+        ahead = (
+            f"(SELECT 1, q.token, q.mode, q.expires_at, q.seq FROM {p}_queue q WHERE q.name_key = %s AND "
+            f"q.expires_at > {t} AND q.token <> %s AND q.seq < COALESCE((SELECT m.seq FROM {p}_queue m "
+            f"WHERE m.token = %s), 9223372036854775807) ORDER BY q.seq LIMIT {int(k)})"
+        )
+        own = f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE token = %s{live}"
+        return [ahead, own], [key, *tp, claim.token, claim.token, claim.token, *(() if expired else tp)]
+
     def acquire(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant]:
         p = self.p
         r = yield self._lock_name(key)
         if r.rows[0][0] in (0, None):  # MySQL: not granted within name_wait (a stuck transaction)
             return Grant(False, retry_after=0.05)
         now = to_float(r.rows[0][1])
-        k = looks_ahead(claim.mode, claim.fair, claim.permits)
-        if k:
-            # Only what the rule looks at (arbiter.looks_ahead): the first k live entries ahead of ours, and ours
-            # (live or not). Reading the whole queue cost every try O(waiters) on the wire and in the client;
-            # expired entries the read does not see are left to the sweep (every read skips them).
-            r = yield Stmt(
-                f"SELECT 0, token, mode, expires_at, 0 FROM {p}_holders WHERE name_key = %s UNION ALL "
-                f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE token = %s UNION ALL "
-                f"(SELECT 1, q.token, q.mode, q.expires_at, q.seq FROM {p}_queue q WHERE q.name_key = %s AND "
-                f"q.expires_at > %s AND q.token <> %s AND q.seq < COALESCE((SELECT m.seq FROM {p}_queue m "
-                f"WHERE m.token = %s), 9223372036854775807) ORDER BY q.seq LIMIT {int(k)})",
-                (key, claim.token, key, now, claim.token, claim.token),
-            )
-        else:
-            r = yield Stmt(
-                f"SELECT 0, token, mode, expires_at, 0 FROM {p}_holders WHERE name_key = %s UNION ALL "
-                f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s",
-                (key, key),
-            )
+        # expired queue entries are read too (deleted below), except those a short read leaves to the sweep
+        queue_reads, qp = self._queue_read(claim, key, "%s", (now,), expired=True)
+        r = yield Stmt(
+            f"SELECT 0, token, mode, expires_at, 0 FROM {p}_holders WHERE name_key = %s UNION ALL "
+            + " UNION ALL ".join(queue_reads),
+            (key, *qp),
+        )
         holders: list[Held] = []
         queue: list[Queued] = []
         stale_holders = stale_waiters = 0
@@ -556,24 +571,9 @@ class StatementOps(BatchOps):
             "SELECT 0, token, mode, expires_at, fence FROM ins",
         ]
         rp: list[object] = [key]
-        k = looks_ahead(claim.mode, claim.fair, claim.permits)
-        if k:
-            # Only what the rule looks at (arbiter.looks_ahead): the first k live entries ahead of ours, and our
-            # own. The guard stays exact: the rule grants on this read only when it shows fewer than k ahead,
-            # which is then all of them. Reading the whole queue made every try cost O(waiters) on the wire
-            # and in the client.
-            reads.append(
-                f"(SELECT 1, q.token, q.mode, q.expires_at, q.seq FROM {p}_queue q WHERE q.name_key = %s AND "
-                f"q.expires_at > {t} AND q.token <> %s AND q.seq < COALESCE((SELECT m.seq FROM {p}_queue m "
-                f"WHERE m.token = %s), 9223372036854775807) ORDER BY q.seq LIMIT {int(k)})"
-            )
-            reads.append(f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE token = %s AND expires_at > {t}")
-            rp += [key, claim.token, claim.token, claim.token]
-        else:
-            reads.append(
-                f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s AND expires_at > {t}"
-            )
-            rp += [key]
+        queue_reads, qp = self._queue_read(claim, key, t, (), expired=False)  # the stale ones are gone already
+        reads += queue_reads
+        rp += qp
         if should_queue(claim.mode, claim.fair):  # refused: join the queue, or refresh our entry's deadline
             ctes.append(
                 f"iq AS (INSERT INTO {p}_queue (token, name_key, name, mode, expires_at) SELECT %s, %s, %s, %s, "
