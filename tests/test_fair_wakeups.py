@@ -412,3 +412,49 @@ async def test_sql_lease_many_waiters_timing_out_together_leave_nothing(
         info = await store.inspect(name)
         assert info is not None and info.waiters == 0, info
         await holder.release()
+
+
+@SQL_LEASE
+async def test_sql_lease_a_waiter_whose_entry_vanishes_while_it_keeps_its_place_queues_again(
+    sql: str, request: pytest.FixtureRequest
+) -> None:
+    """Fault: the queue entry of a waiter that only keeps its place is deleted under it (what an expiry or an
+    operator does). Its next keep finds the entry gone, it runs a full try and joins again at the back, and
+    every waiter still gets the lock: the middle one now last."""
+    from distlock._core import sql_lease as sq
+
+    async with await distlock.connect_async(request.getfixturevalue(f"{sql}_url")) as store:
+        name = f"fair-{uuid.uuid4().hex[:8]}"
+        backend: Any = store._backend  # type: ignore[attr-defined]
+        holder = store.lock(name, ttl=30, fair=True)
+        assert await holder.acquire(timeout=30)
+        order: list[int] = []
+        tasks = await _line_up(store, name, 3, order)
+        rows = await backend._tx(
+            lambda: sq.single(
+                sq.Stmt("SELECT token FROM distlock_queue WHERE name_key = %s ORDER BY seq", (sq.name_key(name),))
+            ),
+            tx=False,
+        )
+        middle = str(rows.rows[1][0])
+        await backend._tx(
+            lambda: sq.single(sq.Stmt("DELETE FROM distlock_queue WHERE token = %s", (middle,))), tx=False
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 15
+        while True:  # back in the queue within a slice or two, behind the third
+            rows = await backend._tx(
+                lambda: sq.single(
+                    sq.Stmt("SELECT token FROM distlock_queue WHERE name_key = %s ORDER BY seq", (sq.name_key(name),))
+                ),
+                tx=False,
+            )
+            tokens = [str(r[0]) for r in rows.rows]
+            if middle in tokens:
+                break
+            assert loop.time() < deadline, tokens
+            await asyncio.sleep(0.05)
+        assert tokens[-1] == middle, tokens
+        await holder.release()
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    assert order == [0, 2, 1]
