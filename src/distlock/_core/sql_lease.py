@@ -139,6 +139,36 @@ class Result:
 Script = Generator[Stmt, Result, object]
 
 
+def token_digest(token: str) -> str:
+    """How a hand-over NOTIFY names the waiter it granted the name to: the first 32 hex digits of the
+    SHA-256 of its token (whoever may LISTEN must not learn tokens; the same expression runs in SQL)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class HandOver:
+    """A release granted the name to a queued waiter (PostgreSQL's NOTIFY payload after the name key:
+    ``digest|fence|stamp``): the waiter's :func:`token_digest`, its fence, and the lease end the release gave
+    its row, which is the deadline the waiter's last try wrote on its queue entry (``Grant.queued_until``)."""
+
+    digest: str
+    fence: int
+    stamp: float
+
+
+def handover_of(payload: str) -> tuple[str, HandOver | None]:
+    """(name key, hand-over or None) of a NOTIFY payload: a plain wake-up is the name key alone; anything
+    malformed after it is a wake-up, never a grant."""
+    key, bar, rest = payload.partition("|")
+    if not bar:
+        return key, None
+    parts = rest.split("|")
+    try:
+        return key, HandOver(parts[0], int(parts[1]), float(parts[2])) if len(parts) == 3 else None
+    except ValueError:
+        return key, None
+
+
 def single(stmt: Stmt) -> Generator[Stmt, Result, Result]:
     """A script of one statement, returning its result."""
     r = yield stmt
@@ -170,6 +200,20 @@ class Ops:
     #: the operations whose script runs without the driver's BEGIN/COMMIT (it is one batch that makes its
     #: own transaction, or statements that each stand alone)
     own_tx: frozenset[str] = frozenset()
+    #: a release grants the name to the first queued exclusive claim (:meth:`StatementOps.release_to_next`)
+    handover = False
+
+    def takes_handover(self, claim: Claim) -> bool:
+        """Whether a release may grant ``claim`` the name (:meth:`StatementOps.release_to_next`): an exclusive
+        kind, where the store hands over, and a TTL no shorter than the queue deadline. The promoted row lasts
+        until that deadline, so a waiter that died while queued then blocks the name no longer than a holder
+        that died would (a claim with a shorter TTL is only woken, and takes the name with its own try)."""
+        return self.handover and not claim.mode.shared and claim.ttl >= WAITER_TTL
+
+    def queues(self, claim: Claim) -> bool:
+        """Whether a refused try of ``claim`` joins (or refreshes) its queue entry: where the rule needs it
+        (:func:`~distlock._core.arbiter.should_queue`), and where a release may hand it the name."""
+        return should_queue(claim.mode, claim.fair) or self.takes_handover(claim)
 
     def _notify(self, key: str) -> Generator[Stmt, Result, None]:
         if self.d.notify is not None:
@@ -221,7 +265,10 @@ class Ops:
         p = self.p
         live = "" if expired else f" AND expires_at > {t}"
         k = looks_ahead(claim.mode, claim.fair, claim.permits)
-        if not k:
+        own = f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE token = %s{live}"
+        if k == 0:  # the rule looks at no entry ahead (a claim that is not fair): its own entry only
+            return [own], [claim.token, *(() if expired else tp)]
+        if k is None:
             return [f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s{live}"], [
                 key,
                 *(() if expired else tp),
@@ -231,7 +278,6 @@ class Ops:
             f"q.expires_at > {t} AND q.token <> %s AND q.seq < COALESCE((SELECT m.seq FROM {p}_queue m "
             f"WHERE m.token = %s), 9223372036854775807) ORDER BY q.seq LIMIT {int(k)})"
         )
-        own = f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE token = %s{live}"
         return [ahead, own], [key, *tp, claim.token, claim.token, claim.token, *(() if expired else tp)]
 
     def acquire(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant]:
@@ -307,6 +353,11 @@ class Ops:
             yield from self._notify(key)
             return True
         return False
+
+    def release_to_next(self, claim: Claim, key: str) -> Generator[Stmt, Result, tuple[bool, HandOver | None]]:
+        """:meth:`release`, and the hand-over it made if any (:class:`StatementOps`)."""
+        ok = yield from self.release(claim, key)
+        return ok, None
 
     def release(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
         """Compare-and-delete by token, in autocommit (no transaction needed: one row, by its key); True if
@@ -495,6 +546,8 @@ class BatchOps(Ops):
         if holders:
             guard.append(f"NOT EXISTS (SELECT 1 {live_h} AND token NOT IN ({', '.join(['%s'] * len(holders))}))")
             gp += [key, *holders]
+        if looks_ahead(claim.mode, claim.fair, claim.permits) == 0:
+            return live_h, " AND ".join(guard), gp  # the rule looks at no entry ahead: neither does the guard
         guard.append(f"(SELECT COUNT(*) {live_q}) = %s" if ahead else f"NOT EXISTS (SELECT 1 {live_q})")
         gp += [key, claim.token, claim.token, len(ahead)] if ahead else [key, claim.token, claim.token]
         if ahead:
@@ -515,6 +568,7 @@ class BatchOps(Ops):
             held: list[Held] = []
             queue: list[Queued] = []
             now, got = 0.0, 0
+            wrote: float | None = None
             for kind, token, mode, expires, extra in r.rows:
                 if kind == 2:
                     now, got = to_float(expires), to_int(extra)
@@ -522,15 +576,17 @@ class BatchOps(Ops):
                     if str(token) == claim.token:  # granted now, or already (a retry after a lost reply)
                         return Grant(True, fence=to_int(extra))
                     held.append(Held(str(token), Mode(str(mode)), to_float(expires)))
-                elif kind == 1:
+                elif kind in (1, 4):  # 4: our entry as this try wrote it (a hand-over echoes its deadline)
                     queue.append(Queued(str(token), Mode(str(mode)), to_int(extra), to_float(expires)))
+                    if kind == 4:
+                        wrote = to_float(expires)
             if not got:  # MySQL: the name's lock not granted within name_wait (a stuck transaction)
                 return Grant(False, retry_after=0.05)
             queue.sort(key=lambda q: q.seq)
             decision = decide(claim, held, queue, now, register_all=False)
             mine = next((q.seq for q in queue if q.token == claim.token), None)
             if not decision.grant:  # our place, if we queued: this store wakes its earliest waiter first
-                return Grant(False, retry_after=decision.retry_after, place=mine)
+                return Grant(False, retry_after=decision.retry_after, place=mine, queued_until=wrote)
             holders = [h.token for h in held]
             ahead = [q.token for q in queue if q.token != claim.token and (mine is None or q.seq < mine)]
         return Grant(False, retry_after=0.0)  # the name keeps changing under us: the caller tries again
@@ -546,6 +602,8 @@ class StatementOps(BatchOps):
     """
 
     own_tx = frozenset({"acquire", "renew", "abandon", "break_lock", "keep"})
+    #: off where the queue table has no ``owner`` column (an older table the store's role may not alter)
+    handover = True
 
     def _try(self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str]) -> Stmt:
         """One try as THREE statements in one transaction (the fewest the model allows: the lock alone and
@@ -566,6 +624,14 @@ class StatementOps(BatchOps):
         ]
         params: list[object] = [claim.token, key, claim.name, owner, claim.mode.value, claim.ttl, *gp]
         params += [claim.token, claim.token]
+        if self.handover:
+            # A release may have granted us the name (our row, lease end = our queue deadline): CONFIRM it to
+            # a full TTL from this try's clock, so the local lease counted from this try's send time cannot
+            # outlive it (docs/models/sql_lease_handover.pml, NO_EXTEND is the failure without it). The
+            # stale-row DELETE before it is what keeps a try with an older clock from reviving a row a
+            # release passed over as expired (NO_STALE_DELETE).
+            ctes.append(f"ext AS (UPDATE {p}_holders SET expires_at = {t} + %s WHERE token = %s AND expires_at > {t})")
+            params += [claim.ttl, claim.token]
         reads = [
             f"SELECT 0, token, mode, expires_at, fence {live_h}",
             "SELECT 0, token, mode, expires_at, fence FROM ins",
@@ -574,14 +640,19 @@ class StatementOps(BatchOps):
         queue_reads, qp = self._queue_read(claim, key, t, (), expired=False)  # the stale ones are gone already
         reads += queue_reads
         rp += qp
-        if should_queue(claim.mode, claim.fair):  # refused: join the queue, or refresh our entry's deadline
+        if self.queues(claim):  # refused: join the queue, or refresh our entry's deadline
+            # where a release may hand it the name, the entry carries the owner record the promoted row will
+            # need (NULL otherwise: a release never promotes an entry without one)
+            hands = self.takes_handover(claim)
+            cols, marks = ("token, name_key, name, mode, owner", "%s, %s, %s, %s, %s") if hands else (
+                "token, name_key, name, mode", "%s, %s, %s, %s")  # fmt: skip
             ctes.append(
-                f"iq AS (INSERT INTO {p}_queue (token, name_key, name, mode, expires_at) SELECT %s, %s, %s, %s, "
-                f"{t} + {WAITER_TTL} WHERE NOT EXISTS (SELECT 1 FROM mine) ON CONFLICT (token) DO UPDATE SET "
+                f"iq AS (INSERT INTO {p}_queue ({cols}, expires_at) SELECT {marks}, {t} + {WAITER_TTL} "
+                "WHERE NOT EXISTS (SELECT 1 FROM mine) ON CONFLICT (token) DO UPDATE SET "
                 "expires_at = EXCLUDED.expires_at RETURNING token, mode, expires_at, seq)"
             )
-            params += [claim.token, key, claim.name, claim.mode.value]
-            reads.append("SELECT 1, token, mode, expires_at, seq FROM iq")
+            params += [claim.token, key, claim.name, claim.mode.value, *((owner,) if hands else ())]
+            reads.append("SELECT 4, token, mode, expires_at, seq FROM iq")  # 4: the deadline this try wrote
         reads.append(f"SELECT 2, NULL, NULL, {t}, 1")
         if claim.value is not None and self.d.notify is not None:  # a new leader: its observers look again
             reads.append(
@@ -595,6 +666,47 @@ class StatementOps(BatchOps):
              f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= {t}", (key, key)),
             (f"WITH {', '.join(ctes)} {' UNION ALL '.join(reads)}", (*params, *rp)),
         ], 2)  # fmt: skip
+
+    def release(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
+        ok, _ = yield from self.release_to_next(claim, key)
+        return ok
+
+    def release_to_next(self, claim: Claim, key: str) -> Generator[Stmt, Result, tuple[bool, HandOver | None]]:
+        """The release as the direct hand-over (``docs/models/sql_lease_handover.pml``, HANDOVER): ONE
+        transaction of three statements, as a try: the name's lock; the rows expired at its clock deleted
+        (NO_STALE_DELETE fails without it); then our row deleted and, if no live holder is left and the
+        first live queue entry is an exclusive claim that carries its owner record, a holder row for that
+        waiter: fence drawn, lease end = its QUEUE DEADLINE (not a TTL: a waiter that died while queued holds
+        no longer than its entry would have blocked the queue, F12), its entry deleted. The NOTIFY names the
+        waiter (:func:`token_digest`), its fence and that lease end, the stamp the waiter compares with the
+        deadline its last refused try wrote before it holds on the NOTIFY alone. True if our row was live."""
+        if not self.handover:
+            ok = yield from Ops.release(self, claim, key)
+            return ok, None
+        p, t = self.p, self.NOW
+        lock = self._lock_name(key)
+        digest = "left(encode(sha256(convert_to(pr.token, 'UTF8')), 'hex'), 32)"
+        r = yield batch([
+            ("SELECT pg_advisory_xact_lock(%s, %s)", lock.params),
+            (f"WITH h AS (DELETE FROM {p}_holders WHERE name_key = %s AND expires_at <= {t} AND token <> %s) "
+             f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= {t}", (key, claim.token, key)),
+            (f"WITH d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING expires_at), "
+             f"hd AS (SELECT token, name, mode, owner, expires_at FROM {p}_queue WHERE name_key = %s "
+             f"AND expires_at > {t} ORDER BY seq LIMIT 1), "
+             f"pr AS (INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, "
+             f"layout) SELECT token, %s, name, owner, mode, nextval('{p}_fence_seq'), expires_at, {t}, {LAYOUT} "
+             f"FROM hd WHERE mode IN (%s, %s) AND owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {p}_holders "
+             f"WHERE name_key = %s AND expires_at > {t} AND token <> %s) ON CONFLICT (token) DO NOTHING "
+             "RETURNING token, fence, expires_at), "
+             f"dq AS (DELETE FROM {p}_queue WHERE token IN (SELECT token FROM pr)) "
+             f"SELECT COALESCE((SELECT expires_at FROM d) > {t}, false), {digest}, pr.fence, pr.expires_at, "
+             f"pg_notify(%s, %s || COALESCE('|' || {digest} || '|' || pr.fence || '|' || pr.expires_at::text, '')) "
+             "FROM (SELECT 1) one LEFT JOIN pr ON true",
+             (claim.token, key, key, Mode.EXCLUSIVE.value, Mode.WRITE.value, key, claim.token, self.channel, key)),
+        ], 2)  # fmt: skip
+        live, digest_, fence, stamp, _ = r.rows[0]
+        handed = None if fence is None else HandOver(str(digest_), to_int(fence), to_float(stamp))
+        return bool(live), handed
 
     def abandon(self, claim: Claim, key: str, settled: bool = False) -> Generator[Stmt, Result, bool]:
         """One Query: the name's lock first (an acquire of this claim still running on the server finishes

@@ -90,6 +90,9 @@ class Grant:
     retry_after: float | None = None
     valid_for: float | None = None  # lease validity counted from the attempt's start; None = the claim's TTL
     place: int | None = None  # refused: the claim's place (sequence number) in the server's queue, if reported
+    #: refused: the deadline this try wrote on the claim's queue entry (server clock), where a release that
+    #: hands the name over echoes it (SQL lease mode on PostgreSQL: ``docs/sql.md``, direct hand-over)
+    queued_until: float | None = None
 
 
 @dataclass(frozen=True)

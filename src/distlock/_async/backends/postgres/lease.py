@@ -93,7 +93,10 @@ class Lease(PgDriver, LeaseBackend):
                     got = False
                     async for note in conn.notifies(timeout=0.5):
                         got = True
-                        self.wakers.wake(note.payload)
+                        key, handed = sq.handover_of(note.payload)
+                        if handed is not None:  # a release granted the name to a waiter: ours?
+                            self.handed(handed)
+                        self.wakers.wake(key)
                     idle = 0 if got or bool(self.wakers) else idle + 1
                     if idle > 20:  # nobody has waited for ~10 s: stop listening, restart on demand
                         return

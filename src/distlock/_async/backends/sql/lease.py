@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from .... import _rt_async as rt
 from ...._core import sql_lease as sq
-from ...._core.timing import LEASE_WAIT_SLICE, Backoff, monotonic, wait_slice
+from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, drift_margin, monotonic, wait_slice
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError, ConfigError
 from ...._url import StoreConfig
@@ -28,6 +28,10 @@ log = logging.getLogger("distlock")
 
 #: renewals also sweep long-expired rows (and 0.1.0's fence rows), at most this often
 SWEEP_EVERY = 30.0
+#: a waiter holds on a hand-over's NOTIFY alone only with at least this much of its lease left (else its try
+#: confirms the row, for a full TTL); the first queued waiter re-tries every LEASE_WAIT_SLICE, so normally
+#: about WAITER_TTL - LEASE_WAIT_SLICE is left
+HANDOVER_MIN_LEFT = WAITER_TTL / 2
 
 
 class LeaseAttempt(AsyncAttempt):
@@ -40,6 +44,9 @@ class LeaseAttempt(AsyncAttempt):
         self.waker: rt.Waker | None = None
         self.placed = False  # queued on the server with a known place (see ``Wakers.place``)
         self.settled = True  # no try of ours is in flight (its answer came back, or there was none yet)
+        #: the queue deadline our last ANSWERED refused try wrote (server clock) and when that try was sent
+        #: (ours): a hand-over whose stamp is that deadline may be trusted (see ``_handed_over``)
+        self.stamp: tuple[float, float] | None = None
 
     async def try_acquire(self) -> Grant:
         b = self.backend
@@ -48,20 +55,50 @@ class LeaseAttempt(AsyncAttempt):
             # in the order of the server's queue, not of this process's registrations (a waiter registers
             # before its first try): until its try tells its place, a waiter takes every wake-up
             b.wakers.watch(self.key, self.waker, queued=True)
+            if b.ops.takes_handover(self.claim):
+                b.expect_handover(self.claim.token, self.waker)
+        else:
+            handed = self._handed_over()
+            if handed is not None:  # a release granted us the name: no round trip
+                await self._granted()
+                return handed
         self.settled = False  # until the try is answered, it may still run on the server (see abandon)
+        sent = monotonic()
         grant: Grant = await b._tx(lambda: b.ops.acquire(self.claim, self.key), tx=b._in_tx("acquire"))
         self.settled = True
         if grant.acquired:
-            # An exclusive grant keeps the turn where the push reaches the next head wherever it waits: nobody
-            # else can be granted until our release, which wakes it. Elsewhere the next head must go and wait
-            # where the push comes (MySQL: on the bell), so it is woken now.
-            exclusive = self.claim.mode in (Mode.EXCLUSIVE, Mode.WRITE)
-            self._unwatch(pass_on=not (exclusive and b.push_wakes_head_anywhere))
-            await b._granted(self.claim, self.key)
-        elif self.waker is not None:
-            b.wakers.place(self.key, self.waker, grant.place)
-            self.placed = grant.place is not None
+            await self._granted()
+        else:
+            self.stamp = None if grant.queued_until is None else (grant.queued_until, sent)
+            if self.waker is not None:
+                b.wakers.place(self.key, self.waker, grant.place)
+                self.placed = grant.place is not None
         return grant
+
+    def _handed_over(self) -> Grant | None:
+        """The grant of a hand-over a release made to us (``docs/models/sql_lease_handover.pml``, TRUST with
+        STAMP), if it may be trusted without a round trip: its stamp (the lease end it gave our row) is the
+        queue deadline our last answered refused try wrote, so the row lives at least until that try's send
+        time + WAITER_TTL on the server's clock; our lease ends a drift margin before that, and the first
+        renewal (within a third of it, ``Grant.valid_for``) extends the row to the TTL. A stale NOTIFY (for
+        an entry an earlier try of ours wrote, whose row a later try found expired and deleted) carries an
+        older stamp and is only a wake-up: the try confirms or refuses."""
+        handed = self.backend.take_handover(self.claim.token)
+        if handed is None or self.stamp is None or handed.stamp != self.stamp[0]:
+            return None
+        left = self.stamp[1] + WAITER_TTL - drift_margin(WAITER_TTL) - monotonic()
+        if left < HANDOVER_MIN_LEFT:
+            return None
+        return Grant(True, fence=handed.fence, valid_for=left)
+
+    async def _granted(self) -> None:
+        b = self.backend
+        # An exclusive grant keeps the turn where the push reaches the next head wherever it waits: nobody
+        # else can be granted until our release, which wakes it. Elsewhere the next head must go and wait
+        # where the push comes (MySQL: on the bell), so it is woken now.
+        exclusive = self.claim.mode in (Mode.EXCLUSIVE, Mode.WRITE)
+        self._unwatch(pass_on=not (exclusive and b.push_wakes_head_anywhere))
+        await b._granted(self.claim, self.key)
 
     async def wait(self, grant: Grant, timeout: float | None) -> None:
         b = self.backend
@@ -101,6 +138,7 @@ class LeaseAttempt(AsyncAttempt):
         if self.waker is not None:
             self.backend.wakers.unwatch(self.key, self.waker, pass_on=pass_on)
             self.backend.unkeep(self.claim.token)
+            self.backend.forget_handover(self.claim.token)
             self.waker = None
             self.placed = False
 
@@ -147,6 +185,10 @@ class LeaseBackend(SqlBase):
         #: (monotonic; negative: it found the entry gone; None: not kept yet)
         self._keeping: dict[str, float | None] = {}
         self._keep_io = rt.Mutex()
+        #: waiters a release may hand the name to: the digest a hand-over names them by -> (token, waker)
+        self._handing: dict[str, tuple[str, rt.Waker]] = {}
+        #: hand-overs received and not yet taken: token -> the hand-over
+        self._handed: dict[str, sq.HandOver] = {}
 
     def _in_tx(self, operation: str) -> bool:
         """Does ``operation``'s script need the driver's BEGIN/COMMIT (see ``Ops.own_tx``)?"""
@@ -187,6 +229,31 @@ class LeaseBackend(SqlBase):
     def unkeep(self, token: str) -> None:
         with self._guard:
             self._keeping.pop(token, None)
+
+    # -- direct hand-over (``StatementOps.release_to_next``) ------------------------------------------------
+    def expect_handover(self, token: str, waker: rt.Waker) -> None:
+        with self._guard:
+            self._handing[sq.token_digest(token)] = (token, waker)
+
+    def forget_handover(self, token: str) -> None:
+        with self._guard:
+            if self._handing.pop(sq.token_digest(token), None) is not None:
+                self._handed.pop(token, None)
+
+    def handed(self, handed: sq.HandOver) -> None:
+        """A release (ours, or another process's NOTIFY) granted the name to a waiter: if it is one of ours,
+        keep the hand-over for its next try and wake it (the name's other waiters are woken as for any
+        release)."""
+        with self._guard:
+            waiting = self._handing.get(handed.digest)
+            if waiting is not None:
+                self._handed[waiting[0]] = handed
+        if waiting is not None:
+            waiting[1].notify()
+
+    def take_handover(self, token: str) -> sq.HandOver | None:
+        with self._guard:
+            return self._handed.pop(token, None)
 
     async def _granted(self, claim: Claim, key: str) -> None:
         """After a grant (MySQL takes the companion lock here; an election's grant wakes local observers)."""
@@ -237,9 +304,11 @@ class LeaseBackend(SqlBase):
 
     async def _release(self, claim: Claim) -> bool:
         key = sq.name_key(claim.name)
-        ok: bool = await self._tx(lambda: self.ops.release(claim, key), tx=False)
+        ok, handed = await self._tx(lambda: self.ops.release_to_next(claim, key), tx=False)
+        if handed is not None:  # to a waiter of this store, maybe: it need not wait for the NOTIFY
+            self.handed(handed)
         await self._released([claim.token], key)
-        return ok
+        return bool(ok)
 
     async def renew(self, claims: Sequence[Claim]) -> list[bool]:
         if not claims:

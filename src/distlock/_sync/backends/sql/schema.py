@@ -36,19 +36,22 @@ def ensure_schema(b: SqlBase) -> None:
     if b.existing_tables_sql is not None:
         found: sq.Result = b._tx(lambda: sq.single(sq.Stmt(str(b.existing_tables_sql))), tx=False)
         existing = {str(row[0]).lower() for row in found.rows}
-    old_holders = False
-    if f"{b.prefix}_holders" in existing:
+    old_holders = old_queue = False
+    holders, queue = f"{b.prefix}_holders", f"{b.prefix}_queue"
+    if holders in existing:
         col: sq.Result = b._tx(
             lambda: sq.single(
                 sq.Stmt(
-                    "SELECT 1 FROM information_schema.columns WHERE table_schema = "
-                    f"{b.schema_sql} AND table_name = %s AND column_name = 'layout'",
-                    (f"{b.prefix}_holders",),
+                    "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = "
+                    f"{b.schema_sql} AND table_name IN (%s, %s) AND column_name IN ('layout', 'owner')",
+                    (holders, queue),
                 )
             ),
             tx=False,
         )
-        old_holders = not col.rows
+        found_cols = {(str(t).lower(), str(c).lower()) for t, c in col.rows}
+        old_holders = (holders, "layout") not in found_cols
+        old_queue = b.ops.handover and queue in existing and (queue, "owner") not in found_cols
 
     def script() -> Generator[sq.Stmt, sq.Result, None]:
         if b.schema_guard_sql is not None:
@@ -69,6 +72,8 @@ def ensure_schema(b: SqlBase) -> None:
             yield cleanup
 
     b._tx(script, tx=b.schema_guard_sql is not None)
+    if old_queue:
+        _add_queue_owner(b, queue)
     deadline = monotonic() + 2.0
     try:
         while monotonic() < deadline:  # the rows 0.1.0 left, one per name it ever locked
@@ -76,3 +81,22 @@ def ensure_schema(b: SqlBase) -> None:
                 break
     except BackendError as exc:  # a big table: the renewer's sweeps go on with it
         log.debug("sweep at open failed: %s", exc)
+
+
+def _add_queue_owner(b: SqlBase, queue: str) -> None:
+    """A queue table from before the direct hand-over (PostgreSQL) gets its ``owner`` column (the owner record
+    a promoted holder row needs). Where the store's role may not alter the table, the store runs without
+    hand-overs (a release then only wakes the next waiter, which takes the name with its own try) and says
+    so once: an admin's ``distlock init`` adds the column."""
+    try:
+        b._tx(
+            lambda: sq.single(sq.Stmt(f"ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS owner TEXT NULL")), tx=False
+        )
+    except BackendError as exc:
+        b.ops.handover = False
+        log.warning(
+            "%s has no owner column and this role cannot add it (%s): releases will not hand the name over "
+            "directly; run `distlock init` as the tables' owner to add it",
+            queue,
+            type(exc.__cause__).__name__ if exc.__cause__ is not None else "error",
+        )
