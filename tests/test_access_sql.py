@@ -145,6 +145,36 @@ def test_postgres_role_without_create_after_distlock_init(pg: ServerProc) -> Non
     one_line_without_secrets(err.value)
 
 
+def test_postgres_queue_table_from_before_the_hand_over(pg: ServerProc, caplog: pytest.LogCaptureFixture) -> None:
+    """A queue table without the ``owner`` column (made before the direct hand-over) and a role that may not
+    alter it: the store says so once and runs without hand-overs (every lock kind still works, a release wakes
+    the next waiter); the admin's ``distlock init`` adds the column, and the next store hands over again."""
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    admin_url = pg_url(pg, pg_srv.USER, pg_srv.PASSWORD, f"table_prefix={prefix}")
+    assert distlock_init(admin_url).returncode == 0
+    user = pg_role(pg)
+    conn = pg_srv.admin(pg, pg_srv.DATABASE)
+    try:
+        conn.execute(f"ALTER TABLE {prefix}_queue DROP COLUMN owner")
+        for grant in pg_grants(prefix, user):
+            conn.execute(grant)
+    finally:
+        conn.close()
+    app = pg_url(pg, user, APP_PW, f"table_prefix={prefix}")
+    with caplog.at_level("WARNING", logger="distlock"), distlock.connect(app) as store:
+        assert not store._backend.ops.handover  # type: ignore[attr-defined]
+        assert any("no owner column" in r.getMessage() for r in caplog.records), caplog.records
+        assert all(APP_PW not in r.getMessage() for r in caplog.records)
+        exercise(app, "lease")
+    assert pg_rows(pg, prefix) == 0
+
+    assert distlock_init(admin_url).returncode == 0
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="distlock"), distlock.connect(app) as store:
+        assert store._backend.ops.handover  # type: ignore[attr-defined]
+        assert not any("no owner column" in r.getMessage() for r in caplog.records)
+
+
 def test_postgres_role_without_dml_is_refused_in_one_line_and_leaves_nothing(pg: ServerProc) -> None:
     prefix = f"t{uuid.uuid4().hex[:8]}"
     done = distlock_init(pg_url(pg, pg_srv.USER, pg_srv.PASSWORD, f"table_prefix={prefix}"))

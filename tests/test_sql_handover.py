@@ -1,0 +1,230 @@
+"""PostgreSQL lease mode: the direct hand-over (issue 17, item 1; ``docs/sql.md``, direct hand-over).
+
+A release promotes the first queued exclusive waiter (a holder row whose lease end is the waiter's queue
+deadline, a fence drawn) and its NOTIFY names that waiter with the lease end as a stamp. The waiter holds on
+the NOTIFY alone when the stamp is the deadline its last refused try wrote, with a lease counted from that
+try's send time, and its first renewal extends the row to the TTL; any other NOTIFY is only a wake-up, and the
+try that follows confirms the promoted row. Counted here through the store's operations on a real server;
+two stores in one process reach each other only through the server (LISTEN/NOTIFY), as two processes do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import distlock
+from distlock._core import sql_lease as sq
+from distlock._core.timing import WAITER_TTL
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _counting(ops: Any, attr: str) -> list[int]:
+    """Count the calls of ``ops.attr`` from now on."""
+    plain = getattr(ops, attr)
+    seen = [0]
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        seen[0] += 1
+        return plain(*args, **kwargs)
+
+    setattr(ops, attr, counting)
+    return seen
+
+
+async def _queued(store: distlock.AsyncStore, name: str, count: int) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        info = await store.inspect(name)
+        if info is not None and info.waiters >= count:
+            return
+        assert time.monotonic() < deadline, f"the waiter never queued: {info}"
+        await asyncio.sleep(0.01)
+
+
+class _Waiter:
+    """A lock's acquire in a task of its own (a holding belongs to its task): ``got`` is set once it holds,
+    ``fence`` and ``owned`` are read there, and it releases when ``done`` is set."""
+
+    def __init__(self, lock: distlock.AsyncLock) -> None:
+        self.lock = lock
+        self.got = asyncio.Event()
+        self.done = asyncio.Event()
+        self.fence: int | None = None
+        self.owned_at_end = False
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        assert await self.lock.acquire(timeout=30)
+        self.fence = self.lock.fence
+        self.got.set()
+        await self.done.wait()
+        self.owned_at_end = await self.lock.owned()
+        await self.lock.release()
+
+    async def holds(self) -> None:
+        await asyncio.wait_for(self.got.wait(), 10)
+
+    async def let_go(self) -> None:
+        self.done.set()
+        await asyncio.wait_for(self.task, 10)
+
+
+async def _listening(store: distlock.AsyncStore) -> None:
+    """Until the store's LISTEN is on, and a moment more: before it, its waiter polls (a try in flight at the
+    release would be counted)."""
+    backend: Any = store._backend  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 20
+    while not backend._listening:
+        assert time.monotonic() < deadline, "the store never listened"
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.2)
+
+
+async def _row(store: distlock.AsyncStore, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    backend: Any = store._backend  # type: ignore[attr-defined]
+    r = await backend._tx(lambda: sq.single(sq.Stmt(sql, params)), tx=False)
+    return list(r.rows)
+
+
+async def test_a_release_hands_the_name_to_the_queued_waiter_which_holds_without_a_try(postgres_url: str) -> None:
+    name = f"ho-{uuid.uuid4().hex[:8]}"
+    async with await distlock.connect_async(postgres_url) as a, await distlock.connect_async(postgres_url) as b:
+        holder, waiter = a.lock(name, ttl=30), b.lock(name, ttl=30)
+        assert await holder.acquire(timeout=10)
+        first = holder.fence
+        w = _Waiter(waiter)
+        await _queued(a, name, 1)  # a waiter that is not fair queues too: a release can hand it the name
+        await _listening(b)
+        tries = _counting(b._backend.ops, "acquire")  # type: ignore[attr-defined]
+        await holder.release()
+        await w.holds()
+        assert tries[0] == 0, "the woken waiter ran a try: the hand-over was not trusted"
+        assert first is not None and w.fence is not None and w.fence > first
+        info = await b.inspect(name)
+        assert info is not None and info.waiters == 0 and len(info.holders) == 1, info
+        # the promoted row lasts until the waiter's queue deadline, not a TTL (a dead waiter: F12) ...
+        left = info.holders[0].ttl_left
+        assert left is not None and left <= WAITER_TTL, info
+        # ... and the first renewal, due within a third of the lease the waiter counts, extends it to the TTL
+        deadline = time.monotonic() + WAITER_TTL
+        while (left := (await b.inspect(name)).holders[0].ttl_left) <= WAITER_TTL:  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the handed-over lease was never renewed"
+            await asyncio.sleep(0.05)
+        assert left > WAITER_TTL
+        await w.let_go()
+        assert w.owned_at_end
+
+
+async def test_a_stale_stamp_is_only_a_wake_up_and_the_try_confirms_the_row(postgres_url: str) -> None:
+    """The waiter's queue deadline is rewritten after its try (as its store's batched keep would): the release's
+    stamp then differs from the deadline the waiter knows, so it does not hold on the NOTIFY; its try finds the
+    promoted row and CONFIRMS it (lease end now + TTL), one round trip."""
+    name = f"ho-{uuid.uuid4().hex[:8]}"
+    async with await distlock.connect_async(postgres_url) as a, await distlock.connect_async(postgres_url) as b:
+        holder, waiter = a.lock(name, ttl=30), b.lock(name, ttl=30)
+        assert await holder.acquire(timeout=10)
+        w = _Waiter(waiter)
+        await _queued(a, name, 1)
+        await _listening(b)
+        await _row(a, "UPDATE distlock_queue SET expires_at = expires_at + 0.5 WHERE name_key = %s", sq.name_key(name))
+        tries = _counting(b._backend.ops, "acquire")  # type: ignore[attr-defined]
+        await holder.release()
+        await w.holds()
+        assert tries[0] == 1, tries
+        info = await b.inspect(name)
+        assert info is not None and info.holders[0].ttl_left is not None and info.holders[0].ttl_left > WAITER_TTL
+        await w.let_go()
+
+
+async def test_a_claim_with_a_ttl_shorter_than_the_queue_deadline_is_woken_not_handed_over(postgres_url: str) -> None:
+    """A promoted row lasts until the queue deadline (WAITER_TTL): for a claim with a shorter TTL a dead waiter
+    would block the name longer than a dead holder, so such a claim does not queue (not fair) and takes the
+    name with its own try."""
+    name = f"ho-{uuid.uuid4().hex[:8]}"
+    async with await distlock.connect_async(postgres_url) as a, await distlock.connect_async(postgres_url) as b:
+        holder, waiter = a.lock(name, ttl=30), b.lock(name, ttl=2)
+        assert await holder.acquire(timeout=10)
+        w = _Waiter(waiter)
+        await asyncio.sleep(0.3)
+        info = await a.inspect(name)
+        assert info is not None and info.waiters == 0, info
+        tries = _counting(b._backend.ops, "acquire")  # type: ignore[attr-defined]
+        await holder.release()
+        await w.holds()
+        assert tries[0] >= 1
+        info = await a.inspect(name)
+        assert info is not None and info.holders[0].ttl_left is not None and info.holders[0].ttl_left > 1.5, info
+        await w.let_go()
+
+
+async def test_an_entry_without_an_owner_record_is_not_promoted(postgres_url: str) -> None:
+    """A queue entry written without the owner record (a client from before the hand-over) is never promoted:
+    that client would take its row for a plain grant and not confirm it. The release leaves the name free."""
+    name = f"ho-{uuid.uuid4().hex[:8]}"
+    async with await distlock.connect_async(postgres_url) as a:
+        holder = a.lock(name, ttl=30)
+        assert await holder.acquire(timeout=10)
+        old = uuid.uuid4().hex
+        await _row(
+            a,
+            "INSERT INTO distlock_queue (token, name_key, name, mode, expires_at) "
+            "VALUES (%s, %s, %s, 'lock', extract(epoch from now()) + 5)",
+            old,
+            sq.name_key(name),
+            name,
+        )
+        await holder.release()
+        assert await _row(a, "SELECT 1 FROM distlock_holders WHERE token = %s", old) == []
+        other = a.lock(name, ttl=30)
+        assert await other.acquire(timeout=0)  # not fair: the old client's entry does not hold it back
+        await other.release()
+        await _row(a, "DELETE FROM distlock_queue WHERE token = %s", old)
+
+
+def test_a_waiter_killed_while_queued_blocks_the_name_no_longer_than_its_queue_deadline(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """kill -9 of a queued waiter: the release promotes it all the same (it cannot know), and the dead waiter's
+    row ends at its queue deadline, at most WAITER_TTL after its last try: the name is free again by then."""
+    name = f"ho-{uuid.uuid4().hex[:8]}"
+    with distlock.connect(postgres_url) as store:
+        holder = store.lock(name, ttl=30)
+        assert holder.acquire(timeout=10)
+        first = holder.fence
+        assert first is not None
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.proc_worker", "hold", postgres_url, name, "30", str(tmp_path)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 20
+            while (info := store.inspect(name)) is None or info.waiters < 1:
+                assert time.monotonic() < deadline, "the child never queued"
+                time.sleep(0.01)
+            child.send_signal(signal.SIGKILL)
+            child.wait(10)
+        finally:
+            if child.poll() is None:
+                child.kill()
+            child.wait(10)
+            assert child.stdout is not None
+            child.stdout.close()
+        killed = time.monotonic()
+        holder.release()
+        info = store.inspect(name)
+        assert info is not None and len(info.holders) == 1 and (info.holders[0].fence or 0) > first, info
+        assert info.holders[0].ttl_left is not None and info.holders[0].ttl_left <= WAITER_TTL
+        taker = store.lock(name, ttl=30)
+        assert taker.acquire(timeout=WAITER_TTL + 5)
+        assert time.monotonic() - killed <= WAITER_TTL + 2
+        taker.release()
