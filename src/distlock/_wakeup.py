@@ -142,6 +142,14 @@ class Wakers(Generic[K]):
         for waker in targets:
             waker.notify()
 
+    def wake_observers(self, key: K) -> None:
+        """Wake only the observers of ``key``: the name changed hands, but no waiter can get it now (a release
+        granted it to a waiter directly)."""
+        with self._guard:
+            targets = list(self._observers.get(key, ()))
+        for waker in targets:
+            waker.notify()
+
     def __bool__(self) -> bool:
         """Whether anyone waits at all."""
         with self._guard:

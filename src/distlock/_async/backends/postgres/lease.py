@@ -94,9 +94,10 @@ class Lease(PgDriver, LeaseBackend):
                     async for note in conn.notifies(timeout=0.5):
                         got = True
                         key, handed = sq.handover_of(note.payload)
-                        if handed is not None:  # a release granted the name to a waiter: ours?
-                            self.handed(handed)
-                        self.wakers.wake(key)
+                        if handed is None:
+                            self.wakers.wake(key)
+                        else:  # a release granted the name to a waiter: ours?
+                            self._handed_on(key, handed)
                     idle = 0 if got or bool(self.wakers) else idle + 1
                     if idle > 20:  # nobody has waited for ~10 s: stop listening, restart on demand
                         return

@@ -252,6 +252,14 @@ class LeaseBackend(SqlBase):
         if waiting is not None:
             waiting[1].notify()
 
+    def _handed_on(self, key: str, handed: sq.HandOver) -> None:
+        """A release (ours, or another process's NOTIFY) granted ``key`` to a waiter: wake that waiter if it is
+        ours, and the name's observers; not the other waiters, none of which can get the name before the new
+        holder lets go (its release wakes them; if it died, its row ends at its queue deadline, and they look
+        again at their wait slice)."""
+        self.handed(handed)
+        self.wakers.wake_observers(key)
+
     def take_handover(self, token: str) -> sq.HandOver | None:
         with self._guard:
             return self._handed.pop(token, None)
@@ -306,9 +314,10 @@ class LeaseBackend(SqlBase):
     def _release(self, claim: Claim) -> bool:
         key = sq.name_key(claim.name)
         ok, handed = self._tx(lambda: self.ops.release_to_next(claim, key), tx=False)
-        if handed is not None:  # to a waiter of this store, maybe: it need not wait for the NOTIFY
-            self.handed(handed)
-        self._released([claim.token], key)
+        if handed is None:
+            self._released([claim.token], key)
+        else:
+            self._handed_on(key, handed)
         return bool(ok)
 
     def renew(self, claims: Sequence[Claim]) -> list[bool]:
