@@ -19,6 +19,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import distlock
 from distlock._core import sql_lease as sq
 from distlock._core.timing import WAITER_TTL
@@ -228,3 +230,88 @@ def test_a_waiter_killed_while_queued_blocks_the_name_no_longer_than_its_queue_d
         assert taker.acquire(timeout=WAITER_TTL + 5)
         assert time.monotonic() - killed <= WAITER_TTL + 2
         taker.release()
+
+
+def _parts(gen: Any) -> list[tuple[str, tuple[object, ...]]]:
+    stmt = next(gen)
+    gen.close()
+    return list(stmt.parts)
+
+
+@pytest.mark.parametrize("first", ["abandon", "release"])
+def test_a_waiter_giving_up_while_it_is_promoted_leaves_no_row(postgres_url: str, first: str) -> None:
+    """A waiter whose last try was answered gives up without the name's lock (``abandon(settled=True)``) while a
+    release promotes it. Both orders, each transaction held open at its row lock from a second connection: the
+    abandon first -> the release's DELETE of the entry finds nothing and promotes nobody; the release first ->
+    the abandon's second statement (a later snapshot) deletes the row it made. Before, the promoted row of a
+    waiter that was gone stayed until its queue deadline."""
+    import threading
+
+    import psycopg
+
+    from distlock._core.sql_dialects import postgres
+    from distlock._core.types import Claim, Mode
+
+    prefix = "distlock"
+    ops = sq.StatementOps(postgres(prefix), prefix, f"{prefix}_wake")
+    name = f"ho-{uuid.uuid4().hex[:8]}"
+    key = sq.name_key(name)
+
+    def claim() -> Claim:
+        return Claim(name=name, token=uuid.uuid4().hex, owner="o", mode=Mode.EXCLUSIVE, ttl=30.0, permits=1)
+
+    with distlock.connect(postgres_url):  # the tables
+        pass
+    a = psycopg.connect(postgres_url, autocommit=True)
+    b = psycopg.connect(postgres_url, autocommit=True)
+    try:
+
+        def run(conn: Any, parts: list[tuple[str, tuple[object, ...]]]) -> None:
+            for sql, params in parts:
+                conn.execute(sql, params)
+
+        def drive(gen: Any) -> Any:
+            try:
+                stmt = next(gen)
+                while True:
+                    cur = a.cursor()
+                    with a.pipeline():
+                        for sql, params in stmt.parts or ((stmt.sql, stmt.params),):
+                            cur.execute(sql, params)
+                    rows = cur.fetchall() if cur.description else []
+                    stmt = gen.send(sq.Result(rows, cur.rowcount))
+            except StopIteration as stop:
+                return stop.value
+
+        holder, waiter = claim(), claim()
+        assert drive(ops.acquire(holder, key)).acquired
+        assert not drive(ops.acquire(waiter, key)).acquired  # queued, with its owner record
+        abandon = _parts(ops.abandon(waiter, key, settled=True))
+        release = _parts(ops.release_to_next(holder, key))
+        one, two = (a, abandon), (b, release)
+        if first == "release":
+            one, two = two, one
+        one[0].execute("BEGIN")
+        run(one[0], one[1][:1] if first == "abandon" else one[1])  # holds the entry's row lock
+        done = threading.Event()
+
+        def second() -> None:
+            two[0].execute("BEGIN")
+            run(two[0], two[1])
+            two[0].execute("COMMIT")
+            done.set()
+
+        t = threading.Thread(target=second)
+        t.start()
+        assert not done.wait(0.5)  # blocked on the entry's row lock
+        if first == "abandon":
+            run(one[0], one[1][1:])
+        one[0].execute("COMMIT")
+        t.join(10)
+        assert done.is_set()
+        rows = a.execute(f"SELECT token FROM {prefix}_holders WHERE name_key = %s", (key,)).fetchall()
+        assert rows == [], rows
+        assert a.execute(f"SELECT 1 FROM {prefix}_queue WHERE token = %s", (waiter.token,)).fetchall() == []
+    finally:
+        a.close()
+        b.close()

@@ -673,37 +673,47 @@ class StatementOps(BatchOps):
 
     def release_to_next(self, claim: Claim, key: str) -> Generator[Stmt, Result, tuple[bool, HandOver | None]]:
         """The release as the direct hand-over (``docs/models/sql_lease_handover.pml``, HANDOVER): ONE
-        transaction of three statements, as a try: the name's lock; the rows expired at its clock deleted
-        (NO_STALE_DELETE fails without it); then our row deleted and, if no live holder is left and the
-        first live queue entry is an exclusive claim that carries its owner record, a holder row for that
-        waiter: fence drawn, lease end = its QUEUE DEADLINE (not a TTL: a waiter that died while queued holds
-        no longer than its entry would have blocked the queue, F12), its entry deleted. The NOTIFY names the
-        waiter (:func:`token_digest`), its fence and that lease end, the stamp the waiter compares with the
-        deadline its last refused try wrote before it holds on the NOTIFY alone. True if our row was live."""
+        transaction of two statements: the name's lock, alone and first; then one statement that deletes the
+        rows expired at its clock (NO_STALE_DELETE fails without it) and our row, and, if no live holder is
+        left and the first live queue entry is an exclusive claim that carries its owner record, inserts a
+        holder row for that waiter: fence drawn, lease end = its QUEUE DEADLINE (not a TTL: a waiter that
+        died while queued holds no longer than its entry would have blocked the queue, F12), its entry
+        deleted. The expired-row DELETE and the promotion share one snapshot, so the promotion also requires
+        that DELETE to have removed every holder row the snapshot saw expired: a renewal that committed while
+        the DELETE waited for its row lock leaves its row, and then nothing is promoted (the waiters are only
+        woken). That is ``sql_lease_statement.pml``'s ONE_SNAPSHOT with RECHECK_COUNT, checked there with
+        ONE_CLOCK, BLIND, late renewal commits and dropped calls; one statement fewer than a try's three,
+        each of which costs a server wake-up on an idle connection. The NOTIFY names the waiter
+        (:func:`token_digest`), its fence and that lease end, the stamp the waiter compares with the deadline
+        its last refused try wrote before it holds on the NOTIFY alone. True if our row was live."""
         if not self.handover:
             ok = yield from Ops.release(self, claim, key)
             return ok, None
         p, t = self.p, self.NOW
         lock = self._lock_name(key)
         digest = "left(encode(sha256(convert_to(pr.token, 'UTF8')), 'hex'), 32)"
+        others = f"FROM {p}_holders WHERE name_key = %s AND token <> %s"  # our own row is ``d``'s
         r = yield batch([
             ("SELECT pg_advisory_xact_lock(%s, %s)", lock.params),
-            (f"WITH h AS (DELETE FROM {p}_holders WHERE name_key = %s AND expires_at <= {t} AND token <> %s) "
-             f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= {t}", (key, claim.token, key)),
-            (f"WITH d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING expires_at), "
-             f"hd AS (SELECT token, name, mode, owner, expires_at FROM {p}_queue WHERE name_key = %s "
-             f"AND expires_at > {t} ORDER BY seq LIMIT 1), "
+            (f"WITH seen AS (SELECT COUNT(*) AS n {others} AND expires_at <= {t}), "
+             f"del AS (DELETE {others} AND expires_at <= {t} RETURNING 1), "
+             f"dq0 AS (DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= {t}), "
+             f"d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING expires_at), "
+             f"hd AS (SELECT token FROM {p}_queue WHERE name_key = %s AND expires_at > {t} ORDER BY seq LIMIT 1), "
+             # the entry is deleted first and the row made from what the DELETE returns: an entry its waiter
+             # deleted meanwhile (a settled abandon takes no name lock) is promoted to nothing
+             f"dq AS (DELETE FROM {p}_queue WHERE token = (SELECT token FROM hd) AND mode IN (%s, %s) "
+             f"AND owner IS NOT NULL AND NOT EXISTS (SELECT 1 {others} AND expires_at > {t}) "
+             "AND (SELECT COUNT(*) FROM del) = (SELECT n FROM seen) RETURNING token, name, mode, owner, expires_at), "
              f"pr AS (INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, "
              f"layout) SELECT token, %s, name, owner, mode, nextval('{p}_fence_seq'), expires_at, {t}, {LAYOUT} "
-             f"FROM hd WHERE mode IN (%s, %s) AND owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {p}_holders "
-             f"WHERE name_key = %s AND expires_at > {t} AND token <> %s) ON CONFLICT (token) DO NOTHING "
-             "RETURNING token, fence, expires_at), "
-             f"dq AS (DELETE FROM {p}_queue WHERE token IN (SELECT token FROM pr)) "
+             "FROM dq ON CONFLICT (token) DO NOTHING RETURNING token, fence, expires_at) "
              f"SELECT COALESCE((SELECT expires_at FROM d) > {t}, false), {digest}, pr.fence, pr.expires_at, "
              f"pg_notify(%s, %s || COALESCE('|' || {digest} || '|' || pr.fence || '|' || pr.expires_at::text, '')) "
              "FROM (SELECT 1) one LEFT JOIN pr ON true",
-             (claim.token, key, key, Mode.EXCLUSIVE.value, Mode.WRITE.value, key, claim.token, self.channel, key)),
-        ], 2)  # fmt: skip
+             (key, claim.token, key, claim.token, key, claim.token, key, Mode.EXCLUSIVE.value, Mode.WRITE.value,
+              key, claim.token, key, self.channel, key)),
+        ], 1)  # fmt: skip
         live, digest_, fence, stamp, _ = r.rows[0]
         handed = None if fence is None else HandOver(str(digest_), to_int(fence), to_float(stamp))
         return bool(live), handed
@@ -714,13 +724,18 @@ class StatementOps(BatchOps):
         :meth:`Ops.abandon`): one statement, the deletes and the NOTIFY, without the name's lock."""
         p = self.p
         if settled:
-            r = yield Stmt(
-                f"WITH a AS (DELETE FROM {p}_queue WHERE token = %s RETURNING 1), "
-                f"b AS (DELETE FROM {p}_holders WHERE token = %s RETURNING 1) "
-                "SELECT (SELECT COUNT(*) FROM a) + (SELECT COUNT(*) FROM b), (SELECT COUNT(*) FROM "
-                "(SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM a) OR EXISTS (SELECT 1 FROM b)) n)",
-                (claim.token, claim.token, self.channel, key),
-            )
+            # The entry first, then the holding in a later statement (a later snapshot): a release that was
+            # promoting us holds our entry's row lock until it commits, so the first DELETE waits for it and
+            # the second sees the row it made (deleting both in one snapshot left that row behind until our
+            # queue deadline). The deletes count as one answer; the NOTIFY if either found something.
+            r = yield batch([
+                (f"WITH a AS (DELETE FROM {p}_queue WHERE token = %s RETURNING 1) "
+                 "SELECT set_config('distlock.abandoned', (SELECT COUNT(*) FROM a)::text, true)", (claim.token,)),
+                (f"WITH b AS (DELETE FROM {p}_holders WHERE token = %s RETURNING 1), "
+                 "n AS (SELECT (SELECT COUNT(*) FROM b) + current_setting('distlock.abandoned')::int AS gone) "
+                 "SELECT n.gone, (SELECT COUNT(*) FROM (SELECT pg_notify(%s, %s) WHERE n.gone > 0) x) FROM n",
+                 (claim.token, self.channel, key)),
+            ], 1)  # fmt: skip
             return bool(to_int(r.rows[0][0]))
         lock = self._lock_name(key)
         r = yield Stmt(
