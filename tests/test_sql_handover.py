@@ -235,16 +235,18 @@ def test_a_waiter_killed_while_queued_blocks_the_name_no_longer_than_its_queue_d
 def _parts(gen: Any) -> list[tuple[str, tuple[object, ...]]]:
     stmt = next(gen)
     gen.close()
-    return list(stmt.parts)
+    return list(stmt.parts) or [(stmt.sql, stmt.params)]
 
 
+@pytest.mark.parametrize("settled", [True, False])
 @pytest.mark.parametrize("first", ["abandon", "release"])
-def test_a_waiter_giving_up_while_it_is_promoted_leaves_no_row(postgres_url: str, first: str) -> None:
-    """A waiter whose last try was answered gives up without the name's lock (``abandon(settled=True)``) while a
-    release promotes it. Both orders, each transaction held open at its row lock from a second connection: the
-    abandon first -> the release's DELETE of the entry finds nothing and promotes nobody; the release first ->
-    the abandon's second statement (a later snapshot) deletes the row it made. Before, the promoted row of a
-    waiter that was gone stayed until its queue deadline."""
+def test_a_waiter_giving_up_while_it_is_promoted_leaves_no_row(postgres_url: str, first: str, settled: bool) -> None:
+    """A waiter gives up (its abandon with or without the name's lock: the release takes none) while a release
+    promotes it. Both orders, each transaction held open at its row lock from a second connection: the abandon
+    first -> the release's DELETE of the entry finds nothing and promotes nobody; the release first -> the
+    abandon's holding DELETE (a later statement, a later snapshot than its entry's) deletes the row it made.
+    With both DELETEs in one snapshot the promoted row of a waiter that was gone stayed until its queue
+    deadline."""
     import threading
 
     import psycopg
@@ -286,13 +288,13 @@ def test_a_waiter_giving_up_while_it_is_promoted_leaves_no_row(postgres_url: str
         holder, waiter = claim(), claim()
         assert drive(ops.acquire(holder, key)).acquired
         assert not drive(ops.acquire(waiter, key)).acquired  # queued, with its owner record
-        abandon = _parts(ops.abandon(waiter, key, settled=True))
+        abandon = _parts(ops.abandon(waiter, key, settled=settled))
         release = _parts(ops.release_to_next(holder, key))
         one, two = (a, abandon), (b, release)
         if first == "release":
             one, two = two, one
         one[0].execute("BEGIN")
-        run(one[0], one[1][:1] if first == "abandon" else one[1])  # holds the entry's row lock
+        run(one[0], one[1][:-1] if first == "abandon" else one[1])  # holds the entry's row lock
         done = threading.Event()
 
         def second() -> None:
@@ -305,7 +307,7 @@ def test_a_waiter_giving_up_while_it_is_promoted_leaves_no_row(postgres_url: str
         t.start()
         assert not done.wait(0.5)  # blocked on the entry's row lock
         if first == "abandon":
-            run(one[0], one[1][1:])
+            run(one[0], one[1][-1:])
         one[0].execute("COMMIT")
         t.join(10)
         assert done.is_set()

@@ -32,6 +32,11 @@
                    deadline (last answered try's send time) + WTTL - MARGIN (no try in flight: its entry's
                    deadline is that try's clock + WTTL >= it), then confirms with a try as above
      TRUST_INFLIGHT  TRUST also while a refreshing try is in flight, with that try's send time
+     ONE_STATEMENT_RELEASE  the release is ONE statement without the name's lock: its snapshot and clock at
+                   its start; then its DELETEs (each on the latest committed row: our own, the rows expired
+                   at its clock) and the promotion of the snapshot's head entry (its latest deadline, if the
+                   entry is still there), only if our row was live at its clock, the snapshot showed no other
+                   live holder and the DELETE removed every row the snapshot saw expired
      RENEW_CONFIRM with TRUST: the believer confirms with the store's renewal (UPDATE ... SET expires_at =
                    t + TTL WHERE token = me AND expires_at > t, autocommit: no name lock, no stale-row DELETE)
                    instead of a try; what the code does (its first renewal is due within a third of the lease)
@@ -105,10 +110,38 @@ end: do
 
 proctype holder() {
   byte t0;
+#ifdef ONE_STATEMENT_RELEASE
+  byte snap, stale, deleted, head; bool own;
+#endif
   if
   :: skip                                             /* crashes: its row expires at TTL */
   :: holds[0] = 0;                                    /* release: stop believing first */
-#ifdef HANDOVER
+#ifdef ONE_STATEMENT_RELEASE
+     /* ONE statement, no name lock. Its snapshot and clock (now()) at its start: */
+     atomic { t0 = now;
+              snap = (exp[1] > t0 -> 1 : 0) + (exp[2] > t0 -> 1 : 0);
+              stale = (exp[1] != 0 && exp[1] <= t0 -> 1 : 0) + (exp[2] != 0 && exp[2] <= t0 -> 1 : 0);
+              head = (qexp[1] > t0 -> 1 : (qexp[2] > t0 -> 2 : 0)) };
+     /* its writes, each DELETE on the latest committed row, and COMMIT: our row (was it live at t0?); the
+        rows expired at t0; the head's entry (if still there, its latest deadline); the promotion only if our
+        row was live, the snapshot showed no other live holder and the DELETE removed every row the
+        snapshot saw expired */
+     atomic {
+       own = (exp[0] > t0); exp[0] = 0; deleted = 0;
+       if :: exp[1] != 0 && exp[1] <= t0 -> exp[1] = 0; promoted[1] = 0; deleted++ :: else fi;
+       if :: exp[2] != 0 && exp[2] <= t0 -> exp[2] = 0; promoted[2] = 0; deleted++ :: else fi;
+       if :: qexp[1] != 0 && qexp[1] <= t0 -> qexp[1] = 0 :: else fi;
+       if :: qexp[2] != 0 && qexp[2] <= t0 -> qexp[2] = 0 :: else fi;
+       if
+       :: own && snap == 0 && deleted == stale && head != 0 && qexp[head] != 0 ->
+            exp[head] = qexp[head];
+#ifdef STAMP
+            pstamp[head] = exp[head];
+#endif
+            qexp[head] = 0; promoted[head] = 1; notified[head] = 1
+       :: else
+       fi }
+#elif defined(HANDOVER)
      t0 = now;                                        /* now(): the transaction's start */
 #ifndef NO_LOCK
      atomic { namelock == 0 -> namelock = 1 };

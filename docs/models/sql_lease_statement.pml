@@ -98,6 +98,12 @@
      ONE_CLOCK -DBLIND -DRENEW_EARLY_CLOCK -DNOMARGIN -DRENEW_COMMIT_DELAYED -DABORTS, exclusion .. holds
      BLIND -DNO_GUARD .................................................. exclusion VIOLATED
        the blind apply is an apply whose read guessed "free": the guard is what makes it safe.
+     ONE_CLOCK -DBLIND -DONE_SNAPSHOT -DRECHECK_COUNT (also -DRENEW_COMMIT_DELAYED -DABORTS, also
+       -DRENEW_EARLY_CLOCK) ............................................. holds / holds          30 s
+     ONE_CLOCK -DBLIND -DONE_SNAPSHOT -DRENEW_COMMIT_DELAYED ........... exclusion VIOLATED
+       two statements (the lock; the DELETE and the guard in one snapshot) are enough when the guard also
+       counts what the DELETE removed: the PostgreSQL release that hands the name over
+       (StatementOps.release_to_next; its promotion is the guarded INSERT here).
    So each of the three is needed: the advisory lock (its own statement, first), the stale-row DELETE (it
    is the wait for an in-flight renewal) and the guard (in a statement after the DELETE, or counting what
    the DELETE removed); and the apply must compare with ONE clock reading (now()), or the table's exclusion
@@ -135,6 +141,8 @@
      -DONE_CLOCK -DBLIND -DRENEW_EARLY_CLOCK -DRENEW_COMMIT_DELAYED -DABORTS
      -DONE_CLOCK -DBLIND -DRENEW_EARLY_CLOCK -DNOMARGIN -DRENEW_COMMIT_DELAYED -DABORTS -DONLY_EXCLUSION
      -DBLIND -DNO_GUARD
+     -DONE_CLOCK -DBLIND -DONE_SNAPSHOT -DRECHECK_COUNT -DRENEW_COMMIT_DELAYED -DABORTS
+     -DONE_CLOCK -DBLIND -DONE_SNAPSHOT -DRENEW_COMMIT_DELAYED
 */
 #define TTL 3
 #ifdef NOMARGIN

@@ -672,84 +672,73 @@ class StatementOps(BatchOps):
         return ok
 
     def release_to_next(self, claim: Claim, key: str) -> Generator[Stmt, Result, tuple[bool, HandOver | None]]:
-        """The release as the direct hand-over (``docs/models/sql_lease_handover.pml``, HANDOVER): ONE
-        transaction of two statements: the name's lock, alone and first; then one statement that deletes the
-        rows expired at its clock (NO_STALE_DELETE fails without it) and our row, and, if no live holder is
-        left and the first live queue entry is an exclusive claim that carries its owner record, inserts a
-        holder row for that waiter: fence drawn, lease end = its QUEUE DEADLINE (not a TTL: a waiter that
-        died while queued holds no longer than its entry would have blocked the queue, F12), its entry
-        deleted. The expired-row DELETE and the promotion share one snapshot, so the promotion also requires
-        that DELETE to have removed every holder row the snapshot saw expired: a renewal that committed while
-        the DELETE waited for its row lock leaves its row, and then nothing is promoted (the waiters are only
-        woken). That is ``sql_lease_statement.pml``'s ONE_SNAPSHOT with RECHECK_COUNT, checked there with
-        ONE_CLOCK, BLIND, late renewal commits and dropped calls; one statement fewer than a try's three,
-        each of which costs a server wake-up on an idle connection. The NOTIFY names the waiter
-        (:func:`token_digest`), its fence and that lease end, the stamp the waiter compares with the deadline
-        its last refused try wrote before it holds on the NOTIFY alone. True if our row was live."""
+        """The release as the direct hand-over: ONE autocommit statement, without the name's lock
+        (``docs/models/sql_lease_handover.pml``, HANDOVER with ONE_STATEMENT_RELEASE). It deletes our row and
+        the rows expired at its clock, and if
+
+        * our row was still live at its clock (the DELETE finds the latest committed version: a try that took
+          the name over once our lease ran out deleted it first, and then nothing is promoted; while our row
+          is live no try can be granted, so no holder row can appear that this statement's snapshot misses),
+        * its snapshot shows no other live holder (readers), and the DELETE removed every row the snapshot
+          saw expired (a renewal that committed while the DELETE waited for its row lock keeps its row, as in
+          ``sql_lease_statement.pml``'s RECHECK_COUNT), and
+        * the first live queue entry is an exclusive claim that carries its owner record,
+
+        it deletes that entry and inserts a holder row for its waiter from what that DELETE returned (an
+        entry its waiter deleted meanwhile is promoted to nothing): fence drawn, lease end = the entry's
+        queue deadline, not a TTL (a waiter that died while queued holds no longer than its entry would have
+        blocked the queue, F12; ``PROMOTE_TTL`` fails). The NOTIFY names the waiter (:func:`token_digest`),
+        its fence and that lease end, the stamp the waiter compares with the deadline its last refused try
+        wrote before it holds on the NOTIFY alone. Without the name's lock, and one statement instead of a
+        pipeline, it costs about what the plain release did. True if our row was live."""
         if not self.handover:
             ok = yield from Ops.release(self, claim, key)
             return ok, None
         p, t = self.p, self.NOW
-        lock = self._lock_name(key)
         digest = "left(encode(sha256(convert_to(pr.token, 'UTF8')), 'hex'), 32)"
         others = f"FROM {p}_holders WHERE name_key = %s AND token <> %s"  # our own row is ``d``'s
-        r = yield batch([
-            ("SELECT pg_advisory_xact_lock(%s, %s)", lock.params),
-            (f"WITH seen AS (SELECT COUNT(*) AS n {others} AND expires_at <= {t}), "
-             f"del AS (DELETE {others} AND expires_at <= {t} RETURNING 1), "
-             f"dq0 AS (DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= {t}), "
-             f"d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING expires_at), "
-             f"hd AS (SELECT token FROM {p}_queue WHERE name_key = %s AND expires_at > {t} ORDER BY seq LIMIT 1), "
-             # the entry is deleted first and the row made from what the DELETE returns: an entry its waiter
-             # deleted meanwhile (a settled abandon takes no name lock) is promoted to nothing
-             f"dq AS (DELETE FROM {p}_queue WHERE token = (SELECT token FROM hd) AND mode IN (%s, %s) "
-             f"AND owner IS NOT NULL AND NOT EXISTS (SELECT 1 {others} AND expires_at > {t}) "
-             "AND (SELECT COUNT(*) FROM del) = (SELECT n FROM seen) RETURNING token, name, mode, owner, expires_at), "
-             f"pr AS (INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, "
-             f"layout) SELECT token, %s, name, owner, mode, nextval('{p}_fence_seq'), expires_at, {t}, {LAYOUT} "
-             "FROM dq ON CONFLICT (token) DO NOTHING RETURNING token, fence, expires_at) "
-             f"SELECT COALESCE((SELECT expires_at FROM d) > {t}, false), {digest}, pr.fence, pr.expires_at, "
-             f"pg_notify(%s, %s || COALESCE('|' || {digest} || '|' || pr.fence || '|' || pr.expires_at::text, '')) "
-             "FROM (SELECT 1) one LEFT JOIN pr ON true",
-             (key, claim.token, key, claim.token, key, claim.token, key, Mode.EXCLUSIVE.value, Mode.WRITE.value,
-              key, claim.token, key, self.channel, key)),
-        ], 1)  # fmt: skip
+        r = yield Stmt(
+            f"WITH d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING expires_at), "
+            f"seen AS (SELECT COUNT(*) AS n {others} AND expires_at <= {t}), "
+            f"del AS (DELETE {others} AND expires_at <= {t} RETURNING 1), "
+            f"dq0 AS (DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= {t}), "
+            f"hd AS (SELECT token FROM {p}_queue WHERE name_key = %s AND expires_at > {t} ORDER BY seq LIMIT 1), "
+            f"dq AS (DELETE FROM {p}_queue WHERE token = (SELECT token FROM hd) AND mode IN (%s, %s) "
+            f"AND owner IS NOT NULL AND (SELECT expires_at FROM d) > {t} "
+            f"AND NOT EXISTS (SELECT 1 {others} AND expires_at > {t}) "
+            "AND (SELECT COUNT(*) FROM del) = (SELECT n FROM seen) RETURNING token, name, mode, owner, expires_at), "
+            f"pr AS (INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, "
+            f"layout) SELECT token, %s, name, owner, mode, nextval('{p}_fence_seq'), expires_at, {t}, {LAYOUT} "
+            "FROM dq ON CONFLICT (token) DO NOTHING RETURNING token, fence, expires_at) "
+            f"SELECT COALESCE((SELECT expires_at FROM d) > {t}, false), {digest}, pr.fence, pr.expires_at, "
+            f"pg_notify(%s, %s || COALESCE('|' || {digest} || '|' || pr.fence || '|' || pr.expires_at::text, '')) "
+            "FROM (SELECT 1) one LEFT JOIN pr ON true",
+            (claim.token, key, claim.token, key, claim.token, key, key, Mode.EXCLUSIVE.value, Mode.WRITE.value,
+             key, claim.token, key, self.channel, key),
+        )
         live, digest_, fence, stamp, _ = r.rows[0]
         handed = None if fence is None else HandOver(str(digest_), to_int(fence), to_float(stamp))
         return bool(live), handed
 
     def abandon(self, claim: Claim, key: str, settled: bool = False) -> Generator[Stmt, Result, bool]:
-        """One Query: the name's lock first (an acquire of this claim still running on the server finishes
-        first), then both deletes in one statement; the waiters are notified after it. ``settled`` (see
-        :meth:`Ops.abandon`): one statement, the deletes and the NOTIFY, without the name's lock."""
+        """One round trip: the name's lock first (an acquire of this claim still running on the server
+        finishes first; not needed when ``settled``, see :meth:`Ops.abandon`), then the claim's queue entry,
+        then its holding in a LATER statement (a later snapshot): a release promoting us without the name's
+        lock holds our entry's row lock until it commits, so the entry's DELETE waits for it and the holding's
+        DELETE sees the row it made (in one snapshot that row stayed until our queue deadline). The waiters
+        are notified if either DELETE found something."""
         p = self.p
-        if settled:
-            # The entry first, then the holding in a later statement (a later snapshot): a release that was
-            # promoting us holds our entry's row lock until it commits, so the first DELETE waits for it and
-            # the second sees the row it made (deleting both in one snapshot left that row behind until our
-            # queue deadline). The deletes count as one answer; the NOTIFY if either found something.
-            r = yield batch([
-                (f"WITH a AS (DELETE FROM {p}_queue WHERE token = %s RETURNING 1) "
-                 "SELECT set_config('distlock.abandoned', (SELECT COUNT(*) FROM a)::text, true)", (claim.token,)),
-                (f"WITH b AS (DELETE FROM {p}_holders WHERE token = %s RETURNING 1), "
-                 "n AS (SELECT (SELECT COUNT(*) FROM b) + current_setting('distlock.abandoned')::int AS gone) "
-                 "SELECT n.gone, (SELECT COUNT(*) FROM (SELECT pg_notify(%s, %s) WHERE n.gone > 0) x) FROM n",
-                 (claim.token, self.channel, key)),
-            ], 1)  # fmt: skip
-            return bool(to_int(r.rows[0][0]))
-        lock = self._lock_name(key)
-        r = yield Stmt(
-            "SELECT pg_advisory_xact_lock(%s, %s); "
-            f"WITH a AS (DELETE FROM {p}_queue WHERE token = %s RETURNING 1), "
-            f"b AS (DELETE FROM {p}_holders WHERE token = %s RETURNING 1) "
-            "SELECT (SELECT COUNT(*) FROM a) + (SELECT COUNT(*) FROM b)",
-            (*lock.params, claim.token, claim.token),
-            batch=1,
-        )
-        if to_int(r.rows[0][0]):
-            yield from self._notify(key)
-            return True
-        return False
+        lock = () if settled else (("SELECT pg_advisory_xact_lock(%s, %s)", self._lock_name(key).params),)
+        r = yield batch([
+            *lock,
+            (f"WITH a AS (DELETE FROM {p}_queue WHERE token = %s RETURNING 1) "
+             "SELECT set_config('distlock.abandoned', (SELECT COUNT(*) FROM a)::text, true)", (claim.token,)),
+            (f"WITH b AS (DELETE FROM {p}_holders WHERE token = %s RETURNING 1), "
+             "n AS (SELECT (SELECT COUNT(*) FROM b) + current_setting('distlock.abandoned')::int AS gone) "
+             "SELECT n.gone, (SELECT COUNT(*) FROM (SELECT pg_notify(%s, %s) WHERE n.gone > 0) x) FROM n",
+             (claim.token, self.channel, key)),
+        ], len(lock) + 1)  # fmt: skip
+        return bool(to_int(r.rows[0][0]))
 
     def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[bool]]:
         """One autocommit UPDATE per distinct TTL (normally one), returning the tokens it extended."""
