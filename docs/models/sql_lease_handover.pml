@@ -67,6 +67,11 @@
      HANDOVER -DTRUST -DSTAMP -DRENEW_CONFIRM .............. told, exclusion, dead: hold (155 million states, 4
        minutes, 13 GB). Sensitivity: the renewal's local deadline set past the row's end (sent + TTL + 1
        instead of sent + TTL - MARGIN, checked by editing that line): told VIOLATED
+     HANDOVER -DONE_STATEMENT_RELEASE ...................... told, exclusion, dead: hold. Sensitivity: without
+       the condition that our own row was live at the release's clock, exclusion VIOLATED (a try that took
+       the name over after our lease ran out, unseen by the release's snapshot, and the promoted waiter)
+     HANDOVER -DONE_STATEMENT_RELEASE -DTRUST -DSTAMP -DRENEW_CONFIRM ... told, exclusion, dead: hold (6
+       minutes): what the code does
    Table (check.sh runs each line):
      (today)
      -DHANDOVER
@@ -79,6 +84,8 @@
      -DHANDOVER -DTRUST -DSTAMP
      -DHANDOVER -DTRUST -DSTAMP -DTRUST_INFLIGHT
      -DHANDOVER -DTRUST -DSTAMP -DRENEW_CONFIRM
+     -DHANDOVER -DONE_STATEMENT_RELEASE
+     -DHANDOVER -DONE_STATEMENT_RELEASE -DTRUST -DSTAMP -DRENEW_CONFIRM
 */
 #define TTL 3
 #define WTTL 2
