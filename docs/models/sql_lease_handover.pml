@@ -37,6 +37,9 @@
                    at its clock) and the promotion of the snapshot's head entry (its latest deadline, if the
                    entry is still there), only if our row was live at its clock, the snapshot showed no other
                    live holder and the DELETE removed every row the snapshot saw expired
+     KEEP          a waiter also refreshes its queue entry (once) with the store's batched keep (no name lock), and
+                   with STAMP the deadline a keep's answer reports counts as its last write's (with the
+                   keep's send time), as a refused try's does
      RENEW_CONFIRM with TRUST: the believer confirms with the store's renewal (UPDATE ... SET expires_at =
                    t + TTL WHERE token = me AND expires_at > t, autocommit: no name lock, no stale-row DELETE)
                    instead of a try; what the code does (its first renewal is due within a third of the lease)
@@ -130,15 +133,13 @@ proctype holder() {
               stale = (exp[1] != 0 && exp[1] <= t0 -> 1 : 0) + (exp[2] != 0 && exp[2] <= t0 -> 1 : 0);
               head = (qexp[1] > t0 -> 1 : (qexp[2] > t0 -> 2 : 0)) };
      /* its writes, each DELETE on the latest committed row, and COMMIT: our row (was it live at t0?); the
-        rows expired at t0; the head's entry (if still there, its latest deadline); the promotion only if our
+        holder rows expired at t0; the head's entry (if still there, its latest deadline); the promotion only if our
         row was live, the snapshot showed no other live holder and the DELETE removed every row the
         snapshot saw expired */
      atomic {
        own = (exp[0] > t0); exp[0] = 0; deleted = 0;
        if :: exp[1] != 0 && exp[1] <= t0 -> exp[1] = 0; promoted[1] = 0; deleted++ :: else fi;
        if :: exp[2] != 0 && exp[2] <= t0 -> exp[2] = 0; promoted[2] = 0; deleted++ :: else fi;
-       if :: qexp[1] != 0 && qexp[1] <= t0 -> qexp[1] = 0 :: else fi;
-       if :: qexp[2] != 0 && qexp[2] <= t0 -> qexp[2] = 0 :: else fi;
        if
        :: own && snap == 0 && deleted == stale && head != 0 && qexp[head] != 0 ->
             exp[head] = qexp[head];
@@ -201,6 +202,9 @@ proctype holder() {
 #endif
 proctype waiter(byte i) {
   byte sent, t0, last, lastq; bool ok, trusted;
+#ifdef KEEP
+  byte ksent, kq; bool kok, kept;
+#endif
   last = 0;
 #ifdef STAMP
   lastq = WTTL;                                       /* the queue deadline its last refused try wrote */
@@ -266,6 +270,14 @@ try:    atomic { sent = now; t0 = now; bound[i] = now + WTTL };   /* the try is 
           trusted = 0 }
         if :: holds[i] -> break :: else fi            /* holds until its lease ends; never releases here */
      fi
+#ifdef KEEP
+  :: atomic { now < MAXT && !dead[i] && !holds[i] && !trusted && !kept -> ksent = now; bound[i] = now + WTTL;
+              kept = 1 };                             /* one keep per waiter (the state space) */
+     /* the store's batched keep, sent (its now() then): UPDATE ... SET expires_at = now() + WTTL WHERE
+        token = me AND expires_at > now(), no name lock; its COMMIT; its answer (the deadline it wrote) */
+     atomic { if :: qexp[i] > ksent -> qexp[i] = ksent + WTTL; kq = qexp[i]; kok = 1 :: else -> kok = 0 fi };
+     atomic { if :: kok -> last = ksent; lastq = kq :: else fi; kok = 0; kq = 0; ksent = 0 }
+#endif
   :: atomic { !dead[i] && !holds[i] -> dead[i] = 1 }; break   /* crashes between tries */
   :: now == MAXT -> break
   od;

@@ -396,17 +396,20 @@ class Ops:
         alive = {str(row[0]) for row in r.rows}
         return [c.token in alive for c in claims]
 
-    def keep(self, tokens: Sequence[str]) -> Generator[Stmt, Result, set[str]]:
+    def keep(self, tokens: Sequence[str]) -> Generator[Stmt, Result, dict[str, float]]:
         """Extend the live queue entries of ``tokens`` by ``WAITER_TTL`` (the waiters that only keep their
-        place); the answer: the tokens whose entry was live."""
+        place); the answer: the tokens whose entry was live, each with the deadline it has now."""
         now = yield from self.now()
         marks = ", ".join(["%s"] * len(tokens))
         yield Stmt(
             f"UPDATE {self.p}_queue SET expires_at = %s WHERE token IN ({marks}) AND expires_at > %s",
             (now + WAITER_TTL, *tokens, now),
         )
-        r = yield Stmt(f"SELECT token FROM {self.p}_queue WHERE token IN ({marks}) AND expires_at > %s", (*tokens, now))
-        return {str(row[0]) for row in r.rows}
+        r = yield Stmt(
+            f"SELECT token, expires_at FROM {self.p}_queue WHERE token IN ({marks}) AND expires_at > %s",
+            (*tokens, now),
+        )
+        return {str(row[0]): to_float(row[1]) for row in r.rows}
 
     def proclaim(self, claim: Claim, key: str, record: str) -> Generator[Stmt, Result, bool]:
         """An election leader's new owner record, if its lease is still live (the row lock orders it with an
@@ -674,7 +677,8 @@ class StatementOps(BatchOps):
     def release_to_next(self, claim: Claim, key: str) -> Generator[Stmt, Result, tuple[bool, HandOver | None]]:
         """The release as the direct hand-over: ONE autocommit statement, without the name's lock
         (``docs/models/sql_lease_handover.pml``, HANDOVER with ONE_STATEMENT_RELEASE). It deletes our row and
-        the rows expired at its clock, and if
+        the holder rows expired at its clock (expired queue entries are left to the tries and the sweep: the
+        promotion looks at live entries only, and deleting them cost O(waiters) per release), and if
 
         * our row was still live at its clock (the DELETE finds the latest committed version: a try that took
           the name over once our lease ran out deleted it first, and then nothing is promoted; while our row
@@ -701,7 +705,6 @@ class StatementOps(BatchOps):
             f"WITH d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING expires_at), "
             f"seen AS (SELECT COUNT(*) AS n {others} AND expires_at <= {t}), "
             f"del AS (DELETE {others} AND expires_at <= {t} RETURNING 1), "
-            f"dq0 AS (DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= {t}), "
             f"hd AS (SELECT token FROM {p}_queue WHERE name_key = %s AND expires_at > {t} ORDER BY seq LIMIT 1), "
             f"dq AS (DELETE FROM {p}_queue WHERE token = (SELECT token FROM hd) AND mode IN (%s, %s) "
             f"AND owner IS NOT NULL AND (SELECT expires_at FROM d) > {t} "
@@ -713,8 +716,21 @@ class StatementOps(BatchOps):
             f"SELECT COALESCE((SELECT expires_at FROM d) > {t}, false), {digest}, pr.fence, pr.expires_at, "
             f"pg_notify(%s, %s || COALESCE('|' || {digest} || '|' || pr.fence || '|' || pr.expires_at::text, '')) "
             "FROM (SELECT 1) one LEFT JOIN pr ON true",
-            (claim.token, key, claim.token, key, claim.token, key, key, Mode.EXCLUSIVE.value, Mode.WRITE.value,
-             key, claim.token, key, self.channel, key),
+            (
+                claim.token,
+                key,
+                claim.token,
+                key,
+                claim.token,
+                key,
+                Mode.EXCLUSIVE.value,
+                Mode.WRITE.value,
+                key,
+                claim.token,
+                key,
+                self.channel,
+                key,
+            ),
         )
         live, digest_, fence, stamp, _ = r.rows[0]
         handed = None if fence is None else HandOver(str(digest_), to_int(fence), to_float(stamp))
@@ -757,15 +773,16 @@ class StatementOps(BatchOps):
             alive.update(str(row[0]) for row in r.rows)
         return [c.token in alive for c in claims]
 
-    def keep(self, tokens: Sequence[str]) -> Generator[Stmt, Result, set[str]]:
-        """One autocommit UPDATE for all the waiters of a store that only keep their place."""
+    def keep(self, tokens: Sequence[str]) -> Generator[Stmt, Result, dict[str, float]]:
+        """One autocommit UPDATE for all the waiters of a store that only keep their place (the deadline each
+        entry has now: a waiter's hand-over stamp, as a refused try's)."""
         marks = ", ".join(["%s"] * len(tokens))
         r = yield Stmt(
             f"UPDATE {self.p}_queue SET expires_at = {self.NOW} + {WAITER_TTL} WHERE token IN ({marks}) "
-            f"AND expires_at > {self.NOW} RETURNING token",
+            f"AND expires_at > {self.NOW} RETURNING token, expires_at",
             tuple(tokens),
         )
-        return {str(row[0]) for row in r.rows}
+        return {str(row[0]): to_float(row[1]) for row in r.rows}
 
     def break_lock(self, name: str) -> Generator[Stmt, Result, list[str]]:
         key = name_key(name)

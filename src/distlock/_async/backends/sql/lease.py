@@ -44,8 +44,9 @@ class LeaseAttempt(AsyncAttempt):
         self.waker: rt.Waker | None = None
         self.placed = False  # queued on the server with a known place (see ``Wakers.place``)
         self.settled = True  # no try of ours is in flight (its answer came back, or there was none yet)
-        #: the queue deadline our last ANSWERED refused try wrote (server clock) and when that try was sent
-        #: (ours): a hand-over whose stamp is that deadline may be trusted (see ``_handed_over``)
+        #: the queue deadline our last ANSWERED write of it wrote (a refused try's, or a batched keep's; server
+        #: clock) and when that write was sent (ours): a hand-over whose stamp is that deadline may be trusted
+        #: (see ``_handed_over``)
         self.stamp: tuple[float, float] | None = None
 
     async def try_acquire(self) -> Grant:
@@ -77,9 +78,10 @@ class LeaseAttempt(AsyncAttempt):
 
     def _handed_over(self) -> Grant | None:
         """The grant of a hand-over a release made to us (``docs/models/sql_lease_handover.pml``, TRUST with
-        STAMP), if it may be trusted without a round trip: its stamp (the lease end it gave our row) is the
-        queue deadline our last answered refused try wrote, so the row lives at least until that try's send
-        time + WAITER_TTL on the server's clock; our lease ends a drift margin before that, and the first
+        STAMP, KEEP), if it may be trusted without a round trip: its stamp (the lease end it gave our row) is
+        the queue deadline our last answered write of our entry made (a refused try's, or our store's batched
+        keep's), so the row lives at least until that write's send time + WAITER_TTL on the server's clock;
+        our lease ends a drift margin before that, and the first
         renewal (within a third of it, ``Grant.valid_for``) extends the row to the TTL. A stale NOTIFY (for
         an entry an earlier try of ours wrote, whose row a later try found expired and deleted) carries an
         older stamp and is only a wake-up: the try confirms or refuses."""
@@ -117,6 +119,9 @@ class LeaseAttempt(AsyncAttempt):
                 return
             if not await b.keep_queued(self.claim.token):
                 return  # our entry ran out: a full try queues us again
+            kept = b.kept_stamp(self.claim.token)
+            if kept is not None and (self.stamp is None or kept[1] > self.stamp[1]):
+                self.stamp = kept  # the deadline our entry has now, written by a write of ours sent then
 
     def _quiet(self) -> bool:
         """Whether this waiter need not look at the name until woken: it is queued on the server behind an
@@ -184,6 +189,8 @@ class LeaseBackend(SqlBase):
         #: waiters that only keep their place (``keep_queued``): token -> when a batch last kept it alive
         #: (monotonic; negative: it found the entry gone; None: not kept yet)
         self._keeping: dict[str, float | None] = {}
+        #: the deadline a batch wrote on a kept entry, and the batch's send time (``kept_stamp``)
+        self._kept: dict[str, tuple[float, float]] = {}
         self._keep_io = rt.Mutex()
         #: waiters a release may hand the name to: the digest a hand-over names them by -> (token, waker)
         self._handing: dict[str, tuple[str, rt.Waker]] = {}
@@ -219,16 +226,25 @@ class LeaseBackend(SqlBase):
                     return last > 0
                 due = [t for t, at in self._keeping.items() if at is None or monotonic() - at >= LEASE_WAIT_SLICE / 2]
             sent = monotonic()
-            alive: set[str] = await self._tx(lambda: self.ops.keep(due), tx=self._in_tx("keep"))
+            alive: dict[str, float] = await self._tx(lambda: self.ops.keep(due), tx=self._in_tx("keep"))
             with self._guard:
                 for t in due:
                     if t in self._keeping:
                         self._keeping[t] = sent if t in alive else -sent  # negative: found gone
+                        if t in alive:
+                            self._kept[t] = (alive[t], sent)
         return token in alive
+
+    def kept_stamp(self, token: str) -> tuple[float, float] | None:
+        """The deadline the last batch wrote on ``token``'s entry and when that batch was sent, once: like a
+        refused try's, what a hand-over's stamp is compared with (``LeaseAttempt._handed_over``)."""
+        with self._guard:
+            return self._kept.pop(token, None)
 
     def unkeep(self, token: str) -> None:
         with self._guard:
             self._keeping.pop(token, None)
+            self._kept.pop(token, None)
 
     # -- direct hand-over (``StatementOps.release_to_next``) ------------------------------------------------
     def expect_handover(self, token: str, waker: rt.Waker) -> None:
