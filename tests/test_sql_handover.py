@@ -232,21 +232,14 @@ def test_a_waiter_killed_while_queued_blocks_the_name_no_longer_than_its_queue_d
         taker.release()
 
 
-def _parts(gen: Any) -> list[tuple[str, tuple[object, ...]]]:
-    stmt = next(gen)
-    gen.close()
-    return list(stmt.parts) or [(stmt.sql, stmt.params)]
-
-
 @pytest.mark.parametrize("settled", [True, False])
 @pytest.mark.parametrize("first", ["abandon", "release"])
 def test_a_waiter_giving_up_while_it_is_promoted_leaves_no_row(postgres_url: str, first: str, settled: bool) -> None:
     """A waiter gives up (its abandon with or without the name's lock: the release takes none) while a release
-    promotes it. Both orders, each transaction held open at its row lock from a second connection: the abandon
-    first -> the release's DELETE of the entry finds nothing and promotes nobody; the release first -> the
-    abandon's holding DELETE (a later statement, a later snapshot than its entry's) deletes the row it made.
-    With both DELETEs in one snapshot the promoted row of a waiter that was gone stayed until its queue
-    deadline."""
+    promotes it. Both orders, each transaction held open at the entry's row lock from a second connection:
+    the abandon first -> the release's DELETE of the entry finds nothing and promotes nobody; the release
+    first -> the abandon finds its entry gone and deletes, in a later statement (a later snapshot), the row the
+    release made. Deleting only in the first statement's snapshot left that row until the queue deadline."""
     import threading
 
     import psycopg
@@ -262,53 +255,59 @@ def test_a_waiter_giving_up_while_it_is_promoted_leaves_no_row(postgres_url: str
     def claim() -> Claim:
         return Claim(name=name, token=uuid.uuid4().hex, owner="o", mode=Mode.EXCLUSIVE, ttl=30.0, permits=1)
 
+    def run(conn: Any, stmt: sq.Stmt) -> sq.Result:
+        """As the driver sends it: several statements as one Query (client-side binding), else one."""
+        cur = psycopg.ClientCursor(conn)
+        cur.execute(stmt.sql, stmt.params)
+        sets = [sq.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount)]
+        while cur.nextset():
+            sets.append(sq.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount))
+        return sets[stmt.batch or 0]
+
+    def drive(conn: Any, gen: Any, first: sq.Result | None = None) -> Any:
+        try:
+            stmt = next(gen) if first is None else gen.send(first)
+            while True:
+                stmt = gen.send(run(conn, stmt))
+        except StopIteration as stop:
+            return stop.value
+
     with distlock.connect(postgres_url):  # the tables
         pass
     a = psycopg.connect(postgres_url, autocommit=True)
     b = psycopg.connect(postgres_url, autocommit=True)
     try:
-
-        def run(conn: Any, parts: list[tuple[str, tuple[object, ...]]]) -> None:
-            for sql, params in parts:
-                conn.execute(sql, params)
-
-        def drive(gen: Any) -> Any:
-            try:
-                stmt = next(gen)
-                while True:
-                    cur = a.cursor()
-                    with a.pipeline():
-                        for sql, params in stmt.parts or ((stmt.sql, stmt.params),):
-                            cur.execute(sql, params)
-                    rows = cur.fetchall() if cur.description else []
-                    stmt = gen.send(sq.Result(rows, cur.rowcount))
-            except StopIteration as stop:
-                return stop.value
-
         holder, waiter = claim(), claim()
-        assert drive(ops.acquire(holder, key)).acquired
-        assert not drive(ops.acquire(waiter, key)).acquired  # queued, with its owner record
-        abandon = _parts(ops.abandon(waiter, key, settled=settled))
-        release = _parts(ops.release_to_next(holder, key))
-        one, two = (a, abandon), (b, release)
-        if first == "release":
-            one, two = two, one
-        one[0].execute("BEGIN")
-        run(one[0], one[1][:-1] if first == "abandon" else one[1])  # holds the entry's row lock
+        assert drive(a, ops.acquire(holder, key)).acquired
+        assert not drive(a, ops.acquire(waiter, key)).acquired  # queued, with its owner record
+        abandon, release = ops.abandon(waiter, key, settled=settled), ops.release_to_next(holder, key)
         done = threading.Event()
-
-        def second() -> None:
-            two[0].execute("BEGIN")
-            run(two[0], two[1])
-            two[0].execute("COMMIT")
-            done.set()
-
-        t = threading.Thread(target=second)
-        t.start()
-        assert not done.wait(0.5)  # blocked on the entry's row lock
         if first == "abandon":
-            run(one[0], one[1][-1:])
-        one[0].execute("COMMIT")
+            a.execute("BEGIN")
+            answer = run(a, next(abandon))  # holds the entry's row lock
+
+            def second() -> None:
+                drive(b, release)
+                done.set()
+
+            t = threading.Thread(target=second)
+            t.start()
+            assert not done.wait(0.5)  # the release waits for the entry's row lock
+            a.execute("COMMIT")
+            assert drive(a, abandon, answer)
+        else:
+            b.execute("BEGIN")
+            answer = run(b, next(release))  # promoted the waiter; holds its entry's row lock
+            assert answer.rows[0][2] is not None, answer.rows
+
+            def second() -> None:
+                assert drive(a, abandon)
+                done.set()
+
+            t = threading.Thread(target=second)
+            t.start()
+            assert not done.wait(0.5)  # the abandon waits for the entry's row lock
+            b.execute("COMMIT")
         t.join(10)
         assert done.is_set()
         rows = a.execute(f"SELECT token FROM {prefix}_holders WHERE name_key = %s", (key,)).fetchall()

@@ -737,24 +737,34 @@ class StatementOps(BatchOps):
         return bool(live), handed
 
     def abandon(self, claim: Claim, key: str, settled: bool = False) -> Generator[Stmt, Result, bool]:
-        """One round trip: the name's lock first (an acquire of this claim still running on the server
-        finishes first; not needed when ``settled``, see :meth:`Ops.abandon`), then the claim's queue entry,
-        then its holding in a LATER statement (a later snapshot): a release promoting us without the name's
-        lock holds our entry's row lock until it commits, so the entry's DELETE waits for it and the holding's
-        DELETE sees the row it made (in one snapshot that row stayed until our queue deadline). The waiters
-        are notified if either DELETE found something."""
+        """One Query: the name's lock first (an acquire of this claim still running on the server finishes
+        first; not needed when ``settled``, see :meth:`Ops.abandon`), then both deletes in one statement, and
+        the NOTIFY if either found something. If the queue entry was gone, a release may have just promoted
+        it: that release holds the entry's row lock until it commits, so our DELETE waited for it, but our
+        statement's snapshot is older than the row it made; a second statement (a later snapshot) deletes
+        that row too. (While the entry is there, no release can promote it any more.)"""
         p = self.p
-        lock = () if settled else (("SELECT pg_advisory_xact_lock(%s, %s)", self._lock_name(key).params),)
-        r = yield batch([
-            *lock,
-            (f"WITH a AS (DELETE FROM {p}_queue WHERE token = %s RETURNING 1) "
-             "SELECT set_config('distlock.abandoned', (SELECT COUNT(*) FROM a)::text, true)", (claim.token,)),
-            (f"WITH b AS (DELETE FROM {p}_holders WHERE token = %s RETURNING 1), "
-             "n AS (SELECT (SELECT COUNT(*) FROM b) + current_setting('distlock.abandoned')::int AS gone) "
-             "SELECT n.gone, (SELECT COUNT(*) FROM (SELECT pg_notify(%s, %s) WHERE n.gone > 0) x) FROM n",
-             (claim.token, self.channel, key)),
-        ], len(lock) + 1)  # fmt: skip
-        return bool(to_int(r.rows[0][0]))
+        both = (
+            f"WITH a AS (DELETE FROM {p}_queue WHERE token = %s RETURNING 1), "
+            f"b AS (DELETE FROM {p}_holders WHERE token = %s RETURNING 1) "
+            "SELECT (SELECT COUNT(*) FROM a), (SELECT COUNT(*) FROM b), (SELECT COUNT(*) FROM "
+            "(SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM a) OR EXISTS (SELECT 1 FROM b)) n)"
+        )
+        args = (claim.token, claim.token, self.channel, key)
+        if settled:
+            r = yield Stmt(both, args)
+        else:
+            lock = self._lock_name(key)
+            r = yield Stmt(f"SELECT pg_advisory_xact_lock(%s, %s); {both}", (*lock.params, *args), batch=1)
+        queued, held = to_int(r.rows[0][0]), to_int(r.rows[0][1])
+        if not queued:
+            late = yield Stmt(
+                f"WITH b AS (DELETE FROM {p}_holders WHERE token = %s RETURNING 1) SELECT (SELECT COUNT(*) FROM b), "
+                "(SELECT COUNT(*) FROM (SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM b)) n)",
+                (claim.token, self.channel, key),
+            )
+            held += to_int(late.rows[0][0])
+        return bool(queued or held)
 
     def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[bool]]:
         """One autocommit UPDATE per distinct TTL (normally one), returning the tokens it extended."""
