@@ -87,12 +87,22 @@ class LeaseAttempt(SyncAttempt):
         an entry an earlier try of ours wrote, whose row a later try found expired and deleted) carries an
         older stamp and is only a wake-up: the try confirms or refuses."""
         handed = self.backend.take_handover(self.claim.token)
-        if handed is None or self.stamp is None or handed.stamp != self.stamp[0]:
+        if handed is None:
+            return None
+        self._learn_kept()  # a batch another waiter of the store ran may have written our entry last
+        if self.stamp is None or handed.stamp != self.stamp[0]:
             return None
         left = self.stamp[1] + WAITER_TTL - drift_margin(WAITER_TTL) - monotonic()
         if left < HANDOVER_MIN_LEFT:
             return None
         return Grant(True, fence=handed.fence, valid_for=left)
+
+    def _learn_kept(self) -> None:
+        """The deadline the store's last batched keep wrote on our entry, if later than what we know: it is
+        then the write our entry's deadline comes from (with that batch's send time)."""
+        kept = self.backend.kept_stamp(self.claim.token)
+        if kept is not None and (self.stamp is None or kept[1] > self.stamp[1]):
+            self.stamp = kept
 
     def _granted(self) -> None:
         b = self.backend
@@ -120,9 +130,7 @@ class LeaseAttempt(SyncAttempt):
                 return
             if not b.keep_queued(self.claim.token):
                 return  # our entry ran out: a full try queues us again
-            kept = b.kept_stamp(self.claim.token)
-            if kept is not None and (self.stamp is None or kept[1] > self.stamp[1]):
-                self.stamp = kept  # the deadline our entry has now, written by a write of ours sent then
+            self._learn_kept()
 
     def _quiet(self) -> bool:
         """Whether this waiter need not look at the name until woken: it is queued on the server behind an
