@@ -24,6 +24,7 @@ import pytest
 import distlock
 from distlock._core import sql_lease as sq
 from distlock._core.timing import WAITER_TTL
+from tests.test_fair_wakeups import _queued
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,16 +40,6 @@ def _counting(ops: Any, attr: str) -> list[int]:
 
     setattr(ops, attr, counting)
     return seen
-
-
-async def _queued(store: distlock.AsyncStore, name: str, count: int) -> None:
-    deadline = time.monotonic() + 20
-    while True:
-        info = await store.inspect(name)
-        if info is not None and info.waiters >= count:
-            return
-        assert time.monotonic() < deadline, f"the waiter never queued: {info}"
-        await asyncio.sleep(0.01)
 
 
 class _Waiter:
