@@ -18,7 +18,8 @@ Lease-table schema (created on first use, idempotent; ``distlock`` is the ``tabl
                                                                         mode's portable layout)
     distlock_holders(token PK, name_key, name, owner, mode, fence, expires_at DOUBLE, acquired_at DOUBLE,
                      layout SMALLINT NOT NULL)  -- no default: a 0.1.0 client's INSERT fails (mixed fleet)
-    distlock_queue  (seq auto PK, token UNIQUE, name_key, name, mode, expires_at DOUBLE)   -- waiters
+    distlock_queue  (seq auto PK, token UNIQUE, name_key, name, mode, expires_at DOUBLE,    -- waiters
+                     owner TEXT NULL)  -- PostgreSQL: the record a release's hand-over copies
     distlock_fence_seq                         -- SEQUENCE: every fence of every name (MySQL without
                                                   sequences: distlock_fence_ids, an AUTO_INCREMENT ticket)
 
@@ -149,7 +150,8 @@ def token_digest(token: str) -> str:
 class HandOver:
     """A release granted the name to a queued waiter (PostgreSQL's NOTIFY payload after the name key:
     ``digest|fence|stamp``): the waiter's :func:`token_digest`, its fence, and the lease end the release gave
-    its row, which is the deadline the waiter's last try wrote on its queue entry (``Grant.queued_until``)."""
+    its row, which is the deadline the waiter's queue entry had: the one its last write of it wrote (a refused
+    try's, ``Grant.queued_until``, or its store's batched keep's)."""
 
     digest: str
     fence: int
@@ -693,8 +695,8 @@ class StatementOps(BatchOps):
         queue deadline, not a TTL (a waiter that died while queued holds no longer than its entry would have
         blocked the queue, F12; ``PROMOTE_TTL`` fails). The NOTIFY names the waiter (:func:`token_digest`),
         its fence and that lease end, the stamp the waiter compares with the deadline its last refused try
-        wrote before it holds on the NOTIFY alone. Without the name's lock, and one statement instead of a
-        pipeline, it costs about what the plain release did. True if our row was live."""
+        wrote before it holds on the NOTIFY alone. One round trip, as the plain release was (a bigger statement:
+        about 0.27 ms against 0.15 ms on an idle connection of the project's VM). True if our row was live."""
         if not self.handover:
             ok = yield from Ops.release(self, claim, key)
             return ok, None
@@ -742,7 +744,8 @@ class StatementOps(BatchOps):
         the NOTIFY if either found something. If the queue entry was gone, a release may have just promoted
         it: that release holds the entry's row lock until it commits, so our DELETE waited for it, but our
         statement's snapshot is older than the row it made; a second statement (a later snapshot) deletes
-        that row too. (While the entry is there, no release can promote it any more.)"""
+        that row too. (If our DELETE found the entry, no release can promote it any more: a release promotes only
+        from what its own DELETE of the entry returns.)"""
         p = self.p
         both = (
             f"WITH a AS (DELETE FROM {p}_queue WHERE token = %s RETURNING 1), "

@@ -80,11 +80,11 @@ class LeaseAttempt(AsyncAttempt):
         """The grant of a hand-over a release made to us (``docs/models/sql_lease_handover.pml``, TRUST with
         STAMP, KEEP), if it may be trusted without a round trip: its stamp (the lease end it gave our row) is
         the queue deadline our last answered write of our entry made (a refused try's, or our store's batched
-        keep's), so the row lives at least until that write's send time + WAITER_TTL on the server's clock;
-        our lease ends a drift margin before that, and the first
-        renewal (within a third of it, ``Grant.valid_for``) extends the row to the TTL. A stale NOTIFY (for
-        an entry an earlier try of ours wrote, whose row a later try found expired and deleted) carries an
-        older stamp and is only a wake-up: the try confirms or refuses."""
+        keep's), so the row lives at least until that write's send time + WAITER_TTL on the server's clock.
+        Our lease ends a drift margin before that, and the first renewal (within a third of it,
+        ``Grant.valid_for``) extends the row to the TTL. A stale NOTIFY (for an entry an earlier try of ours
+        wrote, whose row a later try found expired and deleted) carries an older stamp and is only a wake-up:
+        the try confirms or refuses."""
         handed = self.backend.take_handover(self.claim.token)
         if handed is None:
             return None
@@ -266,8 +266,7 @@ class LeaseBackend(SqlBase):
 
     def handed(self, handed: sq.HandOver) -> None:
         """A release (ours, or another process's NOTIFY) granted the name to a waiter: if it is one of ours,
-        keep the hand-over for its next try and wake it (the name's other waiters are woken as for any
-        release)."""
+        keep the hand-over for its next try and wake it."""
         with self._guard:
             waiting = self._handing.get(handed.digest)
             if waiting is not None:
