@@ -307,3 +307,13 @@ def test_a_waiter_giving_up_while_it_is_promoted_leaves_no_row(postgres_url: str
     finally:
         a.close()
         b.close()
+
+
+def test_a_notify_payload_is_a_grant_only_when_whole() -> None:
+    """The listener's parse: the name key alone is a wake-up; ``key|digest|fence|stamp`` a hand-over; anything
+    malformed after the key only wakes (a payload another program sent on the channel never grants)."""
+    assert sq.handover_of("abc") == ("abc", None)
+    assert sq.handover_of("abc|d1|42|1795813519.564185") == ("abc", sq.HandOver("d1", 42, 1795813519.564185))
+    for bad in ("abc|d1|x|1.5", "abc|d1|42", "abc|d1|42|1.5|more", "abc|", "abc|d1|42|nan-ish"):
+        assert sq.handover_of(bad) == ("abc", None), bad
+    assert sq.token_digest("t") == sq.token_digest("t") and len(sq.token_digest("t")) == 32
