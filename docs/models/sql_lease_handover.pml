@@ -77,8 +77,8 @@
        minutes): what the code does
      HANDOVER -DONE_STATEMENT_RELEASE -DTRUST -DSTAMP -DRENEW_CONFIRM -DKEEP ... NOT COMPLETED: no violation in
        335 million states with MAXT 7 (pan -DCOLLAPSE, stopped at 17.5 GB of 23) nor in 355 million states of a
-       bitstate search (-DBITSTATE -w34, 7 minutes) with MAXT 8; a full search needs more memory than the
-       project's VM has (or a smaller model)
+       bitstate search (-DBITSTATE -w34, 7 minutes) with MAXT 8, nor in 224 million states with MAXT 7 and only
+       W1 keeping; a full search needs more memory than the project's VM has (or a smaller model)
    Table (check.sh runs each line):
      (today)
      -DHANDOVER
