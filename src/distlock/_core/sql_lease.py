@@ -701,7 +701,6 @@ class StatementOps(BatchOps):
             ok = yield from Ops.release(self, claim, key)
             return ok, None
         p, t = self.p, self.NOW
-        digest = "left(encode(sha256(convert_to(pr.token, 'UTF8')), 'hex'), 32)"
         others = f"FROM {p}_holders WHERE name_key = %s AND token <> %s"  # our own row is ``d``'s
         r = yield Stmt(
             f"WITH d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING expires_at), "
@@ -714,9 +713,10 @@ class StatementOps(BatchOps):
             "AND (SELECT COUNT(*) FROM del) = (SELECT n FROM seen) RETURNING token, name, mode, owner, expires_at), "
             f"pr AS (INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, "
             f"layout) SELECT token, %s, name, owner, mode, nextval('{p}_fence_seq'), expires_at, {t}, {LAYOUT} "
-            "FROM dq ON CONFLICT (token) DO NOTHING RETURNING token, fence, expires_at) "
-            f"SELECT COALESCE((SELECT expires_at FROM d) > {t}, false), {digest}, pr.fence, pr.expires_at, "
-            f"pg_notify(%s, %s || COALESCE('|' || {digest} || '|' || pr.fence || '|' || pr.expires_at::text, '')) "
+            "FROM dq ON CONFLICT (token) DO NOTHING "
+            "RETURNING left(encode(sha256(convert_to(token, 'UTF8')), 'hex'), 32) AS digest, fence, expires_at) "
+            f"SELECT COALESCE((SELECT expires_at FROM d) > {t}, false), pr.digest, pr.fence, pr.expires_at, "
+            "pg_notify(%s, %s || COALESCE('|' || pr.digest || '|' || pr.fence || '|' || pr.expires_at::text, '')) "
             "FROM (SELECT 1) one LEFT JOIN pr ON true",
             (
                 claim.token,

@@ -264,22 +264,17 @@ class LeaseBackend(SqlBase):
             if self._handing.pop(sq.token_digest(token), None) is not None:
                 self._handed.pop(token, None)
 
-    def handed(self, handed: sq.HandOver) -> None:
-        """A release (ours, or another process's NOTIFY) granted the name to a waiter: if it is one of ours,
-        keep the hand-over for its next try and wake it."""
+    def _handed_on(self, key: str, handed: sq.HandOver) -> None:
+        """A release (ours, or another process's NOTIFY) granted ``key`` to a waiter: if it is one of ours, keep
+        the hand-over for its next try and wake it; wake the name's observers; not the other waiters, none of
+        which can get the name before the new holder lets go (its release wakes them; if it died, its row ends
+        at its queue deadline, and they look again at their wait slice)."""
         with self._guard:
             waiting = self._handing.get(handed.digest)
             if waiting is not None:
                 self._handed[waiting[0]] = handed
         if waiting is not None:
             waiting[1].notify()
-
-    def _handed_on(self, key: str, handed: sq.HandOver) -> None:
-        """A release (ours, or another process's NOTIFY) granted ``key`` to a waiter: wake that waiter if it is
-        ours, and the name's observers; not the other waiters, none of which can get the name before the new
-        holder lets go (its release wakes them; if it died, its row ends at its queue deadline, and they look
-        again at their wait slice)."""
-        self.handed(handed)
         self.wakers.wake_observers(key)
 
     def take_handover(self, token: str) -> sq.HandOver | None:
