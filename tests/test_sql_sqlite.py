@@ -104,3 +104,33 @@ def test_upgrade_from_0_1_0_takes_over_per_name_fences_and_refuses_old_clients(t
             (name,),
         ).fetchone()
     conn.close()
+
+
+def test_a_store_opening_a_new_file_another_connection_writes_waits_for_it(tmp_path: Path) -> None:
+    """A deployment's first start: several stores open the same new file at once, and one is still creating
+    the tables when the next switches the file to WAL. That switch needs the file to itself, and SQLite
+    refuses it at once (no busy wait) while another connection writes: the opening store failed with
+    "database is locked". Now it waits as for any write, within the busy timeout."""
+    path = tmp_path / "first.db"
+    other = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # a rollback-journal file (not WAL yet), with a write in progress
+    outcome: list[object] = []
+
+    def open_and_lock() -> None:
+        try:
+            with distlock.connect(f"sqlite:///{path}") as store:
+                lock = store.lock("first")
+                outcome.append(lock.acquire(timeout=10))
+                lock.release()
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            outcome.append(exc)
+
+    opener = threading.Thread(target=open_and_lock)
+    opener.start()
+    opener.join(0.3)
+    assert not outcome, f"the store did not wait for the other writer: {outcome}"
+    other.execute("COMMIT")
+    opener.join(10)
+    other.close()
+    assert outcome == [True]
+    assert sqlite3.connect(str(path)).execute("PRAGMA journal_mode").fetchone() == ("wal",)

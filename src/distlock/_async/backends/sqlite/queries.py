@@ -23,6 +23,7 @@ one per store opened, instead of one per grant.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Sequence
 
 from ...._core.arbiter import Held, Queued
@@ -70,6 +71,22 @@ FENCE_BLOCK = 1000
 
 class NeedsSync(Exception):
     """The grant takes the first fence past the durable reservation: commit it with ``synchronous=FULL``."""
+
+
+def use_wal(conn: sqlite3.Connection, busy: float) -> None:
+    """Switch the file to write-ahead logging (a no-op once it is). The switch needs the file to itself, and
+    SQLite answers "database is locked" at once, without its busy handler, when another connection holds
+    it: several processes opening a new file together (a deployment's first start) met that. So it is
+    retried, within the busy timeout as any wait for the file."""
+    give_up = time.monotonic() + busy
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() >= give_up:
+                raise
+        time.sleep(0.005)
 
 
 def create_schema(conn: sqlite3.Connection) -> None:

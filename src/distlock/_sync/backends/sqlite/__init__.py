@@ -271,7 +271,7 @@ class Backend(SyncBackend):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(str(path), timeout=busy, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            sql.use_wal(conn, busy)
             conn.execute("PRAGMA synchronous=NORMAL")
             sql.create_schema(conn)
         except (OSError, sqlite3.Error) as exc:
