@@ -458,3 +458,43 @@ async def test_sql_lease_a_waiter_whose_entry_vanishes_while_it_keeps_its_place_
         await holder.release()
         await asyncio.wait_for(asyncio.gather(*tasks), 60)
     assert order == [0, 2, 1]
+
+
+def _timing_calls(obj: Any, attr: str) -> list[float]:
+    """Wrap ``obj.attr`` to note when each call starts (the event loop's clock)."""
+    plain = getattr(obj, attr)
+    starts: list[float] = []
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        starts.append(asyncio.get_running_loop().time())
+        return plain(*args, **kwargs)
+
+    setattr(obj, attr, timed)
+    return starts
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "mysql"])
+async def test_waiters_whose_wait_ends_at_their_deadline_send_no_try_after_it(
+    backend: str, db: Path, request: pytest.FixtureRequest
+) -> None:
+    """Where a try is a write on the name's lock (SQLite's file lock, the SQL lease tables' name lock), the look
+    after a wait that ended at the deadline sends nothing: a crowd of waiters timing out together used to run
+    a try each, one after another on that lock, and returned up to a second past their deadlines (then
+    abandoned their entries, within the clean-up budget, as before)."""
+    url = f"sqlite:///{db}" if backend == "sqlite" else request.getfixturevalue(f"{backend}_url")
+    async with await distlock.connect_async(url) as owner, await distlock.connect_async(url) as store:
+        name = f"late-{uuid.uuid4().hex[:8]}"
+        holder = owner.lock(name, ttl=30)
+        assert await holder.acquire(timeout=10)
+        target: Any = store._backend  # type: ignore[attr-defined]
+        starts = _timing_calls(target, "_try_acquire") if backend == "sqlite" else _timing_calls(target.ops, "acquire")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 1.0
+        locks = [store.lock(name, ttl=30, fair=True) for _ in range(20)]
+        assert await asyncio.gather(*(lock.acquire(timeout=1.0) for lock in locks)) == [False] * 20
+        assert starts, "no try was counted: the hook missed them"
+        late = [round(t - deadline, 3) for t in starts if t >= deadline]
+        assert not late, f"tries sent after the deadline (s after it): {late}"
+        info = await store.inspect(name)
+        assert info is not None and not info.waiters, info
+        await holder.release()

@@ -22,8 +22,10 @@ from typing import Any
 import pytest
 
 import distlock
+from distlock._core import ids
 from distlock._core import sql_lease as sq
 from distlock._core.timing import WAITER_TTL
+from distlock._core.types import Claim, Mode
 from tests.test_fair_wakeups import _queued
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,6 +182,54 @@ async def test_an_entry_without_an_owner_record_is_not_promoted(postgres_url: st
         assert await other.acquire(timeout=0)  # not fair: the old client's entry does not hold it back
         await other.release()
         await _row(a, "DELETE FROM distlock_queue WHERE token = %s", old)
+
+
+async def test_a_hand_over_received_before_the_deadline_is_taken_at_it(postgres_url: str) -> None:
+    """The look after a wait that ended at the acquire's deadline sends no try (a crowd timing out together
+    would queue on the name's lock), but a hand-over that has already arrived is taken: it needs no round trip,
+    and the lock was granted within the timeout."""
+    name = f"ho-{uuid.uuid4().hex[:8]}"
+    async with await distlock.connect_async(postgres_url) as a, await distlock.connect_async(postgres_url) as b:
+        holder = a.lock(name, ttl=30)
+        assert await holder.acquire(timeout=10)
+        first = holder.fence
+        backend: Any = b._backend  # type: ignore[attr-defined]
+        claim = Claim(name, Mode.EXCLUSIVE, ids.new_token(), ids.owner_id("late"), ttl=30)
+        attempt = backend.attempt(claim)
+        await backend._arm_push()  # LISTEN (a waiting acquire starts it)
+        assert not (await attempt.try_acquire()).acquired  # queued, with the deadline its try wrote
+        await _listening(b)
+        tries = _counting(backend.ops, "acquire")
+        await holder.release()
+        deadline = time.monotonic() + 10
+        while claim.token not in backend._handed:
+            assert time.monotonic() < deadline, "the hand-over never arrived"
+            await asyncio.sleep(0.01)
+        grant = await attempt.try_late()
+        assert grant.acquired and grant.fence is not None and first is not None and grant.fence > first, grant
+        assert tries[0] == 0
+        info = await b.inspect(name)
+        assert info is not None and [h.fence for h in info.holders] == [grant.fence], info
+        assert await backend.release(claim)
+        assert await b.inspect(name) is None
+
+
+async def test_at_the_deadline_without_a_hand_over_nothing_is_sent(postgres_url: str) -> None:
+    name = f"ho-{uuid.uuid4().hex[:8]}"
+    async with await distlock.connect_async(postgres_url) as a, await distlock.connect_async(postgres_url) as b:
+        holder = a.lock(name, ttl=30)
+        assert await holder.acquire(timeout=10)
+        backend: Any = b._backend  # type: ignore[attr-defined]
+        claim = Claim(name, Mode.EXCLUSIVE, ids.new_token(), ids.owner_id("late"), ttl=30)
+        attempt = backend.attempt(claim)
+        assert not (await attempt.try_acquire()).acquired
+        tries = _counting(backend.ops, "acquire")
+        assert not (await attempt.try_late()).acquired
+        assert tries[0] == 0
+        await attempt.abandon()
+        info = await a.inspect(name)
+        assert info is not None and info.waiters == 0, info
+        await holder.release()
 
 
 def test_a_waiter_killed_while_queued_blocks_the_name_no_longer_than_its_queue_deadline(

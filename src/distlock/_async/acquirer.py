@@ -153,10 +153,11 @@ class AsyncAcquirer:
         with a fresh token, while the deadline allows.
         """
         attempt: AsyncAttempt = self.backend.attempt(claim)
+        late = False  # the last wait ended at the deadline: one more look, one that waits for nothing
         try:
             while True:
                 sent = monotonic()
-                grant = await attempt.try_acquire()
+                grant = await (attempt.try_late() if late else attempt.try_acquire())
                 if grant.acquired:
                     end = self.leases.grant_end(claim, grant, sent)  # +inf where a session backs it
                     if monotonic() < min(end, self.leases.session_deadline(claim)):
@@ -177,6 +178,7 @@ class AsyncAcquirer:
                     lock=claim.name, kind=events.kind_of(claim),
                 )  # fmt: skip
                 await attempt.wait(grant, left)
+                late = deadline.expired()
         except BaseException:
             try:
                 await rt.shielded(attempt.abandon())

@@ -154,10 +154,11 @@ class SyncAcquirer:
         with a fresh token, while the deadline allows.
         """
         attempt: SyncAttempt = self.backend.attempt(claim)
+        late = False  # the last wait ended at the deadline: one more look, one that waits for nothing
         try:
             while True:
                 sent = monotonic()
-                grant = attempt.try_acquire()
+                grant = (attempt.try_late() if late else attempt.try_acquire())
                 if grant.acquired:
                     end = self.leases.grant_end(claim, grant, sent)  # +inf where a session backs it
                     if monotonic() < min(end, self.leases.session_deadline(claim)):
@@ -178,6 +179,7 @@ class SyncAcquirer:
                     lock=claim.name, kind=events.kind_of(claim),
                 )  # fmt: skip
                 attempt.wait(grant, left)
+                late = deadline.expired()
         except BaseException:
             try:
                 rt.shielded(attempt.abandon())

@@ -62,6 +62,15 @@ class SyncAttempt:
     def try_acquire(self) -> Grant:
         raise NotImplementedError
 
+    def try_late(self) -> Grant:
+        """The look after a wait that ended at the acquire's deadline: its answer counts even though the
+        deadline has passed, so it must not wait for anything. This default is the ordinary try, for
+        backends whose wait may itself have taken the lock (a blocking server-side lock call) or whose try
+        reads what the wait learned; where a try is a write on the name's lock, a crowd of waiters timing out
+        together would queue up on it past their deadlines, and the backend only takes what it was already
+        given (an SQL lease hand-over)."""
+        return self.try_acquire()
+
     def wait(self, grant: Grant, timeout: float | None) -> None:
         raise NotImplementedError
 

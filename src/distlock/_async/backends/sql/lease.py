@@ -76,6 +76,17 @@ class LeaseAttempt(AsyncAttempt):
                 self.placed = grant.place is not None
         return grant
 
+    async def try_late(self) -> Grant:
+        """At the deadline: a hand-over already received is taken (it needs no round trip), but no try is
+        sent. A try locks the name: a thousand waiters timing out together would each wait their turn on
+        that lock past their deadline (seconds), then abandon. A hand-over that comes after this is undone by
+        the abandon (it deletes the promoted row by our token)."""
+        handed = self._handed_over() if self.waker is not None else None
+        if handed is None:
+            return Grant(False)
+        await self._granted()
+        return handed
+
     def _handed_over(self) -> Grant | None:
         """The grant of a hand-over a release made to us (``docs/models/sql_lease_handover.pml``, TRUST with
         STAMP, KEEP), if it may be trusted without a round trip: its stamp (the lease end it gave our row) is

@@ -161,6 +161,11 @@ class Attempt(AsyncAttempt):
             self._unwatch()
         return grant
 
+    async def try_late(self) -> Grant:
+        """No try at the deadline: a try takes the file's write lock, and a crowd of waiters timing out
+        together would queue up on it past their deadlines (nothing is granted without a try here)."""
+        return Grant(False)
+
     async def wait(self, grant: Grant, timeout: float | None) -> None:
         ear = self._ear
         if ear is None:
