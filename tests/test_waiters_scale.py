@@ -300,3 +300,58 @@ def test_etcd_shared_watch_remembers_recent_deletes() -> None:
         feed.record(f"n/{i}".encode(), 200 + i)
     assert feed.floor > 105 and feed.seen({b"n/a": 90}, 105) is None  # trimmed: below the floor now
     assert feed.seen({f"n/{_REMEMBER - 1}".encode(): 1}, 150) == (member, 200 + _REMEMBER - 1)
+
+
+def _note_requests(store: distlock.AsyncStore, seen: list[tuple[float, str]]) -> None:
+    """Note when each request of the store starts and what it is (a kazoo method; an etcd gateway path, or
+    ``read_at``), through its kazoo client or etcd gateway (test hooks)."""
+    loop = asyncio.get_running_loop()
+    backend: Any = store._backend  # type: ignore[attr-defined]
+
+    def noting(plain: Any, what: str) -> Any:
+        def noted(*args: Any, **kwargs: Any) -> Any:
+            seen.append((loop.time(), what))
+            return plain(*args, **kwargs)
+
+        return noted
+
+    if hasattr(backend, "wire"):
+        client = backend.wire.client
+        for method in ("create_async", "get_children_async", "get_async", "exists_async"):
+            setattr(client, method, noting(getattr(client, method), method))
+        return
+    gw = backend.gw
+    plain_call = gw.call
+
+    async def call(path: str, *args: Any, **kwargs: Any) -> Any:
+        seen.append((loop.time(), path))
+        return await plain_call(path, *args, **kwargs)
+
+    gw.call, gw.read_at = call, noting(gw.read_at, "read_at")
+
+
+@pytest.mark.parametrize("backend", ["zookeeper", "etcd"])
+async def test_waiters_whose_wait_ends_at_their_deadline_read_nothing_more(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A wait that ran to the acquire's deadline without a wake-up (nothing ahead went away) is followed by no
+    read of the queue: the answer could only be "not yet", and a thousand waiters timing out together used to
+    read once each, past their deadlines. Only the clean-up (a delete) follows."""
+    url = request.getfixturevalue(f"{backend}_url")
+    name = f"late-{uuid.uuid4().hex[:8]}"
+    async with await distlock.connect_async(url) as owner, await distlock.connect_async(url) as store:
+        holder = owner.lock(name, ttl=30)
+        assert await holder.acquire(timeout=10)
+        seen: list[tuple[float, str]] = []
+        _note_requests(store, seen)
+        deadline = asyncio.get_running_loop().time() + 1.0
+        locks = [store.lock(name, ttl=30) for _ in range(WAITERS)]
+        assert await asyncio.gather(*(lock.acquire(timeout=1.0) for lock in locks)) == [False] * WAITERS
+        queued = {"create_async", "/v3/kv/txn"}  # the waiters' first tries: the hooks see the requests
+        assert sum(1 for _, what in seen if what in queued) >= WAITERS, seen
+        reads = {"get_children_async", "get_async", "exists_async", "/v3/kv/range", "read_at"}
+        late = [(round(t - deadline, 3), what) for t, what in seen if t >= deadline and what in reads]
+        assert not late, f"queue reads after the deadline (s after it): {late}"
+        info = await owner.inspect(name)
+        assert info is not None and not info.waiters, info
+        await holder.release()

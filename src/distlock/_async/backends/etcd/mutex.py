@@ -90,6 +90,7 @@ class Attempt(AsyncAttempt):
         self._watch: tuple[keys.Contender, ...] = ()
         self._since = 0
         self._woke: tuple[Member, int] | None = None  # where and at which revision the watch saw the delete
+        self._quiet = False  # the last wait ran its whole slice and its watch saw no delete
         self._granted = False  # the backend adopted our key as a holding
         self._deadline: float | None = None  # the acquire's deadline, learned from wait()
         self._try_end = 0.0  # the current try's end: its start + the op timeout, or the deadline if sooner
@@ -115,6 +116,14 @@ class Attempt(AsyncAttempt):
             if self._deadline is not None and monotonic() >= self._deadline:
                 return Grant(False)  # ran into the acquire's deadline: the store abandons the attempt
             raise
+
+    async def try_late(self) -> Grant:
+        """At the deadline: no read if the last wait ran its whole slice and its watch saw no key ahead of ours
+        deleted: nothing ahead has gone since the last read, the answer would be "not yet" (a thousand
+        waiters timing out together read the queue once each, past their deadlines)."""
+        if self._quiet:
+            return Grant(False)
+        return await self.try_acquire()
 
     async def _try(self) -> Grant:
         started = monotonic()
@@ -220,6 +229,7 @@ class Attempt(AsyncAttempt):
     async def wait(self, grant: Grant, timeout: float | None) -> None:
         # the store passes what is left of the acquire's timeout: later calls of this attempt stop there
         self._deadline = None if timeout is None else monotonic() + timeout
+        self._quiet = False
         entry = self._entry
         if entry is None or not self._watch:
             await rt.sleep(0.01)
@@ -248,7 +258,10 @@ class Attempt(AsyncAttempt):
                 return
             # one watch stream per store and name, shared by its waiters (``waits.py``), not one per waiter
             targets = {c.key: c.rev for c in self._watch}
+            end = monotonic() + slice_
             self._woke = await self.backend.waits.wait_delete(self._prefix, targets, self._since, slice_)
+            # (a wait that returned early without a delete had its stream end: the next try reads again)
+            self._quiet = self._woke is None and monotonic() >= end
         finally:
             leases.waiting(lease, False)
 

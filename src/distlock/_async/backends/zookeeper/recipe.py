@@ -88,6 +88,7 @@ class Attempt(AsyncAttempt):
         self._waker: rt.Waker | None = None
         self._deadline: float | None = None  # the acquire's deadline, learned from wait()
         self._abort = threading.Event()  # asyncio: the task waiting for the step was cancelled
+        self._woken = True  # the last wait was woken (or there was none yet)
 
     # -- the async interface ---------------------------------------------------------------------------
     async def try_acquire(self) -> Grant:
@@ -106,7 +107,15 @@ class Attempt(AsyncAttempt):
         # the store passes what is left of the acquire's timeout: the next steps wait no longer than that
         self._deadline = None if timeout is None else monotonic() + timeout
         slice_ = max(MAX_WAIT_SLICE, self.backend.waiting() / MAX_RECHECKS)
-        await self._waker.wait(slice_ if timeout is None else min(timeout, slice_))
+        self._woken = await self._waker.wait(slice_ if timeout is None else min(timeout, slice_))
+
+    async def try_late(self) -> Grant:
+        """At the deadline: look again only if the last wait was woken (a watched child deleted, a children
+        change, a session event); otherwise nothing changed since the last look and the answer would be "not
+        yet" (a thousand waiters timing out together looked once each, past their deadlines)."""
+        if not self._woken:
+            return Grant(False)
+        return await self.try_acquire()
 
     async def abandon(self) -> None:
         self.backend.unwatch_session(self)

@@ -89,6 +89,7 @@ class Attempt(SyncAttempt):
         self._waker: rt.Waker | None = None
         self._deadline: float | None = None  # the acquire's deadline, learned from wait()
         self._abort = threading.Event()  # asyncio: the task waiting for the step was cancelled
+        self._woken = True  # the last wait was woken (or there was none yet)
 
     # -- the async interface ---------------------------------------------------------------------------
     def try_acquire(self) -> Grant:
@@ -107,7 +108,15 @@ class Attempt(SyncAttempt):
         # the store passes what is left of the acquire's timeout: the next steps wait no longer than that
         self._deadline = None if timeout is None else monotonic() + timeout
         slice_ = max(MAX_WAIT_SLICE, self.backend.waiting() / MAX_RECHECKS)
-        self._waker.wait(slice_ if timeout is None else min(timeout, slice_))
+        self._woken = self._waker.wait(slice_ if timeout is None else min(timeout, slice_))
+
+    def try_late(self) -> Grant:
+        """At the deadline: look again only if the last wait was woken (a watched child deleted, a children
+        change, a session event); otherwise nothing changed since the last look and the answer would be "not
+        yet" (a thousand waiters timing out together looked once each, past their deadlines)."""
+        if not self._woken:
+            return Grant(False)
+        return self.try_acquire()
 
     def abandon(self) -> None:
         self.backend.unwatch_session(self)
