@@ -415,6 +415,76 @@ async def test_sql_lease_many_waiters_timing_out_together_leave_nothing(
 
 
 @SQL_LEASE
+async def test_sql_lease_waiters_giving_up_together_clean_up_in_a_few_batches(
+    sql: str, request: pytest.FixtureRequest
+) -> None:
+    """200 waiters of one store time out at once: their clean-ups share a few transactions (each one runs for
+    every waiter that came while the one before ran), not one each on the store's four pool connections, which
+    kept the last of them waiting past their deadlines (and beyond the clean-up budget, "database call timed
+    out"). Each still returns False, and nothing of them is left."""
+    async with await distlock.connect_async(request.getfixturevalue(f"{sql}_url")) as store:
+        name = f"fair-{uuid.uuid4().hex[:8]}"
+        ops: Any = store._backend.ops  # type: ignore[attr-defined]
+        sizes: list[int] = []
+        plain = ops.abandon_settled
+
+        def counted(claims: Any) -> Any:
+            sizes.append(len(claims))
+            return plain(claims)
+
+        ops.abandon_settled = counted
+        holder = store.lock(name, ttl=30)
+        assert await holder.acquire(timeout=30)
+        locks = [store.lock(name, ttl=30, fair=True) for _ in range(200)]
+        started = asyncio.get_running_loop().time()
+        results = await asyncio.wait_for(asyncio.gather(*(lock.acquire(timeout=1.5) for lock in locks)), 30)
+        took = asyncio.get_running_loop().time() - started
+        assert results == [False] * 200
+        assert sum(sizes) == 200 and len(sizes) <= 20, sizes
+        info = await store.inspect(name)
+        assert info is not None and info.waiters == 0, info
+        await holder.release()
+    assert took < 1.5 + 1.0, took  # within the clean-up budget after the deadline (a bound, not a speed figure)
+
+
+@SQL_LEASE
+async def test_sql_lease_a_failed_clean_up_batch_leaves_the_others_to_the_next(
+    sql: str, request: pytest.FixtureRequest
+) -> None:
+    """Fault: a clean-up batch of waiters giving up together fails. The waiter that ran it gets the
+    error (as a lone clean-up's failure did); the others, whose claims were in that batch, clean up in the
+    next one and return False; only the failed waiter's queue entry is left, to its queue deadline."""
+    from distlock import BackendError
+
+    async with await distlock.connect_async(request.getfixturevalue(f"{sql}_url")) as store:
+        name = f"fair-{uuid.uuid4().hex[:8]}"
+        ops: Any = store._backend.ops  # type: ignore[attr-defined]
+        plain = ops.abandon_settled
+        failed: list[int] = []
+
+        def failing_once(claims: Any) -> Any:
+            if not failed and len(claims) > 1:  # the first batch that carries others' claims
+                failed.append(len(claims))
+                raise BackendError("injected: the batch's transaction failed", backend=sql)
+            return plain(claims)
+
+        ops.abandon_settled = failing_once
+        holder = store.lock(name, ttl=30)
+        assert await holder.acquire(timeout=30)
+        locks = [store.lock(name, ttl=30, fair=True) for _ in range(20)]
+        results = await asyncio.wait_for(
+            asyncio.gather(*(lock.acquire(timeout=1.0) for lock in locks), return_exceptions=True), 30
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        assert failed and failed[0] > 1, failed
+        assert len(errors) == 1 and "injected" in str(errors[0]), results
+        assert results.count(False) == 19, results
+        info = await store.inspect(name)
+        assert info is not None and info.waiters <= 1, info
+        await holder.release()
+
+
+@SQL_LEASE
 async def test_sql_lease_a_waiter_whose_entry_vanishes_while_it_keeps_its_place_queues_again(
     sql: str, request: pytest.FixtureRequest
 ) -> None:

@@ -340,21 +340,36 @@ class Ops:
                 place = to_int(r.rows[0][0]) if r.rows else None
         return Grant(False, retry_after=decision.retry_after, place=place)
 
-    def abandon(self, claim: Claim, key: str, settled: bool = False) -> Generator[Stmt, Result, bool]:
+    def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
         """Delete the claim's queue entry and holding. The name's lock first: an acquire of this claim that
         was cancelled in flight (its connection shut down) may still be running on the server, and holds
-        that lock until it commits or rolls back; deleting before then would miss what it commits. With
-        ``settled`` (the claim's last try was answered: nothing of it runs on the server) the deletes alone
-        do: a thousand waiters timing out together then do not queue up on the name's lock."""
+        that lock until it commits or rolls back; deleting before then would miss what it commits. A claim
+        whose last try was answered (settled: nothing of it runs on the server) needs the deletes alone:
+        :meth:`abandon_settled`, which also cleans up many at once."""
         p = self.p
-        if not settled:
-            yield self._lock_name(key)
+        yield self._lock_name(key)
         a = yield Stmt(f"DELETE FROM {p}_queue WHERE token = %s", (claim.token,))
         b = yield Stmt(f"DELETE FROM {p}_holders WHERE token = %s", (claim.token,))
         if a.rowcount or b.rowcount:
             yield from self._notify(key)
             return True
         return False
+
+    def abandon_settled(self, claims: Sequence[tuple[Claim, str]]) -> Generator[Stmt, Result, dict[str, bool]]:
+        """:meth:`abandon` of many ``settled`` claims (each with its name key) at once: a store's waiters that
+        time out together clean up in one transaction, not one each (a thousand of them waited for the
+        store's few pool connections past their deadlines). Which tokens had something deleted; here the
+        deletes report only counts, so every token counts as found when any row went (a spare wake-up)."""
+        p = self.p
+        tokens = [c.token for c, _ in claims]
+        marks = ", ".join(["%s"] * len(tokens))
+        a = yield Stmt(f"DELETE FROM {p}_queue WHERE token IN ({marks})", tuple(tokens))
+        b = yield Stmt(f"DELETE FROM {p}_holders WHERE token IN ({marks})", tuple(tokens))
+        found = bool(a.rowcount or b.rowcount)
+        if found:
+            for key in dict.fromkeys(k for _, k in claims):
+                yield from self._notify(key)
+        return dict.fromkeys(tokens, found)
 
     def release_to_next(self, claim: Claim, key: str) -> Generator[Stmt, Result, tuple[bool, HandOver | None]]:
         """:meth:`release`, and the hand-over it made if any (:class:`StatementOps`)."""
@@ -738,9 +753,9 @@ class StatementOps(BatchOps):
         handed = None if fence is None else HandOver(str(digest_), to_int(fence), to_float(stamp))
         return bool(live), handed
 
-    def abandon(self, claim: Claim, key: str, settled: bool = False) -> Generator[Stmt, Result, bool]:
+    def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
         """One Query: the name's lock first (an acquire of this claim still running on the server finishes
-        first; not needed when ``settled``, see :meth:`Ops.abandon`), then both deletes in one statement, and
+        first, see :meth:`Ops.abandon`), then both deletes in one statement, and
         the NOTIFY if either found something. If the queue entry was gone, a release may have just promoted
         it: that release holds the entry's row lock until it commits, so our DELETE waited for it, but our
         statement's snapshot is older than the row it made; a second statement (a later snapshot) deletes
@@ -754,11 +769,8 @@ class StatementOps(BatchOps):
             "(SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM a) OR EXISTS (SELECT 1 FROM b)) n)"
         )
         args = (claim.token, claim.token, self.channel, key)
-        if settled:
-            r = yield Stmt(both, args)
-        else:
-            lock = self._lock_name(key)
-            r = yield Stmt(f"SELECT pg_advisory_xact_lock(%s, %s); {both}", (*lock.params, *args), batch=1)
+        lock = self._lock_name(key)
+        r = yield Stmt(f"SELECT pg_advisory_xact_lock(%s, %s); {both}", (*lock.params, *args), batch=1)
         queued, held = to_int(r.rows[0][0]), to_int(r.rows[0][1])
         if not queued:
             late = yield Stmt(
@@ -768,6 +780,33 @@ class StatementOps(BatchOps):
             )
             held += to_int(late.rows[0][0])
         return bool(queued or held)
+
+    def abandon_settled(self, claims: Sequence[tuple[Claim, str]]) -> Generator[Stmt, Result, dict[str, bool]]:
+        """:meth:`abandon` of many settled claims: both deletes for all of them in one statement, which tells
+        per token what it found and notifies each name once; then, for the tokens whose queue entry was
+        already gone (a release may have promoted it, see :meth:`abandon`), their holdings again in a later
+        statement."""
+        p = self.p
+        tokens = [c.token for c, _ in claims]
+        notify = "SELECT 0, (SELECT COUNT(*) FROM (SELECT pg_notify(%s, name_key) FROM k) n)::text"
+        r = yield Stmt(
+            f"WITH a AS (DELETE FROM {p}_queue WHERE token = ANY(%s) RETURNING token, name_key), "
+            f"b AS (DELETE FROM {p}_holders WHERE token = ANY(%s) RETURNING token, name_key), "
+            "k AS (SELECT DISTINCT name_key FROM (SELECT name_key FROM a UNION ALL SELECT name_key FROM b) x) "
+            f"SELECT 1, token FROM a UNION ALL SELECT 2, token FROM b UNION ALL {notify}",
+            (tokens, tokens, self.channel),
+        )
+        queued = {str(t) for kind, t in r.rows if kind == 1}
+        found = queued | {str(t) for kind, t in r.rows if kind == 2}
+        gone = [t for t in tokens if t not in queued]
+        if gone:
+            late = yield Stmt(
+                f"WITH b AS (DELETE FROM {p}_holders WHERE token = ANY(%s) RETURNING token, name_key), "
+                f"k AS (SELECT DISTINCT name_key FROM b) SELECT 2, token FROM b UNION ALL {notify}",
+                (gone, self.channel),
+            )
+            found |= {str(t) for kind, t in late.rows if kind == 2}
+        return {t: t in found for t in tokens}
 
     def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[bool]]:
         """One autocommit UPDATE per distinct TTL (normally one), returning the tokens it extended."""
