@@ -437,3 +437,44 @@ def test_dead_waiter_does_not_stall_a_fair_queue(db: str, url: str, name: str) -
         fair.release()
         assert store.inspect(name) is None
     raw.close()
+
+
+def test_mysql_lease_bell_is_held_exactly_while_the_name_is(mysql_url: str, name: str) -> None:
+    """MySQL lease mode's wake-up hint: the holder's companion GET_LOCK ("bell") is taken and let go by the
+    store's bell thread, in the order asked for, while acquire() and release() return without waiting for it.
+    A holding's bell must never outlive it (a GET_LOCK queued behind its RELEASE_LOCK would keep the next
+    waiters of the name blocked until their wait slice ends): after quick acquire/release pairs, each with its
+    hold and drop queued back to back, the bell is free; while a holding lasts, it is held."""
+    from distlock._url import parse_url
+
+    cfg = parse_url(mysql_url)
+    host, port = cfg.hosts[0]
+    probe = pymysql.connect(
+        host=host, port=port, user=cfg.username, password=cfg.password, database=cfg.path.lstrip("/"), autocommit=True
+    )
+
+    def bell_used() -> bool:
+        with probe.cursor() as cur:
+            cur.execute("SELECT IS_USED_LOCK(%s)", (sq.bell_name(sq.name_key(name)),))
+            row = cur.fetchone()
+            return row is not None and row[0] is not None
+
+    def until(want: bool) -> None:
+        deadline = time.monotonic() + 5
+        while bell_used() != want:
+            assert time.monotonic() < deadline, f"the bell stayed {'free' if want else 'held'}"
+            time.sleep(0.01)
+
+    try:
+        with distlock.connect(mysql_url) as store:
+            lock = store.lock(name, ttl=10)
+            for _ in range(50):
+                assert lock.acquire(timeout=5)
+                lock.release()
+            until(False)
+            assert lock.acquire(timeout=5)
+            until(True)
+            lock.release()
+            until(False)
+    finally:
+        probe.close()
