@@ -25,10 +25,10 @@ import pytest
 
 import distlock
 from distlock._async.backends import sqlite as sqlite_backend
-from distlock._core import arbiter
+from distlock._core import arbiter, ids
 from distlock._core.arbiter import Held, Queued
 from distlock._core.timing import WAITER_TTL
-from distlock._core.types import Mode
+from distlock._core.types import Claim, Mode
 from distlock._wakeup import WakeDir, Wakers
 
 WAITERS = 24
@@ -530,41 +530,75 @@ async def test_sql_lease_a_waiter_whose_entry_vanishes_while_it_keeps_its_place_
     assert order == [0, 2, 1]
 
 
-def _timing_calls(obj: Any, attr: str) -> list[float]:
-    """Wrap ``obj.attr`` to note when each call starts (the event loop's clock)."""
-    plain = getattr(obj, attr)
-    starts: list[float] = []
+class _Calls:
+    """An attempt that notes, in order, which of its methods the acquirer calls; its waits last ``extra``
+    seconds past the timeout they are given (a wait that surely ends after the acquire's deadline)."""
 
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        starts.append(asyncio.get_running_loop().time())
-        return plain(*args, **kwargs)
+    def __init__(self, inner: Any, calls: list[str], extra: float) -> None:
+        self._inner, self._calls, self._extra = inner, calls, extra
 
-    setattr(obj, attr, timed)
-    return starts
+    async def try_acquire(self) -> Any:
+        self._calls.append("try_acquire")
+        return await self._inner.try_acquire()
+
+    async def try_late(self) -> Any:
+        self._calls.append("try_late")
+        return await self._inner.try_late()
+
+    async def wait(self, grant: Any, timeout: float | None) -> None:
+        self._calls.append("wait")
+        await self._inner.wait(grant, timeout)
+        await asyncio.sleep(self._extra)
+
+    async def abandon(self) -> None:
+        self._calls.append("abandon")
+        await self._inner.abandon()
+
+
+async def test_the_look_after_a_wait_that_ended_past_the_deadline_is_the_attempts_late_one(db: Path) -> None:
+    """The acquirer's part: after a wait that ended past the deadline comes ``try_late`` (the backend's look
+    that sends as little as it can), then the clean-up, never an ordinary try."""
+    async with await distlock.connect_async(f"sqlite:///{db}") as store:
+        name = f"late-{uuid.uuid4().hex[:8]}"
+        holder = store.lock(name, ttl=30)
+        assert await holder.acquire(timeout=10)
+        backend: Any = store._backend  # type: ignore[attr-defined]
+        plain = backend.attempt
+        calls: list[str] = []
+        backend.attempt = lambda claim: _Calls(plain(claim), calls, 0.05)
+        assert not await store.lock(name, ttl=30).acquire(timeout=0.3)
+        assert calls[0] == "try_acquire" and calls[-3:] == ["wait", "try_late", "abandon"], calls
+        assert "try_late" not in calls[:-2], calls
+        await holder.release()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres", "mysql"])
-async def test_waiters_whose_wait_ends_at_their_deadline_send_no_try_after_it(
+async def test_the_late_look_sends_nothing_where_a_try_locks_the_name(
     backend: str, db: Path, request: pytest.FixtureRequest
 ) -> None:
     """Where a try is a write on the name's lock (SQLite's file lock, the SQL lease tables' name lock), the look
-    after a wait that ended at the deadline sends nothing: a crowd of waiters timing out together used to run
-    a try each, one after another on that lock, and returned up to a second past their deadlines (then
-    abandoned their entries, within the clean-up budget, as before)."""
+    at the deadline (``try_late``) sends nothing without a hand-over received: a crowd of waiters timing out
+    together used to run one more try each there, one after another on that lock, and came back up to a
+    second past their deadlines. The clean-up after it leaves nothing."""
     url = f"sqlite:///{db}" if backend == "sqlite" else request.getfixturevalue(f"{backend}_url")
     async with await distlock.connect_async(url) as owner, await distlock.connect_async(url) as store:
         name = f"late-{uuid.uuid4().hex[:8]}"
         holder = owner.lock(name, ttl=30)
         assert await holder.acquire(timeout=10)
         target: Any = store._backend  # type: ignore[attr-defined]
-        starts = _timing_calls(target, "_try_acquire") if backend == "sqlite" else _timing_calls(target.ops, "acquire")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 1.0
-        locks = [store.lock(name, ttl=30, fair=True) for _ in range(20)]
-        assert await asyncio.gather(*(lock.acquire(timeout=1.0) for lock in locks)) == [False] * 20
-        assert starts, "no try was counted: the hook missed them"
-        late = [round(t - deadline, 3) for t in starts if t >= deadline]
-        assert not late, f"tries sent after the deadline (s after it): {late}"
-        info = await store.inspect(name)
+        claim = Claim(name, Mode.EXCLUSIVE, ids.new_token(), ids.owner_id("late"), ttl=30, fair=True)
+        attempt = target.attempt(claim)
+        grant = await attempt.try_acquire()
+        assert not grant.acquired
+        await attempt.wait(grant, 0.2)
+        tries, switch = (
+            _count_calls(target, "_try_acquire") if backend == "sqlite" else _count_calls(target.ops, "acquire")
+        )
+        switch(True)
+        assert not (await attempt.try_late()).acquired
+        switch(False)
+        assert tries[0] == 0, tries
+        await attempt.abandon()
+        info = await owner.inspect(name)
         assert info is not None and not info.waiters, info
         await holder.release()

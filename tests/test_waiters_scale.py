@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 import distlock
+from distlock._core import ids
 from distlock._core import zookeeper_layout as layout
+from distlock._core.types import Claim, Mode
 
 WAITERS = 12
 
@@ -302,56 +304,70 @@ def test_etcd_shared_watch_remembers_recent_deletes() -> None:
     assert feed.seen({f"n/{_REMEMBER - 1}".encode(): 1}, 150) == (member, 200 + _REMEMBER - 1)
 
 
-def _note_requests(store: distlock.AsyncStore, seen: list[tuple[float, str]]) -> None:
-    """Note when each request of the store starts and what it is (a kazoo method; an etcd gateway path, or
-    ``read_at``), through its kazoo client or etcd gateway (test hooks)."""
-    loop = asyncio.get_running_loop()
+def _note_reads(store: distlock.AsyncStore, reads: list[str]) -> None:
+    """Note the queue reads the store sends (a kazoo method, an etcd range or ``read_at``; test hooks)."""
     backend: Any = store._backend  # type: ignore[attr-defined]
 
     def noting(plain: Any, what: str) -> Any:
         def noted(*args: Any, **kwargs: Any) -> Any:
-            seen.append((loop.time(), what))
+            reads.append(what)
             return plain(*args, **kwargs)
 
         return noted
 
     if hasattr(backend, "wire"):
         client = backend.wire.client
-        for method in ("create_async", "get_children_async", "get_async", "exists_async"):
+        for method in ("get_children_async", "get_async", "exists_async"):
             setattr(client, method, noting(getattr(client, method), method))
         return
     gw = backend.gw
     plain_call = gw.call
 
     async def call(path: str, *args: Any, **kwargs: Any) -> Any:
-        seen.append((loop.time(), path))
+        if path == "/v3/kv/range":
+            reads.append(path)
         return await plain_call(path, *args, **kwargs)
 
     gw.call, gw.read_at = call, noting(gw.read_at, "read_at")
 
 
 @pytest.mark.parametrize("backend", ["zookeeper", "etcd"])
-async def test_waiters_whose_wait_ends_at_their_deadline_read_nothing_more(
+async def test_the_late_look_reads_the_queue_only_if_the_wait_was_woken(
     backend: str, request: pytest.FixtureRequest
 ) -> None:
-    """A wait that ran to the acquire's deadline without a wake-up (nothing ahead went away) is followed by no
-    read of the queue: the answer could only be "not yet", and a thousand waiters timing out together used to
-    read once each, past their deadlines. Only the clean-up (a delete) follows."""
+    """The look at an acquire's deadline (``try_late``) after a wait that ran out without a wake-up reads
+    nothing (nothing ahead went away: the answer could only be "not yet"; a thousand waiters timing out
+    together read once each, past their deadlines). After a wait woken by the holder's release it looks, and
+    holds."""
     url = request.getfixturevalue(f"{backend}_url")
     name = f"late-{uuid.uuid4().hex[:8]}"
     async with await distlock.connect_async(url) as owner, await distlock.connect_async(url) as store:
         holder = owner.lock(name, ttl=30)
         assert await holder.acquire(timeout=10)
-        seen: list[tuple[float, str]] = []
-        _note_requests(store, seen)
-        deadline = asyncio.get_running_loop().time() + 1.0
-        locks = [store.lock(name, ttl=30) for _ in range(WAITERS)]
-        assert await asyncio.gather(*(lock.acquire(timeout=1.0) for lock in locks)) == [False] * WAITERS
-        queued = {"create_async", "/v3/kv/txn"}  # the waiters' first tries: the hooks see the requests
-        assert sum(1 for _, what in seen if what in queued) >= WAITERS, seen
-        reads = {"get_children_async", "get_async", "exists_async", "/v3/kv/range", "read_at"}
-        late = [(round(t - deadline, 3), what) for t, what in seen if t >= deadline and what in reads]
-        assert not late, f"queue reads after the deadline (s after it): {late}"
+        target: Any = store._backend  # type: ignore[attr-defined]
+        reads: list[str] = []
+        _note_reads(store, reads)
+
+        async def queued() -> tuple[Claim, Any, Any]:
+            claim = Claim(name, Mode.EXCLUSIVE, ids.new_token(), ids.owner_id("late"), ttl=30)
+            attempt = target.attempt(claim)
+            grant = await attempt.try_acquire()
+            assert not grant.acquired
+            return claim, attempt, grant
+
+        _, attempt, grant = await queued()
+        await attempt.wait(grant, 0.3)  # runs out: nothing woke it
+        reads.clear()
+        assert not (await attempt.try_late()).acquired
+        assert reads == [], reads
+        await attempt.abandon()
+
+        claim, attempt, grant = await queued()
+        waiting = asyncio.create_task(attempt.wait(grant, 5.0))
+        await asyncio.sleep(0.2)
+        await holder.release()  # wakes it
+        await asyncio.wait_for(waiting, 10)
+        assert (await attempt.try_late()).acquired  # woken: it looks, and holds
+        assert await target.release(claim)
         info = await owner.inspect(name)
-        assert info is not None and not info.waiters, info
-        await holder.release()
+        assert info is None or not (info.holders or info.waiters), info
