@@ -371,3 +371,41 @@ async def test_the_late_look_reads_the_queue_only_if_the_wait_was_woken(
         assert await target.release(claim)
         info = await owner.inspect(name)
         assert info is None or not (info.holders or info.waiters), info
+
+
+async def test_redis_fair_waiters_do_not_keep_a_connection_each(redis_url: str) -> None:
+    """A hundred fair waiters of one store (fair claims skip the store's local line: each task tries on its own)
+    open connections for their first tries at once; while they wait, the store keeps at most ``MAX_IDLE`` of
+    them. Before, every one stayed open (about 20 KB of server memory per waiting task)."""
+    import redis
+
+    from distlock._async.backends.redis.wire import MAX_IDLE
+
+    probe = redis.Redis.from_url(redis_url)
+    try:
+        before = int(probe.info("clients")["connected_clients"])
+        name = f"waiters-{uuid.uuid4().hex[:8]}"
+        async with await distlock.connect_async(redis_url) as store:
+            holder = store.lock(name, ttl=30)
+            assert await holder.acquire(timeout=10)
+
+            async def waiter() -> bool:
+                lock = store.lock(name, ttl=30, fair=True)
+                got = await lock.acquire(timeout=30)
+                if got:
+                    await lock.release()
+                return got
+
+            tasks = [asyncio.create_task(waiter()) for _ in range(100)]
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 20
+            while (info := await store.inspect(name)) is None or info.waiters < 100:
+                assert loop.time() < deadline, f"the waiters never all queued: {info}"
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.2)  # the first tries' answers are in: their connections back or closed
+            during = int(probe.info("clients")["connected_clients"]) - before
+            assert during <= min(MAX_IDLE + 4, 50), f"{during} connections open for 100 waiting tasks"
+            await holder.release()
+            assert await asyncio.wait_for(asyncio.gather(*tasks), 30) == [True] * 100  # each in turn
+    finally:
+        probe.close()

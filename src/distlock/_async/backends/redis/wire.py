@@ -21,6 +21,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .... import _redis_async as drv
 
+#: idle connections a Wire keeps (more are open only while that many calls are in flight at once)
+MAX_IDLE = 16
+
 
 class Restarted(ResponseError):
     """The server restarted since this client last read its run id (Redlock): the request prepared with the
@@ -158,8 +161,10 @@ class Wire:
             return None
 
     def put(self, conn: Any) -> None:
-        """Back to the free list after a call that left it in step."""
-        if self._closed:  # a request that was in flight while the store closed
+        """Back to the free list after a call that left it in step; beyond ``MAX_IDLE`` idle ones, closed. A
+        burst of calls (a thousand fair waiters' first tries, each task its own call) opens a connection
+        each; kept, they stayed open on the server while the waiters waited, one per waiter."""
+        if self._closed or len(self._idle) >= MAX_IDLE:  # (closed: a request in flight while the store closed)
             drv.close_now(conn)
         else:
             self._idle.append(conn)
