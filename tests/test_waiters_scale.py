@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import distlock
+from distlock._core import etcd_keys as keys
 from distlock._core import ids
 from distlock._core import zookeeper_layout as layout
 from distlock._core.types import Claim, Mode
@@ -409,3 +410,49 @@ async def test_redis_fair_waiters_do_not_keep_a_connection_each(redis_url: str) 
             assert await asyncio.wait_for(asyncio.gather(*tasks), 30) == [True] * 100  # each in turn
     finally:
         probe.close()
+
+
+async def test_etcd_waiters_giving_up_together_delete_their_keys_in_a_few_txns(etcd_url: str) -> None:
+    """30 waiters of one store time out at once: their keys go in a few txns (each deletes every key that
+    came while the one before ran, if each still has its create revision), not one delete each; each acquire
+    returns False and no key is left."""
+    name = f"waiters-{uuid.uuid4().hex[:8]}"
+    async with await distlock.connect_async(etcd_url) as owner, await distlock.connect_async(etcd_url) as store:
+        holder = owner.lock(name, ttl=30)
+        assert await holder.acquire(timeout=10)
+        gw: Any = store._backend.gw  # type: ignore[attr-defined]
+        plain = gw.delete_all_if_created
+        sizes: list[int] = []
+
+        async def counted(created: Any, *args: Any, **kwargs: Any) -> Any:
+            sizes.append(len(created))
+            return await plain(created, *args, **kwargs)
+
+        gw.delete_all_if_created = counted
+        locks = [store.lock(name, ttl=30) for _ in range(30)]
+        assert await asyncio.gather(*(lock.acquire(timeout=1.0) for lock in locks)) == [False] * 30
+        assert sum(sizes) == 30 and len(sizes) <= 10, sizes
+        info = await owner.inspect(name)
+        assert info is not None and not info.waiters, info
+        await holder.release()
+
+
+async def test_etcd_a_batch_delete_where_one_key_changed_deletes_the_others_one_by_one(etcd_url: str) -> None:
+    """One key of the batch is gone (its lease expired, an operator deleted it) or is a later key: the txn
+    deletes nothing, and each key is then deleted alone if it still has its create revision."""
+    async with await distlock.connect_async(etcd_url) as store:
+        gw: Any = store._backend.gw  # type: ignore[attr-defined]
+        prefix = f"batch-{uuid.uuid4().hex[:8]}/".encode()
+        created = []
+        for i in range(3):
+            key = prefix + str(i).encode()
+            data = await gw.call("/v3/kv/put", {"key": keys.b64(key), "value": keys.b64(b"")})
+            created.append((key, int(data["header"]["revision"])))
+        await gw.call("/v3/kv/deleterange", {"key": keys.b64(created[1][0])})
+        assert await gw.delete_all_if_created(created, op_timeout=5) == {
+            created[0][0]: True,
+            created[1][0]: False,
+            created[2][0]: True,
+        }
+        left = await gw.call("/v3/kv/range", keys.prefix_range(prefix))
+        assert not left.get("kvs"), left

@@ -32,6 +32,7 @@ from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._errors import NotHeld, UnsupportedFeature
 from ...._url import StoreConfig
 from ...backend import AsyncBackend, AsyncPrefixWatch, AsyncWatch
+from ...batch import Batched
 from . import admin
 from .gateway import FAST_TRY, Denied, Gateway, denied
 from .leases import Lease, Leases
@@ -54,6 +55,19 @@ def guard(lock: AsyncLock) -> EtcdGuard:
     return backend._guard_for(lock.name, fence)
 
 
+class _Drops(Batched[bytes, tuple[int, float], bool]):
+    """The clean-ups of a store's waiters that give up together (key -> its create revision and the clean-up's
+    budget): one txn for all the keys that came while the last one ran, instead of one delete each."""
+
+    def __init__(self, gw: Gateway) -> None:
+        super().__init__()
+        self._gw = gw
+
+    async def run(self, items: list[tuple[bytes, tuple[int, float]]]) -> dict[bytes, bool]:
+        budget = min(op_timeout for _, (_, op_timeout) in items)
+        return await self._gw.delete_all_if_created([(key, rev) for key, (rev, _) in items], op_timeout=budget)
+
+
 class Backend(AsyncBackend):
     capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=True, elections=True)
 
@@ -65,6 +79,8 @@ class Backend(AsyncBackend):
         self._guard = threading.Lock()
         self._entries: dict[str, Entry] = {}
         self._released: dict[str, None] = {}  # tokens released lately, oldest first
+        #: waiters' keys to delete when they give up, together (``drop_key``)
+        self._drops = _Drops(gw)
 
     @classmethod
     async def open(cls, config: StoreConfig) -> Backend:
@@ -72,6 +88,12 @@ class Backend(AsyncBackend):
 
     def attempt(self, claim: Claim) -> Attempt:
         return Attempt(self, claim)
+
+    async def drop_key(self, key: bytes, rev: int, op_timeout: float) -> bool:
+        """Delete a waiter's key that still has create revision ``rev`` (an abandon); whether it did. The
+        store's waiters that give up together share one txn (:class:`_Drops`)."""
+        dropped: bool = await self._drops(key, (rev, op_timeout))
+        return dropped
 
     # -- the holdings of this store ----------------------------------------------------------------------
     def adopt(self, entry: Entry) -> None:

@@ -289,7 +289,7 @@ class Attempt(AsyncAttempt):
         if entry is not None:
             # We know our key (the create's reply arrived): delete it and keep the lease for the next claim.
             try:
-                deleted = await backend.gw.delete_if_created(entry.key, entry.rev, op_timeout=budget)
+                deleted = await backend.drop_key(entry.key, entry.rev, budget)
             except BackendError:
                 deleted = False
             if deleted:

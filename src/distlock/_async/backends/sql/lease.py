@@ -22,6 +22,7 @@ from ...._errors import BackendError, ConfigError
 from ...._url import StoreConfig
 from ...._wakeup import Wakers
 from ...backend import AsyncAttempt, AsyncWatch
+from ...batch import Batched
 from .base import RENEW_SHARE, Budget, SqlBase
 
 log = logging.getLogger("distlock")
@@ -198,6 +199,22 @@ class _Watch(AsyncWatch):
             self._waker = None
 
 
+class _Abandons(Batched[str, tuple[Claim, str], bool]):
+    """The clean-ups of a store's settled claims (token -> the claim and its name key) that give up together:
+    one transaction for all that came while the last one ran. A thousand waiters timing out at once each
+    waited for one of the store's few pool connections, past their deadlines."""
+
+    def __init__(self, backend: LeaseBackend) -> None:
+        super().__init__()
+        self._backend = backend
+
+    async def run(self, items: list[tuple[str, tuple[Claim, str]]]) -> dict[str, bool]:
+        b = self._backend
+        claims = [item for _, item in items]
+        found: dict[str, bool] = await b._tx(lambda: b.ops.abandon_settled(claims), tx=b._in_tx("abandon"))
+        return found
+
+
 class LeaseBackend(SqlBase):
     """Lease rows; the dialect gives the push that wakes waiters (``_lease_wait`` and the hooks below)."""
 
@@ -214,11 +231,8 @@ class LeaseBackend(SqlBase):
         #: the deadline a batch wrote on a kept entry, and the batch's send time (``kept_stamp``)
         self._kept: dict[str, tuple[float, float]] = {}
         self._keep_io = rt.Mutex()
-        #: settled claims giving up (``abandon_settled``): waiting for a batch -> (claim, name key); and what
-        #: a batch found for the claims it took from other callers, until they look
-        self._abandoning: dict[str, tuple[Claim, str]] = {}
-        self._abandoned: dict[str, bool] = {}
-        self._abandon_io = rt.Mutex()
+        #: settled claims giving up (``abandon_settled``), together
+        self._abandons = _Abandons(self)
         #: waiters a release may hand the name to: the digest a hand-over names them by -> (token, waker)
         self._handing: dict[str, tuple[str, rt.Waker]] = {}
         #: hand-overs received and not yet taken: token -> the hand-over
@@ -264,32 +278,9 @@ class LeaseBackend(SqlBase):
 
     async def abandon_settled(self, claim: Claim, key: str) -> bool:
         """Clean up after a claim whose last try was answered (``Ops.abandon_settled``); True if something of
-        it was deleted. The store's claims that give up together share one batch: a call that finds a batch
-        running waits for it and then runs one for every claim that came meanwhile (a thousand waiters timing
-        out at once: a few statements, not a thousand, each waiting for one of the store's pool connections)."""
-        with self._guard:
-            self._abandoning[claim.token] = (claim, key)
-        async with self._abandon_io:
-            with self._guard:
-                if claim.token in self._abandoned:  # a batch that ran while we waited took ours
-                    return self._abandoned.pop(claim.token)
-                batch = list(self._abandoning.values())
-                self._abandoning.clear()
-            try:
-                found: dict[str, bool] = await self._tx(
-                    lambda: self.ops.abandon_settled(batch), tx=self._in_tx("abandon")
-                )
-            except BaseException:
-                with self._guard:  # the others try again in their turn (within their own clean-up budgets)
-                    for other in batch:
-                        if other[0].token != claim.token:
-                            self._abandoning.setdefault(other[0].token, other)
-                raise
-            with self._guard:  # the others take their answers when they get here (and wake their names)
-                for token, done in found.items():
-                    if token != claim.token:
-                        self._abandoned[token] = done
-        return found[claim.token]
+        it was deleted. The store's claims that give up together share one transaction (:class:`_Abandons`)."""
+        found: bool = await self._abandons(claim.token, (claim, key))
+        return found
 
     def kept_stamp(self, token: str) -> tuple[float, float] | None:
         """The deadline the last batch wrote on ``token``'s entry and when that batch was sent, once: like a

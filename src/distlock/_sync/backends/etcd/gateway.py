@@ -229,6 +229,33 @@ class Gateway:
         )
         return bool(data.get("succeeded"))
 
+    def delete_all_if_created(
+        self, created: list[tuple[bytes, int]], op_timeout: float | None = None
+    ) -> dict[bytes, bool]:
+        """:meth:`delete_if_created` for many keys (key, create revision): one txn per ``_MAX_TXN_OPS`` of them,
+        which deletes them all if every one still has its create revision; if one has not (gone, or a later
+        key on the same lease), that txn's keys are deleted one by one. All within ``op_timeout``."""
+        end = None if op_timeout is None else monotonic() + op_timeout
+        out: dict[bytes, bool] = {}
+        for i in range(0, len(created), _MAX_TXN_OPS):
+            chunk = created[i : i + _MAX_TXN_OPS]
+            left = None if end is None else max(0.01, end - monotonic())
+            data = self.call(
+                "/v3/kv/txn",
+                {
+                    "compare": [keys.create_is(key, rev) for key, rev in chunk],
+                    "success": [keys.delete_op(key) for key, _ in chunk],
+                },
+                op_timeout=left,
+            )
+            if data.get("succeeded"):
+                out.update((key, True) for key, _ in chunk)
+                continue
+            for key, rev in chunk:
+                left = None if end is None else max(0.01, end - monotonic())
+                out[key] = self.delete_if_created(key, rev, op_timeout=left)
+        return out
+
     def watch_delete(
         self, key: bytes, end: bytes | None, since: int, targets: dict[bytes, int], timeout: float
     ) -> tuple[Member, int] | None:

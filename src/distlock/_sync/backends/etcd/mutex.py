@@ -290,7 +290,7 @@ class Attempt(SyncAttempt):
         if entry is not None:
             # We know our key (the create's reply arrived): delete it and keep the lease for the next claim.
             try:
-                deleted = backend.gw.delete_if_created(entry.key, entry.rev, op_timeout=budget)
+                deleted = backend.drop_key(entry.key, entry.rev, budget)
             except BackendError:
                 deleted = False
             if deleted:
