@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from typing import Any
 
 import pytest
 
@@ -164,3 +166,106 @@ async def test_offload_without_interrupt_waits_for_the_step() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert ended.is_set()
+
+
+class _Hanging:
+    """Runs that each take ``hang`` seconds and then fail, as a request to a silent server does at the end of
+    its own budget; the items of each run, in order."""
+
+    def __init__(self, hang: float, fail: bool = True) -> None:
+        self.hang, self.fail = hang, fail
+        self.runs: list[list[int]] = []
+
+    def make(self, side: str) -> object:
+        from distlock._async.batch import Batched as AsyncBatched
+        from distlock._sync.batch import Batched as SyncBatched
+
+        outer = self
+
+        if side == "async":
+
+            class A(AsyncBatched[int, str, str]):
+                async def run(self, items: list[tuple[int, str]]) -> dict[int, str]:
+                    outer.runs.append([k for k, _ in items])
+                    await asyncio.sleep(outer.hang)
+                    if outer.fail:
+                        raise RuntimeError("silent server")
+                    return {k: v.upper() for k, v in items}
+
+            return A()
+
+        class S(SyncBatched[int, str, str]):
+            def run(self, items: list[tuple[int, str]]) -> dict[int, str]:
+                outer.runs.append([k for k, _ in items])
+                time.sleep(outer.hang)
+                if outer.fail:
+                    raise RuntimeError("silent server")
+                return {k: v.upper() for k, v in items}
+
+        return S()
+
+
+async def test_batched_callers_that_came_together_share_a_run_and_each_gets_its_answer() -> None:
+    runs = _Hanging(0.05, fail=False)
+    batched: Any = runs.make("async")
+    deadline = time.monotonic() + 5
+    answers = await asyncio.gather(*(batched(i, f"v{i}", deadline) for i in range(20)))
+    assert answers == [f"V{i}" for i in range(20)]
+    assert len(runs.runs) <= 3 and sorted(k for r in runs.runs for k in r) == list(range(20)), runs.runs
+    assert not batched._waiting and not batched._answered and not batched._gone
+
+
+async def test_batched_callers_behind_a_hanging_run_give_up_at_their_own_deadline() -> None:
+    """A run that hangs until its budget ends (a silent server): the callers behind it return at their own
+    deadlines, not after one failed run each (before: the last of 20 waited for 20 runs)."""
+    runs = _Hanging(1.0)
+    batched: Any = runs.make("async")
+    started = time.monotonic()
+    outcomes = await asyncio.gather(*(batched(i, "v", started + 0.3) for i in range(20)), return_exceptions=True)
+    took = time.monotonic() - started
+    assert isinstance(outcomes[0], RuntimeError)  # the caller that made the run
+    assert all(isinstance(o, TimeoutError) for o in outcomes[1:]), outcomes
+    assert took < 1.5, took  # the hanging run's 1 s, not 20 of them
+    assert len(runs.runs) == 1, runs.runs
+    assert not batched._waiting and not batched._answered and not batched._gone
+
+
+def test_batched_threads_behind_a_hanging_run_give_up_at_their_own_deadline() -> None:
+    runs = _Hanging(1.0)
+    batched: Any = runs.make("sync")
+    started = time.monotonic()
+    outcomes: list[object] = [None] * 8
+
+    def call(i: int) -> None:
+        try:
+            outcomes[i] = batched(i, "v", started + 0.3)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+        time.sleep(0.01)  # the first one makes the run
+    for t in threads:
+        t.join(10)
+    assert time.monotonic() - started < 1.5
+    assert isinstance(outcomes[0], RuntimeError) and all(isinstance(o, TimeoutError) for o in outcomes[1:]), outcomes
+    assert not batched._waiting and not batched._answered and not batched._gone
+
+
+async def test_batched_an_answer_for_a_caller_that_gave_up_is_dropped() -> None:
+    """B's item goes into C's run, which outlasts B's deadline: B gives up (TimeoutError), C gets its answer,
+    and B's answer is not kept for a caller that will never come for it."""
+    runs = _Hanging(0.3, fail=False)
+    batched: Any = runs.make("async")
+    now = time.monotonic()
+    a = asyncio.create_task(batched(1, "a", now + 5))  # run 1: A alone
+    await asyncio.sleep(0.05)
+    c = asyncio.create_task(batched(3, "c", now + 5))  # queued first for the turn after A's run
+    await asyncio.sleep(0.01)
+    b = asyncio.create_task(batched(2, "b", now + 0.45))  # its item goes into C's run, which ends after 0.6 s
+    assert await a == "A" and await c == "C"
+    with pytest.raises(TimeoutError):
+        await b
+    assert runs.runs == [[1], [3, 2]], runs.runs
+    assert not batched._waiting and not batched._answered and not batched._gone

@@ -47,6 +47,16 @@ async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
     return True
 
 
+async def acquire_within(mutex: asyncio.Lock, timeout: float | None) -> bool:
+    """True once ``mutex`` is held by the caller, False if ``timeout`` passed first (then it is not held)."""
+    try:
+        async with asyncio.timeout(timeout):  # a cancelled Lock.acquire leaves the lock to the next waiter
+            await mutex.acquire()
+    except TimeoutError:
+        return False
+    return True
+
+
 async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 

@@ -26,6 +26,10 @@ def wait_event(event: threading.Event, timeout: float | None) -> bool:
     return event.wait(timeout)
 
 
+def acquire_within(mutex: threading.Lock, timeout: float | None) -> bool:
+    return mutex.acquire(timeout=-1 if timeout is None else max(0.0, timeout))
+
+
 def sleep(seconds: float) -> None:
     time.sleep(seconds)
 

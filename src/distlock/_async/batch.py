@@ -11,6 +11,7 @@ from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 from .. import _rt_async as rt
+from .._core.timing import monotonic
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -18,25 +19,35 @@ R = TypeVar("R")
 
 
 class Batched(Generic[K, V, R]):
-    """``await batched(key, item)``: :meth:`run` for ``item`` and every item that came while an earlier run was
-    in flight, one run at a time; each caller gets the answer for its own key. A run that fails raises in the
-    caller that made it, and hands the others' items to the next run (each of them makes one when its turn
-    comes, within its own budget). A subclass says what a run is."""
+    """``await batched(key, item, deadline)``: :meth:`run` for ``item`` and every item that came while an earlier
+    run was in flight, one run at a time; each caller gets the answer for its own key. A run that fails raises
+    in the caller that made it, and hands the others' items to the next run. Every caller is bounded by its
+    own ``deadline`` (monotonic), also while it waits for its turn: a run that hangs until its own budget ends
+    (a silent server) must not make the callers behind it wait for one failed run each; a caller that gives
+    up is forgotten (``TimeoutError``), and an answer that still comes for it is dropped. A subclass says
+    what a run is; it bounds the run itself."""
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
         self._turn = rt.Mutex()
         self._waiting: dict[K, V] = {}  # items no run has taken yet
         self._answered: dict[K, R] = {}  # answers a run got for other callers, until they come for them
+        self._gone: set[K] = set()  # callers that gave up while a run had their item
 
     async def run(self, items: list[tuple[K, V]]) -> dict[K, R]:
         """One request for all ``items``; an answer for each key."""
         raise NotImplementedError
 
-    async def __call__(self, key: K, item: V) -> R:
+    async def __call__(self, key: K, item: V, deadline: float | None) -> R:
         with self._guard:
             self._waiting[key] = item
-        async with self._turn:
+        if not await rt.acquire_within(self._turn, None if deadline is None else deadline - monotonic()):
+            with self._guard:
+                if self._waiting.pop(key, None) is None:  # a run has it: drop what it answers for us
+                    if self._answered.pop(key, None) is None:
+                        self._gone.add(key)
+            raise TimeoutError("no turn before the deadline")
+        try:
             with self._guard:
                 if key in self._answered:  # a run made while we waited took ours
                     return self._answered.pop(key)
@@ -47,9 +58,18 @@ class Batched(Generic[K, V, R]):
             except BaseException:
                 with self._guard:
                     for k, v in items:
-                        if k != key:
+                        if k != key and k not in self._gone:
                             self._waiting.setdefault(k, v)
+                    self._gone.difference_update(k for k, _ in items)
                 raise
             with self._guard:
-                self._answered.update((k, r) for k, r in answers.items() if k != key)
-        return answers[key]
+                for k, r in answers.items():
+                    if k == key:
+                        continue
+                    if k in self._gone:
+                        self._gone.discard(k)
+                    else:
+                        self._answered[k] = r
+            return answers[key]
+        finally:
+            self._turn.release()

@@ -28,8 +28,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...._core import etcd_keys as keys
+from ...._core.timing import monotonic
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
-from ...._errors import NotHeld, UnsupportedFeature
+from ...._errors import BackendError, NotHeld, UnsupportedFeature
 from ...._url import StoreConfig
 from ...backend import AsyncBackend, AsyncPrefixWatch, AsyncWatch
 from ...batch import Batched
@@ -92,7 +93,10 @@ class Backend(AsyncBackend):
     async def drop_key(self, key: bytes, rev: int, op_timeout: float) -> bool:
         """Delete a waiter's key that still has create revision ``rev`` (an abandon); whether it did. The
         store's waiters that give up together share one txn (:class:`_Drops`)."""
-        dropped: bool = await self._drops(key, (rev, op_timeout))
+        try:
+            dropped: bool = await self._drops(key, (rev, op_timeout), monotonic() + op_timeout)
+        except TimeoutError:
+            raise BackendError("etcd: the clean-up ran out of time", backend=self.scheme) from None
         return dropped
 
     # -- the holdings of this store ----------------------------------------------------------------------

@@ -279,7 +279,10 @@ class LeaseBackend(SqlBase):
     async def abandon_settled(self, claim: Claim, key: str) -> bool:
         """Clean up after a claim whose last try was answered (``Ops.abandon_settled``); True if something of
         it was deleted. The store's claims that give up together share one transaction (:class:`_Abandons`)."""
-        found: bool = await self._abandons(claim.token, (claim, key))
+        try:
+            found: bool = await self._abandons(claim.token, (claim, key), self._deadline())
+        except TimeoutError:
+            raise BackendError(f"database call timed out ({self.describe()})", backend=self.scheme) from None
         return found
 
     def kept_stamp(self, token: str) -> tuple[float, float] | None:
