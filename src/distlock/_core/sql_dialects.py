@@ -26,6 +26,9 @@ class Dialect:
     lock_name: str  # take the name's transaction lock and read the clock: (a, b) -> (locked, now)
     enqueue: str  # (token, key, name, mode, expires_at) -> join or refresh the deadline
     notify: str | None  # (channel, key): wake the listeners of the name, delivered at commit
+    #: MySQL: ``lock_name`` with its answer kept in the session's ``@distlock_locked`` and ``@distlock_now``,
+    #: for the statement sent after it in the same round trip (the transactional acquire, ``Ops.acquire``)
+    lock_into: str | None = None
 
 
 #: session mode: the last connection-bound holder of the name (its lock key, owner, mode, connection id)
@@ -73,6 +76,8 @@ def mysql(prefix: str) -> Dialect:
         enqueue=f"INSERT INTO {p}_queue (token, name_key, name, mode, expires_at) VALUES (%s, %s, %s, %s, %s) "
         "ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)",
         notify=None,
+        # SET assigns left to right; NOW() is the statement's start, so the clock is read as lock_name's is
+        lock_into="SET @distlock_locked = GET_LOCK(%s, %s), @distlock_now = UNIX_TIMESTAMP(NOW(6))",
     )
 
 

@@ -41,6 +41,9 @@ _LOCK_TIMEOUT_CODES = {1205, 3572}
 _TLS_ALIASES = {"tls": "ssl", "cafile": "ssl_ca", "certfile": "ssl_cert", "keyfile": "ssl_key", "verify": "ssl_verify"}
 #: the worker pool of every PyMySQL call (see the module docstring)
 POOL = "mysql"
+#: the end of every transaction, which also lets go of the name's GET_LOCK (pool connections hold no other
+#: named lock)
+_COMMIT = "COMMIT; DO RELEASE_ALL_LOCKS()"
 #: client error codes of a connection that is gone
 _GONE_CODES = {2003, 2006, 2013, 2055, 1927, 4031}
 
@@ -179,13 +182,19 @@ class MyDriver(SqlBase):
             # BEGIN goes in one round trip with the script's first statement (a multi-statement): every
             # transaction here is short, and its first round trip was BEGIN's alone (a tenth of a try)
             begin = "BEGIN; " if tx else ""
+            committed = False  # the COMMIT went with the script's last statement (``Stmt.last``)
             try:
                 try:
                     stmt = next(script)
                     while True:
+                        if committed:
+                            raise RuntimeError("a script went on after its last statement")
                         own = own or stmt.batch is not None
+                        # and the COMMIT with the last one, in the same round trip
+                        end = "; " + _COMMIT if tx and stmt.last else ""
                         try:
-                            cur.execute(begin + stmt.sql, stmt.params or None)
+                            cur.execute(begin + stmt.sql + end, stmt.params or None)
+                            committed = bool(end)
                             if begin:  # past BEGIN's answer, to the statement's own
                                 cur.nextset()
                                 begin = ""
@@ -202,8 +211,8 @@ class MyDriver(SqlBase):
                         stmt = script.send(sq.Result(rows, count))
                 except StopIteration as stop:
                     result = stop.value
-                if tx:  # and let go of the name's GET_LOCK (pool connections hold no other named lock)
-                    cur.execute("COMMIT; DO RELEASE_ALL_LOCKS()")
+                if tx and not committed:
+                    cur.execute(_COMMIT)
                     while cur.nextset():
                         pass
                 return result

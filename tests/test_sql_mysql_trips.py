@@ -1,0 +1,94 @@
+"""MySQL/MariaDB lease mode: what one try of the acquire sends (issue 17: hand-offs at the round-trip limit).
+
+The try is one transaction on a pooled connection: the name's ``GET_LOCK`` goes in the same round trip as the
+read of its holders and queue (its answer and the clock carried in session variables), and the writes of the
+decision in the same round trip as the COMMIT. Counted here on a real server by wrapping PyMySQL's
+``Cursor.execute`` (one call is one round trip) on the calling thread; the bell thread's calls are not counted.
+Also what the variables carry when the name's lock is NOT granted: the try decides nothing and writes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pymysql
+import pymysql.cursors
+import pytest
+
+import distlock
+from distlock._core import sql_lease as sq
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The statements PyMySQL sends from this thread from now on, one entry per round trip."""
+    seen: list[str] = []
+    me = threading.get_ident()
+    plain = pymysql.cursors.Cursor.execute
+
+    def execute(self: Any, query: str, args: Any = None) -> Any:
+        if threading.get_ident() == me:
+            seen.append(query)
+        return plain(self, query, args)
+
+    monkeypatch.setattr(pymysql.cursors.Cursor, "execute", execute)
+    yield seen
+
+
+def _raw(url: str) -> Any:
+    cfg = distlock._url.parse_url(url)
+    host, port = cfg.hosts[0]
+    return pymysql.connect(
+        host=host, port=port, user=cfg.username, password=cfg.password, database=cfg.path.lstrip("/"), autocommit=True
+    )
+
+
+def test_an_acquire_is_two_round_trips(mysql_url: str, calls: list[str]) -> None:
+    name = f"trips-{uuid.uuid4().hex[:8]}"
+    with distlock.connect(mysql_url) as a, distlock.connect(mysql_url) as b:
+        assert a.inspect(name) is None  # both stores open (tables made, pools warm) before counting
+        assert b.inspect(name) is None
+        held = a.lock(name, ttl=10)
+        calls.clear()
+        assert held.acquire(timeout=5)
+        granted = list(calls)
+        # a fair waiter refused: it joins the queue and reads its place, in as many round trips
+        calls.clear()
+        assert not b.lock(name, ttl=10, fair=True).acquire(timeout=0)
+        queued = [c for c in calls if "_queue" in c and "SELECT 2," not in c]
+        refused = list(calls)
+        held.release()
+    assert len(granted) == 2, granted
+    assert "GET_LOCK" in granted[0] and "_holders" in granted[0], "the name's lock goes with the read"
+    assert "INSERT INTO" in granted[1] and granted[1].endswith("COMMIT; DO RELEASE_ALL_LOCKS()"), granted[1]
+    assert "GET_LOCK" in refused[0]
+    assert any("ON DUPLICATE KEY UPDATE" in c and "SELECT seq" in c and "COMMIT" in c for c in queued), refused
+
+
+def test_a_try_whose_name_lock_is_not_granted_decides_and_writes_nothing(mysql_url: str) -> None:
+    """Another transaction keeps the name's lock (a stuck one): the try's read ran anyway, in the same round trip,
+    but the try must not act on it. It reports "not acquired" and writes no row; once the lock is free, the
+    next try takes the name."""
+    name = f"stuck-{uuid.uuid4().hex[:8]}"
+    blocker = _raw(mysql_url)
+    try:
+        with distlock.connect(mysql_url) as store:
+            backend: Any = store._backend  # type: ignore[attr-defined]
+            backend.ops.name_wait = 0.05
+            with blocker.cursor() as cur:  # what the store's own acquires take first (``Ops._lock_name``)
+                cur.execute("SELECT GET_LOCK(%s, 1)", (f"{backend.ops.p}:{sq.name_key(name)}"[:64],))
+            lock = store.lock(name, ttl=10, fair=True)
+            assert not lock.acquire(timeout=0.5)
+            with blocker.cursor() as cur:
+                cur.execute(f"SELECT COUNT(*) FROM {backend.ops.p}_holders WHERE name = %s", (name,))
+                assert cur.fetchone() == (0,), "a holder row written without the name's lock"
+                cur.execute("DO RELEASE_ALL_LOCKS()")
+            assert lock.acquire(timeout=5)
+            info = store.inspect(name)
+            assert info is not None and len(info.holders) == 1
+            lock.release()
+    finally:
+        blocker.close()
