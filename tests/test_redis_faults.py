@@ -5,6 +5,7 @@ does not report a loss it did not have. Real redis-server processes only."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -150,3 +151,35 @@ async def test_async_requests_start_no_task_of_the_driver(redis_url: str, name: 
         assert made == []
     finally:
         await store.aclose()
+
+
+def test_a_waiter_whose_subscription_is_confirmed_late_re_checks_at_once(
+    proxy: FaultProxy, redis_url: str, name: str
+) -> None:
+    """The waiter's SUBSCRIBE reaches the server only after the waiter stopped waiting for its confirmation
+    (``SUBSCRIBE_TIMEOUT``), and the holder released in between: that release was pushed to nobody. The
+    confirmation, when it comes, must make the waiter re-check (it then finds the name free); before, it slept
+    out its re-check slice (2 s), as after a Sentinel failover whose new master the waiter's store learned late."""
+    url = f"redis://127.0.0.1:{proxy.port}/0"
+    with distlock.connect(redis_url) as a, distlock.connect(url) as b:
+        held = a.lock(name, ttl=10)
+        assert held.acquire(timeout=5)
+        sent = proxy.delay_next(b"SUBSCRIBE", 1.3)  # the waiter's pub/sub connection: its first command
+        got: list[float] = []
+
+        def wait() -> None:
+            lock = b.lock(name, ttl=10)
+            if lock.acquire(timeout=10):
+                got.append(time.monotonic())
+                lock.release()
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        assert sent.wait(5), "the waiter subscribed through the proxy"
+        time.sleep(0.3)  # the waiter is refused and waits for the confirmation (held back 1.3 s)
+        released = time.monotonic()
+        held.release()  # nobody is subscribed on the server yet
+        waiter.join(15)
+    assert got, "the waiter got the lock"
+    # the confirmation comes ~1 s after the release: then the re-check (its slice would end ~2.7 s after)
+    assert got[0] - released < 1.8, got[0] - released

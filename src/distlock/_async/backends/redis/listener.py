@@ -346,9 +346,13 @@ class Listener:
                 if event is not None:
                     if event.is_set():  # re-subscribed after a reconnect we did not see: messages may be lost
                         self._gen += 1
-                        wake = list(group.values()) + watching
                     event.set()
                     self._live[channel] = self._gen
+                    # Everyone re-checks under the live subscription: a waiter whose wait for it timed out
+                    # (SUBSCRIBE_TIMEOUT; after a failover, while no sentinel named the new master yet) sleeps
+                    # on hints, and a release made before the server had the subscription pushed to nobody
+                    # (its next re-check came up to 2 s after the release).
+                    wake = list(group.values()) + watching
             elif kind == "message":
                 data = msg.get("data")
                 token = data.decode() if isinstance(data, bytes) else str(data)

@@ -100,6 +100,8 @@ class Attempt(SyncAttempt):
                 self._waker = rt.Waker()
             listener.watch(self._channel, self.claim.token, self._waker.notify, SUBSCRIBE_TIMEOUT)
             if listener.live(self._channel) is not None:
+                # the confirmation woke us too (see ``Listener._dispatch``): the caller's re-check covers it
+                self._waker.take()
                 return
         # through the listener: this thread (task) reads the pub/sub connection itself while it waits, so the
         # push that wakes it is read here, not handed over from the listener's thread (one hop, not two)
@@ -161,6 +163,7 @@ class RedlockAttempt(SyncAttempt):
                 SUBSCRIBE_TIMEOUT + 0.5,
             )
             if self._covered([n.listener.live(self._channel) for n in nodes]):
+                waker.take()  # the confirmations woke us too: the caller's re-check covers them
                 return
         self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
 
