@@ -368,17 +368,6 @@ class Ops:
             yield chain(*before, last=True)
         return Grant(False, retry_after=decision.retry_after, place=place)
 
-    def taken(self, claim: Claim, key: str) -> Stmt | None:
-        """For a claim no live holder but its own may sit beside (exclusive, write): the condition that
-        another live holder is there, as an SQL expression (a hint for a waiter woken by a release: a try
-        would be refused). None for the other kinds."""
-        if claim.mode.shared:
-            return None
-        return Stmt(
-            f"EXISTS(SELECT 1 FROM {self.p}_holders WHERE name_key = %s AND token <> %s AND expires_at > {self.d.now})",
-            (key, claim.token),
-        )
-
     def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
         """Delete the claim's queue entry and holding. The name's lock first: an acquire of this claim that
         was cancelled in flight (its connection shut down) may still be running on the server, and holds

@@ -113,38 +113,21 @@ class Lease(MyDriver, LeaseBackend):
     async def _forget_bells(self, tokens: Sequence[str]) -> None:
         self._ring(self._bell_drop, list(tokens))
 
-    def _bell_wait_blocking(self, c: MyConn, companion: str, timeout: float, taken: sq.Stmt | None) -> int:
-        """-1: nobody rings this name; 1: it rang (the holder let go); 0: timed out.
-
-        With ``taken`` (an exclusive or write claim: the statement that reads whether another live holder
-        is there), a ring after which another holder took the name at once (a release in a process that
-        loops acquiring barges) is not reported: the wait goes on, on the new holder's bell. Every waiter
-        of the name is woken by each ring (the companion is let go at once, so the next waiter gets it), and
-        each woken one sent a whole try to find the name taken again: under 8 processes looping on one lock,
-        tries per acquisition rose from 1.5 to 2.2 once a try became two round trips, and the rate fell by
-        a sixth. The read is a hint only (the try decides): a holder that is gone by the time we wait again
-        left its bell free, and then we look (-1)."""
-        end = monotonic() + timeout
+    def _bell_wait_blocking(self, c: MyConn, companion: str, timeout: float) -> int:
+        """-1: nobody rings this name; 1: it rang (the holder let go); 0: timed out."""
         with c.guard, c.conn.cursor() as cur:
             self._bound(c, self._deadline(timeout))
-            while True:
-                # One round trip: the companion is let go in the same statement as soon as it is granted. A
-                # holder takes its bell right after its acquire returned (the bell thread): a waiter its try
-                # refused may look before that, so it looks once more BELL_LATE later before it falls back
-                # to polling. Then, in a statement of its own (so its read is made after the wait), whether
-                # the name was taken again.
-                cur.execute(
-                    "SET @distlock_rang = CASE WHEN IS_USED_LOCK(%s) IS NULL AND SLEEP(%s) = 0 AND "
-                    "IS_USED_LOCK(%s) IS NULL THEN -1 WHEN GET_LOCK(%s, %s) = 1 THEN RELEASE_LOCK(%s) ELSE 0 END; "
-                    + (f"SELECT @distlock_rang, @distlock_rang = 1 AND {taken.sql}" if taken else "SELECT @distlock_rang, 0"),
-                    (companion, BELL_LATE, companion, companion, max(0.0, end - monotonic()), companion,
-                     *(taken.params if taken else ())),
-                )  # fmt: skip
-                cur.nextset()
-                row = cur.fetchone()
-                rang = 0 if row is None or row[0] is None else int(row[0])
-                if rang != 1 or not (row is not None and row[1]) or monotonic() >= end:
-                    return rang
+            # One round trip: the companion is let go in the same SELECT as soon as it is granted. A holder
+            # takes its bell right after its acquire returned (the bell thread): a waiter its try refused may
+            # look before that, so it looks once more BELL_LATE later before it falls back to polling (a
+            # capped backoff from 2 ms: the hand-over would wait for that poll instead of the bell).
+            cur.execute(
+                "SELECT CASE WHEN IS_USED_LOCK(%s) IS NULL AND SLEEP(%s) = 0 AND IS_USED_LOCK(%s) IS NULL THEN -1 "
+                "WHEN GET_LOCK(%s, %s) = 1 THEN RELEASE_LOCK(%s) ELSE 0 END",
+                (companion, BELL_LATE, companion, companion, timeout, companion),
+            )
+            row = cur.fetchone()
+            return 0 if row is None or row[0] is None else int(row[0])
 
     async def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
         assert attempt.waker is not None
@@ -161,7 +144,6 @@ class Lease(MyDriver, LeaseBackend):
                 conn,
                 sq.bell_name(attempt.key),
                 delay,
-                self.ops.taken(attempt.claim, attempt.key),
                 interrupt=lambda: shut_down(conn),
                 pool=POOL,
             )
