@@ -92,3 +92,35 @@ def test_a_try_whose_name_lock_is_not_granted_decides_and_writes_nothing(mysql_u
             lock.release()
     finally:
         blocker.close()
+
+
+def test_a_holding_that_ended_before_its_bell_was_taken_takes_none(mysql_url: str) -> None:
+    """The bell thread makes a holding's companion GET_LOCK and its let-go after acquire() and release()
+    returned. When it comes to a take whose holding has already ended (it lags behind a store looping on the
+    lock), it takes nothing: no round trip for a bell nobody needs, none held late while the name is free."""
+    name = f"late-bell-{uuid.uuid4().hex[:8]}"
+    with distlock.connect(mysql_url) as store:
+        backend: Any = store._backend  # type: ignore[attr-defined]
+        lock = store.lock(name, ttl=10)
+        assert lock.acquire(timeout=5)  # the bell connection is open, the bell line idle afterwards
+        lock.release()
+        backend._bell_line.submit(lambda: None).result(5)
+        sent: list[str] = []
+        plain = backend._bell_call
+
+        def counting(sql: str, params: tuple[object, ...]) -> Any:
+            sent.append(sql)
+            return plain(sql, params)
+
+        backend._bell_call = counting
+        hold_back = threading.Event()
+        backend._bell_line.submit(hold_back.wait, 10)
+        assert lock.acquire(timeout=5)  # its take is queued behind hold_back ...
+        lock.release()  # ... and so is its let-go
+        hold_back.set()
+        backend._bell_line.submit(lambda: None).result(5)  # the line has drained
+        assert sent == [], sent
+        assert lock.acquire(timeout=5)  # a holding whose take comes in time still takes its bell
+        backend._bell_line.submit(lambda: None).result(5)
+        assert any("GET_LOCK" in s for s in sent), sent
+        lock.release()

@@ -51,6 +51,9 @@ class Lease(MyDriver, LeaseBackend):
         self._bells: dict[str, str] = {}  # token -> companion lock the bell connection holds for it
         #: the bell's calls, made by one thread in the order asked for (``_ring``)
         self._bell_line = ThreadPoolExecutor(max_workers=1, thread_name_prefix="distlock-bell")
+        #: holdings whose let-go is asked for and not yet made: a take of their bell still queued is skipped
+        #: (set operations are atomic; the caller's thread adds, the bell thread removes)
+        self._ending: set[str] = set()
 
     # -- lease-mode wake-ups: the companion GET_LOCK ("bell") ------------------------------------------------
     def _ring(self, call: Callable[..., None], *args: Any) -> None:
@@ -82,6 +85,12 @@ class Lease(MyDriver, LeaseBackend):
         return None
 
     def _bell_hold(self, token: str, key: str) -> None:
+        if token in self._ending:
+            # The holding ended before the bell thread came to its take (a store looping acquire + release
+            # asks for two bell calls per pair, each a round trip, and can ask faster than one thread makes
+            # them): nobody needs this bell, and taking it late would keep waiters on a free name until the
+            # let-go. The let-go that follows finds nothing to let go.
+            return
         with self._bell_guard:
             try:
                 if self._bell_call("SELECT GET_LOCK(%s, 0.02)", (sq.bell_name(key),)) == 1:
@@ -92,6 +101,7 @@ class Lease(MyDriver, LeaseBackend):
     def _bell_drop(self, tokens: Sequence[str]) -> None:
         with self._bell_guard:
             for token in tokens:
+                self._ending.discard(token)
                 companion = self._bells.pop(token, None)
                 if companion is None:
                     continue
@@ -109,10 +119,11 @@ class Lease(MyDriver, LeaseBackend):
 
     def _released(self, tokens: Sequence[str], key: str) -> None:
         self.wakers.wake(key)
-        self._ring(self._bell_drop, list(tokens))  # after any hold of theirs still queued: none stays behind
+        self._forget_bells(tokens)
 
     def _forget_bells(self, tokens: Sequence[str]) -> None:
-        self._ring(self._bell_drop, list(tokens))
+        self._ending.update(tokens)
+        self._ring(self._bell_drop, list(tokens))  # after any hold of theirs still queued: none stays behind
 
     def _bell_wait_blocking(self, c: MyConn, companion: str, timeout: float) -> int:
         """-1: nobody rings this name; 1: it rang (the holder let go); 0: timed out."""
