@@ -456,3 +456,63 @@ async def test_etcd_a_batch_delete_where_one_key_changed_deletes_the_others_one_
         }
         left = await gw.call("/v3/kv/range", keys.prefix_range(prefix))
         assert not left.get("kvs"), left
+
+
+async def test_zookeeper_waiters_giving_up_together_delete_their_children_in_a_few_multis(zookeeper_url: str) -> None:
+    """30 waiters of one store time out at once: their children go in a few multi requests (each deletes every
+    child of the attempts that came while the one before ran), not one delete each; each acquire returns
+    False and no child is left."""
+    name = f"waiters-{uuid.uuid4().hex[:8]}"
+    async with (
+        await distlock.connect_async(zookeeper_url) as owner,
+        await distlock.connect_async(zookeeper_url) as store,
+    ):
+        holder = owner.lock(name, ttl=30)
+        assert await holder.acquire(timeout=10)
+        nodes: Any = store._backend.nodes  # type: ignore[attr-defined]
+        plain, single = nodes.delete_all, nodes.delete
+        sizes: list[int] = []
+        alone: list[str] = []
+
+        def counted(paths: Any) -> Any:
+            sizes.append(len(paths))
+            return plain(paths)
+
+        def one(path: str) -> Any:
+            alone.append(path)
+            return single(path)
+
+        nodes.delete_all, nodes.delete = counted, one
+        locks = [store.lock(name, ttl=30) for _ in range(30)]
+        assert await asyncio.gather(*(lock.acquire(timeout=1.0) for lock in locks)) == [False] * 30
+        assert sum(sizes) == 30 and len(sizes) <= 10 and not alone, (sizes, alone)
+        info = await owner.inspect(name)
+        assert info is not None and not info.waiters, info
+        await holder.release()
+
+
+def test_zookeeper_a_multi_delete_with_one_child_gone_deletes_the_others_one_by_one(zookeeper_url: str) -> None:
+    """One child of the batch is already gone (its session ended, an operator deleted it): the server deletes
+    none of the multi, and each attempt is then cleaned up alone; the others' children go, and nothing is
+    reported as an error."""
+    from distlock._async.backends.zookeeper.cleanup import Traces
+    from distlock._async.backends.zookeeper.nodes import Entry
+
+    with distlock.connect(zookeeper_url) as store:
+        backend: Any = store._backend  # type: ignore[attr-defined]
+        parent = f"{backend.root}/batch-{uuid.uuid4().hex[:8]}"
+        client = backend.wire.client
+        client.ensure_path(parent)
+        made = [client.create(f"{parent}/n-", b"", sequence=True).rsplit("/", 1)[1] for _ in range(3)]
+        client.delete(f"{parent}/{made[1]}")
+        many = []
+        for child in made:
+            node = Entry(parent, "n-")
+            node.name, node.created = child, True
+            many.append(Traces(f"t-{child}", "batch", node=node, lease=Entry(parent, "l-")))
+        with backend.wire.bounded(None, None):
+            backend.cleanup.abandon_all(many)
+        assert client.get_children(parent) == []
+        assert all(t.node.name is None for t in many)
+        assert backend.cleanup.deferred == []
+        client.delete(parent)

@@ -455,12 +455,15 @@ def test_abandon_during_a_disconnection_is_finished_on_reconnect(
         holder = a.lock(name)
         assert holder.acquire(timeout=10)
         backend = backend_of(b.lock(name))
-        real_delete = backend.nodes.delete
 
         def down(path: str) -> bool:
             raise distlock.BackendError("injected: connection down", backend="zookeeper")
 
+        def all_down(paths: list[str]) -> None:
+            raise distlock.BackendError("injected: connection down", backend="zookeeper")
+
         monkeypatch.setattr(backend.nodes, "delete", down)
+        monkeypatch.setattr(backend.nodes, "delete_all", all_down)  # the clean-ups' multi request, too
         # times out; its clean-up fails and is deferred (logged): the acquire reports what happened, not held
         assert b.lock(name).acquire(timeout=0.3) is False
         path = layout.lock_path(name)
@@ -471,7 +474,7 @@ def test_abandon_during_a_disconnection_is_finished_on_reconnect(
             return [c for c in client.get_children(path) if client.exists(f"{path}/{c}").ephemeralOwner == session]
 
         assert len(b_nodes()) == 1  # the orphan the failed abandon left behind
-        monkeypatch.setattr(backend.nodes, "delete", real_delete)
+        monkeypatch.undo()  # the connection is back: deletes work again
         backend.session.on_state(KazooState.SUSPENDED)
         backend.session.on_state(KazooState.CONNECTED)  # the same session is back
         assert wait_for(lambda: b_nodes() == [], 10)

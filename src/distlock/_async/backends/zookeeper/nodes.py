@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,7 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    RolledBackError,
     SessionExpiredError,
     UnimplementedError,
 )
@@ -246,6 +247,21 @@ class Nodes:
             except ConnectionLoss:
                 retried = True
         raise BackendError(f"could not delete {path}", backend=w.scheme)
+
+    def delete_all(self, paths: Sequence[str]) -> None:
+        """Delete every one of ``paths`` in ONE multi request (a ZooKeeper transaction): all or none. If one is
+        already gone the server deletes none and this raises its error (NoNodeError); so does a connection
+        lost before the answer (the multi may or may not have been applied: deletes are idempotent)."""
+        w = self._wire
+        multi = w.client.transaction()
+        for path in paths:
+            multi.delete(path)
+        results = w.get(w.send(multi.commit_async))
+        failed = [r for r in results if isinstance(r, BaseException) and not isinstance(r, RolledBackError)]
+        if failed:
+            raise failed[0]
+        if any(isinstance(r, BaseException) for r in results):  # rolled back without a cause named
+            raise RolledBackError()
 
     def delete_by_uuid(self, parent: str, uid: str) -> None:
         """Delete our child under ``parent`` whose name we never learned (its create's reply was lost)."""

@@ -118,8 +118,14 @@ class Attempt(AsyncAttempt):
         return await self.try_acquire()
 
     async def abandon(self) -> None:
-        self.backend.unwatch_session(self)
-        await rt.offload(self._abandon)
+        b = self.backend
+        b.unwatch_session(self)
+        try:
+            # the store's attempts that give up together clean up together (``Backend.abandons``)
+            await b.abandons(self.claim.token, self, monotonic() + b.cleanup.budget)
+        except TimeoutError:  # no turn within the clean-up's budget: deleted in the background instead
+            b.cleanup.defer(self._traces.leftovers())
+            b.cleanup.start()
 
     # -- called from kazoo's threads -------------------------------------------------------------------
     def wake(self, event: WatchedEvent | None = None) -> None:
@@ -235,9 +241,11 @@ class Attempt(AsyncAttempt):
         self.backend.holdings.hold(Held(self.claim.token, path))
         return Grant(True, fence=czxid)
 
-    def _abandon(self) -> None:
-        b = self.backend
-        # The clean-up has its own budget; what it cannot delete in time is deleted once the server answers
-        # again, or goes with the session (its nodes are ephemeral).
-        with self._step_guard, b.wire.bounded(monotonic() + b.cleanup.budget, None):
-            b.wire.translated(lambda: b.cleanup.abandon(self._traces))
+    @property
+    def traces(self) -> Traces:
+        return self._traces
+
+    @property
+    def step_guard(self) -> threading.Lock:
+        """Held while a blocking step of this attempt runs: its clean-up waits for it (``Backend.abandons``)."""
+        return self._step_guard

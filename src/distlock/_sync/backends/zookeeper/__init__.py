@@ -41,16 +41,19 @@ blocking operation runs in a worker thread (``rt.offload``).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from .... import _rt_sync as rt
 from ...._core import zookeeper_layout as layout
+from ...._core.timing import monotonic
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._given import given
 from ...._url import StoreConfig
 from ...backend import SyncBackend, SyncWatch
+from ...batch import Batched
 from . import connect
 from .admin import Admin
 from .cleanup import Cleanup
@@ -72,6 +75,36 @@ class Wakes(Protocol):
     def wake(self, event: Any = None) -> None: ...
 
 
+class _Abandons(Batched[str, Attempt, None]):
+    """The clean-ups of a store's attempts that give up together (a thousand waiters timing out at once):
+    what they left goes in one multi request for all that came while the last one ran
+    (:meth:`Cleanup.abandon_all`), not a delete each."""
+
+    def __init__(self, backend: Backend) -> None:
+        super().__init__()
+        self._backend = backend
+
+    def run(self, items: list[tuple[str, Attempt]]) -> dict[str, None]:
+        rt.offload(self._run, [attempt for _, attempt in items])
+        return dict.fromkeys((token for token, _ in items), None)
+
+    def _run(self, attempts: list[Attempt]) -> None:
+        b = self._backend
+        # The clean-up has its own budget; what it cannot delete in time is deleted once the server answers
+        # again, or goes with the session (its nodes are ephemeral). Each attempt's step (a try cancelled in
+        # flight) ends before its nodes are looked at.
+        end = monotonic() + b.cleanup.budget
+        with contextlib.ExitStack() as steps, b.wire.bounded(end, None):
+            ready = []
+            for attempt in attempts:
+                if attempt.step_guard.acquire(timeout=max(0.0, end - monotonic())):
+                    steps.callback(attempt.step_guard.release)
+                    ready.append(attempt.traces)
+                else:  # still in a step at the end of the budget: left to the background clean-up
+                    b.cleanup.defer(attempt.traces.leftovers())
+            b.wire.translated(lambda: b.cleanup.abandon_all(ready))
+
+
 class Backend(SyncBackend):
     capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=False, elections=True)
 
@@ -82,6 +115,7 @@ class Backend(SyncBackend):
         self.nodes = Nodes(self.wire, link.acl)
         self.holdings = Holdings(self.wire, self.nodes, self.lost)
         self.cleanup = Cleanup(self.nodes, self.holdings, opts.op_timeout)
+        self.abandons = _Abandons(self)
         self.admin = Admin(self.wire, self.nodes, self.holdings, self.root)
         self._guard = threading.Lock()
         self._waiting: set[Wakes] = set()  # attempts and watches that look again on any change of the connection

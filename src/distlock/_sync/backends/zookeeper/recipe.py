@@ -119,8 +119,14 @@ class Attempt(SyncAttempt):
         return self.try_acquire()
 
     def abandon(self) -> None:
-        self.backend.unwatch_session(self)
-        rt.offload(self._abandon)
+        b = self.backend
+        b.unwatch_session(self)
+        try:
+            # the store's attempts that give up together clean up together (``Backend.abandons``)
+            b.abandons(self.claim.token, self, monotonic() + b.cleanup.budget)
+        except TimeoutError:  # no turn within the clean-up's budget: deleted in the background instead
+            b.cleanup.defer(self._traces.leftovers())
+            b.cleanup.start()
 
     # -- called from kazoo's threads -------------------------------------------------------------------
     def wake(self, event: WatchedEvent | None = None) -> None:
@@ -236,9 +242,11 @@ class Attempt(SyncAttempt):
         self.backend.holdings.hold(Held(self.claim.token, path))
         return Grant(True, fence=czxid)
 
-    def _abandon(self) -> None:
-        b = self.backend
-        # The clean-up has its own budget; what it cannot delete in time is deleted once the server answers
-        # again, or goes with the session (its nodes are ephemeral).
-        with self._step_guard, b.wire.bounded(monotonic() + b.cleanup.budget, None):
-            b.wire.translated(lambda: b.cleanup.abandon(self._traces))
+    @property
+    def traces(self) -> Traces:
+        return self._traces
+
+    @property
+    def step_guard(self) -> threading.Lock:
+        """Held while a blocking step of this attempt runs: its clean-up waits for it (``Backend.abandons``)."""
+        return self._step_guard
