@@ -342,16 +342,15 @@ class Ops:
             if d.rowcount < stale_holders:
                 return Grant(False, retry_after=0.0)
         # writes whose answer decides nothing go in the round trip of the statement after them
-        before = [Stmt(f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= %s", (key, now))] * bool(
-            stale_waiters
-        )
+        stale = Stmt(f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= %s", (key, now))
+        before = [stale] if stale_waiters else []
         decision = decide(claim, holders, queue, now, register_all=False)
         if decision.ours:
             r = yield chain(*before, Stmt(f"SELECT fence FROM {p}_holders WHERE token = %s", (claim.token,)), last=True)
             return Grant(True, fence=to_int(r.rows[0][0]))
         if decision.grant:
             queued = any(q.token == claim.token for q in queue)
-            after = [Stmt(f"DELETE FROM {p}_queue WHERE token = %s", (claim.token,))] * queued
+            after = [Stmt(f"DELETE FROM {p}_queue WHERE token = %s", (claim.token,))] if queued else []
             if claim.value is not None:  # a new leader: its observers look again
                 after.extend(self._notify_stmt(key))
             r = yield chain(*before, self._insert_holder(claim, key, now), *after, last=True)
