@@ -58,16 +58,23 @@ def start_mariadb(
     port = port or free_port()
     d = dirpath / name
     data = d / "data"
+    # A temp dir of its own: the bootstrap and the server make (and at start delete) temporary tables in the
+    # default /tmp, and two servers set up at once (one per test worker) removed each other's files there
+    # ("Error on delete of '/tmp/#sql-temptable-...'": the install failed about one run in ten).
+    tmp = d / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
     if not data.exists():
-        d.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
+        done = subprocess.run(
             [install, "--no-defaults", f"--datadir={data}", "--auth-root-authentication-method=normal",
-             "--skip-test-db", *_as_root_flag()],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120,
+             "--skip-test-db", *_as_root_flag(), f"--tmpdir={tmp}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120, text=True,
         )  # fmt: skip
+        if done.returncode != 0:  # say why (the tool's own last lines), not only that it failed
+            tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+            raise RuntimeError(f"mariadb-install-db failed (exit {done.returncode}) for {data}:\n{tail}")
     argv = [
         *wrap, binary, "--no-defaults", f"--datadir={data}", f"--bind-address={LOOPBACK}", f"--port={port}",
-        f"--socket={d / 'mysqld.sock'}", f"--pid-file={d / 'mysqld.pid'}", "--skip-log-bin",
+        f"--socket={d / 'mysqld.sock'}", f"--pid-file={d / 'mysqld.pid'}", f"--tmpdir={tmp}", "--skip-log-bin",
         "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--max-connections=500",
         "--innodb-flush-log-at-trx-commit=2", "--skip-name-resolve", *_as_root_flag(), *extra,
     ]  # fmt: skip
