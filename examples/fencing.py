@@ -30,13 +30,23 @@ def guarded_write(db: sqlite3.Connection, value: str, fence: int) -> bool:
 
 
 def main(url: str | None = None) -> int:
-    workdir = Path(tempfile.mkdtemp(prefix="distlock-fencing-"))
+    with tempfile.TemporaryDirectory(prefix="distlock-fencing-") as tmp:  # removed at the end, with its files
+        return run(Path(tmp), url)
+
+
+def run(workdir: Path, url: str | None) -> int:
     url = url or f"sqlite:///{workdir}/locks.db"
     db = sqlite3.connect(workdir / "resource.db")
-    db.execute("CREATE TABLE resource (id INTEGER PRIMARY KEY, value TEXT, fence INTEGER NOT NULL)")
-    db.execute("INSERT INTO resource VALUES (1, 'initial', 0)")
-    db.commit()
+    try:
+        db.execute("CREATE TABLE resource (id INTEGER PRIMARY KEY, value TEXT, fence INTEGER NOT NULL)")
+        db.execute("INSERT INTO resource VALUES (1, 'initial', 0)")
+        db.commit()
+        return demonstrate(db, url)
+    finally:
+        db.close()
 
+
+def demonstrate(db: sqlite3.Connection, url: str) -> int:
     with distlock.connect(url) as store:
         slow = store.lock("report", ttl=0.5, auto_renew=False)  # a holder that will stall past its lease
         slow.acquire()

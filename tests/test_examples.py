@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,10 +10,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_fencing_example_rejects_the_stale_writer() -> None:
-    r = subprocess.run([sys.executable, "examples/fencing.py"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+def test_fencing_example_rejects_the_stale_writer(tmp_path: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # where the example makes its work directory
+    r = subprocess.run(
+        [sys.executable, "examples/fencing.py"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "fence 1: accepted=False" in r.stdout and "resource value: 'fresh'" in r.stdout
+    assert list(tmp_path.iterdir()) == [], "the example left its work directory behind"
 
 
 def test_demo_passes_its_own_checks(tmp_path: Path) -> None:
