@@ -10,6 +10,7 @@ Also what the variables carry when the name's lock is NOT granted: the try decid
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -124,3 +125,42 @@ def test_a_holding_that_ended_before_its_bell_was_taken_takes_none(mysql_url: st
         backend._bell_line.submit(lambda: None).result(5)
         assert any("GET_LOCK" in s for s in sent), sent
         lock.release()
+
+
+def test_a_waiter_that_finds_no_bell_looks_again_before_it_polls(
+    mysql_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new holder takes its bell just after its acquire returned (the bell thread), so a waiter its try
+    refused may look before that. Finding nobody ringing, the bell wait looks once more ``BELL_LATE`` later
+    and then waits on the bell it finds; only a second miss sends the waiter to polling. (Stretched to 0.5 s
+    here so that the order is certain.)"""
+    from distlock._sync.backends.mysql import lease as mysql_lease
+
+    monkeypatch.setattr(mysql_lease, "BELL_LATE", 0.5)
+    name = f"bell-late-{uuid.uuid4().hex[:8]}"
+    companion = sq.bell_name(sq.name_key(name))
+    ringer = _raw(mysql_url)
+    with distlock.connect(mysql_url) as store:
+        backend: Any = store._backend  # type: ignore[attr-defined]
+        conn = backend._borrow_dedicated()
+
+        def holder_takes_its_bell_late() -> None:
+            time.sleep(0.15)
+            with ringer.cursor() as cur:
+                cur.execute("SELECT GET_LOCK(%s, 1)", (companion,))
+            time.sleep(0.65)  # held past the second look (at 0.5 s), then let go: the holder's release
+            with ringer.cursor() as cur:
+                cur.execute("SELECT RELEASE_LOCK(%s)", (companion,))
+
+        late = threading.Thread(target=holder_takes_its_bell_late)
+        t0 = time.monotonic()
+        late.start()
+        rang = backend._bell_wait_blocking(conn, companion, 3.0)
+        waited = time.monotonic() - t0
+        late.join(5)
+        assert rang == 1 and 0.7 <= waited < 2.0, (rang, waited)  # woken by that holder's let-go
+        t0 = time.monotonic()
+        assert backend._bell_wait_blocking(conn, companion, 3.0) == -1  # nobody rings: poll
+        assert time.monotonic() - t0 < 1.5
+        backend._give_back_dedicated(conn)
+    ringer.close()

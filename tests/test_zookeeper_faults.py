@@ -506,3 +506,31 @@ def test_session_end_follows_the_session_timeout_the_server_granted(single: ZkEn
         assert backend_of(store.lock("x")).suspend_grace == 0.5
     with pytest.raises(distlock.ConfigError):
         distlock.connect(f"{single.url}?lost_on=never")
+
+
+def test_an_abandon_that_cannot_wait_for_its_step_deletes_in_the_background(single: ZkEnsemble, name: str) -> None:
+    """The clean-up waits for the attempt's running step only within its budget; past it the child is
+    handed to the background clean-up, which deletes it now (the connection is fine: no reconnect will come
+    to start it), so the queue is not stalled until the session ends."""
+    from distlock._core import ids
+    from distlock._core.types import Claim, Mode
+
+    with distlock.connect(single.url) as a, distlock.connect(single.url) as b:
+        holder = a.lock(name)
+        assert holder.acquire(timeout=10)
+        backend = backend_of(b.lock(name))
+        backend.cleanup.budget = 0.3
+        attempt = backend.attempt(Claim(name, Mode.EXCLUSIVE, ids.new_token(), ids.owner_id("t"), ttl=30))
+        assert not attempt.try_acquire().acquired  # its child is queued behind the holder
+        path = layout.lock_path(name)
+        client = backend.wire.client
+        session = client.client_id[0]
+
+        def b_nodes() -> list[str]:
+            return [c for c in client.get_children(path) if client.exists(f"{path}/{c}").ephemeralOwner == session]
+
+        assert len(b_nodes()) == 1
+        with attempt.step_guard:  # a step of it still running (a try cancelled in flight)
+            attempt.abandon()
+            assert wait_for(lambda: b_nodes() == [], 1.0), "the child was left in the queue"
+        holder.release()

@@ -100,7 +100,7 @@ class _Abandons(Batched[str, Attempt, None]):
                     steps.callback(attempt.step_guard.release)
                     ready.append(attempt.traces)
                 else:  # still in a step at the end of the budget: left to the background clean-up
-                    b.cleanup.defer(attempt.traces.leftovers())
+                    b.cleanup.put_off(attempt.traces.leftovers())
             b.wire.translated(lambda: b.cleanup.abandon_all(ready))
 
 

@@ -134,6 +134,13 @@ class Cleanup:
         with self._guard:
             self.deferred.extend(items)
 
+    def put_off(self, items: list[Leftover]) -> None:
+        """Nodes an abandon did not get to (no turn, or its step still running, within the budget) while the
+        connection may be fine: deleted now in the background, not only once the session answers again (an
+        event that a healthy connection never sends; a node left in a queue stalls every later waiter)."""
+        self.defer(items)
+        self.start()
+
     def clear(self) -> None:
         """A new session: the old session's nodes are gone with it."""
         with self._guard:

@@ -124,8 +124,7 @@ class Attempt(AsyncAttempt):
             # the store's attempts that give up together clean up together (``Backend.abandons``)
             await b.abandons(self.claim.token, self, monotonic() + b.cleanup.budget)
         except TimeoutError:  # no turn within the clean-up's budget: deleted in the background instead
-            b.cleanup.defer(self._traces.leftovers())
-            b.cleanup.start()
+            b.cleanup.put_off(self._traces.leftovers())
 
     # -- called from kazoo's threads -------------------------------------------------------------------
     def wake(self, event: WatchedEvent | None = None) -> None:
