@@ -441,7 +441,7 @@ def test_dead_waiter_does_not_stall_a_fair_queue(db: str, url: str, name: str) -
 
 def test_mysql_lease_bell_is_held_exactly_while_the_name_is(mysql_url: str, name: str) -> None:
     """MySQL lease mode's wake-up hint: the holder's companion GET_LOCK ("bell") is taken and let go by the
-    store's bell thread, in the order asked for, while acquire() and release() return without waiting for it.
+    store's bell worker, in the order asked for, while acquire() and release() return without waiting for it.
     A holding's bell must never outlive it (a GET_LOCK queued behind its RELEASE_LOCK would keep the next
     waiters of the name blocked until their wait slice ends): after quick acquire/release pairs, each with its
     hold and drop queued back to back, the bell is free; while a holding lasts, it is held."""

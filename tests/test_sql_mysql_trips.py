@@ -95,8 +95,15 @@ def test_a_try_whose_name_lock_is_not_granted_decides_and_writes_nothing(mysql_u
         blocker.close()
 
 
+def _drained(backend: Any) -> None:
+    """Wait until the bell worker has made every call asked for so far."""
+    done = threading.Event()
+    backend._ring(done.set)
+    assert done.wait(5), "the bell worker is stuck"
+
+
 def test_a_holding_that_ended_before_its_bell_was_taken_takes_none(mysql_url: str) -> None:
-    """The bell thread makes a holding's companion GET_LOCK and its let-go after acquire() and release()
+    """The bell worker makes a holding's companion GET_LOCK and its let-go after acquire() and release()
     returned. When it comes to a take whose holding has already ended (it lags behind a store looping on the
     lock), it takes nothing: no round trip for a bell nobody needs, none held late while the name is free."""
     name = f"late-bell-{uuid.uuid4().hex[:8]}"
@@ -105,7 +112,7 @@ def test_a_holding_that_ended_before_its_bell_was_taken_takes_none(mysql_url: st
         lock = store.lock(name, ttl=10)
         assert lock.acquire(timeout=5)  # the bell connection is open, the bell line idle afterwards
         lock.release()
-        backend._bell_line.submit(lambda: None).result(5)
+        _drained(backend)
         sent: list[str] = []
         plain = backend._bell_call
 
@@ -115,14 +122,14 @@ def test_a_holding_that_ended_before_its_bell_was_taken_takes_none(mysql_url: st
 
         backend._bell_call = counting
         hold_back = threading.Event()
-        backend._bell_line.submit(hold_back.wait, 10)
+        backend._ring(hold_back.wait, 10)
         assert lock.acquire(timeout=5)  # its take is queued behind hold_back ...
         lock.release()  # ... and so is its let-go
         hold_back.set()
-        backend._bell_line.submit(lambda: None).result(5)  # the line has drained
+        _drained(backend)
         assert sent == [], sent
         assert lock.acquire(timeout=5)  # a holding whose take comes in time still takes its bell
-        backend._bell_line.submit(lambda: None).result(5)
+        _drained(backend)
         assert any("GET_LOCK" in s for s in sent), sent
         lock.release()
 
@@ -130,7 +137,7 @@ def test_a_holding_that_ended_before_its_bell_was_taken_takes_none(mysql_url: st
 def test_a_waiter_that_finds_no_bell_looks_again_before_it_polls(
     mysql_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A new holder takes its bell just after its acquire returned (the bell thread), so a waiter its try
+    """A new holder takes its bell just after its acquire returned (the bell worker), so a waiter its try
     refused may look before that. Finding nobody ringing, the bell wait looks once more ``BELL_LATE`` later
     and then waits on the bell it finds; only a second miss sends the waiter to polling. (Stretched to 0.5 s
     here so that the order is certain.)"""
@@ -155,12 +162,12 @@ def test_a_waiter_that_finds_no_bell_looks_again_before_it_polls(
         late = threading.Thread(target=holder_takes_its_bell_late)
         t0 = time.monotonic()
         late.start()
-        rang = backend._bell_wait_blocking(conn, companion, 3.0)
+        rang = backend._bell_wait(conn, companion, 3.0)
         waited = time.monotonic() - t0
         late.join(5)
         assert rang == 1 and 0.7 <= waited < 2.0, (rang, waited)  # woken by that holder's let-go
         t0 = time.monotonic()
-        assert backend._bell_wait_blocking(conn, companion, 3.0) == -1  # nobody rings: poll
+        assert backend._bell_wait(conn, companion, 3.0) == -1  # nobody rings: poll
         assert time.monotonic() - t0 < 1.5
         backend._give_back_dedicated(conn)
     ringer.close()

@@ -7,21 +7,20 @@ While a store holds a name it keeps ``GET_LOCK`` on the name's companion (``dist
 no companion is held (the holder crashed, or its store could not take it) the waiter falls back to a short
 capped backoff and re-checks at the holder's lease end at the latest. The bell is only a hint: its calls
 get at most BELL_TIMEOUT, and a failure costs latency, never the lock. So nobody waits for them either: the
-store's one bell thread makes them in the order they were asked for (a holding's GET_LOCK before its
-RELEASE_LOCK), while ``acquire()`` and ``release()`` return (on asyncio they cost two thread hops per
-acquire and release, a third of the time of an uncontended pair).
+store's one bell worker (a thread, or a task on asyncio) makes them in the order they were asked for (a
+holding's GET_LOCK before its RELEASE_LOCK), while ``acquire()`` and ``release()`` return.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pymysql.err
 
+from .... import _mysql_sync as my
 from .... import _rt_sync as rt
 from ...._core import sql_lease as sq
 from ...._core.timing import monotonic
@@ -29,14 +28,20 @@ from ...._core.types import Claim, Grant
 from ...._errors import BackendError
 from ...._url import StoreConfig
 from ..sql.lease import LeaseAttempt, LeaseBackend, lease_slice
-from .driver import POOL, MyConn, MyDriver, shut_down
+from .driver import MyConn, MyDriver, result_sets
 
 log = logging.getLogger("distlock")
 
 #: a call on the bell connection (a wake-up hint) gets at most this long
 BELL_TIMEOUT = 1.0
-#: a waiter that finds nobody ringing looks again this much later (see ``_bell_wait_blocking``)
+#: a waiter that finds nobody ringing looks again this much later (see ``_bell_wait``)
 BELL_LATE = 0.001
+#: the waiter's one round trip: -1 if nobody rings the name (looked at twice, BELL_LATE apart), else it waits
+#: for the companion and lets it go in the same SELECT as soon as it is granted (1: it rang; 0: timed out)
+_BELL_WAIT_SQL = (
+    "SELECT CASE WHEN IS_USED_LOCK(%s) IS NULL AND SLEEP(%s) = 0 AND IS_USED_LOCK(%s) IS NULL THEN -1 "
+    "WHEN GET_LOCK(%s, %s) = 1 THEN RELEASE_LOCK(%s) ELSE 0 END"
+)
 
 
 class Lease(MyDriver, LeaseBackend):
@@ -47,37 +52,54 @@ class Lease(MyDriver, LeaseBackend):
         # the transactional acquire (Ops, sql_lease.pml): measured against the one-batch acquire (BatchOps
         # as one multi-statement transaction) it was no faster uncontended and slower at hand-offs
         self._bell: MyConn | None = None
-        self._bell_guard = threading.Lock()
         self._bells: dict[str, str] = {}  # token -> companion lock the bell connection holds for it
-        #: the bell's calls, made by one thread in the order asked for (``_ring``)
-        self._bell_line = ThreadPoolExecutor(max_workers=1, thread_name_prefix="distlock-bell")
+        #: the bell's calls, made by one worker in the order asked for (``_ring``; deque appends and pops are
+        #: atomic: callers' threads append, the worker pops)
+        self._bell_queue: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
+        self._bell_waker: rt.Waker | None = None
+        self._bell_worker: rt.Background | None = None
         #: holdings whose let-go is asked for and not yet made: a take of their bell still queued is skipped
-        #: (set operations are atomic; the caller's thread adds, the bell thread removes)
+        #: (set operations are atomic; the caller's thread adds, the bell worker removes)
         self._ending: set[str] = set()
 
     # -- lease-mode wake-ups: the companion GET_LOCK ("bell") ------------------------------------------------
-    def _ring(self, call: Callable[..., None], *args: Any) -> None:
-        """Have the bell thread make ``call`` after the calls asked for before it; nobody waits for it."""
-        try:
-            self._bell_line.submit(call, *args)
-        except RuntimeError:  # the store is closing: its bell connection goes, and the companions with it
-            pass
+    def _ring(self, call: Callable[..., Any], *args: Any) -> None:
+        """Have the bell worker make ``call`` after the calls asked for before it; nobody waits for it."""
+        with self._guard:
+            if self._closed:  # the store is closing: its bell connection goes, and the companions with it
+                return
+            self._bell_queue.append((call, args))
+            if self._bell_worker is None:
+                self._bell_waker = rt.Waker()
+                self._bell_worker = rt.Background(self._bell_line, "distlock-bell")
+            waker = self._bell_waker
+        assert waker is not None
+        waker.notify()
+
+    def _bell_line(self) -> None:
+        """The bell worker: the queued calls one after the other, until the store closes."""
+        assert self._bell_waker is not None
+        while not self._closed:
+            while self._bell_queue and not self._closed:
+                call, args = self._bell_queue.popleft()
+                call(*args)
+            self._bell_waker.wait(None)
 
     def _bell_call(self, sql: str, params: tuple[object, ...]) -> Any:
-        """One statement on the bell connection (caller holds ``_bell_guard``); reconnects once."""
-        if self._closed:  # a call queued before the close: no new bell connection
-            return None
+        """One statement on the bell connection (the bell worker's alone); reconnects once."""
         for attempt in range(2):
-            if self._bell is None or not self._bell.conn.open:
-                self._bell = self._connect_blocking()
-            self._bound(self._bell, monotonic() + min(self.call_timeout, BELL_TIMEOUT))  # only a hint
+            if self._closed:  # a call queued before the close: no new bell connection
+                return None
+            if self._bell is None or not my.is_open(self._bell.conn):
+                self._bell = self._connect()
+            conn = self._bell.conn
             try:
-                with self._bell.conn.cursor() as cur:
-                    cur.execute(sql, params)
-                    row = cur.fetchone()
-                    return None if row is None else row[0]
+                sets = my.call(
+                    conn, monotonic() + min(self.call_timeout, BELL_TIMEOUT), result_sets, conn, sql, params
+                )
+                return sets[0][0][0] if sets and sets[0] else None
             except pymysql.err.MySQLError:
-                self._close_blocking(self._bell)
+                self._close_quietly(self._bell)
                 self._bell = None
                 self._bells.clear()  # the companions went with the connection
                 if attempt:
@@ -86,36 +108,33 @@ class Lease(MyDriver, LeaseBackend):
 
     def _bell_hold(self, token: str, key: str) -> None:
         if token in self._ending:
-            # The holding ended before the bell thread came to its take (a store looping acquire + release
-            # asks for two bell calls per pair, each a round trip, and can ask faster than one thread makes
+            # The holding ended before the bell worker came to its take (a store looping acquire + release
+            # asks for two bell calls per pair, each a round trip, and can ask faster than one worker makes
             # them): nobody needs this bell, and taking it late would keep waiters on a free name until the
             # let-go. The let-go that follows finds nothing to let go.
             return
-        with self._bell_guard:
-            try:
-                if self._bell_call("SELECT GET_LOCK(%s, 0.02)", (sq.bell_name(key),)) == 1:
-                    self._bells[token] = sq.bell_name(key)
-            except (pymysql.err.MySQLError, BackendError):
-                pass  # waiters fall back to re-checking
+        try:
+            if self._bell_call("SELECT GET_LOCK(%s, 0.02)", (sq.bell_name(key),)) == 1:
+                self._bells[token] = sq.bell_name(key)
+        except (pymysql.err.MySQLError, BackendError):
+            pass  # waiters fall back to re-checking
 
     def _bell_drop(self, tokens: Sequence[str]) -> None:
-        with self._bell_guard:
-            for token in tokens:
-                self._ending.discard(token)
-                companion = self._bells.pop(token, None)
-                if companion is None:
-                    continue
-                try:
-                    self._bell_call("SELECT RELEASE_LOCK(%s)", (companion,))
-                except (pymysql.err.MySQLError, BackendError):
-                    pass
+        for token in tokens:
+            self._ending.discard(token)
+            companion = self._bells.pop(token, None)
+            if companion is None:
+                continue
+            try:
+                self._bell_call("SELECT RELEASE_LOCK(%s)", (companion,))
+            except (pymysql.err.MySQLError, BackendError):
+                pass
 
     def _pushed(self) -> bool:
         return True  # the first queued waiter of a name waits on its bell (``_lease_wait``)
 
     def _granted(self, claim: Claim, key: str) -> None:
-        if not self._closed:
-            self._ring(self._bell_hold, claim.token, key)
+        self._ring(self._bell_hold, claim.token, key)
 
     def _released(self, tokens: Sequence[str], key: str) -> None:
         self.wakers.wake(key)
@@ -125,21 +144,18 @@ class Lease(MyDriver, LeaseBackend):
         self._ending.update(tokens)
         self._ring(self._bell_drop, list(tokens))  # after any hold of theirs still queued: none stays behind
 
-    def _bell_wait_blocking(self, c: MyConn, companion: str, timeout: float) -> int:
-        """-1: nobody rings this name; 1: it rang (the holder let go); 0: timed out."""
-        with c.guard, c.conn.cursor() as cur:
-            self._bound(c, self._deadline(timeout))
-            # One round trip: the companion is let go in the same SELECT as soon as it is granted. A holder
-            # takes its bell right after its acquire returned (the bell thread): a waiter its try refused may
-            # look before that, so it looks once more BELL_LATE later before it falls back to polling (a
-            # capped backoff from 2 ms: the hand-over would wait for that poll instead of the bell).
-            cur.execute(
-                "SELECT CASE WHEN IS_USED_LOCK(%s) IS NULL AND SLEEP(%s) = 0 AND IS_USED_LOCK(%s) IS NULL THEN -1 "
-                "WHEN GET_LOCK(%s, %s) = 1 THEN RELEASE_LOCK(%s) ELSE 0 END",
-                (companion, BELL_LATE, companion, companion, timeout, companion),
-            )
-            row = cur.fetchone()
-            return 0 if row is None or row[0] is None else int(row[0])
+    def _bell_wait(self, c: MyConn, companion: str, timeout: float) -> int:
+        """-1: nobody rings this name; 1: it rang (the holder let go); 0: timed out.
+
+        One round trip (``_BELL_WAIT_SQL``). A holder takes its bell right after its acquire returned (the
+        bell worker): a waiter its try refused may look before that, so it looks once more BELL_LATE later
+        before it falls back to polling (a capped backoff from 2 ms: the hand-over would wait for that poll
+        instead of the bell)."""
+        params = (companion, BELL_LATE, companion, companion, timeout, companion)
+        with c.guard:
+            sets = my.call(c.conn, self._deadline(timeout), result_sets, c.conn, _BELL_WAIT_SQL, params)
+        row = sets[0][0] if sets and sets[0] else None
+        return 0 if row is None or row[0] is None else int(row[0])
 
     def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
         assert attempt.waker is not None
@@ -151,20 +167,13 @@ class Lease(MyDriver, LeaseBackend):
             return
         conn = self._borrow_dedicated()  # outside the bounded pool: it blocks for up to `delay`
         try:
-            rang = rt.offload(
-                self._bell_wait_blocking,
-                conn,
-                sq.bell_name(attempt.key),
-                delay,
-                interrupt=lambda: shut_down(conn),
-                pool=POOL,
-            )
+            rang = self._bell_wait(conn, sq.bell_name(attempt.key), delay)
         except pymysql.err.MySQLError as exc:  # only a hint: fall back to re-checking
             log.debug("bell wait failed: %s", exc)
             self._close_quietly(conn)
             rang = -1
         except BaseException:
-            self._close_quietly(conn)  # cancelled: the thread may still be waiting on it
+            self._close_quietly(conn)  # cancelled mid-wait: the connection's state is unknown
             raise
         else:
             self._give_back_dedicated(conn)
@@ -178,9 +187,13 @@ class Lease(MyDriver, LeaseBackend):
         super().close()
         # the calls still queued are dropped (the companions go with the connection); one running ends within
         # BELL_TIMEOUT
-        rt.offload(lambda: self._bell_line.shutdown(wait=True, cancel_futures=True), pool=POOL)
-        with self._bell_guard:
-            bell, self._bell = self._bell, None
-            self._bells.clear()
+        self._bell_queue.clear()
+        with self._guard:
+            worker, waker = self._bell_worker, self._bell_waker
+        if worker is not None and waker is not None:
+            waker.notify()
+            worker.join(BELL_TIMEOUT + 1.0)
+        bell, self._bell = self._bell, None
+        self._bells.clear()
         if bell is not None:
-            rt.offload(self._close_blocking, bell, pool=POOL)
+            self._close_quietly(bell)
