@@ -113,7 +113,7 @@ def test_the_core_is_pure_no_io_no_threads_no_drivers() -> None:
     layouts, scripts, grant rules and timing rules are plain functions of their inputs (docs/design.md)."""
     core = Path(arbiter.__file__).parent
     blocked = ["socket", "ssl", "select", "selectors", "sqlite3", "threading", "asyncio", "subprocess",
-               "redis", "kazoo", "h11", "pymysql", "psycopg", "urllib.request", "http.client"]  # fmt: skip
+               "redis", "kazoo", "h11", "pymysql", "aiomysql", "psycopg", "urllib.request", "http.client"]  # fmt: skip
     modules = sorted(p.stem for p in core.glob("*.py") if p.stem != "__init__")
     code = f"""
 import sys, types

@@ -22,13 +22,13 @@ import distlock
 from distlock._dist import DIST_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
-DRIVERS = ("redis", "kazoo", "h11", "httpx", "pymysql", "psycopg")
+DRIVERS = ("redis", "kazoo", "h11", "httpx", "pymysql", "aiomysql", "psycopg")
 #: extra -> the drivers it must bring (and the fixture of a server it connects to)
 EXTRAS = {
     "redis": ("redis",),
     "zookeeper": ("kazoo",),
     "etcd": ("h11",),
-    "mysql": ("pymysql",),
+    "mysql": ("pymysql", "aiomysql"),
     "postgres": ("psycopg",),
 }
 

@@ -126,7 +126,7 @@ async def test_offload_returns_and_raises_the_step_s_outcome() -> None:
         raise KeyError("k")
 
     with pytest.raises(KeyError):
-        await rt.offload(fails, pool="test-rt")
+        await rt.offload(fails)
 
 
 async def test_offload_interrupts_the_step_and_raises_only_once_it_ended() -> None:

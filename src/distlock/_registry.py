@@ -46,7 +46,7 @@ ROWS: tuple[BackendRow, ...] = (
     BackendRow("redlock", ("redlock", "redlocks"), "redlock", "redis", ("redis",), 6379, ("redlocks",)),
     BackendRow("zookeeper", ("zookeeper", "zk"), "zookeeper", "zookeeper", ("kazoo",), 2181),
     BackendRow("etcd", ("etcd", "etcds"), "etcd", "etcd", ("h11",), 2379, ("etcds",)),
-    BackendRow("mysql", ("mysql", "mariadb"), "mysql", "mysql", ("pymysql",), 3306),
+    BackendRow("mysql", ("mysql", "mariadb"), "mysql", "mysql", ("pymysql", "aiomysql"), 3306),
     BackendRow("postgres", ("postgresql", "postgres"), "postgres", "postgres", ("psycopg", "psycopg_binary"), 5432),
 )
 

@@ -61,18 +61,19 @@ async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-#: the worker pools of ``offload``, made on first use: "" is the one of steps without a named pool, sized as
-#: asyncio's default executor (which ``offload`` does not use: see there)
-_POOLS: dict[str, ThreadPoolExecutor] = {}
-_POOLS_GUARD = threading.Lock()
+#: the worker pool of ``offload``, made on first use, sized as asyncio's default executor (which ``offload``
+#: does not use: see there). Its steps are short and bounded: no driver that blocks in a server-side wait
+#: runs here (MySQL's waits are aiomysql's, on the event loop)
+_POOL: list[ThreadPoolExecutor] = []
+_POOL_GUARD = threading.Lock()
 
 
-def _pool(name: str) -> ThreadPoolExecutor:
-    with _POOLS_GUARD:
-        if name not in _POOLS:
-            workers = 256 if name else min(32, (os.cpu_count() or 1) + 4)
-            _POOLS[name] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"distlock-{name or 'step'}")
-        return _POOLS[name]
+def _pool() -> ThreadPoolExecutor:
+    with _POOL_GUARD:
+        if not _POOL:
+            workers = min(32, (os.cpu_count() or 1) + 4)
+            _POOL.append(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="distlock-step"))
+        return _POOL[0]
 
 
 class _Held(asyncio.Future[T]):
@@ -103,15 +104,12 @@ def _settle(fut: asyncio.Future[T], step: Future[T]) -> None:
         fut.set_result(step.result())
 
 
-async def offload(
-    fn: Callable[..., T], *args: Any, interrupt: Callable[[], object] | None = None, pool: str | None = None
-) -> T:
-    """Run a blocking driver step (kazoo, sqlite3, PyMySQL) on a worker thread: the one way the async side
+async def offload(fn: Callable[..., T], *args: Any, interrupt: Callable[[], object] | None = None) -> T:
+    """Run a blocking driver step (kazoo, sqlite3) on a worker thread: the one way the async side
     calls a blocking driver, and the one place its worker-thread rules are applied.
 
-    The step runs in a copy of the caller's context (a call budget set by the caller applies in it), on a
-    pool of distlock's (a backend whose steps block in server-side waits names its own ``pool``, so they
-    do not starve its short calls of threads). A thread cannot be stopped: if the caller is cancelled
+    The step runs in a copy of the caller's context (a call budget set by the caller applies in it), on
+    distlock's pool. A thread cannot be stopped: if the caller is cancelled
     meanwhile, ``interrupt()`` makes the step end soon (an abort flag the step checks, a socket shut down
     under it) and the cancellation is raised only once the step has ended, so no clean-up that follows (an
     abandon, a discarded connection) ever runs beside it. A step without ``interrupt`` ends within its own
@@ -124,7 +122,7 @@ async def offload(
     loop = asyncio.get_running_loop()
     ctx = contextvars.copy_context()
     fut: _Held[T] = _Held(interrupt)
-    step = _pool(pool or "").submit(ctx.run, fn, *args)
+    step = _pool().submit(ctx.run, fn, *args)
 
     def _done(step: Future[T]) -> None:
         try:

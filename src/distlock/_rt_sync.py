@@ -34,9 +34,7 @@ def sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def offload(
-    fn: Callable[..., T], *args: Any, interrupt: Callable[[], object] | None = None, pool: str | None = None
-) -> T:
+def offload(fn: Callable[..., T], *args: Any, interrupt: Callable[[], object] | None = None) -> T:
     """Sync twin of the async ``offload``: the calling thread is the worker, nothing can cancel it mid-step."""
     return fn(*args)
 

@@ -167,7 +167,7 @@ class SpawnedSQL(Spawned):
                 raise ConfigError("the clock-skew fault needs libfaketime (Debian: apt-get install faketime)")
             self.control = d / "faketime.rc"
             self._write_offset()
-            wrap = faketime_prefix(self.control)
+            wrap = faketime_prefix(self.control, threaded=self.family == "mysql")
         if self.family == "postgres":
             if postgres.pg_bindir() is None:
                 raise ConfigError("--spawn postgres needs PostgreSQL (Debian: apt-get install postgresql)")
@@ -195,6 +195,33 @@ class SpawnedSQL(Spawned):
             raise ConfigError("clock-skew: the server was not started under libfaketime")
         self.clock_offset += seconds
         self._write_offset()
+        if self.family == "mysql":
+            self._until_the_clock_shows(self.clock_offset)
+
+    def _until_the_clock_shows(self, offset: float, limit: float = 3.0) -> None:
+        """MariaDB re-reads the offset at most once a second (see ``faketime_prefix``): the skew has landed
+        once the server's ``NOW(6)`` is ``offset`` ahead of this machine's clock."""
+        import pymysql
+
+        from distlock._url import parse_url
+
+        cfg = parse_url(self.url)
+        host, port = cfg.hosts[0]
+        conn = pymysql.connect(host=host, port=port, user=cfg.username or "", password=cfg.password or "",
+                               connect_timeout=limit, read_timeout=limit)  # fmt: skip
+        try:
+            deadline = time.monotonic() + limit
+            with conn.cursor() as cur:
+                while True:
+                    cur.execute("SELECT UNIX_TIMESTAMP(NOW(6))")
+                    row = cur.fetchone()
+                    if row is not None and abs(float(row[0]) - time.time() - offset) < 0.5:
+                        return
+                    if time.monotonic() >= deadline:
+                        raise RuntimeError(f"the server's clock did not move by {offset:+g} s within {limit} s")
+                    time.sleep(0.02)
+        finally:
+            conn.close()
 
 
 def spawn(family: str, faults: tuple[str, ...] = (), durable: bool = True, lease: float = 2.0) -> Spawned:

@@ -1,4 +1,5 @@
-"""MySQL / MariaDB: ``mysql://user:password@host:3306/db`` (alias ``mariadb://``), with PyMySQL.
+"""MySQL / MariaDB: ``mysql://user:password@host:3306/db`` (alias ``mariadb://``), with PyMySQL
+(sync) and aiomysql (asyncio).
 
 Lease mode (default): the lease tables of ``_core/sql_lease.py`` (InnoDB, READ COMMITTED, the database's
 clock in UTC); waiters are woken by a companion ``GET_LOCK`` the holder keeps (``lease.py``).
@@ -9,7 +10,7 @@ connection's ``wait_timeout`` (whole seconds, the TTL rounded up) is the lease. 
 (lock, rlock, multilock): ``GET_LOCK`` has no shared mode. With ``session_lock=row``, a row lock held in
 an open transaction instead (``sql/rowlock.py``; MariaDB >= 10.5), which also gives rwlocks.
 
-``driver.py`` is PyMySQL under every mode (bounded calls, error classification); the algorithm of each
+``driver.py`` is the driver under every mode (bounded calls, error classification); the algorithm of each
 mode is in ``backends/sql/``.
 
 URL options: ``mode=lease|session``, ``session_lock=get_lock|row``, ``table_prefix=distlock``,
