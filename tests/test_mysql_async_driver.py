@@ -1,0 +1,143 @@
+"""The asyncio MySQL driver (aiomysql, through ``distlock._mysql_async``) on a real server: every call is
+bounded, a cancelled or timed-out call leaves no connection that could answer a later call, and none of
+aiomysql's habits that the sync side (PyMySQL) does not share (``SHOW WARNINGS`` round trips,
+``asyncio.wait_for`` in its connect) is used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import aiomysql
+import pymysql.err
+import pytest
+
+import distlock
+from distlock import _mysql_async as my
+from distlock._url import parse_url
+
+
+def _kwargs(url: str) -> dict[str, Any]:
+    cfg = parse_url(url)
+    host, port = cfg.hosts[0]
+    return {"host": host, "port": port, "user": cfg.username, "password": cfg.password,
+            "database": cfg.path.lstrip("/"), "autocommit": True, "read_timeout": 5.0}  # fmt: skip
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A loopback port that accepts connections and never says a word (a MySQL server's greeting never comes)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    yield srv.getsockname()[1]
+    srv.close()
+
+
+async def test_connect_uses_no_wait_for(mysql_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python 3.11's ``asyncio.wait_for`` can swallow a cancellation that comes as the awaited connect
+    completes (a cancelled acquire then went on waiting: seen once in the suite), and aiomysql uses it for
+    its own ``connect_timeout``. The driver bounds the connect with ``asyncio.timeout`` instead."""
+
+    plain = asyncio.wait_for
+
+    def wait_for(aw: Any, timeout: float | None) -> Any:
+        # with no timeout, 3.11's wait_for is a plain await (nothing to swallow)
+        assert timeout is None, "asyncio.wait_for with a timeout"
+        return plain(aw, timeout)
+
+    monkeypatch.setattr(asyncio, "wait_for", wait_for)
+    conn = await my.connect(5.0, **_kwargs(mysql_url))
+    try:
+        assert my.is_open(conn)
+    finally:
+        await my.close(conn)
+    assert not my.is_open(conn)
+
+
+async def test_a_greeting_that_never_comes_ends_at_the_connect_limit(silent_port: int) -> None:
+    """aiomysql's own connect timeout covers the TCP connect only; the handshake is bounded too."""
+    started = time.monotonic()
+    with pytest.raises(pymysql.err.OperationalError):
+        await my.connect(0.3, host="127.0.0.1", port=silent_port, user="x", password="", read_timeout=5.0)
+    assert time.monotonic() - started < 1.5
+
+
+async def test_a_call_past_its_deadline_fails_as_a_lost_connection_and_closes_it(mysql_url: str) -> None:
+    conn = await my.connect(5.0, **_kwargs(mysql_url))
+    cur = await my.cursor(conn)
+    started = time.monotonic()
+    with pytest.raises(pymysql.err.OperationalError) as err:
+        await my.call(conn, time.monotonic() + 0.2, cur.execute, "SELECT SLEEP(3)")
+    assert err.value.args[0] == 2013
+    assert time.monotonic() - started < 1.0
+    assert not my.is_open(conn)  # its late answer can never be read as the next call's
+
+
+async def test_a_cancelled_call_closes_its_connection(mysql_url: str) -> None:
+    conn = await my.connect(5.0, **_kwargs(mysql_url))
+    cur = await my.cursor(conn)
+    task = asyncio.create_task(my.call(conn, time.monotonic() + 10, cur.execute, "SELECT SLEEP(3)"))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    started = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - started < 0.5
+    assert not my.is_open(conn)
+
+
+async def test_a_statement_with_a_warning_costs_no_show_warnings(
+    mysql_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiomysql's own cursor follows a statement with a warning by ``SHOW WARNINGS`` (a round trip) and raises
+    the notes as Python warnings (which this suite turns into errors); the driver's cursor does neither."""
+    sent: list[str] = []
+    plain = aiomysql.Connection.query
+
+    async def query(self: Any, sql: Any, unbuffered: bool = False) -> Any:
+        sent.append(sql if isinstance(sql, str) else sql.decode())
+        return await plain(self, sql, unbuffered)
+
+    monkeypatch.setattr(aiomysql.Connection, "query", query)
+    table = f"warn_{uuid.uuid4().hex[:8]}"
+    conn = await my.connect(5.0, **_kwargs(mysql_url))
+    try:
+        cur = await my.cursor(conn)
+        await cur.execute(f"CREATE TABLE {table} (a INT)")
+        sent.clear()
+        await cur.execute(f"CREATE TABLE IF NOT EXISTS {table} (a INT)")  # exists: a note
+        assert sent == [f"CREATE TABLE IF NOT EXISTS {table} (a INT)"], sent
+        await cur.execute(f"DROP TABLE {table}")
+    finally:
+        await my.close(conn)
+
+
+async def test_an_async_store_holds_no_thread_per_waiter(mysql_url: str) -> None:
+    """Waiters blocked in the bell's ``GET_LOCK`` hold a socket each, not a worker thread (PyMySQL on worker
+    threads needed one each: the reason for a 256-thread pool)."""
+    import threading
+
+    name = f"nothread-{uuid.uuid4().hex[:8]}"
+    async with await distlock.connect_async(mysql_url) as store:
+        holder = store.lock(name, ttl=10)
+        assert await holder.acquire(timeout=5)
+        before = threading.active_count()
+
+        async def turn() -> bool:
+            lock = store.lock(name, ttl=10, fair=True)
+            if not await lock.acquire(timeout=10):
+                return False
+            await lock.release()
+            return True
+
+        waiters = [asyncio.create_task(turn()) for _ in range(20)]
+        await asyncio.sleep(0.5)  # all of them queued and waiting on the bell
+        assert threading.active_count() <= before + 2, (before, threading.active_count())
+        await holder.release()
+        assert all(await asyncio.gather(*waiters))  # and each had its turn
