@@ -171,3 +171,23 @@ def test_a_waiter_that_finds_no_bell_looks_again_before_it_polls(
         assert time.monotonic() - t0 < 1.5
         backend._give_back_dedicated(conn)
     ringer.close()
+
+
+def test_a_bell_call_that_fails_does_not_stop_the_bell_worker(mysql_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The bell's calls are hints made by one worker; one that raises (in a way the bell calls do not catch
+    themselves) is logged, and the calls after it are still made: a holding taken later still takes its bell."""
+    name = f"bell-fails-{uuid.uuid4().hex[:8]}"
+    with distlock.connect(mysql_url) as store:
+        backend: Any = store._backend  # type: ignore[attr-defined]
+
+        def fails() -> None:
+            raise RuntimeError("unforeseen")
+
+        backend._ring(fails)
+        _drained(backend)
+        assert "a bell call failed" in caplog.text
+        lock = store.lock(name, ttl=10)
+        assert lock.acquire(timeout=5)
+        _drained(backend)
+        assert len(backend._bells) == 1  # the holding's bell was taken after the failure
+        lock.release()

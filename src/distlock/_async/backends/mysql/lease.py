@@ -81,7 +81,10 @@ class Lease(MyDriver, LeaseBackend):
         while not self._closed:
             while self._bell_queue and not self._closed:
                 call, args = self._bell_queue.popleft()
-                await call(*args)
+                try:
+                    await call(*args)
+                except Exception:  # a hint that failed in an unforeseen way must not stop the later ones
+                    log.exception("a bell call failed")
             await self._bell_waker.wait(None)
 
     async def _bell_call(self, sql: str, params: tuple[object, ...]) -> Any:

@@ -82,7 +82,10 @@ class Lease(MyDriver, LeaseBackend):
         while not self._closed:
             while self._bell_queue and not self._closed:
                 call, args = self._bell_queue.popleft()
-                call(*args)
+                try:
+                    call(*args)
+                except Exception:  # a hint that failed in an unforeseen way must not stop the later ones
+                    log.exception("a bell call failed")
             self._bell_waker.wait(None)
 
     def _bell_call(self, sql: str, params: tuple[object, ...]) -> Any:
