@@ -195,6 +195,17 @@ def test_wrong_ca_fails_at_once_with_one_line_and_no_password(target: Target, ce
     assert time.monotonic() - started < SLACK  # a refused certificate is not retried until a timeout
 
 
+async def test_wrong_ca_fails_at_once_with_the_reason_on_asyncio_too(target: Target, certs: Certs) -> None:
+    """The asyncio drivers (aiomysql, psycopg's, redis-py's) name the refused certificate too: aiomysql's own
+    error for any failed connect is only "Can't connect to MySQL server on ..." (the reason in its cause)."""
+    started = time.monotonic()
+    with pytest.raises(BackendError) as err:
+        await distlock.connect_async(_secret(target, certs.client_query(certs.wrong_ca)))
+    text = _one_line_without_password(err.value)
+    assert "certificate verify failed" in text or "not trusted" in text, text
+    assert time.monotonic() - started < SLACK
+
+
 def test_system_cas_do_not_trust_the_test_ca(target: Target, certs: Certs) -> None:
     query = f"certfile={certs.client_cert}&keyfile={certs.client_key}"  # no cafile: the system's CAs
     with pytest.raises(BackendError) as err:

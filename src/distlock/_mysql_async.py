@@ -45,6 +45,12 @@ async def connect(limit: float, **kwargs: Any) -> Connection:
     try:
         async with asyncio.timeout(limit):
             return await aiomysql.connect(**kwargs)
+    except pymysql.err.OperationalError as exc:
+        # aiomysql says only "Can't connect to MySQL server on <host>" for any failed connect; the reason
+        # (refused, a certificate not trusted, ...) is its cause, which PyMySQL puts in the message
+        if exc.__cause__ is not None and len(exc.args) == 2 and exc.args[0] == 2003:
+            raise pymysql.err.OperationalError(2003, f"{exc.args[1]} ({exc.__cause__})") from exc.__cause__
+        raise
     except TimeoutError:
         # a handshake cut short: aiomysql closed the socket its cancelled read was on
         raise pymysql.err.OperationalError(
