@@ -198,6 +198,7 @@ def test_broken_lockfile_baseline_is_caught_without_a_server(tmp_path: Path) -> 
         (["--spawn", "redlock", "--faults", "leader-kill"], "needs --spawn zookeeper or etcd"),
         (["--spawn", "etcd", "--volatile"], "--volatile applies to"),
         (["--spawn", "nosuch"], "'nosuch' is not one of"),
+        (["--api", "async", "--algorithm", "lockfile"], "has no asyncio API"),
     ],
 )
 def test_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:

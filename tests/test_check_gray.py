@@ -122,6 +122,27 @@ def test_a_holder_that_ignores_lost_is_caught_as_told_late(tmp_path: Path) -> No
     assert report["fenced"]["stale_accepted"] == 0  # fencing still kept the data right
 
 
+def test_async_api_on_mysql_is_told_before_the_next_grant_under_freeze(tmp_path: Path, mysql_url: str) -> None:
+    """``--api async``: the workers drive the asyncio API (aiomysql, renewals as tasks); a frozen holder is told
+    it lost the lock before anyone else is granted it, as on the sync side."""
+    code, report, output = check(tmp_path, "--seconds", "5", "--api", "async", "--faults", "freeze", url=mysql_url)
+    assert "asyncio API" in output
+    assert report["faults"]["freeze"]["landed"] >= 1, output
+    late = report["told_late"]
+    assert late["handovers"] >= 1 and late["late"] == 0 and late["max_ms"] is not None and late["max_ms"] <= 0, late
+    assert code == 0 and report["ok"], output
+    assert report["fenced"]["stale_accepted"] == 0 and report["overlaps"]["silent"] == 0
+
+
+def test_async_api_holder_that_ignores_lost_is_caught(tmp_path: Path, mysql_url: str) -> None:
+    """The async run can fail too: the same lock, used by an asyncio worker that never looks at ``lost``."""
+    code, report, output = check(tmp_path, "--seconds", "5", "--api", "async", "--algorithm", "ignore-lost",
+                                 "--faults", "freeze", url=mysql_url)  # fmt: skip
+    assert code == 1, output
+    assert report["told_late"]["late"] >= 1, report["told_late"]
+    assert report["fenced"]["stale_accepted"] == 0
+
+
 def test_gray_faults_alone_are_refused_on_sqlite(tmp_path: Path) -> None:
     code, _, output = check(tmp_path, "--seconds", "1", "--faults", "freeze", url=f"sqlite:///{tmp_path}/l.db")
     assert code == 2 and "no network link" in output, output

@@ -19,6 +19,8 @@ from .worker import DISTLOCK_ALGORITHMS
 
 FAULTS = ("kill", "pause", "server-restart", "leader-kill", "partition", "clock-skew", *GRAY_FAULTS)
 ALGORITHMS = (*DISTLOCK_ALGORITHMS, *BROKEN)
+#: which of distlock's APIs the workers drive
+APIS = ("sync", "async")
 
 
 @dataclass
@@ -32,6 +34,7 @@ class CheckConfig:
     faults: tuple[str, ...] = ()
     server: Spawned | None = None  # the deployment --spawn started (server faults need one)
     history: Path | None = None  # write every operation and fault as JSON lines here
+    api: str = "sync"  # "async": the workers drive distlock's asyncio API
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -48,6 +51,10 @@ def validate(cfg: CheckConfig) -> None:
             raise ConfigError(f"the {f} fault needs --spawn (the checker only breaks servers it started)")
         if cfg.server.family not in SERVER_FAULTS[f]:
             raise ConfigError(f"the {f} fault needs --spawn {' or '.join(SERVER_FAULTS[f])}")
+    if cfg.api not in APIS:
+        raise ConfigError(f"unknown --api {cfg.api!r}; choose from {', '.join(APIS)}")
+    if cfg.api == "async" and cfg.algorithm not in DISTLOCK_ALGORITHMS:
+        raise ConfigError(f"--api async drives distlock's own lock; the {cfg.algorithm} baseline has no asyncio API")
     url = cfg.url or ""
     if cfg.algorithm in BROKEN and BROKEN[cfg.algorithm][1] and not url.startswith(("redis://", "rediss://")):
         raise ConfigError(f"--algorithm {cfg.algorithm} needs a redis:// URL (or --spawn)")

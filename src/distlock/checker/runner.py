@@ -29,7 +29,7 @@ from typing import Any
 from .._errors import ConfigError, LockError
 from .broken import BROKEN
 from .collect import Reports, Tally
-from .config import ALGORITHMS, FAULTS, CheckConfig, gray_faults_skipped, lease_of, validate
+from .config import ALGORITHMS, APIS, FAULTS, CheckConfig, gray_faults_skipped, lease_of, validate
 from .gray import GRAY_FAULTS, Links
 from .history import analyse
 from .injector import MAX_RESPAWNS, Injector
@@ -70,7 +70,7 @@ def run_check(cfg: CheckConfig, progress: Callable[[dict[str, Any]], None] | Non
         unfenced = UnfencedSet(Path(workdir) / "unfenced.txt")
         unfenced.create()
         FencedRegister(Path(workdir) / "fenced.db").create()
-        spec = Spec(cfg.url, cfg.algorithm, name, cfg.ttl, cfg.hold, workdir)
+        spec = Spec(cfg.url, cfg.algorithm, name, cfg.ttl, cfg.hold, workdir, api=cfg.api)
         _warm_up(cfg, name)
         try:
             report = _run(cfg, spec, unfenced, progress)
@@ -184,4 +184,4 @@ def _run(
 
 
 # the command line imports these from here; LockError is re-exported as before
-__all__ = ["ALGORITHMS", "FAULTS", "CheckConfig", "LockError", "run_check"]
+__all__ = ["ALGORITHMS", "APIS", "FAULTS", "CheckConfig", "LockError", "run_check"]

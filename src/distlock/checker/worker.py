@@ -17,6 +17,10 @@ A worker the injector targets with a gray link fault *lingers* in its critical s
 memory): it keeps working, as a long job that watches ``lost`` would, until ``lost`` fires or the injector
 clears the flag. Then it writes and releases as usual.
 
+With ``--api async`` the worker drives the asyncio API instead (:class:`AsyncDistlockLock`): the same loop
+and the same faults, through the async store and its own drivers (aiomysql, psycopg's ``AsyncConnection``,
+redis-py's asyncio client...), whose renewals then run as tasks.
+
 The worker writes to the resources blindly, without first asking whether it still holds the lock: a process
 that was paused between its check and its write would write anyway, and showing what the resources do then
 is the point of the check.
@@ -24,6 +28,8 @@ is the point of the check.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import random
 import threading
@@ -55,6 +61,7 @@ class Spec:
     ttl: float
     hold: float
     workdir: str
+    api: str = "sync"  # or "async": distlock's lock through the asyncio API (AsyncDistlockLock)
 
 
 LostReport = Callable[[str, float], None]
@@ -128,6 +135,116 @@ class DistlockLock:
         self.store.close()
 
 
+class AsyncDistlockLock(DistlockLock):
+    """:class:`DistlockLock` through the asyncio API (``--api async``).
+
+    An event loop runs in a daemon thread of the worker, with one task that makes every call the worker asks
+    for, in order: a holding belongs to the task that acquired it (reentrancy and ``lost`` go by task), so
+    acquire, release and the look at ``lost`` must come from the same task. The store's renewals and
+    ``on_lost`` callbacks run on that loop while the worker's own thread sleeps in its critical section. A
+    paused or killed worker stops its loop with it, as the threads of a sync worker."""
+
+    def __init__(self, url: str | None, name: str, ttl: float, watch_lost: bool = True, election: bool = False) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._jobs: asyncio.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None] | None = None
+        started = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(started,), name="checker-asyncio", daemon=True)
+        self._thread.start()
+        started.wait()
+        self._lost_flag = threading.Event()
+        from .._async.store import connect_async
+
+        async def opened() -> Any:
+            return await connect_async(url)
+
+        self.store = self._call(opened)
+        self.name = name
+        self.ttl = ttl
+        self.watch_lost = watch_lost
+        self.election = election
+        self.lock = self._call(lambda: self._async_make(None))
+        self.fence = None
+        self._prepared = ""
+        self._op = ""
+
+    def _serve(self, started: threading.Event) -> None:
+        async def serve() -> None:
+            self._jobs = asyncio.Queue()
+            started.set()
+            while (job := await self._jobs.get()) is not None:
+                fn, fut = job
+                try:
+                    result = fn()
+                    if asyncio.iscoroutine(result):
+                        result = await result
+                except BaseException as exc:  # noqa: BLE001 - handed to the worker's thread
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(result)
+
+        self._loop.run_until_complete(serve())
+
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` (awaited if it returns a coroutine) in the loop's one task; its result or exception here."""
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        assert self._jobs is not None
+        self._loop.call_soon_threadsafe(self._jobs.put_nowait, (fn, fut))
+        return fut.result()
+
+    async def _async_make(self, on_lost: Callable[[object], None] | None) -> Any:
+        return super()._make(on_lost)
+
+    def _make(self, on_lost: Callable[[object], None] | None) -> Any:
+        flag = self._lost_flag = threading.Event()
+
+        def fired(lock: object) -> None:
+            flag.set()
+            if on_lost is not None:
+                on_lost(lock)
+
+        return self._call(lambda: self._async_make(fired if on_lost is not None else None))
+
+    def lost_event(self) -> Any:
+        return self._lost_flag if self.watch_lost else None
+
+    def acquire(self, timeout: float) -> bool:
+        async def take() -> bool:
+            if self.election:
+                ok = bool(await self.lock.campaign(self._op or "candidate", timeout=max(0.0, timeout)))
+                self.fence = self.lock.term if ok else None
+                return ok
+            ok = bool(await self.lock.acquire(timeout=max(0.0, timeout)))
+            self.fence = self.lock.fence if ok else None
+            return ok
+
+        result: bool = self._call(take)
+        return result
+
+    def release(self) -> bool:
+        async def let_go() -> bool:
+            told = self.lock.lost.is_set()
+            try:
+                if self.election:
+                    await self.lock.resign()
+                else:
+                    await self.lock.release()
+            except NotHeld:
+                return False
+            return not told
+
+        result: bool = self._call(let_go)
+        return result
+
+    def close(self) -> None:
+        store: Any = self.store  # an AsyncStore here
+        try:
+            self._call(store.aclose)
+        finally:
+            if self._jobs is not None:
+                self._loop.call_soon_threadsafe(self._jobs.put_nowait, None)
+            self._thread.join(10.0)
+
+
 #: an error report's text is cut to this many characters (see :class:`Events`)
 ERROR_CHARS = 1000
 
@@ -155,7 +272,8 @@ class Events:
 
 def make_lock(spec: Spec) -> CheckedLock:
     if spec.algorithm in DISTLOCK_ALGORITHMS:
-        return DistlockLock(
+        kind = AsyncDistlockLock if spec.api == "async" else DistlockLock
+        return kind(
             spec.url,
             spec.name,
             spec.ttl,

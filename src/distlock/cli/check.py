@@ -17,7 +17,7 @@ from rich.table import Table
 
 from .._errors import ConfigError
 from .._url import default_url, redact
-from ..checker.runner import ALGORITHMS, FAULTS, CheckConfig, run_check
+from ..checker.runner import ALGORITHMS, APIS, FAULTS, CheckConfig, run_check
 from ..checker.servers import FAMILIES, spawned
 from . import file_option, one_line_errors
 
@@ -128,6 +128,13 @@ def _with_options(url: str, options: tuple[str, ...]) -> str:
     help="distlock's lock, its leader election, or a known-broken baseline the checker must catch.",
 )
 @click.option(
+    "--api",
+    type=click.Choice(APIS),
+    default="sync",
+    show_default=True,
+    help="Which of distlock's APIs the workers drive: the threaded one, or asyncio (its own drivers and tasks).",
+)
+@click.option(
     "--election",
     is_flag=True,
     help="Check leader election: the workers campaign, the leader writes with its term (= --algorithm election).",
@@ -159,6 +166,7 @@ def check(
     faults: str,
     url_options: tuple[str, ...],
     algorithm: str,
+    api: str,
     election: bool,
     spawn: str | None,
     volatile: bool,
@@ -193,10 +201,11 @@ def check(
             faults=fault_list,
             server=server,
             history=history,
+            api=api,
             extra={"url": shown},
         )
         console.print(
-            f"[bold]distlock check[/]: {algorithm} on {shown}, {workers} workers, {seconds:g}s, ttl {ttl:g}s, "
+            f"[bold]distlock check[/]: {algorithm}{' (asyncio API)' if api == 'async' else ''} on {shown}, {workers} workers, {seconds:g}s, ttl {ttl:g}s, "
             f"faults: {', '.join(fault_list) or 'none'}"
         )
         with console.status("running") as status:
