@@ -6,13 +6,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.test_check import assert_correct_under_faults, assert_safe, check
 from tests.test_check_gray import needs_redis_server
 
 
-def test_election_on_sqlite_under_kill_and_pause(tmp_path: Path) -> None:
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_election_on_sqlite_under_kill_and_pause(tmp_path: Path, api: str) -> None:
     url = f"sqlite:///{tmp_path}/locks.db"
-    code, report, output = check(tmp_path, "--election", "--seconds", "7", "--faults", "kill,pause", url=url)
+    code, report, output = check(
+        tmp_path, "--election", "--api", api, "--seconds", "7", "--faults", "kill,pause", url=url
+    )
     assert report["algorithm"] == "election"
     # the paused leader resumed and wrote with its old term: the register turned it away, and it was told
     assert_correct_under_faults(code, report, output)

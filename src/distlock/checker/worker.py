@@ -79,9 +79,7 @@ class DistlockLock:
     ``resign()``; everything else, and every fault, is the same."""
 
     def __init__(self, url: str | None, name: str, ttl: float, watch_lost: bool = True, election: bool = False) -> None:
-        from .._sync.store import connect
-
-        self.store = connect(url)
+        self.store: Any = self._open(url)
         self.name = name
         self.ttl = ttl
         self.watch_lost = watch_lost
@@ -90,6 +88,11 @@ class DistlockLock:
         self.fence: int | None = None
         self._prepared = ""
         self._op = ""
+
+    def _open(self, url: str | None) -> Any:
+        from .._sync.store import connect
+
+        return connect(url)
 
     def _make(self, on_lost: Callable[[object], None] | None) -> Any:
         if self.election:
@@ -140,7 +143,8 @@ class AsyncDistlockLock(DistlockLock):
 
     An event loop runs in a daemon thread of the worker, with one task that makes every call the worker asks
     for, in order: a holding belongs to the task that acquired it (reentrancy and ``lost`` go by task), so
-    acquire, release and the look at ``lost`` must come from the same task. The store's renewals and
+    acquire, release and the look at ``lost`` must come from the same task. The async store and locks are
+    seen through :class:`_OnLoop`, so the driving code above serves both APIs. The store's renewals and
     ``on_lost`` callbacks run on that loop while the worker's own thread sleeps in its critical section. A
     paused or killed worker stops its loop with it, as the threads of a sync worker."""
 
@@ -152,20 +156,7 @@ class AsyncDistlockLock(DistlockLock):
         self._thread.start()
         started.wait()
         self._lost_flag = threading.Event()
-        from .._async.store import connect_async
-
-        async def opened() -> Any:
-            return await connect_async(url)
-
-        self.store = self._call(opened)
-        self.name = name
-        self.ttl = ttl
-        self.watch_lost = watch_lost
-        self.election = election
-        self.lock = self._call(lambda: self._async_make(None))
-        self.fence = None
-        self._prepared = ""
-        self._op = ""
+        super().__init__(url, name, ttl, watch_lost, election)
 
     def _serve(self, started: threading.Event) -> None:
         async def serve() -> None:
@@ -191,8 +182,10 @@ class AsyncDistlockLock(DistlockLock):
         self._loop.call_soon_threadsafe(self._jobs.put_nowait, (fn, fut))
         return fut.result()
 
-    async def _async_make(self, on_lost: Callable[[object], None] | None) -> Any:
-        return super()._make(on_lost)
+    def _open(self, url: str | None) -> Any:
+        from .._async.store import connect_async
+
+        return _OnLoop(self._call(lambda: connect_async(url)), self._call)
 
     def _make(self, on_lost: Callable[[object], None] | None) -> Any:
         flag = self._lost_flag = threading.Event()
@@ -202,47 +195,40 @@ class AsyncDistlockLock(DistlockLock):
             if on_lost is not None:
                 on_lost(lock)
 
-        return self._call(lambda: self._async_make(fired if on_lost is not None else None))
+        return super()._make(fired if on_lost is not None else None)
 
     def lost_event(self) -> Any:
-        return self._lost_flag if self.watch_lost else None
-
-    def acquire(self, timeout: float) -> bool:
-        async def take() -> bool:
-            if self.election:
-                ok = bool(await self.lock.campaign(self._op or "candidate", timeout=max(0.0, timeout)))
-                self.fence = self.lock.term if ok else None
-                return ok
-            ok = bool(await self.lock.acquire(timeout=max(0.0, timeout)))
-            self.fence = self.lock.fence if ok else None
-            return ok
-
-        result: bool = self._call(take)
-        return result
-
-    def release(self) -> bool:
-        async def let_go() -> bool:
-            told = self.lock.lost.is_set()
-            try:
-                if self.election:
-                    await self.lock.resign()
-                else:
-                    await self.lock.release()
-            except NotHeld:
-                return False
-            return not told
-
-        result: bool = self._call(let_go)
-        return result
+        return self._lost_flag if self.watch_lost else None  # the async lock's own event is the loop's
 
     def close(self) -> None:
-        store: Any = self.store  # an AsyncStore here
         try:
-            self._call(store.aclose)
+            self.store.aclose()
         finally:
             if self._jobs is not None:
                 self._loop.call_soon_threadsafe(self._jobs.put_nowait, None)
             self._thread.join(10.0)
+
+
+class _OnLoop:
+    """An object of the async API seen from the worker's thread: every attribute read and every call is made
+    by the loop's one task (a coroutine a call returns is awaited there), and an object it returns that
+    belongs to the API (a lock, an election) is seen the same way."""
+
+    def __init__(self, target: Any, call: Callable[[Callable[[], Any]], Any]) -> None:
+        self._target = target
+        self._call = call
+
+    def __getattr__(self, attr: str) -> Any:
+        value = self._call(lambda: getattr(self._target, attr))
+        if not callable(value):
+            return value
+        call = self._call
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            result = call(lambda: value(*args, **kwargs))
+            return _OnLoop(result, call) if type(result).__module__.startswith("distlock._async") else result
+
+        return method
 
 
 #: an error report's text is cut to this many characters (see :class:`Events`)
