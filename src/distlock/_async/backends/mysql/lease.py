@@ -27,7 +27,7 @@ from ...._core.types import Claim, Grant
 from ...._errors import BackendError
 from ...._url import StoreConfig
 from ..sql.lease import LeaseAttempt, LeaseBackend, lease_slice
-from .driver import MyConn, MyDriver, result_sets
+from .driver import MyConn, MyDriver, first_value
 
 log = logging.getLogger("distlock")
 
@@ -96,10 +96,9 @@ class Lease(MyDriver, LeaseBackend):
                 self._bell = await self._connect()
             conn = self._bell.conn
             try:
-                sets = await my.call(
-                    conn, monotonic() + min(self.call_timeout, BELL_TIMEOUT), result_sets, conn, sql, params
+                return await my.call(
+                    conn, monotonic() + min(self.call_timeout, BELL_TIMEOUT), first_value, conn, sql, params
                 )
-                return sets[0][0][0] if sets and sets[0] else None
             except pymysql.err.MySQLError:
                 await self._close_quietly(self._bell)
                 self._bell = None
@@ -155,9 +154,8 @@ class Lease(MyDriver, LeaseBackend):
         instead of the bell)."""
         params = (companion, BELL_LATE, companion, companion, timeout, companion)
         async with c.guard:
-            sets = await my.call(c.conn, self._deadline(timeout), result_sets, c.conn, _BELL_WAIT_SQL, params)
-        row = sets[0][0] if sets and sets[0] else None
-        return 0 if row is None or row[0] is None else int(row[0])
+            rang = await my.call(c.conn, self._deadline(timeout), first_value, c.conn, _BELL_WAIT_SQL, params)
+        return 0 if rang is None else int(rang)
 
     async def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
         assert attempt.waker is not None

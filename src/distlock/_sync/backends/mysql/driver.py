@@ -250,6 +250,12 @@ def result_sets(conn: my.Connection, sql: str, params: Any = None) -> list[list[
     return sets
 
 
+def first_value(conn: my.Connection, sql: str, params: Any = None) -> Any:
+    """Run ``sql``: the first column of the first row of its first answer with rows (None if it has none)."""
+    sets = result_sets(conn, sql, params)
+    return sets[0][0][0] if sets and sets[0] else None
+
+
 def has_sequences(version: str) -> bool:
     """MariaDB >= 10.5 has SEQUENCE, Aria and INSERT/REPLACE ... RETURNING (the one-statement session acquire).
     Public so that a test can play a server without them (MySQL 8, older MariaDB) on a MariaDB it runs."""
