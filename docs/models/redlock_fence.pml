@@ -22,11 +22,23 @@
      WIPES, ROLLBACK   the faults above
      FRESH             the masters start unseeded with counter 0 (a new fleet: the bootstrap path)
      RESEED_ANY        (a wrong rule, to see it fail) re-seed and count fences with a single seeded answer
+     HANDOVER          a round may be a direct hand-over instead (a release granted the waiter on each master
+                       where it was the head of the queue and the master is seeded under the run id both the
+                       waiter's try and the release were sent under; each such master increments its counter
+                       and pushes the fence): the waiter counts only the pushes it has received (a master may
+                       grant and its push be late or lost), writes nothing back, and holds if a majority of
+                       pushes came and a majority of them carry the largest fence among them; else the round
+                       hands out nothing (the waiter's next try is an ordinary round)
+     HANDOVER_ANY      (a wrong rule, to see it fail) a hand-over holds with a majority of pushes, whatever
+                       fences they carry
    Results: holds in every line but two. "-DWIPES -DRESEED_ANY" is the wrong rule. "-DFRESH -DWIPES
    -DROLLBACK" is the tolerance limit: on a new fleet, a master that has not been seeded yet (its bootstrap
    write was lost) is one without state; a wipe and a rollback of the two others leave no master that knows
    the last fence, all three look new, and the bootstrap starts below it. Fences survive as long as fewer
    than a majority of masters are without their state at once.
+   A direct hand-over (HANDOVER) keeps the rule with no write-back as long as the waiter holds only when a
+   majority of the pushes it received carry their largest fence (the wrong rule HANDOVER_ANY fails): any
+   earlier fence was written to a majority, which shares a master with the pushes' majority.
    Table (check.sh runs each line):
      (today)
      -DWIPES
@@ -35,6 +47,10 @@
      -DFRESH -DWIPES
      -DFRESH -DWIPES -DROLLBACK
      -DWIPES -DRESEED_ANY
+     -DHANDOVER
+     -DHANDOVER -DWIPES -DROLLBACK
+     -DHANDOVER -DFRESH -DWIPES
+     -DHANDOVER -DHANDOVER_ANY
 */
 #define N 3
 #define MAJ 2
@@ -56,6 +72,7 @@ proctype acquirer() {
   byte i, fence, floor, sn, an, wn, wsn, acked, done = 0;
   bool ans[N], won[N], fresh[N];
   byte w;
+  bool ho = 0;          /* this round is a hand-over */
   do
   :: done < ACQS ->
 #ifdef WIPES
@@ -67,11 +84,24 @@ proctype acquirer() {
        :: true
        fi;
 #endif
-       /* 1. the acquire script on every master that answers */
+       /* 1. the acquire script on every master that answers (a hand-over: the pushes that arrived) */
        sn = 0; an = 0; wn = 0; wsn = 0;
+#ifdef HANDOVER
+       if :: ho = 1 :: ho = 0 fi;
+#endif
        for (i : 0 .. N-1) {
-         if :: ans[i] = 1 :: ans[i] = 0 fi;
-         if :: ans[i] -> if :: won[i] = 1 :: won[i] = 0 fi :: else -> won[i] = 0 fi;
+         if
+         :: ho && seeded[i] ->
+              if
+              :: ans[i] = 1; won[i] = 1            /* granted, and its push arrived */
+              :: ans[i] = 0; won[i] = 0; cnt[i]++   /* granted, its push late or lost: uncounted */
+              :: ans[i] = 0; won[i] = 0             /* not the head of its queue there: no grant */
+              fi
+         :: ho && !seeded[i] -> ans[i] = 0; won[i] = 0   /* no hand-over on a master not seeded under that run */
+         :: !ho ->
+              if :: ans[i] = 1 :: ans[i] = 0 fi;
+              if :: ans[i] -> if :: won[i] = 1 :: won[i] = 0 fi :: else -> won[i] = 0 fi
+         fi;
          fresh[i] = 0;
          if
          :: ans[i] ->
@@ -116,7 +146,11 @@ proctype acquirer() {
             for (i : 0 .. N-1) {
               if
               :: won[i] && seeded[i] && !fresh[i] && cnt[i] == fence -> acked++
-              :: (won[i] && !fresh[i] && cnt[i] != fence) || fresh[i] ->
+#ifdef HANDOVER_ANY
+              :: won[i] && ho && cnt[i] != fence -> acked++
+#endif
+              :: ((won[i] && !fresh[i] && cnt[i] != fence) || fresh[i]) && ho -> skip   /* a hand-over writes nothing */
+              :: ((won[i] && !fresh[i] && cnt[i] != fence) || fresh[i]) && !ho ->
                    if
                    :: if :: cnt[i] < floor -> cnt[i] = floor :: else fi; seeded[i] = 1;
                       if :: won[i] -> acked++ :: else fi
