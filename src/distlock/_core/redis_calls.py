@@ -149,6 +149,11 @@ def stamp_of(sent: float) -> str:
     return str(math.floor(sent * 1e6))
 
 
+def stamp_time(stamp: str) -> float:
+    """The send time a stamp stands for, as a hand-over push echoes it (:attr:`HandOver.since`)."""
+    return int(stamp) / 1e6
+
+
 @dataclass(frozen=True)
 class HandOver:
     """A release granted this waiter the name (the push ``token|fence|stamp``): its fence, and ``since`` =
@@ -166,7 +171,7 @@ def handed_over(message: str) -> tuple[str, HandOver] | None:
     if not bar or not bar2:
         return None
     try:
-        return token, HandOver(int(fence), int(stamp) / 1e6)
+        return token, HandOver(int(fence), stamp_time(stamp))
     except ValueError:
         return None
 

@@ -262,14 +262,19 @@ return {0, retry, mark, counter()}
 RELEASE = (
     _PRELUDE
     + """
--- ARGV: 1 channel, 2 token, 3 mode.  Compare-and-delete: returns 1 if the token held a live lease.
+-- ARGV: 1 channel, 2 token, 3 mode, 4 (Redlock; optional) '@' + the server's run id as the releaser read it
+--       on the connection this request goes out on.  Compare-and-delete: returns 1 if the token held a
+--       live lease; the token's own queue entry goes too (a Redlock holder may still be queued on a master
+--       that did not grant it).
 -- Direct hand-over: when an exclusive holding ends and the first live waiter is an exclusive one with a
 -- hand-over record, the name goes to that waiter in this step: the key holds its token with a lease capped
 -- at its queue deadline (a waiter that died in the queue loses the grant when its entry would have run out),
 -- its fence is counted, and the push "token|fence|stamp" tells it; it holds from then, counting its lease
 -- from the echoed stamp (the send of the try that queued it: before this grant). Otherwise the first waiter
--- is woken to try. docs/models/redis_handover.pml checks the rule.
-local token, mode = ARGV[2], ARGV[3]
+-- is woken to try. docs/models/redis_handover.pml checks the rule. On a Redlock master the hand-over also
+-- needs the counter seeded under the run id that both the waiter's try and this release were sent under
+-- (a master restarted since counts toward no fence: docs/models/redlock_fence.pml, HANDOVER).
+local token, mode, runwant = ARGV[2], ARGV[3], ARGV[4] or ''
 local record = redis.call('HGET', KEYS[4], token)
 local ok = 0
 local exclusive = (mode == 'lock' or mode == 'write')
@@ -283,6 +288,7 @@ else
   ok = redis.call('ZREM', shared_set(mode), token)
 end
 redis.call('HDEL', KEYS[4], token)
+if redis.call('ZSCORE', KEYS[5], mode .. '|' .. token) then dequeue(mode .. '|' .. token) end
 absorb()
 local function hand_over()
   local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
@@ -301,7 +307,11 @@ local function hand_over()
   -- the waiter's store saw this counter's marker (or none yet: then any marker there is its first);
   -- a counter that is gone or replaced is the waiter's own try to refuse (DISTLOCK-FENCE-LOST)
   local mark = redis.call('HGET', KEYS[8], 'e')
-  if not mark or (hwant ~= '' and hwant ~= mark) then return false end
+  if string.sub(hwant, 1, 1) == '@' then
+    if hwant == '@' or hwant ~= runwant or mark ~= string.sub(hwant, 2) then return false end
+  elseif not mark or (hwant ~= '' and hwant ~= mark) then
+    return false
+  end
   local px = math.min(httl, tonumber(deadline) - now)
   if px <= 0 then return false end
   local htoken = string.sub(head, bar + 1)

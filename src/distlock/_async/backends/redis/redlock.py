@@ -42,13 +42,13 @@ from dataclasses import replace
 from typing import Any
 
 from ...._core import redis_calls as rc
-from ...._core.timing import WAITER_TTL, monotonic, validity
+from ...._core.timing import WAITER_TTL, lease_end, monotonic, validity
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
 from ...._errors import ConfigError, QuorumError
 from ...._tls import one_line
 from ...._url import StoreConfig, scrub
 from ...backend import AsyncBackend, AsyncWatch
-from .attempt import RedlockAttempt
+from .attempt import Handed, RedlockAttempt
 from .fences import Vote, plan
 from .leases import Leases, shorten_by_renewal
 from .masters import Masters
@@ -108,16 +108,27 @@ class Backend(AsyncBackend):
     def attempt(self, claim: Claim) -> RedlockAttempt:
         return RedlockAttempt(self, claim)
 
-    async def try_once(self, claim: Claim) -> tuple[Grant, list[BaseException] | None]:
-        """One Redlock round: the grant, and None if a majority answered in time, else the errors."""
+    async def try_once(self, claim: Claim, handed: Handed | None = None) -> tuple[Grant, list[BaseException] | None]:
+        """One Redlock round: the grant, and None if a majority answered in time, else the errors. A failed
+        round tells ``handed`` which masters it took the claim back from (their earlier hand-overs are void)."""
         runs = [n.run_id or "" for n in self.masters.nodes]
+        started = monotonic()
+        # an exclusive claim left queued may be handed the name by a release (docs/redis.md, Redlock)
+        stamp = "" if claim.mode.shared else rc.stamp_of(started)
         each = [
             rc.acquire_args(
-                claim.token, claim.mode, claim.ttl, claim.permits, False, claim.record, WAITER_TTL, rc.REDLOCK + run
+                claim.token,
+                claim.mode,
+                claim.ttl,
+                claim.permits,
+                False,
+                claim.record,
+                WAITER_TTL,
+                rc.REDLOCK + run,
+                stamp,
             )
             for run in runs
         ]
-        started = monotonic()
         deadline = self.masters.deadline(claim.ttl)
         results = await self.masters.scatter_each(self.masters.nodes, deadline, "acquire", claim.name, each, runs)
         votes = [None if isinstance(r, BaseException) else Vote.of(r) for r in results]
@@ -130,11 +141,11 @@ class Backend(AsyncBackend):
                 await self._leave_queues(claim, votes)
                 return Grant(True, fence=fence, valid_for=valid), None
         # Failed: take the claim back wherever it may have landed (granted, or no answer in time).
-        dirty = [n for n, v in zip(self.masters.nodes, votes, strict=True) if v is None or v.acquired]
+        dirty = [i for i, v in enumerate(votes) if v is None or v.acquired]
         if dirty:
-            await self.masters.scatter(
-                dirty, self.masters.deadline(claim.ttl), "release", claim.name, claim.token, claim.mode.value
-            )
+            if handed is not None and stamp:
+                handed.released(dirty, rc.stamp_time(stamp))
+            await self._release_on([self.masters.nodes[i] for i in dirty], self.masters.deadline(claim.ttl), claim)
         if refused is not None:
             raise QuorumError(refused, name=claim.name, backend=self.scheme)
         errors = [r for r in results if isinstance(r, BaseException)]
@@ -146,6 +157,38 @@ class Backend(AsyncBackend):
             return Grant(False, retry_after=random.uniform(0.0, SPLIT_RETRY)), None
         hints = sorted(v.retry_after for v in votes if v is not None and v.retry_after is not None)
         return Grant(False, retry_after=hints[0] if hints else None), None
+
+    def handed_over(self, claim: Claim, handed: Handed) -> Grant | None:
+        """The grant of the hand-overs pushed to this waiter, with no round trip; None if they do not make one.
+
+        Each push is a vote as an acquire's reply would be, from a master seeded under the run id both our try
+        and the release were sent under (the release script checks it), so the fence rule
+        (:func:`.fences.plan`) applies with nothing to write back: a majority of pushes must carry their largest
+        fence (``docs/models/redlock_fence.pml``, HANDOVER). Each master's lease counts from the stamp its push
+        echoes (the send of the try that queued us there, before its grant) and lasts the TTL capped at the
+        queue deadline; the local lease ends with the earliest of them, and the first renewal extends it."""
+        grants = handed.grants
+        if len(grants) < self.masters.quorum:
+            return None
+        votes: list[Vote | None] = [None] * len(self.masters.nodes)
+        for i, h in grants.items():
+            votes[i] = Vote(True, h.fence, None, True, h.fence)
+        p = plan(votes, self.masters.quorum)
+        if p.fence is None or len(p.at) < self.masters.quorum:
+            return None  # the fences differ: an ordinary try writes the largest back first
+        lease = rc.handover_lease(claim.ttl, WAITER_TTL)
+        since = min(h.since for h in grants.values())
+        if lease_end(since, lease) <= monotonic():
+            return None
+        self.leases.confirmed(replace(claim, ttl=lease), since)
+        return Grant(True, fence=p.fence, valid_for=self.leases.until(claim.token) - monotonic())
+
+    async def _release_on(self, nodes: Sequence[Node], timeout: float, claim: Claim) -> list[Any]:
+        """The release script on ``nodes``, each told the run id this store read from it: a master hands the
+        name over to its head waiter only if that waiter's try saw the same run (the fence rule's seeding)."""
+        runs = [n.run_id or "" for n in nodes]
+        each = [(claim.token, claim.mode.value, rc.REDLOCK + run) for run in runs]
+        return await self.masters.scatter_each(nodes, timeout, "release", claim.name, each, runs)
 
     async def _leave_queues(self, claim: Claim, votes: list[Vote | None]) -> None:
         """After winning a majority, leave the queues of the masters that refused: the failed try queued the
@@ -186,9 +229,7 @@ class Backend(AsyncBackend):
         """Released if a majority removed the token. An earlier try of this release may have run where this
         one finds the token gone: those count too while our lease cannot have ended (see ``Leases``). Too
         few definite answers to tell: ``QuorumError`` (the caller may retry; the retry is idempotent)."""
-        results = await self.masters.scatter(
-            self.masters.nodes, self.masters.node_timeout, "release", claim.name, claim.token, claim.mode.value
-        )
+        results = await self._release_on(self.masters.nodes, self.masters.node_timeout, claim)
         ones = sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1)
         zeros = sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 0)
         errors = [r for r in results if isinstance(r, BaseException)]

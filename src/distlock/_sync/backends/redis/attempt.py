@@ -18,6 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .... import _rt_sync as rt
+from ...._core import redis_calls as rc
 from ...._core import redis_keys as rk
 from ...._core.timing import monotonic, wait_slice
 from ...._core.types import Claim, Grant
@@ -36,6 +37,8 @@ SUBSCRIBE_TIMEOUT = 1.0
 #: the sentinels' down-after-milliseconds plus an election and a promotion: seconds), and how often
 FAILOVER_GRACE = 15.0
 FAILOVER_POLL = 0.2
+#: Redlock: how long a waiter that was pushed a hand-over waits for the other masters' pushes before it tries
+GATHER = 0.003
 #: Redlock: consecutive tries in which fewer than a majority of masters answered in time before QuorumError
 #: (a master that refuses connections counts at once; one that is slow may just be overloaded)
 MAX_SILENT_TRIES = 5
@@ -118,10 +121,35 @@ class Attempt(SyncAttempt):
             self.backend.node.listener.unwatch(self._channel, self.claim.token)
 
 
+class Handed:
+    """The direct hand-overs pushed to one Redlock waiter that it still holds, per master (index).
+
+    A failed try takes the claim back from every master that granted it or did not answer, and a hand-over
+    made there before that release may be pushed after it (pushes come on another connection): such a grant
+    is void. It was made from a queue entry of that try or an earlier one, so it echoes that try's stamp or
+    an earlier one: each master keeps the stamp of the last try that released there, and a push stamped no
+    later is dropped."""
+
+    def __init__(self, n: int) -> None:
+        self.grants: dict[int, rc.HandOver] = {}
+        self._released = [float("-inf")] * n
+
+    def add(self, i: int, handed: rc.HandOver) -> None:
+        if handed.since > self._released[i]:
+            self.grants[i] = handed
+
+    def released(self, masters: list[int], stamp: float) -> None:
+        for i in masters:
+            self._released[i] = stamp
+            self.grants.pop(i, None)
+
+
 class RedlockAttempt(SyncAttempt):
     """As the single-node attempt (register and subscribe before the try whose failure we wait on), on every
     master: it blocks once a majority of masters had a live subscription during the last try (a release
-    reaches a majority, so its wake-up reaches us from one of them)."""
+    reaches a majority, so its wake-up reaches us from one of them). A release on a master where we head
+    the queue may hand us the name there (:class:`Handed`); hand-overs from a majority whose fences agree
+    are a grant with no round trip (``RedlockBackend.handed_over``)."""
 
     backend: RedlockBackend
 
@@ -131,21 +159,46 @@ class RedlockAttempt(SyncAttempt):
         self._channel = rk.channel(claim.name)
         self._gens: list[int | None] = []
         self._silent = 0
+        self._handed = Handed(len(backend.masters.nodes))
 
     def try_acquire(self) -> Grant:
         nodes = self.backend.masters.nodes
+        if self._waker is not None:
+            handed = self._gather_handovers(self._waker)
+            if handed is not None:
+                self._unwatch()
+                return handed
         self._gens = [n.listener.live(self._channel) for n in nodes]
         if self._waker is None and self._covered(self._gens):
             waker = self._waker = rt.Waker()
             for n in nodes:
                 n.listener.add(self._channel, self.claim.token, waker.notify)
-        grant, errors = self.backend.try_once(self.claim)
+        grant, errors = self.backend.try_once(self.claim, self._handed)
         self._silent = 0 if errors is None else self._silent + 1
         if errors is not None and self._silent >= MAX_SILENT_TRIES:
             raise self.backend.masters.quorum_error(self.claim.name, "acquire", errors)
         if grant.acquired:
             self._unwatch()
         return grant
+
+    def _gather_handovers(self, waker: rt.Waker) -> Grant | None:
+        """The grant the hand-overs pushed so far make, or None. A release reaches every master at about the
+        same time, so once one push came the others are on their way: wait for them up to ``GATHER`` (no
+        longer than a try would take) instead of a try that would only confirm them."""
+        nodes = self.backend.masters.nodes
+        until = monotonic() + GATHER
+        while True:
+            for i, n in enumerate(nodes):
+                h = n.listener.take_grant(self.claim.token)
+                if h is not None:
+                    self._handed.add(i, h)
+            got = len(self._handed.grants)
+            if got >= self.backend.masters.quorum:
+                return self.backend.handed_over(self.claim, self._handed)
+            left = until - monotonic()
+            if got == 0 or left <= 0:
+                return None
+            waker.wait(left)
 
     def _covered(self, gens: list[int | None]) -> bool:
         return sum(1 for g in gens if g is not None) >= self.backend.masters.quorum

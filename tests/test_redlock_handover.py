@@ -1,0 +1,222 @@
+"""Redlock direct hand-over (docs/redis.md, "Redlock"; docs/models/redlock_fence.pml, HANDOVER): a release on a
+master where an exclusive waiter heads the queue grants it the name there and pushes ``token|fence|stamp``; the
+waiter holds, with no round trip, once pushes from a majority carry their largest fence. Five real masters; the
+rule itself (which pushes make a grant, which are void) is also checked alone, with no servers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import redis
+
+import distlock
+from distlock._core import redis_calls as rc
+from distlock._core import redis_lua as lua
+from distlock._core.timing import WAITER_TTL, monotonic
+from distlock._core.types import Claim, Mode
+from distlock._sync.backends.redis.attempt import Handed
+from distlock._sync.backends.redis.leases import Leases
+from distlock._sync.backends.redis.redlock import Backend as RedlockBackend
+from tools.servers.proc import ServerProc
+from tools.servers.redis import redis_masters, redlock_url
+
+
+@pytest.fixture(scope="module")
+def masters() -> Iterator[list[ServerProc]]:
+    with redis_masters(5) as servers:
+        yield servers
+
+
+@pytest.fixture
+def raws(masters: list[ServerProc]) -> Iterator[list[redis.Redis]]:
+    clients = [redis.Redis.from_url(s.url, socket_timeout=5) for s in masters]
+    try:
+        yield clients
+    finally:
+        for c in clients:
+            c.close()
+
+
+def _until(cond: Any, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _asleep_in_every_queue(raws: list[redis.Redis], name: str) -> bool:
+    """Until the waiter is queued on every master and asleep: subscribed there, and its re-check under the live
+    subscriptions has refreshed its queue deadline (a release before that would be confirmed by a try)."""
+    q, qd, channel = "{" + name + "}:q", "{" + name + "}:qd", "{" + name + "}:wake"
+    if not _until(lambda: all(r.zcard(q) >= 1 for r in raws)):
+        return False
+    first = [r.zrange(qd, 0, 0, withscores=True)[0] for r in raws]
+    return _until(
+        lambda: all(
+            r.pubsub_numsub(channel)[0][1] >= 1 and r.zscore(qd, f[0]) != f[1] for r, f in zip(raws, first, strict=True)
+        )
+    )
+
+
+def _counting_tries(store: Any) -> list[int]:
+    """Count the backend's acquire rounds (each one a scatter to every master)."""
+    backend = store._backend  # type: ignore[attr-defined]
+    calls = [0]
+    real = backend.try_once
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    backend.try_once = counted
+    return calls
+
+
+def test_the_release_hands_the_name_over_and_the_waiter_holds_without_a_try(
+    masters: list[ServerProc], raws: list[redis.Redis], name: str
+) -> None:
+    """The waiter asleep in every queue is granted the name by the release itself on every master (no moment
+    free there), holds it from the pushes with no acquire round of its own, with the next fence, and a lease
+    capped at its queue deadline until its first renewal."""
+    url = redlock_url(masters)
+    with distlock.connect(url) as a, distlock.connect(url) as b:
+        holder = a.lock(name, ttl=30)
+        assert holder.acquire()
+        tries = _counting_tries(b)
+        got: dict[str, Any] = {}
+        done = threading.Event()
+
+        def waiter() -> None:
+            lock = b.lock(name, ttl=30)
+            assert lock.acquire(timeout=30)
+            got["fence"] = lock.fence
+            done.wait(30)
+            got["owned"] = lock.owned()
+            lock.release()
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        assert _asleep_in_every_queue(raws, name)
+        before = tries[0]
+        fence0 = holder.fence
+        holder.release()
+        tokens = {r.get(name) for r in raws}  # read at once: the release itself set them
+        assert len(tokens) == 1 and None not in tokens
+        assert _until(lambda: "fence" in got)
+        assert tries[0] == before  # held from the pushes alone
+        assert got["fence"] == fence0 + 1  # type: ignore[operator]
+        assert all(0 < r.pttl(name) <= WAITER_TTL * 1000 for r in raws)  # capped at the queue deadline
+        done.set()
+        t.join(30)
+        assert got["owned"]
+        assert all(r.get(name) is None for r in raws)
+        assert all(r.zcard("{" + name + "}:q") == 0 for r in raws)
+
+
+def _queue_on(raw: redis.Redis, name: str, token: str, want: str) -> None:
+    """A stamped exclusive try that finds the name held: queues ``token`` with its hand-over record."""
+    args = rc.acquire_args(token, Mode.EXCLUSIVE, 30, 1, False, "o", WAITER_TTL, want, rc.stamp_of(monotonic()))
+    reply = _run(raw, lua.ACQUIRE, name, args)
+    assert int(reply[0]) == 0
+
+
+def _run(raw: redis.Redis, script: str, name: str, args: list[str]) -> Any:
+    from distlock._core import redis_keys as rk
+
+    return raw.eval(script, len(rk.keys(name)), *rk.keys(name), rk.channel(name), *args)
+
+
+def test_a_master_hands_over_only_under_the_run_both_sides_saw(raws: list[redis.Redis], name: str) -> None:
+    """The seeding rule: a Redlock master hands the name over only if its counter is seeded under the run id
+    that the waiter's try and the release were both sent under (a master restarted since, or one the
+    releaser reaches on a new run, counts toward no fence: the waiter tries instead)."""
+    raw = raws[0]
+    run = raw.info("server")["run_id"]
+    raw.hset("distlock:fences", "e", run)  # seeded, as the first Redlock round leaves it
+    holder = ["held-" + name, Mode.EXCLUSIVE.value]
+    for releaser_run, handed in (("@other-run", False), ("", False), ("@" + run, True)):
+        args = rc.acquire_args(holder[0], Mode.EXCLUSIVE, 30, 1, False, "o", 0, "@" + run)
+        assert int(_run(raw, lua.ACQUIRE, name, args)[0]) == 1
+        _queue_on(raw, name, "waiter-" + name, "@" + run)
+        release = [*holder, releaser_run] if releaser_run else holder
+        assert int(_run(raw, lua.RELEASE, name, release)) == 1
+        assert (raw.get(name) == ("waiter-" + name).encode()) is handed
+        raw.delete(name, "{" + name + "}:q", "{" + name + "}:qd", "{" + name + "}:qa", "{" + name + "}:i")
+
+
+def test_a_release_removes_the_releasers_own_queue_entry(raws: list[redis.Redis], name: str) -> None:
+    """A Redlock holder may still be queued on a master that did not grant it; its release drops that entry,
+    so no later release there grants (or wakes) a holder that is gone."""
+    raw = raws[0]
+    run = raw.info("server")["run_id"]
+    raw.hset("distlock:fences", "e", run)
+    args = rc.acquire_args("other-" + name, Mode.EXCLUSIVE, 30, 1, False, "o", 0, "@" + run)
+    assert int(_run(raw, lua.ACQUIRE, name, args)[0]) == 1
+    _queue_on(raw, name, "me-" + name, "@" + run)
+    assert raw.zcard("{" + name + "}:q") == 1
+    assert int(_run(raw, lua.RELEASE, name, ["me-" + name, Mode.EXCLUSIVE.value, "@" + run])) == 0
+    assert raw.zcard("{" + name + "}:q") == 0 and raw.hlen("{" + name + "}:qa") == 0
+    assert int(_run(raw, lua.RELEASE, name, ["other-" + name, Mode.EXCLUSIVE.value, "@" + run])) == 1
+    assert raw.get(name) is None  # nobody was left to hand it to
+    raw.delete("{" + name + "}:i")
+
+
+# -- the rule alone (no servers) --------------------------------------------------------------------------
+def _backend() -> RedlockBackend:
+    backend = RedlockBackend.__new__(RedlockBackend)
+    backend.masters = SimpleNamespace(nodes=[None] * 5, quorum=3)  # type: ignore[assignment]
+    backend.leases = Leases()
+    return backend
+
+
+def _claim() -> Claim:
+    return Claim(name="n", mode=Mode.EXCLUSIVE, token="tok", owner="h:1:t", ttl=30.0)
+
+
+def _handed(fences: dict[int, int], since: float | None = None) -> Handed:
+    handed = Handed(5)
+    at = monotonic() if since is None else since
+    for i, f in fences.items():
+        handed.add(i, rc.HandOver(f, at))
+    return handed
+
+
+def test_pushes_from_a_majority_at_their_largest_fence_are_a_grant() -> None:
+    backend = _backend()
+    grant = backend.handed_over(_claim(), _handed({0: 8, 2: 8, 4: 8}))
+    assert grant is not None and grant.acquired and grant.fence == 8
+    lease = rc.handover_lease(30.0, WAITER_TTL)
+    assert grant.valid_for is not None and 0 < grant.valid_for <= lease
+    # a fourth push behind the others changes nothing: three of four carry the largest fence
+    assert backend.handed_over(_claim(), _handed({0: 8, 1: 7, 2: 8, 4: 8})) is not None
+
+
+def test_pushes_short_of_a_majority_or_at_different_fences_are_no_grant() -> None:
+    backend = _backend()
+    assert backend.handed_over(_claim(), _handed({0: 8, 1: 8})) is None  # two of five
+    # four pushes, but only two carry the largest fence: the largest must be written back first (a try)
+    assert backend.handed_over(_claim(), _handed({0: 9, 1: 9, 2: 8, 3: 8})) is None
+    # pushes whose lease (counted from the try that queued us) has already run out
+    old = monotonic() - WAITER_TTL - 1
+    assert backend.handed_over(_claim(), _handed({0: 8, 1: 8, 2: 8}, since=old)) is None
+
+
+def test_a_hand_over_made_before_our_own_release_there_is_void() -> None:
+    """A failed try takes the claim back from the masters that granted it; a push of a grant made there from
+    that try's queue entry or an earlier one may still arrive after: it must not count."""
+    handed = Handed(5)
+    handed.add(0, rc.HandOver(5, 10.0))
+    handed.released([0, 1], 20.0)  # the try stamped 20.0 failed and released masters 0 and 1
+    assert handed.grants == {}
+    handed.add(1, rc.HandOver(6, 20.0))  # made from that very try's entry, pushed late: void
+    handed.add(0, rc.HandOver(6, 15.0))  # older still: void
+    handed.add(2, rc.HandOver(6, 20.0))  # master 2 was not released: it holds
+    handed.add(0, rc.HandOver(7, 30.0))  # from a later try's entry: holds
+    assert sorted(handed.grants) == [0, 2]
