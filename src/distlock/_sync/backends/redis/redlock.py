@@ -19,6 +19,10 @@ key and token on every master, so each master alone looks like the single-node l
 * renew: one pipeline per master per tick, in parallel; a lease is kept if a majority extended it.
 * waiting: a waiter subscribes to the name's channel on every master (push, one waiter per release on
   each master) and re-checks no later than the holders' remaining lease (``attempt.RedlockAttempt``).
+* direct hand-over: an exclusive try leaves a hand-over record with its queue entry; a release on a master
+  where it heads the queue grants it the name there and pushes the fence (only if that master is seeded
+  under the run id both sides saw). Pushes from a majority at their largest fence are a grant with no
+  round trip (:meth:`Backend.handed_over`; the fence rule's HANDOVER variant in the model).
 * ``QuorumError`` when fewer than a majority of masters answer at all.
 * elections: a candidate's value rides in its holder details on each master (as on a single node);
   ``proclaim`` rewrites them on every master and succeeds when a majority did so before the local lease end
