@@ -203,9 +203,12 @@ def test_pushes_short_of_a_majority_or_at_different_fences_are_no_grant() -> Non
     assert backend.handed_over(_claim(), _handed({0: 8, 1: 8})) is None  # two of five
     # four pushes, but only two carry the largest fence: the largest must be written back first (a try)
     assert backend.handed_over(_claim(), _handed({0: 9, 1: 9, 2: 8, 3: 8})) is None
-    # pushes whose lease (counted from the try that queued us) has already run out
-    old = monotonic() - WAITER_TTL - 1
-    assert backend.handed_over(_claim(), _handed({0: 8, 1: 8, 2: 8}, since=old)) is None
+    # pushes whose lease (counted from the try that queued us) has run out, or has less than half left: a try
+    # confirms them for a full lease instead
+    lease = rc.handover_lease(30.0, WAITER_TTL)
+    for age in (lease + 1, lease * 0.6):
+        assert backend.handed_over(_claim(), _handed({0: 8, 1: 8, 2: 8}, since=monotonic() - age)) is None
+    assert backend.handed_over(_claim(), _handed({0: 8, 1: 8, 2: 8}, since=monotonic() - lease * 0.4)) is not None
 
 
 def test_a_hand_over_made_before_our_own_release_there_is_void() -> None:

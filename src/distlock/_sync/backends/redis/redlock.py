@@ -171,7 +171,8 @@ class Backend(SyncBackend):
         (:func:`.fences.plan`) applies with nothing to write back: a majority of pushes must carry their largest
         fence (``docs/models/redlock_fence.pml``, HANDOVER). Each master's lease counts from the stamp its push
         echoes (the send of the try that queued us there, before its grant) and lasts the TTL capped at the
-        queue deadline; the local lease ends with the earliest of them, and the first renewal extends it."""
+        queue deadline; the local lease ends with the earliest of them, and the first renewal extends it. With
+        less than half of that lease left, the waiter tries instead (the try confirms the grants for a full TTL)."""
         grants = handed.grants
         if len(grants) < self.masters.quorum:
             return None
@@ -183,8 +184,8 @@ class Backend(SyncBackend):
             return None  # the fences differ: an ordinary try writes the largest back first
         lease = rc.handover_lease(claim.ttl, WAITER_TTL)
         since = min(h.since for h in grants.values())
-        if lease_end(since, lease) <= monotonic():
-            return None
+        if lease_end(since, lease) - monotonic() < lease / 2:
+            return None  # queued long ago: a try confirms a full lease rather than a renewal racing a short one
         self.leases.confirmed(replace(claim, ttl=lease), since)
         return Grant(True, fence=p.fence, valid_for=self.leases.until(claim.token) - monotonic())
 
