@@ -15,7 +15,7 @@ import pytest
 
 import distlock
 
-pytest_plugins = ["tests.backends"]
+pytest_plugins = ["tests.backends", "tests.leaks"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
