@@ -223,3 +223,17 @@ def test_a_hand_over_made_before_our_own_release_there_is_void() -> None:
     handed.add(2, rc.HandOver(6, 20.0))  # master 2 was not released: it holds
     handed.add(0, rc.HandOver(7, 30.0))  # from a later try's entry: holds
     assert sorted(handed.grants) == [0, 2]
+
+
+def test_a_hand_over_with_less_than_half_its_lease_left_is_confirmed_by_a_try() -> None:
+    """The single node and Redlock share the rule (``Leases.handed``): with less than half of the handed lease
+    left (a short TTL, a try long ago), nothing is held on the push alone; the waiter's try confirms instead."""
+    for ttl in (2.0, 30.0):
+        lease = rc.handover_lease(ttl, WAITER_TTL)
+        claim = Claim(name="n", mode=Mode.EXCLUSIVE, token="tok", owner="h:1:t", ttl=ttl)
+        leases = Leases()
+        assert leases.handed(claim, monotonic() - lease * 0.6) is None
+        assert leases.until("tok") == 0.0  # nothing recorded
+        left = leases.handed(claim, monotonic() - lease * 0.3)
+        assert left is not None and lease * 0.5 < left < lease * 0.7
+        assert leases.until("tok") > monotonic()

@@ -131,14 +131,14 @@ class Backend(AsyncBackend):
         the acquirer's own request)."""
         return not claim.mode.shared and not self.wait_replicas
 
-    def handed_over(self, claim: Claim, handed: rc.HandOver) -> Grant:
+    def handed_over(self, claim: Claim, handed: rc.HandOver) -> Grant | None:
         """The grant of a hand-over the release pushed: held since the grant, with a lease that counts from
         the send of the try that queued us (``handed.since``, before the grant) and lasts the TTL capped at the
         queue deadline; the first renewal extends it to the TTL. ``valid_for`` counts from now, which is no
-        earlier than when the caller started this try, so the local lease end stays at or before that bound."""
-        lease = rc.handover_lease(claim.ttl, WAITER_TTL)
-        self.leases.confirmed(replace(claim, ttl=lease), handed.since)
-        return Grant(True, fence=handed.fence, valid_for=self.leases.until(claim.token) - monotonic())
+        earlier than when the caller started this try, so the local lease end stays at or before that bound.
+        None when less than half of that lease is left (``Leases.handed``): the caller tries, which confirms."""
+        left = self.leases.handed(claim, handed.since)
+        return None if left is None else Grant(True, fence=handed.fence, valid_for=left)
 
     async def try_once(self, claim: Claim) -> Grant:
         node = self.node

@@ -65,9 +65,10 @@ class Attempt(AsyncAttempt):
         listener = self.backend.node.listener
         if self._waker is not None:
             handed = listener.take_grant(self.claim.token)
-            if handed is not None:  # a release granted us the name (direct hand-over): no round trip
+            grant = None if handed is None else self.backend.handed_over(self.claim, handed)
+            if grant is not None:  # a release granted us the name (direct hand-over): no round trip
                 await self._unwatch()
-                return self.backend.handed_over(self.claim, handed)
+                return grant
         self._gen = listener.live(self._channel)
         if self._gen is not None and self._waker is None:
             self._waker = rt.Waker()

@@ -46,7 +46,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...._core import redis_calls as rc
-from ...._core.timing import WAITER_TTL, lease_end, monotonic, validity
+from ...._core.timing import WAITER_TTL, monotonic, validity
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
 from ...._errors import ConfigError, QuorumError
 from ...._tls import one_line
@@ -170,8 +170,8 @@ class Backend(AsyncBackend):
         (:func:`.fences.plan`) applies with nothing to write back: a majority of pushes must carry their largest
         fence (``docs/models/redlock_fence.pml``, HANDOVER). Each master's lease counts from the stamp its push
         echoes (the send of the try that queued us there, before its grant) and lasts the TTL capped at the
-        queue deadline; the local lease ends with the earliest of them, and the first renewal extends it. With
-        less than half of that lease left, the waiter tries instead (the try confirms the grants for a full TTL)."""
+        queue deadline; the local lease ends with the earliest of them (``Leases.handed``: with less than half of
+        it left, None, and the waiter's try confirms the grants for a full TTL)."""
         grants = handed.grants
         if len(grants) < self.masters.quorum:
             return None
@@ -181,12 +181,8 @@ class Backend(AsyncBackend):
         p = plan(votes, self.masters.quorum)
         if p.fence is None or len(p.at) < self.masters.quorum:
             return None  # the fences differ: an ordinary try writes the largest back first
-        lease = rc.handover_lease(claim.ttl, WAITER_TTL)
-        since = min(h.since for h in grants.values())
-        if lease_end(since, lease) - monotonic() < lease / 2:
-            return None  # queued long ago: a try confirms a full lease rather than a renewal racing a short one
-        self.leases.confirmed(replace(claim, ttl=lease), since)
-        return Grant(True, fence=p.fence, valid_for=self.leases.until(claim.token) - monotonic())
+        left = self.leases.handed(claim, min(h.since for h in grants.values()))
+        return None if left is None else Grant(True, fence=p.fence, valid_for=left)
 
     async def _release_on(self, nodes: Sequence[Node], timeout: float, claim: Claim) -> list[Any]:
         """The release script on ``nodes``, each told the run id this store read from it: a master hands the

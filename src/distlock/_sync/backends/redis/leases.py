@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ...._core.timing import lease_end, monotonic
+from ...._core import redis_calls as rc
+from ...._core.timing import WAITER_TTL, lease_end, monotonic
 from ...._core.types import Claim
 from ...backend import SyncBackend
 
@@ -31,6 +32,20 @@ class Leases:
 
     def confirmed(self, claim: Claim, sent: float) -> None:
         self._until[claim.token] = lease_end(sent, claim.ttl)
+
+    def handed(self, claim: Claim, since: float) -> float | None:
+        """Hold ``claim`` by a direct hand-over: its lease counts from ``since`` (the send of the try whose queue
+        entry the release granted, before the grant) and lasts the TTL capped at the queue deadline, which that
+        try set ``WAITER_TTL`` after ``since`` or later (:func:`~distlock._core.redis_calls.handover_lease`).
+        Returns the time left, or None (nothing recorded) when less than half that lease is left: the waiter
+        then tries instead, and its try confirms the grant for a full TTL, rather than a first renewal racing
+        a short lease (a needless ``lost``)."""
+        lease = rc.handover_lease(claim.ttl, WAITER_TTL)
+        left = lease_end(since, lease) - monotonic()
+        if left < lease / 2:
+            return None
+        self.confirmed(replace(claim, ttl=lease), since)
+        return left
 
     def renewed(self, claims: Sequence[Claim], ok: Sequence[bool], sent: float) -> None:
         for c, good in zip(claims, ok, strict=True):
