@@ -131,6 +131,8 @@ class Acquiring:
         self._began = 0.0
 
     def __enter__(self) -> Acquiring:
+        # from before the sinks' contexts (a span to start): the caller's timeout runs from before them too
+        self._began = monotonic()
         sinks = self._events.sinks()
         if sinks:
             stack = ExitStack()
@@ -142,7 +144,6 @@ class Acquiring:
                 except Exception:  # see Sink
                     log.exception("a distlock event sink failed on an acquire")
             self._stack = stack
-        self._began = monotonic()
         return self
 
     def _waited_ms(self) -> float:
