@@ -8,8 +8,8 @@ session-mode acquire + release 1.9 times as slow as the sync one), and a waiter 
 ``GET_LOCK`` holds a socket, not a thread. It raises PyMySQL's own exception classes, so one error
 classification serves both sides.
 
-The twins differ in how a call is bounded: here by ``asyncio.timeout`` (aiomysql closes a connection whose
-read was cancelled: a late answer is never read as the next call's), there by PyMySQL's socket timeouts.
+The twins differ in how a call is bounded: here by ``asyncio.timeout`` (a connection whose read was
+cancelled is aborted: a late answer is never read as the next call's), there by PyMySQL's socket timeouts.
 Either way a call cut short fails with the error of a lost connection, which the backend throws away.
 """
 
@@ -32,19 +32,38 @@ T = TypeVar("T")
 _LOST = 2013
 
 
+class _Connection(aiomysql.Connection):  # type: ignore[misc]
+    """aiomysql's connection, ended at once when a read of it is cancelled (as :func:`cut` does). aiomysql
+    closes the transport then, which over TLS starts a close_notify exchange that waits up to 30 s for a
+    server that may be gone: the socket stays open that long, and if the event loop ends first, it is left
+    to the garbage collector (seen in the suite: an acquire's wait timing out during a TLS connect)."""
+
+    def _close_on_cancel(self) -> None:
+        cut(self)
+        self._close_reason = "Cancelled during execution"
+
+
 async def connect(limit: float, **kwargs: Any) -> Connection:
     """A connection with PyMySQL's keyword arguments; the handshake too ends within ``limit`` seconds.
 
     aiomysql's own ``connect_timeout`` is left unset: it covers the TCP connect only, and it is
     ``asyncio.wait_for``, which on Python 3.11 can swallow a cancellation that comes as the connect
     completes (the caller's ``CancelledError`` is lost and the cancelled acquire goes on waiting: seen in
-    the suite). ``asyncio.timeout`` around the whole does not."""
+    the suite). ``asyncio.timeout`` around the whole does not. The connection object is made here, not by
+    ``aiomysql.connect``, so a connect cut short (timeout, cancellation) is ended here too: aiomysql cleans
+    up only after an ``Exception``, and a cancellation is not one."""
     kwargs["db"] = kwargs.pop("database", None)
     kwargs.pop("read_timeout")  # every call here has its own bound (``call``)
     kwargs["connect_timeout"] = None
+    conn = _Connection(**kwargs)
     try:
-        async with asyncio.timeout(limit):
-            return await aiomysql.connect(**kwargs)
+        try:
+            async with asyncio.timeout(limit):
+                await conn._connect()  # what aiomysql.connect awaits (a private name; aiomysql is pinned < 0.4)
+                return conn
+        except BaseException:
+            cut(conn)
+            raise
     except pymysql.err.OperationalError as exc:
         # aiomysql says only "Can't connect to MySQL server on <host>" for any failed connect; the reason
         # (refused, a certificate not trusted, ...) is its cause, which PyMySQL puts in the message
@@ -52,7 +71,7 @@ async def connect(limit: float, **kwargs: Any) -> Connection:
             raise pymysql.err.OperationalError(2003, f"{exc.args[1]} ({exc.__cause__})") from exc.__cause__
         raise
     except TimeoutError:
-        # a handshake cut short: aiomysql closed the socket its cancelled read was on
+        # a handshake cut short (the connection was aborted above)
         raise pymysql.err.OperationalError(
             2003, f"Can't connect to MySQL server (no answer within {limit:.1f}s)"
         ) from None
@@ -88,7 +107,11 @@ def is_open(conn: Connection) -> bool:
 
 
 def cut(conn: Connection) -> None:
-    """End the connection now, without a word to the server (a call running on it fails at once)."""
+    """End the connection now, without a word to the server (a call running on it fails at once): the
+    transport is aborted, not closed (over TLS a close waits for the server's close_notify, up to 30 s)."""
+    writer = conn._writer
+    if writer is not None:
+        writer.transport.abort()
     conn.close()
 
 
