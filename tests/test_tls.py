@@ -286,7 +286,7 @@ def test_bad_tls_options_are_one_line_config_errors(tmp_path: Path) -> None:
         assert time.monotonic() - started < 1.0, url  # nothing was connected
 
 
-async def test_a_cancelled_mysql_call_over_tls_ends_its_connection_at_once(mysql_url: str, certs: Certs) -> None:
+async def test_a_mysql_connection_over_tls_ends_at_once_when_cut_or_closed(mysql_url: str, certs: Certs) -> None:
     """A MySQL call cut short on a TLS connection aborts it: the socket closes at once. aiomysql's own close
     starts a close_notify exchange, which a server busy with the statement does not answer: the socket stayed
     open, and once the event loop had ended, the garbage collector found it during some later test (which
@@ -296,15 +296,15 @@ async def test_a_cancelled_mysql_call_over_tls_ends_its_connection_at_once(mysql
 
     from distlock import _mysql_async as my
     from distlock._url import parse_url
+    from distlock.checker.proxy import FaultProxy
 
     cfg = parse_url(mysql_url)
     host, port = cfg.hosts[0]
     context = ssl.create_default_context(cafile=str(certs.ca))
     context.load_cert_chain(str(certs.client_cert), str(certs.client_key))
-    conn = await my.connect(
-        5.0, host=host, port=port, user=cfg.username, password=cfg.password, database=cfg.path.lstrip("/"),
-        autocommit=True, read_timeout=5.0, ssl=context,
-    )  # fmt: skip
+    kwargs = {"host": host, "port": port, "user": cfg.username, "password": cfg.password, "ssl": context,
+              "database": cfg.path.lstrip("/"), "autocommit": True, "read_timeout": 5.0}  # fmt: skip
+    conn = await my.connect(5.0, **kwargs)
     sock = conn._writer.transport.get_extra_info("socket")
     cur = await my.cursor(conn)
     task = asyncio.create_task(my.call(conn, time.monotonic() + 10, cur.execute, "SELECT SLEEP(2)"))
@@ -316,3 +316,13 @@ async def test_a_cancelled_mysql_call_over_tls_ends_its_connection_at_once(mysql
         await asyncio.sleep(0)
     assert sock.fileno() == -1, "the socket is still open: the connection was closed, not aborted"
     assert not my.is_open(conn)
+    # the goodbye too (a store's aclose), to a server that no longer answers: COM_QUIT, then the socket ends
+    # at once, not when (if ever) the server answers the close_notify
+    with FaultProxy(host, port) as proxy:
+        conn = await my.connect(5.0, **{**kwargs, "port": proxy.port})
+        sock = conn._writer.transport.get_extra_info("socket")
+        proxy.freeze()
+        await my.close(conn)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert sock.fileno() == -1, "the socket is still open after the goodbye"

@@ -33,14 +33,17 @@ _LOST = 2013
 
 
 class _Connection(aiomysql.Connection):  # type: ignore[misc]
-    """aiomysql's connection, ended at once when a read of it is cancelled (as :func:`cut` does). aiomysql
-    closes the transport then, which over TLS starts a close_notify exchange that waits up to 30 s for a
-    server that may be gone: the socket stays open that long, and if the event loop ends first, it is left
-    to the garbage collector (seen in the suite: an acquire's wait timing out during a TLS connect)."""
+    """aiomysql's connection, whose every close ends it at once: the transport is aborted. aiomysql closes it,
+    which over TLS sends a close_notify and keeps the socket until the server answers, up to 30 s: a server
+    busy with a cancelled statement does not, and if the event loop ends first the socket is left to the
+    garbage collector (seen in the suite: a store closed, or an acquire timed out, right before its test's
+    loop ended). aiomysql closes on a cancelled read, on ``cut``, and after the goodbye (``COM_QUIT``, by
+    then written to the socket: the server still reads it before the connection ends)."""
 
-    def _close_on_cancel(self) -> None:
-        cut(self)
-        self._close_reason = "Cancelled during execution"
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.transport.abort()
+        super().close()
 
 
 async def connect(limit: float, **kwargs: Any) -> Connection:
@@ -107,11 +110,8 @@ def is_open(conn: Connection) -> bool:
 
 
 def cut(conn: Connection) -> None:
-    """End the connection now, without a word to the server (a call running on it fails at once): the
-    transport is aborted, not closed (over TLS a close waits for the server's close_notify, up to 30 s)."""
-    writer = conn._writer
-    if writer is not None:
-        writer.transport.abort()
+    """End the connection now, without a word to the server (a call running on it fails at once; the
+    transport is aborted: see ``_Connection``)."""
     conn.close()
 
 
