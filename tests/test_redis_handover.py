@@ -17,6 +17,7 @@ import redis
 import distlock
 from distlock import BackendError
 from distlock._core.timing import WAITER_TTL
+from tests.waiting import Waiter, until
 
 
 @pytest.fixture
@@ -28,25 +29,16 @@ def raw(redis_url: str) -> Iterator[redis.Redis]:
         client.close()
 
 
-def _until(cond: Any, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
 def _queued(raw: redis.Redis, name: str, n: int = 1) -> bool:
     """Until ``n`` waiters are queued and the first is asleep on its wake-up: subscribed, and its re-check under
     the live subscription has refreshed its queue deadline (a release before that finds it by that re-check,
     which confirms the grant itself: the push is not needed then, and these tests look at the push)."""
     q = "{" + name + "}:q"
-    if not _until(lambda: raw.zcard(q) >= n):
+    if not until(lambda: raw.zcard(q) >= n):
         return False
     first = raw.zrange("{" + name + "}:qd", 0, 0, withscores=True)[0]
     channel = "{" + name + "}:wake"
-    return _until(
+    return until(
         lambda: raw.pubsub_numsub(channel)[0][1] >= 1 and raw.zscore("{" + name + "}:qd", first[0]) != first[1]
     )
 
@@ -65,19 +57,7 @@ def test_release_grants_the_queued_waiter_in_the_same_step(redis_url: str, raw: 
     with distlock.connect(redis_url) as a, distlock.connect(redis_url) as b:
         holder = a.lock(name, ttl=30)
         assert holder.acquire()
-        got: dict[str, Any] = {}
-        done = threading.Event()
-
-        def waiter() -> None:
-            lock = b.lock(name, ttl=30)
-            assert lock.acquire(timeout=30)
-            got["fence"] = lock.fence
-            done.wait(30)
-            got["owned"] = lock.owned()
-            lock.release()
-
-        t = threading.Thread(target=waiter)
-        t.start()
+        waiter = Waiter(b.lock(name, ttl=30))
         assert _queued(raw, name)
         sub = _subscribed(raw, name)
         fence0 = holder.fence
@@ -90,12 +70,11 @@ def test_release_grants_the_queued_waiter_in_the_same_step(redis_url: str, raw: 
         assert msg is not None and msg["type"] == "message"
         pushed, fence, _stamp = msg["data"].decode().split("|")
         assert token is not None and pushed == token.decode()
-        assert _until(lambda: "fence" in got)
-        assert got["fence"] == int(fence) == fence0 + 1  # type: ignore[operator]
-        assert _until(lambda: raw.pttl(name) > WAITER_TTL * 1000)  # the renewal's "confirm": the full TTL
-        done.set()
-        t.join(30)
-        assert got["owned"]
+        assert waiter.granted()
+        assert waiter.fence == int(fence) == fence0 + 1  # type: ignore[operator]
+        assert until(lambda: raw.pttl(name) > WAITER_TTL * 1000)  # the renewal's "confirm": the full TTL
+        waiter.finish()
+        assert waiter.owned
         assert raw.get(name) is None
 
 

@@ -5,8 +5,6 @@ rule itself (which pushes make a grant, which are void) is also checked alone, w
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -22,6 +20,7 @@ from distlock._core.types import Claim, Mode
 from distlock._sync.backends.redis.attempt import Handed
 from distlock._sync.backends.redis.leases import Leases
 from distlock._sync.backends.redis.redlock import Backend as RedlockBackend
+from tests.waiting import Waiter, until
 from tools.servers.proc import ServerProc
 from tools.servers.redis import redis_masters, redlock_url
 
@@ -42,23 +41,14 @@ def raws(masters: list[ServerProc]) -> Iterator[list[redis.Redis]]:
             c.close()
 
 
-def _until(cond: Any, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
 def _asleep_in_every_queue(raws: list[redis.Redis], name: str) -> bool:
     """Until the waiter is queued on every master and asleep: subscribed there, and its re-check under the live
     subscriptions has refreshed its queue deadline (a release before that would be confirmed by a try)."""
     q, qd, channel = "{" + name + "}:q", "{" + name + "}:qd", "{" + name + "}:wake"
-    if not _until(lambda: all(r.zcard(q) >= 1 for r in raws)):
+    if not until(lambda: all(r.zcard(q) >= 1 for r in raws)):
         return False
     first = [r.zrange(qd, 0, 0, withscores=True)[0] for r in raws]
-    return _until(
+    return until(
         lambda: all(
             r.pubsub_numsub(channel)[0][1] >= 1 and r.zscore(qd, f[0]) != f[1] for r, f in zip(raws, first, strict=True)
         )
@@ -90,32 +80,19 @@ def test_the_release_hands_the_name_over_and_the_waiter_holds_without_a_try(
         holder = a.lock(name, ttl=30)
         assert holder.acquire()
         tries = _counting_tries(b)
-        got: dict[str, Any] = {}
-        done = threading.Event()
-
-        def waiter() -> None:
-            lock = b.lock(name, ttl=30)
-            assert lock.acquire(timeout=30)
-            got["fence"] = lock.fence
-            done.wait(30)
-            got["owned"] = lock.owned()
-            lock.release()
-
-        t = threading.Thread(target=waiter)
-        t.start()
+        waiter = Waiter(b.lock(name, ttl=30))
         assert _asleep_in_every_queue(raws, name)
         before = tries[0]
         fence0 = holder.fence
         holder.release()
         tokens = {r.get(name) for r in raws}  # read at once: the release itself set them
         assert len(tokens) == 1 and None not in tokens
-        assert _until(lambda: "fence" in got)
+        assert waiter.granted()
         assert tries[0] == before  # held from the pushes alone
-        assert got["fence"] == fence0 + 1  # type: ignore[operator]
+        assert waiter.fence == fence0 + 1  # type: ignore[operator]
         assert all(0 < r.pttl(name) <= WAITER_TTL * 1000 for r in raws)  # capped at the queue deadline
-        done.set()
-        t.join(30)
-        assert got["owned"]
+        waiter.finish()
+        assert waiter.owned
         assert all(r.get(name) is None for r in raws)
         assert all(r.zcard("{" + name + "}:q") == 0 for r in raws)
 

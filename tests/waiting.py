@@ -1,0 +1,48 @@
+"""Helpers of the hand-over tests: polling for a condition, and a waiter thread that takes a lock, keeps it
+until told, and reports what it saw."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def until(cond: Callable[[], Any], seconds: float = 10.0) -> bool:
+    """Poll ``cond`` every 10 ms until it is true (True) or ``seconds`` pass (False)."""
+    deadline = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+class Waiter:
+    """A thread that acquires ``lock`` (within 30 s), records its fence, holds it until :meth:`finish`, then
+    records whether it still owned it and releases it."""
+
+    def __init__(self, lock: Any) -> None:
+        self.fence: int | None = None
+        self.owned: bool | None = None
+        self._lock = lock
+        self._got = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
+
+    def _run(self) -> None:
+        assert self._lock.acquire(timeout=30)
+        self.fence = self._lock.fence  # the fence is the owner's (this thread's)
+        self._got.set()
+        self._done.wait(30)
+        self.owned = self._lock.owned()
+        self._lock.release()
+
+    def granted(self, seconds: float = 10.0) -> bool:
+        return self._got.wait(seconds)
+
+    def finish(self) -> None:
+        self._done.set()
+        self._thread.join(30)
