@@ -330,6 +330,18 @@ class Listener:
                 with contextlib.suppress(Exception):
                     cluster: Any = self._client
                     cluster.nodes_manager.initialize()
+        if not self._stale:
+            self._wake_reader()
+
+    def _wake_reader(self) -> None:
+        """The connection can be read again (a move subscribed everything anew): if nobody holds the read role,
+        the first waiter takes it. A waiter that came while the move kept failing waits without reading and
+        the background reader leaves the connection to waiters: without this, the new subscription's
+        confirmation and any push behind it waited for a waiter's slice to end (up to 2 s)."""
+        with self._state:
+            first = self._contenders[0] if self._role is None and self._contenders else None
+        if first is not None:
+            first.kick()
 
     def _dispatch(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")
