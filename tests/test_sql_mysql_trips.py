@@ -20,7 +20,10 @@ import pymysql.cursors
 import pytest
 
 import distlock
+from distlock._core import ids
 from distlock._core import sql_lease as sq
+from distlock._core.timing import drift_margin
+from distlock._core.types import Claim, Mode
 
 
 @pytest.fixture
@@ -159,16 +162,26 @@ def test_a_waiter_that_finds_no_bell_looks_again_before_it_polls(
             with ringer.cursor() as cur:
                 cur.execute("SELECT RELEASE_LOCK(%s)", (companion,))
 
+        claim = Claim(name, Mode.EXCLUSIVE, ids.new_token(), ids.owner_id("waiter"), ttl=10)
         late = threading.Thread(target=holder_takes_its_bell_late)
         t0 = time.monotonic()
         late.start()
-        rang = backend._bell_wait(conn, companion, 3.0)
+        rang, tried = backend._bell_wait(conn, claim, 3.0)
         waited = time.monotonic() - t0
         late.join(5)
         assert rang == 1 and 0.7 <= waited < 2.0, (rang, waited)  # woken by that holder's let-go
+        assert tried is not None and tried.acquired  # and tried at once (nobody holds the name's row)
+        assert store.inspect(name) is not None
+        backend._tx(lambda: backend.ops.abandon(claim, sq.name_key(name)))
         t0 = time.monotonic()
-        assert backend._bell_wait(conn, companion, 3.0) == -1  # nobody rings: poll
+        assert backend._bell_wait(conn, claim, 3.0) == (-1, None)  # nobody rings: poll (and no try made)
         assert time.monotonic() - t0 < 1.5
+        with ringer.cursor() as cur:  # somebody rings, but not within the wait: no try either
+            cur.execute("SELECT GET_LOCK(%s, 1)", (companion,))
+        assert backend._bell_wait(conn, claim, 0.2) == (0, None)
+        assert store.inspect(name) is None  # nothing written (no queue entry, no holder)
+        with ringer.cursor() as cur:
+            cur.execute("DO RELEASE_ALL_LOCKS()")
         backend._give_back_dedicated(conn)
     ringer.close()
 
@@ -191,3 +204,73 @@ def test_a_bell_call_that_fails_does_not_stop_the_bell_worker(mysql_url: str, ca
         _drained(backend)
         assert len(backend._bells) == 1  # the holding's bell was taken after the failure
         lock.release()
+
+
+def _holder_releases_after(lock: Any, seconds: float) -> threading.Thread:
+    """A thread that takes ``lock`` (the owner is the thread), holds it ``seconds`` and lets it go; returns once
+    it holds."""
+    held = threading.Event()
+
+    def run() -> None:
+        assert lock.acquire(timeout=5)
+        held.set()
+        time.sleep(seconds)
+        lock.release()
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert held.wait(5)
+    return t
+
+
+def test_a_woken_waiter_tries_in_its_bell_waits_round_trip(mysql_url: str, calls: list[str]) -> None:
+    """The waiter blocks in its bell wait; when the holder lets the bell go, the try's first round trip (the
+    name's lock and the read) is already on its way behind it, in the same multi-statement: the hand-off
+    costs the bell's round trip and the try's second (its writes and the COMMIT), not three."""
+    name = f"fold-{uuid.uuid4().hex[:8]}"
+    with distlock.connect(mysql_url) as a, distlock.connect(mysql_url) as b:
+        assert b.inspect(name) is None  # the waiter's store open before counting
+        releaser = _holder_releases_after(a.lock(name, ttl=10), 0.3)
+        lock = b.lock(name, ttl=10)
+        calls.clear()
+        assert lock.acquire(timeout=5)  # on this thread: its round trips are counted
+        sent = list(calls)
+        releaser.join(5)
+        lock.release()
+    bells = [i for i, c in enumerate(sent) if "@distlock_rang" in c]
+    assert bells, sent
+    last = bells[-1]
+    assert "SELECT 2," in sent[last] and "GET_LOCK" in sent[last], "the try's lock and read ride on the bell"
+    after = sent[last + 1 :]
+    assert len(after) == 1 and "INSERT INTO" in after[0] and after[0].endswith("COMMIT; DO RELEASE_ALL_LOCKS()"), after
+
+
+def test_a_grant_behind_a_long_bell_wait_counts_its_lease_from_the_try(mysql_url: str) -> None:
+    """The try behind a bell wait reads the server's clock when the bell rings, up to a wait slice after the
+    request went out. The holder's local lease must end no later than the server's (counting from the
+    request's send plus the server's own time for the wait, never from when the answer came), and not a
+    wait's length earlier either (counting from the send alone would give away the whole wait)."""
+    name = f"fold-lease-{uuid.uuid4().hex[:8]}"
+    with distlock.connect(mysql_url) as a, distlock.connect(mysql_url) as b:
+        backend: Any = b._backend  # type: ignore[attr-defined]
+        releaser = _holder_releases_after(
+            a.lock(name, ttl=10), 0.6
+        )  # inside the waiter's first bell wait (at most 1 s)
+        lock = b.lock(name, ttl=10)
+        assert lock.acquire(timeout=5)
+        releaser.join(5)
+        holding = lock._own_holding()  # type: ignore[attr-defined]
+        r = backend._tx(
+            lambda: sq.single(
+                sq.Stmt(
+                    f"SELECT expires_at - UNIX_TIMESTAMP(NOW(6)) FROM {backend.ops.p}_holders WHERE token = %s",
+                    (holding.claim.token,),
+                )
+            ),
+            tx=False,
+        )
+        local_left = holding.expires_at - time.monotonic()
+        server_left = float(r.rows[0][0])
+        lock.release()
+    assert local_left <= server_left, (local_left, server_left)
+    assert local_left >= server_left - drift_margin(10) - 0.1, (local_left, server_left)

@@ -29,6 +29,9 @@ class Dialect:
     #: MySQL: ``lock_name`` with its answer kept in the session's ``@distlock_locked`` and ``@distlock_now``,
     #: for the statement sent after it in the same round trip (the transactional acquire, ``Ops.acquire``)
     lock_into: str | None = None
+    #: MySQL: ``lock_into`` sent right after a waiter's bell wait, in its round trip: the lock is taken only if
+    #: the bell rang (``@distlock_rang`` = 1); else ``@distlock_locked`` is NULL and nothing is tried
+    lock_after_bell: str | None = None
 
 
 #: session mode: the last connection-bound holder of the name (its lock key, owner, mode, connection id)
@@ -78,6 +81,8 @@ def mysql(prefix: str) -> Dialect:
         notify=None,
         # SET assigns left to right; NOW() is the statement's start, so the clock is read as lock_name's is
         lock_into="SET @distlock_locked = GET_LOCK(%s, %s), @distlock_now = UNIX_TIMESTAMP(NOW(6))",
+        lock_after_bell="SET @distlock_locked = CASE WHEN @distlock_rang = 1 THEN GET_LOCK(%s, %s) END, "
+        "@distlock_now = UNIX_TIMESTAMP(NOW(6))",
     )
 
 

@@ -302,22 +302,41 @@ class Ops:
         Two round trips when it grants or queues: the lock goes with the read (its answer and clock carried
         in session variables, ``Dialect.lock_into``), and the writes with the COMMIT (``Stmt.last``). Sent
         one by one, the five statements of an uncontended try cost a quarter more."""
+        grant = yield from self._acquire(claim, key, after_bell=False)
+        assert grant is not None  # None only after a bell
+        return grant
+
+    def acquire_after_bell(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant | None]:
+        """MySQL: :meth:`acquire` sent right behind a waiter's bell wait, its first round trip the bell's
+        (``mysql/lease.py``); None when the bell did not ring (nobody rings it: the waiter polls instead; or
+        the wait timed out: the caller decides whether to try, as at its deadline it must not)."""
+        grant = yield from self._acquire(claim, key, after_bell=True)
+        return grant
+
+    def _acquire(self, claim: Claim, key: str, after_bell: bool) -> Generator[Stmt, Result, Grant | None]:
         p = self.p
-        assert self.d.lock_into is not None, "the transactional acquire runs on MySQL/MariaDB"
+        lock_into = self.d.lock_after_bell if after_bell else self.d.lock_into
+        assert lock_into is not None, "the transactional acquire runs on MySQL/MariaDB"
         lock = self._lock_name(key)
         # expired queue entries are read too (deleted below), except those a short read leaves to the sweep
         queue_reads, qp = self._queue_read(claim, key, "@distlock_now", (), expired=True)
         r = yield Stmt(
-            f"{self.d.lock_into}; SELECT 2, @distlock_locked, NULL, @distlock_now, 0 UNION ALL "
+            f"{lock_into}; SELECT 2, @distlock_locked, {'@distlock_bell_at' if after_bell else 'NULL'}, @distlock_now, 0 "
+            "UNION ALL "
             f"SELECT 0, token, mode, expires_at, 0 FROM {p}_holders WHERE name_key = %s UNION ALL "
             + " UNION ALL ".join(queue_reads),
             (*lock.params, key, *qp),
         )
         # kind 2: the lock's answer and the clock; 0: a holder; 1: a queue entry (UNION ALL keeps no order)
-        _, locked, _, clock, _ = next(row for row in r.rows if to_int(row[0]) == 2)
+        _, locked, bell_at, clock, _ = next(row for row in r.rows if to_int(row[0]) == 2)
+        if locked is None and after_bell:
+            return None  # after a bell wait that did not ring: not tried
         if locked is None or to_int(locked) != 1:  # not granted within name_wait (a stuck transaction)
             return Grant(False, retry_after=0.05)
         now = to_float(clock)
+        # after a bell: the lease counts from this clock, which the server read this long after the bell wait
+        # began, no earlier than the request was sent (``valid_for`` counts from that send)
+        valid_for = claim.ttl + max(0.0, now - to_float(bell_at)) if after_bell else None
         holders: list[Held] = []
         queue: list[Queued] = []
         stale_holders = stale_waiters = 0
@@ -354,7 +373,7 @@ class Ops:
             if claim.value is not None:  # a new leader: its observers look again
                 after.extend(self._notify_stmt(key))
             r = yield chain(*before, self._insert_holder(claim, key, now), *after, last=True)
-            return Grant(True, fence=to_int(r.rows[0][0]))
+            return Grant(True, fence=to_int(r.rows[0][0]), valid_for=valid_for)
         place = None
         if decision.enqueue:
             # our place, which this store's wake-ups go by (``Wakers.place``): read once, when we join

@@ -43,6 +43,18 @@ _GONE_CODES = {2003, 2006, 2013, 2055, 1927, 4031}
 
 
 @dataclass
+class Lead:
+    """Statements sent in front of a script's first statement, in its round trip (a waiter's bell wait in
+    front of its try, ``mysql/lease.py``): ``count`` statements, the rows of the last one that has rows
+    kept in ``rows``."""
+
+    sql: str
+    params: tuple[object, ...]
+    count: int
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+@dataclass
 class MyConn:
     """A driver connection and the mutex that keeps two callers from using it at once (a session-mode
     holding's renewal and its release; a close while a call runs)."""
@@ -141,16 +153,23 @@ class MyDriver(SqlBase):
         return isinstance(exc, pymysql.err.OperationalError) and bool(exc.args) and exc.args[0] in _GONE_CODES
 
     async def _run(
-        self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None = None
+        self,
+        conn: Any,
+        script: Generator[sq.Stmt, sq.Result, Any],
+        tx: bool,
+        deadline: float | None = None,
+        lead: Lead | None = None,
     ) -> Any:
         c: MyConn = conn
         try:
             async with c.guard:
-                return await my.call(c.conn, deadline, self._drive, c, script, tx)
+                return await my.call(c.conn, deadline, self._drive, c, script, tx, lead)
         finally:
             script.close()
 
-    async def _drive(self, c: MyConn, script: Generator[sq.Stmt, sq.Result, Any], tx: bool) -> Any:
+    async def _drive(
+        self, c: MyConn, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, lead: Lead | None = None
+    ) -> Any:
         cur = await my.cursor(c.conn)
         started = False
         own = False  # a batch that opened its own transaction (and may hold the name's GET_LOCK)
@@ -167,9 +186,17 @@ class MyDriver(SqlBase):
                     own = own or stmt.batch is not None
                     # and the COMMIT with the last one, in the same round trip
                     end = "; " + _COMMIT if tx and stmt.last else ""
+                    sql, params = begin + stmt.sql + end, stmt.params
+                    if lead is not None and not started:
+                        sql, params = f"{lead.sql}; {sql}", (*lead.params, *params)
                     try:
-                        await cur.execute(begin + stmt.sql + end, stmt.params or None)
+                        await cur.execute(sql, params or None)
                         committed = bool(end)
+                        if lead is not None and not started:  # past the lead's answers, keeping its rows
+                            for _ in range(lead.count):
+                                if cur.description is not None:
+                                    lead.rows = list(await cur.fetchall())
+                                await cur.nextset()
                         if begin:  # past BEGIN's answer, to the statement's own
                             await cur.nextset()
                             begin = ""

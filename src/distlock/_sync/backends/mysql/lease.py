@@ -27,8 +27,9 @@ from ...._core.timing import monotonic
 from ...._core.types import Claim, Grant
 from ...._errors import BackendError
 from ...._url import StoreConfig
+from ..sql.base import RetryableError, StaleConnection
 from ..sql.lease import LeaseAttempt, LeaseBackend, lease_slice
-from .driver import MyConn, MyDriver, first_value
+from .driver import Lead, MyConn, MyDriver, first_value
 
 log = logging.getLogger("distlock")
 
@@ -36,12 +37,16 @@ log = logging.getLogger("distlock")
 BELL_TIMEOUT = 1.0
 #: a waiter that finds nobody ringing looks again this much later (see ``_bell_wait``)
 BELL_LATE = 0.001
-#: the waiter's one round trip: -1 if nobody rings the name (looked at twice, BELL_LATE apart), else it waits
-#: for the companion and lets it go in the same SELECT as soon as it is granted (1: it rang; 0: timed out)
+#: the waiter's bell wait: -1 if nobody rings the name (looked at twice, BELL_LATE apart), else it waits for
+#: the companion and lets it go in the same statement as soon as it is granted (1: it rang; 0: timed out).
+#: Kept in ``@distlock_rang`` with the server's clock at its start (``@distlock_bell_at``) for the try sent
+#: behind it in the same round trip (``Ops.acquire_after_bell``), and answered by the SELECT
 _BELL_WAIT_SQL = (
-    "SELECT CASE WHEN IS_USED_LOCK(%s) IS NULL AND SLEEP(%s) = 0 AND IS_USED_LOCK(%s) IS NULL THEN -1 "
-    "WHEN GET_LOCK(%s, %s) = 1 THEN RELEASE_LOCK(%s) ELSE 0 END"
+    "SET @distlock_bell_at = UNIX_TIMESTAMP(NOW(6)), @distlock_rang = (CASE WHEN IS_USED_LOCK(%s) IS NULL AND "
+    "SLEEP(%s) = 0 AND IS_USED_LOCK(%s) IS NULL THEN -1 WHEN GET_LOCK(%s, %s) = 1 THEN RELEASE_LOCK(%s) ELSE 0 "
+    "END); SELECT @distlock_rang"
 )
+_BELL_WAIT_STATEMENTS = 2
 
 
 class Lease(MyDriver, LeaseBackend):
@@ -146,17 +151,26 @@ class Lease(MyDriver, LeaseBackend):
         self._ending.update(tokens)
         self._ring(self._bell_drop, list(tokens))  # after any hold of theirs still queued: none stays behind
 
-    def _bell_wait(self, c: MyConn, companion: str, timeout: float) -> int:
-        """-1: nobody rings this name; 1: it rang (the holder let go); 0: timed out.
+    def _bell_wait(self, c: MyConn, claim: Claim, timeout: float) -> tuple[int, Grant | None]:
+        """The bell wait, and the try behind it in the same round trip: (-1: nobody rings this name; 1: it rang
+        (the holder let go); 0: timed out) and the try's answer, made only if it rang (None otherwise).
 
-        One round trip (``_BELL_WAIT_SQL``). A holder takes its bell right after its acquire returned (the
-        bell worker): a waiter its try refused may look before that, so it looks once more BELL_LATE later
-        before it falls back to polling (a capped backoff from 2 ms: the hand-over would wait for that poll
-        instead of the bell)."""
-        params = (companion, BELL_LATE, companion, companion, timeout, companion)
-        with c.guard:
-            rang = my.call(c.conn, self._deadline(timeout), first_value, c.conn, _BELL_WAIT_SQL, params)
-        return 0 if rang is None else int(rang)
+        ``_BELL_WAIT_SQL``. A holder takes its bell right after its acquire returned (the bell worker): a
+        waiter its try refused may look before that, so it looks once more BELL_LATE later before it falls
+        back to polling (a capped backoff from 2 ms: the hand-over would wait for that poll instead of the
+        bell). When the bell rings the waiter tries at once, and that try's first round trip (the name's
+        lock and the read) is the bell's own (``Ops.acquire_after_bell``): a waiter woke, read the answer and
+        only then sent its try before, a round trip more per hand-off. Not after a timeout: the caller may be
+        at its deadline, where it sends no try (``LeaseAttempt.try_late``)."""
+        key = sq.name_key(claim.name)
+        companion = sq.bell_name(key)
+        lead = Lead(
+            _BELL_WAIT_SQL, (companion, BELL_LATE, companion, companion, timeout, companion), _BELL_WAIT_STATEMENTS
+        )
+        script = self.ops.acquire_after_bell(claim, key)
+        grant: Grant | None = self._run(c, script, True, self._deadline(timeout), lead)
+        rang = lead.rows[0][0] if lead.rows else None
+        return 0 if rang is None else int(rang), grant
 
     def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
         assert attempt.waker is not None
@@ -167,17 +181,23 @@ class Lease(MyDriver, LeaseBackend):
         if delay <= 0:
             return
         conn = self._borrow_dedicated()  # outside the bounded pool: it blocks for up to `delay`
+        attempt.settled = False  # the try behind the bell may still run on the server (see abandon)
+        sent = monotonic()
         try:
-            rang = self._bell_wait(conn, sq.bell_name(attempt.key), delay)
-        except pymysql.err.MySQLError as exc:  # only a hint: fall back to re-checking
+            rang, tried = self._bell_wait(conn, attempt.claim, delay)
+        except (pymysql.err.MySQLError, StaleConnection, RetryableError) as exc:
+            # only a hint (and the try behind it is made again): fall back to re-checking
             log.debug("bell wait failed: %s", exc)
             self._close_quietly(conn)
-            rang = -1
+            rang, tried = -1, None
         except BaseException:
             self._close_quietly(conn)  # cancelled mid-wait: the connection's state is unknown
             raise
         else:
             self._give_back_dedicated(conn)
+            attempt.settled = True
+        if tried is not None:  # the caller's next try answers with it (``LeaseAttempt.try_acquire``)
+            attempt.pretried = (tried, sent)
         if rang == -1:
             if attempt.waker.wait(lease_slice(attempt, grant, timeout, backoff=True)):
                 attempt.backoff.reset()

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from .... import _rt_sync as rt
 from ...._core import sql_lease as sq
-from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, drift_margin, monotonic, wait_slice
+from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, drift_margin, lease_end, monotonic, wait_slice
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError, ConfigError
 from ...._url import StoreConfig
@@ -50,6 +50,9 @@ class LeaseAttempt(SyncAttempt):
         #: clock) and when that write was sent (ours): a hand-over whose stamp is that deadline may be trusted
         #: (see ``_handed_over``)
         self.stamp: tuple[float, float] | None = None
+        #: a try the last wait already made (MySQL: in its bell wait's round trip), and when it was sent: the
+        #: next :meth:`try_acquire` answers with it instead of trying again
+        self.pretried: tuple[Grant, float] | None = None
 
     def try_acquire(self) -> Grant:
         b = self.backend
@@ -65,10 +68,19 @@ class LeaseAttempt(SyncAttempt):
             if handed is not None:  # a release granted us the name: no round trip
                 self._granted()
                 return handed
-        self.settled = False  # until the try is answered, it may still run on the server (see abandon)
-        sent = monotonic()
-        grant: Grant = b._tx(lambda: b.ops.acquire(self.claim, self.key), tx=b._in_tx("acquire"))
-        self.settled = True
+        grant: Grant
+        if self.pretried is not None:
+            grant, sent = self.pretried
+            self.pretried = None
+            if grant.acquired:
+                # its lease counts from that earlier send (``valid_for``: how long from there), not from this
+                # call's start, which the caller counts from unless told how much is left
+                grant = replace(grant, valid_for=lease_end(sent, grant.valid_for or self.claim.ttl) - monotonic())
+        else:
+            self.settled = False  # until the try is answered, it may still run on the server (see abandon)
+            sent = monotonic()
+            grant = b._tx(lambda: b.ops.acquire(self.claim, self.key), tx=b._in_tx("acquire"))
+            self.settled = True
         if grant.acquired:
             self._granted()
         else:
@@ -79,10 +91,13 @@ class LeaseAttempt(SyncAttempt):
         return grant
 
     def try_late(self) -> Grant:
-        """At the deadline: a hand-over already received is taken (it needs no round trip), but no try is
-        sent. A try locks the name: a thousand waiters timing out together would each wait their turn on
+        """At the deadline: a hand-over already received, or a grant the last wait's try got, is taken (it needs
+        no round trip), but no try is sent. A try locks the name: a thousand waiters timing out together would each wait their turn on
         that lock past their deadline (seconds), then abandon. A hand-over that comes after this is undone by
         the abandon (it deletes the promoted row by our token)."""
+        if self.pretried is not None and self.pretried[0].acquired:
+            return self.try_acquire()  # the last wait's try got it: taking that needs no round trip
+        self.pretried = None
         handed = self._handed_over() if self.waker is not None else None
         if handed is None:
             return Grant(False)
