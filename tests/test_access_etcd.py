@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 
@@ -17,6 +16,7 @@ import pytest
 
 import distlock
 from distlock._core import etcd_keys as keys
+from tests.waiting import take_in_thread
 from tools.servers.etcd import EtcdCluster, endpoints, etcd_binary, etcd_cluster, etcdctl_binary
 
 pytestmark = pytest.mark.skipif(etcd_binary() is None, reason="etcd is not installed")
@@ -104,16 +104,7 @@ def test_tokens_expire_while_held_and_while_waiting(alice: str, name: str) -> No
     with distlock.connect(alice) as holder_store, distlock.connect(alice) as waiter_store:
         holder = holder_store.lock(lock_name, ttl=2)
         assert holder.acquire(timeout=5)
-        got: list[float] = []
-
-        def waiter() -> None:
-            lock = waiter_store.lock(lock_name, ttl=2)
-            if lock.acquire(timeout=30):
-                got.append(time.monotonic())
-                lock.release()
-
-        t = threading.Thread(target=waiter)
-        t.start()
+        t, got = take_in_thread(waiter_store.lock(lock_name, ttl=2), 30)
         time.sleep(5.0)  # two token lifetimes and two lease TTLs
         assert not got, "the waiter got the lock while the holder held it"
         assert holder.owned() and not holder.lost.is_set()

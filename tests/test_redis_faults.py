@@ -5,7 +5,6 @@ does not report a loss it did not have. Real redis-server processes only."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +15,7 @@ import redis
 import distlock
 from distlock._core import redis_keys as rk
 from distlock.checker.proxy import FaultProxy
-from tests.waiting import until
+from tests.waiting import take_in_thread, until
 from tools.servers.proc import ServerProc
 from tools.servers.redis import redis_server
 
@@ -167,16 +166,7 @@ def test_a_waiter_whose_subscription_is_confirmed_late_re_checks_at_once(
         held = a.lock(name, ttl=10)
         assert held.acquire(timeout=5)
         sent = proxy.delay_next(b"SUBSCRIBE", 1.3)  # the waiter's pub/sub connection: its first command
-        got: list[float] = []
-
-        def wait() -> None:
-            lock = b.lock(name, ttl=10)
-            if lock.acquire(timeout=10):
-                got.append(time.monotonic())
-                lock.release()
-
-        waiter = threading.Thread(target=wait)
-        waiter.start()
+        waiter, got = take_in_thread(b.lock(name, ttl=10), 10)
         assert sent.wait(5), "the waiter subscribed through the proxy"
         time.sleep(0.3)  # the waiter is refused and waits for the confirmation (held back 1.3 s)
         released = time.monotonic()
@@ -200,16 +190,7 @@ def test_waiters_read_the_moved_connection_once_its_subscriptions_are_made_again
         channel = rk.channel(name)
         held = holders.lock(name, ttl=30)
         assert held.acquire(timeout=5)
-        got: list[float] = []
-
-        def wait() -> None:
-            lock = waiters.lock(name, ttl=30)
-            if lock.acquire(timeout=15):
-                got.append(time.monotonic())
-                lock.release()
-
-        waiter = threading.Thread(target=wait)
-        waiter.start()
+        waiter, got = take_in_thread(waiters.lock(name, ttl=30), 15)
         assert until(lambda: listener.live(channel) is not None), "the waiter subscribed"
         time.sleep(0.1)  # refused under the live subscription: it waits for the push
         subscribe = redis.client.PubSub.subscribe

@@ -46,3 +46,18 @@ class Waiter:
     def finish(self) -> None:
         self._done.set()
         self._thread.join(30)
+
+
+def take_in_thread(lock: Any, timeout: float) -> tuple[threading.Thread, list[float]]:
+    """A started thread that acquires ``lock`` within ``timeout`` and releases it at once, and the list it
+    appends the monotonic time it got the lock to (empty if it did not)."""
+    got: list[float] = []
+
+    def run() -> None:
+        if lock.acquire(timeout=timeout):
+            got.append(time.monotonic())
+            lock.release()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, got
