@@ -245,17 +245,13 @@ def test_a_woken_waiter_tries_in_its_bell_waits_round_trip(mysql_url: str, calls
     assert len(after) == 1 and "INSERT INTO" in after[0] and after[0].endswith("COMMIT; DO RELEASE_ALL_LOCKS()"), after
 
 
-def test_a_grant_behind_a_long_bell_wait_counts_its_lease_from_the_try(mysql_url: str) -> None:
-    """The try behind a bell wait reads the server's clock when the bell rings, up to a wait slice after the
-    request went out. The holder's local lease must end no later than the server's (counting from the
-    request's send plus the server's own time for the wait, never from when the answer came), and not a
-    wait's length earlier either (counting from the send alone would give away the whole wait)."""
-    name = f"fold-lease-{uuid.uuid4().hex[:8]}"
+def _grant_behind_a_bell(mysql_url: str, name: str) -> tuple[float, float]:
+    """A waiter's grant by the try behind its bell wait, after a holder that let go 0.6 s into that wait:
+    (the holder's local lease left, the server's lease left), read together."""
     with distlock.connect(mysql_url) as a, distlock.connect(mysql_url) as b:
         backend: Any = b._backend  # type: ignore[attr-defined]
-        releaser = _holder_releases_after(
-            a.lock(name, ttl=10), 0.6
-        )  # inside the waiter's first bell wait (at most 1 s)
+        # the holder lets go inside the waiter's first bell wait (at most 1 s)
+        releaser = _holder_releases_after(a.lock(name, ttl=10), 0.6)
         lock = b.lock(name, ttl=10)
         assert lock.acquire(timeout=5)
         releaser.join(5)
@@ -272,5 +268,32 @@ def test_a_grant_behind_a_long_bell_wait_counts_its_lease_from_the_try(mysql_url
         local_left = holding.expires_at - time.monotonic()
         server_left = float(r.rows[0][0])
         lock.release()
+    return local_left, server_left
+
+
+def test_a_grant_behind_a_long_bell_wait_counts_its_lease_from_the_try(mysql_url: str) -> None:
+    """The try behind a bell wait reads the server's clock when the bell rings, up to a wait slice after the
+    request went out. The holder's local lease must end no later than the server's (counting from the
+    request's send plus the server's own time for the wait, never from when the answer came), and not a
+    wait's length earlier either (counting from the send alone would give away the whole wait)."""
+    local_left, server_left = _grant_behind_a_bell(mysql_url, f"fold-lease-{uuid.uuid4().hex[:8]}")
     assert local_left <= server_left, (local_left, server_left)
     assert local_left >= server_left - drift_margin(10) - 0.1, (local_left, server_left)
+
+
+def test_a_server_clock_that_jumps_during_the_bell_wait_does_not_lengthen_the_lease(
+    mysql_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As if the server's clock jumped 30 s forward while the waiter waited on the bell (its start is read 30 s
+    early): the server's time for the wait is then longer than it can have been, and the lease counted must
+    still end no later than the server's. (What bounds it: a grant's lease never ends later than the TTL
+    counted from the caller's own start of the try that returned it, here after the answer came.)"""
+    from distlock._sync.backends.mysql import lease as mysql_lease
+
+    jumped = mysql_lease._BELL_WAIT_SQL.replace(
+        "@distlock_bell_at = UNIX_TIMESTAMP(NOW(6))", "@distlock_bell_at = UNIX_TIMESTAMP(NOW(6)) - 30"
+    )
+    assert jumped != mysql_lease._BELL_WAIT_SQL
+    monkeypatch.setattr(mysql_lease, "_BELL_WAIT_SQL", jumped)
+    local_left, server_left = _grant_behind_a_bell(mysql_url, f"fold-jump-{uuid.uuid4().hex[:8]}")
+    assert local_left <= server_left, (local_left, server_left)
