@@ -9,6 +9,7 @@ Also what the variables carry when the name's lock is NOT granted: the try decid
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -24,6 +25,7 @@ from distlock._core import ids
 from distlock._core import sql_lease as sq
 from distlock._core.timing import drift_margin
 from distlock._core.types import Claim, Mode
+from tests.waiting import until
 
 
 @pytest.fixture
@@ -172,7 +174,11 @@ def test_a_waiter_that_finds_no_bell_looks_again_before_it_polls(
         assert rang == 1 and 0.7 <= waited < 2.0, (rang, waited)  # woken by that holder's let-go
         assert tried is not None and tried.acquired  # and tried at once (nobody holds the name's row)
         assert store.inspect(name) is not None
-        backend._tx(lambda: backend.ops.abandon(claim, sq.name_key(name)))
+        with ringer.cursor() as cur:  # the new holder kept the bell it was granted, on this connection
+            cur.execute("SELECT IS_USED_LOCK(%s) = %s", (companion, conn.conn.thread_id()))
+            assert cur.fetchone() == (1,)
+        # as its release would: the holding and its bell go
+        backend._run(conn, backend.ops.release_ringing(claim, companion), False)
         t0 = time.monotonic()
         assert backend._bell_wait(conn, claim, 3.0) == (-1, None)  # nobody rings: poll (and no try made)
         assert time.monotonic() - t0 < 1.5
@@ -242,7 +248,9 @@ def test_a_woken_waiter_tries_in_its_bell_waits_round_trip(mysql_url: str, calls
     last = bells[-1]
     assert "SELECT 2," in sent[last] and "GET_LOCK" in sent[last], "the try's lock and read ride on the bell"
     after = sent[last + 1 :]
-    assert len(after) == 1 and "INSERT INTO" in after[0] and after[0].endswith("COMMIT; DO RELEASE_ALL_LOCKS()"), after
+    assert len(after) == 1 and "INSERT INTO" in after[0], after
+    # its COMMIT lets go of the name's lock only: the new holder keeps the bell it was granted
+    assert "COMMIT; DO RELEASE_LOCK('" in after[0] and "RELEASE_ALL_LOCKS" not in after[0], after
 
 
 def _grant_behind_a_bell(mysql_url: str, name: str) -> tuple[float, float]:
@@ -297,3 +305,139 @@ def test_a_server_clock_that_jumps_during_the_bell_wait_does_not_lengthen_the_le
     monkeypatch.setattr(mysql_lease, "_BELL_WAIT_SQL", jumped)
     local_left, server_left = _grant_behind_a_bell(mysql_url, f"fold-jump-{uuid.uuid4().hex[:8]}")
     assert local_left <= server_left, (local_left, server_left)
+
+
+class _Taker:
+    """A thread with its own store that takes ``name`` (exclusive), holds it until told, then lets it go;
+    it records when it got it and every bell wait of its store that returned (time, rang, acquired)."""
+
+    def __init__(self, url: str, name: str, ttl: float = 10) -> None:
+        self.store = distlock.connect(url)
+        backend: Any = self.store._backend  # type: ignore[attr-defined]
+        self.bells: list[tuple[float, int, bool | None]] = []
+        plain = backend._bell_wait
+
+        def counted(c: Any, claim: Any, timeout: float) -> Any:
+            rang, grant = plain(c, claim, timeout)
+            self.bells.append((time.monotonic(), rang, None if grant is None else grant.acquired))
+            return rang, grant
+
+        backend._bell_wait = counted
+        self.lock = self.store.lock(name, ttl=ttl)
+        self.got: float | None = None
+        self.release = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self) -> None:
+        if self.lock.acquire(timeout=20):
+            self.got = time.monotonic()
+            self.release.wait(20)
+            with contextlib.suppress(distlock.LockError):  # lost, or its store closed under it
+                self.lock.release()
+
+    def close(self) -> None:
+        self.release.set()
+        self.thread.join(20)
+        self.store.close()
+
+
+def test_the_waiter_that_takes_the_name_keeps_the_bell_and_the_others_sleep(mysql_url: str) -> None:
+    """Two waiters block on the bell; the holder lets go. The one whose try takes the name keeps the bell it
+    was granted (it is the new holder's at once), so the other is not woken to send a try the new holder
+    refuses: it wakes when that holder lets go, and then takes the name. Before, every release woke every
+    waiter of the name (each sent a try), and a woken loser found no bell taken yet and polled."""
+    name = f"keep-{uuid.uuid4().hex[:8]}"
+    first = _Taker(mysql_url, name)
+    assert until(lambda: first.got is not None)
+    b, c = _Taker(mysql_url, name), _Taker(mysql_url, name)
+    try:
+        time.sleep(0.5)  # both are refused and wait on the bell
+        released = time.monotonic()
+        first.release.set()
+        assert until(lambda: (b.got is not None) != (c.got is not None), 5), "one of them took the name"
+        winner, other = (b, c) if b.got is not None else (c, b)
+        time.sleep(0.4)  # the winner holds
+        woken = [w for w in other.bells if w[0] > released and w[1] == 1]
+        assert woken == [], f"the other waiter was woken while the new holder held: {woken}"
+        handed = time.monotonic()
+        winner.release.set()
+        assert until(lambda: other.got is not None, 5)
+        assert other.got is not None and other.got - handed < 0.5, other.got - handed
+    finally:
+        for t in (first, b, c):
+            t.close()
+
+
+def test_a_kept_bell_goes_when_its_holding_is_lost_and_when_its_store_closes(mysql_url: str) -> None:
+    """A holding whose bell its waiter's connection kept ends without a release: broken by an admin (its
+    renewal finds it gone), the bell must be let go, or the next waiter sleeps on it until its slice; and a
+    store closed with such a holding lets go of its bell with the connection."""
+    name = f"keep-lost-{uuid.uuid4().hex[:8]}"
+    companion = sq.bell_name(sq.name_key(name))
+    first = _Taker(mysql_url, name, ttl=3)
+    assert until(lambda: first.got is not None)
+    second = _Taker(mysql_url, name, ttl=3)
+    third: _Taker | None = None
+    raw = _raw(mysql_url)
+    try:
+        time.sleep(0.3)
+        first.release.set()
+        assert until(lambda: second.got is not None, 5)
+        backend: Any = second.store._backend  # type: ignore[attr-defined]
+        assert len(backend._carried) == 1, "the new holder kept the bell its wait was granted"
+        third = _Taker(mysql_url, name, ttl=3)
+        time.sleep(0.3)  # refused: it waits on the bell the second holder kept
+        with distlock.connect(mysql_url) as admin:
+            assert admin.break_lock(name)
+        broken = time.monotonic()
+        assert until(lambda: second.lock.lost.is_set(), 5), "the holder's renewal found the holding gone"
+        assert until(lambda: third is not None and third.got is not None, 5)
+        assert third.got is not None and third.got - broken < 2.5, third.got - broken
+        assert not backend._carried
+        third.store.close()  # closed while holding with a kept bell: the bell goes with the connection
+        with raw.cursor() as cur:
+            assert until(lambda: cur.execute("SELECT IS_USED_LOCK(%s)", (companion,)) and cur.fetchone() == (None,), 5)
+    finally:
+        raw.close()
+        for t in (first, second, third):
+            if t is not None:
+                t.release.set()
+                t.thread.join(20)
+                t.store.close()
+
+
+def test_readers_woken_by_the_bell_all_come_in_together(mysql_url: str) -> None:
+    """Readers do not keep the bell (an exclusive waiter does): when the writer lets go, every reader
+    waiting on the bell is woken and they all hold the name at once, none waiting for another's release."""
+    name = f"keep-readers-{uuid.uuid4().hex[:8]}"
+    writer_store = distlock.connect(mysql_url)
+    stores = [distlock.connect(mysql_url) for _ in range(2)]
+    got: list[float] = []
+    done = threading.Event()
+
+    def read(store: Any) -> None:
+        lock = store.rwlock(name, ttl=10).read
+        if lock.acquire(timeout=10):
+            got.append(time.monotonic())
+            done.wait(10)
+            lock.release()
+
+    try:
+        writer = writer_store.rwlock(name, ttl=10).write
+        assert writer.acquire(timeout=5)
+        readers = [threading.Thread(target=read, args=(s,)) for s in stores]
+        for t in readers:
+            t.start()
+        time.sleep(0.25)  # both refused: they wait on the bell (its slice ends ~1 s after they began)
+        released = time.monotonic()
+        writer.release()
+        assert until(lambda: len(got) == 2, 5), got
+        assert max(got) - released < 0.5, [g - released for g in got]
+        done.set()
+        for t in readers:
+            t.join(10)
+    finally:
+        done.set()
+        for s in (writer_store, *stores):
+            s.close()

@@ -52,7 +52,7 @@ import base64
 import hashlib
 import re
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .arbiter import Held, Queued, decide, lease_infos, looks_ahead, should_queue
 from .sql_dialects import Dialect
@@ -122,6 +122,10 @@ class Stmt:
     #: the script's final statement: it returns as soon as this one is answered. A driver that can send
     #: several statements in one round trip (MySQL) sends the transaction's COMMIT with it
     last: bool = False
+    #: MySQL: with ``last``, the end to send instead of the driver's own (its COMMIT lets go of every named
+    #: lock of the session; a grant behind a bell wait lets go of the name's only: the new holder keeps the
+    #: bell, ``Ops.acquire_after_bell``)
+    commit: str | None = None
 
 
 def chain(*stmts: Stmt, last: bool = False) -> Stmt:
@@ -306,14 +310,18 @@ class Ops:
         assert grant is not None  # None only after a bell
         return grant
 
-    def acquire_after_bell(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant | None]:
+    def acquire_after_bell(self, claim: Claim, key: str, keep_bell: bool) -> Generator[Stmt, Result, Grant | None]:
         """MySQL: :meth:`acquire` sent right behind a waiter's bell wait, its first round trip the bell's
         (``mysql/lease.py``); None when the bell did not ring (nobody rings it: the waiter polls instead; or
-        the wait timed out: the caller decides whether to try, as at its deadline it must not)."""
-        grant = yield from self._acquire(claim, key, after_bell=True)
+        the wait timed out: the caller decides whether to try, as at its deadline it must not).
+        ``keep_bell``: the bell wait kept the bell it was granted, and a grant keeps it (its COMMIT lets go of
+        the name's lock only); a refusal lets go of it with every other named lock, as any try does."""
+        grant = yield from self._acquire(claim, key, after_bell=True, keep_bell=keep_bell)
         return grant
 
-    def _acquire(self, claim: Claim, key: str, after_bell: bool) -> Generator[Stmt, Result, Grant | None]:
+    def _acquire(
+        self, claim: Claim, key: str, after_bell: bool, keep_bell: bool = False
+    ) -> Generator[Stmt, Result, Grant | None]:
         p = self.p
         lock_into = self.d.lock_after_bell if after_bell else self.d.lock_into
         assert lock_into is not None, "the transactional acquire runs on MySQL/MariaDB"
@@ -364,15 +372,23 @@ class Ops:
         stale = Stmt(f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= %s", (key, now))
         before = [stale] if stale_waiters else []
         decision = decide(claim, holders, queue, now, register_all=False)
+        # a grant that keeps the bell: its COMMIT lets go of the name's lock only (a name lock is the
+        # validated prefix and hex: safe as a literal)
+        name_lock = str(lock.params[0])
+        assert re.fullmatch(r"[A-Za-z0-9_:]+", name_lock), name_lock
+        commit = f"COMMIT; DO RELEASE_LOCK('{name_lock}')" if keep_bell else None
         if decision.ours:
-            r = yield chain(*before, Stmt(f"SELECT fence FROM {p}_holders WHERE token = %s", (claim.token,)), last=True)
+            r = yield replace(
+                chain(*before, Stmt(f"SELECT fence FROM {p}_holders WHERE token = %s", (claim.token,)), last=True),
+                commit=commit,
+            )
             return Grant(True, fence=to_int(r.rows[0][0]))
         if decision.grant:
             queued = any(q.token == claim.token for q in queue)
             after = [Stmt(f"DELETE FROM {p}_queue WHERE token = %s", (claim.token,))] if queued else []
             if claim.value is not None:  # a new leader: its observers look again
                 after.extend(self._notify_stmt(key))
-            r = yield chain(*before, self._insert_holder(claim, key, now), *after, last=True)
+            r = yield replace(chain(*before, self._insert_holder(claim, key, now), *after, last=True), commit=commit)
             return Grant(True, fence=to_int(r.rows[0][0]), valid_for=valid_for)
         place = None
         if decision.enqueue:
@@ -439,6 +455,18 @@ class Ops:
             return True
         yield Stmt(f"DELETE FROM {p}_holders WHERE token = %s", (claim.token,))
         return False
+
+    def release_ringing(self, claim: Claim, companion: str) -> Generator[Stmt, Result, bool]:
+        """MySQL: :meth:`release`, and the waiters' bell (the ``GET_LOCK`` companion ``companion``) let go in
+        the same round trip, on the connection that holds that bell (``mysql/lease.py``): whether our row was
+        live, then the delete, then the let-go (after the delete: a waiter the bell wakes finds the row gone)."""
+        p = self.p
+        r = yield Stmt(
+            f"SET @distlock_live = (SELECT expires_at > {self.d.now} FROM {p}_holders WHERE token = %s); "
+            f"DELETE FROM {p}_holders WHERE token = %s; SELECT COALESCE(@distlock_live, 0), RELEASE_LOCK(%s)",
+            (claim.token, claim.token, companion),
+        )
+        return bool(to_int(r.rows[0][0]))
 
     def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[bool]]:
         """Extend every live lease in ``claims``: one UPDATE per distinct TTL (normally one), one SELECT."""

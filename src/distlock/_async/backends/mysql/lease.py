@@ -23,7 +23,7 @@ from .... import _mysql_async as my
 from .... import _rt_async as rt
 from ...._core import sql_lease as sq
 from ...._core.timing import monotonic
-from ...._core.types import Claim, Grant
+from ...._core.types import Claim, Grant, Mode
 from ...._errors import BackendError
 from ...._url import StoreConfig
 from ..sql.base import RetryableError, StaleConnection
@@ -45,7 +45,22 @@ _BELL_WAIT_SQL = (
     "SLEEP(%s) = 0 AND IS_USED_LOCK(%s) IS NULL THEN -1 WHEN GET_LOCK(%s, %s) = 1 THEN RELEASE_LOCK(%s) ELSE 0 "
     "END); SELECT @distlock_rang"
 )
+#: the same for an exclusive claim, which KEEPS the bell it is granted (1): if its try behind it takes the
+#: name, the bell is the new holder's at once, and the other waiters stay blocked on it until that holder lets
+#: go (a bell let go at once woke every waiter of the name, and each sent a try the new holder refused); if
+#: the try is refused, its COMMIT lets the bell go with every other named lock, waking the next waiter
+_BELL_KEEP_SQL = (
+    "SET @distlock_bell_at = UNIX_TIMESTAMP(NOW(6)), @distlock_rang = (CASE WHEN IS_USED_LOCK(%s) IS NULL AND "
+    "SLEEP(%s) = 0 AND IS_USED_LOCK(%s) IS NULL THEN -1 WHEN GET_LOCK(%s, %s) = 1 THEN 1 ELSE 0 END); "
+    "SELECT @distlock_rang"
+)
 _BELL_WAIT_STATEMENTS = 2
+
+
+def _keeps_bell(claim: Claim) -> bool:
+    """Whether a bell wait for ``claim`` keeps the bell it is granted (``_BELL_KEEP_SQL``): the exclusive
+    kinds. Readers and permits let it go at once: the next one may share the name too, and must be woken."""
+    return claim.mode in (Mode.EXCLUSIVE, Mode.WRITE)
 
 
 class Lease(MyDriver, LeaseBackend):
@@ -57,6 +72,9 @@ class Lease(MyDriver, LeaseBackend):
         # as one multi-statement transaction) it was no faster uncontended and slower at hand-offs
         self._bell: MyConn | None = None
         self._bells: dict[str, str] = {}  # token -> companion lock the bell connection holds for it
+        #: holdings whose bell is the one their waiter's bell wait kept (``_lease_wait``): token -> that
+        #: dedicated connection, kept out of the pool until the bell is let go, and the companion
+        self._carried: dict[str, tuple[MyConn, str]] = {}
         #: the bell's calls, made by one worker in the order asked for (``_ring``; deque appends and pops are
         #: atomic: callers' threads append, the worker pops)
         self._bell_queue: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
@@ -140,7 +158,42 @@ class Lease(MyDriver, LeaseBackend):
         return True  # the first queued waiter of a name waits on its bell (``_lease_wait``)
 
     async def _granted(self, claim: Claim, key: str) -> None:
-        self._ring(self._bell_hold, claim.token, key)
+        with self._guard:
+            carried = claim.token in self._carried
+        if not carried:  # else its waiter's bell wait kept the bell: it is the holding's already
+            self._ring(self._bell_hold, claim.token, key)
+
+    async def _release(self, claim: Claim) -> bool:
+        """A holding whose bell its waiter's bell wait kept: the release and the bell's let-go in ONE round
+        trip on that connection (``Ops.release_ringing``), where the pooled release and the bell worker's
+        let-go after it are two, one after the other, and a hop to the worker. Otherwise the usual way."""
+        with self._guard:
+            carried = self._carried.pop(claim.token, None)
+        if carried is None:
+            return await super()._release(claim)
+        conn, companion = carried
+        try:
+            ok: bool = await self._run(conn, self.ops.release_ringing(claim, companion), False, self._deadline())
+        except (StaleConnection, RetryableError):  # not run: the connection (and the bell) went
+            await self._close_quietly(conn)
+            return await super()._release(claim)
+        except BaseException as exc:
+            await self._close_quietly(conn)  # the bell goes with it
+            if self._db_error(exc):
+                raise self._error("database error", exc) from exc
+            raise
+        await self._give_back_dedicated(conn)
+        self.wakers.wake(sq.name_key(claim.name))
+        return ok
+
+    async def _drop_carried(self, conn: MyConn, companion: str) -> None:
+        """Let go of a bell a holding that ended another way kept on its waiter's connection (the bell worker)."""
+        try:
+            await self._run(conn, sq.single(sq.Stmt("DO RELEASE_LOCK(%s)", (companion,))), False, self._deadline())
+        except Exception:  # noqa: BLE001 - a hint: ending the connection lets go of it as well
+            await self._close_quietly(conn)
+            return
+        await self._give_back_dedicated(conn)
 
     async def _released(self, tokens: Sequence[str], key: str) -> None:
         self.wakers.wake(key)
@@ -149,6 +202,10 @@ class Lease(MyDriver, LeaseBackend):
     async def _forget_bells(self, tokens: Sequence[str]) -> None:
         self._ending.update(tokens)
         self._ring(self._bell_drop, list(tokens))  # after any hold of theirs still queued: none stays behind
+        with self._guard:
+            carried = [c for c in (self._carried.pop(t, None) for t in tokens) if c is not None]
+        for conn, companion in carried:
+            self._ring(self._drop_carried, conn, companion)
 
     async def _bell_wait(self, c: MyConn, claim: Claim, timeout: float) -> tuple[int, Grant | None]:
         """The bell wait, and the try behind it in the same round trip: (-1: nobody rings this name; 1: it rang
@@ -163,10 +220,11 @@ class Lease(MyDriver, LeaseBackend):
         at its deadline, where it sends no try (``LeaseAttempt.try_late``)."""
         key = sq.name_key(claim.name)
         companion = sq.bell_name(key)
-        lead = Lead(
-            _BELL_WAIT_SQL, (companion, BELL_LATE, companion, companion, timeout, companion), _BELL_WAIT_STATEMENTS
-        )
-        script = self.ops.acquire_after_bell(claim, key)
+        keep = _keeps_bell(claim)
+        sql = _BELL_KEEP_SQL if keep else _BELL_WAIT_SQL
+        params: tuple[object, ...] = (companion, BELL_LATE, companion, companion, timeout)
+        lead = Lead(sql, params if keep else (*params, companion), _BELL_WAIT_STATEMENTS)
+        script = self.ops.acquire_after_bell(claim, key, keep_bell=keep)
         grant: Grant | None = await self._run(c, script, True, self._deadline(timeout), lead)
         rang = lead.rows[0][0] if lead.rows else None
         return 0 if rang is None else int(rang), grant
@@ -193,8 +251,13 @@ class Lease(MyDriver, LeaseBackend):
             await self._close_quietly(conn)  # cancelled mid-wait: the connection's state is unknown
             raise
         else:
-            await self._give_back_dedicated(conn)
             attempt.settled = True
+            if rang == 1 and tried is not None and tried.acquired and _keeps_bell(attempt.claim):
+                # the new holding keeps the bell its wait was granted: on this connection, until it lets go
+                with self._guard:
+                    self._carried[attempt.claim.token] = (conn, sq.bell_name(attempt.key))
+            else:
+                await self._give_back_dedicated(conn)
         if tried is not None:  # the caller's next try answers with it (``LeaseAttempt.try_acquire``)
             attempt.pretried = (tried, sent)
         if rang == -1:
@@ -217,3 +280,7 @@ class Lease(MyDriver, LeaseBackend):
         self._bells.clear()
         if bell is not None:
             await self._close_quietly(bell)
+        with self._guard:
+            carried, self._carried = list(self._carried.values()), {}
+        for conn, _ in carried:  # their bells go with them
+            await self._close_quietly(conn)

@@ -186,7 +186,7 @@ class MyDriver(SqlBase):
                         raise RuntimeError("a script went on after its last statement")
                     own = own or stmt.batch is not None
                     # and the COMMIT with the last one, in the same round trip
-                    end = "; " + _COMMIT if tx and stmt.last else ""
+                    end = "; " + (stmt.commit or _COMMIT) if tx and stmt.last else ""
                     sql, params = begin + stmt.sql + end, stmt.params
                     if lead is not None and not started:
                         sql, params = f"{lead.sql}; {sql}", (*lead.params, *params)

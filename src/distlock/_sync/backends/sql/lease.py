@@ -177,6 +177,8 @@ class LeaseAttempt(SyncAttempt):
                 done = b._tx(lambda: b.ops.abandon(self.claim, self.key), tx=b._in_tx("abandon"))
         if done:
             b._released([self.claim.token], self.key)
+        else:  # nothing of it was left (an admin broke it): a bell its wait kept still goes (MySQL)
+            b._forget_bells([self.claim.token])
 
     def _unwatch(self, pass_on: bool = True) -> None:
         if self.waker is not None:
