@@ -217,7 +217,9 @@ class Lease(MyDriver, LeaseBackend):
         bell). When the bell rings the waiter tries at once, and that try's first round trip (the name's
         lock and the read) is the bell's own (``Ops.acquire_after_bell``): a waiter woke, read the answer and
         only then sent its try before, a round trip more per hand-off. Not after a timeout: the caller may be
-        at its deadline, where it sends no try (``LeaseAttempt.try_late``)."""
+        at its deadline, where it sends no try (``LeaseAttempt.try_late``). An exclusive claim keeps the bell
+        it is granted (``_BELL_KEEP_SQL``): a grant leaves it held on ``c`` for the new holding (the caller
+        keeps ``c`` out of the pool), a refusal lets it go with its COMMIT."""
         key = sq.name_key(claim.name)
         companion = sq.bell_name(key)
         keep = _keeps_bell(claim)

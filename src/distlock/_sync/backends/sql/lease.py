@@ -92,9 +92,9 @@ class LeaseAttempt(SyncAttempt):
 
     def try_late(self) -> Grant:
         """At the deadline: a hand-over already received, or a grant the last wait's try got, is taken (it needs
-        no round trip), but no try is sent. A try locks the name: a thousand waiters timing out together would each wait their turn on
-        that lock past their deadline (seconds), then abandon. A hand-over that comes after this is undone by
-        the abandon (it deletes the promoted row by our token)."""
+        no round trip), but no try is sent. A try locks the name: a thousand waiters timing out together would
+        each wait their turn on that lock past their deadline (seconds), then abandon. A hand-over that comes
+        after this is undone by the abandon (it deletes the promoted row by our token)."""
         if self.pretried is not None and self.pretried[0].acquired:
             return self.try_acquire()  # the last wait's try got it: taking that needs no round trip
         self.pretried = None
