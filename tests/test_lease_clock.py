@@ -227,3 +227,28 @@ def test_lost_callbacks_run_once_when_many_find_the_loss_at_once(name: str) -> N
             t.join()
         time.sleep(0.2)  # the callback thread
         assert calls == [lock]
+
+
+def test_a_failing_renewal_waits_its_retry_delay() -> None:
+    """A backend that refuses every renewal at once (a server that refuses connections, no master known during
+    a failover): the renewer tries again after ``min(RETRY_AFTER_FAILURE, ttl / 10)``, not at once. The window
+    that batches renewals due within a sixth of the TTL is wider than that delay, and alone it made a failing
+    renewal go again as soon as it failed: hundreds of round trips (and warnings) a second."""
+    from distlock import BackendError
+
+    with distlock.connect("memory://") as store:
+        backend = store._backend  # type: ignore[attr-defined]
+        calls: list[float] = []
+
+        def refuse(claims: object) -> object:
+            calls.append(time.monotonic())
+            raise BackendError("refused (injected)")
+
+        lock = store.lock("refused-renewals", ttl=3.0)
+        assert lock.acquire()
+        backend.renew = refuse
+        lock.lost.wait(5)  # the first renewal is due after about a third of the TTL; it fails until the end
+    assert calls, "the renewal was tried"
+    span = calls[-1] - calls[0]
+    # retries every 0.3 s (a tenth of the TTL) from the first failure until the lease ends
+    assert len(calls) <= span / 0.3 + 2, (len(calls), span)

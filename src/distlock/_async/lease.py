@@ -61,6 +61,8 @@ class Holding:
     expires_at: float  # local lease end (monotonic); +inf where a session, not a lease, backs the holding
     renew_at: float
     auto_renew: bool
+    #: after a failed renewal, not before this (``RETRY_AFTER_FAILURE``), whatever the batching window says
+    retry_at: float = 0.0
     count: int = 1
     lost: rt.Event = field(default_factory=rt.Event)
     lost_reason: str = ""
@@ -210,6 +212,12 @@ class Leases:
             for h in self.snapshot():
                 if h.lost.is_set() or not h.auto_renew:
                     continue
+                if now < h.retry_at:
+                    # a renewal failed: the next try waits its delay. The window below is wider than that
+                    # delay, so it alone made a failing renewal (a server that refuses at once, no master
+                    # known during a failover) go again at once, hundreds of times a second
+                    wake = min(wake, h.retry_at)
+                    continue
                 # Renew everything due within a sixth of its TTL: locks taken at different times share trips
                 # (a quarter of what is left of a lease shorter than its TTL, e.g. a Redis hand-over's, which
                 # is renewed at a third of that lease, not at once).
@@ -273,7 +281,7 @@ class Leases:
         now = monotonic()
         for h, c in zip(batch, claims, strict=True):
             self.end_io(h, sent, c.ttl, None if unknown else False)
-            h.renew_at = now + min(RETRY_AFTER_FAILURE, c.ttl / 10.0)
+            h.renew_at = h.retry_at = now + min(RETRY_AFTER_FAILURE, c.ttl / 10.0)
 
     async def stop(self) -> None:
         self._closing = True
