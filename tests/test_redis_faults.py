@@ -212,3 +212,27 @@ def test_waiters_read_the_moved_connection_once_its_subscriptions_are_made_again
         waiter.join(20)
     assert got, "the waiter got the lock"
     assert got[0] - released < 0.5, got[0] - released
+
+
+def test_scripts_lost_by_the_server_are_loaded_again_on_distlocks_own_connection(
+    redis_url: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that lost the scripts (a restart, or a replica that a failover promoted: scripts are not
+    replicated) answers the next call NOSCRIPT. The scripts are loaded again on the path of that call,
+    bounded as it is, not through redis-py's pool: there the load ran with the 5 s socket timeout and raced
+    with the pool's reset when the sentinels announced the new master (a waiter right after a killed master
+    waited 5 s there, or failed with a closed-socket ``ValueError``)."""
+    with distlock.connect(redis_url) as store:
+        lock = store.lock(name, ttl=10)
+        assert lock.acquire(timeout=5)
+        lock.release()
+        with redis.Redis.from_url(redis_url) as raw:
+            raw.script_flush()
+        node = store._backend.node  # type: ignore[attr-defined]
+
+        def pooled_load() -> None:
+            raise AssertionError("the scripts were loaded through redis-py's pool")
+
+        monkeypatch.setattr(node, "load", pooled_load)
+        assert lock.acquire(timeout=5)
+        lock.release()

@@ -20,6 +20,11 @@ def _bulk(data: bytes) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(data), data)
 
 
+def packed_command(*parts: str) -> bytes:
+    """The whole RESP request of any command (each part sent as a bulk string)."""
+    return b"*%d\r\n" % len(parts) + b"".join(_bulk(p.encode()) for p in parts)
+
+
 @functools.lru_cache(maxsize=4096)
 def _call_head(script: str, name: str, cluster: bool, counter: str) -> tuple[int, bytes]:
     """RESP of ``EVALSHA sha 8 <keys> <channel>`` for one script and name: (number of parts, bytes)."""

@@ -21,7 +21,7 @@ from redis.exceptions import NoScriptError, RedisError
 from .... import _redis_async as drv
 from ...._core import redis_keys as rk
 from ...._core import redis_lua as lua
-from ...._core.redis_calls import Snapshot, decode_inspect, packed_call
+from ...._core.redis_calls import Snapshot, decode_inspect, packed_call, packed_command
 from ...._errors import BackendError, ConfigError
 from ...._url import scrub
 from . import options
@@ -196,7 +196,7 @@ class Node:
             try:
                 return await drv.pipeline(self.client, commands)
             except NoScriptError:
-                await self.load()
+                await self.reload(None)
                 return await drv.pipeline(self.client, commands)
         except RedisError as exc:
             raise self.error(exc, what) from exc
@@ -222,10 +222,24 @@ class Node:
             try:
                 return await self._send(script, name, args, unsure, timeout)
             except NoScriptError:
-                await self.load()
+                await self.reload(timeout)
                 return await self._send(script, name, args, unsure, timeout)
         except RedisError as exc:
             raise self.error(exc, script) from exc
+
+    async def reload(self, timeout: float | None) -> None:
+        """The scripts again, after a call found them gone (a restart, or a replica promoted by a failover:
+        scripts are not replicated), on the path that call took: distlock's own connections, bounded by its
+        ``timeout`` (a cluster: :meth:`load`). On redis-py's pool this ran unbounded (the socket timeout,
+        5 s) and raced with the pool's reset when the sentinels announced the new master: a waiter right
+        after a failover waited 5 s there, or failed with a closed-socket ``ValueError``."""
+        if self.wire is None:
+            await self.load()
+            return
+        packs = [packed_command("SCRIPT", "LOAD", text) for text in lua.SCRIPTS.values()]
+        for reply in await self.wire.call_many(packs, None, timeout):
+            if isinstance(reply, RedisError):
+                raise reply
 
     async def batch(
         self, script: str, calls: Sequence[tuple[str, Sequence[str | int]]], what: str, timeout: float | None
@@ -238,7 +252,7 @@ class Node:
         try:
             replies = await self.wire.call_many(packs, None, timeout)
             if any(isinstance(r, NoScriptError) for r in replies):
-                await self.load()
+                await self.reload(timeout)
                 replies = await self.wire.call_many(packs, None, timeout)
         except RedisError as exc:
             raise self.error(exc, what) from exc

@@ -22,7 +22,7 @@ from redis.exceptions import NoScriptError, RedisError
 from .... import _redis_sync as drv
 from ...._core import redis_keys as rk
 from ...._core import redis_lua as lua
-from ...._core.redis_calls import Snapshot, decode_inspect, packed_call
+from ...._core.redis_calls import Snapshot, decode_inspect, packed_call, packed_command
 from ...._errors import BackendError, ConfigError
 from ...._url import scrub
 from . import options
@@ -197,7 +197,7 @@ class Node:
             try:
                 return drv.pipeline(self.client, commands)
             except NoScriptError:
-                self.load()
+                self.reload(None)
                 return drv.pipeline(self.client, commands)
         except RedisError as exc:
             raise self.error(exc, what) from exc
@@ -223,10 +223,24 @@ class Node:
             try:
                 return self._send(script, name, args, unsure, timeout)
             except NoScriptError:
-                self.load()
+                self.reload(timeout)
                 return self._send(script, name, args, unsure, timeout)
         except RedisError as exc:
             raise self.error(exc, script) from exc
+
+    def reload(self, timeout: float | None) -> None:
+        """The scripts again, after a call found them gone (a restart, or a replica promoted by a failover:
+        scripts are not replicated), on the path that call took: distlock's own connections, bounded by its
+        ``timeout`` (a cluster: :meth:`load`). On redis-py's pool this ran unbounded (the socket timeout,
+        5 s) and raced with the pool's reset when the sentinels announced the new master: a waiter right
+        after a failover waited 5 s there, or failed with a closed-socket ``ValueError``."""
+        if self.wire is None:
+            self.load()
+            return
+        packs = [packed_command("SCRIPT", "LOAD", text) for text in lua.SCRIPTS.values()]
+        for reply in self.wire.call_many(packs, None, timeout):
+            if isinstance(reply, RedisError):
+                raise reply
 
     def batch(
         self, script: str, calls: Sequence[tuple[str, Sequence[str | int]]], what: str, timeout: float | None
@@ -239,7 +253,7 @@ class Node:
         try:
             replies = self.wire.call_many(packs, None, timeout)
             if any(isinstance(r, NoScriptError) for r in replies):
-                self.load()
+                self.reload(timeout)
                 replies = self.wire.call_many(packs, None, timeout)
         except RedisError as exc:
             raise self.error(exc, what) from exc
