@@ -19,7 +19,6 @@ import redis
 
 import distlock
 from distlock import BackendError, ConfigError
-from distlock._sync.backends.redis.attempt import MAX_WAIT_SLICE
 from tests.tls_servers import PASSWORD as TLS_PASSWORD
 from tests.tls_servers import tls_workdir
 from tools.servers.proc import free_port
@@ -253,14 +252,13 @@ def test_killed_master_waiters_ride_out_the_failover_and_the_lock_survives_with_
                 t.join(30)
         assert not errors, errors
         assert len(got) == 2
-        # A push on the new master is the rule (1-10 ms here, in every local run): a waiter that was waiting
-        # for its subscription's confirmation when the listener moved re-checks at once. But 2 of about 9
-        # full CI runs saw the first grant 1.99 s and 2.23 s after the release (a push missed, then a waiter's
-        # re-check slice; cause not found yet, not reproduced alone or under load). What the design promises
-        # either way, and what is asserted: every waiter re-checks within MAX_WAIT_SLICE, so the name is
-        # taken within a slice and a try of the release.
+        # push-fast on the new master (measured 1-10 ms, at most 0.12 s in 30 runs under load): a waiter that
+        # was waiting for its subscription's confirmation when the listener moved re-checks at once, and the
+        # scripts the new master lacks are loaded on the waiter's own connection. (Two CI runs saw 1.99 s and
+        # 2.23 s: the waiter the release handed the name to sat 5 s in a script load through redis-py's pool
+        # while its grant ran out, and the other one took the name at its 2 s re-check.)
         waited = got[0][0] - released
-        assert waited < MAX_WAIT_SLICE + 1.0, (waited, release_took)
+        assert waited < 0.5, (waited, release_took)
         fences = [f for _, f in got]
         assert all(f is not None and f > first for f in fences) and fences[0] != fences[1]
 
