@@ -232,11 +232,11 @@ def test_scripts_lost_by_the_server_are_loaded_again_on_distlocks_own_connection
         lock.release()
         with redis.Redis.from_url(redis_url) as raw:
             raw.script_flush()
-        node = store._backend.node  # type: ignore[attr-defined]
+        from distlock._sync.backends.redis import node as node_module
 
-        def pooled_load() -> None:
+        def pooled(*args: Any) -> None:
             raise AssertionError("the scripts were loaded through redis-py's pool")
 
-        monkeypatch.setattr(node, "load", pooled_load)
+        monkeypatch.setattr(node_module.drv, "pipeline", pooled)
         assert lock.acquire(timeout=5)
         lock.release()

@@ -156,12 +156,21 @@ class Node:
     def error(self, exc: BaseException, what: str, reason: str | None = None) -> BackendError:
         return BackendError(scrub(f"Redis {self.label}: {what}: {reason or exc}", self.secret), backend=self.scheme)
 
-    async def load(self) -> None:
-        if self.cluster:  # SCRIPT LOAD goes to every master (redis-py routes it to all primaries)
+    async def load(self, timeout: float | None = None) -> None:
+        """Load the scripts: at open, and again when a call finds them gone (a restart, or a replica promoted
+        by a failover: scripts are not replicated). On distlock's own connections, each try bounded by
+        ``timeout`` as the call that found them gone is: through redis-py's pool this waited up to its 5 s
+        socket timeout and raced with the pool's reset when the sentinels announced the new master (a waiter
+        right after a failover sat 5 s in it, or failed with a closed-socket ``ValueError``). A cluster:
+        redis-py routes ``SCRIPT LOAD`` to every master."""
+        if self.cluster:
             for text in lua.SCRIPTS.values():
                 await drv.command(self.client, "SCRIPT LOAD", text)
             return
-        await drv.pipeline(self.client, [("SCRIPT", "LOAD", text) for text in lua.SCRIPTS.values()])
+        packs = [packed_command("SCRIPT", "LOAD", text) for text in lua.SCRIPTS.values()]
+        for reply in await self.plain_wire.call_many(packs, None, timeout):
+            if isinstance(reply, RedisError):
+                raise reply
 
     async def ping(self) -> None:
         try:
@@ -196,7 +205,7 @@ class Node:
             try:
                 return await drv.pipeline(self.client, commands)
             except NoScriptError:
-                await self.reload(None)
+                await self.load()
                 return await drv.pipeline(self.client, commands)
         except RedisError as exc:
             raise self.error(exc, what) from exc
@@ -222,24 +231,10 @@ class Node:
             try:
                 return await self._send(script, name, args, unsure, timeout)
             except NoScriptError:
-                await self.reload(timeout)
+                await self.load(timeout)
                 return await self._send(script, name, args, unsure, timeout)
         except RedisError as exc:
             raise self.error(exc, script) from exc
-
-    async def reload(self, timeout: float | None) -> None:
-        """The scripts again, after a call found them gone (a restart, or a replica promoted by a failover:
-        scripts are not replicated), on the path that call took: distlock's own connections, bounded by its
-        ``timeout`` (a cluster: :meth:`load`). On redis-py's pool this ran unbounded (the socket timeout,
-        5 s) and raced with the pool's reset when the sentinels announced the new master: a waiter right
-        after a failover waited 5 s there, or failed with a closed-socket ``ValueError``."""
-        if self.wire is None:
-            await self.load()
-            return
-        packs = [packed_command("SCRIPT", "LOAD", text) for text in lua.SCRIPTS.values()]
-        for reply in await self.wire.call_many(packs, None, timeout):
-            if isinstance(reply, RedisError):
-                raise reply
 
     async def batch(
         self, script: str, calls: Sequence[tuple[str, Sequence[str | int]]], what: str, timeout: float | None
@@ -252,7 +247,7 @@ class Node:
         try:
             replies = await self.wire.call_many(packs, None, timeout)
             if any(isinstance(r, NoScriptError) for r in replies):
-                await self.reload(timeout)
+                await self.load(timeout)
                 replies = await self.wire.call_many(packs, None, timeout)
         except RedisError as exc:
             raise self.error(exc, what) from exc

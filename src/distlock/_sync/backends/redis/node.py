@@ -157,12 +157,21 @@ class Node:
     def error(self, exc: BaseException, what: str, reason: str | None = None) -> BackendError:
         return BackendError(scrub(f"Redis {self.label}: {what}: {reason or exc}", self.secret), backend=self.scheme)
 
-    def load(self) -> None:
-        if self.cluster:  # SCRIPT LOAD goes to every master (redis-py routes it to all primaries)
+    def load(self, timeout: float | None = None) -> None:
+        """Load the scripts: at open, and again when a call finds them gone (a restart, or a replica promoted
+        by a failover: scripts are not replicated). On distlock's own connections, each try bounded by
+        ``timeout`` as the call that found them gone is: through redis-py's pool this waited up to its 5 s
+        socket timeout and raced with the pool's reset when the sentinels announced the new master (a waiter
+        right after a failover sat 5 s in it, or failed with a closed-socket ``ValueError``). A cluster:
+        redis-py routes ``SCRIPT LOAD`` to every master."""
+        if self.cluster:
             for text in lua.SCRIPTS.values():
                 drv.command(self.client, "SCRIPT LOAD", text)
             return
-        drv.pipeline(self.client, [("SCRIPT", "LOAD", text) for text in lua.SCRIPTS.values()])
+        packs = [packed_command("SCRIPT", "LOAD", text) for text in lua.SCRIPTS.values()]
+        for reply in self.plain_wire.call_many(packs, None, timeout):
+            if isinstance(reply, RedisError):
+                raise reply
 
     def ping(self) -> None:
         try:
@@ -197,7 +206,7 @@ class Node:
             try:
                 return drv.pipeline(self.client, commands)
             except NoScriptError:
-                self.reload(None)
+                self.load()
                 return drv.pipeline(self.client, commands)
         except RedisError as exc:
             raise self.error(exc, what) from exc
@@ -223,24 +232,10 @@ class Node:
             try:
                 return self._send(script, name, args, unsure, timeout)
             except NoScriptError:
-                self.reload(timeout)
+                self.load(timeout)
                 return self._send(script, name, args, unsure, timeout)
         except RedisError as exc:
             raise self.error(exc, script) from exc
-
-    def reload(self, timeout: float | None) -> None:
-        """The scripts again, after a call found them gone (a restart, or a replica promoted by a failover:
-        scripts are not replicated), on the path that call took: distlock's own connections, bounded by its
-        ``timeout`` (a cluster: :meth:`load`). On redis-py's pool this ran unbounded (the socket timeout,
-        5 s) and raced with the pool's reset when the sentinels announced the new master: a waiter right
-        after a failover waited 5 s there, or failed with a closed-socket ``ValueError``."""
-        if self.wire is None:
-            self.load()
-            return
-        packs = [packed_command("SCRIPT", "LOAD", text) for text in lua.SCRIPTS.values()]
-        for reply in self.wire.call_many(packs, None, timeout):
-            if isinstance(reply, RedisError):
-                raise reply
 
     def batch(
         self, script: str, calls: Sequence[tuple[str, Sequence[str | int]]], what: str, timeout: float | None
@@ -253,7 +248,7 @@ class Node:
         try:
             replies = self.wire.call_many(packs, None, timeout)
             if any(isinstance(r, NoScriptError) for r in replies):
-                self.reload(timeout)
+                self.load(timeout)
                 replies = self.wire.call_many(packs, None, timeout)
         except RedisError as exc:
             raise self.error(exc, what) from exc
