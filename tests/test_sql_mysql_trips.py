@@ -298,11 +298,11 @@ def test_a_server_clock_that_jumps_during_the_bell_wait_does_not_lengthen_the_le
     counted from the caller's own start of the try that returned it, here after the answer came.)"""
     from distlock._sync.backends.mysql import lease as mysql_lease
 
-    jumped = mysql_lease._BELL_WAIT_SQL.replace(
+    jumped = mysql_lease._BELL_SQL.replace(
         "@distlock_bell_at = UNIX_TIMESTAMP(NOW(6))", "@distlock_bell_at = UNIX_TIMESTAMP(NOW(6)) - 30"
     )
-    assert jumped != mysql_lease._BELL_WAIT_SQL
-    monkeypatch.setattr(mysql_lease, "_BELL_WAIT_SQL", jumped)
+    assert jumped != mysql_lease._BELL_SQL
+    monkeypatch.setattr(mysql_lease, "_BELL_SQL", jumped)
     local_left, server_left = _grant_behind_a_bell(mysql_url, f"fold-jump-{uuid.uuid4().hex[:8]}")
     assert local_left <= server_left, (local_left, server_left)
 

@@ -37,29 +37,24 @@ BELL_TIMEOUT = 1.0
 #: a waiter that finds nobody ringing looks again this much later (see ``_bell_wait``)
 BELL_LATE = 0.001
 #: the waiter's bell wait: -1 if nobody rings the name (looked at twice, BELL_LATE apart), else it waits for
-#: the companion and lets it go in the same statement as soon as it is granted (1: it rang; 0: timed out).
-#: Kept in ``@distlock_rang`` with the server's clock at its start (``@distlock_bell_at``) for the try sent
-#: behind it in the same round trip (``Ops.acquire_after_bell``), and answered by the SELECT
-_BELL_WAIT_SQL = (
+#: the companion (1: it rang; 0: timed out). Kept in ``@distlock_rang`` with the server's clock at its start
+#: (``@distlock_bell_at``) for the try sent behind it in the same round trip (``Ops.acquire_after_bell``),
+#: and answered by the SELECT. ``{granted}``: what a granted wait does with the bell. A reader or a permit
+#: lets it go in the same statement (``RELEASE_LOCK``: the next one may share the name too, and must be
+#: woken); an exclusive claim KEEPS it (``1``): if its try takes the name, the bell is the new holder's at
+#: once and the other waiters stay blocked on it until that holder lets go (a bell let go at once woke every
+#: waiter of the name, and each sent a try the new holder refused); if the try is refused, its COMMIT lets
+#: the bell go with every other named lock, waking the next waiter
+_BELL_SQL = (
     "SET @distlock_bell_at = UNIX_TIMESTAMP(NOW(6)), @distlock_rang = (CASE WHEN IS_USED_LOCK(%s) IS NULL AND "
-    "SLEEP(%s) = 0 AND IS_USED_LOCK(%s) IS NULL THEN -1 WHEN GET_LOCK(%s, %s) = 1 THEN RELEASE_LOCK(%s) ELSE 0 "
-    "END); SELECT @distlock_rang"
-)
-#: the same for an exclusive claim, which KEEPS the bell it is granted (1): if its try behind it takes the
-#: name, the bell is the new holder's at once, and the other waiters stay blocked on it until that holder lets
-#: go (a bell let go at once woke every waiter of the name, and each sent a try the new holder refused); if
-#: the try is refused, its COMMIT lets the bell go with every other named lock, waking the next waiter
-_BELL_KEEP_SQL = (
-    "SET @distlock_bell_at = UNIX_TIMESTAMP(NOW(6)), @distlock_rang = (CASE WHEN IS_USED_LOCK(%s) IS NULL AND "
-    "SLEEP(%s) = 0 AND IS_USED_LOCK(%s) IS NULL THEN -1 WHEN GET_LOCK(%s, %s) = 1 THEN 1 ELSE 0 END); "
+    "SLEEP(%s) = 0 AND IS_USED_LOCK(%s) IS NULL THEN -1 WHEN GET_LOCK(%s, %s) = 1 THEN {granted} ELSE 0 END); "
     "SELECT @distlock_rang"
 )
 _BELL_WAIT_STATEMENTS = 2
 
 
 def _keeps_bell(claim: Claim) -> bool:
-    """Whether a bell wait for ``claim`` keeps the bell it is granted (``_BELL_KEEP_SQL``): the exclusive
-    kinds. Readers and permits let it go at once: the next one may share the name too, and must be woken."""
+    """Whether a bell wait for ``claim`` keeps the bell it is granted (``_BELL_SQL``): the exclusive kinds."""
     return claim.mode in (Mode.EXCLUSIVE, Mode.WRITE)
 
 
@@ -211,19 +206,19 @@ class Lease(MyDriver, LeaseBackend):
         """The bell wait, and the try behind it in the same round trip: (-1: nobody rings this name; 1: it rang
         (the holder let go); 0: timed out) and the try's answer, made only if it rang (None otherwise).
 
-        ``_BELL_WAIT_SQL``. A holder takes its bell right after its acquire returned (the bell worker): a
+        ``_BELL_SQL``. A holder takes its bell right after its acquire returned (the bell worker): a
         waiter its try refused may look before that, so it looks once more BELL_LATE later before it falls
         back to polling (a capped backoff from 2 ms: the hand-over would wait for that poll instead of the
         bell). When the bell rings the waiter tries at once, and that try's first round trip (the name's
         lock and the read) is the bell's own (``Ops.acquire_after_bell``): a waiter woke, read the answer and
         only then sent its try before, a round trip more per hand-off. Not after a timeout: the caller may be
         at its deadline, where it sends no try (``LeaseAttempt.try_late``). An exclusive claim keeps the bell
-        it is granted (``_BELL_KEEP_SQL``): a grant leaves it held on ``c`` for the new holding (the caller
+        it is granted: a grant leaves it held on ``c`` for the new holding (the caller
         keeps ``c`` out of the pool), a refusal lets it go with its COMMIT."""
         key = sq.name_key(claim.name)
         companion = sq.bell_name(key)
         keep = _keeps_bell(claim)
-        sql = _BELL_KEEP_SQL if keep else _BELL_WAIT_SQL
+        sql = _BELL_SQL.format(granted="1" if keep else "RELEASE_LOCK(%s)")
         params: tuple[object, ...] = (companion, BELL_LATE, companion, companion, timeout)
         lead = Lead(sql, params if keep else (*params, companion), _BELL_WAIT_STATEMENTS)
         script = self.ops.acquire_after_bell(claim, key, keep_bell=keep)
