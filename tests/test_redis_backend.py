@@ -14,6 +14,7 @@ import redis
 import distlock
 from distlock import BackendError, ConfigError, LockLost
 from distlock._core.timing import WAITER_TTL
+from tests.waiting import Waiter, until, wake_ups
 from tools.servers.proc import LOOPBACK, ServerProc, free_port, workdir
 from tools.servers.redis import redis_replicated, redis_server, restart, start_redis
 
@@ -108,20 +109,55 @@ def test_one_release_wakes_exactly_one_waiter(
     while raw.zcard("{" + name + "}:q") < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert raw.zcard("{" + name + "}:q") == 3
-    sub = raw.pubsub()
-    sub.subscribe("{" + name + "}:wake")
-    assert sub.get_message(timeout=5)["type"] == "subscribe"  # type: ignore[index]
+    sub = wake_ups(raw, name)
     holder.release()
     for t in threads:
         t.join(30)
     assert sorted(done) == ["a", "b", "c"]
     messages = []
     while (m := sub.get_message(timeout=0.5)) is not None:
-        messages.append(m["data"])
+        messages.append((m["channel"].decode(), m["data"]))
     sub.close()
-    # three releases (holder, then two of the waiters), each woke exactly one waiter by its token
+    # three releases (holder, then two of the waiters), each woke exactly one waiter by its token, on the reply
+    # channel of that waiter's store: three different stores
     assert len(messages) == 3, messages
-    assert all(m != b"*" for m in messages)
+    assert all(data != b"*" for _, data in messages)
+    assert all(channel.startswith("{" + name + "}:wake:") for channel, _ in messages), messages
+    assert len({channel for channel, _ in messages}) == 3, messages
+
+
+def test_a_wake_up_is_read_only_by_the_store_of_the_waiter_it_is_for(
+    store: distlock.Store, raw: redis.Redis, redis_url: str, name: str
+) -> None:
+    """Every store with a waiter on the name subscribes to its channel; a release's wake-up (here a hand-over)
+    goes to the first waiter's store alone, on that store's reply channel. On the shared channel every store
+    read every release's message (8 processes on one lock: 7 wasted wake-ups per hand-off)."""
+    holder = store.lock(name, ttl=30)
+    assert holder.acquire()
+    with distlock.connect(redis_url) as first, distlock.connect(redis_url) as second:
+        read: dict[str, list[str]] = {"first": [], "second": []}
+        for key, own in (("first", first), ("second", second)):
+            listener = own._backend.node.listener  # type: ignore[attr-defined]
+            plain = listener._dispatch
+
+            def counted(msg: dict[str, object], key: str = key, plain: object = plain) -> None:
+                if msg.get("type") == "message":
+                    read[key].append(str(msg.get("data")))
+                plain(msg)  # type: ignore[operator]
+
+            listener._dispatch = counted
+        replies = "{" + name + "}:qw"
+        a = Waiter(first.lock(name, ttl=30))
+        assert until(lambda: raw.hlen(replies) == 1)  # queued, and its re-check named its reply channel
+        b = Waiter(second.lock(name, ttl=30))
+        assert until(lambda: raw.hlen(replies) == 2)
+        holder.release()
+        assert a.granted()
+        assert len(read["first"]) == 1 and read["second"] == [], read  # the other store read nothing
+        a.finish()
+        assert b.granted()
+        b.finish()
+        assert len(read["first"]) == 1 and len(read["second"]) == 1, read
 
 
 # -- fairness and leased permits -------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import redis
@@ -17,7 +16,7 @@ import redis
 import distlock
 from distlock import BackendError
 from distlock._core.timing import WAITER_TTL
-from tests.waiting import Waiter, until
+from tests.waiting import Waiter, until, wake_ups
 
 
 @pytest.fixture
@@ -43,13 +42,6 @@ def _queued(raw: redis.Redis, name: str, n: int = 1) -> bool:
     )
 
 
-def _subscribed(raw: redis.Redis, name: str) -> Any:
-    sub = raw.pubsub()
-    sub.subscribe("{" + name + "}:wake")
-    assert sub.get_message(timeout=5)["type"] == "subscribe"  # type: ignore[index]
-    return sub
-
-
 def test_release_grants_the_queued_waiter_in_the_same_step(redis_url: str, raw: redis.Redis, name: str) -> None:
     """The release leaves the name held by the waiter (no moment free: a redis-py Lock cannot slip in), pushes
     the grant with the next fence, and the waiter holds with that fence; the lease it was granted is capped at
@@ -59,7 +51,7 @@ def test_release_grants_the_queued_waiter_in_the_same_step(redis_url: str, raw: 
         assert holder.acquire()
         waiter = Waiter(b.lock(name, ttl=30))
         assert _queued(raw, name)
-        sub = _subscribed(raw, name)
+        sub = wake_ups(raw, name)
         fence0 = holder.fence
         holder.release()
         token = raw.get(name)  # read at once: the release itself set it
@@ -67,7 +59,8 @@ def test_release_grants_the_queued_waiter_in_the_same_step(redis_url: str, raw: 
         assert not theirs.acquire(blocking=False)  # never free in between
         msg = sub.get_message(timeout=5)
         sub.close()
-        assert msg is not None and msg["type"] == "message"
+        assert msg is not None and msg["type"] == "pmessage"
+        assert msg["channel"].decode().startswith("{" + name + "}:wake:")  # the waiter's store's reply channel
         pushed, fence, _stamp = msg["data"].decode().split("|")
         assert token is not None and pushed == token.decode()
         assert waiter.granted()
@@ -175,7 +168,7 @@ def test_shared_kinds_keep_the_wake_up(redis_url: str, raw: redis.Redis, name: s
         t = threading.Thread(target=reader)
         t.start()
         assert _queued(raw, name)
-        sub = _subscribed(raw, name)
+        sub = wake_ups(raw, name)
         writer.release()
         msg = sub.get_message(timeout=5)
         sub.close()
@@ -202,7 +195,7 @@ async def test_async_waiter_takes_the_hand_over(redis_url: str, raw: redis.Redis
 
         task = asyncio.ensure_future(waiter())
         await asyncio.to_thread(_queued, raw, name)
-        sub = _subscribed(raw, name)
+        sub = wake_ups(raw, name)
         fence0 = holder.fence
         await holder.release()
         fence = await asyncio.wait_for(task, 10)

@@ -61,3 +61,14 @@ def take_in_thread(lock: Any, timeout: float) -> tuple[threading.Thread, list[fl
     thread = threading.Thread(target=run)
     thread.start()
     return thread, got
+
+
+def wake_ups(raw: Any, name: str) -> Any:
+    """A redis-py pub/sub that receives every wake-up of the Redis lock ``name``: its channel ``{N}:wake`` and
+    every store's reply channel ``{N}:wake:ID`` (a pattern subscription; its messages are ``pmessage``)."""
+    channel = "{" + name + "}:wake"
+    sub = raw.pubsub()
+    sub.psubscribe("".join("\\" + c if c in "\\*?[]" else c for c in channel) + "*")
+    first = sub.get_message(timeout=5)
+    assert first is not None and first["type"] == "psubscribe", first
+    return sub

@@ -27,7 +27,7 @@ def packed_command(*parts: str) -> bytes:
 
 @functools.lru_cache(maxsize=4096)
 def _call_head(script: str, name: str, cluster: bool, counter: str) -> tuple[int, bytes]:
-    """RESP of ``EVALSHA sha 8 <keys> <channel>`` for one script and name: (number of parts, bytes)."""
+    """RESP of ``EVALSHA sha 10 <keys> <channel>`` for one script and name: (number of parts, bytes)."""
     parts = [
         b"EVALSHA",
         SHA[script].encode(),
@@ -132,9 +132,12 @@ def acquire_args(
     queue_ttl: float,
     marker: str = "",
     stamp: str = "",
+    reply: str = "",
 ) -> list[str]:
     """``stamp``: '' (no direct hand-over), or :func:`stamp_of` the request's send time (an exclusive claim
-    that takes a hand-over: the release that grants it echoes the stamp, see :func:`handed_over`)."""
+    that takes a hand-over: the release that grants it echoes the stamp, see :func:`handed_over`).
+    ``reply``: '' or the waiter's reply channel (:func:`~distlock._core.redis_keys.reply_channel`), whose
+    subscription was confirmed before this request is sent: its wake-ups go there, to its store only."""
     return [
         token,
         mode.value,
@@ -145,6 +148,7 @@ def acquire_args(
         str(ms(queue_ttl) if queue_ttl > 0 else 0),
         marker,
         stamp,
+        reply,
     ]
 
 

@@ -19,12 +19,22 @@ name is held or waited on: the last release (or lease end) removes them all::
                             same step, with a lease capped at its queue deadline): what the grant writes,
                             and the send stamp of the try that wrote it, which the grant's push echoes
                             (docs/models/redis_handover.pml). Written and dropped with the waiter's entry
+    {N}:qw          hash    reply channel:  "mode|token" -> the channel on which the waiter's store reads its
+                            own wake-ups (:func:`reply_channel`): a release pushes the first waiter's wake-up or
+                            hand-over there, so it reaches that one store only. Written and dropped with the
+                            waiter's entry; an entry without one (a waiter of an older version, or one whose
+                            reply channel was not confirmed at its try) is woken on ``{N}:wake`` as before
     {N}:fence       string  0.1.0 only (a per-name counter that never went away): read once, folded into the
                             fence counter below and deleted by the first script that meets it (upgrade)
     {N}:wake        channel wake-ups: a release publishes the token of the first waiter, "*" = all, or
                             "token|fence|stamp" when it granted that waiter the name (a hand-over);
                             elections add :data:`NOTICE` (a leader was granted, proclaimed, released or
-                            abandoned), which no waiter takes for its own wake-up and every observer does
+                            abandoned), which no waiter takes for its own wake-up and every observer does.
+                            The wake-up of a waiter with a reply channel goes there instead
+    {N}:wake:<id>   channel a store's reply channel for the name (``id``: one per pub/sub connection): the
+                            same messages as ``{N}:wake``, for that store's waiters only. Every store that
+                            waits on a name subscribes to both; with one shared channel, each release woke
+                            every process waiting on the name to read a message meant for one
 
 Fences come from one counter that does not grow with the names (the 8th key, :func:`counter_key`):
 
@@ -46,7 +56,7 @@ marker is missing or names another run (it restarted, even from older data, or w
 for the lock but its counter counts toward no fence until the client re-seeds it from a majority of
 seeded masters (``FENCE_FLOOR``). ``docs/models/redlock_fence.pml`` models that rule.
 
-Every script gets the same nine KEYS (the eight above in their order, then ``{N}:qa``: :func:`keys`), and the wake-up channel
+Every script gets the same ten KEYS (the eight above in their order, then ``{N}:qa`` and ``{N}:qw``: :func:`keys`), and the wake-up channel
 (:func:`channel`) as ``ARGV[1]``: ``redis_lua.py`` holds the scripts, ``redis_calls.py`` packs the calls
 and decodes the replies.
 """
@@ -61,7 +71,7 @@ import functools
 NODE_COUNTER = "distlock:fences"
 SLOTS = 16384
 #: how many KEYS every script gets (:func:`keys`)
-NKEYS = 9
+NKEYS = 10
 #: the wake-up message of an election's observers: the leader or its value may have changed. Not a token (those
 #: are hex) and not "*" (that wakes every waiter), so a waiter's listener never takes it for its own turn.
 NOTICE = "!leader"
@@ -131,11 +141,19 @@ def keys(name: str, cluster: bool = False, counter: str = NODE_COUNTER) -> list[
         tag + ":fence",
         counter_key(name, cluster, counter),
         tag + ":qa",
+        tag + ":qw",
     ]
 
 
 def channel(name: str) -> str:
     return "{" + name + "}:wake"
+
+
+def reply_channel(wake: str, listener_id: str) -> str:
+    """The reply channel of the name whose wake-up channel is ``wake``, for one store's pub/sub connection
+    (``listener_id``: a hex string). It starts as the wake-up channel does, so an ACL channel pattern that
+    covers ``{N}:wake`` covers it too, and it can equal no name's wake-up channel (those end in ``:wake``)."""
+    return wake + ":" + listener_id
 
 
 def fence_key(name: str) -> str:

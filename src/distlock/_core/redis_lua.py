@@ -1,6 +1,6 @@
 """The Lua scripts of the Redis backends (single node, Redis Cluster and each Redlock master). No I/O here.
 
-Every script gets the same nine KEYS (the layout of ``redis_keys.py``, in the order of
+Every script gets the same ten KEYS (the layout of ``redis_keys.py``, in the order of
 :func:`distlock._core.redis_keys.keys`) and ``ARGV[1]`` = the wake-up channel, so the scripts are
 cluster-correct and share one prelude; each script's header names the rest of its ARGV and its reply.
 Times are the server's ``TIME`` in milliseconds, the same clock that runs ``PX``. The grant rule is the one
@@ -39,15 +39,25 @@ local function purge()
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   local dead = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now)
-  for _, m in ipairs(dead) do redis.call('ZREM', KEYS[5], m) redis.call('HDEL', KEYS[9], m) end
+  for _, m in ipairs(dead) do
+    redis.call('ZREM', KEYS[5], m)
+    redis.call('HDEL', KEYS[9], m)
+    redis.call('HDEL', KEYS[10], m)
+  end
   if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now) end
 end
 
--- forget a waiter's queue entry (order, deadline, hand-over record)
+-- forget a waiter's queue entry (order, deadline, hand-over record, reply channel)
 local function dequeue(member)
   redis.call('ZREM', KEYS[5], member)
   redis.call('ZREM', KEYS[6], member)
   redis.call('HDEL', KEYS[9], member)
+  redis.call('HDEL', KEYS[10], member)
+end
+
+-- where a waiter's wake-up goes: its store's reply channel if its try gave one, else the name's channel
+local function reply_to(member)
+  return redis.call('HGET', KEYS[10], member) or channel
 end
 
 -- keep a key at least until `until_ms` (never shorten: other members may live longer)
@@ -57,12 +67,12 @@ local function keep_until(key, until_ms)
   if p == -1 or (p >= 0 and p < until_ms - now) then redis.call('PEXPIRE', key, until_ms - now) end
 end
 
--- wake the first waiter (one wake-up per release: no herd)
+-- wake the first waiter (one wake-up per release, to its store only: no herd)
 local function wake_head()
   local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
   if head then
     local bar = string.find(head, '|', 1, true)
-    redis.call('PUBLISH', channel, string.sub(head, bar + 1))
+    redis.call('PUBLISH', reply_to(head), string.sub(head, bar + 1))
   end
 end
 
@@ -122,6 +132,8 @@ ACQUIRE = (
 --         of the server, which the client read on the very connection this request goes out on,
 --      10 hand-over stamp: '' = none; else (an exclusive claim that takes a direct hand-over) the client's
 --         send time of this very request, kept with its queue entry and echoed by the release that grants it
+--      11 (optional) reply channel: '' = none; else the channel the waiter's store reads its own wake-ups on
+--         (its subscription confirmed before this request was sent), kept with its queue entry
 -- Returns {1, fence, mark, counter} when held (a retry after a lost reply, or the confirmation of a
 --         hand-over, gets the same fence back, and an exclusive lease runs `ttl` from this request),
 --         {0, ms until the earliest holder's lease ends (-1 if unknown), mark, counter} otherwise;
@@ -129,7 +141,7 @@ ACQUIRE = (
 -- fence -1, the client re-seeds it). A node whose counter is gone under a client that saw it: an error.
 local token, mode = ARGV[2], ARGV[3]
 local ttl, permits, fair, owner, qttl = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7], tonumber(ARGV[8])
-local want, stamp = ARGV[9], ARGV[10]
+local want, stamp, reply = ARGV[9], ARGV[10], ARGV[11] or ''
 local exclusive = (mode == 'lock' or mode == 'write')
 local member = mode .. '|' .. token
 local mark = redis.call('HGET', KEYS[8], 'e')
@@ -242,6 +254,12 @@ if qttl > 0 then
     redis.call('HSET', KEYS[9], member, stamp .. '|' .. ttl .. '|' .. want .. '|' .. owner)
     keep_until(KEYS[9], now + qttl)
   end
+  if reply ~= '' then
+    redis.call('HSET', KEYS[10], member, reply)
+    keep_until(KEYS[10], now + qttl)
+  else
+    redis.call('HDEL', KEYS[10], member)
+  end
 end
 local retry = -1
 if holder then
@@ -316,11 +334,12 @@ local function hand_over()
   if px <= 0 then return false end
   local htoken = string.sub(head, bar + 1)
   local fence = redis.call('HINCRBY', KEYS[8], 'n', 1)
+  local to = reply_to(head)
   redis.call('SET', KEYS[1], htoken, 'PX', px)
   redis.call('HSET', KEYS[4], htoken, hmode .. '|' .. fence .. '|' .. howner)
   keep_until(KEYS[4], now + px)
   dequeue(head)
-  redis.call('PUBLISH', channel, htoken .. '|' .. fence .. '|' .. hstamp)
+  redis.call('PUBLISH', to, htoken .. '|' .. fence .. '|' .. hstamp)
   if elected(howner) then notice() end
   return true
 end
@@ -345,6 +364,7 @@ purge()
 local gone = redis.call('ZREM', KEYS[5], member)
 redis.call('ZREM', KEYS[6], member)
 redis.call('HDEL', KEYS[9], member)
+redis.call('HDEL', KEYS[10], member)
 if mode == 'lock' or mode == 'write' then
   if redis.call('GET', KEYS[1]) == token then
     redis.call('DEL', KEYS[1])

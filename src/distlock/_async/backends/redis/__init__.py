@@ -140,7 +140,8 @@ class Backend(AsyncBackend):
         left = self.leases.handed(claim, handed.since)
         return None if left is None else Grant(True, fence=handed.fence, valid_for=left)
 
-    async def try_once(self, claim: Claim) -> Grant:
+    async def try_once(self, claim: Claim, reply: str = "") -> Grant:
+        """One try; ``reply``: the waiter's reply channel ('' = none, see ``rc.acquire_args``)."""
         node = self.node
         sent = monotonic()
         args = rc.acquire_args(
@@ -153,6 +154,7 @@ class Backend(AsyncBackend):
             WAITER_TTL,
             node.fences.marker(claim.name),
             rc.stamp_of(sent) if self.takes_handover(claim) else "",
+            reply,
         )
         if not self.wait_replicas:
             reply = await node.script("acquire", claim.name, *args, timeout=node.budget(claim.ttl))

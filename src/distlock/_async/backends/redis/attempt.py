@@ -73,8 +73,10 @@ class Attempt(AsyncAttempt):
         if self._gen is not None and self._waker is None:
             self._waker = rt.Waker()
             listener.add(self._channel, self.claim.token, self._waker.notify)
+        # registered under a live subscription: a release may push our wake-up to this store alone
+        reply = "" if self._gen is None else listener.reply(self._channel)
         try:
-            grant = await self.backend.try_once(self.claim)
+            grant = await self.backend.try_once(self.claim, reply)
         except BackendError as err:
             if not self._through_failover(err):
                 raise
@@ -173,7 +175,12 @@ class RedlockAttempt(AsyncAttempt):
             waker = self._waker = rt.Waker()
             for n in nodes:
                 n.listener.add(self._channel, self.claim.token, waker.notify)
-        grant, errors = await self.backend.try_once(self.claim, self._handed)
+        # registered, and live on a master: its release may push our wake-up to this store alone
+        replies = [
+            "" if self._waker is None or g is None else n.listener.reply(self._channel)
+            for n, g in zip(nodes, self._gens, strict=True)
+        ]
+        grant, errors = await self.backend.try_once(self.claim, self._handed, replies)
         self._silent = 0 if errors is None else self._silent + 1
         if errors is not None and self._silent >= MAX_SILENT_TRIES:
             raise self.backend.masters.quorum_error(self.claim.name, "acquire", errors)

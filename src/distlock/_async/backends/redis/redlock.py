@@ -112,9 +112,12 @@ class Backend(AsyncBackend):
     def attempt(self, claim: Claim) -> RedlockAttempt:
         return RedlockAttempt(self, claim)
 
-    async def try_once(self, claim: Claim, handed: Handed | None = None) -> tuple[Grant, list[BaseException] | None]:
+    async def try_once(
+        self, claim: Claim, handed: Handed | None = None, replies: Sequence[str] | None = None
+    ) -> tuple[Grant, list[BaseException] | None]:
         """One Redlock round: the grant, and None if a majority answered in time, else the errors. A failed
-        round tells ``handed`` which masters it took the claim back from (their earlier hand-overs are void)."""
+        round tells ``handed`` which masters it took the claim back from (their earlier hand-overs are void).
+        ``replies``: the waiter's reply channel on each master ('' = none there, see ``rc.acquire_args``)."""
         runs = [n.run_id or "" for n in self.masters.nodes]
         started = monotonic()
         # an exclusive claim left queued may be handed the name by a release (docs/redis.md, Redlock)
@@ -130,8 +133,9 @@ class Backend(AsyncBackend):
                 WAITER_TTL,
                 rc.REDLOCK + run,
                 stamp,
+                "" if replies is None else replies[i],
             )
-            for run in runs
+            for i, run in enumerate(runs)
         ]
         deadline = self.masters.deadline(claim.ttl)
         results = await self.masters.scatter_each(self.masters.nodes, deadline, "acquire", claim.name, each, runs)

@@ -141,7 +141,8 @@ class Backend(SyncBackend):
         left = self.leases.handed(claim, handed.since)
         return None if left is None else Grant(True, fence=handed.fence, valid_for=left)
 
-    def try_once(self, claim: Claim) -> Grant:
+    def try_once(self, claim: Claim, reply: str = "") -> Grant:
+        """One try; ``reply``: the waiter's reply channel ('' = none, see ``rc.acquire_args``)."""
         node = self.node
         sent = monotonic()
         args = rc.acquire_args(
@@ -154,6 +155,7 @@ class Backend(SyncBackend):
             WAITER_TTL,
             node.fences.marker(claim.name),
             rc.stamp_of(sent) if self.takes_handover(claim) else "",
+            reply,
         )
         if not self.wait_replicas:
             reply = node.script("acquire", claim.name, *args, timeout=node.budget(claim.ttl))

@@ -15,7 +15,9 @@ from redis.exceptions import RedisClusterException, RedisError
 
 from .... import _redis_sync as drv
 from .... import _rt_sync as rt
+from ...._core import ids
 from ...._core import redis_calls as rc
+from ...._core import redis_keys as rk
 
 log = logging.getLogger("distlock")
 
@@ -62,6 +64,11 @@ class Listener:
     reader); meanwhile messages wait in the socket for the next reader, and a waiter that reads first learns
     of a drop at its first read, before it sleeps.
 
+    Each name's channel comes with this connection's *reply channel* for the name (:meth:`reply`), subscribed
+    with it: a waiter's try names it, and the release then pushes that waiter's wake-up or hand-over there, to
+    this store alone; the name's channel carries what every store takes (``*``, an election's notices, and
+    the wake-ups of waiters that gave no reply channel). A channel is live when both are.
+
     Two guards: ``_state`` for the maps, taken for a few dict operations and never across I/O (the reader
     and the waiters' threads share them on the sync side; on asyncio it is a no-op), and ``_io`` that puts
     the subscription changes in one order (held across their round trips).
@@ -72,6 +79,8 @@ class Listener:
     def __init__(self, client: drv.AnyClient) -> None:
         self._client = client
         self._pubsub: Any = None
+        self._id = ids.new_token()[:16]  # names this connection's reply channels
+        self._replies: dict[str, str] = {}  # reply channel -> the name's channel
         self._waiters: dict[str, dict[str, Callable[[], None]]] = {}
         #: hand-overs pushed to registered waiters and not taken yet, by token (:meth:`take_grant`)
         self._grants: dict[str, rc.HandOver] = {}
@@ -94,10 +103,18 @@ class Listener:
         self._hot_until = 0.0
         self._pause_until = 0.0
 
+    def reply(self, channel: str) -> str:
+        """This connection's reply channel for the name whose channel is ``channel`` (a try names it once
+        :meth:`live` says the pair is subscribed)."""
+        return rk.reply_channel(channel, self._id)
+
     def live(self, channel: str) -> int | None:
-        """The generation of the channel's confirmed subscription, or None if it is not subscribed now."""
+        """The generation of the confirmed subscriptions of the channel and its reply channel, or None if
+        either is not subscribed now. Each confirmation takes the generation of its moment, so after a
+        reconnect the larger one is what a caller compares."""
         with self._state:
-            return self._live.get(channel)
+            mine, replies = self._live.get(channel), self._live.get(self.reply(channel))
+        return None if mine is None or replies is None else max(mine, replies)
 
     def add(self, channel: str, token: str, notify: Callable[[], None], observer: bool = False) -> None:
         """Register a waiter locally (no I/O): messages for ``token`` on ``channel`` call ``notify`` (an
@@ -121,15 +138,22 @@ class Listener:
                     self._pubsub = make()
                 event = self._confirmed.get(channel)
                 subscribe = event is None
+                reply = self.reply(channel)
                 if event is None:
+                    # the reply channel first (here and in every re-subscription, which keeps this order): its
+                    # confirmation comes before the channel's, which is the one callers wait for
+                    self._replies[reply] = channel
+                    self._confirmed[reply] = rt.Event()
                     event = self._confirmed[channel] = rt.Event()
             if subscribe:
                 try:
-                    self._pubsub.subscribe(channel)
+                    self._pubsub.subscribe(reply, channel)
                 except RedisError as err:
                     log.debug("subscribe to %s failed: %s", channel, err)
                     with self._state:
                         self._confirmed.pop(channel, None)
+                        self._confirmed.pop(reply, None)
+                        self._replies.pop(reply, None)
                     return False
             if self._reader is None or not self._reader.alive():
                 self._nap = rt.Waker()
@@ -242,13 +266,15 @@ class Listener:
                     for c, t in self._idle.items()
                     if now - t > self.LINGER and c not in self._waiters and c not in self._observers
                 ]
-                for c in stale:
+                replies = [self.reply(c) for c in stale]
+                for c in stale + replies:
                     self._idle.pop(c, None)
                     self._confirmed.pop(c, None)
                     self._live.pop(c, None)
+                    self._replies.pop(c, None)
             if stale:
                 with contextlib.suppress(RedisError, OSError):
-                    self._pubsub.unsubscribe(*stale)
+                    self._pubsub.unsubscribe(*stale, *replies)
 
     def moved(self) -> None:
         """The server moved (a Sentinel failover): the pub/sub connection is made again where the client now
@@ -352,8 +378,9 @@ class Listener:
             return
         wake: list[Callable[[], None]] = []
         with self._state:
-            group = self._waiters.get(channel, {})
-            watching = list(self._observers.get(channel, {}).values())
+            name = self._replies.get(channel, channel)  # a reply channel's messages are its name's
+            group = self._waiters.get(name, {})
+            watching = list(self._observers.get(name, {}).values())
             if kind == "subscribe":
                 event = self._confirmed.get(channel)
                 if event is not None:
