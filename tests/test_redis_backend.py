@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -301,6 +302,27 @@ def test_wait_replicas_refuses_a_lock_the_replica_never_saw(
             assert redis.Redis.from_url(master.url).get(name) is None  # released, not left behind
         finally:
             replica.resume()
+
+
+def test_wait_replicas_acquires_on_distlocks_own_connections(
+    replicated: tuple[ServerProc, ServerProc], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The acquire and its WAIT go out in one round trip on distlock's own connections, as every other call of
+    the lock path: through redis-py's pool they raced with the pool's reset when the sentinels announced a new
+    master (a closed-socket ``ValueError`` out of ``acquire()``). So do inspections."""
+    master, _replica = replicated
+    from distlock._sync.backends.redis import node as node_module
+
+    def pooled(*args: Any) -> None:
+        raise AssertionError("a call went through redis-py's pool")
+
+    with distlock.connect(master.url + "?wait_replicas=1&wait_timeout=10000") as store:
+        monkeypatch.setattr(node_module.drv, "pipeline", pooled)
+        lock = store.lock(name, ttl=10)
+        assert lock.acquire(timeout=5)
+        info = store.inspect(name)
+        assert info is not None and info.holders[0].fence == lock.fence
+        lock.release()
 
 
 def test_failover_without_wait_can_lose_a_lock_and_with_wait_cannot(

@@ -201,15 +201,21 @@ class Node:
         return ("EVALSHA", lua.SHA[script], rk.NKEYS, *keys, rk.channel(name), *args)
 
     def run(self, commands: Sequence[Sequence[Any]], what: str) -> list[Any]:
-        """Commands in one round trip; reloads the scripts once if the server lost them (restart)."""
-        try:
+        """Commands in one round trip (an acquire and its ``WAIT``, inspections); reloads the scripts once if
+        the server lost them (restart). On distlock's own connections, as every call of the lock path: through
+        redis-py's pool, a call raced with the pool's reset when the sentinels announced a new master (a
+        closed-socket ``ValueError`` out of ``acquire()``). A cluster: redis-py's pipeline, which routes by
+        slot."""
+        if self.wire is None:
             try:
-                return drv.pipeline(self.client, commands)
-            except NoScriptError:
-                self.load()
-                return drv.pipeline(self.client, commands)
-        except RedisError as exc:
-            raise self.error(exc, what) from exc
+                try:
+                    return drv.pipeline(self.client, commands)
+                except NoScriptError:
+                    self.load()
+                    return drv.pipeline(self.client, commands)
+            except RedisError as exc:
+                raise self.error(exc, what) from exc
+        return self._own([packed_command(*(str(part) for part in c)) for c in commands], what, None)
 
     def budget(self, ttl: float) -> float:
         """How long one try of a call about a lease of ``ttl`` may wait for its reply: a third of the TTL
@@ -244,7 +250,12 @@ class Node:
         distlock's own connections (a cluster: redis-py's pipeline, which routes by slot)."""
         if self.wire is None:
             return self.run([self.call(script, n, *a) for n, a in calls], what)
-        packs = [packed_call(script, n, *a, counter=self.counter) for n, a in calls]
+        return self._own([packed_call(script, n, *a, counter=self.counter) for n, a in calls], what, timeout)
+
+    def _own(self, packs: Sequence[bytes], what: str, timeout: float | None) -> list[Any]:
+        """Packed requests in one round trip on distlock's own connections, each try bounded by ``timeout``;
+        the scripts loaded again once if the server lost them; an error reply raises."""
+        assert self.wire is not None
         try:
             replies = self.wire.call_many(packs, None, timeout)
             if any(isinstance(r, NoScriptError) for r in replies):
