@@ -15,7 +15,12 @@ import redis
 
 import distlock
 from distlock import BackendError
+from distlock._core import ids
+from distlock._core import redis_calls as rc
+from distlock._core import redis_keys as rk
+from distlock._core import redis_lua as lua
 from distlock._core.timing import WAITER_TTL
+from distlock._core.types import Mode
 from tests.waiting import Waiter, until, wake_ups
 
 
@@ -175,6 +180,33 @@ def test_shared_kinds_keep_the_wake_up(redis_url: str, raw: redis.Redis, name: s
         assert msg is not None and b"|" not in msg["data"]
         assert got.wait(10)
         t.join(10)
+
+
+def test_a_waiter_that_names_no_reply_channel_is_woken_on_the_names_channel(
+    redis_url: str, raw: redis.Redis, name: str
+) -> None:
+    """A waiter of a distlock version before the reply channels queues with a try of nine arguments: the
+    release hands it the name and pushes the grant on ``{N}:wake``, which every store of that version reads."""
+    with distlock.connect(redis_url) as a:
+        holder = a.lock(name, ttl=30)
+        assert holder.acquire()
+        token = ids.new_token()
+        stamp = rc.stamp_of(time.monotonic())
+        args = rc.acquire_args(token, Mode.EXCLUSIVE, 30.0, 1, False, "older-client", WAITER_TTL, "", stamp)
+        assert args[-1] == ""  # the reply channel, which an older version does not send
+        keys = rk.keys(name)
+        reply = raw.evalsha(lua.SHA["acquire"], len(keys), *keys, rk.channel(name), *args[:-1])  # type: ignore[no-untyped-call]
+        assert int(reply[0]) == 0 and raw.hlen("{" + name + "}:qw") == 0  # queued, no reply channel
+        sub = raw.pubsub()
+        sub.subscribe(rk.channel(name))
+        assert sub.get_message(timeout=5)["type"] == "subscribe"  # type: ignore[index]
+        holder.release()
+        msg = sub.get_message(timeout=5)
+        sub.close()
+        assert msg is not None and msg["type"] == "message", msg
+        assert msg["data"].decode().startswith(token + "|")  # the hand-over: token|fence|stamp
+        assert raw.get(name) == token.encode()
+        raw.delete(name, "{" + name + "}:i")
 
 
 async def test_async_waiter_takes_the_hand_over(redis_url: str, raw: redis.Redis, name: str) -> None:
