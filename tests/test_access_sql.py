@@ -175,6 +175,36 @@ def test_postgres_queue_table_from_before_the_hand_over(pg: ServerProc, caplog: 
         assert not any("no owner column" in r.getMessage() for r in caplog.records)
 
 
+def test_postgres_queue_table_from_before_the_reply_channels(pg: ServerProc, caplog: pytest.LogCaptureFixture) -> None:
+    """A queue table with ``owner`` but no ``reply`` column (made before the stores' own NOTIFY channels) and a
+    role that may not alter it: the store says so once and tells hand-overs on the shared channel (every lock
+    kind works, hand-overs too); after the admin's ``distlock init`` the next store names its channel."""
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    admin_url = pg_url(pg, pg_srv.USER, pg_srv.PASSWORD, f"table_prefix={prefix}")
+    assert distlock_init(admin_url).returncode == 0
+    user = pg_role(pg)
+    conn = pg_srv.admin(pg, pg_srv.DATABASE)
+    try:
+        conn.execute(f"ALTER TABLE {prefix}_queue DROP COLUMN reply")
+        for grant in pg_grants(prefix, user):
+            conn.execute(grant)
+    finally:
+        conn.close()
+    app = pg_url(pg, user, APP_PW, f"table_prefix={prefix}")
+    with caplog.at_level("WARNING", logger="distlock"), distlock.connect(app) as store:
+        ops = store._backend.ops  # type: ignore[attr-defined]
+        assert ops.handover and not ops.replies
+        assert any("no reply column" in r.getMessage() for r in caplog.records), caplog.records
+        exercise(app, "lease")
+    assert pg_rows(pg, prefix) == 0
+
+    assert distlock_init(admin_url).returncode == 0
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="distlock"), distlock.connect(app) as store:
+        assert store._backend.ops.replies  # type: ignore[attr-defined]
+        assert not any("no reply column" in r.getMessage() for r in caplog.records)
+
+
 def test_postgres_role_without_dml_is_refused_in_one_line_and_leaves_nothing(pg: ServerProc) -> None:
     prefix = f"t{uuid.uuid4().hex[:8]}"
     done = distlock_init(pg_url(pg, pg_srv.USER, pg_srv.PASSWORD, f"table_prefix={prefix}"))

@@ -64,7 +64,7 @@ def _pg_schema(p: str) -> tuple[str, ...]:
         f"CREATE SEQUENCE IF NOT EXISTS {p}_fence_seq",
         f"CREATE TABLE IF NOT EXISTS {p}_queue (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
         "token VARCHAR(64) NOT NULL UNIQUE, name_key CHAR(64) NOT NULL, name TEXT NOT NULL, "
-        "mode VARCHAR(16) NOT NULL, expires_at DOUBLE PRECISION NOT NULL, owner TEXT NULL)",
+        "mode VARCHAR(16) NOT NULL, expires_at DOUBLE PRECISION NOT NULL, owner TEXT NULL, reply TEXT NULL)",
         f"CREATE INDEX IF NOT EXISTS {p}_queue_name ON {p}_queue (name_key, seq)",
     )
 

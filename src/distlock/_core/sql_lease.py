@@ -218,6 +218,9 @@ class Ops:
     own_tx: frozenset[str] = frozenset()
     #: a release grants the name to the first queued exclusive claim (:meth:`StatementOps.release_to_next`)
     handover = False
+    #: the queue rows carry their store's reply channel (:class:`StatementOps`)
+    replies = False
+    reply: str | None = None
 
     def takes_handover(self, claim: Claim) -> bool:
         """Whether a release may grant ``claim`` the name (:meth:`StatementOps.release_to_next`): an exclusive
@@ -701,6 +704,11 @@ class StatementOps(BatchOps):
     own_tx = frozenset({"acquire", "renew", "abandon", "break_lock", "keep"})
     #: off where the queue table has no ``owner`` column (an older table the store's role may not alter)
     handover = True
+    #: queue rows carry the ``reply`` channel of their store: ``reply`` is the channel this store LISTENs on
+    #: for its own waiters' hand-overs while its listener is up (None otherwise); a try that queues names it,
+    #: and the release that hands its waiter the name NOTIFYs there, so no other store reads it. Off where the
+    #: queue table has no ``reply`` column (an older table the store's role may not alter)
+    replies = True
 
     def _try(self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str]) -> Stmt:
         """One try as THREE statements in one transaction (the fewest the model allows: the lock alone and
@@ -743,12 +751,19 @@ class StatementOps(BatchOps):
             hands = self.takes_handover(claim)
             cols, marks = ("token, name_key, name, mode, owner", "%s, %s, %s, %s, %s") if hands else (
                 "token, name_key, name, mode", "%s, %s, %s, %s")  # fmt: skip
+            # the store's reply channel, read as this statement is made (its LISTEN is on before the send);
+            # an election candidate's grant must reach every store's observers: it keeps the name's channel
+            reply = self.reply if hands and claim.value is None else None
+            refresh = "expires_at = EXCLUDED.expires_at"
+            if self.replies and hands:
+                cols, marks, refresh = cols + ", reply", marks + ", %s", refresh + ", reply = EXCLUDED.reply"
             ctes.append(
                 f"iq AS (INSERT INTO {p}_queue ({cols}, expires_at) SELECT {marks}, {t} + {WAITER_TTL} "
-                "WHERE NOT EXISTS (SELECT 1 FROM mine) ON CONFLICT (token) DO UPDATE SET "
-                "expires_at = EXCLUDED.expires_at RETURNING token, mode, expires_at, seq)"
+                f"WHERE NOT EXISTS (SELECT 1 FROM mine) ON CONFLICT (token) DO UPDATE SET {refresh} "
+                "RETURNING token, mode, expires_at, seq)"
             )
             params += [claim.token, key, claim.name, claim.mode.value, *((owner,) if hands else ())]
+            params += [reply] if self.replies and hands else []
             reads.append("SELECT 4, token, mode, expires_at, seq FROM iq")  # 4: the deadline this try wrote
         reads.append(f"SELECT 2, NULL, NULL, {t}, 1")
         if claim.value is not None and self.d.notify is not None:  # a new leader: its observers look again
@@ -802,13 +817,16 @@ class StatementOps(BatchOps):
             f"dq AS (DELETE FROM {p}_queue WHERE token = (SELECT token FROM hd) AND mode IN (%s, %s) "
             f"AND owner IS NOT NULL AND (SELECT expires_at FROM d) > {t} "
             f"AND NOT EXISTS (SELECT 1 {others} AND expires_at > {t}) "
-            "AND (SELECT COUNT(*) FROM del) = (SELECT n FROM seen) RETURNING token, name, mode, owner, expires_at), "
+            "AND (SELECT COUNT(*) FROM del) = (SELECT n FROM seen) "
+            f"RETURNING token, name, mode, owner, expires_at{', reply' if self.replies else ''}), "
             f"pr AS (INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, "
             f"layout) SELECT token, %s, name, owner, mode, nextval('{p}_fence_seq'), expires_at, {t}, {LAYOUT} "
             "FROM dq ON CONFLICT (token) DO NOTHING "
             "RETURNING left(encode(sha256(convert_to(token, 'UTF8')), 'hex'), 32) AS digest, fence, expires_at) "
             f"SELECT COALESCE((SELECT expires_at FROM d) > {t}, false), pr.digest, pr.fence, pr.expires_at, "
-            "pg_notify(%s, %s || COALESCE('|' || pr.digest || '|' || pr.fence || '|' || pr.expires_at::text, '')) "
+            # a hand-over goes to the promoted waiter's store alone (its reply channel), a wake-up to every store
+            f"pg_notify({'CASE WHEN pr.digest IS NULL THEN %s ELSE COALESCE((SELECT reply FROM dq), %s) END' if self.replies else '%s'}, "
+            "%s || COALESCE('|' || pr.digest || '|' || pr.fence || '|' || pr.expires_at::text, '')) "
             "FROM (SELECT 1) one LEFT JOIN pr ON true",
             (
                 claim.token,
@@ -822,7 +840,7 @@ class StatementOps(BatchOps):
                 key,
                 claim.token,
                 key,
-                self.channel,
+                *((self.channel,) * (2 if self.replies else 1)),
                 key,
             ),
         )

@@ -35,22 +35,26 @@ async def ensure_schema(b: SqlBase) -> None:
     if b.existing_tables_sql is not None:
         found: sq.Result = await b._tx(lambda: sq.single(sq.Stmt(str(b.existing_tables_sql))), tx=False)
         existing = {str(row[0]).lower() for row in found.rows}
-    old_holders = old_queue = False
+    old_holders = old_queue = no_reply = False
     holders, queue = f"{b.prefix}_holders", f"{b.prefix}_queue"
-    if holders in existing:
+    # compared in lower case: PostgreSQL folds the unquoted names of a prefix with capitals to it
+    held, queued = holders.lower(), queue.lower()
+    if held in existing:
         col: sq.Result = await b._tx(
             lambda: sq.single(
                 sq.Stmt(
                     "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = "
-                    f"{b.schema_sql} AND table_name IN (%s, %s) AND column_name IN ('layout', 'owner')",
-                    (holders, queue),
+                    f"{b.schema_sql} AND lower(table_name) IN (%s, %s) "
+                    "AND column_name IN ('layout', 'owner', 'reply')",
+                    (held, queued),
                 )
             ),
             tx=False,
         )
         found_cols = {(str(t).lower(), str(c).lower()) for t, c in col.rows}
-        old_holders = (holders, "layout") not in found_cols
-        old_queue = b.ops.handover and queue in existing and (queue, "owner") not in found_cols
+        old_holders = (held, "layout") not in found_cols
+        old_queue = b.ops.handover and queued in existing and (queued, "owner") not in found_cols
+        no_reply = b.ops.replies and queued in existing and (queued, "reply") not in found_cols
 
     def script() -> Generator[sq.Stmt, sq.Result, None]:
         if b.schema_guard_sql is not None:
@@ -73,6 +77,8 @@ async def ensure_schema(b: SqlBase) -> None:
     await b._tx(script, tx=b.schema_guard_sql is not None)
     if old_queue:
         await _add_queue_owner(b, queue)
+    if no_reply:
+        await _add_queue_reply(b, queue)
     deadline = monotonic() + 2.0
     try:
         while monotonic() < deadline:  # the rows 0.1.0 left, one per name it ever locked
@@ -80,6 +86,24 @@ async def ensure_schema(b: SqlBase) -> None:
                 break
     except BackendError as exc:  # a big table: the renewer's sweeps go on with it
         log.debug("sweep at open failed: %s", exc)
+
+
+async def _add_queue_reply(b: SqlBase, queue: str) -> None:
+    """A queue table from before the reply channels (PostgreSQL) gets its ``reply`` column. Where the store's
+    role may not alter the table, hand-overs are NOTIFYed on the channel every store reads, as before, and
+    the store says so once: an admin's ``distlock init`` adds the column."""
+    try:
+        await b._tx(
+            lambda: sq.single(sq.Stmt(f"ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS reply TEXT NULL")), tx=False
+        )
+    except BackendError as exc:
+        b.ops.replies = False
+        log.warning(
+            "%s has no reply column and this role cannot add it (%s): hand-overs are told to every listening "
+            "store, not to the waiter's alone; run `distlock init` as the tables' owner to add it",
+            queue,
+            type(exc.__cause__).__name__ if exc.__cause__ is not None else "error",
+        )
 
 
 async def _add_queue_owner(b: SqlBase, queue: str) -> None:

@@ -22,9 +22,11 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+import psycopg.sql
 
 from .... import _pg_sync as pg
 from .... import _rt_sync as rt
+from ...._core import ids
 from ...._core import sql_lease as sq
 from ...._core.timing import LEASE_WAIT_SLICE, monotonic
 from ...._core.types import Grant
@@ -45,6 +47,8 @@ class Lease(PgDriver, LeaseBackend):
         self.ops = ops
         self._listener: rt.Background | None = None
         self._listening = False
+        # this store's own channel: the release that hands one of our waiters the name NOTIFYs there
+        self._reply = f"{self.ops.channel}_{ids.new_token()[:16]}"
 
     @property
     def _can_listen(self) -> bool:
@@ -86,8 +90,13 @@ class Lease(PgDriver, LeaseBackend):
             conn: Any = None
             try:
                 conn = self._connect()
-                pg.guarded(conn, self._deadline(), conn.execute, f"LISTEN {self.ops.channel}")
+                # quoted: an unquoted identifier is folded to lower case, and pg_notify's channel is not
+                listen = psycopg.sql.SQL("LISTEN {}; LISTEN {}").format(
+                    psycopg.sql.Identifier(self.ops.channel), psycopg.sql.Identifier(self._reply)
+                )
+                pg.guarded(conn, self._deadline(), conn.execute, listen)
                 self._listening = True
+                self.ops.reply = self._reply  # from now on our waiters' tries name it
                 failures = 0
                 idle = 0
                 while not self._closed:
@@ -105,12 +114,14 @@ class Lease(PgDriver, LeaseBackend):
             except (psycopg.Error, OSError, BackendError):
                 failures += 1
                 self._listening = False
+                self.ops.reply = None
                 rt.sleep(min(2.0, 0.05 * 2**failures))
                 if failures > 3 and not bool(self.wakers):
                     return
 
             finally:
                 self._listening = False
+                self.ops.reply = None  # a try made from now on names no channel: its hand-over goes to all
                 if conn is not None:
                     try:
                         conn.close()
