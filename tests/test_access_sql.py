@@ -145,25 +145,36 @@ def test_postgres_role_without_create_after_distlock_init(pg: ServerProc) -> Non
     one_line_without_secrets(err.value)
 
 
-def test_postgres_queue_table_from_before_the_hand_over(pg: ServerProc, caplog: pytest.LogCaptureFixture) -> None:
-    """A queue table without the ``owner`` column (made before the direct hand-over) and a role that may not
-    alter it: the store says so once and runs without hand-overs (every lock kind still works, a release wakes
-    the next waiter); the admin's ``distlock init`` adds the column, and the next store hands over again."""
+def _queue_table_without(pg: ServerProc, column: str) -> tuple[str, str, str]:
+    """Tables made by the admin's ``distlock init`` under a fresh prefix, then the queue table's ``column``
+    dropped (as an earlier version made it), and a role with DML only: (prefix, admin's URL, the role's URL)."""
     prefix = f"t{uuid.uuid4().hex[:8]}"
     admin_url = pg_url(pg, pg_srv.USER, pg_srv.PASSWORD, f"table_prefix={prefix}")
     assert distlock_init(admin_url).returncode == 0
     user = pg_role(pg)
     conn = pg_srv.admin(pg, pg_srv.DATABASE)
     try:
-        conn.execute(f"ALTER TABLE {prefix}_queue DROP COLUMN owner")
+        conn.execute(f"ALTER TABLE {prefix}_queue DROP COLUMN {column}")
         for grant in pg_grants(prefix, user):
             conn.execute(grant)
     finally:
         conn.close()
-    app = pg_url(pg, user, APP_PW, f"table_prefix={prefix}")
+    return prefix, admin_url, pg_url(pg, user, APP_PW, f"table_prefix={prefix}")
+
+
+@pytest.mark.parametrize(("column", "flag"), [("owner", "handover"), ("reply", "replies")])
+def test_postgres_queue_table_from_an_earlier_version(
+    pg: ServerProc, caplog: pytest.LogCaptureFixture, column: str, flag: str
+) -> None:
+    """A queue table without a column this version writes and a role that may not alter it: ``owner`` (made
+    before the direct hand-over: the store runs without hand-overs, a release wakes the next waiter) or
+    ``reply`` (made before the stores' own NOTIFY channels: hand-overs are told on the shared channel). The
+    store says so once and every lock kind still works; the admin's ``distlock init`` adds the column, and
+    the next store uses it."""
+    prefix, admin_url, app = _queue_table_without(pg, column)
     with caplog.at_level("WARNING", logger="distlock"), distlock.connect(app) as store:
-        assert not store._backend.ops.handover  # type: ignore[attr-defined]
-        assert any("no owner column" in r.getMessage() for r in caplog.records), caplog.records
+        assert not getattr(store._backend.ops, flag)  # type: ignore[attr-defined]
+        assert any(f"no {column} column" in r.getMessage() for r in caplog.records), caplog.records
         assert all(APP_PW not in r.getMessage() for r in caplog.records)
         exercise(app, "lease")
     assert pg_rows(pg, prefix) == 0
@@ -171,38 +182,8 @@ def test_postgres_queue_table_from_before_the_hand_over(pg: ServerProc, caplog: 
     assert distlock_init(admin_url).returncode == 0
     caplog.clear()
     with caplog.at_level("WARNING", logger="distlock"), distlock.connect(app) as store:
-        assert store._backend.ops.handover  # type: ignore[attr-defined]
-        assert not any("no owner column" in r.getMessage() for r in caplog.records)
-
-
-def test_postgres_queue_table_from_before_the_reply_channels(pg: ServerProc, caplog: pytest.LogCaptureFixture) -> None:
-    """A queue table with ``owner`` but no ``reply`` column (made before the stores' own NOTIFY channels) and a
-    role that may not alter it: the store says so once and tells hand-overs on the shared channel (every lock
-    kind works, hand-overs too); after the admin's ``distlock init`` the next store names its channel."""
-    prefix = f"t{uuid.uuid4().hex[:8]}"
-    admin_url = pg_url(pg, pg_srv.USER, pg_srv.PASSWORD, f"table_prefix={prefix}")
-    assert distlock_init(admin_url).returncode == 0
-    user = pg_role(pg)
-    conn = pg_srv.admin(pg, pg_srv.DATABASE)
-    try:
-        conn.execute(f"ALTER TABLE {prefix}_queue DROP COLUMN reply")
-        for grant in pg_grants(prefix, user):
-            conn.execute(grant)
-    finally:
-        conn.close()
-    app = pg_url(pg, user, APP_PW, f"table_prefix={prefix}")
-    with caplog.at_level("WARNING", logger="distlock"), distlock.connect(app) as store:
-        ops = store._backend.ops  # type: ignore[attr-defined]
-        assert ops.handover and not ops.replies
-        assert any("no reply column" in r.getMessage() for r in caplog.records), caplog.records
-        exercise(app, "lease")
-    assert pg_rows(pg, prefix) == 0
-
-    assert distlock_init(admin_url).returncode == 0
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="distlock"), distlock.connect(app) as store:
-        assert store._backend.ops.replies  # type: ignore[attr-defined]
-        assert not any("no reply column" in r.getMessage() for r in caplog.records)
+        assert getattr(store._backend.ops, flag)  # type: ignore[attr-defined]
+        assert not any(f"no {column} column" in r.getMessage() for r in caplog.records)
 
 
 def test_postgres_role_without_dml_is_refused_in_one_line_and_leaves_nothing(pg: ServerProc) -> None:

@@ -76,10 +76,14 @@ def ensure_schema(b: SqlBase) -> None:
             yield cleanup
 
     b._tx(script, tx=b.schema_guard_sql is not None)
-    if old_queue:
-        _add_queue_owner(b, queue)
-    if no_reply:
-        _add_queue_reply(b, queue)
+    if old_queue and not _add_queue_column(
+        b, queue, "owner", "releases will not hand the name over directly (they wake the next waiter)"
+    ):
+        b.ops.handover = False
+    if no_reply and not _add_queue_column(
+        b, queue, "reply", "hand-overs are told to every listening store, not to the waiter's alone"
+    ):
+        b.ops.replies = False
     deadline = monotonic() + 2.0
     try:
         while monotonic() < deadline:  # the rows 0.1.0 left, one per name it ever locked
@@ -89,38 +93,23 @@ def ensure_schema(b: SqlBase) -> None:
         log.debug("sweep at open failed: %s", exc)
 
 
-def _add_queue_reply(b: SqlBase, queue: str) -> None:
-    """A queue table from before the reply channels (PostgreSQL) gets its ``reply`` column. Where the store's
-    role may not alter the table, hand-overs are NOTIFYed on the channel every store reads, as before, and
-    the store says so once: an admin's ``distlock init`` adds the column."""
+def _add_queue_column(b: SqlBase, queue: str, column: str, without: str) -> bool:
+    """Give a queue table of an earlier version (PostgreSQL) a column this one writes: ``owner`` (made before
+    the direct hand-over: the owner record a promoted holder row needs) or ``reply`` (made before the stores'
+    own NOTIFY channels). False where the store's role may not alter the table: the store then goes on
+    ``without`` what the column is for and says so once; an admin's ``distlock init`` adds it."""
     try:
         b._tx(
-            lambda: sq.single(sq.Stmt(f"ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS reply TEXT NULL")), tx=False
+            lambda: sq.single(sq.Stmt(f"ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS {column} TEXT NULL")), tx=False
         )
     except BackendError as exc:
-        b.ops.replies = False
         log.warning(
-            "%s has no reply column and this role cannot add it (%s): hand-overs are told to every listening "
-            "store, not to the waiter's alone; run `distlock init` as the tables' owner to add it",
+            "%s has no %s column and this role cannot add it (%s): %s; run `distlock init` as the tables' "
+            "owner to add it",
             queue,
+            column,
             type(exc.__cause__).__name__ if exc.__cause__ is not None else "error",
+            without,
         )
-
-
-def _add_queue_owner(b: SqlBase, queue: str) -> None:
-    """A queue table from before the direct hand-over (PostgreSQL) gets its ``owner`` column (the owner record
-    a promoted holder row needs). Where the store's role may not alter the table, the store runs without
-    hand-overs (a release then only wakes the next waiter, which takes the name with its own try) and says
-    so once: an admin's ``distlock init`` adds the column."""
-    try:
-        b._tx(
-            lambda: sq.single(sq.Stmt(f"ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS owner TEXT NULL")), tx=False
-        )
-    except BackendError as exc:
-        b.ops.handover = False
-        log.warning(
-            "%s has no owner column and this role cannot add it (%s): releases will not hand the name over "
-            "directly; run `distlock init` as the tables' owner to add it",
-            queue,
-            type(exc.__cause__).__name__ if exc.__cause__ is not None else "error",
-        )
+        return False
+    return True
