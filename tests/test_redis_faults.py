@@ -16,7 +16,7 @@ import redis
 import distlock
 from distlock._core import redis_keys as rk
 from distlock.checker.proxy import FaultProxy
-from tests.waiting import take_in_thread, until
+from tests.waiting import Waiter, take_in_thread, until
 from tools.servers.proc import ServerProc
 from tools.servers.redis import redis_server
 
@@ -162,6 +162,35 @@ def _hand_over(held: Any, waiter: threading.Thread, got: list[float]) -> float:
     waiter.join(20)
     assert got, "the waiter got the lock"
     return got[0] - released
+
+
+def test_a_hand_over_pushed_while_the_waiters_connection_is_down_is_not_lost(redis_url: str, name: str) -> None:
+    """The server drops the waiting store's pub/sub connection after the waiter's try named its reply channel,
+    and the release comes right after: its hand-over is pushed to a channel nobody reads. The waiter must hold
+    soon all the same (the dropped read makes it look again, and its store's new subscriptions wake it once
+    confirmed; its look finds the grant), not at its 2 s re-check, and with the hand-over's next fence."""
+    with (
+        distlock.connect(redis_url) as a,
+        distlock.connect(redis_url) as b,
+        redis.Redis.from_url(redis_url, decode_responses=True) as raw,
+    ):
+        held = a.lock(name, ttl=10)
+        assert held.acquire(timeout=5)
+        fence = held.fence
+        waiter = Waiter(b.lock(name, ttl=10))
+        assert until(lambda: raw.hlen("{" + name + "}:qw") == 1)  # queued, naming its reply channel
+        listener = b._backend.node.listener  # type: ignore[attr-defined]
+        port = listener._pubsub.connection._sock.getsockname()[1]
+        (mine,) = [c for c in raw.client_list(_type="pubsub") if c["addr"].endswith(f":{port}")]
+        raw.client_kill(mine["addr"])
+        released = time.monotonic()
+        held.release()
+        assert waiter.granted()
+        took = time.monotonic() - released
+        assert took < 1.5, took
+        assert fence is not None and waiter.fence == fence + 1  # the hand-over's grant, nobody in between
+        waiter.finish()
+        assert waiter.owned
 
 
 def test_a_waiter_whose_subscription_is_confirmed_late_re_checks_at_once(
