@@ -79,6 +79,67 @@ async def test_a_call_past_its_deadline_fails_as_a_lost_connection_and_closes_it
     assert not my.is_open(conn)  # its late answer can never be read as the next call's
 
 
+async def test_a_call_bound_needs_no_timer_per_call(mysql_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call's deadline is kept by one timer per connection (``distlock._aconn``), not ``asyncio.timeout``
+    around each call: a hundred bounded calls leave one timer of the connection in the loop."""
+
+    def timeout(delay: float | None) -> Any:
+        raise AssertionError("asyncio.timeout around a call")
+
+    conn = await my.connect(5.0, **_kwargs(mysql_url))
+    monkeypatch.setattr(asyncio, "timeout", timeout)
+    loop: Any = asyncio.get_running_loop()
+    before = len(loop._scheduled)
+    try:
+        cur = await my.cursor(conn)
+        for _ in range(100):
+            await my.call(conn, time.monotonic() + 5, cur.execute, "SELECT 1")
+            await cur.fetchall()
+        assert len([h for h in loop._scheduled if not h.cancelled()]) <= before + 1
+    finally:
+        await my.close(conn)
+
+
+async def test_a_shorter_deadline_than_the_armed_one_still_bounds_its_call(mysql_url: str) -> None:
+    """The connection's timer is armed for the first call's far deadline; a later call with a nearer one
+    re-arms it, and is ended at its own deadline."""
+    conn = await my.connect(5.0, **_kwargs(mysql_url))
+    cur = await my.cursor(conn)
+    await my.call(conn, time.monotonic() + 30, cur.execute, "SELECT 1")
+    started = time.monotonic()
+    with pytest.raises(pymysql.err.OperationalError, match="timed out"):
+        await my.call(conn, time.monotonic() + 0.2, cur.execute, "SELECT SLEEP(3)")
+    assert time.monotonic() - started < 1.0
+    assert not my.is_open(conn)
+
+
+async def test_a_timer_armed_for_an_earlier_call_does_not_end_a_later_one(mysql_url: str) -> None:
+    """The timer fires at the first call's deadline while a second call, with a later deadline, is in
+    flight: it re-arms for that one and leaves it (and its connection) alone."""
+    conn = await my.connect(5.0, **_kwargs(mysql_url))
+    try:
+        cur = await my.cursor(conn)
+        await my.call(conn, time.monotonic() + 0.2, cur.execute, "SELECT 1")
+        await cur.fetchall()
+        await my.call(conn, time.monotonic() + 5, cur.execute, "SELECT SLEEP(0.5)")
+        assert await cur.fetchall() == ((0,),)
+        assert my.is_open(conn)
+        await my.call(conn, time.monotonic() + 5, cur.execute, "SELECT 2")
+        assert await cur.fetchall() == ((2,),)
+    finally:
+        await my.close(conn)
+
+
+async def test_connections_read_their_sockets_in_small_chunks(mysql_url: str) -> None:
+    """asyncio's 256 KiB read buffer, allocated per read, is an mmap + mremap + munmap per read in a
+    process whose allocator has not raised its mmap threshold yet (``distlock._aconn``)."""
+    conn = await my.connect(5.0, **_kwargs(mysql_url))
+    try:
+        assert conn._writer.transport.max_size == 64 * 1024
+    finally:
+        await my.close(conn)
+
+
 async def test_a_cancelled_call_closes_its_connection(mysql_url: str) -> None:
     conn = await my.connect(5.0, **_kwargs(mysql_url))
     cur = await my.cursor(conn)

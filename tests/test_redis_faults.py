@@ -14,6 +14,7 @@ import pytest
 import redis
 
 import distlock
+from distlock import _aconn
 from distlock._core import redis_keys as rk
 from distlock.checker.proxy import FaultProxy
 from tests.waiting import Waiter, take_in_thread, until
@@ -151,6 +152,43 @@ async def test_async_requests_start_no_task_of_the_driver(redis_url: str, name: 
         finally:
             loop.set_task_factory(None)
         assert made == []
+    finally:
+        await store.aclose()
+
+
+async def test_async_requests_arm_no_timer_each_and_read_in_small_chunks(
+    redis_url: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request's bound is one timer per connection (``distlock._aconn``), not ``asyncio.timeout`` around
+    each request (a timer in the loop's heap per request); and distlock's connections read at most 64 KiB at
+    a time (asyncio's 256 KiB buffer per read costs three system calls a read in some processes)."""
+    tuned: list[Any] = []
+    small_reads = _aconn.small_reads
+
+    def record(transport: Any) -> None:
+        tuned.append(transport)
+        small_reads(transport)
+
+    monkeypatch.setattr(_aconn, "small_reads", record)
+    store = await distlock.connect_async(redis_url)
+    loop = asyncio.get_running_loop()
+    armed: list[object] = []
+    call_at = loop.call_at
+
+    def counting(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        armed.append(callback)
+        return call_at(when, callback, *args, **kwargs)
+
+    try:
+        lock = store.lock(name, ttl=30, auto_renew=False)
+        await lock.acquire()  # warm: connections, scripts, and the connection's timer armed
+        await lock.release()
+        monkeypatch.setattr(loop, "call_at", counting)
+        for _ in range(20):
+            await lock.acquire()
+            await lock.release()
+        assert len(armed) <= 1, armed  # 40 requests (asyncio.timeout: 40 timers)
+        assert tuned and all(t.max_size == 64 * 1024 for t in tuned)
     finally:
         await store.aclose()
 

@@ -14,6 +14,8 @@ import asyncio
 import ssl
 import time
 
+from . import _aconn
+
 #: bytes asked for per read: a whole gateway answer, or what a stream has ready, in one call
 _READ_SIZE = 65536
 
@@ -28,6 +30,7 @@ class Conn:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader = reader
         self._writer = writer
+        _aconn.small_reads(writer.transport)
 
     @classmethod
     async def open(cls, host: str, port: int, tls: ssl.SSLContext | None, deadline: float) -> Conn:

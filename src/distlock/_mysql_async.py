@@ -8,8 +8,8 @@ session-mode acquire + release 1.9 times as slow as the sync one), and a waiter 
 ``GET_LOCK`` holds a socket, not a thread. It raises PyMySQL's own exception classes, so one error
 classification serves both sides.
 
-The twins differ in how a call is bounded: here by ``asyncio.timeout`` (a connection whose read was
-cancelled is aborted: a late answer is never read as the next call's), there by PyMySQL's socket timeouts.
+The twins differ in how a call is bounded: here by the connection's timer, which aborts its transport at the
+deadline (``_aconn.py``; a late answer is never read as the next call's), there by PyMySQL's socket timeouts.
 Either way a call cut short fails with the error of a lost connection, which the backend throws away.
 """
 
@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import aiomysql
 import pymysql.err
 
-from ._core.timing import monotonic
+from . import _aconn
 
 Connection = Any  # aiomysql.Connection (aiomysql ships no type information)
 Cursor = Any
@@ -63,7 +63,8 @@ async def connect(limit: float, **kwargs: Any) -> Connection:
         try:
             async with asyncio.timeout(limit):
                 await conn._connect()  # what aiomysql.connect awaits (a private name; aiomysql is pinned < 0.4)
-                return conn
+            _aconn.small_reads(conn._writer.transport)
+            return conn
         except BaseException:
             cut(conn)
             raise
@@ -81,15 +82,33 @@ async def connect(limit: float, **kwargs: Any) -> Connection:
 
 
 async def call(conn: Connection, deadline: float | None, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """``await fn(*args)`` on ``conn``, ended at ``deadline`` (monotonic; None: no bound) as a lost connection."""
+    """``await fn(*args)`` on ``conn``, ended at ``deadline`` (monotonic; None: no bound) as a lost connection.
+    The connection's transport is aborted at the deadline (``_aconn.py``: one timer per connection, not one
+    per call), so the read fails as aiomysql's lost connection, and the connection is closed."""
     if deadline is None:
         return await fn(*args)
+    bound = _aconn.bound_of(conn, lambda: _abort(conn))
+    bound.start(deadline)
     try:
-        async with asyncio.timeout(max(0.0, deadline - monotonic())):
-            return await fn(*args)
-    except TimeoutError:
+        result = await fn(*args)
+    except Exception:
+        if bound.stop():
+            cut(conn)
+            raise pymysql.err.OperationalError(
+                _LOST, "Lost connection to MySQL server during query (timed out)"
+            ) from None
+        raise
+    finally:
+        bound.stop()
+    if bound.fired:  # answered as its deadline came: the answer stands, the aborted connection goes
         cut(conn)
-        raise pymysql.err.OperationalError(_LOST, "Lost connection to MySQL server during query (timed out)") from None
+    return result
+
+
+def _abort(conn: Connection) -> None:
+    writer = conn._writer
+    if writer is not None:
+        writer.transport.abort()
 
 
 class _Cursor(aiomysql.Cursor):  # type: ignore[misc]

@@ -19,6 +19,9 @@ from typing import Any
 import redis.asyncio as redis_driver
 from redis.asyncio.sentinel import Sentinel as Sentinel
 
+from . import _aconn
+from ._core import timing
+
 log = logging.getLogger("distlock")
 
 Client = redis_driver.Redis
@@ -96,9 +99,35 @@ async def close(client: AnyClient) -> None:
         await manager.aclose()
 
 
-def io_bound(conn: Any, timeout: float | None) -> Any:
-    """Bounds a request's send and read on ``conn``, a connection of :func:`made` (None: no bound)."""
-    return asyncio.timeout(timeout)
+class io_bound:
+    """Bounds a request's send and read on ``conn``, a connection of :func:`made` (None: no bound): at the
+    bound its transport is aborted (``_aconn.py``: one timer per connection, not one per request), the
+    read fails as a lost connection, and the failure is raised as ``TimeoutError``."""
+
+    __slots__ = ("_bound", "_conn", "_timeout")
+
+    def __init__(self, conn: Any, timeout: float | None) -> None:
+        self._conn = conn
+        self._timeout = timeout
+        self._bound = None if timeout is None else _aconn.bound_of(conn, lambda: interrupt(conn))
+
+    async def __aenter__(self) -> None:
+        if self._bound is not None:
+            self._bound.start(timing.monotonic() + self._timeout)  # type: ignore[operator]
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if self._bound is None or not self._bound.stop():
+            return
+        close_now(self._conn)  # aborted: never used again (a reply that came in time stands)
+        if kind is not None and issubclass(kind, Exception):
+            raise TimeoutError(f"no reply within {self._timeout:.3f}s") from None
+
+
+def tune(conn: Any) -> None:
+    """After ``conn`` (a connection of distlock's own) connected: small socket reads (``_aconn.py``)."""
+    writer = getattr(conn, "_writer", None)
+    if writer is not None:
+        _aconn.small_reads(writer.transport)
 
 
 def connect_bound(conn: Any, bound: float | None) -> Any:

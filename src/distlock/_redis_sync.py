@@ -93,6 +93,10 @@ class io_bound:
         return None
 
 
+def tune(conn: Any) -> None:
+    """Nothing to set on a blocking socket (see the twin)."""
+
+
 def connect_bound(conn: Any, bound: float | None) -> Any:
     """Connecting is bounded by the connection's own timeouts here (a blocking socket's; see the twin)."""
     return contextlib.nullcontext()

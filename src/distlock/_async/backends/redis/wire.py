@@ -116,6 +116,7 @@ class Wire:
                 if not conn.is_connected:
                     async with drv.connect_bound(conn, self._bound):
                         await conn.connect()
+                        drv.tune(conn)
                         if self.on_connect is not None:
                             await self.on_connect(conn, expect)
                 short = timeout is not None and timeout < (self._bound or float("inf"))

@@ -216,6 +216,8 @@ class Listener:
         """One read of the connection by whoever holds the read role, and its message dispatched. A broken
         connection: everyone re-checks, nobody reads for ``PAUSE``, and a cluster's connection moves."""
         pubsub = self._pubsub
+        # small socket reads (``drv.tune``), looked at before each read: redis-py reconnects a pub/sub on its own
+        drv.tune(pubsub.connection)
         try:
             msg = pubsub.get_message(ignore_subscribe_messages=False, timeout=timeout)
         except _BROKEN as err:

@@ -117,6 +117,7 @@ class Wire:
                 if not conn.is_connected:
                     with drv.connect_bound(conn, self._bound):
                         conn.connect()
+                        drv.tune(conn)
                         if self.on_connect is not None:
                             self.on_connect(conn, expect)
                 short = timeout is not None and timeout < (self._bound or float("inf"))
