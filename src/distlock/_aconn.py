@@ -1,6 +1,6 @@
 """What distlock sets on its own asyncio connections: the deadline of a call, kept by one timer per connection
-(the MySQL and Redis drivers: ``_mysql_async.py``, ``_redis_async.py``), and the size of a socket read (those,
-and etcd's ``_etcd_async.py``).
+(the MySQL, Redis and PostgreSQL drivers: ``_mysql_async.py``, ``_redis_async.py``, ``_pg_async.py``), and the
+size of a socket read (MySQL, Redis, and etcd's ``_etcd_async.py``; psycopg reads through libpq).
 
 **The deadline.** ``asyncio.timeout`` around every call puts a timer into the event loop's heap and cancels it
 after nearly every call (and looks up the running loop and task several times); here a connection keeps one
@@ -11,7 +11,8 @@ connection that makes a call a millisecond costs one timer every few seconds, no
 this project's VM (a loop of acquire + release, the tree before and after, three alternations): CPU per pair
 -6 to -9% on MySQL session mode, -5% in lease mode, -6% on Redis.
 
-The call is ended by aborting the connection's transport, not by cancelling the caller: the driver's read then
+The call is ended by aborting the connection's transport (PostgreSQL: shutting its socket down), not by
+cancelling the caller: the driver's read then
 fails as on a connection lost mid-call, which every caller handles already (the connection is thrown away and a
 late answer is never read as the next call's), and a deadline is never mistaken for the caller's own
 cancellation. ``fired`` tells the caller, after the call, that the failure was the deadline's. (Not for

@@ -11,8 +11,9 @@ from typing import Any, TypeVar
 
 import psycopg
 
+from . import _aconn
 from . import _rt_async as rt
-from ._sqlwatch import WATCHDOG, watch
+from ._sqlwatch import WATCHDOG
 
 Connection = psycopg.AsyncConnection[Any]
 Cursor = psycopg.AsyncCursor[Any]
@@ -37,10 +38,28 @@ async def guarded(conn: Connection, deadline: float | None, fn: Callable[..., Co
     server, which a dead link never gives. The call runs as a task that is never cancelled itself: a
     cancellation of the caller shuts the socket down, and is raised once the call has ended on it, so the
     call never polls a descriptor number that the next connection may have been given. The caller closes
-    ``conn`` afterwards (its state is unknown)."""
+    ``conn`` afterwards (its state is unknown).
+
+    The deadline is kept by one timer of the connection on the event loop (``_aconn.CallBound``; the
+    threaded twin uses the watchdog thread of ``_sqlwatch``, since a blocked thread cannot run a timer):
+    no lock, heap entry or thread wake-up per call. It shuts the socket down only while a call is in flight,
+    and looks the descriptor up then, from the open connection."""
     fd = _fd(conn)
-    with watch(fd, deadline):
-        return await rt.shielded(fn(*args), (lambda: WATCHDOG.kill(fd)) if fd >= 0 else None)
+    kill = (lambda: WATCHDOG.kill(fd)) if fd >= 0 else None
+    if deadline is None:
+        return await rt.shielded(fn(*args), kill)
+    bound = _aconn.bound_of(conn, lambda: _cut(conn))
+    bound.start(deadline)
+    try:
+        return await rt.shielded(fn(*args), kill)
+    finally:
+        bound.stop()
+
+
+def _cut(conn: Connection) -> None:
+    fd = _fd(conn)
+    if fd >= 0:
+        WATCHDOG.kill(fd)
 
 
 def client_cursor(conn: Connection) -> ClientCursor:

@@ -1,0 +1,69 @@
+"""The asyncio PostgreSQL driver seam (``distlock._pg_async.guarded``) on a real server: a call past its deadline
+ends at once as a lost connection, a cancelled call ends at once too, and the deadline costs no watchdog entry
+per call (one timer of the connection on the event loop: ``distlock._aconn``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from distlock import _pg_async as pg
+from distlock import _sqlwatch
+
+
+async def _connect(postgres_url: str) -> Any:
+    return await psycopg.AsyncConnection.connect(postgres_url, autocommit=True)
+
+
+async def test_a_call_past_its_deadline_ends_as_a_lost_connection(postgres_url: str) -> None:
+    conn = await _connect(postgres_url)
+    try:
+        started = time.monotonic()
+        with pytest.raises(psycopg.OperationalError):
+            await pg.guarded(conn, time.monotonic() + 0.2, conn.execute, "SELECT pg_sleep(3)")
+        assert time.monotonic() - started < 1.0
+        with pytest.raises(psycopg.Error):  # its socket is shut: a late answer is never read
+            await pg.guarded(conn, time.monotonic() + 2, conn.execute, "SELECT 1")
+    finally:
+        await conn.close()
+
+
+async def test_a_cancelled_call_ends_at_once(postgres_url: str) -> None:
+    conn = await _connect(postgres_url)
+    try:
+        task = asyncio.create_task(pg.guarded(conn, time.monotonic() + 10, conn.execute, "SELECT pg_sleep(3)"))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        started = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - started < 0.5
+    finally:
+        await conn.close()
+
+
+async def test_a_call_bound_needs_no_watchdog_entry_per_call(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watchdog thread (a lock, a heap entry and maybe a thread wake-up per call) serves the threaded
+    side only; on the event loop a hundred bounded calls leave one timer of the connection."""
+
+    def add(fd: int, deadline: float) -> int:
+        raise AssertionError("a watchdog entry for an asyncio call")
+
+    conn = await _connect(postgres_url)
+    monkeypatch.setattr(_sqlwatch.WATCHDOG, "add", add)
+    loop: Any = asyncio.get_running_loop()
+    before = len([h for h in loop._scheduled if not h.cancelled()])
+    try:
+        for i in range(100):
+            cur = await pg.guarded(conn, time.monotonic() + 5, conn.execute, "SELECT %s::int", (i,))
+            assert await cur.fetchone() == (i,)
+        assert len([h for h in loop._scheduled if not h.cancelled()]) <= before + 1
+    finally:
+        await conn.close()
