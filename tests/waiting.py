@@ -1,11 +1,12 @@
-"""Helpers of the hand-over tests: polling for a condition, and a waiter thread that takes a lock, keeps it
-until told, and reports what it saw."""
+"""Helpers of the hand-over and driver tests: polling for a condition, a waiter thread that takes a lock, keeps
+it until told, and reports what it saw, and how long a cancellation takes to end a task."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 
@@ -72,3 +73,17 @@ def wake_ups(raw: Any, name: str) -> Any:
     first = sub.get_message(timeout=5)
     assert first is not None and first["type"] == "psubscribe", first
     return sub
+
+
+async def cancel_takes(aw: Coroutine[Any, Any, Any], after: float = 0.2) -> float:
+    """Run ``aw`` as a task, cancel it ``after`` seconds in, and return how long it took to end (it must end
+    with the cancellation)."""
+    task = asyncio.create_task(aw)
+    await asyncio.sleep(after)
+    task.cancel()
+    started = time.monotonic()
+    try:
+        await task
+    except asyncio.CancelledError:
+        return time.monotonic() - started
+    raise AssertionError("the task ended without the cancellation")
