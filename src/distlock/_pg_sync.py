@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from ._sqlwatch import watch
+from ._sqlwatch import WATCHDOG
 
 Connection = psycopg.Connection[Any]
 Cursor = psycopg.Cursor[Any]
@@ -28,8 +28,14 @@ def _fd(conn: Connection) -> int:
 
 def guarded(conn: Connection, deadline: float | None, fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)`` on ``conn``, its socket shut down at ``deadline`` (the caller then closes ``conn``)."""
-    with watch(_fd(conn), deadline):
+    fd = _fd(conn)
+    if deadline is None or fd < 0:
         return fn(*args)
+    ticket = WATCHDOG.add(fd, deadline)  # (not a context manager: a generator's frames cost per call)
+    try:
+        return fn(*args)
+    finally:
+        WATCHDOG.remove(ticket)
 
 
 def client_cursor(conn: Connection) -> ClientCursor:

@@ -1,11 +1,15 @@
-"""A watchdog that ends a database call at its deadline by shutting its socket down (both sides).
+"""A watchdog thread that ends a database call at its deadline by shutting its socket down (the threaded
+side of PostgreSQL; ``_pg_sync.guarded``).
 
 psycopg has no client-side read timeout, and libpq's keepalives and ``tcp_user_timeout`` do not fire on a
 link that still acknowledges bytes but answers nothing (a frozen peer, a proxy, a hung server): the call
-would wait forever. :func:`watch` registers the connection's socket with a deadline; one daemon thread
-shuts the socket down (``SHUT_RDWR``) when the deadline passes while the call is still running, so the
-driver's blocked read returns an error at once, in a thread or on an event loop alike. The connection is
-then closed by its owner, never reused. Registering costs a lock and a heap push (no thread per call).
+would wait forever. A call registers the connection's socket with a deadline (:meth:`_Watchdog.add`, and
+:meth:`_Watchdog.remove` when it ends); one daemon thread shuts the socket down (``SHUT_RDWR``) when the
+deadline passes while the call is still running, so the driver's blocked read returns an error at once. The
+connection is then closed by its owner, never reused. Registering costs a lock and a heap push (no thread
+per call). The asyncio side keeps a call's deadline with a timer of the connection on its event loop
+instead (``_pg_async.guarded``, ``_aconn.py``), and uses :meth:`_Watchdog.kill` only to end a call whose
+caller was cancelled.
 """
 
 from __future__ import annotations
@@ -15,8 +19,6 @@ import itertools
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 
 class _Watchdog:
@@ -80,16 +82,3 @@ def _shutdown(fd: int) -> None:
 
 
 WATCHDOG = _Watchdog()
-
-
-@contextmanager
-def watch(fd: int, deadline: float | None) -> Iterator[None]:
-    """Shut ``fd`` down if the block is still running at ``deadline`` (monotonic); None: no bound."""
-    if deadline is None or fd < 0:
-        yield
-        return
-    ticket = WATCHDOG.add(fd, deadline)
-    try:
-        yield
-    finally:
-        WATCHDOG.remove(ticket)

@@ -2,8 +2,9 @@
 
 Bounded calls: psycopg has no client-side read timeout, and TCP keepalives / ``tcp_user_timeout`` (both set)
 only notice a peer that stops acknowledging, not one that acknowledges and never answers. Every call
-therefore runs under a watchdog (``_sqlwatch``, through ``_pg_async.guarded``) that shuts the socket down at
-the call's deadline; the connection is then closed, never reused. The server side bounds its own part:
+therefore runs under a watchdog (``pg.guarded``: a thread of ``_sqlwatch`` for the threaded API, a timer of
+the connection on the event loop for asyncio) that shuts the socket down at the call's deadline; the
+connection is then closed, never reused. The server side bounds its own part:
 ``statement_timeout``, ``lock_timeout`` and ``idle_in_transaction_session_timeout`` are set on every
 connection.
 
