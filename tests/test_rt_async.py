@@ -5,6 +5,7 @@ cancellation and raises only once the step has ended."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from typing import Any
@@ -39,8 +40,20 @@ async def test_shielded_costs_one_loop_turn_over_its_work() -> None:
     async def nothing() -> int:
         return 1
 
-    # the work's task starts (one turn), its end wakes the caller (one turn); asyncio.shield took three
-    assert await _turns_of(lambda: rt.shielded(nothing())) <= 2
+    async def one_turn() -> int:
+        await asyncio.sleep(0)
+        return 1
+
+    assert await _turns_of(one_turn) == 1
+    if sys.version_info >= (3, 12):
+        # the work's task starts in its constructor (``eager_start``): work done there costs no turn at all,
+        # work that waits costs its own turns and one for its end to wake the caller
+        assert await _turns_of(lambda: rt.shielded(nothing())) == 0
+        assert await _turns_of(lambda: rt.shielded(one_turn())) == 2
+    else:
+        # the work's task starts (one turn), its end wakes the caller (one turn); asyncio.shield took three
+        assert await _turns_of(lambda: rt.shielded(nothing())) == 2
+        assert await _turns_of(lambda: rt.shielded(one_turn())) == 3
 
 
 async def test_shielded_finishes_the_work_then_raises_the_cancellation() -> None:

@@ -12,6 +12,7 @@ import contextvars
 import logging
 import os
 import socket
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -267,6 +268,12 @@ class Background:
         self._task.cancel()
 
 
+#: Python 3.12+ runs a task's first step in its constructor (``eager_start``) instead of a loop turn later: a
+#: shielded call's request goes out at once, one loop turn less per call (PostgreSQL's calls, releases);
+#: measured on 3.13, async/sync time in PostgreSQL session mode 1.27-1.28x -> 1.24x, lease 1.24-1.25x -> 1.21-1.22x
+_EAGER: dict[str, Any] = {"eager_start": True} if sys.version_info >= (3, 12) else {}
+
+
 class _Unstoppable(asyncio.Task[T]):
     """A task that the cancellation of its caller (the task that made it and awaits it) does not cancel: see
     :class:`_Held`, whose rule the caller then follows; ``on_cancel`` runs at each refused cancellation. Its
@@ -275,10 +282,11 @@ class _Unstoppable(asyncio.Task[T]):
     raises before it passes the cancellation on to the awaited task (here)."""
 
     def __init__(self, coro: Coroutine[Any, Any, T], on_cancel: Callable[[], object] | None) -> None:
-        super().__init__(coro, loop=asyncio.get_running_loop())
+        # set before the task starts: on Python 3.12+ it starts at once (below), and may cancel itself
         self._on_cancel = on_cancel
         self._caller = asyncio.current_task()
         self._seen = self._caller.cancelling() if self._caller is not None else 0
+        super().__init__(coro, loop=asyncio.get_running_loop(), **_EAGER)
 
     def cancel(self, msg: Any | None = None) -> bool:
         asked = self._caller.cancelling() if self._caller is not None else 0
