@@ -4,6 +4,7 @@ refused; the counter's durable reservation (``synchronous=FULL`` once per block,
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from pathlib import Path
@@ -133,4 +134,5 @@ def test_a_store_opening_a_new_file_another_connection_writes_waits_for_it(tmp_p
     opener.join(10)
     other.close()
     assert outcome == [True]
-    assert sqlite3.connect(str(path)).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    with contextlib.closing(sqlite3.connect(str(path))) as check:  # closed: Python 3.13 warns of one left open
+        assert check.execute("PRAGMA journal_mode").fetchone() == ("wal",)
