@@ -131,6 +131,21 @@ async def test_a_timer_armed_for_an_earlier_call_does_not_end_a_later_one(mysql_
         await my.close(conn)
 
 
+async def test_a_call_that_ends_after_its_deadline_fails_even_if_it_had_its_answer(mysql_url: str) -> None:
+    """The deadline can come in the loop turn the answer does (a server-side wait sized to the caller's
+    time left ends right at the deadline): the call fails as timed out and its aborted connection is closed,
+    never handed back as usable (seen in CI: a pooled connection with no transport, "Not connected")."""
+    conn = await my.connect(5.0, **_kwargs(mysql_url))
+
+    async def answered_late() -> str:
+        await asyncio.sleep(0.3)  # past the deadline, no read in flight: what the answer's turn looks like
+        return "answer"
+
+    with pytest.raises(pymysql.err.OperationalError, match="timed out"):
+        await my.call(conn, time.monotonic() + 0.1, answered_late)
+    assert not my.is_open(conn)
+
+
 async def test_connections_read_their_sockets_in_small_chunks(mysql_url: str) -> None:
     """asyncio's 256 KiB read buffer, allocated per read, is an mmap + mremap + munmap per read in a
     process whose allocator has not raised its mmap threshold yet (``distlock._aconn``)."""

@@ -1,6 +1,7 @@
-"""The asyncio PostgreSQL driver seam (``distlock._pg_async.guarded``) on a real server: a call past its deadline
-ends at once as a lost connection, a cancelled call ends at once too, and the deadline costs no watchdog entry
-per call (one timer of the connection on the event loop: ``distlock._aconn``).
+"""The PostgreSQL driver seam (``distlock._pg_async.guarded`` and its threaded twin) on a real server: a call
+past its deadline ends at once as a lost connection, also when its answer came as the deadline did; a cancelled
+call ends at once too; and on asyncio the deadline costs no watchdog entry per call (one timer of the
+connection on the event loop: ``distlock._aconn``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import psycopg
 import pytest
 
 from distlock import _pg_async as pg
-from distlock import _sqlwatch
+from distlock import _pg_sync, _sqlwatch
 from tests.waiting import cancel_takes
 
 
@@ -63,3 +64,35 @@ async def test_a_call_bound_needs_no_watchdog_entry_per_call(
         assert len([h for h in loop._scheduled if not h.cancelled()]) <= before + 1
     finally:
         await conn.close()
+
+
+async def test_a_call_that_ends_after_its_deadline_fails_even_if_it_had_its_answer(postgres_url: str) -> None:
+    """Its socket was shut down at the deadline while its answer was already in: the call fails (the caller
+    closes the connection), rather than returning and leaving a dead connection to the next call."""
+    conn = await _connect(postgres_url)
+
+    async def answered_late() -> str:
+        await asyncio.sleep(0.3)
+        return "answer"
+
+    try:
+        with pytest.raises(psycopg.OperationalError, match="timed out"):
+            await pg.guarded(conn, time.monotonic() + 0.1, answered_late)
+    finally:
+        await conn.close()
+
+
+def test_a_threaded_call_that_ends_after_its_deadline_fails_even_if_it_had_its_answer(postgres_url: str) -> None:
+    """The same on the threaded side: the watchdog thread shut the socket down; the call fails."""
+    conn = psycopg.Connection.connect(postgres_url, autocommit=True)
+
+    def answered_late() -> str:
+        time.sleep(0.3)
+        return "answer"
+
+    try:
+        with pytest.raises(psycopg.OperationalError, match="timed out"):
+            _pg_sync.guarded(conn, time.monotonic() + 0.1, answered_late)
+        assert _pg_sync.guarded(conn, None, lambda: "no bound") == "no bound"
+    finally:
+        conn.close()

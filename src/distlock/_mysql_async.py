@@ -92,16 +92,15 @@ async def call(conn: Connection, deadline: float | None, fn: Callable[..., Await
     try:
         result = await fn(*args)
     except Exception:
-        if bound.stop():
-            cut(conn)
-            raise pymysql.err.OperationalError(
-                _LOST, "Lost connection to MySQL server during query (timed out)"
-            ) from None
-        raise
+        if not bound.fired:
+            raise
     finally:
         bound.stop()
-    if bound.fired:  # answered as its deadline came: the answer stands, the aborted connection goes
+    if bound.fired:
+        # ended at its deadline; or answered in the very loop turn the deadline came: a call past its deadline
+        # fails all the same (the caller may have waited exactly that long), and its aborted connection goes
         cut(conn)
+        raise pymysql.err.OperationalError(_LOST, "Lost connection to MySQL server during query (timed out)") from None
     return result
 
 

@@ -13,7 +13,7 @@ import psycopg
 
 from . import _aconn
 from . import _rt_async as rt
-from ._sqlwatch import WATCHDOG
+from ._sqlwatch import WATCHDOG, timed_out
 
 Connection = psycopg.AsyncConnection[Any]
 Cursor = psycopg.AsyncCursor[Any]
@@ -51,9 +51,15 @@ async def guarded(conn: Connection, deadline: float | None, fn: Callable[..., Co
     bound = _aconn.bound_of(conn, lambda: _cut(conn))
     bound.start(deadline)
     try:
-        return await rt.shielded(fn(*args), kill)
+        result = await rt.shielded(fn(*args), kill)
+    except Exception:
+        if not bound.fired:
+            raise
     finally:
         bound.stop()
+    if bound.fired:  # also when answered in the turn its socket was shut down: see ``_pg_sync.guarded``
+        raise timed_out()
+    return result
 
 
 def _cut(conn: Connection) -> None:

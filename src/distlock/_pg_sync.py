@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from ._sqlwatch import WATCHDOG
+from ._sqlwatch import WATCHDOG, timed_out
 
 Connection = psycopg.Connection[Any]
 Cursor = psycopg.Cursor[Any]
@@ -33,9 +33,17 @@ def guarded(conn: Connection, deadline: float | None, fn: Callable[..., T], *arg
         return fn(*args)
     ticket = WATCHDOG.add(fd, deadline)  # (not a context manager: a generator's frames cost per call)
     try:
-        return fn(*args)
-    finally:
-        WATCHDOG.remove(ticket)
+        result = fn(*args)
+    except BaseException as exc:
+        if not WATCHDOG.remove(ticket) or not isinstance(exc, Exception):
+            raise
+    else:
+        if not WATCHDOG.remove(ticket):
+            return result
+    # The watchdog shut the socket down: the call failed on it, or its answer had come just before. Either
+    # way a call past its deadline fails, and its connection must not serve again (the next call on it would
+    # fail instead, and be reported as a database error).
+    raise timed_out()
 
 
 def client_cursor(conn: Connection) -> ClientCursor:

@@ -20,6 +20,8 @@ import socket
 import threading
 import time
 
+import psycopg
+
 
 class _Watchdog:
     def __init__(self) -> None:
@@ -82,3 +84,9 @@ def _shutdown(fd: int) -> None:
 
 
 WATCHDOG = _Watchdog()
+
+
+def timed_out() -> psycopg.OperationalError:
+    """The error of a call ended at its deadline: a driver error of a lost connection, which every caller already
+    handles (the connection is closed, never reused)."""
+    return psycopg.OperationalError("the database call timed out: its socket was shut down at the deadline")
