@@ -15,7 +15,8 @@ The call is ended by aborting the connection's transport (PostgreSQL: shutting i
 cancelling the caller: the driver's read then
 fails as on a connection lost mid-call, which every caller handles already (the connection is thrown away and a
 late answer is never read as the next call's), and a deadline is never mistaken for the caller's own
-cancellation. ``fired`` tells the caller, after the call, that the failure was the deadline's. (Not for
+cancellation. :meth:`CallBound.run` says so with :class:`Expired`, which each driver turns into its own
+lost-connection error; ``fired`` tells a caller that brackets the call itself. (Not for
 etcd's connections: a watch stream's read uses its deadline as a tick and reads on after it, so a deadline
 there must leave the connection whole: ``asyncio.timeout``.)
 
@@ -32,12 +33,18 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from ._core import timing
 
+T = TypeVar("T")
+
 _ATTR = "_distlock_call_bound"
+
+
+class Expired(Exception):
+    """A call outlived its deadline and its connection was ended (see :meth:`CallBound.run`)."""
 
 
 class CallBound:
@@ -64,6 +71,23 @@ class CallBound:
         self._deadline = None
         return self.fired
 
+    async def run(self, deadline: float, call: Awaitable[T]) -> T:
+        """``await call`` under ``deadline``: its outcome, or :class:`Expired` once the deadline ended the
+        connection, whatever the call made of that. Also when the call's answer came in the very loop turn
+        the deadline did (a server-side wait sized to the caller's time left ends right then): a call past
+        its deadline fails all the same, and its ended connection never serves another call."""
+        self.start(deadline)
+        try:
+            result = await call
+        except Exception:
+            if not self.fired:
+                raise
+        finally:
+            self.stop()
+        if self.fired:
+            raise Expired
+        return result
+
     def _arm(self, at: float) -> None:
         if self._handle is not None:
             self._handle.cancel()
@@ -82,11 +106,12 @@ class CallBound:
         self._abort()
 
 
-def bound_of(conn: Any, abort: Callable[[], object]) -> CallBound:
-    """``conn``'s bound, made on first use (kept as an attribute of the driver's connection object)."""
+def bound_of(conn: Any, abort: Callable[[Any], object]) -> CallBound:
+    """``conn``'s bound, made on first use (kept as an attribute of the driver's connection object); it
+    ends the connection with ``abort(conn)``."""
     bound: CallBound | None = getattr(conn, _ATTR, None)
     if bound is None:
-        bound = CallBound(abort)
+        bound = CallBound(lambda: abort(conn))
         setattr(conn, _ATTR, bound)
     return bound
 

@@ -87,21 +87,11 @@ async def call(conn: Connection, deadline: float | None, fn: Callable[..., Await
     per call), so the read fails as aiomysql's lost connection, and the connection is closed."""
     if deadline is None:
         return await fn(*args)
-    bound = _aconn.bound_of(conn, lambda: _abort(conn))
-    bound.start(deadline)
     try:
-        result = await fn(*args)
-    except Exception:
-        if not bound.fired:
-            raise
-    finally:
-        bound.stop()
-    if bound.fired:
-        # ended at its deadline; or answered in the very loop turn the deadline came: a call past its deadline
-        # fails all the same (the caller may have waited exactly that long), and its aborted connection goes
+        return await _aconn.bound_of(conn, _abort).run(deadline, fn(*args))
+    except _aconn.Expired:
         cut(conn)
         raise pymysql.err.OperationalError(_LOST, "Lost connection to MySQL server during query (timed out)") from None
-    return result
 
 
 def _abort(conn: Connection) -> None:

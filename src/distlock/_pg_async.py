@@ -48,18 +48,10 @@ async def guarded(conn: Connection, deadline: float | None, fn: Callable[..., Co
     kill = (lambda: WATCHDOG.kill(fd)) if fd >= 0 else None
     if deadline is None:
         return await rt.shielded(fn(*args), kill)
-    bound = _aconn.bound_of(conn, lambda: _cut(conn))
-    bound.start(deadline)
     try:
-        result = await rt.shielded(fn(*args), kill)
-    except Exception:
-        if not bound.fired:
-            raise
-    finally:
-        bound.stop()
-    if bound.fired:  # also when answered in the turn its socket was shut down: see ``_pg_sync.guarded``
-        raise timed_out()
-    return result
+        return await _aconn.bound_of(conn, _cut).run(deadline, rt.shielded(fn(*args), kill))
+    except _aconn.Expired:
+        raise timed_out() from None
 
 
 def _cut(conn: Connection) -> None:

@@ -109,7 +109,7 @@ class io_bound:
     def __init__(self, conn: Any, timeout: float | None) -> None:
         self._conn = conn
         self._timeout = timeout
-        self._bound = None if timeout is None else _aconn.bound_of(conn, lambda: interrupt(conn))
+        self._bound = None if timeout is None else _aconn.bound_of(conn, interrupt)
 
     async def __aenter__(self) -> None:
         if self._bound is not None:
@@ -118,7 +118,9 @@ class io_bound:
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         if self._bound is None or not self._bound.stop():
             return
-        close_now(self._conn)  # aborted: never used again (a reply that came in time stands)
+        # aborted: never used again. Unlike ``CallBound.run`` a reply read in the deadline's turn stands: the
+        # request ran, and the closed connection is connected anew before any reuse (``Wire.call_many``)
+        close_now(self._conn)
         if kind is not None and issubclass(kind, Exception):
             raise TimeoutError(f"no reply within {self._timeout:.3f}s") from None
 
