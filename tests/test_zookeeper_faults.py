@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoAuthError, NoNodeError
+from kazoo.protocol.serialization import Create2, GetChildren
 
 import distlock
 from distlock._core import zookeeper_layout as layout
+from distlock._kazoo_handler import Handler
 from distlock.checker.proxy import FaultProxy
 from tools.servers.proc import free_port
 from tools.servers.zookeeper import ZkEnsemble, available, zookeeper_ensemble
@@ -135,27 +137,34 @@ def test_kill_9_holder_frees_lock_after_session_timeout(single: ZkEnsemble, name
         holder.communicate()
 
 
+def _is_child_create(request: Any) -> bool:
+    """Is this kazoo request the create of a lock's ephemeral sequential child?"""
+    return isinstance(request, Create2) and bool(request.flags & 2)
+
+
 def test_lost_create_reply_is_found_by_its_uuid(single: ZkEnsemble, name: str) -> None:
     """F8: the create succeeds on the server but the client sees a connection loss."""
     with distlock.connect(single.url) as store:
         client = backend_of(store.lock(name)).wire.client
-        real = client.create_async
+        real = client._call
         calls: list[str] = []
 
-        def lossy_create(path: str, *args: Any, **kw: Any) -> Any:
-            created = real(path, *args, **kw)
+        def lossy_call(request: Any, result: Any) -> Any:
+            if not _is_child_create(request):
+                return real(request, result)
+            created = client.handler.async_result()
+            real(request, created)
             created.get(10)  # it happened on the server...
-            calls.append(path)
-            result = client.handler.async_result()
+            calls.append(request.path)
             result.set_exception(ConnectionLoss())  # ...but the reply is lost
-            return result
+            return None
 
-        client.create_async = lossy_create
+        client._call = lossy_call
         try:
             lock = store.lock(name)
             assert lock.acquire(timeout=10)
         finally:
-            client.create_async = real
+            del client._call
         assert len(calls) == 1, "exactly one create: the retry found the first node instead of making another"
         assert lock.fence is not None
         (child,) = client.get_children(layout.lock_path(name))
@@ -176,30 +185,56 @@ def test_an_acquire_queues_up_and_lists_the_queue_in_one_round_trip(single: ZkEn
             assert lock.acquire(timeout=10)  # the parent nodes exist from now on
             lock.release()
             client = backend_of(lock).wire.client
-            real_create, real_list = client.create_async, client.get_children_async
+            real = client._call
             creates: list[Any] = []
             ready_when_listed: list[list[bool]] = []
 
-            def create(*args: Any, **kw: Any) -> Any:
-                result = real_create(*args, **kw)
-                creates.append(result)
-                return result
+            def call(request: Any, result: Any) -> Any:
+                if _is_child_create(request):
+                    creates.append(result)
+                elif isinstance(request, GetChildren):
+                    ready_when_listed.append([c.ready() for c in creates])
+                return real(request, result)
 
-            def children(*args: Any, **kw: Any) -> Any:
-                ready_when_listed.append([c.ready() for c in creates])
-                return real_list(*args, **kw)
-
-            client.create_async, client.get_children_async = create, children
+            client._call = call
             proxy.delay(0.05)  # each way
             try:
                 assert lock.acquire(timeout=10)
             finally:
-                client.create_async, client.get_children_async = real_create, real_list
+                del client._call
                 proxy.heal()
             assert ready_when_listed[0] == [False], ready_when_listed
             lock.release()
     finally:
         proxy.close()
+
+
+def test_a_lock_cycle_wakes_no_kazoo_completion_thread(single: ZkEnsemble, name: str) -> None:
+    """Each answer of a cycle (create, listing, delete) wakes the waiting thread straight from kazoo's
+    connection thread, none through kazoo's completion thread (one thread hop more: kazoo's ``create_async``
+    takes it), and that connection thread waits with distlock's one-poll handler."""
+    with distlock.connect(single.url) as store:
+        lock = store.lock(name)
+        assert lock.acquire(timeout=10)  # the parent nodes exist from now on
+        lock.release()
+        client = backend_of(lock).wire.client
+        assert isinstance(client.handler, Handler)
+        queue = client.handler.completion_queue
+        real_put = queue.put
+        passed: list[Any] = []
+
+        def put(item: Any, *args: Any, **kwargs: Any) -> None:
+            passed.append(item)
+            real_put(item, *args, **kwargs)
+
+        queue.put = put
+        try:
+            for _ in range(5):
+                assert lock.acquire(timeout=10)
+                lock.release()
+        finally:
+            del queue.put
+        assert passed == []
 
 
 def test_break_from_another_client_sets_lost_via_the_holder_watch(single: ZkEnsemble, name: str) -> None:

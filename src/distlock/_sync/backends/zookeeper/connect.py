@@ -12,19 +12,19 @@ Both are blocking and return a :class:`Link`, from which the backend builds its 
 
 from __future__ import annotations
 
-import ssl
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
-from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
 from ...._core import zookeeper_layout as layout
 from ...._core.timing import monotonic
 from ...._errors import BackendError, ConfigError
+from ...._kazoo_handler import Handler
 from ...._tls import TlsOptions, one_line, pop_tls, verify_failure
 from ...._url import StoreConfig, scrub
 from .session import LOST_ON, SessionLog
@@ -111,7 +111,7 @@ def start(config: StoreConfig, opts: Options) -> Link:
         # kazoo loads a client certificate only with both files: a combined PEM serves as both
         key = opts.tls.keyfile or opts.tls.certfile
         tls = {"use_ssl": True, "ca": opts.tls.cafile, "certfile": opts.tls.certfile, "keyfile": key,
-               "verify_certs": opts.tls.verify, "check_hostname": opts.tls.verify, "handler": _TlsHandler()}  # fmt: skip
+               "verify_certs": opts.tls.verify, "check_hostname": opts.tls.verify}  # fmt: skip
     client = KazooClient(
         logger=session_log,
         hosts=hosts,
@@ -120,6 +120,7 @@ def start(config: StoreConfig, opts: Options) -> Link:
         default_acl=acl,
         connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0, ignore_expire=False),
         command_retry=None,
+        handler=Handler(),
         **tls,
     )
     started = monotonic()
@@ -137,24 +138,6 @@ def start(config: StoreConfig, opts: Options) -> Link:
             backend=config.scheme,
         )
     return Link(client, acl, opts.session_timeout, session_log, started, owned=True)
-
-
-class _TlsHandler(SequentialThreadingHandler):  # type: ignore[misc]  # kazoo is untyped
-    """kazoo's threading handler, closing the socket of a failed TLS connect: kazoo 2.11 raises out of its
-    handshake without closing it, and a client that retries a refused certificate would leave one open socket
-    (and one ResourceWarning) per attempt until the garbage collector finds them."""
-
-    def create_connection(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return super().create_connection(*args, **kwargs)
-        except OSError as exc:
-            tb = exc.__traceback__
-            while tb is not None:
-                conn = tb.tb_frame.f_locals.get("conn")
-                if isinstance(conn, ssl.SSLSocket):
-                    conn.close()
-                tb = tb.tb_next
-            raise
 
 
 class _ConnectLog(SessionLog):

@@ -36,7 +36,6 @@ from kazoo.protocol.serialization import Create2
 from kazoo.protocol.states import WatchedEvent
 
 from ...._core import zookeeper_layout as layout
-from ...._core.timing import monotonic
 from ...._errors import BackendError
 from .wire import Wire
 
@@ -47,6 +46,10 @@ class _CreateContainer(Create2):  # type: ignore[misc]
     """ZooKeeper's createContainer request (opcode 19): kazoo 2.x has no public call for it."""
 
     type = 19
+
+
+#: the create flags of a lock child (kazoo's ``ephemeral=True, sequence=True``)
+_EPHEMERAL_SEQUENTIAL = 1 | 2
 
 
 def _new_uid() -> str:
@@ -150,14 +153,7 @@ class Nodes:
         w = self._wire
         entry.created = True  # from here on a clean-up must look for the child
         try:
-            created = w.send(
-                w.client.create_async,
-                f"{entry.parent}/{layout.child_prefix(entry.uid, entry.mark)}",
-                data,
-                ephemeral=True,
-                sequence=True,
-                include_data=True,
-            )
+            created = w.call(self._child_request(entry.parent, layout.child_prefix(entry.uid, entry.mark), data))
             listed = w.send(w.client.get_children_async, entry.parent)
             path, stat = w.get(created)
         except NoNodeError:  # nothing was created: make the parents, then create
@@ -190,22 +186,18 @@ class Nodes:
                     own = layout.find_own(self.children(parent), uid)
                     if own is not None:
                         return own, self._czxid(f"{parent}/{own}")
-                path, stat = w.get(
-                    w.send(
-                        w.client.create_async,
-                        f"{parent}/{prefix}",
-                        data,
-                        ephemeral=True,
-                        sequence=True,
-                        include_data=True,
-                    )
-                )
+                path, stat = w.get(w.call(self._child_request(parent, prefix, data)))
                 return path.rsplit("/", 1)[1], int(stat.czxid)
             except NoNodeError:
                 self._make_parents(parent)
             except ConnectionLoss:
                 uncertain = True
         raise BackendError(f"could not create a lock node under {parent}", backend=w.scheme)
+
+    def _child_request(self, parent: str, prefix: str, data: bytes) -> Any:
+        """The create of an ephemeral sequential child ``parent/prefix<seq>``, answered with its path (under
+        the chroot: callers keep only its last part) and stat."""
+        return Create2(f"{self._wire.client.chroot or ''}{parent}/{prefix}", data, self._acl, _EPHEMERAL_SEQUENTIAL)
 
     def _make_parents(self, path: str) -> None:
         """Create ``path`` and its missing ancestors as container nodes (persistent on servers before 3.5)."""
@@ -216,12 +208,9 @@ class Nodes:
     def _create_container(self, path: str) -> None:
         w = self._wire
         if self._containers:
-            result = w.client.handler.async_result()
             chroot = w.client.chroot or ""
             try:
-                result.distlock_sent = monotonic()
-                w.client._call(_CreateContainer(chroot + path, b"", self._acl, 4), result)
-                w.get(result)
+                w.get(w.call(_CreateContainer(chroot + path, b"", self._acl, 4)))
                 return
             except NodeExistsError:
                 return

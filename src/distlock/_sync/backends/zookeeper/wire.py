@@ -72,6 +72,16 @@ class Wire:
         result.distlock_sent = sent
         return result
 
+    def call(self, request: Any) -> Any:
+        """Queue a kazoo request object (``kazoo.protocol.serialization``; its paths carry the chroot) on the
+        session as it is, stamped as ``send`` stamps. For creates: kazoo's ``create_async`` passes each
+        answer on through its completion thread (to strip the chroot from the path and make parents), one
+        thread hop more before the waiting thread wakes; the callers here need neither."""
+        result = self.client.handler.async_result()
+        result.distlock_sent = monotonic()
+        self.client._call(request, result)
+        return result
+
     def on_reply(self, result: Any) -> None:
         """A request of ours got its answer (any thread; kazoo's completion thread for ``rawlink``): the
         server heard from this session no earlier than when the request was queued. Only records."""
