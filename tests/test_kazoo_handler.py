@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import select
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from kazoo.handlers.utils import selector_select
+from kazoo.protocol.states import Callback
 
-from distlock._kazoo_handler import Handler
+from distlock._kazoo_handler import Handler, on_event_thread
 
 Select = Callable[..., tuple[list[Any], list[Any], list[Any]]]
 
@@ -114,3 +116,30 @@ def test_one_poll_and_no_epoll_object_per_call(monkeypatch: pytest.MonkeyPatch) 
         a.close()
         b.close()
     assert made == ["poll"] * 3
+
+
+def test_marked_watch_callbacks_run_where_the_event_is_read(caplog: pytest.LogCaptureFixture) -> None:
+    """A callback marked ``on_event_thread`` runs in the dispatching thread (kazoo's connection thread), at
+    once; any other callback still goes to kazoo's callback thread; a marked one that fails is logged and
+    the dispatching thread goes on."""
+    handler = Handler()
+    queued: list[Any] = []
+    handler.callback_queue.put = queued.append  # type: ignore[method-assign]  # the handler is not started
+    ran: list[str] = []
+
+    class Waiting:
+        @on_event_thread
+        def wake(self, event: Any = None) -> None:
+            ran.append(threading.current_thread().name)
+
+    @on_event_thread
+    def broken(event: Any = None) -> None:
+        raise RuntimeError("boom")
+
+    handler.dispatch_callback(Callback("watch", Waiting().wake, (None,)))
+    assert ran == [threading.current_thread().name] and queued == []
+    handler.dispatch_callback(Callback("watch", lambda event: ran.append("queued"), (None,)))
+    assert len(queued) == 1 and ran == [threading.current_thread().name]
+    with caplog.at_level("ERROR", logger="distlock"):
+        handler.dispatch_callback(Callback("watch", broken, (None,)))
+    assert "watch callback failed" in caplog.text

@@ -25,6 +25,7 @@ import distlock
 from distlock._core import zookeeper_layout as layout
 from distlock._kazoo_handler import Handler
 from distlock.checker.proxy import FaultProxy
+from tests.waiting import take_in_thread, until
 from tools.servers.proc import free_port
 from tools.servers.zookeeper import ZkEnsemble, available, zookeeper_ensemble
 
@@ -137,6 +138,11 @@ def test_kill_9_holder_frees_lock_after_session_timeout(single: ZkEnsemble, name
         holder.communicate()
 
 
+def _waiters(store: Any, name: str) -> int | None:
+    info = store.inspect(name)
+    return None if info is None else info.waiters
+
+
 def _is_child_create(request: Any) -> bool:
     """Is this kazoo request the create of a lock's ephemeral sequential child?"""
     return isinstance(request, Create2) and bool(request.flags & 2)
@@ -234,6 +240,33 @@ def test_a_lock_cycle_wakes_no_kazoo_completion_thread(single: ZkEnsemble, name:
                 lock.release()
         finally:
             del queue.put
+        assert passed == []
+
+
+def test_a_waiters_wake_up_runs_on_kazoos_connection_thread(single: ZkEnsemble, name: str) -> None:
+    """The deletion that ends a waiter's wait wakes it straight from kazoo's connection thread: no watch
+    callback of the waiting store goes through kazoo's callback thread (one thread hop less per hand-off)."""
+    with distlock.connect(single.url) as a, distlock.connect(single.url) as b:
+        holder, waiter = a.lock(name), b.lock(name)
+        assert holder.acquire(timeout=10)
+        queue = backend_of(waiter).wire.client.handler.callback_queue
+        real_put = queue.put
+        passed: list[Any] = []
+
+        def put(item: Any, *args: Any, **kwargs: Any) -> None:
+            passed.append(item)
+            real_put(item, *args, **kwargs)
+
+        queue.put = put
+        try:
+            thread, got = take_in_thread(waiter, 10)
+            assert until(lambda: _waiters(b, name) == 1)
+            time.sleep(0.3)  # its watch on the holder's node is set (one round trip after its node is listed)
+            holder.release()
+            thread.join(10)
+        finally:
+            del queue.put
+        assert len(got) == 1
         assert passed == []
 
 

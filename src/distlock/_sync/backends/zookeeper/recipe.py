@@ -39,6 +39,7 @@ from ...._core import zookeeper_layout as layout
 from ...._core.timing import monotonic
 from ...._core.types import Claim, Grant, Mode
 from ...._errors import BackendError
+from ...._kazoo_handler import on_event_thread
 from ...backend import SyncAttempt
 from .cleanup import Traces
 from .holdings import Held
@@ -128,6 +129,7 @@ class Attempt(SyncAttempt):
             b.cleanup.put_off(self._traces.leftovers())
 
     # -- called from kazoo's threads -------------------------------------------------------------------
+    @on_event_thread
     def wake(self, event: WatchedEvent | None = None) -> None:
         if event is not None and event.type == EventType.DELETED:
             self._gone = event.path

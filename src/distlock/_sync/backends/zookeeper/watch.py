@@ -25,6 +25,7 @@ from kazoo.protocol.states import WatchedEvent
 from .... import _rt_sync as rt
 from ...._core import zookeeper_layout as layout
 from ...._errors import LockError
+from ...._kazoo_handler import on_event_thread
 from ...backend import SyncWatch
 from .admin import queued
 
@@ -67,6 +68,7 @@ class Watch(SyncWatch):
             self.wake()  # the leader left between the two requests: the child watch fired too; look again
 
     # -- from kazoo's threads and the session's events -------------------------------------------------
+    @on_event_thread
     def wake(self, event: WatchedEvent | None = None) -> None:
         if self._closed:
             return
