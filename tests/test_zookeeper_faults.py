@@ -7,6 +7,7 @@ standalone server started for this module, with short session timeouts.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
@@ -215,6 +216,23 @@ def test_an_acquire_queues_up_and_lists_the_queue_in_one_round_trip(single: ZkEn
         proxy.close()
 
 
+@contextlib.contextmanager
+def _passing(queue: Any) -> Iterator[list[Any]]:
+    """What is put on one of kazoo's work queues (its completion or callback thread's) in the block."""
+    real_put = queue.put
+    passed: list[Any] = []
+
+    def put(item: Any, *args: Any, **kwargs: Any) -> None:
+        passed.append(item)
+        real_put(item, *args, **kwargs)
+
+    queue.put = put
+    try:
+        yield passed
+    finally:
+        del queue.put
+
+
 def test_a_lock_cycle_wakes_no_kazoo_completion_thread(single: ZkEnsemble, name: str) -> None:
     """Each answer of a cycle (create, listing, delete) wakes the waiting thread straight from kazoo's
     connection thread, none through kazoo's completion thread (one thread hop more: kazoo's ``create_async``
@@ -225,21 +243,10 @@ def test_a_lock_cycle_wakes_no_kazoo_completion_thread(single: ZkEnsemble, name:
         lock.release()
         client = backend_of(lock).wire.client
         assert isinstance(client.handler, Handler)
-        queue = client.handler.completion_queue
-        real_put = queue.put
-        passed: list[Any] = []
-
-        def put(item: Any, *args: Any, **kwargs: Any) -> None:
-            passed.append(item)
-            real_put(item, *args, **kwargs)
-
-        queue.put = put
-        try:
+        with _passing(client.handler.completion_queue) as passed:
             for _ in range(5):
                 assert lock.acquire(timeout=10)
                 lock.release()
-        finally:
-            del queue.put
         assert passed == []
 
 
@@ -249,23 +256,12 @@ def test_a_waiters_wake_up_runs_on_kazoos_connection_thread(single: ZkEnsemble, 
     with distlock.connect(single.url) as a, distlock.connect(single.url) as b:
         holder, waiter = a.lock(name), b.lock(name)
         assert holder.acquire(timeout=10)
-        queue = backend_of(waiter).wire.client.handler.callback_queue
-        real_put = queue.put
-        passed: list[Any] = []
-
-        def put(item: Any, *args: Any, **kwargs: Any) -> None:
-            passed.append(item)
-            real_put(item, *args, **kwargs)
-
-        queue.put = put
-        try:
+        with _passing(backend_of(waiter).wire.client.handler.callback_queue) as passed:
             thread, got = take_in_thread(waiter, 10)
             assert until(lambda: _waiters(b, name) == 1)
             time.sleep(0.3)  # its watch on the holder's node is set (one round trip after its node is listed)
             holder.release()
             thread.join(10)
-        finally:
-            del queue.put
         assert len(got) == 1
         assert passed == []
 
