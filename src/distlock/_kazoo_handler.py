@@ -5,9 +5,9 @@ kazoo's connection thread waits on its sockets through the handler's ``select``,
 request (the loop's wait, the check before each write, the checks before the length and the body of each
 reply). kazoo 2.11's threading handler serves each such call with a new ``epoll`` object: create it,
 register the descriptors, wait, close it, several system calls and some Python work each time, about 30%
-of a lock cycle's client CPU on the project's 2-core VM ("ZooKeeper client CPU" in docs/bench.md). A
-``poll(2)`` answers the same question in one system call, with no descriptor limit either (the reason kazoo
-moved off ``select(2)``). :meth:`Handler.select` keeps kazoo's contract: the same lists back, a descriptor
+of a lock cycle's client CPU on the project's 2-core VM (docs/bench.md, "ZooKeeper: kazoo's select and
+thread hops"). A ``poll(2)`` answers the same question in one system call, with no descriptor limit either
+(the reason kazoo moved off ``select(2)``). :meth:`Handler.select` keeps kazoo's contract: the same lists back, a descriptor
 reported ready only for what it was asked for (a hang-up or an error counts as readable first, as in
 kazoo's version), ``ValueError`` for a closed descriptor, ``TypeError`` / ``ValueError`` for a bad timeout.
 
