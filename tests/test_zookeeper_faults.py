@@ -25,6 +25,7 @@ from kazoo.protocol.serialization import Create2, GetChildren
 import distlock
 from distlock._core import zookeeper_layout as layout
 from distlock._kazoo_handler import Handler
+from distlock._sync.backends.zookeeper import holdings as zk_holdings
 from distlock.checker.proxy import FaultProxy
 from tests.waiting import take_in_thread, until
 from tools.servers.proc import free_port
@@ -233,6 +234,14 @@ def _passing(queue: Any) -> Iterator[list[Any]]:
         del queue.put
 
 
+@pytest.fixture
+def no_holder_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No holding lives long enough for its deletion watch (whose answer goes through kazoo's completion
+    thread, on purpose): a machine slow enough to keep a lock 0.2 s between acquire and release would arm it."""
+    monkeypatch.setattr(zk_holdings, "WATCH_AFTER", 600.0)
+
+
+@pytest.mark.usefixtures("no_holder_watch")
 def test_a_lock_cycle_wakes_no_kazoo_completion_thread(single: ZkEnsemble, name: str) -> None:
     """Each answer of a cycle (create, listing, delete) wakes the waiting thread straight from kazoo's
     connection thread, none through kazoo's completion thread (one thread hop more: kazoo's ``create_async``
@@ -250,6 +259,7 @@ def test_a_lock_cycle_wakes_no_kazoo_completion_thread(single: ZkEnsemble, name:
         assert passed == []
 
 
+@pytest.mark.usefixtures("no_holder_watch")
 def test_a_waiters_wake_up_runs_on_kazoos_connection_thread(single: ZkEnsemble, name: str) -> None:
     """The deletion that ends a waiter's wait wakes it straight from kazoo's connection thread: no watch
     callback of the waiting store goes through kazoo's callback thread (one thread hop less per hand-off)."""
