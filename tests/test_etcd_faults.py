@@ -440,3 +440,29 @@ def test_close_is_quick_when_the_cluster_is_gone(name: str) -> None:
         started = time.monotonic()
         store.close()  # revoking pooled leases is best effort: they expire by themselves
         assert time.monotonic() - started < 4
+
+
+def test_a_full_database_refuses_new_locks_at_once_and_lets_holders_release(name: str) -> None:
+    """The NOSPACE alarm (a cluster whose history nobody compacts fills its quota): an acquire fails at once
+    with what to do, not after the ``timeout`` of retries as a "no answer"; a lock held before keeps
+    being renewed (keep-alives and deletes are still served) and releases cleanly."""
+    with etcd_cluster(1, ("--quota-backend-bytes", str(1 << 20))) as cluster:
+        port = client_ports(cluster.url)[0]
+        with distlock.connect(f"{cluster.url}?timeout=8") as store:
+            held = store.lock(f"{name}-held", ttl=1.5)
+            assert held.acquire(timeout=10)
+            filler = b64(b"x" * 300_000)
+            for i in range(50):  # until the server raises the alarm
+                answer = post(port, "/v3/kv/put", {"key": b64(f"{name}-fill-{i}"), "value": filler}, timeout=10)
+                if "space exceeded" in str(answer.get("error") or answer.get("message") or ""):
+                    break
+            else:
+                pytest.fail("the quota was never exceeded")
+            started = time.monotonic()
+            with pytest.raises(distlock.BackendError, match=r"database is full .*--auto-compaction-retention"):
+                store.lock(name, ttl=5).acquire(timeout=10)
+            assert time.monotonic() - started < 2, "retried as if the server had not answered"
+            time.sleep(2.5)  # past the held lock's TTL: only its renewals keep it
+            assert not held.lost.is_set() and held.owned()
+            held.release()
+            assert store.inspect(f"{name}-held") is None

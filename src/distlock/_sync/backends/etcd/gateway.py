@@ -30,8 +30,17 @@ from ...._tls import pop_tls, verify_failure
 from ...._url import StoreConfig, scrub
 from .http import HTTPClient, Member
 
-#: gRPC codes the gateway reports for a member that cannot serve now (no leader, leader changed, timeout)
+#: gRPC codes the gateway reports for a member that cannot serve now (no leader, leader changed, timeout;
+#: 8 is also "too many requests")
 _RETRY_CODES = {4, 8, 14}
+#: ... but code 8 with this message is the cluster's NOSPACE alarm: it refuses every write that adds data
+#: until an operator compacts, defragments and disarms it, so no retry can help
+_NO_SPACE = "database space exceeded"
+NO_SPACE_HELP = (
+    "the cluster's database is full (mvcc: database space exceeded, alarm NOSPACE): it refuses new locks until "
+    "an operator compacts its history, defragments and disarms the alarm (etcdctl compact, defrag, alarm disarm); "
+    "run etcd with --auto-compaction-retention (docs/etcd.md, 'Compaction')"
+)
 NOT_FOUND = 5
 _PERMISSION_DENIED = 7
 #: per-try limit of the renewal requests (keepalive, key check): they must fail over well within a lease
@@ -194,6 +203,8 @@ class Gateway:
                     reauth = False
                     self.authenticate()
                     continue
+                if _NO_SPACE in message:
+                    raise self.error(f"{path}: {NO_SPACE_HELP}")
                 if code not in _RETRY_CODES and resp.status < 500:
                     if "authentication failed" in message:
                         raise self.error("authentication failed (wrong user name or password)")
