@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from distlock._core import zookeeper_layout as layout
 from distlock._kazoo_handler import Handler
 from distlock._sync.backends.zookeeper import holdings as zk_holdings
 from distlock.checker.proxy import FaultProxy
-from tests.waiting import take_in_thread, until
+from tests.waiting import Waiter, take_in_thread, until
 from tools.servers.proc import free_port
 from tools.servers.zookeeper import ZkEnsemble, available, zookeeper_ensemble
 
@@ -274,6 +274,79 @@ def test_a_waiters_wake_up_runs_on_kazoos_connection_thread(single: ZkEnsemble, 
             thread.join(10)
         assert len(got) == 1
         assert passed == []
+
+
+def _requests_under(client: Any, path: str) -> tuple[list[str], Callable[[], None]]:
+    """Record the requests ``client`` queues for nodes under ``path`` (their types); and the undo."""
+    real = client._call
+    sent: list[str] = []
+
+    def call(request: Any, result: Any) -> Any:
+        if str(getattr(request, "path", "")).startswith(path):
+            sent.append(type(request).__name__)
+        return real(request, result)
+
+    client._call = call
+
+    def undo() -> None:
+        del client._call
+
+    return sent, undo
+
+
+def test_the_next_in_line_holds_on_its_turn_with_no_request(single: ZkEnsemble, name: str) -> None:
+    """A waiter next in line watches its own child too (in the round trip that watches the holder's): when the
+    holder's child is deleted, it holds without asking whether its own child is still there. ZooKeeper tells
+    one session's events in order, so that child's deletion would have come first."""
+    with distlock.connect(single.url) as a, distlock.connect(single.url) as b:
+        holder, waiter = a.lock(name), b.lock(name)
+        assert holder.acquire(timeout=10)
+        thread, got = take_in_thread(waiter, 10)
+        assert until(lambda: _waiters(b, name) == 1)
+        time.sleep(0.3)  # its watches are set
+        sent, undo = _requests_under(backend_of(waiter).wire.client, layout.lock_path(name))
+        try:
+            holder.release()
+            assert until(lambda: bool(got))
+            requests_on_its_turn = list(sent)
+        finally:
+            undo()
+            thread.join(10)
+        # its release's delete may already be out; nothing else: no exists(), no listing
+        assert [r for r in requests_on_its_turn if r != "Delete"] == [], requests_on_its_turn
+
+
+def test_a_waiter_whose_own_child_was_deleted_queues_again_on_its_turn(single: ZkEnsemble, name: str) -> None:
+    """F6 with the own-child watch: an admin deletes the next-in-line waiter's child and the holder's in one
+    transaction, so the two deletion events come back to back (its own first). The waiter must not take the
+    turn its vanished child had: it queues again and holds with a child of its own that exists."""
+    admin = kazoo(single.hosts)
+    try:
+        with distlock.connect(single.url) as a, distlock.connect(single.url) as b:
+            holder, waiter = a.lock(name), b.lock(name)
+            assert holder.acquire(timeout=10)
+            first = holder.fence
+            w = Waiter(waiter)
+            assert until(lambda: _waiters(b, name) == 1)
+            time.sleep(0.3)  # its watches are set
+            path = layout.lock_path(name)
+            ours, theirs = layout.sort_children(admin.get_children(path))  # the holder's child, then the waiter's
+            both = admin.transaction()
+            both.delete(f"{path}/{theirs}")
+            both.delete(f"{path}/{ours}")
+            assert all(r is True for r in both.commit())
+            assert w.granted(10)
+            assert holder.lost.wait(10)
+            children = admin.get_children(path)
+            assert len(children) == 1 and children[0] != theirs, (children, theirs)
+            assert w.fence is not None and first is not None and w.fence > first
+            w.finish()
+            assert w.owned
+            with pytest.raises(distlock.LockLost):
+                holder.release()
+    finally:
+        admin.stop()
+        admin.close()
 
 
 def test_break_from_another_client_sets_lost_via_the_holder_watch(single: ZkEnsemble, name: str) -> None:

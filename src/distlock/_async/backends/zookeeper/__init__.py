@@ -117,6 +117,8 @@ class Backend(AsyncBackend):
         self.abandons = _Abandons(self)
         self.admin = Admin(self.wire, self.nodes, self.holdings, self.root)
         self._guard = threading.Lock()
+        #: connection changes seen so far (``changed``)
+        self.epoch = 0
         self._waiting: set[Wakes] = set()  # attempts and watches that look again on any change of the connection
         self.session = Session(
             self.wire,
@@ -187,6 +189,9 @@ class Backend(AsyncBackend):
         self.cleanup.start()
 
     def changed(self) -> None:
+        # a waiter's watches may be gone with a connection change (kazoo sets none again on a new connection):
+        # a waiter compares this epoch with the one its watch on its own child was set in
+        self.epoch += 1
         with self._guard:
             waiting = list(self._waiting)
         for attempt in waiting:

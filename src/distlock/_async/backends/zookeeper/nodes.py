@@ -111,6 +111,29 @@ class Nodes:
             return False
         return True
 
+    def watch_both(
+        self,
+        own: str,
+        ahead: str,
+        own_callback: Callable[[WatchedEvent], None],
+        callback: Callable[[WatchedEvent], None],
+    ) -> tuple[bool, bool]:
+        """A waiter starts to wait: watch its own child ``own`` and the child ``ahead`` whose deletion may let it
+        in; whether each exists (a missing one keeps no watch, as in ``watch_exists``). The two requests go
+        back to back on the session, one round trip, and the server registers the watch on ``own`` first, so
+        a deletion of ``own`` is told before any event of ``ahead``."""
+        w = self._wire
+        mine = w.send(w.client.get_async, own, watch=own_callback)
+        theirs = w.send(w.client.get_async, ahead, watch=callback)
+        found = []
+        for result in (mine, theirs):
+            try:
+                w.get(result)
+                found.append(True)
+            except NoNodeError:
+                found.append(False)
+        return found[0], found[1]
+
     def recheck(self, own: str, ahead: str, callback: Callable[[WatchedEvent], None]) -> tuple[bool, bool]:
         """A woken waiter's look at the queue without listing it: whether its own child ``own`` is still there
         (F6) and whether ``ahead`` (the child it watches) still is, watching it again if so. Both requests go

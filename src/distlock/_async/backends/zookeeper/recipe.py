@@ -6,7 +6,9 @@ Curator's layering is the model: ``InterProcessMutex`` (reentrancy: the store's 
 
 One try (``try_acquire``): create our child once (protected name, ``nodes.py``), list the children, and
 either hold the lock or set a watch on the one child whose deletion may let us in (no herd, F11 in
-docs/safety.md). A watch, a session event or a ``MAX_WAIT_SLICE`` tick wakes the waiter, which first checks
+docs/safety.md); the waiter next in line also watches its own child, so the deletion event of the child
+ahead lets it hold with no request (``_step_locked`` says why that is safe). A watch, a session event or a
+``MAX_WAIT_SLICE`` tick wakes a waiter, which first checks
 that its own child is still there (F6) and whether the watched child is, in one round trip: only if the
 watched child is gone does it list the children again (Curator lists at every wake-up). A session event
 wakes every waiter of the store, and the slice ticks every waiter: with a thousand waiters, listings of a
@@ -85,6 +87,10 @@ class Attempt(AsyncAttempt):
         self._alone = False
         # kazoo's event thread saw the watched child deleted (the watch fired for it, not a session event)
         self._gone: str | None = None
+        # our own child is watched too while we wait: (its path, the store's connection epoch when the watch
+        # was set), and the path of an own child whose deletion that watch told (see _step_locked)
+        self._own_watch: tuple[str, int] | None = None
+        self._own_gone: str | None = None
         self._step_guard = threading.Lock()  # one blocking step at a time: abandon waits for a running try
         self._waker: rt.Waker | None = None
         self._deadline: float | None = None  # the acquire's deadline, learned from wait()
@@ -135,6 +141,16 @@ class Attempt(AsyncAttempt):
         if self._waker is not None:
             self._waker.notify()
 
+    @on_event_thread
+    def own_deleted(self, event: WatchedEvent) -> None:
+        """The watch on our own child: its deletion (an admin, ``break_lock``, or our own release) is recorded
+        before any later event of the session is read. An attempt still waiting looks again at once (a granted
+        one is woken by nothing: its holding's own watch tells a deletion)."""
+        if event.type == EventType.DELETED:
+            self._own_gone = event.path
+            if self._traces.granted is None:
+                self.wake()
+
     # -- blocking steps --------------------------------------------------------------------------------
     def _step(self) -> Grant:
         wire = self.backend.wire
@@ -174,6 +190,13 @@ class Attempt(AsyncAttempt):
                         # Others were ahead of us at our listing: the listing below tells both what is ahead
                         # now and whether our own child is still there (F6), one round trip less per hand-off.
                         pass
+                    elif self._own_watch == (node.path, self.backend.epoch) and self._own_gone != node.path:
+                        # It was the only one in our way (see below), and our own child is still there with no
+                        # request: its watch was set before the one that fired, and ZooKeeper tells a session's
+                        # events in the order it applied them (read and recorded by kazoo's one connection
+                        # thread), so its deletion would have been told first. No connection change since the
+                        # watch was set (one could have dropped it): then the request below asks instead.
+                        verdict = layout.Verdict(True)
                     elif nodes.exists(node.path):  # it was the only one in our way (see below): we hold
                         verdict = layout.Verdict(True)
                     else:  # our child vanished (session expired, admin): queue again, fresh name
@@ -206,9 +229,20 @@ class Attempt(AsyncAttempt):
                     continue
             if not verdict.acquired:
                 assert verdict.watch is not None
-                if nodes.watch_exists(f"{node.parent}/{verdict.watch}", self.wake):
-                    self._watching = verdict.watch
-                    self._alone = layout.blocks_alone(self._order, ordered, name, verdict.watch)
+                ahead = f"{node.parent}/{verdict.watch}"
+                alone = layout.blocks_alone(self._order, ordered, name, verdict.watch)
+                if alone:  # next in line: watch our own child too, so its turn needs no request (above)
+                    epoch = self.backend.epoch  # before the watches go out: a change while they do counts
+                    ours, there = nodes.watch_both(node.path, ahead, self.own_deleted, self.wake)
+                    if not ours:  # our child vanished (session expired, admin): queue again, fresh name
+                        node.renew()
+                        continue
+                    if there:
+                        self._own_watch = (node.path, epoch)
+                else:
+                    there = nodes.watch_exists(ahead, self.wake)
+                if there:
+                    self._watching, self._alone = verdict.watch, alone
                     return Grant(False)
                 continue  # the child to watch is already gone: look again
             if not self._semaphore:
