@@ -140,6 +140,12 @@ def test_kill_9_holder_frees_lock_after_session_timeout(single: ZkEnsemble, name
         holder.communicate()
 
 
+def _watched(backend: Any, parent: str) -> int:
+    """How many children of ``parent`` the store's kazoo client watches with the server's confirmation (kazoo
+    registers a data watch once the request that set it is answered)."""
+    return sum(1 for path in list(backend.wire.client._data_watchers) if path.startswith(parent + "/"))
+
+
 def _waiters(store: Any, name: str) -> int | None:
     info = store.inspect(name)
     return None if info is None else info.waiters
@@ -269,7 +275,7 @@ def test_a_waiters_wake_up_runs_on_kazoos_connection_thread(single: ZkEnsemble, 
         with _passing(backend_of(waiter).wire.client.handler.callback_queue) as passed:
             thread, got = take_in_thread(waiter, 10)
             assert until(lambda: _waiters(b, name) == 1)
-            time.sleep(0.3)  # its watch on the holder's node is set (one round trip after its node is listed)
+            assert until(lambda: _watched(backend_of(waiter), layout.lock_path(name)) == 2)  # own and the holder's
             holder.release()
             thread.join(10)
         assert len(got) == 1
@@ -303,7 +309,7 @@ def test_the_next_in_line_holds_on_its_turn_with_no_request(single: ZkEnsemble, 
         assert holder.acquire(timeout=10)
         thread, got = take_in_thread(waiter, 10)
         assert until(lambda: _waiters(b, name) == 1)
-        time.sleep(0.3)  # its watches are set
+        assert until(lambda: _watched(backend_of(waiter), layout.lock_path(name)) == 2)  # own and the holder's
         sent, undo = _requests_under(backend_of(waiter).wire.client, layout.lock_path(name))
         try:
             holder.release()
@@ -328,7 +334,7 @@ def test_a_waiter_whose_own_child_was_deleted_queues_again_on_its_turn(single: Z
             first = holder.fence
             w = Waiter(waiter)
             assert until(lambda: _waiters(b, name) == 1)
-            time.sleep(0.3)  # its watches are set
+            assert until(lambda: _watched(backend_of(waiter), layout.lock_path(name)) == 2)  # own and the holder's
             path = layout.lock_path(name)
             ours, theirs = layout.sort_children(admin.get_children(path))  # the holder's child, then the waiter's
             both = admin.transaction()
