@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -282,8 +282,9 @@ def test_a_waiters_wake_up_runs_on_kazoos_connection_thread(single: ZkEnsemble, 
         assert passed == []
 
 
-def _requests_under(client: Any, path: str) -> tuple[list[str], Callable[[], None]]:
-    """Record the requests ``client`` queues for nodes under ``path`` (their types); and the undo."""
+@contextlib.contextmanager
+def _requests_under(client: Any, path: str) -> Iterator[list[str]]:
+    """The requests ``client`` queues in the block for nodes under ``path`` (their types)."""
     real = client._call
     sent: list[str] = []
 
@@ -293,11 +294,10 @@ def _requests_under(client: Any, path: str) -> tuple[list[str], Callable[[], Non
         return real(request, result)
 
     client._call = call
-
-    def undo() -> None:
+    try:
+        yield sent
+    finally:
         del client._call
-
-    return sent, undo
 
 
 def test_the_next_in_line_holds_on_its_turn_with_no_request(single: ZkEnsemble, name: str) -> None:
@@ -310,13 +310,12 @@ def test_the_next_in_line_holds_on_its_turn_with_no_request(single: ZkEnsemble, 
         thread, got = take_in_thread(waiter, 10)
         assert until(lambda: _waiters(b, name) == 1)
         assert until(lambda: _watched(backend_of(waiter), layout.lock_path(name)) == 2)  # own and the holder's
-        sent, undo = _requests_under(backend_of(waiter).wire.client, layout.lock_path(name))
         try:
-            holder.release()
-            assert until(lambda: bool(got))
-            requests_on_its_turn = list(sent)
+            with _requests_under(backend_of(waiter).wire.client, layout.lock_path(name)) as sent:
+                holder.release()
+                assert until(lambda: bool(got))
+                requests_on_its_turn = list(sent)
         finally:
-            undo()
             thread.join(10)
         # its release's delete may already be out; nothing else: no exists(), no listing
         assert [r for r in requests_on_its_turn if r != "Delete"] == [], requests_on_its_turn

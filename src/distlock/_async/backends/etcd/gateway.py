@@ -35,7 +35,7 @@ _RETRY_CODES = {4, 8, 14}
 #: ... but code 8 with this message is the cluster's NOSPACE alarm: it refuses every write that adds data
 #: until an operator compacts, defragments and disarms it, so no retry can help
 _NO_SPACE = "database space exceeded"
-NO_SPACE_HELP = (
+_NO_SPACE_HELP = (
     "the cluster's database is full (mvcc: database space exceeded, alarm NOSPACE): it refuses new locks until "
     "an operator compacts its history, defragments and disarms the alarm (etcdctl compact, defrag, alarm disarm); "
     "run etcd with --auto-compaction-retention (docs/etcd.md, 'Compaction')"
@@ -203,7 +203,7 @@ class Gateway:
                     await self.authenticate()
                     continue
                 if _NO_SPACE in message:
-                    raise self.error(f"{path}: {NO_SPACE_HELP}")
+                    raise self.error(f"{path}: {_NO_SPACE_HELP}")
                 if code not in _RETRY_CODES and resp.status < 500:
                     if "authentication failed" in message:
                         raise self.error("authentication failed (wrong user name or password)")

@@ -233,7 +233,7 @@ class Attempt(AsyncAttempt):
                 alone = layout.blocks_alone(self._order, ordered, name, verdict.watch)
                 if alone:  # next in line: watch our own child too, so its turn needs no request (above)
                     epoch = self.backend.epoch  # before the watches go out: a change while they do counts
-                    ours, there = nodes.watch_both(node.path, ahead, self.own_deleted, self.wake)
+                    ours, there = nodes.recheck(node.path, ahead, self.wake, own_watch=self.own_deleted)
                     if not ours:  # our child vanished (session expired, admin): queue again, fresh name
                         node.renew()
                         continue

@@ -106,48 +106,35 @@ class Nodes:
         server and in kazoo, which never fires (sequence names are not reused), as Curator also avoids.
         """
         w = self._wire
-        try:
-            w.get(w.send(w.client.get_async, path, watch=callback))
-        except NoNodeError:
-            return False
-        return True
+        return self._there(w.send(w.client.get_async, path, watch=callback))
 
-    def watch_both(
+    def recheck(
         self,
         own: str,
         ahead: str,
-        own_callback: Callable[[WatchedEvent], None],
         callback: Callable[[WatchedEvent], None],
+        own_watch: Callable[[WatchedEvent], None] | None = None,
     ) -> tuple[bool, bool]:
-        """A waiter starts to wait: watch its own child ``own`` and the child ``ahead`` whose deletion may let it
-        in; whether each exists (a missing one keeps no watch, as in ``watch_exists``). The two requests go
-        back to back on the session, one round trip, and the server registers the watch on ``own`` first, so
-        a deletion of ``own`` is told before any event of ``ahead``."""
+        """Whether our own child ``own`` is still there (F6) and whether ``ahead`` (the child we wait for) is,
+        watching ``ahead`` if so: a woken waiter's look at the queue without listing it. With ``own_watch``,
+        ``own`` is watched too (a data read, which leaves no watch on a missing node), as a waiter next in line
+        does when it starts to wait: the server registers that watch first, so a deletion of ``own`` is told
+        before any event of ``ahead``. Both requests go back to back on the session: one round trip however
+        long the queue is."""
         w = self._wire
-        mine = w.send(w.client.get_async, own, watch=own_callback)
+        if own_watch is None:
+            mine = w.send(w.client.exists_async, own)  # no watch: exists() leaves none on a missing node
+        else:
+            mine = w.send(w.client.get_async, own, watch=own_watch)
         theirs = w.send(w.client.get_async, ahead, watch=callback)
-        found = []
-        for result in (mine, theirs):
-            try:
-                w.get(result)
-                found.append(True)
-            except NoNodeError:
-                found.append(False)
-        return found[0], found[1]
+        return self._there(mine), self._there(theirs)
 
-    def recheck(self, own: str, ahead: str, callback: Callable[[WatchedEvent], None]) -> tuple[bool, bool]:
-        """A woken waiter's look at the queue without listing it: whether its own child ``own`` is still there
-        (F6) and whether ``ahead`` (the child it watches) still is, watching it again if so. Both requests go
-        back to back on the session, so they cost one round trip however long the queue is."""
-        w = self._wire
-        mine = w.send(w.client.exists_async, own)  # our own child exists: no creation watch is left behind
-        theirs = w.send(w.client.get_async, ahead, watch=callback)
-        ours = w.get(mine) is not None
+    def _there(self, result: Any) -> bool:
+        """Whether the node of an ``exists`` or ``get`` request exists, from its answer."""
         try:
-            w.get(theirs)
+            return self._wire.get(result) is not None
         except NoNodeError:
-            return ours, False
-        return ours, True
+            return False
 
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists (no watch: a missing node would leave a creation watch behind)."""
