@@ -197,6 +197,7 @@ class Attempt(SyncAttempt):
                         # events in the order it applied them (read and recorded by kazoo's one connection
                         # thread), so its deletion would have been told first. No connection change since the
                         # watch was set (one could have dropped it): then the request below asks instead.
+                        # docs/models/zookeeper_own_watch.pml checks this rule.
                         verdict = layout.Verdict(True)
                     elif nodes.exists(node.path):  # it was the only one in our way (see below): we hold
                         verdict = layout.Verdict(True)
