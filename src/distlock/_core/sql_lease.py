@@ -56,7 +56,7 @@ from dataclasses import dataclass, replace
 
 from .arbiter import Held, Queued, decide, lease_infos, looks_ahead, should_queue
 from .sql_dialects import Dialect
-from .timing import WAITER_TTL
+from .timing import WAITER_TTL, monotonic
 from .types import Claim, Grant, LockInfo, Mode
 
 #: holder rows of this layout; 0.1.0's have none (``upgrade`` gives them 1)
@@ -221,6 +221,26 @@ class Ops:
     #: the queue rows carry their store's reply channel (:class:`StatementOps`)
     replies = False
     reply: str | None = None
+    #: PostgreSQL: until this moment (monotonic) the statements wake nobody, because the server refused a
+    #: NOTIFY (its notification queue is full: :meth:`mute`)
+    muted_until = float("-inf")
+
+    def mute(self, seconds: float) -> None:
+        """Stop sending NOTIFYs for ``seconds``. PostgreSQL keeps every notification until each LISTEN
+        session has read it, in a queue of bounded size; one session that stops reading (a stopped process,
+        a LISTEN left idle in a transaction, any application's) fills it, and then every transaction that
+        notifies fails at COMMIT. A release that notifies would then fail too and leave the name held until
+        its lease end: for a while the statements call a function of the same arguments with no effect
+        instead (the waiters elsewhere look again at least every second, ``LEASE_WAIT_SLICE``)."""
+        self.muted_until = monotonic() + seconds
+
+    def muted(self) -> bool:
+        return monotonic() < self.muted_until
+
+    def _wake(self, args: str) -> str:
+        """The NOTIFY call of a statement, ``pg_notify(args)``; while :meth:`muted`, ``textcat(args)``: the
+        same two text arguments (the statement binds the same parameters), no effect, a value nobody reads."""
+        return f"{'textcat' if self.muted() else 'pg_notify'}({args})"
 
     def takes_handover(self, claim: Claim) -> bool:
         """Whether a release may grant ``claim`` the name (:meth:`StatementOps.release_to_next`): an exclusive
@@ -240,7 +260,7 @@ class Ops:
 
     def _notify_stmt(self, key: str) -> list[Stmt]:
         """The statement that wakes the name's listeners (PostgreSQL's NOTIFY), if the dialect has one."""
-        return [] if self.d.notify is None else [Stmt(self.d.notify, (self.channel, key))]
+        return [] if self.d.notify is None or self.muted() else [Stmt(self.d.notify, (self.channel, key))]
 
     def now(self) -> Generator[Stmt, Result, float]:
         r = yield Stmt(f"SELECT {self.d.now}")
@@ -449,7 +469,7 @@ class Ops:
         if self.d.notify is not None:
             r = yield Stmt(
                 f"WITH d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING expires_at) "
-                f"SELECT (SELECT expires_at FROM d) > {self.d.now}, pg_notify(%s, %s)",
+                f"SELECT (SELECT expires_at FROM d) > {self.d.now}, {self._wake('%s, %s')}",
                 (claim.token, self.channel, key),
             )
             return bool(r.rows and r.rows[0][0])
@@ -768,7 +788,7 @@ class StatementOps(BatchOps):
         reads.append(f"SELECT 2, NULL, NULL, {t}, 1")
         if claim.value is not None and self.d.notify is not None:  # a new leader: its observers look again
             reads.append(
-                "SELECT 3, NULL, NULL, 0, 0 FROM (SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM mine)) n"
+                f"SELECT 3, NULL, NULL, 0, 0 FROM (SELECT {self._wake('%s, %s')} WHERE EXISTS (SELECT 1 FROM mine)) n"
             )
             rp += [self.channel, key]
         lock = self._lock_name(key)
@@ -809,6 +829,12 @@ class StatementOps(BatchOps):
             return ok, None
         p, t = self.p, self.NOW
         others = f"FROM {p}_holders WHERE name_key = %s AND token <> %s"  # our own row is ``d``'s
+        channel = (
+            "CASE WHEN pr.digest IS NULL THEN %s ELSE COALESCE((SELECT reply FROM dq), %s) END"
+            if self.replies
+            else "%s"
+        )
+        payload = "%s || COALESCE('|' || pr.digest || '|' || pr.fence || '|' || pr.expires_at::text, '')"
         r = yield Stmt(
             f"WITH d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING expires_at), "
             f"seen AS (SELECT COUNT(*) AS n {others} AND expires_at <= {t}), "
@@ -825,9 +851,7 @@ class StatementOps(BatchOps):
             "RETURNING left(encode(sha256(convert_to(token, 'UTF8')), 'hex'), 32) AS digest, fence, expires_at) "
             f"SELECT COALESCE((SELECT expires_at FROM d) > {t}, false), pr.digest, pr.fence, pr.expires_at, "
             # a hand-over goes to the promoted waiter's store alone (its reply channel), a wake-up to every store
-            f"pg_notify({'CASE WHEN pr.digest IS NULL THEN %s ELSE COALESCE((SELECT reply FROM dq), %s) END' if self.replies else '%s'}, "
-            "%s || COALESCE('|' || pr.digest || '|' || pr.fence || '|' || pr.expires_at::text, '')) "
-            "FROM (SELECT 1) one LEFT JOIN pr ON true",
+            f"{self._wake(f'{channel}, {payload}')} FROM (SELECT 1) one LEFT JOIN pr ON true",
             (
                 claim.token,
                 key,
@@ -861,7 +885,7 @@ class StatementOps(BatchOps):
             f"WITH a AS (DELETE FROM {p}_queue WHERE token = %s RETURNING 1), "
             f"b AS (DELETE FROM {p}_holders WHERE token = %s RETURNING 1) "
             "SELECT (SELECT COUNT(*) FROM a), (SELECT COUNT(*) FROM b), (SELECT COUNT(*) FROM "
-            "(SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM a) OR EXISTS (SELECT 1 FROM b)) n)"
+            f"(SELECT {self._wake('%s, %s')} WHERE EXISTS (SELECT 1 FROM a) OR EXISTS (SELECT 1 FROM b)) n)"
         )
         args = (claim.token, claim.token, self.channel, key)
         lock = self._lock_name(key)
@@ -870,7 +894,7 @@ class StatementOps(BatchOps):
         if not queued:
             late = yield Stmt(
                 f"WITH b AS (DELETE FROM {p}_holders WHERE token = %s RETURNING 1) SELECT (SELECT COUNT(*) FROM b), "
-                "(SELECT COUNT(*) FROM (SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM b)) n)",
+                f"(SELECT COUNT(*) FROM (SELECT {self._wake('%s, %s')} WHERE EXISTS (SELECT 1 FROM b)) n)",
                 (claim.token, self.channel, key),
             )
             held += to_int(late.rows[0][0])
@@ -883,7 +907,7 @@ class StatementOps(BatchOps):
         statement."""
         p = self.p
         tokens = [c.token for c, _ in claims]
-        notify = "SELECT 0, (SELECT COUNT(*) FROM (SELECT pg_notify(%s, name_key) FROM k) n)::text"
+        notify = f"SELECT 0, (SELECT COUNT(*) FROM (SELECT {self._wake('%s, name_key')} FROM k) n)::text"
         r = yield Stmt(
             f"WITH a AS (DELETE FROM {p}_queue WHERE token = ANY(%s) RETURNING token, name_key), "
             f"b AS (DELETE FROM {p}_holders WHERE token = ANY(%s) RETURNING token, name_key), "
@@ -932,9 +956,12 @@ class StatementOps(BatchOps):
         return {str(row[0]): to_float(row[1]) for row in r.rows}
 
     def break_lock(self, name: str) -> Generator[Stmt, Result, list[str]]:
+        """One statement: the deletes and their NOTIFY commit together (a NOTIFY refused at COMMIT undoes the
+        deletes too, and running the whole again, muted, finds the same tokens)."""
         key = name_key(name)
-        r = yield Stmt(f"DELETE FROM {self.p}_holders WHERE name_key = %s RETURNING token", (key,))
-        tokens = [str(row[0]) for row in r.rows]
-        if tokens:
-            yield from self._notify(key)
-        return tokens
+        r = yield Stmt(
+            f"WITH d AS (DELETE FROM {self.p}_holders WHERE name_key = %s RETURNING token) SELECT token FROM d "
+            f"UNION ALL SELECT NULL FROM (SELECT {self._wake('%s, %s')} WHERE EXISTS (SELECT 1 FROM d)) n",
+            (key, self.channel, key),
+        )
+        return [str(row[0]) for row in r.rows if row[0] is not None]

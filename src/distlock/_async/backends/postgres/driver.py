@@ -23,6 +23,7 @@ server-side timeouts (``set_config(..., true)``), and a ``batch`` statement seve
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Generator
 from typing import Any
@@ -33,12 +34,15 @@ import psycopg.errors
 from .... import _pg_async as pg
 from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
+from ...._core.timing import monotonic
 from ...._core.types import Mode
 from ...._errors import ConfigError
 from ...._given import given, pool_params
-from ...._tls import pop_tls
+from ...._tls import one_line, pop_tls
 from ...._url import StoreConfig
 from ..sql.base import SESSION_WAIT_SLICE, RetryableError, SqlBase, StaleConnection
+
+log = logging.getLogger("distlock")
 
 _SSL_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey")
 #: distlock's common TLS option names (``_tls.py``) -> libpq's, accepted as well
@@ -70,6 +74,19 @@ def ssl_options(config: StoreConfig) -> dict[str, str]:
         out["sslcert"] = tls.certfile
         out["sslkey"] = tls.keyfile or tls.certfile
     return out
+
+
+#: how long a store sends no NOTIFY after the server refused one (its notification queue was full), before
+#: it tries again (``sql_lease.Ops.mute``)
+NOTIFY_PAUSE = 5.0
+#: a store says so in the log at most this often (seconds)
+NOTIFY_WARN_EVERY = 60.0
+
+
+def notify_queue_full(exc: BaseException) -> bool:
+    """PostgreSQL refused a NOTIFY at COMMIT: "too many notifications in the NOTIFY queue" (SQLSTATE 54000,
+    which other limits share: the message says which, and names NOTIFY in every translation)."""
+    return isinstance(exc, psycopg.errors.ProgramLimitExceeded) and "notify" in str(exc).lower()
 
 
 def refused_options(exc: BaseException) -> bool:
@@ -124,6 +141,7 @@ class PgDriver(SqlBase):
         #: what sits between this store and PostgreSQL, found at open: None (nothing), or a pooler's mode
         #: "session", "transaction" or "statement"
         self.pooler: str | None = None
+        self._notify_warned = float("-inf")  # when this store last logged a refused NOTIFY
         #: the server takes our ``options`` startup parameter (a pooler may refuse it)
         self._options_ok = True
         self._begin = "BEGIN"
@@ -281,6 +299,9 @@ class PgDriver(SqlBase):
         except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as exc:
             await self._rollback(conn, cur, tx)
             raise RetryableError(str(exc)) from exc
+        except psycopg.errors.ProgramLimitExceeded as exc:
+            await self._rollback(conn, cur, tx)
+            raise self._refused_notify(exc) from exc
         except BaseException:
             await self._rollback(conn, cur, tx)
             raise
@@ -361,8 +382,29 @@ class PgDriver(SqlBase):
             return stop.value
         except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as exc:
             raise RetryableError(str(exc)) from exc
+        except psycopg.errors.ProgramLimitExceeded as exc:
+            raise self._refused_notify(exc) from exc
         finally:
             script.close()
+
+    def _refused_notify(self, exc: psycopg.errors.ProgramLimitExceeded) -> Exception:
+        """What a statement refused with SQLSTATE 54000 becomes. A full NOTIFY queue: the store stops
+        notifying for ``NOTIFY_PAUSE`` seconds, and the operation runs again without (a RetryableError: its
+        transaction was rolled back, and each script is safe to run again from its start). Anything else
+        stays the error it is."""
+        if not notify_queue_full(exc):
+            return exc
+        now = monotonic()
+        if now - self._notify_warned >= NOTIFY_WARN_EVERY:  # a queue stays full for as long as nobody acts
+            self._notify_warned = now
+            log.warning(
+                "PostgreSQL refused a NOTIFY (%s): for %.0f s this store releases without waking waiters elsewhere "
+                "(they look again at least every second). A LISTEN session that stopped reading holds the queue: "
+                "see pg_notification_queue_usage() and the server log, which names its process",
+                one_line(exc.diag.message_primary or str(exc)), NOTIFY_PAUSE,
+            )  # fmt: skip
+        self.ops.mute(NOTIFY_PAUSE)
+        return RetryableError(str(exc))
 
     async def _rollback(self, conn: Any, cur: pg.Cursor, tx: bool) -> None:
         if tx and not conn.closed and not conn.broken:
