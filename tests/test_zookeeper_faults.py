@@ -283,14 +283,17 @@ def test_a_waiters_wake_up_runs_on_kazoos_connection_thread(single: ZkEnsemble, 
 
 
 @contextlib.contextmanager
-def _requests_under(client: Any, path: str) -> Iterator[list[str]]:
-    """The requests ``client`` queues in the block for nodes under ``path`` (their types)."""
+def _requests_under(client: Any, path: str, answers: list[Any] | None = None) -> Iterator[list[str]]:
+    """The requests ``client`` queues in the block for nodes under ``path`` (their types); ``answers`` gets
+    the result of each (kazoo's async result, ready once the server answered)."""
     real = client._call
     sent: list[str] = []
 
     def call(request: Any, result: Any) -> Any:
         if str(getattr(request, "path", "")).startswith(path):
             sent.append(type(request).__name__)
+            if answers is not None:
+                answers.append(result)
         return real(request, result)
 
     client._call = call
@@ -319,6 +322,47 @@ def test_the_next_in_line_holds_on_its_turn_with_no_request(single: ZkEnsemble, 
             thread.join(10)
         # its release's delete may already be out; nothing else: no exists(), no listing
         assert [r for r in requests_on_its_turn if r != "Delete"] == [], requests_on_its_turn
+
+
+def test_after_a_dropped_connection_the_next_in_line_still_holds_with_no_request(single: ZkEnsemble, name: str) -> None:
+    """A dropped connection takes the waiter's two watches with it (kazoo sets none again) and wakes it: its
+    look after the reconnect watches its own child again with the holder's, in one round trip, so its turn
+    still needs no request (before, it watched the holder's child only, and asked ``exists`` on its turn)."""
+    node = single.nodes[0]
+    proxy = FaultProxy(node.host, node.client_port).start()
+    try:
+        with distlock.connect(single.url) as a, distlock.connect(f"zookeeper://127.0.0.1:{proxy.port}") as b:
+            holder, waiter = a.lock(name), b.lock(name)
+            assert holder.acquire(timeout=10)
+            thread, got = take_in_thread(waiter, 20)
+            path = layout.lock_path(name)
+            assert until(lambda: _waiters(b, name) == 1)
+            assert until(lambda: _watched(backend_of(waiter), path) == 2)  # own and the holder's
+            answers: list[Any] = []
+
+            def settled() -> bool:
+                """The waiter looked after the drop (once per state change: the drop, the reconnect), every
+                look is answered (so it found the holder's child still there), and no other one follows."""
+                n = len(answers)
+                if n < 2 or not all(r.ready() for r in answers):
+                    return False
+                time.sleep(0.3)
+                return len(answers) == n
+
+            try:
+                with _requests_under(backend_of(waiter).wire.client, path, answers) as sent:
+                    assert proxy.cut() == 1  # the same session goes on over a new connection
+                    assert until(settled)
+                    looked = list(sent)
+                    holder.release()
+                    assert until(lambda: bool(got))
+                    on_its_turn = list(sent[len(looked) :])
+            finally:
+                thread.join(10)
+        assert set(looked) == {"GetData"}, looked  # each look read both children with a watch (no exists)
+        assert [r for r in on_its_turn if r != "Delete"] == [], on_its_turn
+    finally:
+        proxy.close()
 
 
 def test_a_waiter_whose_own_child_was_deleted_queues_again_on_its_turn(single: ZkEnsemble, name: str) -> None:

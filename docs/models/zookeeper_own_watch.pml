@@ -8,7 +8,9 @@
    thread reads the events in that order and W's callbacks record them where they are read. A connection
    drop loses the events not read yet and every watch of that connection (kazoo sets none again on the next
    one); the client sees the state change (epoch + 1) before anything that comes on a new connection, and
-   wakes W, which re-checks: exists(O) and get(A) with a watch on A only.
+   wakes W, which re-checks: it reads the epoch, then sends get(O) and get(A), each with a watch, on whatever
+   connection is up by then, and records that epoch as the one of its watches (a drop in between leaves it
+   older than the client's: the rule then asks). Before the re-arm, the re-check watched A only.
 
    The rule: on A's deletion event, W holds with no request if the epoch is the one of its watches and no
    deletion of O was told; otherwise it asks exists(O) and holds if O is there. Anyone (an admin,
@@ -19,12 +21,19 @@
    Variants (-D):
      NO_OWN_GONE   the rule ignores a told deletion of O
      NO_EPOCH      the rule ignores connection changes since the watches were set
-   Results: the unflagged model holds; NO_OWN_GONE violates first (O's deletion and A's come back to back);
-   NO_EPOCH violates first (a drop loses O's watch, the re-check re-arms A's only, O is deleted silently).
+     NO_REARM      the re-check watches A only (O's watch stays lost: the code before the re-arm)
+   Results: the unflagged model holds. NO_OWN_GONE violates first (O's deletion and A's come back to back).
+   NO_REARM holds (after a drop the rule asks instead, until the next listing). NO_REARM with NO_EPOCH violates
+   first (a drop loses O's watch, the re-check re-arms A's only, O is deleted silently): the epoch is what
+   keeps a waiter whose O watch is lost from trusting it. With the re-arm, every watch on A of a waiter next in
+   line is set together with one on O, so NO_EPOCH alone holds too: the code keeps the epoch check as a
+   second guard (a watch on O that a connection took with it is never trusted, however it was lost).
    Table (check.sh runs each line):
      (today)
      -DNO_OWN_GONE
      -DNO_EPOCH
+     -DNO_REARM
+     -DNO_REARM -DNO_EPOCH
 */
 mtype = { DEL_O, DEL_A };
 chan ev = [2] of { mtype };     /* events on the current connection, in the server's order, not read yet */
@@ -36,6 +45,8 @@ byte epoch = 0;                 /* the client: connection changes seen */
 byte armed = 0;                 /* the epoch when W's watches were set */
 byte seen = 0;                  /* the last epoch W re-checked after */
 byte drops = 0;
+byte e = 0;                     /* the epoch W read for the re-check in progress */
+byte step = 0;                  /* W's re-check: 0 none, 1 epoch read, requests not sent yet */
 bool o_gone = 0, a_gone = 0;    /* what W's callbacks recorded */
 bool o_at_a = 0;                /* ghost: O existed when A was deleted */
 bool held = 0;
@@ -70,10 +81,16 @@ active proctype W() {
 #endif
           :: else -> if :: conn && o -> hold() :: conn && !o -> break :: else -> skip fi  /* exists(O) */
        fi }
-  :: atomic { !a_gone && !held && seen != epoch && conn ->   /* woken by the state change: re-check */
-       seen = epoch;
+  :: atomic { step == 0 && !a_gone && !held && seen != epoch && conn ->  /* woken by the state change */
+       seen = epoch; e = epoch; step = 1 }
+  :: atomic { step == 1 && !held && conn ->   /* the re-check's requests, on the connection up now */
        if :: !o -> break                      /* O is gone: queue again (a new child, out of this model) */
-          :: o && a -> wa = 1                 /* watch A again (O's watch is not set again) */
+          :: o && a ->
+#ifdef NO_REARM
+             wa = 1; step = 0                 /* watch A again; O's watch is not set again */
+#else
+             wa = 1; wo = 1; armed = e; step = 0  /* both again, under the epoch read before */
+#endif
           :: o && !a -> hold()                /* A gone, O there: first */
        fi }
   :: held -> break

@@ -121,6 +121,18 @@ class FaultProxy:
             link.dead = True
         return len(self._links)
 
+    def cut(self) -> int:
+        """Close the connections open now, at both ends: a dropped link that both sides notice at once (a
+        firewall's reset, a restarted load balancer); new connections pass. Returns how many there were."""
+        return self._call(self._cut())
+
+    async def _cut(self) -> int:
+        links = list(self._links)
+        for link in links:
+            for w in link.writers:
+                w.close()
+        return len(links)
+
     def delay(self, seconds: float) -> None:
         """Forward every chunk ``seconds`` late, from now on (0 stops it)."""
         self._delay = max(0.0, seconds)

@@ -117,9 +117,9 @@ class Nodes:
         """Whether our own child ``own`` is still there (F6) and whether ``ahead`` (the child we wait for) is,
         watching ``ahead`` if so: a woken waiter's look at the queue without listing it. With ``own_watch``,
         ``own`` is watched too (a data read, which leaves no watch on a missing node), as a waiter next in line
-        does when it starts to wait: the server registers that watch first, so a deletion of ``own`` is told
-        before any event of ``ahead``. Both requests go back to back on the session: one round trip however
-        long the queue is."""
+        does each time it looks (when it starts to wait, and when woken with that child still ahead): the
+        server registers that watch first, so a deletion of ``own`` is told before any event of ``ahead``.
+        Both requests go back to back on the session: one round trip however long the queue is."""
         w = self._wire
         if own_watch is None:
             mine = w.send(w.client.exists_async, own)  # no watch: exists() leaves none on a missing node

@@ -204,11 +204,18 @@ class Attempt(AsyncAttempt):
                         node.renew()
                         continue
                 elif watching is not None:  # woken: list the queue only if the watched child is gone
-                    ours, there = nodes.recheck(node.path, f"{node.parent}/{watching}", self.wake)
+                    # Next in line: our own child is watched again too, in the same round trip. A connection
+                    # change (what most often wakes us here) took both watches with it, and this sets them on
+                    # the connection up now, so the turn that follows needs no request again.
+                    epoch = self.backend.epoch
+                    own_watch = self.own_deleted if alone else None
+                    ours, there = nodes.recheck(node.path, f"{node.parent}/{watching}", self.wake, own_watch)
                     if not ours:  # our child vanished (session expired, admin): queue again, fresh name
                         node.renew()
                         continue
                     if there:
+                        if alone:
+                            self._own_watch = (node.path, epoch)
                         self._watching, self._alone = watching, alone
                         return Grant(False)
                     if alone:
