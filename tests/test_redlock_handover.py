@@ -5,6 +5,7 @@ rule itself (which pushes make a grant, which are void) is also checked alone, w
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +18,7 @@ from distlock._core import redis_calls as rc
 from distlock._core import redis_lua as lua
 from distlock._core.timing import WAITER_TTL, monotonic
 from distlock._core.types import Claim, Mode
+from distlock._rt_sync import Waker
 from distlock._sync.backends.redis.attempt import Handed
 from distlock._sync.backends.redis.leases import Leases
 from distlock._sync.backends.redis.redlock import Backend as RedlockBackend
@@ -95,6 +97,90 @@ def test_the_release_hands_the_name_over_and_the_waiter_holds_without_a_try(
         assert waiter.owned
         assert all(r.get(name) is None for r in raws)
         assert all(r.zcard("{" + name + "}:q") == 0 for r in raws)
+
+
+def test_the_waiting_thread_reads_the_masters_pushes_itself(
+    masters: list[ServerProc], raws: list[redis.Redis], name: str
+) -> None:
+    """The threaded waiter holds the read role of every master's pub/sub connection while it waits and reads
+    the hand-over pushes itself (``listener.wait_all``): no push passes through a master's reader thread
+    (one thread hop per push less; before, all five came that way)."""
+    url = redlock_url(masters)
+    with distlock.connect(url) as a, distlock.connect(url) as b:
+        holder = a.lock(name, ttl=30)
+        assert holder.acquire()
+        waiter = Waiter(b.lock(name, ttl=30))
+        assert _asleep_in_every_queue(raws, name)
+        listeners = [n.listener for n in b._backend.masters.nodes]  # type: ignore[attr-defined]
+        # a background reader in the middle of a read (the subscriptions' confirmations) leaves within a slice
+        assert until(lambda: all(isinstance(one._role, Waker) for one in listeners))
+        readers: list[str] = []
+        for one in listeners:
+            real = one._dispatch
+
+            def dispatch(msg: dict[str, Any], real: Any = real) -> None:
+                if msg.get("type") == "message":
+                    readers.append(threading.current_thread().name)
+                real(msg)
+
+            one._dispatch = dispatch  # type: ignore[method-assign]
+        holder.release()
+        assert waiter.granted()
+        waiter.finish()
+        assert waiter.owned
+    assert len(readers) >= 3, readers  # a majority's pushes made the grant
+    assert set(readers) == {waiter._thread.name}, readers
+
+
+def test_several_waiting_threads_of_one_store_are_all_woken_at_once(
+    masters: list[ServerProc], raws: list[redis.Redis], name: str
+) -> None:
+    """Threads of one store wait on names of their own: one of them reads the masters for all (the group's
+    reader), the others are told by it, and one that leaves passes the reading on. A wake-up lost on the way
+    would cost its waiter its wait slice (up to 2 s; the holders' leases are 30 s): every one comes at once."""
+    url = redlock_url(masters)
+    names = [f"{name}-{i}" for i in range(3)]
+    got: dict[str, float] = {}
+    with distlock.connect(url) as a, distlock.connect(url) as b:
+        held = [a.lock(n, ttl=30) for n in names]
+        for lock in held:
+            assert lock.acquire()
+
+        def take(n: str) -> None:
+            lock = b.lock(n, ttl=30)
+            assert lock.acquire(timeout=20)
+            got[n] = monotonic()
+            lock.release()
+
+        threads = {n: threading.Thread(target=take, args=(n,), name=n) for n in names}
+        group = b._backend.masters.listeners  # type: ignore[attr-defined]
+        readers: list[str] = []
+        real = group._read
+
+        def read(*args: Any) -> Any:
+            readers.append(threading.current_thread().name)
+            return real(*args)
+
+        group._read = read
+        for t in threads.values():
+            t.start()
+        for n in names:
+            assert _asleep_in_every_queue(raws, n)
+        assert until(lambda: bool(readers))
+        first = readers[-1]  # the reader's name first: its thread leaves, and passes the reading on
+        order = [first] + [n for n in names if n != first]
+        released: dict[str, float] = {}
+        for n in order:
+            released[n] = monotonic()
+            held[names.index(n)].release()
+            assert until(lambda n=n: n in got, 5)  # type: ignore[misc]
+            if n == first:  # the reader left: the next waiting thread reads now, before any push comes
+                assert until(lambda: group._reader is not None, 1.0)
+        for t in threads.values():
+            t.join(30)
+    waits = {n: got[n] - released[n] for n in names}
+    assert max(waits.values()) < 0.5, waits
+    assert len(set(readers)) >= 2, readers  # the reading passed on
 
 
 def _queue_on(raw: redis.Redis, name: str, token: str, want: str) -> None:

@@ -125,6 +125,16 @@ class io_bound:
             raise TimeoutError(f"no reply within {self._timeout:.3f}s") from None
 
 
+#: whether one caller can wait on several pub/sub connections at once (:func:`readable`): not here, where every
+#: connection's reader is a task of the same event loop already (the threaded twin can)
+READS_MANY = False
+
+
+def readable(conns: Sequence[Any], timeout: float) -> list[int]:
+    """Not used on this side (``READS_MANY``); see the threaded twin."""
+    raise NotImplementedError("readable() is for the threaded side")
+
+
 def tune(conn: Any) -> None:
     """After ``conn`` (a connection of distlock's own) connected: small socket reads (``_aconn.py``)."""
     writer = getattr(conn, "_writer", None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import select
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -91,6 +92,34 @@ class io_bound:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+#: a thread can wait on several pub/sub connections at once (:func:`readable`)
+READS_MANY = True
+
+
+def readable(conns: Sequence[Any], timeout: float) -> list[int]:
+    """The indexes of ``conns`` (pub/sub connections) that have something to read: a reply already in the
+    client's buffer or on its socket now, else whatever comes within ``timeout`` on any of their sockets
+    (one ``poll``). A connection whose look fails (closed, broken) counts as readable: the read that follows
+    meets the error and deals with it, as any read of it would."""
+    ready: list[int] = []
+    socks: dict[int, int] = {}
+    for i, conn in enumerate(conns):
+        sock = getattr(conn, "_sock", None)
+        try:
+            if sock is None or conn.can_read(timeout=0):
+                ready.append(i)
+                continue
+            socks[sock.fileno()] = i
+        except (RedisError, OSError, ValueError, AttributeError):
+            ready.append(i)
+    if ready or timeout <= 0:
+        return ready
+    poller = select.poll()
+    for fd in socks:
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+    return sorted({socks[fd] for fd, _ in poller.poll(timeout * 1000.0)})
 
 
 def tune(conn: Any) -> None:

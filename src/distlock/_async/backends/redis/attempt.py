@@ -205,7 +205,7 @@ class RedlockAttempt(AsyncAttempt):
             left = until - monotonic()
             if got == 0 or left <= 0:
                 return None
-            await waker.wait(left)
+            await self.backend.masters.listeners.wait(waker, left)
 
     def _covered(self, gens: list[int | None]) -> bool:
         return sum(1 for g in gens if g is not None) >= self.backend.masters.quorum
@@ -225,7 +225,10 @@ class RedlockAttempt(AsyncAttempt):
             if self._covered([n.listener.live(self._channel) for n in nodes]):
                 waker.take()  # the confirmations woke us too: the caller's re-check covers them
                 return
-        await self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
+        # a waiting thread reads the masters' pushes itself where it can (``listener.Group``)
+        await self.backend.masters.listeners.wait(
+            self._waker, wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE)
+        )
 
     async def abandon(self) -> None:
         await self._unwatch()

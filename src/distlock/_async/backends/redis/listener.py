@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from redis.exceptions import RedisClusterException, RedisError
@@ -34,6 +34,8 @@ NAP = 1.0
 PAUSE = 0.2
 #: the background reader's place in the read role (the waiters' is their Waker)
 _BACKGROUND = object()
+#: who may read a connection now, for a waiter (``Listener._take_role``)
+MINE, THEIRS, LATER = "mine", "theirs", "later"
 
 #: what a broken or closed pub/sub connection raises while the reader waits on it (a closed sync PubSub
 #: also raises ValueError / AttributeError from the socket it dropped)
@@ -167,22 +169,13 @@ class Listener:
         with :meth:`add` or :meth:`watch` under ``waker.notify`` waits here; leaving (also cancelled) passes
         the role on."""
         end = time.monotonic() + timeout
-        with self._state:
-            self._contenders.append(waker)
-            self._hot_until = time.monotonic() + HOT
+        self._contend(waker)
         try:
             while not waker.take():
                 now = time.monotonic()
                 if now >= end:
                     return False
-                with self._state:
-                    can = self._pubsub is not None and not self._closed and not self._stale and now >= self._pause_until
-                    if can and self._role is None:
-                        self._role = waker
-                    lead = can and self._role is waker
-                    if not lead and self._role is waker:
-                        self._role = None  # paused or moving: the role waits for a reader that can read
-                if not lead:
+                if self._take_role(waker, now) is not MINE:
                     left = end - now if now >= self._pause_until else min(end - now, self._pause_until - now)
                     if await waker.wait(left):
                         return True
@@ -191,6 +184,27 @@ class Listener:
             return True
         finally:
             self._leave(waker)
+
+    def _contend(self, waker: rt.Waker) -> None:
+        """``waker``'s thread (task) waits here: it takes the read role when that is free (:meth:`_leave`
+        kicks the first waiter in line), and the background reader leaves the role to it."""
+        with self._state:
+            self._contenders.append(waker)
+            self._hot_until = time.monotonic() + HOT
+
+    def _take_role(self, waker: rt.Waker, now: float) -> str:
+        """Take the read role for ``waker`` if it is free and the connection can be read now: ``MINE`` if
+        ``waker`` holds it, ``THEIRS`` if another reader does (it notifies ``waker``), ``LATER`` if nobody
+        may read now (paused after a failure, moving, closed)."""
+        with self._state:
+            can = self._pubsub is not None and not self._closed and not self._stale and now >= self._pause_until
+            if can and self._role is None:
+                self._role = waker
+            if not can and self._role is waker:
+                self._role = None  # paused or moving: the role waits for a reader that can read
+            if can and self._role is waker:
+                return MINE
+            return THEIRS if can else LATER
 
     def _leave(self, who: object) -> None:
         """``who`` stops reading (a waiter also stops waiting): the role goes to the first waiter, else it
@@ -425,3 +439,86 @@ class Listener:
                 await self._pubsub.aclose()
         if self._reader is not None:
             await self._reader.join(2.0)
+
+
+class Group:
+    """The listeners of a Redlock store, one per master, which its waiting threads read together.
+
+    :meth:`wait` is :meth:`Listener.wait` over all of them. Where one thread can wait on several
+    connections (``drv.READS_MANY``: the threaded side), ONE waiting thread at a time, the group's reader,
+    takes the read role of every master's connection it can and reads them itself, with one ``poll`` over
+    their sockets: a master's push then wakes it where it is read, not on that master's reader thread and
+    then again here (one thread hop per push, not two; five masters push each hand-over). The store's other
+    waiting threads wait on their wakers: the reader notifies them of their messages as any reader does, and
+    when it leaves it kicks the first of them, which reads next. A role still held by a master's background
+    reader (in the middle of a read) comes free within that read (``HOT_SLICE`` once a waiter came); until
+    then that reader notifies the group's reader, which a wait on sockets does not see, so its waits are kept
+    that short. On asyncio every reader is a task of the same event loop, with no hop to save: each waiter
+    waits on its waker alone."""
+
+    def __init__(self, listeners: Sequence[Listener]) -> None:
+        self.listeners = list(listeners)
+        self._state = rt.StateGuard()
+        self._reader: rt.Waker | None = None  # the waiting thread that reads the masters now
+        self._waiting: list[rt.Waker] = []  # every waiting thread, in arrival order
+
+    async def wait(self, waker: rt.Waker, timeout: float) -> bool:
+        """Wait until ``waker`` is notified (True) or ``timeout`` passes (False)."""
+        if not drv.READS_MANY:
+            return await waker.wait(timeout)
+        end = time.monotonic() + timeout
+        with self._state:
+            self._waiting.append(waker)
+        reading = False
+        try:
+            while not waker.take():
+                now = time.monotonic()
+                if now >= end:
+                    return False
+                if not reading:
+                    with self._state:
+                        if self._reader is None:
+                            self._reader = waker
+                        reading = self._reader is waker
+                    if not reading:  # the reader tells us what is ours, and kicks us when it leaves
+                        if await waker.wait(end - now):
+                            return True
+                        continue
+                    for one in self.listeners:
+                        one._contend(waker)
+                if await self._read(waker, end, now):
+                    return True
+            return True
+        finally:
+            self._leave(waker, reading)
+
+    async def _read(self, waker: rt.Waker, end: float, now: float) -> bool:
+        """One read, as the group's reader: of every connection whose role is ours (taken if free), for as
+        long as nothing comes, the wait ends, a background reader may still notify us or a paused connection
+        may be read again. True if ``waker`` was notified meanwhile (and that is consumed)."""
+        states = [one._take_role(waker, now) for one in self.listeners]
+        held = [one for one, st in zip(self.listeners, states, strict=True) if st is MINE]
+        soon = end - now
+        if THEIRS in states:
+            soon = min(soon, HOT_SLICE)
+        for one, st in zip(self.listeners, states, strict=True):
+            if st is LATER and one._pause_until > now:  # a paused one is read again once its pause ends
+                soon = min(soon, one._pause_until - now)
+        if not held:
+            return await waker.wait(soon)
+        for i in drv.readable([getattr(one._pubsub, "connection", None) for one in held], soon):
+            await held[i]._read(0.0)
+        return False
+
+    def _leave(self, waker: rt.Waker, reading: bool) -> None:
+        if reading:
+            for one in self.listeners:
+                one._leave(waker)
+        nxt: rt.Waker | None = None
+        with self._state:
+            self._waiting.remove(waker)
+            if self._reader is waker:
+                self._reader = None
+                nxt = self._waiting[0] if self._waiting else None
+        if nxt is not None:
+            nxt.kick()

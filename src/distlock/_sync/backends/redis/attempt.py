@@ -206,7 +206,7 @@ class RedlockAttempt(SyncAttempt):
             left = until - monotonic()
             if got == 0 or left <= 0:
                 return None
-            waker.wait(left)
+            self.backend.masters.listeners.wait(waker, left)
 
     def _covered(self, gens: list[int | None]) -> bool:
         return sum(1 for g in gens if g is not None) >= self.backend.masters.quorum
@@ -226,7 +226,10 @@ class RedlockAttempt(SyncAttempt):
             if self._covered([n.listener.live(self._channel) for n in nodes]):
                 waker.take()  # the confirmations woke us too: the caller's re-check covers them
                 return
-        self._waker.wait(wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE))
+        # a waiting thread reads the masters' pushes itself where it can (``listener.Group``)
+        self.backend.masters.listeners.wait(
+            self._waker, wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE)
+        )
 
     def abandon(self) -> None:
         self._unwatch()

@@ -16,6 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .... import _redis_sync as drv
 from ...._core import redis_calls as rc
 from ...._errors import BackendError, QuorumError
+from .listener import Group
 from .node import Node
 from .wire import Restarted
 
@@ -30,6 +31,8 @@ class Masters:
         self.node_timeout = node_timeout
         self.scheme = scheme
         self.fanout = drv.Fanout(len(nodes))
+        #: their wake-up listeners, read together by the store's waiting threads (``attempt.RedlockAttempt``)
+        self.listeners = Group([n.listener for n in nodes])
 
     def deadline(self, ttl: float | None = None) -> float:
         return self.node_timeout if ttl is None else max(0.005, min(self.node_timeout, ttl / 5.0))
