@@ -183,6 +183,40 @@ def test_several_waiting_threads_of_one_store_are_all_woken_at_once(
     assert len(set(readers)) >= 2, readers  # the reading passed on
 
 
+def test_the_group_reader_rides_out_dropped_connections_on_a_majority(
+    masters: list[ServerProc], raws: list[redis.Redis], name: str
+) -> None:
+    """Three masters drop the waiting store's pub/sub connections while its thread reads them as the group's
+    reader: the failed reads make the waiter look again and its store subscribe anew on those three within a
+    second (after the 0.2 s pause of a failed connection), and a release after that reaches the waiter
+    through them: it holds at once, not at its 2 s re-check."""
+    url = redlock_url(masters)
+    with distlock.connect(url) as a, distlock.connect(url) as b:
+        holder = a.lock(name, ttl=30)
+        assert holder.acquire()
+        waiter = Waiter(b.lock(name, ttl=30))
+        assert _asleep_in_every_queue(raws, name)
+        listeners = [n.listener for n in b._backend.masters.nodes]  # type: ignore[attr-defined]
+        assert until(lambda: all(isinstance(one._role, Waker) for one in listeners))
+        for raw, one in list(zip(raws, listeners, strict=True))[:3]:
+            port = one._pubsub.connection._sock.getsockname()[1]
+            (theirs,) = [c for c in raw.client_list(_type="pubsub") if c["addr"].endswith(f":{port}")]
+            raw.client_kill(theirs["addr"])
+        killed = monotonic()
+        channel = "{" + name + "}:wake"
+        # subscribed again on all five
+        assert until(lambda: all(r.pubsub_numsub(channel)[0][1] >= 1 for r in raws), 5)
+        assert monotonic() - killed < 1.0, monotonic() - killed
+        assert _asleep_in_every_queue(raws, name)
+        released = monotonic()
+        holder.release()
+        assert waiter.granted()
+        took = monotonic() - released
+        waiter.finish()
+        assert waiter.owned
+    assert took < 1.0, took
+
+
 def _queue_on(raw: redis.Redis, name: str, token: str, want: str) -> None:
     """A stamped exclusive try that finds the name held: queues ``token`` with its hand-over record."""
     args = rc.acquire_args(token, Mode.EXCLUSIVE, 30, 1, False, "o", WAITER_TTL, want, rc.stamp_of(monotonic()))
