@@ -100,21 +100,39 @@ def test_the_release_hands_the_name_over_and_the_waiter_holds_without_a_try(
         assert all(r.zcard("{" + name + "}:q") == 0 for r in raws)
 
 
+def _read_by_the_waiter(a: Any, b: Any, raws: list[redis.Redis], name: str) -> tuple[distlock.Lock, Waiter, list[Any]]:
+    """A holder of ``name`` in store ``a``, and a waiter of store ``b`` asleep in every queue whose thread
+    holds the read role of every master's connection (the group's reader; a background reader in the
+    middle of a read, the subscriptions' confirmations, leaves within a slice); and ``b``'s listeners."""
+    holder = a.lock(name, ttl=30)
+    assert holder.acquire()
+    waiter = Waiter(b.lock(name, ttl=30))
+    assert _asleep_in_every_queue(raws, name)
+    listeners = [n.listener for n in b._backend.masters.nodes]
+    assert until(lambda: all(isinstance(one._role, Waker) for one in listeners))
+    return holder, waiter, listeners
+
+
+def _hand_over(holder: distlock.Lock, waiter: Waiter) -> float:
+    """Release, and how long until the waiter held the name (which it owned until it let go)."""
+    released = monotonic()
+    holder.release()
+    assert waiter.granted()
+    took = monotonic() - released
+    waiter.finish()
+    assert waiter.owned
+    return took
+
+
 def test_the_waiting_thread_reads_the_masters_pushes_itself(
     masters: list[ServerProc], raws: list[redis.Redis], name: str
 ) -> None:
     """The threaded waiter holds the read role of every master's pub/sub connection while it waits and reads
-    the hand-over pushes itself (``listener.wait_all``): no push passes through a master's reader thread
+    the hand-over pushes itself (``listener.Group``): no push passes through a master's reader thread
     (one thread hop per push less; before, all five came that way)."""
     url = redlock_url(masters)
     with distlock.connect(url) as a, distlock.connect(url) as b:
-        holder = a.lock(name, ttl=30)
-        assert holder.acquire()
-        waiter = Waiter(b.lock(name, ttl=30))
-        assert _asleep_in_every_queue(raws, name)
-        listeners = [n.listener for n in b._backend.masters.nodes]  # type: ignore[attr-defined]
-        # a background reader in the middle of a read (the subscriptions' confirmations) leaves within a slice
-        assert until(lambda: all(isinstance(one._role, Waker) for one in listeners))
+        holder, waiter, listeners = _read_by_the_waiter(a, b, raws, name)
         readers: list[str] = []
         for one in listeners:
             real = one._dispatch
@@ -124,11 +142,8 @@ def test_the_waiting_thread_reads_the_masters_pushes_itself(
                     readers.append(threading.current_thread().name)
                 real(msg)
 
-            one._dispatch = dispatch  # type: ignore[method-assign]
-        holder.release()
-        assert waiter.granted()
-        waiter.finish()
-        assert waiter.owned
+            one._dispatch = dispatch
+        _hand_over(holder, waiter)
     assert len(readers) >= 3, readers  # a majority's pushes made the grant
     assert set(readers) == {waiter._thread.name}, readers
 
@@ -193,12 +208,7 @@ def test_the_group_reader_rides_out_dropped_connections_on_a_majority(
     through them: it holds at once, not at its 2 s re-check."""
     url = redlock_url(masters)
     with distlock.connect(url) as a, distlock.connect(url) as b:
-        holder = a.lock(name, ttl=30)
-        assert holder.acquire()
-        waiter = Waiter(b.lock(name, ttl=30))
-        assert _asleep_in_every_queue(raws, name)
-        listeners = [n.listener for n in b._backend.masters.nodes]  # type: ignore[attr-defined]
-        assert until(lambda: all(isinstance(one._role, Waker) for one in listeners))
+        holder, waiter, listeners = _read_by_the_waiter(a, b, raws, name)
         for raw, one in list(zip(raws, listeners, strict=True))[:3]:
             port = one._pubsub.connection._sock.getsockname()[1]
             (theirs,) = [c for c in raw.client_list(_type="pubsub") if c["addr"].endswith(f":{port}")]
@@ -209,12 +219,7 @@ def test_the_group_reader_rides_out_dropped_connections_on_a_majority(
         assert until(lambda: all(r.pubsub_numsub(channel)[0][1] >= 1 for r in raws), 5)
         assert monotonic() - killed < 1.0, monotonic() - killed
         assert _asleep_in_every_queue(raws, name)
-        released = monotonic()
-        holder.release()
-        assert waiter.granted()
-        took = monotonic() - released
-        waiter.finish()
-        assert waiter.owned
+        took = _hand_over(holder, waiter)
     assert took < 1.0, took
 
 
@@ -228,12 +233,7 @@ def test_the_group_reader_reads_a_master_again_as_soon_as_it_is_back(name: str) 
         raws = [redis.Redis.from_url(s.url, socket_timeout=5) for s in servers]
         try:
             with distlock.connect(url) as a, distlock.connect(url) as b:
-                holder = a.lock(name, ttl=30)
-                assert holder.acquire()
-                waiter = Waiter(b.lock(name, ttl=30))
-                assert _asleep_in_every_queue(raws, name)
-                listeners = [n.listener for n in b._backend.masters.nodes]  # type: ignore[attr-defined]
-                assert until(lambda: all(isinstance(one._role, Waker) for one in listeners))
+                holder, waiter, listeners = _read_by_the_waiter(a, b, raws, name)
                 servers[0].kill()
                 assert until(lambda: listeners[0]._pause_until > monotonic())  # a read failed: paused
                 time.sleep(0.5)  # a few pauses, each ended by a read that fails again
@@ -242,12 +242,7 @@ def test_the_group_reader_reads_a_master_again_as_soon_as_it_is_back(name: str) 
                 channel = "{" + name + "}:wake"
                 assert until(lambda: raws[0].pubsub_numsub(channel)[0][1] >= 1, 5)
                 subscribed = monotonic() - back
-                released = monotonic()
-                holder.release()
-                assert waiter.granted()
-                took = monotonic() - released
-                waiter.finish()
-                assert waiter.owned
+                took = _hand_over(holder, waiter)
         finally:
             for r in raws:
                 r.close()

@@ -205,18 +205,13 @@ class Attempt(SyncAttempt):
                         node.renew()
                         continue
                 elif watching is not None:  # woken: list the queue only if the watched child is gone
-                    # Next in line: our own child is watched again too, in the same round trip. A connection
-                    # change (what most often wakes us here) took both watches with it, and this sets them on
-                    # the connection up now, so the turn that follows needs no request again.
-                    epoch = self.backend.epoch
-                    own_watch = self.own_deleted if alone else None
-                    ours, there = nodes.recheck(node.path, f"{node.parent}/{watching}", self.wake, own_watch)
+                    # Next in line, our own child is watched again too: a connection change (what most often
+                    # wakes us here) took both watches with it, and this sets them on the connection up now.
+                    ours, there = self._look(node, f"{node.parent}/{watching}", alone)
                     if not ours:  # our child vanished (session expired, admin): queue again, fresh name
                         node.renew()
                         continue
                     if there:
-                        if alone:
-                            self._own_watch = (node.path, epoch)
                         self._watching, self._alone = watching, alone
                         return Grant(False)
                     if alone:
@@ -241,13 +236,10 @@ class Attempt(SyncAttempt):
                 ahead = f"{node.parent}/{verdict.watch}"
                 alone = layout.blocks_alone(self._order, ordered, name, verdict.watch)
                 if alone:  # next in line: watch our own child too, so its turn needs no request (above)
-                    epoch = self.backend.epoch  # before the watches go out: a change while they do counts
-                    ours, there = nodes.recheck(node.path, ahead, self.wake, own_watch=self.own_deleted)
+                    ours, there = self._look(node, ahead, alone)
                     if not ours:  # our child vanished (session expired, admin): queue again, fresh name
                         node.renew()
                         continue
-                    if there:
-                        self._own_watch = (node.path, epoch)
                 else:
                     there = nodes.watch_exists(ahead, self.wake)
                 if there:
@@ -262,6 +254,18 @@ class Attempt(SyncAttempt):
         raise BackendError(
             f"the queue of {self.claim.name!r} kept changing; giving up this attempt", backend=self.backend.scheme
         )
+
+    def _look(self, node: Entry, ahead: str, alone: bool) -> tuple[bool, bool]:
+        """Whether our own child and the child ``ahead`` are there, in one round trip (``Nodes.recheck``),
+        watching ``ahead``. Next in line (``alone``) our own child is watched too, and once ``ahead`` is found
+        there that watch is recorded with the connection epoch read before the requests went out (a change
+        while they do counts), which the next-in-line rule compares."""
+        epoch = self.backend.epoch
+        own_watch = self.own_deleted if alone else None
+        ours, there = self.backend.nodes.recheck(node.path, ahead, self.wake, own_watch)
+        if ours and there and alone:
+            self._own_watch = (node.path, epoch)
+        return ours, there
 
     def _lease_step(self) -> Grant | None:
         """Semaphore, holding the internal mutex: take a lease, wait until at most ``permits`` leases exist."""
