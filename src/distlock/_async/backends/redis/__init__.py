@@ -170,7 +170,7 @@ class Backend(AsyncBackend):
         if grant.acquired:
             self.leases.confirmed(claim, sent)
         if grant.acquired and int(acks) < self.wait_replicas:
-            await self.node.script("release", claim.name, claim.token, claim.mode.value)
+            await self.node.script("release", claim.name, *rc.release_args(claim))
             raise BackendError(
                 f"only {int(acks)} of {self.wait_replicas} replicas acknowledged the lock within "
                 f"{self.wait_timeout_ms} ms; released it (wait_replicas)",
@@ -183,7 +183,7 @@ class Backend(AsyncBackend):
         unsure: list[bool] = []
         try:
             reply = await self.node.script(
-                "release", claim.name, claim.token, claim.mode.value, unsure=unsure, timeout=self.node.budget(claim.ttl)
+                "release", claim.name, *rc.release_args(claim), unsure=unsure, timeout=self.node.budget(claim.ttl)
             )
         except BackendError:
             self.leases.unsure(claim.token)

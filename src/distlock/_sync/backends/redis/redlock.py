@@ -193,7 +193,7 @@ class Backend(SyncBackend):
         """The release script on ``nodes``, each told the run id this store read from it: a master hands the
         name over to its head waiter only if that waiter's try saw the same run (the fence rule's seeding)."""
         runs = [n.run_id or "" for n in nodes]
-        each = [(claim.token, claim.mode.value, rc.REDLOCK + run) for run in runs]
+        each = [rc.release_args(claim, rc.REDLOCK + run) for run in runs]
         return self.masters.scatter_each(nodes, timeout, "release", claim.name, each, runs)
 
     def _leave_queues(self, claim: Claim, votes: list[Vote | None]) -> None:
