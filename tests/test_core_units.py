@@ -131,3 +131,23 @@ print("imported", len({modules!r}))
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["imported", str(len(modules))]
     assert len(modules) >= 10
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("deploy", ["t" * 32, "lock", 30000, "1", "0", "host:1:thread-7", "5000", "", "", ""]),
+        ("é{x}", ["tok", "write", 5, "hôst:2:task-ü"]),  # a name and an owner id that are not ASCII
+        ("deploy", []),
+    ],
+)
+def test_a_packed_script_call_is_byte_for_byte_what_redis_py_sends(name: str, args: list[str | int]) -> None:
+    from redis.connection import Encoder, PythonRespSerializer
+
+    from distlock._core import redis_calls, redis_keys, redis_lua
+
+    pack = PythonRespSerializer(6000, Encoder("utf-8", "strict", False).encode).pack
+    for cluster in (False, True):
+        keys = redis_keys.keys(name, cluster, redis_keys.NODE_COUNTER)
+        theirs = pack("EVALSHA", redis_lua.SHA["acquire"], redis_keys.NKEYS, *keys, redis_keys.channel(name), *args)
+        assert redis_calls.packed_call("acquire", name, *args, cluster=cluster) == b"".join(theirs)

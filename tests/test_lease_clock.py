@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -252,3 +253,54 @@ def test_a_failing_renewal_waits_its_retry_delay() -> None:
     span = calls[-1] - calls[0]
     # retries every 0.3 s (a tenth of the TTL) from the first failure until the lease ends
     assert len(calls) <= span / 0.3 + 2, (len(calls), span)
+
+
+def test_the_lost_event_is_made_on_demand_and_set_whichever_comes_first() -> None:
+    """A holding makes its ``lost`` event only when someone asks for it (``lease.Lost``): asked for before the
+    loss, after it, or while another thread sets it, the event the caller gets is set once the loss is."""
+    from distlock._sync.lease import Lost
+
+    before, after = Lost(), Lost()
+    early = before.event()
+    assert not early.is_set() and not before.is_set()
+    before.set()
+    after.set()
+    assert early.is_set() and before.event() is early
+    assert after.is_set() and after.event().is_set()
+    for _ in range(300):  # the race: one thread sets it while others ask for the event
+        got = _race_for_the_lost_event(Lost())
+        assert len({id(e) for e in got}) == 1 and got[0].is_set()
+
+
+def _race_for_the_lost_event(lost: Any) -> list[threading.Event]:
+    """Three threads ask ``lost`` for its event while a fourth sets it, all released at once."""
+    got: list[threading.Event] = []
+    go = threading.Barrier(4)
+
+    def ask() -> None:
+        go.wait()
+        got.append(lost.event())
+
+    def lose() -> None:
+        go.wait()
+        lost.set()
+
+    threads = [threading.Thread(target=ask) for _ in range(3)] + [threading.Thread(target=lose)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return got
+
+
+def test_a_lock_lost_while_nobody_waited_on_it_shows_lost_when_asked(name: str) -> None:
+    """The event a caller asks for after the loss is already set (the loss itself made none)."""
+    with distlock.connect("memory://") as store:
+        lock = store.lock(name, ttl=0.3, auto_renew=False)
+        assert lock.acquire()
+        deadline = time.monotonic() + 5
+        while store._core.holdings() and time.monotonic() < deadline:  # until the clock loses it
+            time.sleep(0.02)
+        assert lock.lost.is_set()
+        with pytest.raises(distlock.LockLost):
+            lock.release()

@@ -66,7 +66,7 @@ class AsyncRan:
         self.started = started  # monotonic: when the job's try began (the start ``at_least`` counts from)
         self._holding = holding
         self.fence: int | None = holding.fence if holding is not None else None
-        self.lost: rt.Event = holding.lost if holding is not None else rt.Event()
+        self.lost: rt.Event = holding.lost.event() if holding is not None else rt.Event()
         self.shortened = False
 
     def __bool__(self) -> bool:
@@ -146,7 +146,7 @@ class AsyncOnce:
             except UnsupportedFeature:
                 # no lease on the server to shorten: keep holding here until start + at_least (or a loss)
                 try:
-                    await rt.wait_event(holding.lost, self.at_least - (monotonic() - ran.started))
+                    await rt.wait_event(holding.lost.event(), self.at_least - (monotonic() - ran.started))
                 except BaseException:  # cancelled or interrupted: let go now, as a process that dies would
                     await rt.shielded(lock._release_holding(holding))
                     raise

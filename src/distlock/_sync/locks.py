@@ -255,7 +255,7 @@ class Lock(_Acquirable):
             mine = self._holds.get(rt.owner_key())
             holding = mine[-1] if mine else self._last
             if holding is not None:
-                return holding.lost
+                return holding.lost.event()
             if self._idle_lost is None:
                 self._idle_lost = rt.Event()
             return self._idle_lost
