@@ -345,9 +345,9 @@ class _Worker:
 
     def ensure(self, at: float) -> None:
         # The common case, without the guard: the loop sleeps and wakes by ``at`` anyway (a sleep is at most
-        # ``Leases.TICK``), and whatever it was asked to watch is in the store's holdings before this call,
-        # where its next look finds it. (A stale read of ``_wake_at`` is a sleep that already ended: then
-        # the loop is between two sleeps, and the guarded path below is taken on the next call.)
+        # ``Leases.TICK``), and whatever it is asked to watch is in the store's holdings before this call,
+        # where its next look finds it. A stale read (of a sleep that has just ended) is as good: the loop
+        # looks at the holdings only after it clears ``_wake_at``, and the holding was added before the read.
         wake_at, task = self._wake_at, self._task
         if wake_at is not None and wake_at <= at and task is not None and task.alive():
             return
