@@ -7,6 +7,7 @@ connection on the event loop: ``distlock._aconn``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -15,6 +16,9 @@ import pytest
 
 from distlock import _pg_async as pg
 from distlock import _pg_sync, _sqlwatch
+from distlock._async.backends.postgres.driver import PgDriver
+from distlock._core import sql_lease as sq
+from distlock._sync.backends.postgres.driver import PgDriver as SyncPgDriver
 from tests.waiting import cancel_takes
 
 
@@ -94,5 +98,51 @@ def test_a_threaded_call_that_ends_after_its_deadline_fails_even_if_it_had_its_a
         with pytest.raises(psycopg.OperationalError, match="timed out"):
             _pg_sync.guarded(conn, time.monotonic() + 0.1, answered_late)
         assert _pg_sync.guarded(conn, None, lambda: "no bound") == "no bound"
+    finally:
+        conn.close()
+
+
+# -- a pipelined statement on a connection that is gone --------------------------------------------------------
+def _terminated(postgres_url: str, conn: Any) -> None:
+    """End ``conn``'s server session from another connection, and wait until the server has."""
+    with psycopg.Connection.connect(postgres_url, autocommit=True) as admin:
+        pid = conn.info.backend_pid
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        deadline = time.monotonic() + 5
+        while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+            assert time.monotonic() < deadline, "the server did not end the session"
+            time.sleep(0.01)
+
+
+_PARTS = sq.batch([("SELECT %s::int", (1,)), ("SELECT %s::int", (2,))], 1)
+
+
+async def test_a_pipelined_statement_on_a_lost_connection_raises_its_error_and_logs_nothing(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The connection died before the pipeline: the caller gets the lost connection's error, and psycopg
+    logs no second failure (its "error ignored terminating ... Pipeline [BAD]" warning, which users of a
+    store saw on every connection a server restart killed)."""
+    conn = await _connect(postgres_url)
+    try:
+        assert await PgDriver._pipelined(conn, _PARTS) == sq.Result([(2,)], 1)
+        _terminated(postgres_url, conn)
+        with caplog.at_level(logging.DEBUG, logger="psycopg"), pytest.raises(psycopg.OperationalError):
+            await PgDriver._pipelined(conn, _PARTS)
+        assert not [r for r in caplog.records if r.name.startswith("psycopg")], caplog.text
+    finally:
+        await conn.close()
+
+
+def test_a_threaded_pipelined_statement_on_a_lost_connection_raises_its_error_and_logs_nothing(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    conn = psycopg.Connection.connect(postgres_url, autocommit=True)
+    try:
+        assert SyncPgDriver._pipelined(conn, _PARTS) == sq.Result([(2,)], 1)
+        _terminated(postgres_url, conn)
+        with caplog.at_level(logging.DEBUG, logger="psycopg"), pytest.raises(psycopg.OperationalError):
+            SyncPgDriver._pipelined(conn, _PARTS)
+        assert not [r for r in caplog.records if r.name.startswith("psycopg")], caplog.text
     finally:
         conn.close()

@@ -325,10 +325,24 @@ class PgDriver(SqlBase):
         ``prepare_threshold`` uses, so the server neither parses nor plans it again, and binds no literal."""
         cur: pg.Cursor = conn.cursor()
         ans: pg.Cursor = conn.cursor()
+        # An error inside the block (the connection died, the call's bound shut its socket) is raised after
+        # the pipeline's end, not through it: psycopg would log its own failure to end a pipeline on a dead
+        # connection as a WARNING ("error ignored terminating ... [BAD]") beside the error we raise, which
+        # the caller handles anyway (a lost connection, a retry, a StaleConnection).
+        failed: psycopg.Error | None = None
         try:
-            with conn.pipeline():
-                for i, (sql, params) in enumerate(stmt.parts):
-                    (ans if i == stmt.batch else cur).execute(sql, params)
+            try:
+                with conn.pipeline():
+                    try:
+                        for i, (sql, params) in enumerate(stmt.parts):
+                            (ans if i == stmt.batch else cur).execute(sql, params)
+                    except psycopg.Error as exc:
+                        failed = exc
+            except Exception:
+                if failed is None:
+                    raise
+            if failed is not None:
+                raise failed
             return sq.Result(ans.fetchall() if ans.description is not None else [], ans.rowcount)
         finally:
             if not conn.closed:
