@@ -72,3 +72,24 @@ def test_forked_children_draw_their_own_jitter() -> None:
         return ",".join(f"{b.next_delay():.12f}" for _ in range(4))
 
     assert _in_child(draws) != _in_child(draws)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_background_worker_is_alive_until_its_function_ends_and_never_in_a_forked_child() -> None:
+    """``Background.alive`` (asked on every acquire by the lease workers) reads a flag instead of the thread's
+    lock: it must still say False once the function has ended, and in a forked child, where the thread does
+    not run (the child's lease workers are then started anew)."""
+    import threading
+
+    from distlock import _rt_sync
+
+    go = threading.Event()
+    worker = _rt_sync.Background(lambda: go.wait(10), "test-worker")
+    try:
+        assert worker.alive()
+        assert _in_child(worker.alive) == "False"
+        assert worker.alive()
+    finally:
+        go.set()
+        worker.join(5)
+    assert not worker.alive()

@@ -120,15 +120,27 @@ class Events:
 
 class Acquiring:
     """One acquire from its start to its outcome: emits ``grant``, ``timeout`` or (on an exception) ``error``
-    with the time waited, inside the sinks' contexts (their spans), which then see the outcome."""
+    with the time waited, inside the sinks' contexts (their spans), which then see the outcome.
 
-    __slots__ = ("_began", "_events", "_fields", "_stack")
+    Its fields are built only when something will see them (a sink at the start, or an event to emit): most
+    acquires have neither, and this runs on every acquire."""
+
+    __slots__ = ("_began", "_claim", "_events", "_f", "_stack")
 
     def __init__(self, events: Events, claim: Claim) -> None:
         self._events = events
-        self._fields: dict[str, Any] = {"lock": claim.name, "backend": events.backend, "kind": kind_of(claim)}
+        self._claim = claim
+        self._f: dict[str, Any] | None = None
         self._stack: ExitStack | None = None
         self._began = 0.0
+
+    @property
+    def _fields(self) -> dict[str, Any]:
+        f = self._f
+        if f is None:
+            claim = self._claim
+            f = self._f = {"lock": claim.name, "backend": self._events.backend, "kind": kind_of(claim)}
+        return f
 
     def __enter__(self) -> Acquiring:
         # from before the sinks' contexts (a span to start): the caller's timeout runs from before them too
@@ -164,8 +176,8 @@ class Acquiring:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool | None:
-        f = self._fields
-        if exc is not None and "outcome" not in f:
+        if exc is not None and "outcome" not in self._fields:
+            f = self._fields
             f.update(outcome="error", error=type(exc).__qualname__, wait_ms=self._waited_ms())
             self._events.debug("error", "acquire of %r failed: %s", f["lock"], f["error"], **f)
         if self._stack is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import select
 import socket
@@ -120,11 +121,32 @@ class Dispatcher:
                 self._queue.put(None)
 
 
+#: bumped in a forked child, where no thread of the parent runs any more (``Background.alive``)
+_forks = 0
+
+
+def _forked() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 class Background:
     """One background worker (the store's renewer, a pub/sub reader): a daemon thread."""
 
     def __init__(self, fn: Callable[[], None], name: str) -> None:
-        self._thread = threading.Thread(target=fn, name=name, daemon=True)
+        self._ended = False
+        self._forks = _forks
+
+        def run() -> None:
+            try:
+                fn()
+            finally:
+                self._ended = True
+
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
         self._thread.start()
 
     def join(self, timeout: float | None = None) -> None:
@@ -132,7 +154,9 @@ class Background:
             self._thread.join(timeout)
 
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        # Thread.is_alive() takes the thread's lock: this is asked on every acquire (the lease workers), so a
+        # flag the thread sets as its function ends, and the fork count (a child has none of the threads)
+        return not self._ended and self._forks == _forks
 
     def cancel(self) -> None:
         """A thread cannot be stopped from outside: the worker watches a flag its owner sets."""

@@ -187,6 +187,8 @@ class AsyncLock(_Acquirable):
 
     def _wait_of(self, blocking: bool, timeout: float | None) -> float | None:
         """How long acquire() may wait: threading's rules (a timeout with blocking=False is an error)."""
+        if blocking and timeout is None:  # the common call, acquire(): no limit, nothing to check
+            return None
         return _wait_of(blocking, timeout, name=self.name, backend=self._core.scheme)
 
     # -- release ---------------------------------------------------------------------------------------

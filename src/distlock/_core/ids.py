@@ -1,14 +1,14 @@
 """Owner ids and release tokens.
 
-The token is what authorises release and renewal: 128 random bits from :mod:`secrets`, fresh for each
-acquisition, never derived from the owner id (which is public: it shows in ``inspect``).
+The token is what authorises release and renewal: 128 random bits from the operating system's CSPRNG
+(``os.urandom``, which :mod:`secrets` reads too), fresh for each acquisition, never derived from the owner id
+(which is public: it shows in ``inspect``).
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import secrets
 
 _HOST = platform.node() or "localhost"  # the host name (os.uname), no socket module in the pure core
 #: ``host:pid:`` of this process, made once (every acquire names its owner); a forked child makes its own
@@ -25,7 +25,8 @@ if hasattr(os, "register_at_fork"):
 
 
 def new_token() -> str:
-    return secrets.token_hex(16)
+    # what secrets.token_hex(16) returns, without its two calls in between: made on every acquire
+    return os.urandom(16).hex()
 
 
 def owner_id(local: str) -> str:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 from .. import _events as events
 from .. import _rt_sync as rt
@@ -33,10 +33,11 @@ from .lease import Holding, Leases
 log = logging.getLogger("distlock")
 
 
-@dataclass(frozen=True)
-class Acquired:
+class Acquired(NamedTuple):
     """A successful acquire: the claim that won (its token may differ from the one asked with, see
-    ``_at_backend``), the backend's grant, when the winning request was sent, and the local lease end."""
+    ``_at_backend``), the backend's grant, when the winning request was sent, and the local lease end.
+    (Immutable; a tuple rather than a frozen dataclass because it is made on every acquire, in a third of
+    the time.)"""
 
     claim: Claim
     grant: Grant
