@@ -18,11 +18,17 @@ from typing import Any
 
 import redis.asyncio as redis_driver
 from redis.asyncio.sentinel import Sentinel as Sentinel
+from redis.exceptions import RedisError
 
 from . import _aconn
 from ._core import timing
 
 log = logging.getLogger("distlock")
+
+#: what a connection that broke or was closed under a read raises: redis-py's errors and the socket's, and from
+#: its parsers the socket they dropped (the pure-Python one: ValueError / AttributeError; hiredis's: TypeError,
+#: a socket of None)
+BROKEN = (RedisError, OSError, RuntimeError, ValueError, AttributeError, TypeError)
 
 Client = redis_driver.Redis
 ClusterClient = redis_driver.RedisCluster

@@ -22,6 +22,11 @@ from redis.sentinel import Sentinel as Sentinel
 
 log = logging.getLogger("distlock")
 
+#: what a connection that broke or was closed under a read raises: redis-py's errors and the socket's, and from
+#: its parsers the socket they dropped (the pure-Python one: ValueError / AttributeError; hiredis's: TypeError,
+#: a socket of None)
+BROKEN = (RedisError, OSError, RuntimeError, ValueError, AttributeError, TypeError)
+
 Client = redis_driver.Redis
 ClusterClient = redis_driver.RedisCluster
 ConnectionPool = redis_driver.ConnectionPool
@@ -112,7 +117,7 @@ def readable(conns: Sequence[Any], timeout: float) -> list[int]:
                 ready.append(i)
                 continue
             socks[sock.fileno()] = i
-        except (RedisError, OSError, ValueError, AttributeError):
+        except BROKEN:
             ready.append(i)
     if ready or timeout <= 0:
         return ready

@@ -37,10 +37,6 @@ _BACKGROUND = object()
 #: who may read a connection now, for a waiter (``Listener._take_role``)
 MINE, THEIRS, LATER = "mine", "theirs", "later"
 
-#: what a broken or closed pub/sub connection raises while the reader waits on it (a closed sync PubSub
-#: also raises ValueError / AttributeError from the socket it dropped)
-_BROKEN = (RedisError, OSError, RuntimeError, ValueError, AttributeError)
-
 
 class Listener:
     """One pub/sub connection per server and store: routes wake-up messages to the local waiters.
@@ -233,7 +229,7 @@ class Listener:
         drv.tune(pubsub.connection)
         try:
             msg = await pubsub.get_message(ignore_subscribe_messages=False, timeout=timeout)
-        except _BROKEN as err:
+        except drv.BROKEN as err:
             if self._closed or pubsub is not self._pubsub:
                 # closed, or :meth:`_move` replaced it under us (a failover): it already made everyone re-check
                 return

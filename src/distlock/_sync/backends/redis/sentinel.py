@@ -33,8 +33,6 @@ log = logging.getLogger("distlock")
 
 #: the sentinels' pub/sub channel that announces a new master: ``<service> <old ip> <old port> <ip> <port>``
 SWITCH = "+switch-master"
-#: what a broken or closed pub/sub connection raises (the same family as the wake-up listener's)
-_BROKEN = (RedisError, OSError, RuntimeError, ValueError, AttributeError)
 
 
 def sentinel_pool(client: drv.AnyClient) -> Any:
@@ -70,7 +68,7 @@ class SwitchWatch:
                     if msg is not None and self._ours(msg.get("data")):
                         self._first(sentinel)
                         self._on_switch()
-            except _BROKEN as err:
+            except drv.BROKEN as err:
                 if self._closed:
                     return
                 log.debug("sentinel watch: %s (trying the next sentinel)", err)
