@@ -130,7 +130,8 @@ def _forked() -> None:
     _forks += 1
 
 
-os.register_at_fork(after_in_child=_forked)
+if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork
+    os.register_at_fork(after_in_child=_forked)
 
 
 class Background:
