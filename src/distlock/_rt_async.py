@@ -170,7 +170,11 @@ class Waker:
 
     def _call(self, fn: Callable[[], object]) -> None:
         try:
-            if threading.get_ident() == getattr(self._loop, "_thread_id", None):
+            # On the loop itself (a task that reads the connection and wakes itself or another task), at once:
+            # the waiter's next ``take()`` must see it. Asked of the running loop, not of a private attribute
+            # (uvloop's loop has no ``_thread_id``: every wake-up there came a loop turn late, after the waiter
+            # had gone back to reading, and was seen only when that read timed out).
+            if asyncio._get_running_loop() is self._loop:
                 fn()
             else:
                 self._loop.call_soon_threadsafe(fn)
