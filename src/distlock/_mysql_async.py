@@ -85,13 +85,23 @@ async def call(conn: Connection, deadline: float | None, fn: Callable[..., Await
     """``await fn(*args)`` on ``conn``, ended at ``deadline`` (monotonic; None: no bound) as a lost connection.
     The connection's transport is aborted at the deadline (``_aconn.py``: one timer per connection, not one
     per call), so the read fails as aiomysql's lost connection, and the connection is closed."""
-    if deadline is None:
-        return await fn(*args)
     try:
+        if deadline is None:
+            return await fn(*args)
         return await _aconn.bound_of(conn, _abort).run(deadline, fn(*args))
     except _aconn.Expired:
         cut(conn)
         raise pymysql.err.OperationalError(_LOST, "Lost connection to MySQL server during query (timed out)") from None
+    except RuntimeError:
+        # uvloop: a write on a transport that was closed (the server ended the session, a bound aborted it)
+        # raises RuntimeError; asyncio's own transport drops the write and the read then fails as a lost
+        # connection. Either way it is one.
+        writer = getattr(conn, "_writer", None)
+        if writer is None or not writer.transport.is_closing():
+            raise
+        raise pymysql.err.OperationalError(
+            _LOST, "Lost connection to MySQL server (its connection was closed)"
+        ) from None
 
 
 def _abort(conn: Connection) -> None:
