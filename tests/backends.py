@@ -82,6 +82,7 @@ ROWS: tuple[Row, ...] = (
             "test_inspect_list_and_break",
             "test_election_campaign_proclaim_resign_and_the_leader_seen_by_anyone",
             "test_election_observe_reports_every_leader_and_value_and_no_leader",
+            "test_a_store_under_python_w_error_warns_nothing",
         ),
     ),
     Row(
@@ -92,6 +93,7 @@ ROWS: tuple[Row, ...] = (
             "test_waiter_is_handed_the_lock_on_release",
             "test_semaphore_contention_holds_at_most_n",
             "test_inspect_list_and_break",
+            "test_a_store_under_python_w_error_warns_nothing",
         ),
     ),
     # a short session timeout: a crashed holder frees its locks within 4 s in the tests

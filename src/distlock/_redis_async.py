@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as redis_driver
+from redis.asyncio.retry import Retry as Retry  # redis-py 8.2 warns at each connect given redis.retry's
 from redis.asyncio.sentinel import Sentinel as Sentinel
 from redis.exceptions import RedisError
 

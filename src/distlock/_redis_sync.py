@@ -18,6 +18,7 @@ from typing import Any
 
 import redis as redis_driver
 from redis.exceptions import RedisError, ResponseError
+from redis.retry import Retry as Retry  # the retry policy of this client's connections (see the asyncio twin)
 from redis.sentinel import Sentinel as Sentinel
 
 log = logging.getLogger("distlock")

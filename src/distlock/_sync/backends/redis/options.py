@@ -29,7 +29,6 @@ from redis.connection import URL_QUERY_ARGUMENT_PARSERS
 from redis.exceptions import AskError, ClusterDownError, RedisClusterException, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
 
 from .... import _redis_sync as drv
 from .... import _rt_sync as rt
@@ -64,7 +63,8 @@ def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> drv.Client:
     """
     if is_sentinel(url.split("://", 1)[0]):
         return connect_sentinel(url, max_connections, **kwargs)
-    pool = drv.ConnectionPool.from_url(url, max_connections=max_connections, retry=Retry(NoBackoff(), 1), **kwargs)
+    retry = drv.Retry(NoBackoff(), 1)
+    pool = drv.ConnectionPool.from_url(url, max_connections=max_connections, retry=retry, **kwargs)
     client: drv.Client = drv.Client.from_pool(pool)
     return client
 
@@ -91,7 +91,7 @@ def connect_sentinel(
     if config.tls:
         tls["ssl"] = True
     timeouts = {"socket_connect_timeout": socket_connect_timeout, "socket_timeout": socket_timeout}
-    sentinel_kwargs: dict[str, Any] = {**timeouts, **tls, "retry": Retry(NoBackoff(), 1)}
+    sentinel_kwargs: dict[str, Any] = {**timeouts, **tls, "retry": drv.Retry(NoBackoff(), 1)}
     if opts.get("sentinel_username"):
         sentinel_kwargs["username"] = opts["sentinel_username"]
     if opts.get("sentinel_password"):
@@ -104,7 +104,7 @@ def connect_sentinel(
         username=config.username,
         password=config.password,
         db=db,
-        retry=Retry(NoBackoff(), 1),
+        retry=drv.Retry(NoBackoff(), 1),
         **timeouts,
         **tls,
         **extra,
@@ -141,7 +141,7 @@ def connect_cluster(url: str, max_connections: int = 4096, **kwargs: Any) -> drv
         client: drv.ClusterClient = drv.ClusterClient.from_url(
             url,
             max_connections=max_connections,
-            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 3),
+            retry=drv.Retry(ExponentialBackoff(cap=0.2, base=0.02), 3),
             **kwargs,
         )
         drv.initialize(client)
@@ -250,7 +250,7 @@ def derive(given: object, connect_timeout: float, socket_timeout: float, max_con
         **pool.connection_kwargs,
         "socket_connect_timeout": connect_timeout,
         "socket_timeout": socket_timeout,
-        "retry": Retry(NoBackoff(), 1),
+        "retry": drv.Retry(NoBackoff(), 1),
     }
     own = drv.ConnectionPool(connection_class=pool.connection_class, max_connections=max_connections, **kwargs)
     client: drv.Client = drv.Client.from_pool(own)
@@ -271,7 +271,7 @@ def _derive_sentinel(pool: Any, connect_timeout: float, socket_timeout: float, m
         for s in manager.sentinels
     ]
     timeouts = {"socket_connect_timeout": connect_timeout, "socket_timeout": socket_timeout}
-    retry = {"retry": Retry(NoBackoff(), 1)}
+    retry = {"retry": drv.Retry(NoBackoff(), 1)}
     sentinel: Any = drv.Sentinel  # redis-py's Sentinel is untyped
     own = sentinel(
         hosts,
