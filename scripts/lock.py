@@ -17,6 +17,7 @@ Usage (from the repository's root, with the venv's python, which has uv):
                                                 # RELEASING.md)
     .venv/bin/python scripts/lock.py --check    # offline: every range in pyproject.toml has a pin it admits
     .venv/bin/python scripts/lock.py --newest F # today's newest versions into F (no hashes): --deps newest
+    .venv/bin/python scripts/lock.py --versions # the versions this venv runs (scripts/test.sh prints them)
 
 Why requirement files with hashes (uv's ``pip compile``) rather than a ``uv.lock``: pip installs them as they
 are (``--require-hashes``, no other tool needed at install time), they name no index and no download address,
@@ -69,8 +70,9 @@ def refresh() -> None:
     print(f"wrote {DEV.relative_to(ROOT)} and {LOWEST.relative_to(ROOT)}")
 
 
-def newest(out: Path) -> None:
-    _compile(out, "--group", "dev", "--upgrade", "--no-header", "--no-annotate")
+def newest(out: Path, python: str | None) -> None:
+    """Today's newest resolution for ``python`` (default: the one running this) into ``out``."""
+    _compile(out, "--group", "dev", "--upgrade", "--no-header", "--no-annotate", "--python", python or sys.executable)
 
 
 def _pins(lock: Path) -> dict[str, list[tuple[str, str]]]:
@@ -137,15 +139,41 @@ def check() -> int:
     return 0
 
 
+#: the packages whose versions a test run prints first (the package's direct dependencies and the test runner)
+SHOWN = (
+    "click", "rich", "redis", "hiredis", "kazoo", "h11", "PyMySQL", "aiomysql", "psycopg", "matplotlib",
+    "opentelemetry-api", "uvloop", "pytest", "pytest-asyncio",
+)
+
+
+def versions() -> str:
+    """One line: the running Python and the installed version of each package of :data:`SHOWN`."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def one(name: str) -> str:
+        try:
+            return f"{name} {version(name)}"
+        except PackageNotFoundError:
+            return f"{name} -"
+
+    return ", ".join([f"Python {sys.version.split()[0]}", *map(one, SHOWN)])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="offline: do the locks match pyproject.toml's ranges?")
     parser.add_argument("--newest", type=Path, metavar="FILE", help="compile today's newest versions into FILE")
+    parser.add_argument("--python", help="with --newest: the interpreter to resolve for")
+    parser.add_argument("--versions", action="store_true", help="print the versions this Python runs with")
     args = parser.parse_args()
+    if args.versions:
+        print(versions())
     if args.check:
         return check()
+    if args.versions:
+        return 0
     if args.newest is not None:
-        newest(args.newest)
+        newest(args.newest, args.python)
         return 0
     refresh()
     return check()

@@ -36,7 +36,7 @@ quiet_pip() {  # pip install into venv $1; without the warning of each index fol
 if [ "$deps" = newest ]; then
   # uv compiles today's resolution; the locked venv brings it (and is made first if need be)
   [ -x .venv/bin/uv ] || (source scripts/setup.sh locked)
-  .venv/bin/python scripts/lock.py --newest "$lock"
+  .venv/bin/python scripts/lock.py --newest "$lock" --python "$(command -v "$PYTHON_BIN")"
 fi
 stamp="$venv/.distlock-deps"
 want="$(cat "$lock" scripts/setup.sh | sha256sum | cut -d' ' -f1) $("$PYTHON_BIN" -c 'import sys; print(sys.version)' | head -1)"

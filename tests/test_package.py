@@ -1,8 +1,10 @@
 """The package as a user installs it: build the wheel, install it into a fresh venv with no extras, use the CLI;
 then each backend extra alone (in a directory of its own on top of the bare venv) imports and connects.
 
-Dependencies come from the package registry, the way scripts/setup.sh installs them (pip's own configuration);
-the wheel is the one built from this checkout. About a minute on a warm pip cache.
+Dependencies come from the package registry (pip's own configuration), held to the versions of the lock the
+suite runs on (``DISTLOCK_TEST_DEPS``, set by scripts/test.sh: ``locked`` or ``lowest``; ``newest`` takes what
+the index serves today), and the wheel is built from this checkout by the locked build backend. About a minute on
+a warm pip cache.
 """
 
 from __future__ import annotations
@@ -62,6 +64,22 @@ class BareEnv:
         )
 
 
+#: the lock of this run's versions (scripts/setup.sh), None when the run takes the index's newest
+LOCK = {"locked": "dev.txt", "lowest": "lowest.txt", "newest": None}[os.environ.get("DISTLOCK_TEST_DEPS", "locked")]
+
+
+def _held(tmp: Path) -> list[str]:
+    """pip's arguments that hold an install to the lock's versions: its pins as a constraints file (pip takes
+    no hashes there; the versions are what matters for the test)."""
+    if LOCK is None:
+        return []
+    lines = (ROOT / "requirements" / LOCK).read_text().splitlines()
+    pins = [line.rstrip(" \\") for line in lines if re.match(r"^[A-Za-z0-9]", line)]
+    constraints = tmp / "constraints.txt"
+    constraints.write_text("\n".join(pins) + "\n")
+    return ["-c", str(constraints)]
+
+
 def _pip(python: str, *args: str, timeout: float = 300) -> None:
     r = subprocess.run(
         [python, "-m", "pip", "--disable-pip-version-check", "-q", *args],
@@ -76,11 +94,12 @@ def _pip(python: str, *args: str, timeout: float = 300) -> None:
 def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BareEnv]:
     tmp = tmp_path_factory.mktemp("bare")
     dist = tmp / "dist"
-    _pip(sys.executable, "wheel", "--no-deps", "-w", str(dist), str(ROOT))
+    isolation = ["--no-build-isolation"] if LOCK is not None else []  # the locked hatchling, else today's
+    _pip(sys.executable, "wheel", "--no-deps", *isolation, "-w", str(dist), str(ROOT))
     (wheel,) = dist.glob("*.whl")
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    _pip(str(venv / "bin" / "python"), "install", str(wheel))
+    _pip(str(venv / "bin" / "python"), "install", *_held(tmp), str(wheel))
     yield BareEnv(venv, wheel, tmp)
 
 
@@ -166,7 +185,8 @@ with distlock.connect(sys.argv[1]) as store:
 def test_each_extra_alone_imports_and_connects(bare: BareEnv, extra: str, request: pytest.FixtureRequest) -> None:
     target = bare.tmp / f"extra-{extra}"
     if not target.exists():
-        _pip(bare.python, "install", "--target", str(target), f"{DIST_NAME}[{extra}] @ {bare.wheel.as_uri()}")
+        wheel = f"{DIST_NAME}[{extra}] @ {bare.wheel.as_uri()}"
+        _pip(bare.python, "install", *_held(bare.tmp), "--target", str(target), wheel)
     url: str = request.getfixturevalue(f"{extra}_url")
     others = tuple(m for m in DRIVERS if m not in EXTRAS[extra])
     code = CONNECT.format(others=others, extra=extra)
