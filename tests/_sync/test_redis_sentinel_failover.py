@@ -121,13 +121,14 @@ def test_stores_connected_before_a_frozen_master_follow_the_switch_without_waiti
                 store.close()
     switched, after, released = marks["switched"], marks["fresh"], marks["released"]
     # stores connected before the freeze: a lock taken and released on the new master, then the release of
-    # one held since before, each far below one request timeout (measured: a few ms; without the follower
-    # the first request on each store's old connection waits it out: >= 5 s)
-    assert after - switched < 1.0, after - switched
-    assert released - after < 0.5, released - after
+    # one held since before, each well below one request timeout (measured: a few ms; without the follower
+    # the first request on each store's old connection waits it out: >= SOCKET_TIMEOUT). The bounds are half of
+    # that timeout: what they catch is seconds, and a loaded CI machine adds hundreds of milliseconds.
+    assert after - switched < SOCKET_TIMEOUT / 2, after - switched
+    assert released - after < SOCKET_TIMEOUT / 2, released - after
     # the waiter, queued before the freeze, is pushed on the new master (measured: 1-10 ms), not found by
-    # its 2 s re-check slice; its re-check that was in flight to the frozen master was cut short at the
-    # switch (not cut: ~4 s)
-    assert got and got[0] - released < 0.5, [g - released for g in got]
+    # its re-check (a slice of MAX_WAIT_SLICE = 2 s; its re-check that was in flight to the frozen master was cut
+    # short at the switch, not cut: ~4 s): bounded below the slice, with room for a loaded machine
+    assert got and got[0] - released < 1.5, [g - released for g in got]
     assert fences[0] is not None and fences[0] > marks["first"]
     assert _followed(caplog) >= len(stores), "a store did not log that it followed the switch"
