@@ -192,7 +192,7 @@ class AsyncElection(_Scoped):
         """Set when the current (or, when not leading, the last) leadership is lost."""
         with self._guard:
             if self._holding is not None:
-                return self._holding.lost.event()
+                return self._core.lost_event(self._holding)
             if self._idle_lost is None:
                 self._idle_lost = rt.Event()
             return self._idle_lost

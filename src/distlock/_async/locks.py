@@ -256,7 +256,7 @@ class AsyncLock(_Acquirable):
             mine = self._holds.get(rt.owner_key())
             holding = mine[-1] if mine else self._last
             if holding is not None:
-                return holding.lost.event()
+                return self._core.lost_event(holding)
             if self._idle_lost is None:
                 self._idle_lost = rt.Event()
             return self._idle_lost

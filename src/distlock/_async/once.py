@@ -61,12 +61,12 @@ class AsyncRan:
     exit, whether the lock was left to end ``at_least`` after the start instead of being released.
     """
 
-    def __init__(self, name: str, holding: Holding | None, started: float) -> None:
+    def __init__(self, name: str, holding: Holding | None, started: float, lost: rt.Event) -> None:
         self.name = name
         self.started = started  # monotonic: when the job's try began (the start ``at_least`` counts from)
         self._holding = holding
         self.fence: int | None = holding.fence if holding is not None else None
-        self.lost: rt.Event = holding.lost.event() if holding is not None else rt.Event()
+        self.lost = lost
         self.shortened = False
 
     def __bool__(self) -> bool:
@@ -111,7 +111,7 @@ class AsyncOnce:
         # a lock object per entry: its holding is this entry's alone, whoever else enters the same object
         lock = AsyncLock(self._store, self.name, ttl=self.at_most, auto_renew=self.keep_alive)
         holding = lock._own_holding() if await lock.acquire(blocking=False) else None
-        ran = AsyncRan(self.name, holding, started)
+        ran = AsyncRan(self.name, holding, started, lock.lost)  # a skip's lost: the idle event, never set
         with self._guard:
             self._runs.setdefault(rt.owner_key(), []).append((ran, lock))
         return ran
@@ -146,7 +146,7 @@ class AsyncOnce:
             except UnsupportedFeature:
                 # no lease on the server to shorten: keep holding here until start + at_least (or a loss)
                 try:
-                    await rt.wait_event(holding.lost.event(), self.at_least - (monotonic() - ran.started))
+                    await rt.wait_event(core.lost_event(holding), self.at_least - (monotonic() - ran.started))
                 except BaseException:  # cancelled or interrupted: let go now, as a process that dies would
                     await rt.shielded(lock._release_holding(holding))
                     raise

@@ -223,6 +223,10 @@ class SyncAcquirer:
             holding.ended = True
         return round((monotonic() - holding.since) * 1000.0, 3)
 
+    def lost_event(self, holding: Holding) -> rt.Event:
+        """``holding``'s lost event, whose ``is_set()`` is true to the lease clock (``lease.Clocked``)."""
+        return holding.lost.event(lambda: self.leases.expire(holding))
+
     def check_expiry(self, holding: Holding) -> None:
         """Lose a holding whose lease ran out locally (e.g. the process was paused past its TTL)."""
         self.leases.check(holding)

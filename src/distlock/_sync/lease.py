@@ -66,7 +66,7 @@ class Lost:
 
     def __init__(self) -> None:
         self._set = False
-        self._event: rt.Event | None = None
+        self._event: Clocked | None = None
 
     def is_set(self) -> bool:
         return self._set
@@ -77,17 +77,36 @@ class Lost:
         if event is not None:
             event.set()
 
-    def event(self) -> rt.Event:
-        """The event that is set when the holding is lost (already set if it was)."""
+    def event(self, expire: Callable[[], object]) -> rt.Event:
+        """The event that is set when the holding is lost (already set if it was); ``expire`` loses the
+        holding now if its lease end has passed (:meth:`Leases.expire`), for the event's ``is_set()``."""
         event = self._event
         if event is None:
             with Lost._making:
                 event = self._event
                 if event is None:
-                    event = self._event = rt.Event()
+                    event = self._event = Clocked(expire)
             if self._set:
                 event.set()
         return event
+
+
+class Clocked(rt.Event):
+    """The ``lost`` event a caller holds, true to the clock: ``is_set()`` is True once the local lease end has
+    passed, even before the clock's worker has run. That worker needs the GIL (a thread) or a turn of the
+    event loop (a task) to set the event, and a process resumed after a pause, a thread that held the CPU or a
+    handler that blocked the loop past the lease would otherwise read False after the lease was over -- and
+    write. A reader that finds the lease over loses the holding there and then, as the worker would (the
+    callbacks still run off the reader's path); ``wait()`` is woken by the worker as before."""
+
+    def __init__(self, expire: Callable[[], object]) -> None:
+        super().__init__()
+        self._expire = expire
+
+    def is_set(self) -> bool:
+        if not super().is_set():
+            self._expire()
+        return super().is_set()
 
 
 @dataclass(eq=False, slots=True)
@@ -181,6 +200,12 @@ class Leases:
     def find(self, token: str) -> Holding | None:
         with self._guard:
             return self._holds.get(token)
+
+    def expire(self, holding: Holding) -> None:
+        """Lose ``holding`` now if it is still held and its lease ran out: a reader of its ``lost`` event asks
+        (:class:`Clocked`). A released holding is not held, and its lease end says nothing any more."""
+        if not holding.lost.is_set() and self.tracks(holding):
+            self.check(holding)
 
     def check(self, holding: Holding) -> bool:
         """Lose ``holding`` now if its lease ran out (the clock may not have woken yet). True if lost."""
