@@ -204,7 +204,9 @@ class Leases:
     def expire(self, holding: Holding) -> None:
         """Lose ``holding`` now if it is still held and its lease ran out: a reader of its ``lost`` event asks
         (:class:`Clocked`). A released holding is not held, and its lease end says nothing any more."""
-        if not holding.lost.is_set() and self.tracks(holding):
+        if holding.lost.is_set() or monotonic() < self.deadline(holding):
+            return  # the common answer, without the guard: a reader may ask in a loop
+        if self.tracks(holding):
             self.check(holding)
 
     def check(self, holding: Holding) -> bool:
