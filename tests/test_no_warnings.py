@@ -3,7 +3,8 @@
 
 The suite turns warnings into errors too, but it imports the drivers and makes their first clients in a process
 whose warning filters and ``__warningregistry__`` have seen a whole session; here each backend gets a fresh
-interpreter, as a user's program would. It found redis-py 8.2's UserWarning at every asyncio connect (a threaded
+interpreter, as a user's program would (not ``-X dev``: its asyncio debug mode logs any step slower than
+0.1 s, which a loaded machine makes). It found redis-py 8.2's UserWarning at every asyncio connect (a threaded
 ``redis.retry.Retry`` given to redis.asyncio's clients, on one node, Sentinel, Cluster and Redlock alike).
 """
 
@@ -33,7 +34,7 @@ asyncio.run(main())
 
 def test_a_store_under_python_w_error_warns_nothing(backend_url: str) -> None:
     r = subprocess.run(
-        [sys.executable, "-X", "dev", "-W", "error", "-c", PROGRAM, backend_url],
+        [sys.executable, "-W", "error", "-c", PROGRAM, backend_url],
         capture_output=True,
         text=True,
         timeout=60,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import select
 import socket
@@ -11,6 +10,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from ._core import forks
 
 T = TypeVar("T")
 
@@ -121,25 +122,12 @@ class Dispatcher:
                 self._queue.put(None)
 
 
-#: bumped in a forked child, where no thread of the parent runs any more (``Background.alive``)
-_forks = 0
-
-
-def _forked() -> None:
-    global _forks
-    _forks += 1
-
-
-if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork
-    os.register_at_fork(after_in_child=_forked)
-
-
 class Background:
     """One background worker (the store's renewer, a pub/sub reader): a daemon thread."""
 
     def __init__(self, fn: Callable[[], None], name: str) -> None:
         self._ended = False
-        self._forks = _forks
+        self._forks = forks.generation()  # a forked child has none of the parent's threads
 
         def run() -> None:
             try:
@@ -157,7 +145,7 @@ class Background:
     def alive(self) -> bool:
         # Thread.is_alive() takes the thread's lock: this is asked on every acquire (the lease workers), so a
         # flag the thread sets as its function ends, and the fork count (a child has none of the threads)
-        return not self._ended and self._forks == _forks
+        return not self._ended and self._forks == forks.generation()
 
     def cancel(self) -> None:
         """A thread cannot be stopped from outside: the worker watches a flag its owner sets."""

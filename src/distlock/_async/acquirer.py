@@ -22,10 +22,10 @@ from typing import Any, NamedTuple
 
 from .. import _events as events
 from .. import _rt_async as rt
-from .._core import ids
+from .._core import forks, ids
 from .._core.timing import Deadline, monotonic, renew_interval
 from .._core.types import Claim, Grant, LockInfo, Mode
-from .._errors import LockError, LockLost, UnsupportedFeature
+from .._errors import LockError, LockLost, NotHeld, UnsupportedFeature
 from .backend import AsyncAttempt, AsyncBackend
 from .lease import Holding, Leases
 
@@ -194,7 +194,19 @@ class AsyncAcquirer:
     def _forget(self, holding: Holding) -> None:
         self.leases.discard(holding)
 
+    def ours(self, holding: Holding) -> None:
+        """``NotHeld`` for a holding a forked child inherited (``forks``): the parent's to release, renew and
+        check; the child never sends a word about it."""
+        if holding.gen != forks.generation():
+            raise NotHeld(
+                "held by the process this one was forked from: a forked child never releases, renews or checks "
+                "its parent's locks (take your own)",
+                name=holding.claim.name,
+                backend=self.scheme,
+            )
+
     async def release(self, holding: Holding) -> bool:
+        self.ours(holding)
         # Stop renewing first: a renewal in flight that meets the release must not report the lock as lost.
         self._forget(holding)
         ok = await self.backend.release(holding.claim)
@@ -227,13 +239,16 @@ class AsyncAcquirer:
         return holding.lost.event(lambda: self.leases.expire(holding))
 
     def check_expiry(self, holding: Holding) -> None:
-        """Lose a holding whose lease ran out locally (e.g. the process was paused past its TTL)."""
-        self.leases.check(holding)
+        """Lose a holding whose lease ran out locally (e.g. the process was paused past its TTL); never a
+        forked child's copy of its parent's (its callbacks are the parent's to run)."""
+        if holding.gen == forks.generation():
+            self.leases.check(holding)
 
     async def extend(self, holding: Holding, ttl: float) -> None:
         """Renew ``holding`` now with ``ttl`` (which later renewals keep). ``LockLost`` if the lease had
         already run out, was refused, or ran out while the request was on its way (an answer that comes
         after the lease end confirms nothing)."""
+        self.ours(holding)
         leases = self.leases
         if leases.check(holding):
             raise self._lost_error(holding)
@@ -261,6 +276,7 @@ class AsyncAcquirer:
         ``UnsupportedFeature``: the backend has no lease to shorten; nothing was sent and the holding is as
         before. ``LockLost``: the lease was gone, or the answer came after its end. Any other error: the
         outcome is unknown, so the holding is forgotten and its lease ends by itself."""
+        self.ours(holding)
         leases = self.leases
         await leases.wait_io(holding)
         sent = monotonic()
@@ -284,6 +300,8 @@ class AsyncAcquirer:
 
     async def still_held(self, holding: Holding) -> bool:
         """Checked with the backend; a negative answer (or one after the lease end) loses the holding."""
+        if holding.gen != forks.generation():
+            return False  # a forked child's copy of its parent's holding (``ours``)
         self.check_expiry(holding)
         if holding.lost.is_set():
             return False
@@ -298,6 +316,7 @@ class AsyncAcquirer:
     async def proclaim(self, holding: Holding, value: str) -> None:
         """An election leader's new value, stored atomically with a check that ``holding`` still leads;
         ``LockLost`` (and the holding lost) if it does not, or if the answer came after the lease end."""
+        self.ours(holding)
         await self.leases.wait_io(holding)  # not concurrently with a renewal of the same holding
         sent = monotonic()
         try:

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from .. import _rt_async as rt
-from .._core import ids
+from .._core import forks, ids
 from .._core.timing import Deadline
 from .._core.types import Claim, LeaderInfo, Mode
 from .._core.validate import check_name, check_timeout, check_ttl, check_value
@@ -77,7 +77,8 @@ class AsyncElection(_Scoped):
         self._fair = caps.fair or caps.always_fair
         self._core.check_supported(self.name, Mode.EXCLUSIVE, self._fair)
         self._guard = threading.Lock()  # protects the fields below; never held across I/O
-        self._holding: Holding | None = None
+        self._holding: Holding | None = None  # read through _leading()
+        self._inherited = False  # a forked child's copy of this object dropped its parent's leadership
         self._campaigning = False
         self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
         self._idle_lost: rt.Event | None = None
@@ -97,7 +98,8 @@ class AsyncElection(_Scoped):
         with self._guard:
             if self._campaigning:
                 raise LockError("this election object is already campaigning", name=self.name, backend=backend)
-            if self._holding is not None and not self._holding.lost.is_set():
+            leading = self._leading()
+            if leading is not None and not leading.lost.is_set():
                 raise LockError("already the leader (resign() first)", name=self.name, backend=backend)
             self._campaigning = True
         try:
@@ -125,7 +127,7 @@ class AsyncElection(_Scoped):
     # -- while leading -----------------------------------------------------------------------------------
     def _current(self) -> Holding:
         with self._guard:
-            holding = self._holding
+            holding = self._leading()
         if holding is None:
             raise NotHeld("not the leader", name=self.name, backend=self._core.scheme)
         self._core.check_expiry(holding)
@@ -136,7 +138,7 @@ class AsyncElection(_Scoped):
     async def is_leader(self) -> bool:
         """Checked with the backend; a negative answer sets ``lost``."""
         with self._guard:
-            holding = self._holding
+            holding = self._leading()
         if holding is None:
             return False
         return await self._core.still_held(holding)
@@ -147,7 +149,7 @@ class AsyncElection(_Scoped):
         leadership of the name. Pass it with every write the leader makes, and have the resource refuse a
         term lower than one it has seen."""
         with self._guard:
-            holding = self._holding
+            holding = self._leading()
         if holding is None or holding.lost.is_set():
             return None
         return holding.fence
@@ -156,7 +158,7 @@ class AsyncElection(_Scoped):
     def value(self) -> str | None:
         """The value this candidate leads with (None when not leading)."""
         with self._guard:
-            holding = self._holding
+            holding = self._leading()
         return None if holding is None or holding.lost.is_set() else holding.claim.value
 
     async def proclaim(self, value: str) -> None:
@@ -170,7 +172,7 @@ class AsyncElection(_Scoped):
         """Give up leadership; the next candidate leads. ``NotHeld`` if not leading, ``LockLost`` if
         leadership was lost before (the value is gone either way)."""
         with self._guard:
-            holding = self._holding
+            holding = self._leading()
             if holding is None:
                 raise NotHeld(
                     "resign() by a candidate that is not the leader", name=self.name, backend=self._core.scheme
@@ -191,8 +193,9 @@ class AsyncElection(_Scoped):
     def lost(self) -> rt.Event:
         """Set when the current (or, when not leading, the last) leadership is lost."""
         with self._guard:
-            if self._holding is not None:
-                return self._core.lost_event(self._holding)
+            leading = self._leading()
+            if leading is not None:
+                return self._core.lost_event(leading)
             if self._idle_lost is None:
                 self._idle_lost = rt.Event()
             return self._idle_lost
@@ -205,7 +208,21 @@ class AsyncElection(_Scoped):
     async def _take(self) -> bool:
         return await self.campaign(timeout=self.timeout)
 
+    def _leading(self) -> Holding | None:
+        """The current leadership (under the guard); in a forked child never its parent's, which is dropped
+        here with no word to the backend (``forks``): the child neither resigns, renews nor reports it."""
+        holding = self._holding
+        if holding is not None and holding.gen != forks.generation():
+            self._holding = holding = None
+            self._inherited = True
+        return holding
+
     async def _give_back(self) -> None:
+        with self._guard:
+            leading = self._leading()  # first: it is what notices the fork
+            inherited_only = self._inherited and leading is None
+        if inherited_only:
+            return  # the parent's leadership stays the parent's: leaving its with block in a child resigns nothing
         await self.resign()
 
 

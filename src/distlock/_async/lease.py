@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _events as events
 from .. import _rt_async as rt
+from .._core import forks
 from .._core.timing import lease_end, monotonic, renew_interval
 from .._core.types import Claim, Grant
 from .._errors import LockError
@@ -129,6 +130,8 @@ class Holding:
     unresolved_ttl: float = math.inf  # smallest TTL of a request of ours whose outcome is unknown
     since: float = field(default_factory=monotonic)  # when it was granted (the hold time's start)
     ended: bool = False  # released or lost, as far as the hold metrics go (under the acquirer's guard)
+    #: the fork generation it was granted in: a forked child never releases, renews or reports it (``forks``)
+    gen: int = field(default_factory=forks.generation)
 
 
 class Leases:
@@ -149,7 +152,9 @@ class Leases:
         self._events = stream
         name = stream.backend
         self._renews = backend.capabilities.needs_renewal
-        self._holds: dict[str, Holding] = {}  # by token
+        self._holds: dict[str, Holding] = {}  # by token; read through _current()
+        self._gen = forks.generation()
+        forks.track(self)
         self._guard = threading.Lock()
         self._closing = False
         self._clock = _Worker(self._clock_loop, f"distlock-lease-clock-{name}")
@@ -175,9 +180,22 @@ class Leases:
         return math.inf if session is None else session
 
     # -- the set of holdings ----------------------------------------------------------------------------
+    def after_fork(self) -> None:
+        """In a forked child: a guard of its own (a worker of the parent may have held it at the fork)."""
+        self._guard = threading.Lock()
+
+    def _current(self) -> dict[str, Holding]:
+        """The holdings by token (under the guard). In a forked child none of the parent's: they are dropped
+        here, with no word to the backend, so the child's workers (started anew when it takes a lock of its own)
+        neither renew them -- a dead parent's lock would live on -- nor report them lost."""
+        if self._gen != forks.generation():
+            self._gen = forks.generation()
+            self._holds = {}
+        return self._holds
+
     def add(self, holding: Holding) -> None:
         with self._guard:
-            self._holds[holding.claim.token] = holding
+            self._current()[holding.claim.token] = holding
         end = self.deadline(holding)
         self._clock.ensure(end)
         if self._renews:
@@ -185,20 +203,21 @@ class Leases:
 
     def discard(self, holding: Holding) -> None:
         with self._guard:
-            if self._holds.get(holding.claim.token) is holding:
-                del self._holds[holding.claim.token]
+            held = self._current()
+            if held.get(holding.claim.token) is holding:
+                del held[holding.claim.token]
 
     def tracks(self, holding: Holding) -> bool:
         with self._guard:
-            return self._holds.get(holding.claim.token) is holding
+            return self._current().get(holding.claim.token) is holding
 
     def snapshot(self) -> list[Holding]:
         with self._guard:
-            return list(self._holds.values())
+            return list(self._current().values())
 
     def find(self, token: str) -> Holding | None:
         with self._guard:
-            return self._holds.get(token)
+            return self._current().get(token)
 
     def expire(self, holding: Holding) -> None:
         """Lose ``holding`` now if it is still held and its lease ran out: a reader of its ``lost`` event asks
@@ -370,6 +389,15 @@ class _Worker:
         self._wake_at: float | None = None  # None: awake (between two sleeps)
         self._earliest = math.inf  # asked for while awake
         self._guard = threading.Lock()
+        forks.track(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: no worker (the parent's thread or task is not there) and a guard of its own (the
+        worker may have held it at the fork); the next ``ensure`` starts one."""
+        self._guard = threading.Lock()
+        self._task = None
+        self._waker = None
+        self._wake_at = None
 
     def ensure(self, at: float) -> None:
         # The common case, without the guard: the loop sleeps and wakes by ``at`` anyway (a sleep is at most

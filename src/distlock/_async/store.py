@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from .. import _rt_async as rt
+from .._core import forks
 from .._core.types import LeaderInfo, LockInfo, Mode
 from .._core.validate import check_name, check_timeout
 from .._dist import install_hint
@@ -85,6 +86,7 @@ class AsyncStore:
         self.capabilities = backend.capabilities
         #: what the lock objects call: the acquire loop and the holdings (test hook: ``_core.holdings()``)
         self._core = AsyncAcquirer(backend)
+        self._gen = forks.generation()  # a forked child's copy never closes the connections (aclose)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._backend.describe()}>"
@@ -266,6 +268,10 @@ class AsyncStore:
         if self._core.closed:
             return
         await self._core.close()
+        if self._gen != forks.generation():
+            # a forked child's copy: its connections may be the parent's too, and closing one can speak on it
+            # (PostgreSQL's Terminate, MySQL's COM_QUIT, a TLS close): leave them to the parent and the exit
+            return
         await self._backend.aclose()
 
     async def __aenter__(self) -> Self:

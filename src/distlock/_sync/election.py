@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import _rt_sync as rt
-from .._core import ids
+from .._core import forks, ids
 from .._core.timing import Deadline
 from .._core.types import Claim, LeaderInfo, Mode
 from .._core.validate import check_name, check_timeout, check_ttl, check_value
@@ -78,7 +78,8 @@ class Election(_Scoped):
         self._fair = caps.fair or caps.always_fair
         self._core.check_supported(self.name, Mode.EXCLUSIVE, self._fair)
         self._guard = threading.Lock()  # protects the fields below; never held across I/O
-        self._holding: Holding | None = None
+        self._holding: Holding | None = None  # read through _leading()
+        self._inherited = False  # a forked child's copy of this object dropped its parent's leadership
         self._campaigning = False
         self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
         self._idle_lost: rt.Event | None = None
@@ -98,7 +99,8 @@ class Election(_Scoped):
         with self._guard:
             if self._campaigning:
                 raise LockError("this election object is already campaigning", name=self.name, backend=backend)
-            if self._holding is not None and not self._holding.lost.is_set():
+            leading = self._leading()
+            if leading is not None and not leading.lost.is_set():
                 raise LockError("already the leader (resign() first)", name=self.name, backend=backend)
             self._campaigning = True
         try:
@@ -126,7 +128,7 @@ class Election(_Scoped):
     # -- while leading -----------------------------------------------------------------------------------
     def _current(self) -> Holding:
         with self._guard:
-            holding = self._holding
+            holding = self._leading()
         if holding is None:
             raise NotHeld("not the leader", name=self.name, backend=self._core.scheme)
         self._core.check_expiry(holding)
@@ -137,7 +139,7 @@ class Election(_Scoped):
     def is_leader(self) -> bool:
         """Checked with the backend; a negative answer sets ``lost``."""
         with self._guard:
-            holding = self._holding
+            holding = self._leading()
         if holding is None:
             return False
         return self._core.still_held(holding)
@@ -148,7 +150,7 @@ class Election(_Scoped):
         leadership of the name. Pass it with every write the leader makes, and have the resource refuse a
         term lower than one it has seen."""
         with self._guard:
-            holding = self._holding
+            holding = self._leading()
         if holding is None or holding.lost.is_set():
             return None
         return holding.fence
@@ -157,7 +159,7 @@ class Election(_Scoped):
     def value(self) -> str | None:
         """The value this candidate leads with (None when not leading)."""
         with self._guard:
-            holding = self._holding
+            holding = self._leading()
         return None if holding is None or holding.lost.is_set() else holding.claim.value
 
     def proclaim(self, value: str) -> None:
@@ -171,7 +173,7 @@ class Election(_Scoped):
         """Give up leadership; the next candidate leads. ``NotHeld`` if not leading, ``LockLost`` if
         leadership was lost before (the value is gone either way)."""
         with self._guard:
-            holding = self._holding
+            holding = self._leading()
             if holding is None:
                 raise NotHeld(
                     "resign() by a candidate that is not the leader", name=self.name, backend=self._core.scheme
@@ -192,8 +194,9 @@ class Election(_Scoped):
     def lost(self) -> rt.Event:
         """Set when the current (or, when not leading, the last) leadership is lost."""
         with self._guard:
-            if self._holding is not None:
-                return self._core.lost_event(self._holding)
+            leading = self._leading()
+            if leading is not None:
+                return self._core.lost_event(leading)
             if self._idle_lost is None:
                 self._idle_lost = rt.Event()
             return self._idle_lost
@@ -206,7 +209,21 @@ class Election(_Scoped):
     def _take(self) -> bool:
         return self.campaign(timeout=self.timeout)
 
+    def _leading(self) -> Holding | None:
+        """The current leadership (under the guard); in a forked child never its parent's, which is dropped
+        here with no word to the backend (``forks``): the child neither resigns, renews nor reports it."""
+        holding = self._holding
+        if holding is not None and holding.gen != forks.generation():
+            self._holding = holding = None
+            self._inherited = True
+        return holding
+
     def _give_back(self) -> None:
+        with self._guard:
+            leading = self._leading()  # first: it is what notices the fork
+            inherited_only = self._inherited and leading is None
+        if inherited_only:
+            return  # the parent's leadership stays the parent's: leaving its with block in a child resigns nothing
         self.resign()
 
 

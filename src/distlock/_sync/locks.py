@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from .. import _rt_sync as rt
-from .._core import ids
+from .._core import forks, ids
 from .._core.timing import Deadline
 from .._core.types import Claim, Mode
 from .._core.validate import check_name, check_permits, check_timeout, check_ttl
@@ -126,7 +126,9 @@ class Lock(_Acquirable):
         self.fair = bool(fair)
         self._core = store._core  # the acquire loop and the holdings: every call below goes there
         self._core.check_supported(self.name, mode, self.fair)
-        self._holds: dict[object, list[Holding]] = {}
+        self._holds: dict[object, list[Holding]] = {}  # by owner, innermost last; read through _by_owner()
+        self._gen = forks.generation()
+        self._inherited = False  # a forked child's copy of this object dropped its parent's holdings
         self._guard = threading.Lock()  # protects _holds; never held across I/O
         self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
         self._last: Holding | None = None
@@ -141,15 +143,15 @@ class Lock(_Acquirable):
         wait = self._wait_of(blocking, timeout)
         key = rt.owner_key()
         with self._guard:
-            mine = self._holds.get(key)
+            mine = self._by_owner().get(key)
             if mine and not self.reentrant and self.mode is not Mode.SEMAPHORE and mine[-1].lost.is_set():
                 # The holding was lost: this owner holds nothing, so it may take the lock again (the lost
                 # holding's release() would only say LockLost). A reentrant holding stays: its count says
                 # the owner is still inside, and re-entering a lost lock must fail.
                 mine.pop()
                 if not mine:
-                    del self._holds[key]
-                mine = self._holds.get(key)
+                    del self._by_owner()[key]
+                mine = self._by_owner().get(key)
             if mine and self.mode is not Mode.SEMAPHORE:
                 current = mine[-1]
                 if not self.reentrant:
@@ -181,7 +183,7 @@ class Lock(_Acquirable):
             return False
         holding = won.holding(self, self._callbacks, self.auto_renew)
         with self._guard:
-            self._holds.setdefault(key, []).append(holding)
+            self._by_owner().setdefault(key, []).append(holding)
             self._last = holding
         self._core.register(holding)
         return True
@@ -197,7 +199,7 @@ class Lock(_Acquirable):
         """Release this owner's holding. ``NotHeld`` if it holds nothing, ``LockLost`` if it was lost."""
         key = rt.owner_key()
         with self._guard:
-            mine = self._holds.get(key)
+            mine = self._by_owner().get(key)
             if not mine:
                 raise NotHeld("release() by an owner that does not hold it", name=self.name, backend=self._core.scheme)
             holding = mine[-1]
@@ -238,7 +240,7 @@ class Lock(_Acquirable):
     def owned(self) -> bool:
         """Does this owner still hold it? Checked with the backend; a negative answer sets ``lost``."""
         with self._guard:
-            mine = self._holds.get(rt.owner_key())
+            mine = self._by_owner().get(rt.owner_key())
         if not mine:
             return False
         return self._core.still_held(mine[-1])
@@ -247,14 +249,14 @@ class Lock(_Acquirable):
     def fence(self) -> int | None:
         """The fencing token of this owner's current holding (strictly increasing per name), else None."""
         with self._guard:
-            mine = self._holds.get(rt.owner_key())
+            mine = self._by_owner().get(rt.owner_key())
         return mine[-1].fence if mine else None
 
     @property
     def lost(self) -> rt.Event:
         """Set when this owner's holding (or, outside an owner, the latest holding) is lost."""
         with self._guard:
-            mine = self._holds.get(rt.owner_key())
+            mine = self._by_owner().get(rt.owner_key())
             holding = mine[-1] if mine else self._last
             if holding is not None:
                 return self._core.lost_event(holding)
@@ -267,24 +269,47 @@ class Lock(_Acquirable):
         self._callbacks.append(callback)
         return callback
 
+    def _by_owner(self) -> dict[object, list[Holding]]:
+        """The holdings by owner (under the guard). In a forked child none of its parent's: they are dropped
+        here, with no word to the backend (``forks``), so the child neither releases, renews nor reports them,
+        and an owner of the child (its thread has the forking thread's id) starts with nothing held."""
+        if self._gen != forks.generation():
+            self._gen = forks.generation()
+            self._inherited = self._inherited or any(self._holds.values())
+            self._holds = {}
+            self._last = None
+        return self._holds
+
+    def _inherited_only(self) -> bool:
+        """This owner holds nothing here, and this object dropped the holdings of the process that forked this
+        one: a ``with`` block the parent entered is ending in the child."""
+        with self._guard:
+            mine = self._by_owner().get(rt.owner_key())  # first: it is what notices the fork
+            return self._inherited and not mine
+
+    def _give_back(self) -> None:
+        if self._inherited_only():
+            return  # the parent's holding stays the parent's: leaving its with block in a child releases nothing
+        self.release()
+
     def _own_holding(self) -> Holding:
         with self._guard:
-            mine = self._holds.get(rt.owner_key())
+            mine = self._by_owner().get(rt.owner_key())
         if not mine:
             raise NotHeld("not held by this owner", name=self.name, backend=self._core.scheme)
         return mine[-1]
 
     def _forget(self, holding: Holding) -> None:
         with self._guard:
-            for key, mine in list(self._holds.items()):
+            for key, mine in list(self._by_owner().items()):
                 if holding in mine:
                     mine.remove(holding)
                     if not mine:
-                        del self._holds[key]
+                        del self._by_owner()[key]
 
     def _held(self) -> list[Holding]:
         with self._guard:
-            return [h for mine in self._holds.values() for h in mine]
+            return [h for mine in self._by_owner().values() for h in mine]
 
 
 class Semaphore(Lock):
@@ -344,6 +369,11 @@ class MultiLock(_Acquirable):
                 lock._release_holding(holding)
             except LockError as err:
                 log.warning("multilock: releasing %r after a failed acquire: %s", lock.name, err)
+
+    def _give_back(self) -> None:
+        if all(lock._inherited_only() for lock in self._locks):
+            return  # entered by the process that forked this one (see AsyncLock._give_back)
+        self.release()
 
     def release(self) -> None:
         """Release every name; ``LockLost`` (after releasing the rest) if any of them was lost."""

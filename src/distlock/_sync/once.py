@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import _rt_sync as rt
+from .._core import forks
 from .._core.timing import monotonic
 from .._core.validate import check_name, check_ttl
 from .._errors import ConfigError, LockError, LockLost, UnsupportedFeature
@@ -127,8 +128,8 @@ class Once:
             if not mine:
                 del self._runs[key]
         holding = ran._holding
-        if holding is None:
-            return
+        if holding is None or holding.gen != forks.generation():
+            return  # skipped; or a forked child leaving the run its parent started (the parent's to finish)
         # The job's exception wins: at_least still applies (ShedLock does the same), a loss is only logged.
         try:
             self._finish(ran, lock, holding)

@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from .. import _rt_sync as rt
+from .._core import forks
 from .._core.types import LeaderInfo, LockInfo, Mode
 from .._core.validate import check_name, check_timeout
 from .._dist import install_hint
@@ -86,6 +87,7 @@ class Store:
         self.capabilities = backend.capabilities
         #: what the lock objects call: the acquire loop and the holdings (test hook: ``_core.holdings()``)
         self._core = SyncAcquirer(backend)
+        self._gen = forks.generation()  # a forked child's copy never closes the connections (aclose)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._backend.describe()}>"
@@ -267,6 +269,10 @@ class Store:
         if self._core.closed:
             return
         self._core.close()
+        if self._gen != forks.generation():
+            # a forked child's copy: its connections may be the parent's too, and closing one can speak on it
+            # (PostgreSQL's Terminate, MySQL's COM_QUIT, a TLS close): leave them to the parent and the exit
+            return
         self._backend.close()
 
     def __enter__(self) -> Self:
