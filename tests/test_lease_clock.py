@@ -261,15 +261,19 @@ def test_the_lost_event_is_made_on_demand_and_set_whichever_comes_first() -> Non
     from distlock._sync.lease import Lost
 
     before, after = Lost(), Lost()
-    early = before.event()
+    early = before.event(_not_expired)
     assert not early.is_set() and not before.is_set()
     before.set()
     after.set()
-    assert early.is_set() and before.event() is early
-    assert after.is_set() and after.event().is_set()
+    assert early.is_set() and before.event(_not_expired) is early
+    assert after.is_set() and after.event(_not_expired).is_set()
     for _ in range(300):  # the race: one thread sets it while others ask for the event
         got = _race_for_the_lost_event(Lost())
         assert len({id(e) for e in got}) == 1 and got[0].is_set()
+
+
+def _not_expired() -> None:
+    """The event's look at the lease clock (``lease.Clocked``): here the lease never ends."""
 
 
 def _race_for_the_lost_event(lost: Any) -> list[threading.Event]:
@@ -279,7 +283,7 @@ def _race_for_the_lost_event(lost: Any) -> list[threading.Event]:
 
     def ask() -> None:
         go.wait()
-        got.append(lost.event())
+        got.append(lost.event(_not_expired))
 
     def lose() -> None:
         go.wait()
