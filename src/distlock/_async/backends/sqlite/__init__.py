@@ -16,6 +16,7 @@ The driver (Python's ``sqlite3``) blocks, so the async side runs each transactio
 
 from __future__ import annotations
 
+import atexit
 import os
 import sqlite3
 import threading
@@ -49,6 +50,11 @@ class _Hub:
 
     def reader(self) -> _Ear | None:
         return next(iter(self.ears), None)
+
+
+def _close_memory(conn: sqlite3.Connection, guard: threading.Lock) -> None:
+    with guard:
+        conn.close()
 
 
 class _Shared:
@@ -265,6 +271,9 @@ class Backend(AsyncBackend):
                     conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
                     _Shared.memory = (conn, threading.Lock())
                     sql.create_schema(conn)
+                    # the process-wide database lives as long as the process: closed at its exit, under its guard
+                    # (Python 3.13 warns of a connection the garbage collector finds open: ResourceWarning)
+                    atexit.register(_close_memory, *_Shared.memory)
                 conn, guard = _Shared.memory
             return cls(config, conn, guard, db_key=f"memory:{os.getpid()}")
         path = Path(config.path).expanduser()
