@@ -46,15 +46,17 @@ Fences come from one counter that does not grow with the names (the 8th key, :fu
 ``C`` is ``distlock:fences`` unless the store URL names another key (``?fence_counter=app/fences``, checked
 by :func:`check_counter`): a tenant whose ACL covers only its own key pattern keeps its counter there.
 
+On a node (single, Sentinel, each Cluster slot) a fence is ``max(n + 1, server time in microseconds)``, so a
+counter that was lost or went back starts again above every earlier fence (docs/models/fence_counter.pml).
 The marker ``e`` is how a lost counter is noticed. A flush, an eviction or a restart without persistence
-removes the whole hash, marker included. On a node, ``e`` is a random epoch that the first client wrote;
-every client passes the epoch it saw, and a script that finds no marker (or another one) while the client
-expected one refuses with a ``DISTLOCK-FENCE-LOST`` error instead of counting from 1 again. On a Redlock
+removes the whole hash, marker included. On a node, ``e`` is a random epoch written with a new counter;
+a store that sees another epoch than before logs that the counter was lost (the fences need nothing). On a Redlock
 master, ``e`` is the server's run id at the time the counter was seeded (the client reads the run id on
 each new connection and sends it with the acquire; a restart closes every connection): a master whose
 marker is missing or names another run (it restarted, even from older data, or was flushed) is *not seeded*: it still votes
 for the lock but its counter counts toward no fence until the client re-seeds it from a majority of
-seeded masters (``FENCE_FLOOR``). ``docs/models/redlock_fence.pml`` models that rule.
+seeded masters (``FENCE_FLOOR``), or, when a majority answers with fewer of them seeded, from the largest
+of their counters and clocks (an unseeded master reports its clock in microseconds). ``docs/models/redlock_fence.pml`` models that rule.
 
 Every script gets the same ten KEYS (the eight above in their order, then ``{N}:qa`` and ``{N}:qw``: :func:`keys`), and the wake-up channel
 (:func:`channel`) as ``ARGV[1]``: ``redis_lua.py`` holds the scripts, ``redis_calls.py`` packs the calls

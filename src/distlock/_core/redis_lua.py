@@ -23,14 +23,42 @@ OLD_ACQUIRE_SHA = "a4624229ebf697be6b9ff040d73a51b94abf9126"
 _PRELUDE = (
     """
 local now = nil
+local now_us = nil
 local channel = ARGV[1]
 
--- the server clock in ms, read once per call and only where needed (the hot paths never need it)
+-- the server clock in ms (and in microseconds: now_us), read once per call and only where needed
 local function tick()
   if not now then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
+end
+
+-- a counter value as Redis stores it: fences are server times in microseconds (16 digits), which Lua's own
+-- number-to-string conversion would print as 1.7e+15
+local function int(x)
+  return string.format('%d', x)
+end
+
+-- the next fence: the counter plus one, and on a node (`clocked`) never below the server clock in
+-- microseconds. A node's counter that was lost (flush, eviction, restart without persistence) or went back (a
+-- failover to a replica that had not received it, a restart from an older snapshot) starts again at the
+-- current time, above every fence handed out before, as long as the clock of the server that counts now is
+-- past the time of the last fence counted before the fault (docs/models/fence_counter.pml). One script runs
+-- at a time and takes more than a microsecond, so counting never outruns the clock. A Redlock master counts
+-- one up (the pushes of a hand-over from several masters must carry the same fence); its clock comes in
+-- through the client's seeding rule instead (docs/models/redlock_fence.pml, CLOCK).
+local function bump(clocked)
+  local n = redis.call('HINCRBY', KEYS[8], 'n', 1)
+  if clocked then
+    tick()
+    if n < now_us then
+      n = now_us
+      redis.call('HSET', KEYS[8], 'n', int(n))
+    end
+  end
+  return n
 end
 
 -- drop expired shared holders and waiters whose entry was not refreshed in time
@@ -138,7 +166,9 @@ ACQUIRE = (
 --         hand-over, gets the same fence back, and an exclusive lease runs `ttl` from this request),
 --         {0, ms until the earliest holder's lease ends (-1 if unknown), mark, counter} otherwise;
 -- mark = the node's epoch, or on a Redlock master '1' (seeded: its fence counts) / '0' (not seeded:
--- fence -1, the client re-seeds it). A node whose counter is gone under a client that saw it: an error.
+-- fence -1, the client re-seeds it; its counter part is then at least the server clock in microseconds).
+-- A node whose counter is gone starts it again from the clock with a new epoch (bump), which tells the
+-- client that saw the old epoch that its counter was lost.
 local token, mode = ARGV[2], ARGV[3]
 local ttl, permits, fair, owner, qttl = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7], tonumber(ARGV[8])
 local want, stamp, reply = ARGV[9], ARGV[10], ARGV[11] or ''
@@ -146,32 +176,33 @@ local exclusive = (mode == 'lock' or mode == 'write')
 local member = mode .. '|' .. token
 local mark = redis.call('HGET', KEYS[8], 'e')
 local seeded = true
-if string.sub(want, 1, 1) == '@' then
+local redlock = string.sub(want, 1, 1) == '@'
+if redlock then
   seeded = (mark ~= false and want ~= '@' and mark == string.sub(want, 2))
   if seeded then mark = '1' else mark = '0' end
 elseif not mark then
-  if want ~= '' then
-    return redis.error_reply('DISTLOCK-FENCE-LOST the fence counter ' .. KEYS[8] .. ' is gone (flushed, evicted or restarted without persistence): fences could go back, acquire refused')
-  end
   mark = token
   redis.call('HSET', KEYS[8], 'e', mark)
-elseif want ~= '' and mark ~= want then
-  return redis.error_reply('DISTLOCK-FENCE-LOST the fence counter ' .. KEYS[8] .. ' was replaced (flushed or restarted without persistence): fences could go back, acquire refused')
 end
 local function next_fence()
-  if seeded then return redis.call('HINCRBY', KEYS[8], 'n', 1) end
+  if seeded then return bump(not redlock) end
   return -1
 end
 local function counter()
-  return tonumber(redis.call('HGET', KEYS[8], 'n') or '0')
+  local n = tonumber(redis.call('HGET', KEYS[8], 'n') or '0')
+  if not seeded then
+    tick()
+    if now_us > n then n = now_us end
+  end
+  return n
 end
 -- fast path: nobody holds or waits for this name at all, and no 0.1.0 counter is left to fold in. (Details
 -- of holders whose lease ran out expire with their lease; any other stale entry is dropped by the full path
--- below. No TIME.)
+-- below. On a node the fence reads TIME once; nothing else here needs the clock.)
 if exclusive and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[7]) == 0 then
   local fence = next_fence()
   redis.call('SET', KEYS[1], token, 'PX', ttl)
-  redis.call('HSET', KEYS[4], token, mode .. '|' .. fence .. '|' .. owner)
+  redis.call('HSET', KEYS[4], token, mode .. '|' .. int(fence) .. '|' .. owner)
   redis.call('PEXPIRE', KEYS[4], ttl)
   if elected(owner) then notice() end
   if seeded then return {1, fence, mark, fence} end
@@ -233,7 +264,7 @@ if ok then
       end
     end
   end
-  redis.call('HSET', KEYS[4], token, mode .. '|' .. fence .. '|' .. owner)
+  redis.call('HSET', KEYS[4], token, mode .. '|' .. int(fence) .. '|' .. owner)
   keep_until(KEYS[4], expires)
   if myseq then dequeue(member) end
   -- a shared grant may let the next waiter in too: pass the wake-up on
@@ -330,7 +361,7 @@ local function hand_over()
   local hstamp, httl, hwant, howner = string.sub(rec, 1, a - 1), tonumber(string.sub(rec, a + 1, b - 1)),
     string.sub(rec, b + 1, c - 1), string.sub(rec, c + 1)
   -- the waiter's store saw this counter's marker (or none yet: then any marker there is its first);
-  -- a counter that is gone or replaced is the waiter's own try to refuse (DISTLOCK-FENCE-LOST)
+  -- a counter that is gone or replaced is left to the waiter's own try (it learns the new epoch there)
   local mark = redis.call('HGET', KEYS[8], 'e')
   if string.sub(hwant, 1, 1) == '@' then
     if hwant == '@' or hwant ~= runwant or mark ~= string.sub(hwant, 2) then return false end
@@ -341,7 +372,7 @@ local function hand_over()
   if px <= 0 then return false end
   local htoken = string.sub(head, bar + 1)
   absorb()
-  local fence = redis.call('HINCRBY', KEYS[8], 'n', 1)
+  local fence = int(bump(string.sub(hwant, 1, 1) ~= '@'))
   local to = reply_to(head)
   redis.call('SET', KEYS[1], htoken, 'PX', px)
   redis.call('HSET', KEYS[4], htoken, hmode .. '|' .. fence .. '|' .. howner)
@@ -464,7 +495,7 @@ FENCE_FLOOR = (
 -- counts above it); record `fence` as the holder's fence. Returns 1 if the token holds the name in `mode`.
 local token, floor, mode, fence, run = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
 absorb()
-if tonumber(redis.call('HGET', KEYS[8], 'n') or '0') < floor then redis.call('HSET', KEYS[8], 'n', floor) end
+if tonumber(redis.call('HGET', KEYS[8], 'n') or '0') < floor then redis.call('HSET', KEYS[8], 'n', ARGV[3]) end
 if run ~= '' then redis.call('HSET', KEYS[8], 'e', run) end
 local inf = redis.call('HGET', KEYS[4], token)
 if inf then

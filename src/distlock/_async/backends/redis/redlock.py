@@ -13,8 +13,9 @@ key and token on every master, so each master alone looks like the single-node l
   is the maximum over a majority of *seeded* masters that granted, written back (``FENCE_FLOOR``) to a
   majority before the grant, so every later majority (which shares a master with it) counts above it. A
   master that lost its state (flushed, restarted) counts toward no fence until it is re-seeded from a
-  majority of seeded masters; with fewer seeded masters answering the acquire is refused
-  (``docs/models/redlock_fence.pml``).
+  majority of seeded masters; when a majority answers with fewer of them seeded (a new fleet, or a majority
+  that lost its counters), they are seeded from the largest of their counters and clocks
+  (``docs/models/redlock_fence.pml``, CLOCK).
 * renew: one pipeline per master per tick, in parallel; a lease is kept if a majority extended it.
 * waiting: a waiter subscribes to the name's channel on every master (push, one waiter per release on
   each master) and re-checks no later than the holders' remaining lease (``attempt.RedlockAttempt``).
@@ -140,7 +141,7 @@ class Backend(AsyncBackend):
         deadline = self.masters.deadline(claim.ttl)
         results = await self.masters.scatter_each(self.masters.nodes, deadline, "acquire", claim.name, each, runs)
         votes = [None if isinstance(r, BaseException) else Vote.of(r) for r in results]
-        fence, refused = await self._fence(claim, votes)
+        fence = await self._fence(claim, votes)
         won = [v for v in votes if v is not None and v.acquired]
         if fence is not None and len(won) >= self.masters.quorum:
             valid = validity(claim.ttl, monotonic() - started)
@@ -154,8 +155,6 @@ class Backend(AsyncBackend):
             if handed is not None and stamp:
                 handed.released(dirty, rc.stamp_time(stamp))
             await self._release_on([self.masters.nodes[i] for i in dirty], self.masters.deadline(claim.ttl), claim)
-        if refused is not None:
-            raise QuorumError(refused, name=claim.name, backend=self.scheme)
         errors = [r for r in results if isinstance(r, BaseException)]
         if sum(1 for e in errors if not self.masters.silent(e)) > len(self.masters.nodes) - self.masters.quorum:
             raise self.masters.quorum_error(claim.name, "acquire", errors)  # a majority is down: no point waiting
@@ -207,9 +206,9 @@ class Backend(AsyncBackend):
             c = claim
             await self.masters.scatter(refused, self.masters.deadline(c.ttl), "abandon", c.name, c.token, c.mode.value)
 
-    async def _fence(self, claim: Claim, votes: list[Vote | None]) -> tuple[int | None, str | None]:
-        """The fence of a round that won a majority, or None; and the reason to refuse the acquire, if any.
-        The rule is :func:`.fences.plan`; here its write-backs (``FENCE_FLOOR``) are sent."""
+    async def _fence(self, claim: Claim, votes: list[Vote | None]) -> int | None:
+        """The fence of a round that won a majority, or None. The rule is :func:`.fences.plan`; here its
+        write-backs (``FENCE_FLOOR``) are sent."""
         p = plan(votes, self.masters.quorum)
         if p.todo:
             replies = await self._floor(
@@ -220,8 +219,8 @@ class Backend(AsyncBackend):
                     i for i, r in zip(p.todo, replies, strict=True) if not isinstance(r, BaseException) and int(r) == 1
                 }
         if p.fence is None:
-            return None, p.refused
-        return (p.fence, None) if len(p.at) >= self.masters.quorum else (None, None)
+            return None
+        return p.fence if len(p.at) >= self.masters.quorum else None
 
     async def _floor(self, nodes: list[Node], claim: Claim, floor: int, fence: int) -> list[Any]:
         runs = [n.run_id or "" for n in nodes]

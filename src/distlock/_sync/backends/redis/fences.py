@@ -5,8 +5,10 @@ connect-time checks that protect it, and the Redlock rule that seeds it on a maj
 The counter's keys and the marker's meaning are in ``_core/redis_keys.py``; the scripts that count are in
 ``_core/redis_lua.py``. Here:
 
-* :class:`Markers`: the marker each counter showed this store. Every acquire sends it; a node whose counter
-  went missing (flush, eviction, restart without persistence) then refuses instead of counting from 1 again.
+* :class:`Markers`: the marker each counter showed this store. A counter that went missing (flush, eviction,
+  restart without persistence) comes back with another marker: the store logs that once per loss. The counter
+  itself needs no help: every fence is at least the server clock in microseconds, so a counter that was lost
+  or went back starts again above every earlier fence (``docs/models/fence_counter.pml``).
 * :func:`check_server`: at connect, a warning when the eviction policy may evict the counter, and a refusal
   when a distlock 0.1.0 client (per-name counters, which would hand out fences below ours) used the server.
 * :class:`Vote` and :func:`plan`: Redlock. Each master counts on its own; a holder's fence is the largest
@@ -35,7 +37,8 @@ log = logging.getLogger("distlock")
 
 class Markers:
     """The marker of each fence counter as one node showed it to this store (one counter per node; per slot
-    on a cluster): a counter found without it later was lost (flushed, evicted, restarted empty)."""
+    on a cluster): a counter found with another marker later was lost (flushed, evicted, restarted empty, or
+    failed over to a replica that never received it) and started again from the server clock."""
 
     def __init__(self, cluster: bool, counter: str) -> None:
         self.cluster = cluster
@@ -47,12 +50,22 @@ class Markers:
         return self.epochs.get(rk.counter_key(name, self.cluster, self.counter), "")
 
     def learn(self, name: str, reply: Sequence[Any]) -> None:
-        """Remember the marker an acquire reply carries (the first one seen for its counter)."""
+        """Remember the marker an acquire reply carries; a new one for a counter already seen means that
+        counter was lost and started again from the server clock: said once, as a warning."""
         if len(reply) > 2:
             key = rk.counter_key(name, self.cluster, self.counter)
-            if key not in self.epochs:
-                raw = reply[2]
-                self.epochs[key] = raw.decode() if isinstance(raw, bytes) else str(raw)
+            raw = reply[2]
+            epoch = raw.decode() if isinstance(raw, bytes) else str(raw)
+            seen = self.epochs.get(key)
+            if seen != epoch:
+                if seen is not None:
+                    log.warning(
+                        "Redis fence counter %s was lost (flushed, evicted, restarted without persistence, or "
+                        "failed over before it replicated); it started again from the server clock, above the "
+                        "fences handed out before it was lost",
+                        key,
+                    )
+                self.epochs[key] = epoch
 
 
 def check_server(client: drv.AnyClient, label: str, scheme: str) -> None:
@@ -137,14 +150,12 @@ class Vote:
 class Plan:
     """What a Redlock round does about fences: ``fence`` to hand out if the write-back reaches a majority
     (None: no fence this round); ``todo``: the masters (indexes) to send ``FENCE_FLOOR`` with ``floor`` and
-    ``fence`` (-1: re-seed only); ``at``: the masters that already hold ``fence``; ``refused``: the reason to
-    refuse the acquire, if any."""
+    ``fence`` (-1: re-seed only); ``at``: the masters that already hold ``fence``."""
 
     fence: int | None = None
     floor: int = 0
     todo: list[int] = field(default_factory=list)
     at: set[int] = field(default_factory=set)
-    refused: str | None = None
 
 
 def plan(votes: Sequence[Vote | None], quorum: int) -> Plan:
@@ -154,9 +165,12 @@ def plan(votes: Sequence[Vote | None], quorum: int) -> Plan:
     run id): the fence is the largest counter of a majority of seeded masters that granted, written back
     to a majority before the grant (every later majority shares a master with it). A master that lost
     its state is re-seeded whenever a majority of seeded masters answered, with the largest of their
-    counters. When all masters answered and none of them is seeded, the fleet is new (or every master
-    restarted at once): it is seeded with the largest counter of all, plus one. Fewer seeded masters than
-    a majority, and not all answering: refused. docs/models/redlock_fence.pml models this rule."""
+    counters. When a majority answered but fewer than a majority of them are seeded (a new fleet, or a
+    majority of masters lost their counters), the answering masters are seeded with the largest counter
+    among them plus one, where an unseeded master's counter is at least its clock in microseconds (every
+    counter counts no lower than its server clock): above every earlier fence as long as the masters' clocks
+    agree to within the time the loss took. Fewer than a majority answering: no fence.
+    docs/models/redlock_fence.pml models this rule (CLOCK)."""
     answered = {i: v for i, v in enumerate(votes) if v is not None}
     seeded = [i for i, v in answered.items() if v.seeded]
     won = [i for i, v in answered.items() if v.acquired]
@@ -167,18 +181,14 @@ def plan(votes: Sequence[Vote | None], quorum: int) -> Plan:
         fresh = [i for i in answered if i not in seeded]
         if len(won) >= quorum and len(won_seeded) >= quorum:
             fence = max(answered[i].fence for i in won_seeded)
-    elif len(answered) == len(votes) and not seeded:
-        floor = max(v.counter for v in answered.values()) + 1  # a new fleet: seed every master
-        fresh = list(answered)
+    elif len(answered) >= quorum:
+        # a new fleet, or a majority lost its counters: seed from the largest counter or clock among them
+        floor = max(v.counter for v in answered.values()) + 1
+        fresh = [i for i in answered if i not in seeded]
         if len(won) >= quorum:
             fence = floor  # ... and hand out the next fence
     else:
-        reason = (
-            f"only {len(seeded)} of {len(votes)} Redis masters answered with their fence counter "
-            f"intact (the others are down, or restarted or flushed and not re-seeded yet); "
-            f"{quorum} are needed so a fence never goes back: acquire refused"
-        )
-        return Plan(refused=reason if len(won) >= quorum else None)
+        return Plan()  # fewer than a majority answered: no grant either (len(won) < quorum)
     if fence is None:
         return Plan(floor=floor, todo=fresh)  # re-seed what lost its state, for the next round
     # write the fence back where it is not yet, and re-seed the masters that lost their state
