@@ -25,6 +25,23 @@ _PRELUDE = (
 local now = nil
 local channel = ARGV[1]
 
+-- Before anything is written: a key of the name (or the counter) that holds another type than the one distlock
+-- keeps there was made by something else. Refuse the call then, with nothing written: Redis does not roll a
+-- script back, so a type error half-way would leave the writes made before it. The hot path (nothing of the
+-- name exists yet) costs one EXISTS and the counter's TYPE.
+do
+  local shapes = {'string', 'zset', 'zset', 'hash', 'zset', 'zset', 'string', 'hash', 'hash', 'hash'}
+  local some = redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[10]) > 0
+  for i, want in ipairs(shapes) do
+    if some or i == 8 then
+      local t = redis.call('TYPE', KEYS[i])['ok']
+      if t ~= 'none' and t ~= want then
+        return redis.error_reply('DISTLOCK-WRONGTYPE the key ' .. KEYS[i] .. ' holds a ' .. t .. ' where distlock keeps a ' .. want .. ': something else than distlock made it; nothing was written (use another lock name, or remove that key)')
+      end
+    end
+  end
+end
+
 -- the server clock in ms, read once per call and only where needed (the hot paths never need it)
 local function tick()
   if not now then
