@@ -20,6 +20,9 @@ from .redis_keys import NOTICE
 OLD_ACQUIRE_SHA = "a4624229ebf697be6b9ff040d73a51b94abf9126"
 
 
+#: the error every script raises, before it writes anything, when a key of the name holds another type
+WRONGTYPE = "DISTLOCK-WRONGTYPE"
+
 _PRELUDE = (
     """
 local now = nil
@@ -27,16 +30,17 @@ local channel = ARGV[1]
 
 -- Before anything is written: a key of the name (or the counter) that holds another type than the one distlock
 -- keeps there was made by something else. Refuse the call then, with nothing written: Redis does not roll a
--- script back, so a type error half-way would leave the writes made before it. The hot path (nothing of the
--- name exists yet) costs one EXISTS and the counter's TYPE.
+-- script back, so a type error half-way would leave the writes made before it. The keys a free or simply held
+-- name has (its key, its details, the counter) are looked at always, the other seven only if one exists: four
+-- commands on the hot paths.
 do
   local shapes = {'string', 'zset', 'zset', 'hash', 'zset', 'zset', 'string', 'hash', 'hash', 'hash'}
-  local some = redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[10]) > 0
+  local rest = redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[10]) > 0
   for i, want in ipairs(shapes) do
-    if some or i == 8 then
+    if rest or i == 1 or i == 4 or i == 8 then
       local t = redis.call('TYPE', KEYS[i])['ok']
       if t ~= 'none' and t ~= want then
-        return redis.error_reply('DISTLOCK-WRONGTYPE the key ' .. KEYS[i] .. ' holds a ' .. t .. ' where distlock keeps a ' .. want .. ': something else than distlock made it; nothing was written (use another lock name, or remove that key)')
+        return redis.error_reply('""" + WRONGTYPE + """ the key ' .. KEYS[i] .. ' holds a ' .. t .. ' where distlock keeps a ' .. want .. ': something else than distlock made it; nothing was written (use another lock name, or remove that key)')
       end
     end
   end
