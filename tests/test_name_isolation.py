@@ -1,5 +1,6 @@
-"""Every name isolated (pure, no servers): for two distinct names a backend accepts, no key, znode or etcd key of
-one is the other's or is counted by the other's readers, and no accepted name's keys are the store's own.
+"""Every name isolated (pure, no servers): for two distinct names a backend accepts, no key, znode, etcd key or
+GET_LOCK name of one is the other's or is counted by the other's readers, and no accepted name's keys are the
+store's own. (The SQL lease tables key a name by its full SHA-256: nothing to check there.)
 
 Names are generated from the pieces the layouts are made of (internal suffixes, markers, slashes, braces, the
 fence counter's key, queue-node shapes) besides arbitrary text, so the adversarial cases come up at once.
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from distlock._async.backends.redis.node import same_slot
 from distlock._core import etcd_keys as ek
 from distlock._core import redis_keys as rk
+from distlock._core import sql_lease as sq
 from distlock._core import zookeeper_layout as zl
 from distlock._core.types import Mode
 from distlock._core.validate import check_name
@@ -239,3 +241,26 @@ def test_redis_the_reported_names_are_refused_and_the_redis_py_key_stays() -> No
     for name in ("job", "{job}", "{job}:wake", "job:i", "{}:i", "distlock:fences:x", "app/fences"):
         assert rk.name_refused(name) is None, name
     assert rk.keys("job")[0] == "job"  # redis-py's Lock("job")
+
+
+# -- MySQL GET_LOCK (mode=session) -----------------------------------------------------------------------
+MYSQL_NAMES = built("~" + "A" * 43, "~NAME", "distlock-bell:NAME", "NAME" * 20, "NAME" + "x" * 64)
+
+
+@PROPERTY
+@given(MYSQL_NAMES, MYSQL_NAMES)
+def test_mysql_get_lock_names_of_two_names_differ_and_are_not_the_lease_mode_s_own(a: str, b: str) -> None:
+    """A name longer than 64 characters maps to ``~`` + base64url(SHA-256): no accepted name maps to the same
+    GET_LOCK name as another, and none is a lease-mode store's companion lock (``distlock-bell:...``)."""
+    assume(a != b and sq.get_lock_refused(a) is None and sq.get_lock_refused(b) is None)
+    assert sq.get_lock_name(a) != sq.get_lock_name(b)
+    assert not sq.get_lock_name(a).startswith(sq.BELL_PREFIX)
+    assert sq.get_lock_name(a) != sq.bell_name(sq.name_key(b))
+
+
+def test_mysql_the_mapped_and_the_companion_names_are_refused() -> None:
+    long = "x" * 65
+    assert sq.get_lock_refused(sq.get_lock_name(long)) is not None  # it would share the long name's lock
+    assert sq.get_lock_refused(sq.bell_name(sq.name_key("job"))) is not None
+    for name in ("job", "~job", "~" + "A" * 42, long, "distlock-bells"):
+        assert sq.get_lock_refused(name) is None, name
