@@ -71,7 +71,7 @@ def test_a_role_on_the_prefix_is_enough_for_every_lock_kind_and_admin_call(
         assert lock.acquire(timeout=5)
         rw = store.rwlock(f"{base}/rw", ttl=5)
         assert rw.read.acquire(timeout=5)
-        sem = store.semaphore(f"{base}/sem", permits=2, ttl=5)
+        sem = store.semaphore(f"{base}/pool", permits=2, ttl=5)
         assert sem.acquire(timeout=5)
         # everything distlock wrote is under the role's prefix (no owner record anywhere else)
         written = all_keys(cluster)
@@ -80,10 +80,10 @@ def test_a_role_on_the_prefix_is_enough_for_every_lock_kind_and_admin_call(
         assert info is not None and info.kind == "lock"
         (holder,) = info.holders
         assert holder.fence == lock.fence and not holder.owner.startswith("unknown:")
-        sem_info = store.inspect(f"{base}/sem")
+        sem_info = store.inspect(f"{base}/pool")
         assert sem_info is not None and sem_info.kind == "semaphore" and len(sem_info.holders) == 1
         listed = {i.name for i in store.list(f"{base}/")}
-        assert listed == {f"{base}/lock", f"{base}/rw", f"{base}/sem"}
+        assert listed == {f"{base}/lock", f"{base}/rw", f"{base}/pool"}
         rw.read.release()
         assert rw.write.acquire(timeout=5)
         rw.write.release()

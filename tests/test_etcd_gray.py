@@ -229,7 +229,7 @@ def test_churn_leaves_no_key_and_fences_of_a_reused_name_go_up(etcd_url: str, na
         rw = store.rwlock(f"{name}/rw")
         assert rw.read.acquire(timeout=10)
         rw.read.release()
-        sem = store.semaphore(f"{name}/sem", 2)
+        sem = store.semaphore(f"{name}/pool", 2)  # a name ending in /sem is refused on etcd
         assert sem.acquire(timeout=10)
         sem.release()
         prefix = name.encode()

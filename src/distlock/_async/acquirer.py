@@ -25,7 +25,8 @@ from .. import _rt_async as rt
 from .._core import forks, ids
 from .._core.timing import Deadline, monotonic, renew_interval
 from .._core.types import Claim, Grant, LockInfo, Mode
-from .._errors import LockError, LockLost, NotHeld, UnsupportedFeature
+from .._core.validate import check_name
+from .._errors import ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
 from .backend import AsyncAttempt, AsyncBackend
 from .lease import Holding, Leases
 
@@ -73,6 +74,15 @@ class AsyncAcquirer:
         self._dispatcher = rt.Dispatcher()
         self.closed = False
         backend.set_loss_handler(self.backend_lost)
+
+    def check_name(self, name: object) -> str:
+        """``name`` if this store can take it: the checks of every backend, then the backend's own layout (a
+        name it cannot keep apart from other names or its own keys is refused: ``ConfigError``)."""
+        checked = check_name(name, backend=self.scheme)
+        why = self.backend.name_refused(checked)
+        if why is not None:
+            raise ConfigError(why, name=checked, backend=self.scheme)
+        return checked
 
     def check_supported(self, name: str, mode: Mode, fair: bool) -> None:
         caps = self.capabilities

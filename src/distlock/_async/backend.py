@@ -156,6 +156,12 @@ class AsyncBackend:
         if self._loss_handler is not None:
             self._loss_handler(token, reason)
 
+    def name_refused(self, name: str) -> str | None:
+        """Why this backend's layout cannot keep ``name`` apart from every other name and from the store's own
+        keys (a one-line reason that says what to change), or None. Asked when a lock object is built and by
+        the admin calls, after the checks every backend shares (``_core/validate.py``)."""
+        return None
+
     # -- the operations ------------------------------------------------------------------------------
     def attempt(self, claim: Claim) -> AsyncAttempt:
         raise NotImplementedError

@@ -30,6 +30,13 @@ Grant rule, FIFO by create revision (``ahead`` = contenders of the name with a s
 
 Keys under ``NAME/`` that do not parse as one of the shapes above (for example ``NAME/x/<hex>`` of the
 lock ``NAME/x``) are someone else's and ignored.
+
+Names kept apart (:func:`name_refused`): the keys of a lock ``P/read``, ``P/write`` or ``P/sem`` would be
+``P/read/<hex>`` and so on, the very keys of the read-write lock or semaphore ``P``: no reader could tell them
+apart (Go's Mutex writes an empty value, so not even the owner record says which). Such a name is refused.
+Every other key ``K/[marker/]<hex>`` parses as a contender of exactly one name (what precedes its last one or
+two segments), so two other names never share a key and the reader of one never counts the other's. The
+store's own keys (the 0.1 owner records) start with a NUL byte, which no name contains.
 """
 
 from __future__ import annotations
@@ -74,6 +81,21 @@ def prefix_end(prefix: bytes) -> bytes:
             end[i] += 1
             return bytes(end[: i + 1])
     return b"\x00"  # all 0xff: to the end of the keyspace
+
+
+#: the segments after a name that mark a contender's mode (``NAME/read/<id>``)
+MARKER_SEGMENTS = ("read", "write", "sem")
+
+
+def name_refused(name: str) -> str | None:
+    """Why ``name`` cannot be an etcd lock name (see the module docstring), or None."""
+    parent, _, last = name.rpartition("/")
+    if parent and last in MARKER_SEGMENTS:
+        return (
+            f"on etcd a lock name may not end in '/{last}': its keys would be those of the read-write lock or "
+            f"semaphore {parent!r} ({parent}/{last}/<lease>); choose another last segment"
+        )
+    return None
 
 
 def lock_prefix(name: str) -> bytes:
@@ -145,11 +167,9 @@ def contenders(prefix: bytes, kvs: Iterable[dict[str, Any]]) -> list[Contender]:
 
 
 def split_key(key: bytes) -> tuple[str, Mode] | None:
-    """``NAME/[marker/]<hex>`` -> (NAME, mode), for :meth:`list` over arbitrary prefixes.
-
-    A lock whose own name ends in ``/read``, ``/write`` or ``/sem`` is ambiguous here and reported as
-    the parent's read-write lock or semaphore (``inspect(name)`` is exact).
-    """
+    """``NAME/[marker/]<hex>`` -> (NAME, mode), for :meth:`list` over arbitrary prefixes. Exact for every name
+    :func:`name_refused` accepts (a key under a refused name ``P/read`` reads as the read-write lock ``P``'s,
+    which is what it is to every reader)."""
     if key.startswith(b"\x00"):
         return None
     m = _TAIL.match(key)

@@ -58,6 +58,14 @@ for the lock but its counter counts toward no fence until the client re-seeds it
 seeded masters (``FENCE_FLOOR``), or, when a majority answers with fewer of them seeded, from the largest
 of their counters and clocks (an unseeded master reports its clock in microseconds). ``docs/models/redlock_fence.pml`` models that rule.
 
+Names kept apart (:func:`name_refused`): the keys above after ``N`` are ``{N}:<suffix>`` and no two names
+share one of those (the text before ``}:<suffix>`` is the name). The first key is the name itself, though, so a
+name shaped like another name's key (``{job}:i``, ``{job}:q``, ...), or like the fence counter (``C``, the
+per-slot ``C:{T}``; the default ``distlock:fences`` too, whatever this store's counter is, since stores with the
+default share the database), would be someone else's key: such names are refused, and so is a
+``fence_counter`` shaped like a name's key. A key of the name that holds another type (created by something
+else than distlock) is refused by every script before it writes anything (``DISTLOCK-WRONGTYPE``).
+
 Every script gets the same ten KEYS (the eight above in their order, then ``{N}:qa`` and ``{N}:qw``: :func:`keys`), and the wake-up channel
 (:func:`channel`) as ``ARGV[1]``: ``redis_lua.py`` holds the scripts, ``redis_calls.py`` packs the calls
 and decodes the replies.
@@ -67,6 +75,7 @@ from __future__ import annotations
 
 import binascii
 import functools
+import re
 
 #: the default fence counter of a single node or Redlock master (one per database); on Redis Cluster the
 #: prefix of the per-slot counters ``distlock:fences:{<tag of the slot>}``. URL option ``fence_counter``.
@@ -109,12 +118,38 @@ def slot_tag(slot: int) -> str:
     return _slot_tags()[slot]
 
 
+#: the suffixes of a name's keys after its hash tag (``{N}:r``, ...: :func:`keys`)
+SUFFIXES = ("r", "p", "i", "q", "qd", "fence", "qa", "qw")
+#: a key of some name N other than N itself: ``{N}:<suffix>``
+_NAME_KEY = re.compile(r"\{.+\}:(?:" + "|".join(SUFFIXES) + ")", re.S)
+
+
+def _counter_shaped(name: str, counter: str) -> bool:
+    """Is ``name`` the fence counter ``counter``, or one of its per-slot counters ``counter:{T}``?"""
+    return name == counter or re.fullmatch(re.escape(counter) + r":\{[0-9]+\}", name) is not None
+
+
+def name_refused(name: str, counter: str = NODE_COUNTER) -> str | None:
+    """Why ``name`` cannot be a lock name of a store whose fence counter is ``counter`` (see the module
+    docstring), or None."""
+    if _NAME_KEY.fullmatch(name):
+        return (
+            f"on Redis a lock name may not have the shape {{NAME}}:{name.rsplit(':', 1)[1]}: that is a key of "
+            f"the lock {name[1 : name.rindex('}')]!r}; choose another name"
+        )
+    if _counter_shaped(name, NODE_COUNTER) or _counter_shaped(name, counter):
+        return "on Redis a lock name may not be the key of a fence counter; choose another name"
+    return None
+
+
 def check_counter(counter: str, cluster: bool) -> str | None:
     """Why ``counter`` (URL option ``fence_counter``) cannot name the fence counter, or None if it can."""
     if not counter:
         return "fence_counter must not be empty"
     if any(c < " " or c == "\x7f" for c in counter):
         return "fence_counter must not contain control characters (NUL, newline, ...)"
+    if _NAME_KEY.fullmatch(counter):
+        return f"fence_counter={counter!r} has the shape of a lock's key ({{NAME}}:suffix); choose another key"
     if cluster and ("{" in counter or "}" in counter):
         return (
             f"fence_counter={counter!r}: no braces on Redis Cluster (the counter of each hash slot is "

@@ -20,11 +20,32 @@ from .redis_keys import NOTICE
 OLD_ACQUIRE_SHA = "a4624229ebf697be6b9ff040d73a51b94abf9126"
 
 
+#: the error every script raises, before it writes anything, when a key of the name holds another type
+WRONGTYPE = "DISTLOCK-WRONGTYPE"
+
 _PRELUDE = (
     """
 local now = nil
 local now_us = nil
 local channel = ARGV[1]
+
+-- Before anything is written: a key of the name (or the counter) that holds another type than the one distlock
+-- keeps there was made by something else. Refuse the call then, with nothing written: Redis does not roll a
+-- script back, so a type error half-way would leave the writes made before it. The keys a free or simply held
+-- name has (its key, its details, the counter) are looked at always, the other seven only if one exists: four
+-- commands on the hot paths.
+do
+  local shapes = {'string', 'zset', 'zset', 'hash', 'zset', 'zset', 'string', 'hash', 'hash', 'hash'}
+  local rest = redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[10]) > 0
+  for i, want in ipairs(shapes) do
+    if rest or i == 1 or i == 4 or i == 8 then
+      local t = redis.call('TYPE', KEYS[i])['ok']
+      if t ~= 'none' and t ~= want then
+        return redis.error_reply('""" + WRONGTYPE + """ the key ' .. KEYS[i] .. ' holds a ' .. t .. ' where distlock keeps a ' .. want .. ': something else than distlock made it; nothing was written (use another lock name, or remove that key)')
+      end
+    end
+  end
+end
 
 -- the server clock in ms (and in microseconds: now_us), read once per call and only where needed
 local function tick()

@@ -104,9 +104,29 @@ def get_lock_name(name: str) -> str:
     return "~" + digest
 
 
+#: the prefix of the lease mode's companion ``GET_LOCK`` names (:func:`bell_name`)
+BELL_PREFIX = "distlock-bell:"
+#: what :func:`get_lock_name` makes of a name longer than 64 characters
+_MAPPED = re.compile(r"~[A-Za-z0-9_-]{43}")
+
+
 def bell_name(key: str) -> str:
     """MySQL companion ``GET_LOCK`` a holder keeps while it holds ``key`` (waiters block on it)."""
-    return "distlock-bell:" + key[:48]
+    return BELL_PREFIX + key[:48]
+
+
+def get_lock_refused(name: str) -> str | None:
+    """Why ``name`` cannot be a ``GET_LOCK`` session-mode name, or None: one that :func:`get_lock_name` gives a
+    longer name (``~`` + 43 base64url characters) would share that name's lock, and one starting with
+    :data:`BELL_PREFIX` a lease-mode store's companion lock on the same server."""
+    if _MAPPED.fullmatch(name):
+        return (
+            "on MySQL (mode=session) a lock name may not have the shape ~<43 base64url characters>: that is the "
+            "GET_LOCK name of a name longer than 64 characters; choose another name"
+        )
+    if name.startswith(BELL_PREFIX):
+        return f"on MySQL a lock name may not start with {BELL_PREFIX!r}: those are distlock's own GET_LOCK names"
+    return None
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,22 @@ Children of a lock path (what Curator creates, protected with a per-attempt UUID
     election             ``_c_<uuid>-latch-<seq>``                 (LeaderLatch, lock name ``latch-``), its data the
                          candidate's value in UTF-8 (Curator's participant id); the first by sequence leads
     ``<seq>`` is ZooKeeper's 10-digit sequence. Children are ordered by the text after the LAST marker
-    (Curator's ``standardFixForSorting``); a child without a marker sorts by its whole name. Every child
-    counts as a contender, whoever created it.
+    (Curator's ``standardFixForSorting``). A contender is a child of that shape (:func:`is_contender`:
+    ``[_c_<id>-]<marker><seq>``, whoever created it); any other child is the path of a longer name (the lock
+    ``<path>/x`` of the name ``NAME/x``) or a semaphore's ``locks`` / ``leases``, and no reader counts it.
+
+Names kept apart (:func:`name_refused`)
+    Two names never share a path (above), and every reader counts only contender-shaped children of its own
+    path, ``<path>/locks`` and ``<path>/leases``. So a name collides with another only where its path IS one
+    of those: ``P/locks`` and ``P/leases`` are the semaphore ``P``'s internal nodes (Curator's layout fixes
+    them), and a path whose last part is contender-shaped would be counted in its parent's queue. Such names
+    are refused, as are the root itself (every name lives under it) and ``/zookeeper`` (the server's own).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from .types import Mode
@@ -126,7 +135,48 @@ def name_of(path: str, root: str = DEFAULT_ROOT) -> str:
     return "/" + joined if absolute else joined
 
 
+def name_refused(name: str, root: str = DEFAULT_ROOT) -> str | None:
+    """Why ``name`` cannot be a lock name under ``root`` (see the module docstring), or None."""
+    path = lock_path(name, root)
+    parent, _, last = path.rpartition("/")
+    if parent and last in (SEM_LOCKS, SEM_LEASES):
+        return (
+            f"on ZooKeeper a lock name may not end in '/{last}': {path} is an internal node of the semaphore "
+            f"at {parent} (Curator's layout); choose another last segment"
+        )
+    if is_contender(last):
+        return f"on ZooKeeper a lock name may not end in {last!r}: that is the shape of a lock's queue node"
+    if path == root:
+        return f"{name!r} is the root of the store's lock names; name a lock below it"
+    if path == "/zookeeper" or path.startswith("/zookeeper/"):
+        return "/zookeeper is reserved by the ZooKeeper server; choose another path"
+    return None
+
+
 # -- children ------------------------------------------------------------------------------------------
+#: a queue child: Curator's protected ``_c_<id>-`` (optional: a client without protection), a marker, and
+#: ZooKeeper's sequence (``%010d``: 10 digits, or a sign and 9 or 10 once the parent's counter wrapped past 2^31)
+_CONTENDER = re.compile(
+    "(?:"
+    + re.escape(PROTECTED)
+    + ".*-)?(?:"
+    + "|".join(re.escape(m) for m in (MUTEX_MARK, READ_MARK, WRITE_MARK, LEASE_MARK, LATCH_MARK))
+    + ")(?:[0-9]{10}|-[0-9]{9,10})",
+    re.S,
+)
+
+
+def is_contender(child: str) -> bool:
+    """Whether ``child`` is a queue node (of a lock, read-write lock, election or semaphore lease)."""
+    return _CONTENDER.fullmatch(child) is not None
+
+
+def contenders(children: list[str]) -> list[str]:
+    """The queue nodes among a path's children: the rest (longer names' paths, a semaphore's ``locks`` and
+    ``leases``) is no contender."""
+    return [c for c in children if is_contender(c)]
+
+
 def protected_prefix(uuid: str) -> str:
     return f"{PROTECTED}{uuid}-"
 

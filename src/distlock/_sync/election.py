@@ -23,7 +23,7 @@ from .. import _rt_sync as rt
 from .._core import forks, ids
 from .._core.timing import Deadline
 from .._core.types import Claim, LeaderInfo, Mode
-from .._core.validate import check_name, check_timeout, check_ttl, check_value
+from .._core.validate import check_timeout, check_ttl, check_value
 from .._errors import LockError, LockLost, NotHeld, UnsupportedFeature
 from .lease import Holding
 from .locks import LostCallback, _Scoped
@@ -66,7 +66,7 @@ class Election(_Scoped):
         on_lost: LostCallback | None = None,
     ) -> None:
         backend = store.scheme
-        self.name = check_name(name, backend=backend)
+        self.name = store._core.check_name(name)
         self.ttl = check_ttl(ttl, name=name, backend=backend)
         self.timeout = check_timeout(timeout, name=name, backend=backend)
         self._core = store._core

@@ -19,7 +19,7 @@ from .. import _rt_sync as rt
 from .._core import forks, ids
 from .._core.timing import Deadline
 from .._core.types import Claim, Mode
-from .._core.validate import check_name, check_permits, check_timeout, check_ttl
+from .._core.validate import check_permits, check_timeout, check_ttl
 from .._errors import AcquireTimeout, ConfigError, LockError, LockLost, NotHeld
 from .lease import Holding
 
@@ -116,7 +116,7 @@ class Lock(_Acquirable):
         fair: bool = False,
     ) -> None:
         backend = store.scheme
-        self.name = check_name(name, backend=backend)
+        self.name = store._core.check_name(name)
         self.ttl = check_ttl(ttl, name=name, backend=backend)
         self.timeout = check_timeout(timeout, name=name, backend=backend)
         self.permits = check_permits(permits, name=name, backend=backend)
@@ -337,7 +337,7 @@ class MultiLock(_Acquirable):
     def __init__(self, store: Store, names: list[str], **options: Any) -> None:
         if isinstance(names, str) or not names:
             raise ConfigError("multilock needs a non-empty list of names", backend=store.scheme)
-        unique = sorted({check_name(n, backend=store.scheme) for n in names})
+        unique = sorted({store._core.check_name(n) for n in names})
         self.names = unique
         self.timeout = check_timeout(options.pop("timeout", None), backend=store.scheme)
         self._core = store._core

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .. import _rt_sync as rt
 from .._core import forks
 from .._core.timing import monotonic
-from .._core.validate import check_name, check_ttl
+from .._core.validate import check_ttl
 from .._errors import ConfigError, LockError, LockLost, UnsupportedFeature
 from .lease import Holding
 from .locks import Lock, LostCallback
@@ -96,7 +96,7 @@ class Once:
         self, store: Store, name: str, *, at_most: float, at_least: float, keep_alive: bool = False
     ) -> None:
         scheme = store.scheme
-        self.name = check_name(name, backend=scheme)
+        self.name = store._core.check_name(name)
         self.at_most = check_ttl(at_most, name=self.name, backend=scheme)
         self.at_least = check_at_least(at_least, self.at_most, name=self.name, backend=scheme)
         self.keep_alive = bool(keep_alive)

@@ -20,7 +20,7 @@ from typing import Any, Self, TypeVar
 from .. import _rt_sync as rt
 from .._core import forks
 from .._core.types import LeaderInfo, LockInfo, Mode
-from .._core.validate import check_name, check_timeout
+from .._core.validate import check_timeout
 from .._dist import install_hint
 from .._errors import ConfigError, UnsupportedFeature
 from .._given import client_config
@@ -227,21 +227,21 @@ class Store:
 
     def leader(self, name: str) -> LeaderInfo | None:
         """The current leader of the election ``name`` (value, owner, term, seconds left), or None."""
-        name = check_name(name, backend=self.scheme)
+        name = self._core.check_name(name)
         check_elections(self._core, name)
         return leader(self._core, name)
 
     def observe(self, name: str, timeout: float | None = None) -> Iterator[LeaderInfo | None]:
         """The current leader of ``name`` (None: no leader), then every change of leader or value, in order,
         until ``timeout`` seconds have passed (None: for ever). A lost leader is reported as None."""
-        name = check_name(name, backend=self.scheme)
+        name = self._core.check_name(name)
         check_elections(self._core, name)
         return observe(self._core, name, check_timeout(timeout, name=name, backend=self.scheme))
 
     # -- admin -----------------------------------------------------------------------------------------
     def inspect(self, name: str) -> LockInfo | None:
         """Who holds ``name`` now (owner ids, fences, seconds left), or None if nobody does."""
-        return self._backend.inspect(check_name(name, backend=self.scheme))
+        return self._backend.inspect(self._core.check_name(name))
 
     def list(self, prefix: str = "") -> list[LockInfo]:
         """Every held lock whose name starts with ``prefix``."""
@@ -261,7 +261,7 @@ class Store:
 
     def break_lock(self, name: str) -> bool:
         """Admin force release of every holding of ``name``; holders see ``lost``. True if anything was held."""
-        return self._backend.break_lock(check_name(name, backend=self.scheme))
+        return self._backend.break_lock(self._core.check_name(name))
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def close(self) -> None:

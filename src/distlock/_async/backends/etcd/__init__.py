@@ -87,6 +87,9 @@ class Backend(AsyncBackend):
     async def open(cls, config: StoreConfig) -> Backend:
         return cls(config, await Gateway.open(config))
 
+    def name_refused(self, name: str) -> str | None:
+        return keys.name_refused(name)
+
     def attempt(self, claim: Claim) -> Attempt:
         return Attempt(self, claim)
 

@@ -110,6 +110,9 @@ class Backend(AsyncBackend):
             )
         return backend
 
+    def name_refused(self, name: str) -> str | None:
+        return self.masters.nodes[0].name_refused(name)  # every master has the same layout and counter
+
     def attempt(self, claim: Claim) -> RedlockAttempt:
         return RedlockAttempt(self, claim)
 

@@ -132,6 +132,9 @@ class Backend(AsyncBackend):
         )
         self.session.start()
 
+    def name_refused(self, name: str) -> str | None:
+        return layout.name_refused(name, self.root)
+
     @classmethod
     async def open(cls, config: StoreConfig) -> Backend:
         client = given(config)

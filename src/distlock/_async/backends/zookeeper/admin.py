@@ -23,14 +23,10 @@ from .wire import Wire
 RELIST = 3
 
 
-def _marked(child: str) -> bool:
-    marks = (layout.MUTEX_MARK, layout.READ_MARK, layout.WRITE_MARK, layout.LEASE_MARK, layout.LATCH_MARK)
-    return any(m in child for m in marks)
-
-
 def queued(children: list[str]) -> list[str]:
-    """The children of a lock or election path that queue (whoever created them): the rest is ignored."""
-    return [c for c in children if c.startswith(layout.PROTECTED) or _marked(c)]
+    """The children of a lock or election path that queue (whoever created them): the rest (longer names'
+    paths, a semaphore's ``locks`` and ``leases``) is ignored."""
+    return layout.contenders(children)
 
 
 class Admin:
@@ -68,8 +64,10 @@ class Admin:
 
     def _inspect_semaphore(self, path: str, name: str) -> LockInfo | None:
         leases_path = f"{path}/{layout.SEM_LEASES}"
-        leases = sorted(self._nodes.children(leases_path), key=lambda c: layout.sort_key(c, (layout.LEASE_MARK,)))
-        lockers = self._nodes.children(f"{path}/{layout.SEM_LOCKS}")
+        leases = sorted(
+            queued(self._nodes.children(leases_path)), key=lambda c: layout.sort_key(c, (layout.LEASE_MARK,))
+        )
+        lockers = queued(self._nodes.children(f"{path}/{layout.SEM_LOCKS}"))
         infos = self._holder_infos(leases_path, leases)
         permits = next((p for _, p in infos if p is not None), len(infos))
         holders = [h for h, _ in infos][:permits]
@@ -118,12 +116,13 @@ class Admin:
                 is_lock = bool(queued(children)) or (layout.SEM_LEASES in children and layout.SEM_LOCKS in children)
                 if is_lock and path != self._root:
                     name = layout.name_of(path, self._root)
-                    if name.startswith(prefix):
+                    # a semaphore's own ``locks``/``leases`` has queue nodes too, but is no name of its own
+                    if name.startswith(prefix) and layout.name_refused(name, self._root) is None:
                         info = self._inspect_path(path, name)
                         if info is not None:
                             found.append(info)
-                skip = {layout.SEM_LEASES, layout.SEM_LOCKS} if is_lock else set()
-                level.extend(f"{path}/{c}" for c in children if not (c.startswith(layout.PROTECTED) or c in skip))
+                # every other child is a path: a longer name's (also below a semaphore's ``locks``/``leases``)
+                level.extend(f"{path}/{c}" for c in children if not layout.is_contender(c))
         return sorted(found, key=lambda i: i.name)
 
     def break_lock(self, name: str) -> list[str]:
@@ -135,7 +134,7 @@ class Admin:
             victims = [f"{path}/{c}" for c in held]
         else:
             leases_path = f"{path}/{layout.SEM_LEASES}"
-            victims = [f"{leases_path}/{c}" for c in self._nodes.children(leases_path)]
+            victims = [f"{leases_path}/{c}" for c in queued(self._nodes.children(leases_path))]
         deleted = [v for v in victims if self._nodes.delete(v)]
         self._holdings.lose_paths(deleted, "broken by an admin (break_lock)")
         return deleted

@@ -88,6 +88,9 @@ class Backend(SyncBackend):
     def open(cls, config: StoreConfig) -> Backend:
         return cls(config, Gateway.open(config))
 
+    def name_refused(self, name: str) -> str | None:
+        return keys.name_refused(name)
+
     def attempt(self, claim: Claim) -> Attempt:
         return Attempt(self, claim)
 

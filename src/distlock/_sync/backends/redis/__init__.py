@@ -119,6 +119,9 @@ class Backend(SyncBackend):
             raise
         return cls(config, node, wait_replicas, wait_timeout)
 
+    def name_refused(self, name: str) -> str | None:
+        return self.node.name_refused(name)
+
     def attempt(self, claim: Claim) -> Attempt:
         self.node.check_slot(claim.name)
         return Attempt(self, claim)

@@ -20,6 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .... import _rt_sync as rt
 from ...._core import redis_calls as rc
 from ...._core import redis_keys as rk
+from ...._core import redis_lua as lua
 from ...._core.timing import monotonic, wait_slice
 from ...._core.types import Claim, Grant
 from ...._errors import BackendError
@@ -59,6 +60,10 @@ class Attempt(SyncAttempt):
         super().__init__(backend, claim)
         self._waker: rt.Waker | None = None
         self._channel = rk.channel(claim.name)
+        # a try may have written (a queue entry, a grant whose reply was lost): the abandon must look. Not so
+        # while every try was refused up front for a key of another type (nothing written, and the abandon
+        # would be refused the same way)
+        self._wrote = False
         self._gen: int | None = None  # the subscription generation our last try ran under
         self._down_since: float | None = None  # Sentinel: when tries began to find no master
 
@@ -76,9 +81,12 @@ class Attempt(SyncAttempt):
             listener.add(self._channel, self.claim.token, self._waker.notify)
         # registered under a live subscription: a release may push our wake-up to this store alone
         reply = "" if self._gen is None else listener.reply(self._channel)
+        wrote, self._wrote = self._wrote, True
         try:
             grant = self.backend.try_once(self.claim, reply)
         except BackendError as err:
+            if lua.WRONGTYPE in str(err):
+                self._wrote = wrote
             if not self._through_failover(err):
                 raise
             return Grant(False, retry_after=FAILOVER_POLL)
@@ -116,7 +124,8 @@ class Attempt(SyncAttempt):
     def abandon(self) -> None:
         self._unwatch()
         self.backend.forget(self.claim.token)
-        self.backend.node.script("abandon", self.claim.name, self.claim.token, self.claim.mode.value)
+        if self._wrote:
+            self.backend.node.script("abandon", self.claim.name, self.claim.token, self.claim.mode.value)
 
     def _unwatch(self) -> None:
         if self._waker is not None:

@@ -144,15 +144,17 @@ class Node:
             return False
         return isinstance(info, dict) and int(info.get("cluster_enabled", 0)) == 1
 
+    def name_refused(self, name: str) -> str | None:
+        """Why this store cannot take ``name`` (a key of another name or a fence counter; on a cluster also a
+        name whose keys would not share a slot), or None."""
+        if self.cluster and not same_slot(name):
+            return SLOT_REFUSAL
+        return rk.name_refused(name, self.counter)
+
     def check_slot(self, name: str) -> None:
         """On a cluster, refuse a name whose keys would not share one hash slot (a ``}`` in the name)."""
         if self.cluster and not same_slot(name):
-            raise ConfigError(
-                "on Redis Cluster a lock name may not contain '}': its keys {name}:... would not share the "
-                "hash slot of the name",
-                name=name,
-                backend=self.scheme,
-            )
+            raise ConfigError(SLOT_REFUSAL, name=name, backend=self.scheme)
 
     def error(self, exc: BaseException, what: str, reason: str | None = None) -> BackendError:
         return BackendError(scrub(f"Redis {self.label}: {what}: {reason or exc}", self.secret), backend=self.scheme)
@@ -319,6 +321,11 @@ class Node:
             if wire is not None:
                 wire.close()
         drv.close(self.client)
+
+
+SLOT_REFUSAL = (
+    "on Redis Cluster a lock name may not contain '}': its keys {name}:... would not share the hash slot of the name"
+)
 
 
 def same_slot(name: str) -> bool:

@@ -133,6 +133,9 @@ class Backend(SyncBackend):
         )
         self.session.start()
 
+    def name_refused(self, name: str) -> str | None:
+        return layout.name_refused(name, self.root)
+
     @classmethod
     def open(cls, config: StoreConfig) -> Backend:
         client = given(config)

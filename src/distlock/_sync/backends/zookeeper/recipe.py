@@ -226,7 +226,7 @@ class Attempt(SyncAttempt):
             assert name is not None
             if verdict is None:
                 try:
-                    ordered = layout.sort_children(children)
+                    ordered = layout.sort_children(layout.contenders(children))
                     verdict = layout.verdict(self._order, ordered, name)
                 except layout.NodeGone:  # our child vanished (session expired, admin): queue again, fresh name
                     node.renew()
@@ -273,7 +273,7 @@ class Attempt(SyncAttempt):
         lease = self._traces.lease
         if lease.name is None:
             nodes.create(lease, self._data)
-        leases = nodes.children(lease.parent, watch=self.wake)
+        leases = layout.contenders(nodes.children(lease.parent, watch=self.wake))
         if lease.name not in leases:  # lost with the session: make a new one
             lease.renew()
             return None
