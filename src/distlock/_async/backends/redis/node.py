@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from redis.crc import key_slot
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoPermissionError, NoScriptError, RedisError
 
 from .... import _redis_async as drv
 from ...._core import redis_keys as rk
@@ -156,6 +156,14 @@ class Node:
             raise ConfigError(SLOT_REFUSAL, name=name, backend=self.scheme)
 
     def error(self, exc: BaseException, what: str, reason: str | None = None) -> BackendError:
+        if reason is None and isinstance(exc, NoPermissionError):
+            # Redis names neither the key nor the fix; the counter is the key a tenant's grant most often lacks
+            counter = rk.counter_key("x", self.cluster, self.counter).split("{")[0] + ("{*}" if self.cluster else "")
+            reason = (
+                f"{exc} (the ACL user needs the name's keys NAME and {{NAME}}:* and the fence counter "
+                f"{counter}: grant ~{counter.replace('{*}', '*')}, or keep the counter inside its key pattern "
+                f"with ?fence_counter=<prefix>distlock:fences)"
+            )
         return BackendError(scrub(f"Redis {self.label}: {what}: {reason or exc}", self.secret), backend=self.scheme)
 
     async def load(self, timeout: float | None = None) -> None:
