@@ -334,6 +334,29 @@ def test_wait_replicas_refuses_a_lock_the_replica_never_saw(
             replica.resume()
 
 
+def test_wait_replicas_renewals_never_outlast_what_the_replica_acknowledged(
+    replicated: tuple[ServerProc, ServerProc], name: str
+) -> None:
+    """A renewal the replica did not acknowledge moved the master's expiry but not the replica's: were the master
+    to die, the promoted replica would free the name at the old expiry. So such a renewal does not extend the
+    local lease: with the replica stalled, the holder's ``lost`` fires at its local lease end (before, the
+    renewals kept it believing for as long as the master alone kept the key); acknowledged renewals go on."""
+    master, replica = replicated
+    with distlock.connect(master.url + "?wait_replicas=1&wait_timeout=10000") as patient:
+        with patient.lock(name, ttl=10):  # the replica is up and syncing: acknowledged
+            pass
+    with distlock.connect(master.url + "?wait_replicas=1&wait_timeout=300") as s:
+        held = s.lock(name, ttl=2)
+        assert held.acquire(timeout=5)
+        time.sleep(2.5)  # acknowledged renewals keep it past its first TTL
+        assert held.owned() and not held.lost.is_set()
+        replica.pause()
+        try:
+            assert held.lost.wait(2 + 5)
+        finally:
+            replica.resume()
+
+
 def test_wait_replicas_acquires_on_distlocks_own_connections(
     replicated: tuple[ServerProc, ServerProc], name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -180,8 +180,6 @@ def test_cluster_option(cluster: RedisCluster, redis_url: str) -> None:
         assert lk.fence is not None
     with pytest.raises(BackendError):  # a single node is not a cluster
         distlock.connect(redis_url + "?cluster=true&connect_timeout=2")
-    with pytest.raises(ConfigError, match="wait_replicas"):
-        distlock.connect(cluster.url + "?wait_replicas=1")
     with pytest.raises(ConfigError, match="database 0"):
         distlock.connect(cluster.url.rsplit("/", 1)[0] + "/1?cluster=true")
     with pytest.raises(ConfigError):
@@ -356,3 +354,47 @@ async def test_wake_ups_follow_a_failover_of_the_listeners_node_async() -> None:
         finally:
             await waiters.aclose()
             await holders.aclose()
+
+
+def test_wait_replicas_on_a_cluster_waits_per_master_and_refuses_what_a_replica_never_saw() -> None:
+    """``wait_replicas=1`` on Redis Cluster: the acquire and its ``WAIT`` go to the master of the name's slot on
+    one connection (``WAIT`` counts that connection's writes), so names on every master are granted once their
+    replica has them, and renewal batches over several masters wait on each. A master whose replica does not
+    answer (SIGSTOP): its names are refused with a one-line error and left free (released), the others are
+    not affected; a holding there is not renewed past what the replica acknowledged, so the holder's ``lost``
+    fires at its local lease end although the master alone still holds the key."""
+    with redis_cluster(3, replicas=True) as cl:
+        by_master: dict[int, str] = {}
+        i = 0
+        while len(by_master) < 3:
+            n = f"wr-{i}"
+            by_master.setdefault(_owner(cl, _slot(cl, n)), n)
+            i += 1
+        with distlock.connect(cl.url + "?wait_replicas=1&wait_timeout=300") as store:
+            held = [store.lock(by_master[m], ttl=2) for m in range(3)]
+            for lk in held:
+                assert lk.acquire(timeout=5) and lk.fence is not None
+            for m in range(3):  # every replica has its master's lock key
+                with cl.client(3 + m) as replica:
+                    assert replica.execute_command("READONLY") and replica.get(by_master[m]) is not None
+            time.sleep(2.5)  # renewals (one batch over the three masters, each with its WAIT) keep them all
+            assert all(lk.owned() and not lk.lost.is_set() for lk in held)
+            for lk in held:
+                lk.release()
+            cl.nodes[3].pause()  # master 0's replica stops acknowledging
+            try:
+                with pytest.raises(BackendError, match="replicas acknowledged") as err:
+                    store.lock(by_master[0], ttl=5).acquire(timeout=2)
+                assert "\n" not in str(err.value)
+                assert store.inspect(by_master[0]) is None  # released: nobody holds it
+                with store.lock(by_master[1], ttl=5) as other:  # another master's names are not affected
+                    assert other.fence is not None
+            finally:
+                cl.nodes[3].resume()
+            holder = store.lock(by_master[0], ttl=2)
+            assert holder.acquire(timeout=5)
+            cl.nodes[3].pause()
+            try:
+                assert holder.lost.wait(2 + 5)  # not renewed past the acknowledged expiry
+            finally:
+                cl.nodes[3].resume()

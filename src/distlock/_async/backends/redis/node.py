@@ -261,21 +261,76 @@ class Node:
             return await self.run([self.call(script, n, *a) for n, a in calls], what)
         return await self._own([packed_call(script, n, *a, counter=self.counter) for n, a in calls], what, timeout)
 
-    async def _own(self, packs: Sequence[bytes], what: str, timeout: float | None) -> list[Any]:
-        """Packed requests in one round trip on distlock's own connections, each try bounded by ``timeout``;
-        the scripts loaded again once if the server lost them; an error reply raises."""
-        assert self.wire is not None
+    async def _own(
+        self, packs: Sequence[bytes], what: str, timeout: float | None, wire: Wire | None = None
+    ) -> list[Any]:
+        """Packed requests in one round trip on distlock's own connections (``wire``: a cluster master's),
+        each try bounded by ``timeout``; the scripts loaded again once if the server lost them; an error reply
+        raises."""
+        wire = wire or self.wire
+        assert wire is not None
         try:
-            replies = await self.wire.call_many(packs, None, timeout)
+            replies = await wire.call_many(packs, None, timeout)
             if any(isinstance(r, NoScriptError) for r in replies):
                 await self.load(timeout)
-                replies = await self.wire.call_many(packs, None, timeout)
+                replies = await wire.call_many(packs, None, timeout)
         except RedisError as exc:
             raise self.error(exc, what) from exc
         for r in replies:
             if isinstance(r, RedisError):
                 raise self.error(r, what) from r
         return replies
+
+    def _master_wire(self, name: str) -> Wire:
+        """A cluster: distlock's own connections to the master of ``name``'s slot in the client's slot map."""
+        assert isinstance(self.client, drv.ClusterClient)
+        key, made = drv.route(self.client, name)
+        wire = self._wires.get(key)
+        if wire is None:
+            wire = self._wires[key] = Wire(made)
+        return wire
+
+    async def replicated(
+        self,
+        script: str,
+        calls: Sequence[tuple[str, Sequence[str | int]]],
+        replicas: int,
+        wait_ms: int,
+        what: str,
+        timeout: float | None,
+    ) -> tuple[list[Any], int]:
+        """``script`` on each of ``calls`` and then ``WAIT replicas wait_ms``, in one round trip on ONE
+        connection per master (``WAIT`` counts the writes made on its own connection, so it must follow them
+        there): (the replies in the order of ``calls``, the fewest replicas any master acknowledged). On a
+        cluster the names are grouped by the master of their slot; a slot that moved or a master that is away
+        has the slot map read again and the group sent once more (the scripts are idempotent per token), then
+        an error."""
+        wait = packed_command("WAIT", str(replicas), str(wait_ms))
+        if self.wire is not None:
+            replies = await self._own(
+                [*(packed_call(script, n, *a, counter=self.counter) for n, a in calls), wait], what, timeout
+            )
+            return replies[:-1], int(replies[-1])
+        assert isinstance(self.client, drv.ClusterClient)
+        groups: dict[str, list[int]] = {}
+        for i, (n, _a) in enumerate(calls):
+            groups.setdefault(drv.route(self.client, n)[0], []).append(i)
+        out: list[Any] = [None] * len(calls)
+        acks: list[int] = []
+        for idx in groups.values():
+            packs = [packed_call(script, calls[i][0], *calls[i][1], cluster=True, counter=self.counter) for i in idx]
+            for attempt in (1, 2):
+                try:
+                    replies = await self._own([*packs, wait], what, timeout, self._master_wire(calls[idx[0]][0]))
+                    break
+                except BackendError as exc:
+                    if attempt == 2 or not isinstance(exc.__cause__, options.REROUTE):
+                        raise
+                    await drv.initialize(self.client)  # the slot moved or its master changed: read the map again
+            for i, r in zip(idx, replies[:-1], strict=True):
+                out[i] = r
+            acks.append(int(replies[-1]))
+        return out, min(acks, default=replicas)
 
     async def _send(
         self,
@@ -289,12 +344,8 @@ class Node:
             return await self.wire.call(packed_call(script, name, *args, counter=self.counter), unsure, timeout)
         assert isinstance(self.client, drv.ClusterClient)
         try:  # straight to the master of the name's slot ...
-            key, made = drv.route(self.client, name)
-            wire = self._wires.get(key)
-            if wire is None:
-                wire = self._wires[key] = Wire(made)
             packed = packed_call(script, name, *args, cluster=True, counter=self.counter)
-            return await wire.call(packed, unsure, timeout)
+            return await self._master_wire(name).call(packed, unsure, timeout)
         except options.REROUTE:  # ... unless the slot moved or the master is away: redis-py's routing sorts it out
             if unsure is not None:
                 unsure.append(True)

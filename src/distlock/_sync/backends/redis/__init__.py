@@ -108,12 +108,6 @@ class Backend(SyncBackend):
                 node.close()
                 node = Node.connect(*args, "cluster", cluster=True, counter=counter)
                 node.ping()
-            if node.cluster and wait_replicas:
-                raise ConfigError(
-                    "wait_replicas is not supported on Redis Cluster (WAIT would run on another connection "
-                    "than the acquire)",
-                    backend=config.scheme,
-                )
         except BaseException:
             node.close()
             raise
@@ -167,8 +161,9 @@ class Backend(SyncBackend):
             if grant.acquired:
                 self.leases.confirmed(claim, sent)
             return grant
-        call = node.call("acquire", claim.name, *args)
-        reply, acks = node.run([call, ("WAIT", self.wait_replicas, self.wait_timeout_ms)], "acquire")
+        (reply,), acks = node.replicated(
+            "acquire", [(claim.name, args)], self.wait_replicas, self.wait_timeout_ms, "acquire", None
+        )
         node.fences.learn(claim.name, reply)
         grant = rc.grant_of(reply)
         if grant.acquired:
@@ -200,7 +195,22 @@ class Backend(SyncBackend):
         calls = [(c.name, (c.token, c.mode.value, rc.ms(c.ttl))) for c in claims]
         sent = monotonic()
         budget = self.node.budget(min(c.ttl for c in claims))
-        out = [int(r) == 1 for r in self.node.batch("renew", calls, "renew", budget)]
+        if not self.wait_replicas:
+            out = [int(r) == 1 for r in self.node.batch("renew", calls, "renew", budget)]
+        else:
+            # A renewal the replicas have not acknowledged must not move the local lease end past the expiry a
+            # promoted replica would have: it counts as a renewal that failed to answer (tried again at the next
+            # tick; the local lease runs out, and `lost` fires, no later than the last acknowledged expiry).
+            replies, acks = self.node.replicated(
+                "renew", calls, self.wait_replicas, self.wait_timeout_ms, "renew", budget
+            )
+            if acks < self.wait_replicas:
+                raise BackendError(
+                    f"only {acks} of {self.wait_replicas} replicas acknowledged the renewal within "
+                    f"{self.wait_timeout_ms} ms (wait_replicas): the local lease is not extended",
+                    backend=self.scheme,
+                )
+            out = [int(r) == 1 for r in replies]
         self.leases.renewed(claims, out, sent)
         return out
 
