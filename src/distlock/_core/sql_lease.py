@@ -119,6 +119,9 @@ class Stmt:
     #: it holding the name's lock while it waits for the rest (a pipeline of extended-protocol statements
     #: runs each as it arrives: the lock was held for as long as the link stayed silent)
     batch: int | None = None
+    #: a ``batch`` statement's statements one by one, each with its own parameters (``sql``/``params`` are
+    #: them joined): a driver that keeps them prepared on the server runs these (still in ONE Query)
+    parts: tuple[tuple[str, tuple[object, ...]], ...] = ()
     #: PostgreSQL: the statement takes the name's lock, and the server waits for it (and for any row lock
     #: after it) at most this many seconds, well inside the call's own bound: a wait that ends there is
     #: "busy", answered with no rows, never the call's timeout (``lock_timeout`` for this Query only)
@@ -145,6 +148,7 @@ def batch(parts: Sequence[tuple[str, Sequence[object]]], answer: int, name_wait:
         "; ".join(sql for sql, _ in parts),
         tuple(v for _, params in parts for v in params),
         batch=answer,
+        parts=tuple((sql, tuple(params)) for sql, params in parts),
         name_wait=name_wait,
     )
 

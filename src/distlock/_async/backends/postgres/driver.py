@@ -24,9 +24,12 @@ server-side timeouts (``set_config(..., true)``), and a ``batch`` statement seve
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
+import weakref
 from collections.abc import Generator
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -83,6 +86,18 @@ def ssl_options(config: StoreConfig) -> dict[str, str]:
 #: session-mode locks go then; a lease-mode transaction never waits on the client while it holds a name's
 #: lock (``_batch``)
 SERVER_KEEPALIVES = "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3"
+
+#: a direct connection keeps at most this many statements prepared for its tries (a try's text depends on how
+#: many holders and waiters ahead it expects, its kind and whether it queues: a few dozen shapes in practice)
+MAX_PREPARED = 64
+
+
+def numbered(sql: str) -> str:
+    """``sql`` with its ``%s`` placeholders as PostgreSQL's ``$1``, ``$2``... (for ``PREPARE``)."""
+    parts = sql.split("%s")
+    assert "%" not in "".join(parts), "only %s placeholders"
+    return "".join(f"{part}${i}" for i, part in enumerate(parts[:-1], 1)) + parts[-1]
+
 
 #: how long a store sends no NOTIFY after the server refused one (its notification queue was full), before
 #: it tries again (``sql_lease.Ops.mute``)
@@ -151,6 +166,8 @@ class PgDriver(SqlBase):
         #: the server takes our ``options`` startup parameter (a pooler may refuse it)
         self._options_ok = True
         self._begin = "BEGIN"
+        #: the statements each direct connection keeps prepared for its tries (``_prepared_batch``): SQL -> name
+        self._prepared: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
         if from_pool:
             if config.password is None:
                 self._kwargs["password"] = from_pool.get("password")
@@ -292,7 +309,9 @@ class PgDriver(SqlBase):
                 stmt = next(script)
                 while True:
                     try:
-                        if stmt.batch is not None:  # several statements: one Query, client-side binding
+                        if stmt.batch is not None and stmt.parts and self.pooler is None:
+                            answer = await self._prepared_batch(conn, stmt)
+                        elif stmt.batch is not None:  # several statements: one Query, client-side binding
                             answer = await self._batch(conn, stmt)
                         else:
                             await cur.execute(stmt.sql, stmt.params)
@@ -322,6 +341,34 @@ class PgDriver(SqlBase):
             script.close()
             if not conn.closed:
                 await cur.close()
+
+    async def _prepared_batch(self, conn: Any, stmt: sq.Stmt) -> sq.Result:
+        """A ``batch`` statement on a direct connection: its statements kept prepared on the server (``PREPARE``,
+        the first time this connection sends each, in a Query of its own: it runs nothing and locks nothing),
+        and run as ONE Query of ``EXECUTE`` statements (``_batch``), so the server neither parses nor plans
+        them again at every try. A pooler hands each transaction any server connection, where they would not
+        be: there the statements go as they are."""
+        names = self._prepared.setdefault(conn, {})
+        missing: list[tuple[str, str]] = []
+        calls: list[tuple[str, tuple[object, ...]]] = []
+        for sql, params in stmt.parts:
+            name = names.get(sql)
+            if name is None:
+                if len(names) + len(missing) >= MAX_PREPARED:  # an unusual mix of shapes: no more kept
+                    return await self._batch(conn, stmt)
+                name = f"distlock_{hashlib.sha256(sql.encode()).hexdigest()[:24]}"
+                missing.append((name, sql))
+            calls.append((name, params))
+        if missing:
+            cur: pg.ClientCursor = pg.client_cursor(conn)
+            try:
+                await cur.execute("; ".join(f"PREPARE {name} AS {numbered(sql)}" for name, sql in missing))
+            finally:
+                if not conn.closed:
+                    await cur.close()
+            names.update((sql, name) for name, sql in missing)
+        sql = "; ".join(f"EXECUTE {name}({', '.join(['%s'] * len(params))})" for name, params in calls)
+        return await self._batch(conn, replace(stmt, sql=sql, params=tuple(v for _, p in calls for v in p)))
 
     @staticmethod
     async def _batch(conn: Any, stmt: sq.Stmt, prefix: str = "") -> sq.Result:
