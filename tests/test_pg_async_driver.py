@@ -16,7 +16,7 @@ import pytest
 
 from distlock import _pg_async as pg
 from distlock import _pg_sync, _sqlwatch
-from distlock._async.backends.postgres.driver import PgDriver
+from distlock._async.backends.postgres.driver import PgDriver, numbered
 from distlock._core import sql_lease as sq
 from distlock._sync.backends.postgres.driver import PgDriver as SyncPgDriver
 from tests.waiting import cancel_takes
@@ -146,3 +146,11 @@ def test_a_threaded_batch_statement_on_a_lost_connection_raises_its_error_and_lo
         assert not [r for r in caplog.records if r.name.startswith("psycopg")], caplog.text
     finally:
         conn.close()
+
+
+# -- the try's statements as PREPAREd ones ------------------------------------------------------------------
+def test_numbered_placeholders_count_from_one_in_order() -> None:
+    assert numbered("SELECT %s, f(%s) WHERE a = %s") == "SELECT $1, f($2) WHERE a = $3"
+    assert numbered("SELECT 1") == "SELECT 1"
+    with pytest.raises(AssertionError):
+        numbered("SELECT '100%' || %s")

@@ -345,7 +345,7 @@ class PgDriver(SqlBase):
 
     def _prepared_batch(self, conn: Any, stmt: sq.Stmt) -> sq.Result:
         """A ``batch`` statement on a direct connection: its statements kept prepared on the server (``PREPARE``,
-        the first time this connection sends each, in a Query of its own: it runs nothing and locks nothing),
+        the first time this connection sends each, in Queries of their own: they run nothing and lock nothing),
         and run as ONE Query of ``EXECUTE`` statements (``_batch``), so the server neither parses nor plans
         them again at every try. A pooler hands each transaction any server connection, where they would not
         be: there the statements go as they are."""
@@ -363,11 +363,12 @@ class PgDriver(SqlBase):
         if missing:
             cur: pg.ClientCursor = pg.client_cursor(conn)
             try:
-                cur.execute("; ".join(f"PREPARE {name} AS {numbered(sql)}" for name, sql in missing))
+                for name, sql in missing:  # one by one: each is known to exist once its Query succeeded
+                    cur.execute(f"PREPARE {name} AS {numbered(sql)}")
+                    names[sql] = name
             finally:
                 if not conn.closed:
                     cur.close()
-            names.update((sql, name) for name, sql in missing)
         sql = "; ".join(f"EXECUTE {name}({', '.join(['%s'] * len(params))})" for name, params in calls)
         return self._batch(conn, replace(stmt, sql=sql, params=tuple(v for _, p in calls for v in p)))
 
