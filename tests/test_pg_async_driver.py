@@ -16,7 +16,7 @@ import pytest
 
 from distlock import _pg_async as pg
 from distlock import _pg_sync, _sqlwatch
-from distlock._async.backends.postgres.driver import PgDriver
+from distlock._async.backends.postgres.driver import PgDriver, numbered
 from distlock._core import sql_lease as sq
 from distlock._sync.backends.postgres.driver import PgDriver as SyncPgDriver
 from tests.waiting import cancel_takes
@@ -102,7 +102,7 @@ def test_a_threaded_call_that_ends_after_its_deadline_fails_even_if_it_had_its_a
         conn.close()
 
 
-# -- a pipelined statement on a connection that is gone --------------------------------------------------------
+# -- a batch statement (one Query) on a connection that is gone --------------------------------------------------------
 def _terminated(postgres_url: str, conn: Any) -> None:
     """End ``conn``'s server session from another connection, and wait until the server has."""
     with psycopg.Connection.connect(postgres_url, autocommit=True) as admin:
@@ -117,32 +117,40 @@ def _terminated(postgres_url: str, conn: Any) -> None:
 _PARTS = sq.batch([("SELECT %s::int", (1,)), ("SELECT %s::int", (2,))], 1)
 
 
-async def test_a_pipelined_statement_on_a_lost_connection_raises_its_error_and_logs_nothing(
+async def test_a_batch_statement_on_a_lost_connection_raises_its_error_and_logs_nothing(
     postgres_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The connection died before the pipeline: the caller gets the lost connection's error, and psycopg
-    logs no second failure (its "error ignored terminating ... Pipeline [BAD]" warning, which users of a
-    store saw on every connection a server restart killed)."""
+    """The connection died before the batch (an acquire's try): the caller gets the lost connection's error,
+    and psycopg logs nothing of its own (a pipeline logged "error ignored terminating ... Pipeline [BAD]",
+    which users of a store saw on every connection a server restart killed; a try is one Query now)."""
     conn = await _connect(postgres_url)
     try:
-        assert await PgDriver._pipelined(conn, _PARTS) == sq.Result([(2,)], 1)
+        assert await PgDriver._batch(conn, _PARTS) == sq.Result([(2,)], 1)
         _terminated(postgres_url, conn)
         with caplog.at_level(logging.DEBUG, logger="psycopg"), pytest.raises(psycopg.OperationalError):
-            await PgDriver._pipelined(conn, _PARTS)
+            await PgDriver._batch(conn, _PARTS)
         assert not [r for r in caplog.records if r.name.startswith("psycopg")], caplog.text
     finally:
         await conn.close()
 
 
-def test_a_threaded_pipelined_statement_on_a_lost_connection_raises_its_error_and_logs_nothing(
+def test_a_threaded_batch_statement_on_a_lost_connection_raises_its_error_and_logs_nothing(
     postgres_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     conn = psycopg.Connection.connect(postgres_url, autocommit=True)
     try:
-        assert SyncPgDriver._pipelined(conn, _PARTS) == sq.Result([(2,)], 1)
+        assert SyncPgDriver._batch(conn, _PARTS) == sq.Result([(2,)], 1)
         _terminated(postgres_url, conn)
         with caplog.at_level(logging.DEBUG, logger="psycopg"), pytest.raises(psycopg.OperationalError):
-            SyncPgDriver._pipelined(conn, _PARTS)
+            SyncPgDriver._batch(conn, _PARTS)
         assert not [r for r in caplog.records if r.name.startswith("psycopg")], caplog.text
     finally:
         conn.close()
+
+
+# -- the try's statements as PREPAREd ones ------------------------------------------------------------------
+def test_numbered_placeholders_count_from_one_in_order() -> None:
+    assert numbered("SELECT %s, f(%s) WHERE a = %s") == "SELECT $1, f($2) WHERE a = $3"
+    assert numbered("SELECT 1") == "SELECT 1"
+    with pytest.raises(AssertionError):
+        numbered("SELECT '100%' || %s")

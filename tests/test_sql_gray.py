@@ -376,14 +376,11 @@ def test_mysql_schema_change_waiting_on_a_long_transaction_gives_up_on_the_serve
     admin.close()
 
 
-# -- issue 17: PostgreSQL's pipelined try ------------------------------------------------------------------
-def test_pg_pipelined_try_that_fails_midway_writes_nothing_and_its_connection_serves_on(
-    postgres_url: str, name: str
-) -> None:
-    """A try is three statements pipelined before one Sync (one transaction). When it is cut off at its
-    first one (the name's advisory lock, held by another session, past the call's bound), nothing of it
-    stays (no holder or queue row), and the store's next tries, prepared statements by then, are granted
-    with increasing fences."""
+# -- issue 17: PostgreSQL's one-Query try ------------------------------------------------------------------
+def test_pg_try_that_fails_midway_writes_nothing_and_its_connection_serves_on(postgres_url: str, name: str) -> None:
+    """A try is three statements in one Query (one transaction). When it stops at its first one (the name's
+    advisory lock, held by another session, past the try's wait for it), nothing of it stays (no holder or
+    queue row), and the store's next tries are granted with increasing fences."""
     url = with_options(postgres_url, call_timeout=1)
     key = sq.name_key(name)
     a, b = sq.Ops(sd.postgres("distlock"), "distlock", "")._lock_name(key).params
@@ -391,7 +388,7 @@ def test_pg_pipelined_try_that_fails_midway_writes_nothing_and_its_connection_se
     with distlock.connect(url) as s:
         lk = s.lock(name, ttl=10, fair=True)
         fences = []
-        for _ in range(6):  # past psycopg's prepare_threshold (5): the try's statements are prepared
+        for _ in range(6):
             assert lk.acquire(timeout=5)
             fences.append(lk.fence)
             lk.release()

@@ -1,8 +1,10 @@
 /* This is the protocol of PostgreSQL lease mode on every connection (StatementOps, a BatchOps in
    src/distlock/_core/sql_lease.py): the ONE_CLOCK design with BLIND (the first apply is sent without a
    read: one round trip for a free name; its answer carries the read made under the name's lock, for the
-   next apply). Each apply is three statements in one transaction (a psycopg pipeline with one Sync, or
-   through a pooler one simple-protocol Query): the advisory lock; both stale-row DELETEs (one statement:
+   next apply). Each apply is three statements in one transaction, sent as ONE simple-protocol Query (the
+   server reads it whole before it takes the lock, so a client that goes silent mid-send holds nothing; the
+   order of the statements, which is what the model checks, is the pipeline's it replaced): the advisory
+   lock; both stale-row DELETEs (one statement:
    the holders' DELETE is the one the model has, the queue's is bookkeeping); then, in a later statement,
    the guarded INSERT with the queue bookkeeping and the answer's read as data-modifying CTEs. Renewals
    are one autocommit UPDATE (now(): its own transaction's start). RENEW_EARLY_CLOCK was written for a

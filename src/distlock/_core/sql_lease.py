@@ -134,11 +134,18 @@ class Stmt:
     sql: str
     params: tuple[object, ...] = ()
     #: set by :class:`BatchOps` only: ``sql`` is several statements sent as ONE simple-protocol Query
-    #: (one implicit transaction); the result is that of its statement at this index (0 = the first)
+    #: (one implicit transaction); the result is that of its statement at this index (0 = the first). The
+    #: server reads a Query whole before it runs any of it, so a link that goes silent mid-send never leaves
+    #: it holding the name's lock while it waits for the rest (a pipeline of extended-protocol statements
+    #: runs each as it arrives: the lock was held for as long as the link stayed silent)
     batch: int | None = None
     #: a ``batch`` statement's statements one by one, each with its own parameters (``sql``/``params`` are
-    #: them joined): a driver that can pipeline sends these instead (PostgreSQL's extended protocol, one Sync)
+    #: them joined): a driver that keeps them prepared on the server runs these (still in ONE Query)
     parts: tuple[tuple[str, tuple[object, ...]], ...] = ()
+    #: PostgreSQL: the statement takes the name's lock, and the server waits for it (and for any row lock
+    #: after it) at most this many seconds, well inside the call's own bound: a wait that ends there is
+    #: "busy", answered with no rows, never the call's timeout (``lock_timeout`` for this Query only)
+    name_wait: float | None = None
     #: the script's final statement: it returns as soon as this one is answered. A driver that can send
     #: several statements in one round trip (MySQL) sends the transaction's COMMIT with it
     last: bool = False
@@ -155,13 +162,14 @@ def chain(*stmts: Stmt, last: bool = False) -> Stmt:
     return Stmt("; ".join(s.sql for s in stmts), tuple(v for s in stmts for v in s.params), last=last)
 
 
-def batch(parts: Sequence[tuple[str, Sequence[object]]], answer: int) -> Stmt:
+def batch(parts: Sequence[tuple[str, Sequence[object]]], answer: int, name_wait: float | None = None) -> Stmt:
     """One :class:`Stmt` of several statements, answered by the result of ``parts[answer]``."""
     return Stmt(
         "; ".join(sql for sql, _ in parts),
         tuple(v for _, params in parts for v in params),
         batch=answer,
         parts=tuple((sql, tuple(params)) for sql, params in parts),
+        name_wait=name_wait,
     )
 
 
@@ -230,8 +238,10 @@ class Ops:
         self.channel = channel
         #: MySQL/MariaDB: the server has SEQUENCE (MariaDB >= 10.5); set by the backend once it knows
         self.sequences = dialect.name == "postgres"
-        #: MySQL: seconds an acquire waits for the name's GET_LOCK (another acquire's transaction)
-        self.name_wait = 5.0
+        #: seconds an acquire waits on the server for the name's lock (another acquire's transaction): the
+        #: backend makes it half its call bound, so that a lock held long (a client gone silent mid-acquire)
+        #: is "busy, try again" to the others, never a call that timed out
+        self.name_wait = 2.5
 
     #: the operations whose script runs without the driver's BEGIN/COMMIT (it is one batch that makes its
     #: own transaction, or statements that each stand alone)
@@ -647,8 +657,8 @@ class BatchOps(Ops):
     """The lease-mode acquire in ONE round trip when the name is free (PostgreSQL): the protocol of
     ``docs/models/sql_lease_statement.pml`` (``-DONE_CLOCK -DBLIND``, model-checked; see its header).
 
-    Each try is one :func:`batch`, one transaction (a psycopg pipeline with one Sync, or through a pooler
-    the implicit transaction of a simple-protocol Query), comparing every expiry with ONE clock reading
+    Each try is one :func:`batch`, one transaction (the implicit transaction of ONE simple-protocol Query,
+    which the server reads whole before it takes the name's lock), comparing every expiry with ONE clock reading
     (``now()``, the transaction's start): the name's lock as its own first
     statement, the stale-row DELETEs (they wait for an in-flight renewal's row lock), then the INSERT of our
     holding guarded by "the name's live holders, and the live queue entries ahead of us, are exactly the
@@ -720,7 +730,7 @@ class BatchOps(Ops):
                     queue.append(Queued(str(token), Mode(str(mode)), to_int(extra), to_float(expires)))
                     if kind == 4:
                         wrote = to_float(expires)
-            if not got:  # MySQL: the name's lock not granted within name_wait (a stuck transaction)
+            if not got:  # the name's lock not granted within name_wait (a stuck transaction): busy
                 return Grant(False, retry_after=0.05)
             queue.sort(key=lambda q: q.seq)
             decision = decide(claim, held, queue, now, register_all=False)
@@ -817,7 +827,7 @@ class StatementOps(BatchOps):
             (f"WITH h AS (DELETE FROM {p}_holders WHERE name_key = %s AND expires_at <= {t}) "
              f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= {t}", (key, key)),
             (f"WITH {', '.join(ctes)} {' UNION ALL '.join(reads)}", (*params, *rp)),
-        ], 2)  # fmt: skip
+        ], 2, name_wait=self.name_wait)  # fmt: skip
 
     def release(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
         ok, _ = yield from self.release_to_next(claim, key)

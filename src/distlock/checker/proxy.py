@@ -13,6 +13,8 @@ loop in a daemon thread, so sync tests, asyncio tests and the checker drive it t
 * :meth:`FaultProxy.delay` -- every chunk is forwarded ``seconds`` late (order kept per direction).
 * :meth:`FaultProxy.delay_next` -- the next chunk that contains ``pattern`` (client -> server, or the
   reverse) is held ``seconds`` before it is forwarded: a COMMIT, a renewal script, a keepalive.
+* :meth:`FaultProxy.silence_at` -- the same, but the bytes before ``pattern`` go through at once: the link
+  goes silent at that byte, in the middle of a message or between two messages the client wrote together.
 
 Only loopback: the proxy listens on 127.0.0.1 and forwards to the address it was given, which the
 callers take from a URL they own.
@@ -38,6 +40,7 @@ class _Rule:
     seconds: float
     direction: str
     hit: threading.Event = field(default_factory=threading.Event)
+    split: bool = False  # forward the bytes before the pattern first (``silence_at``)
 
 
 class _Link:
@@ -99,7 +102,11 @@ class FaultProxy:
                 w.close()
         pumps = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         if pumps:
-            await asyncio.wait(pumps, timeout=2.0)
+            _, pending = await asyncio.wait(pumps, timeout=2.0)
+            for task in pending:  # one holding a chunk (``delay_next``) for longer: not left to the loop's end
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=2.0)
 
     def __enter__(self) -> Self:
         return self.start()
@@ -145,6 +152,14 @@ class FaultProxy:
         with self._guard:
             self._rules.append(rule)
         return rule.hit
+
+    def silence_at(self, pattern: bytes, seconds: float, direction: str = UP) -> threading.Event:
+        """The link goes silent for ``seconds`` right before the next ``pattern``: the bytes of its chunk before
+        it are forwarded, the rest held. The event is set once those bytes were forwarded."""
+        hit = self.delay_next(pattern, seconds, direction)
+        with self._guard:
+            self._rules[-1].split = True
+        return hit
 
     def heal(self) -> None:
         """End freeze, delays and pending rules (connections made half-open stay dead)."""
@@ -199,6 +214,13 @@ class FaultProxy:
                     continue  # half-open: the bytes vanish, nobody is told
                 rule = self._rule_for(chunk, direction)
                 if rule is not None:
+                    if rule.split:
+                        at = chunk.find(rule.pattern)
+                        head, chunk = chunk[:at], chunk[at:]
+                        await self._thawed.wait()
+                        if head and not link.dead:
+                            writer.write(head)
+                            await writer.drain()
                     rule.hit.set()
                     await asyncio.sleep(rule.seconds)
                 if self._delay:

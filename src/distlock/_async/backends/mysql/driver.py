@@ -27,7 +27,7 @@ from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
 from ...._tls import pop_tls
 from ...._url import StoreConfig
-from ..sql.base import SESSION_WAIT_SLICE, RetryableError, SqlBase, StaleConnection
+from ..sql.base import IDLE_IN_TX_SLACK, SESSION_WAIT_SLICE, RetryableError, SqlBase, StaleConnection
 
 #: server error codes: deadlock, lock wait timeout (re-run the transaction)
 _RETRY_CODES = {1213, 1205}
@@ -38,6 +38,9 @@ _TLS_ALIASES = {"tls": "ssl", "cafile": "ssl_ca", "certfile": "ssl_cert", "keyfi
 #: the end of every transaction, which also lets go of the name's GET_LOCK (pool connections hold no other
 #: named lock)
 _COMMIT = "COMMIT; DO RELEASE_ALL_LOCKS()"
+#: sent after a transaction's end, in its round trip: the session's idle timeout as it was before BEGIN
+#: (``MyDriver._begin``)
+_IDLE_BACK = "SET SESSION wait_timeout = CAST(COALESCE(@distlock_idle, @@session.wait_timeout) AS UNSIGNED)"
 #: client error codes of a connection that is gone
 _GONE_CODES = {2003, 2006, 2013, 2055, 1927, 4031}
 
@@ -95,6 +98,22 @@ class MyDriver(SqlBase):
             "unix_socket": unix_socket,
             "client_flag": pymysql.constants.CLIENT.MULTI_STATEMENTS,
         }
+        #: seconds the server waits for this client inside a transaction (whole seconds, at least 1): see
+        #: ``_begin``
+        self.idle_in_tx = max(1, math.ceil(self.call_timeout + IDLE_IN_TX_SLACK))
+        #: what a transaction starts with, in its first round trip: BEGIN, and the session's idle timeout
+        #: (``wait_timeout``, kept in ``@distlock_idle`` and put back in the round trip that ends it) cut to
+        #: ``idle_in_tx`` while it lasts. A lease-mode acquire holds the name's GET_LOCK between its two round
+        #: trips: a client whose link went silent there kept it, and every other client was refused the name,
+        #: until the server's wait_timeout (8 hours by default) or TCP gave up. MariaDB's
+        #: ``idle_transaction_timeout``, where a DBA set one, takes precedence over it inside a transaction
+        self._begin = (
+            # saved once per session: a transaction that failed before its end put back cannot leave the
+            # cut value to be saved as the session's own
+            "BEGIN; SET @distlock_idle = CAST(COALESCE(@distlock_idle, @@session.wait_timeout) AS UNSIGNED), "
+            "SESSION wait_timeout = "
+            f"{self.idle_in_tx}; "
+        )
 
     async def _prepare(self) -> None:
         r: sq.Result = await self._tx(lambda: sq.single(sq.Stmt("SELECT VERSION()")), tx=False)
@@ -118,14 +137,18 @@ class MyDriver(SqlBase):
             conn = await my.connect(limit, **{k: v for k, v in self._kwargs.items() if v is not None})
             # row-lock and metadata-lock waits end on the server when the call does (the default metadata
             # wait is a day: a schema change left waiting would queue every later statement on its table)
+            # and a packet the server reads or writes mid-statement gets as long as a transaction's idle
+            # time (the defaults, 30 s and 60 s, would let a silent link hold what the statement locked)
             wait = max(1, math.ceil(self.call_timeout))
+            idle = self.idle_in_tx
             await my.call(
                 conn,
                 self._deadline(),
                 execute,
                 conn,
                 "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; "
-                f"SET time_zone = '+00:00', innodb_lock_wait_timeout = {wait}, lock_wait_timeout = {wait}",
+                f"SET time_zone = '+00:00', innodb_lock_wait_timeout = {wait}, lock_wait_timeout = {wait}, "
+                f"net_read_timeout = {idle}, net_write_timeout = {idle}",
             )
         except pymysql.err.MySQLError as exc:
             if conn is not None:
@@ -175,7 +198,7 @@ class MyDriver(SqlBase):
         own = False  # a batch that opened its own transaction (and may hold the name's GET_LOCK)
         # BEGIN goes in one round trip with the script's first statement (a multi-statement): every
         # transaction here is short, and its first round trip was BEGIN's alone (a tenth of a try)
-        begin = "BEGIN; " if tx else ""
+        begin = self._begin if tx else ""
         committed = False  # the COMMIT went with the script's last statement (``Stmt.last``)
         try:
             try:
@@ -185,7 +208,7 @@ class MyDriver(SqlBase):
                         raise RuntimeError("a script went on after its last statement")
                     own = own or stmt.batch is not None
                     # and the COMMIT with the last one, in the same round trip
-                    end = "; " + (stmt.commit or _COMMIT) if tx and stmt.last else ""
+                    end = f"; {stmt.commit or _COMMIT}; {_IDLE_BACK}" if tx and stmt.last else ""
                     sql, params = begin + stmt.sql + end, stmt.params
                     if lead is not None and not started:
                         sql, params = f"{lead.sql}; {sql}", (*lead.params, *params)
@@ -197,9 +220,9 @@ class MyDriver(SqlBase):
                                 if cur.description is not None:
                                     lead.rows = list(await cur.fetchall())
                                 await cur.nextset()
-                        if begin:  # past BEGIN's answer, to the statement's own
+                        for _ in range(begin.count(";")):  # past BEGIN's answers, to the statement's own
                             await cur.nextset()
-                            begin = ""
+                        begin = ""
                     except pymysql.err.MySQLError as exc:
                         if not started and self._broken(exc):
                             raise StaleConnection(str(exc)) from exc
@@ -214,7 +237,7 @@ class MyDriver(SqlBase):
             except StopIteration as stop:
                 result = stop.value
             if tx and not committed:
-                await execute(c.conn, _COMMIT)
+                await execute(c.conn, f"{_COMMIT}; {_IDLE_BACK}")
             return result
         except pymysql.err.OperationalError as exc:
             await self._rollback(c, tx or own, exc)
@@ -235,7 +258,7 @@ class MyDriver(SqlBase):
             my.cut(c.conn)
             return
         try:
-            await execute(c.conn, "ROLLBACK; DO RELEASE_ALL_LOCKS()")
+            await execute(c.conn, f"ROLLBACK; DO RELEASE_ALL_LOCKS(); {_IDLE_BACK}")
         except (pymysql.err.Error, OSError):
             # the name's GET_LOCK may still be held: end the connection (the server releases it), so it
             # is never given back to the pool holding it

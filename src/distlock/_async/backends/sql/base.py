@@ -45,6 +45,10 @@ CALL_TIMEOUT = 5.0
 #: the clean-up after a failed or cancelled acquire (``abandon``) gets at most this long, then its
 #: connection is closed and the lease bounds what is left on the server
 CLEANUP_TIMEOUT = 1.0
+#: MySQL/MariaDB: a session idle this many seconds more than ``call_timeout`` inside a transaction (a lease-mode
+#: acquire between its two round trips, holding the name's GET_LOCK) is ended by the server. A live client is
+#: never idle there past its call's deadline, after which it closes the connection itself
+IDLE_IN_TX_SLACK = 1.0
 #: a renewal round trip gets at most this share of the shortest TTL in its batch (lease mode: then one more
 #: try on a fresh connection, so a half-open pooled connection costs one try, not the holdings)
 RENEW_SHARE = 0.25
@@ -115,7 +119,10 @@ class SqlBase(AsyncBackend):
         self.cleanup_timeout = min(self.call_timeout, CLEANUP_TIMEOUT)
         self.dialect = type(self).make_dialect(prefix)
         self.ops = sq.Ops(self.dialect, prefix, channel=f"{prefix}_wake")
-        self.ops.name_wait = self.call_timeout
+        # half the call's bound: a try that waited this long for the name's lock (held by another session's
+        # transaction) is refused as busy, with time left for its answer; a wait as long as the call raced
+        # the client's own deadline, and the try then failed as a call that timed out
+        self.ops.name_wait = self.call_timeout / 2
         # one guard for the pool, the idle dedicated connections and the modes' maps of holdings
         self._guard = threading.Lock()
         self._idle: list[Any] = []

@@ -6,8 +6,9 @@ only notice a peer that stops acknowledging, not one that acknowledges and never
 therefore runs under a watchdog (``pg.guarded``: a thread of ``_sqlwatch`` for the threaded API, a timer of
 the connection on the event loop for asyncio) that shuts the socket down at the call's deadline; the
 connection is then closed, never reused. The server side bounds its own part:
-``statement_timeout``, ``lock_timeout`` and ``idle_in_transaction_session_timeout`` are set on every
-connection.
+``statement_timeout``, ``lock_timeout``, ``idle_in_transaction_session_timeout`` and the server's TCP
+keepalives are set on every connection, and a statement that takes a name's lock goes as one simple-protocol
+Query (``_batch``), which the server reads whole before it runs any of it.
 
 Connection poolers (PgBouncer): opening a store looks for one (``_detect_pooler``). A pooler answers the
 startup message with its own cancel key, so the backend PID libpq was given differs from what
@@ -24,9 +25,12 @@ server-side timeouts (``set_config(..., true)``), and a ``batch`` statement seve
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
+import weakref
 from collections.abc import Generator
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -75,6 +79,25 @@ def ssl_options(config: StoreConfig) -> dict[str, str]:
         out["sslcert"] = tls.certfile
         out["sslkey"] = tls.keyfile or tls.certfile
     return out
+
+
+#: the server's own TCP keepalives on our connections (startup ``options``; through a pooler they would set the
+#: pooler's link, so they are not sent there): a client host that vanished ends its session after about 11 s
+#: of silence (5 s idle, then 3 probes 2 s apart) instead of the server's default of about two hours. Its
+#: session-mode locks go then; a lease-mode transaction never waits on the client while it holds a name's
+#: lock (``_batch``)
+SERVER_KEEPALIVES = "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3"
+
+#: a direct connection keeps at most this many statements prepared for its tries (a try's text depends on how
+#: many holders and waiters ahead it expects, its kind and whether it queues: a few dozen shapes in practice)
+MAX_PREPARED = 64
+
+
+def numbered(sql: str) -> str:
+    """``sql`` with its ``%s`` placeholders as PostgreSQL's ``$1``, ``$2``... (for ``PREPARE``)."""
+    parts = sql.split("%s")
+    assert "%" not in "".join(parts), "only %s placeholders"
+    return "".join(f"{part}${i}" for i, part in enumerate(parts[:-1], 1)) + parts[-1]
 
 
 #: how long a store sends no NOTIFY after the server refused one (its notification queue was full), before
@@ -134,9 +157,7 @@ class PgDriver(SqlBase):
             "keepalives_interval": 2,
             "keepalives_count": 3,
             "tcp_user_timeout": max(1000, math.ceil(self.call_timeout * 1000)),
-            "options": f"-c statement_timeout={math.ceil((self.call_timeout + SESSION_WAIT_SLICE) * 1000)} "
-            f"-c lock_timeout={math.ceil(self.call_timeout * 1000)} "
-            f"-c idle_in_transaction_session_timeout={math.ceil(self.call_timeout * 2000)}",
+            "options": f"{self._timeouts()} {SERVER_KEEPALIVES}",
             **self._ssl,
         }
         #: what sits between this store and PostgreSQL, found at open: None (nothing), or a pooler's mode
@@ -146,12 +167,23 @@ class PgDriver(SqlBase):
         #: the server takes our ``options`` startup parameter (a pooler may refuse it)
         self._options_ok = True
         self._begin = "BEGIN"
+        #: the statements each direct connection keeps prepared for its tries (``_prepared_batch``): SQL -> name
+        self._prepared: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
         if from_pool:
             if config.password is None:
                 self._kwargs["password"] = from_pool.get("password")
             for key in _SSL_OPTIONS:
                 if key not in self._ssl and from_pool.get(key) is not None:
                     self._kwargs[key] = from_pool[key]
+
+    def _timeouts(self) -> str:
+        """The server-side bounds of every call, as ``options`` (a pooler's transaction gets them with ``SET
+        LOCAL``, or ``set_config`` in statement pooling)."""
+        return (
+            f"-c statement_timeout={math.ceil((self.call_timeout + SESSION_WAIT_SLICE) * 1000)} "
+            f"-c lock_timeout={math.ceil(self.call_timeout * 1000)} "
+            f"-c idle_in_transaction_session_timeout={math.ceil(self.call_timeout * 2000)}"
+        )
 
     # -- driver ------------------------------------------------------------------------------------------
     def _connect(self) -> Any:
@@ -175,7 +207,7 @@ class PgDriver(SqlBase):
     def _no_options(self) -> None:
         self._options_ok = False
         self._begin = "BEGIN; " + "; ".join(
-            f"SET LOCAL {part.removeprefix('-c ').strip()}" for part in self._kwargs["options"].split(" -c ")
+            f"SET LOCAL {part.removeprefix('-c ').strip()}" for part in self._timeouts().split(" -c ")
         )
 
     # -- connection poolers ------------------------------------------------------------------------------------
@@ -278,8 +310,8 @@ class PgDriver(SqlBase):
                 stmt = next(script)
                 while True:
                     try:
-                        if stmt.batch is not None and stmt.parts and self._pipelining():
-                            answer = self._pipelined(conn, stmt)
+                        if stmt.batch is not None and stmt.parts and self.pooler is None:
+                            answer = self._prepared_batch(conn, stmt)
                         elif stmt.batch is not None:  # several statements: one Query, client-side binding
                             answer = self._batch(conn, stmt)
                         else:
@@ -311,52 +343,56 @@ class PgDriver(SqlBase):
             if not conn.closed:
                 cur.close()
 
-    def _pipelining(self) -> bool:
-        """A ``batch`` statement goes as a pipeline (``_pipelined``) when nothing sits between us and the
-        server: a pooler in transaction or statement pooling refuses prepared statements, and the simple
-        Query (``_batch``) needs none."""
-        return self.pooler is None and psycopg.Pipeline.is_supported()
-
-    @staticmethod
-    def _pipelined(conn: Any, stmt: sq.Stmt) -> sq.Result:
-        """A ``batch`` statement's parts sent back to back in pipeline mode and ONE Sync: one round trip, and
-        all before the Sync are one transaction (committed at the Sync, rolled back by it after an error, which
-        skips the rest). Each part is an extended-protocol statement that psycopg prepares after
-        ``prepare_threshold`` uses, so the server neither parses nor plans it again, and binds no literal."""
-        cur: pg.Cursor = conn.cursor()
-        ans: pg.Cursor = conn.cursor()
-        # An error inside the block (the connection died, the call's bound shut its socket) is raised after
-        # the pipeline's end, not through it: psycopg would log its own failure to end a pipeline on a dead
-        # connection as a WARNING ("error ignored terminating ... [BAD]") beside the error we raise, which
-        # the caller handles anyway (a lost connection, a retry, a StaleConnection).
-        failed: psycopg.Error | None = None
-        try:
+    def _prepared_batch(self, conn: Any, stmt: sq.Stmt) -> sq.Result:
+        """A ``batch`` statement on a direct connection: its statements kept prepared on the server (``PREPARE``,
+        the first time this connection sends each, in Queries of their own: they run nothing and lock nothing),
+        and run as ONE Query of ``EXECUTE`` statements (``_batch``), so the server neither parses nor plans
+        them again at every try. A pooler hands each transaction any server connection, where they would not
+        be: there the statements go as they are."""
+        names = self._prepared.setdefault(conn, {})
+        missing: list[tuple[str, str]] = []
+        calls: list[tuple[str, tuple[object, ...]]] = []
+        for sql, params in stmt.parts:
+            name = names.get(sql)
+            if name is None:
+                if len(names) + len(missing) >= MAX_PREPARED:  # an unusual mix of shapes: no more kept
+                    return self._batch(conn, stmt)
+                name = f"distlock_{hashlib.sha256(sql.encode()).hexdigest()[:24]}"
+                missing.append((name, sql))
+            calls.append((name, params))
+        if missing:
+            cur: pg.ClientCursor = pg.client_cursor(conn)
             try:
-                with conn.pipeline():
-                    try:
-                        for i, (sql, params) in enumerate(stmt.parts):
-                            (ans if i == stmt.batch else cur).execute(sql, params)
-                    except psycopg.Error as exc:
-                        failed = exc
-            except Exception:
-                if failed is None:
-                    raise
-            if failed is not None:
-                raise failed
-            return sq.Result(ans.fetchall() if ans.description is not None else [], ans.rowcount)
-        finally:
-            if not conn.closed:
-                cur.close()
-                ans.close()
+                for name, sql in missing:  # one by one: each is known to exist once its Query succeeded
+                    cur.execute(f"PREPARE {name} AS {numbered(sql)}")
+                    names[sql] = name
+            finally:
+                if not conn.closed:
+                    cur.close()
+        sql = "; ".join(f"EXECUTE {name}({', '.join(['%s'] * len(params))})" for name, params in calls)
+        return self._batch(conn, replace(stmt, sql=sql, params=tuple(v for _, p in calls for v in p)))
 
     @staticmethod
     def _batch(conn: Any, stmt: sq.Stmt, prefix: str = "") -> sq.Result:
         """A ``batch`` statement: its statements as ONE simple-protocol Query (one implicit transaction outside
         BEGIN); the answer is the result of its statement at index ``stmt.batch`` (``prefix``: statements sent
-        before it in the same Query, which are not counted)."""
+        before it in the same Query, which are not counted).
+
+        Never a pipeline of extended-protocol statements: the server runs each of those as it arrives, so a
+        link that went silent after the first (the name's lock) left the lock held, the session "active" in
+        ClientRead where no server timeout applies, until the link came back or TCP gave up on it (hours).
+        A Query is read whole before any of it runs. A statement with ``name_wait`` waits that long for
+        the name's lock (``lock_timeout`` for this Query only); not granted, its answer has no rows."""
+        if stmt.name_wait is not None:
+            prefix += f"SELECT set_config('lock_timeout', '{max(1, math.ceil(stmt.name_wait * 1000))}', true); "
         cur: pg.ClientCursor = pg.client_cursor(conn)
         try:
-            cur.execute(prefix + stmt.sql, stmt.params)
+            try:
+                cur.execute(prefix + stmt.sql, stmt.params)
+            except psycopg.errors.LockNotAvailable:
+                if stmt.name_wait is None:
+                    raise
+                return sq.Result([], 0)  # busy: the Query's transaction was rolled back, the connection serves on
             sets: list[sq.Result] = []
             while True:
                 sets.append(sq.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount))
@@ -370,7 +406,7 @@ class PgDriver(SqlBase):
     def _statement_bounds(self) -> str:
         """Statement pooling: the server-side timeouts as the first statement of every Query (``SET LOCAL``
         needs a transaction block; ``set_config(..., true)`` lasts the implicit transaction)."""
-        parts = [part.removeprefix("-c ").strip().split("=") for part in self._kwargs["options"].split(" -c ")]
+        parts = [part.removeprefix("-c ").strip().split("=") for part in self._timeouts().split(" -c ")]
         calls = ", ".join(
             f"set_config('{k}', '{v}', true)" for k, v in parts if k != "idle_in_transaction_session_timeout"
         )
