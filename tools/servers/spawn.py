@@ -9,6 +9,7 @@ families and faults, and why the servers are durable, is in docs/checker.md and 
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -17,8 +18,8 @@ from typing import TypeVar
 from distlock._errors import ConfigError
 from distlock.checker.servers import FAMILIES, SERVER_FAULTS, Spawned
 
-from . import etcd, mysql, postgres, redis, zookeeper
-from .proc import ServerProc, faketime_lib, faketime_prefix, netns_usable, workdir
+from . import etcd, mysql, postgres, redis, redis_cluster, redis_sentinel, zookeeper
+from .proc import LOOPBACK, ServerProc, faketime_lib, faketime_prefix, netns_usable, which, workdir
 
 #: the arguments that make a spawned redis-server durable (they override the harness' ``--appendonly no``)
 REDIS_DURABLE = ("--appendonly", "yes", "--appendfsync", "always")
@@ -70,6 +71,95 @@ class SpawnedRedis(Spawned):
             srv.kill()
         for srv in self.servers:
             srv.restart()
+
+
+#: what the failover families' stores ask: WAIT for the replica after each acquire and renewal (F5)
+REPLICATED = "wait_replicas=1&wait_timeout=500"
+
+
+class SpawnedSentinel(Spawned):
+    """``redis-sentinel``: a master, its replica and three sentinels (a failover takes 1-3 s)."""
+
+    family = "redis-sentinel"
+
+    def start(self) -> SpawnedSentinel:
+        if redis.redis_binary() is None or which("redis-sentinel") is None:
+            raise ConfigError("--spawn redis-sentinel needs redis-server and redis-sentinel installed")
+        self.dep = self.stack.enter_context(redis_sentinel.redis_sentinel(1000, 3000, 60.0, *REDIS_DURABLE))
+        self.url = f"{self.dep.url}?{REPLICATED}"
+        return self
+
+    def failover(self) -> Callable[[], None]:
+        old = self.dep.master_port()
+        srv = self.dep.by_port(old)
+        srv.kill()
+        new = self.dep.wait_master(old)
+
+        def rejoin() -> None:
+            # Sentinel itself turns a returning master into a replica only after about ten seconds; an
+            # operator's restart script (or this one) points it at the new master at once
+            _restart_quietly(srv)
+            with self.dep.data(old) as c:
+                c.execute_command("REPLICAOF", LOOPBACK, str(new))
+
+        return rejoin
+
+
+class SpawnedCluster(Spawned):
+    """``redis-cluster``: three masters with a replica each."""
+
+    family = "redis-cluster"
+
+    def start(self) -> SpawnedCluster:
+        if redis.redis_binary() is None:
+            raise ConfigError("--spawn redis-cluster needs redis-server installed")
+        self.cluster = self.stack.enter_context(redis_cluster.redis_cluster(3, replicas=True))
+        self.url = f"{self.cluster.url}?{REPLICATED}"
+        for i in range(3):  # a replica whose link is up may still be loading its first sync: WAIT until it acks
+            _wait_for(functools.partial(self._acked, i), f"the replica of Redis Cluster master {i} never acknowledged")
+        return self
+
+    def _acked(self, i: int) -> bool | None:
+        with self.cluster.client(i) as c:
+            probe = next(f"probe-{k}" for k in range(100000) if self._master_of(f"probe-{k}") == i)
+            c.set(probe, "1")
+            ok = int(c.execute_command("WAIT", 1, 200)) >= 1
+            c.delete(probe)
+            return True if ok else None
+
+    def _master_of(self, key: str) -> int:
+        """The index of the live node that serves ``key``'s slot now, as a live node answers."""
+        for i, node in enumerate(self.cluster.nodes):
+            if not node.alive():
+                continue
+            try:
+                with self.cluster.client(i) as c:
+                    slot = int(c.execute_command("CLUSTER", "KEYSLOT", key))
+                    for start, end, primary, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                        if int(start) <= slot <= int(end):
+                            port = int(primary[1])
+                            return next(j for j, n in enumerate(self.cluster.nodes) if n.port == port)
+            except Exception:  # noqa: BLE001 - ask the next node
+                continue
+        raise ConfigError("no Redis Cluster node says which master serves the name")
+
+    def failover(self) -> Callable[[], None]:
+        victim = self._master_of(self.focus or "x")
+        srv = self.cluster.nodes[victim]
+        srv.kill()
+
+        def promoted() -> int | None:
+            now = self._master_of(self.focus or "x")
+            return None if now == victim else now
+
+        _wait_for(promoted, "no replica of the killed Redis Cluster master was promoted", 30.0)
+        return lambda: _restart_quietly(srv)
+
+
+def _restart_quietly(srv: ServerProc) -> None:
+    """Start a killed data server again (it rejoins as a replica); a run cut short may find it running."""
+    if not srv.alive():
+        srv.restart()
 
 
 class SpawnedZookeeper(Spawned):
@@ -233,6 +323,10 @@ def spawn(family: str, faults: tuple[str, ...] = (), durable: bool = True, lease
             raise ConfigError(f"the {f} fault needs --spawn {' or '.join(SERVER_FAULTS[f])}, not {family}")
     if not durable and family not in ("redis", "redlock", "postgres"):
         raise ConfigError("--volatile applies to --spawn redis, redlock and postgres only")
+    if family == "redis-sentinel":
+        return SpawnedSentinel()
+    if family == "redis-cluster":
+        return SpawnedCluster()
     if family in ("redis", "redlock"):
         return SpawnedRedis(durable, masters=5 if family == "redlock" else 0)
     if family == "zookeeper":

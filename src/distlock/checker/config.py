@@ -17,7 +17,7 @@ from .gray import GRAY_FAULTS, link_hosts
 from .servers import SERVER_FAULTS, Spawned
 from .worker import DISTLOCK_ALGORITHMS
 
-FAULTS = ("kill", "pause", "server-restart", "leader-kill", "partition", "clock-skew", *GRAY_FAULTS)
+FAULTS = ("kill", "pause", "server-restart", "leader-kill", "failover", "partition", "clock-skew", *GRAY_FAULTS)
 ALGORITHMS = (*DISTLOCK_ALGORITHMS, *BROKEN)
 #: which of distlock's APIs the workers drive
 APIS = ("sync", "async")

@@ -11,6 +11,8 @@ its outcome:
 * ``server-restart`` -- (``--spawn`` only) kill -9 of every server of the spawned deployment, and a restart on
   the same ports and data.
 * ``leader-kill`` -- (``--spawn etcd|zookeeper``) kill -9 of the cluster's current leader, restarted after a lease.
+* ``failover`` -- (``--spawn redis-sentinel|redis-cluster``) kill -9 of the master serving the run's lock name;
+  once its replica is promoted, the killed server starts again a lease later and rejoins as a replica.
 * ``partition`` -- (``--spawn etcd|zookeeper``, root) the member listed first in the URL is cut off from its
   peers and the clients (its network namespace's link goes down) for a lease, then healed.
 * ``clock-skew`` -- (``--spawn postgres|mysql``) F2 in docs/safety.md: a holder is paused in its critical section, and
@@ -91,6 +93,7 @@ class Injector:
             "pause": pause_for + 0.5,
             "server-restart": lease + 1.0,
             "leader-kill": down_for + lease + 1.0,
+            "failover": down_for + lease + 6.0,  # the promotion takes seconds, then the old master rejoins
             "partition": down_for + lease + 1.0,
             "clock-skew": lease / 2 + 2.0,  # the jump lands within 1 s; the resumed holder writes at once
             **{k: gray_for + gray_linger + lease + 0.5 for k in GRAY_FAULTS},
@@ -132,13 +135,18 @@ class Injector:
     def inject(self, kind: str) -> float | None:
         """Start one fault; None if it could not land now (retried), else the pause before the next one."""
         cfg, lease, procs, states, server = self.cfg, self.lease, self.procs, self.states, self.cfg.server
-        if kind in ("server-restart", "leader-kill", "partition"):
+        if kind in ("server-restart", "leader-kill", "failover", "partition"):
             assert server is not None
             t = time.monotonic()
             if kind == "server-restart":
                 server.restart()
                 self.faults.append({"kind": kind, "t": t, "worker": -1, "landed": True})
                 return time.monotonic() - t + lease + 0.5
+            if kind == "failover":
+                undo = server.failover()  # returns once the replica is promoted
+                self.pending = [(time.monotonic() + lease, undo)]
+                self.faults.append({"kind": kind, "t": t, "worker": -1, "landed": True})
+                return 0.0
             undo = server.kill_leader() if kind == "leader-kill" else server.partition()
             self.pending = [(t + lease, undo)]
             self.faults.append({"kind": kind, "t": t, "worker": -1, "landed": True})

@@ -71,6 +71,8 @@ def run_check(cfg: CheckConfig, progress: Callable[[dict[str, Any]], None] | Non
         unfenced.create()
         FencedRegister(Path(workdir) / "fenced.db").create()
         spec = Spec(cfg.url, cfg.algorithm, name, cfg.ttl, cfg.hold, workdir, api=cfg.api)
+        if cfg.server is not None:
+            cfg.server.focus = name
         _warm_up(cfg, name)
         try:
             report = _run(cfg, spec, unfenced, progress)

@@ -14,7 +14,18 @@ family         what is started                                       server faul
 ``etcd``       a 3-member cluster (fsync on, as in production)       server-restart, leader-kill, partition
 ``postgres``   one PostgreSQL (lease mode), commits flushed          server-restart, clock-skew
 ``mysql``      one MariaDB (lease mode)                              server-restart, clock-skew
+``redis-       a master, a replica and three sentinels, AOF fsynced  failover
+sentinel``     (the store asks ``wait_replicas=1``)
+``redis-       three masters with a replica each (Redis Cluster;     failover
+cluster``      the store asks ``wait_replicas=1``)
 =============  ====================================================  =========================================
+
+``failover`` kills (-9) the master that serves the run's lock name; Sentinel or the cluster promotes its replica,
+and the killed server starts again a lease later and rejoins as a replica. The store asks ``wait_replicas=1``:
+without it a lock granted just before the kill may be missing on the promoted replica, a second holder the check
+reports (F5 in docs/safety.md); with it, what is judged is the rest: fences that never go down across the
+promotion (the new master's counter may be behind: fences follow the server clock), holders told before the name
+is free again, nothing stale written.
 
 The Redis servers keep an append-only file fsynced on every write (``appendfsync always``), so a kill -9 and
 restart keeps the lock keys and the fence counter: F4 in docs/safety.md says a lock server that forgets keys on restart
@@ -42,10 +53,13 @@ from pathlib import Path
 
 from .._errors import ConfigError
 
-FAMILIES = ("redis", "redlock", "zookeeper", "etcd", "postgres", "mysql")
+#: the families whose every server the ``server-restart`` fault crashes and starts again
+RESTARTABLE = ("redis", "redlock", "zookeeper", "etcd", "postgres", "mysql")
+FAMILIES = (*RESTARTABLE, "redis-sentinel", "redis-cluster")
 #: faults the checker injects into servers it started, and the families that support each
 SERVER_FAULTS: dict[str, tuple[str, ...]] = {
-    "server-restart": FAMILIES,
+    "server-restart": RESTARTABLE,
+    "failover": ("redis-sentinel", "redis-cluster"),
     "leader-kill": ("zookeeper", "etcd"),
     "partition": ("zookeeper", "etcd"),
     "clock-skew": ("postgres", "mysql"),
@@ -63,6 +77,8 @@ class Spawned:
         self.stack = contextlib.ExitStack()
         self.url = ""
         self.clock_offset = 0.0
+        #: the name the run locks (set by the checker): ``failover`` kills the master that serves it
+        self.focus = ""
 
     def start(self) -> Spawned:
         raise NotImplementedError
@@ -74,6 +90,11 @@ class Spawned:
     def kill_leader(self) -> Callable[[], None]:
         """kill -9 of the current leader; returns what restarts it."""
         raise ConfigError(f"leader-kill needs a cluster with a leader, not {self.family}")
+
+    def failover(self) -> Callable[[], None]:
+        """kill -9 of the master that serves :attr:`focus` (its replica is promoted); returns what starts the
+        killed server again (it rejoins as a replica)."""
+        raise ConfigError(f"failover needs --spawn redis-sentinel or redis-cluster, not {self.family}")
 
     def partition(self) -> Callable[[], None]:
         """Cut the member clients use first off from its peers and every client; returns what heals it."""
