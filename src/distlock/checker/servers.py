@@ -29,7 +29,8 @@ is free again, nothing stale written.
 
 The Redis servers keep an append-only file fsynced on every write (``appendfsync always``), so a kill -9 and
 restart keeps the lock keys and the fence counter: F4 in docs/safety.md says a lock server that forgets keys on restart
-breaks fencing, and the ``server-restart`` fault is meant to test the lock, not that misconfiguration.
+loses its locks (and, on PostgreSQL, its fences), and the ``server-restart`` fault is meant to test the lock, not
+that misconfiguration.
 ``durable=False`` (``--volatile``) starts them with no persistence at all, to show exactly that failure; for
 PostgreSQL it means ``synchronous_commit=off`` (a commit returns before its WAL is written, so a kill -9 loses
 the last fences handed out). The other families always keep what they committed.
