@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import redis
+from redis.crc import key_slot
 
 from .proc import LOOPBACK, ServerProc, free_ports, workdir
 from .redis import start_redis
@@ -87,6 +88,16 @@ def redis_cluster(masters: int = 3, timeout: float = 60.0, replicas: bool = Fals
                     if time.monotonic() > deadline:
                         raise RuntimeError("redis cluster replicas did not come up")
                     time.sleep(0.1)
+                # a replica whose link is up may still be loading its first sync: WAIT until each acknowledges
+                for i, c in enumerate(clients[:masters]):
+                    probe = next(f"probe-{k}" for k in range(100000) if min(key_slot(f"probe-{k}".encode()) // per, masters - 1) == i)
+                    while True:
+                        c.set(probe, "1")
+                        if int(c.execute_command("WAIT", 1, 200)) >= 1:
+                            break
+                        if time.monotonic() > deadline:
+                            raise RuntimeError(f"the replica of redis cluster master {i} never acknowledged a write")
+                    c.delete(probe)
             yield RedisCluster(nodes)
         finally:
             for c in clients:
