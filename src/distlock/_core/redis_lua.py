@@ -31,18 +31,24 @@ local channel = ARGV[1]
 
 -- Before anything is written: a key of the name (or the counter) that holds another type than the one distlock
 -- keeps there was made by something else. Refuse the call then, with nothing written: Redis does not roll a
--- script back, so a type error half-way would leave the writes made before it. The keys a free or simply held
--- name has (its key, its details, the counter) are looked at always, the other seven only if one exists: four
--- commands on the hot paths.
+-- script back, so a type error half-way would leave the writes made before it. One EXISTS counts the name's
+-- keys (`present`); the counter is looked at always; a free name's keys need nothing more (two commands: the
+-- hot path of an acquire), a simply held name's key and details are looked at, and the other seven only if
+-- more keys exist than those two (four commands: the hot path of a release).
+local present = redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[10])
 do
   local shapes = {'string', 'zset', 'zset', 'hash', 'zset', 'zset', 'string', 'hash', 'hash', 'hash'}
-  local rest = redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[10]) > 0
-  for i, want in ipairs(shapes) do
-    if rest or i == 1 or i == 4 or i == 8 then
-      local t = redis.call('TYPE', KEYS[i])['ok']
-      if t ~= 'none' and t ~= want then
-        return redis.error_reply('""" + WRONGTYPE + """ the key ' .. KEYS[i] .. ' holds a ' .. t .. ' where distlock keeps a ' .. want .. ': something else than distlock made it; nothing was written (use another lock name, or remove that key)')
+  local order = {8}
+  if present > 0 then order = {8, 1, 4, 2, 3, 5, 6, 7, 9, 10} end
+  local seen = 0
+  for n, i in ipairs(order) do
+    if n > 3 and seen >= present then break end
+    local t = redis.call('TYPE', KEYS[i])['ok']
+    if t ~= 'none' then
+      if t ~= shapes[i] then
+        return redis.error_reply('""" + WRONGTYPE + """ the key ' .. KEYS[i] .. ' holds a ' .. t .. ' where distlock keeps a ' .. shapes[i] .. ': something else than distlock made it; nothing was written (use another lock name, or remove that key)')
       end
+      if i ~= 8 then seen = seen + 1 end
     end
   end
 end
@@ -217,10 +223,10 @@ local function counter()
   end
   return n
 end
--- fast path: nobody holds or waits for this name at all, and no 0.1.0 counter is left to fold in. (Details
--- of holders whose lease ran out expire with their lease; any other stale entry is dropped by the full path
--- below. On a node the fence reads TIME once; nothing else here needs the clock.)
-if exclusive and redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[7]) == 0 then
+-- fast path: the name has no key at all (nobody holds or waits for it, no details left, no 0.1.0 counter to
+-- fold in: the prelude counted them). Any stale entry is dropped by the full path below. On a node the fence
+-- reads TIME once; nothing else here needs the clock.
+if exclusive and present == 0 then
   local fence = next_fence()
   redis.call('SET', KEYS[1], token, 'PX', ttl)
   redis.call('HSET', KEYS[4], token, mode .. '|' .. int(fence) .. '|' .. owner)
