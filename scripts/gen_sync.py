@@ -44,6 +44,10 @@ RENAMES = {
     "AsyncElection": "Election",
     "AsyncOnce": "Once",
     "AsyncRan": "Ran",
+    "AsyncHeldLock": "HeldLock",
+    "AsyncHeldSemaphore": "HeldSemaphore",
+    "AsyncHeldMultiLock": "HeldMultiLock",
+    "AsyncLeadingElection": "LeadingElection",
     "connect_async": "connect",
     # the tests
     "async_store": "sync_store",
