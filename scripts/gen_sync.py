@@ -47,7 +47,6 @@ RENAMES = {
     "AsyncHeldLock": "HeldLock",
     "AsyncHeldSemaphore": "HeldSemaphore",
     "AsyncHeldMultiLock": "HeldMultiLock",
-    "AsyncLeadingElection": "LeadingElection",
     "connect_async": "connect",
     # the tests
     "async_store": "sync_store",

@@ -45,7 +45,7 @@ def check_elections(core: AsyncAcquirer, name: str) -> None:
         raise UnsupportedFeature(f"leader election is not supported here{why}", name=name, backend=core.scheme)
 
 
-class AsyncElection(_Scoped["AsyncLeadingElection"]):
+class AsyncElection(_Scoped["AsyncElection"]):
     """One candidate in the election ``name``: :meth:`campaign`, then lead until :meth:`resign` or loss.
 
     ``with election:`` campaigns (with this process's owner id as the value) within the object's
@@ -224,19 +224,6 @@ class AsyncElection(_Scoped["AsyncLeadingElection"]):
         if inherited_only:
             return  # the parent's leadership stays the parent's: leaving its with block in a child resigns nothing
         await self.resign()
-
-
-if TYPE_CHECKING:
-
-    class AsyncLeadingElection(AsyncElection):
-        """What ``async with election as leading:`` gives, for type checkers: the election object itself, whose
-        ``term`` and ``value`` are set while it leads (outside, ``election.term`` stays ``int | None``)."""
-
-        @property
-        def term(self) -> int: ...
-
-        @property
-        def value(self) -> str: ...
 
 
 # -- anyone may read ----------------------------------------------------------------------------------------

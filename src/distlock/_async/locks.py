@@ -435,7 +435,9 @@ class AsyncMultiLock(_Acquirable["AsyncHeldMultiLock"]):
 
 if TYPE_CHECKING:
     # What ``async with lock as held:`` gives, for type checkers: the lock object itself, whose ``fence`` is an
-    # ``int`` while this owner holds it (outside a holding ``lock.fence`` stays ``int | None``).
+    # ``int`` for the owner inside the block: its holding stays its own until the exit releases it, lost or not
+    # (outside a holding, and for another task or thread, ``lock.fence`` stays ``int | None``). An election
+    # keeps its own type: a lost leadership's ``term`` is None, inside the block too.
 
     class AsyncHeldLock(AsyncLock):
         @property

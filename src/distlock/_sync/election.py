@@ -46,7 +46,7 @@ def check_elections(core: SyncAcquirer, name: str) -> None:
         raise UnsupportedFeature(f"leader election is not supported here{why}", name=name, backend=core.scheme)
 
 
-class Election(_Scoped["LeadingElection"]):
+class Election(_Scoped["Election"]):
     """One candidate in the election ``name``: :meth:`campaign`, then lead until :meth:`resign` or loss.
 
     ``with election:`` campaigns (with this process's owner id as the value) within the object's
@@ -225,19 +225,6 @@ class Election(_Scoped["LeadingElection"]):
         if inherited_only:
             return  # the parent's leadership stays the parent's: leaving its with block in a child resigns nothing
         self.resign()
-
-
-if TYPE_CHECKING:
-
-    class LeadingElection(Election):
-        """What ``async with election as leading:`` gives, for type checkers: the election object itself, whose
-        ``term`` and ``value`` are set while it leads (outside, ``election.term`` stays ``int | None``)."""
-
-        @property
-        def term(self) -> int: ...
-
-        @property
-        def value(self) -> str: ...
 
 
 # -- anyone may read ----------------------------------------------------------------------------------------
