@@ -129,32 +129,74 @@ def _blocking_warnings(caught: list[warnings.WarningMessage]) -> list[warnings.W
     return [w for w in caught if "running asyncio event loop" in str(w.message)]
 
 
-def test_a_sync_store_called_on_a_running_loop_warns_once_per_store(url: str) -> None:
-    def held(store: distlock.Store) -> None:
-        with store.lock("idiom/loop", ttl=10, timeout=5) as lock:
+def _held(lock: Any) -> None:
+    with lock:
+        pass
+
+
+def _acquired(lock: Any) -> Callable[[], object]:
+    """Taken off the loop (same thread, so same owner): what the loop then calls is ``extend``, then release."""
+    lock.acquire(timeout=5)
+
+    def extend_and_release() -> None:
+        try:
             lock.extend()
+        finally:
+            lock.release()
 
-    calls: list[Callable[[distlock.Store], object]] = [
-        held,
-        lambda s: s.semaphore("idiom/loop-sem").acquire(blocking=False),
-        lambda s: s.inspect("idiom/loop"),
-        lambda s: s.list("idiom/"),
-    ]
+    return extend_and_release
 
-    async def on_the_loop(store: distlock.Store) -> None:
-        for call in calls:
-            call(store)
+
+def _campaign(election: distlock.Election) -> None:
+    if election.campaign(timeout=5):
+        election.resign()
+
+
+#: every kind of call that waits on the backend: given the store, what to call on the running loop
+BLOCKING_CALLS: dict[str, Callable[[distlock.Store], Callable[[], object]]] = {
+    "lock": lambda s: lambda: _held(s.lock("idiom/loop-lock", ttl=10, timeout=5)),
+    "rwlock": lambda s: lambda: _held(s.rwlock("idiom/loop-rw", ttl=10, timeout=5).read),
+    "semaphore": lambda s: lambda: _held(s.semaphore("idiom/loop-sem", ttl=10, timeout=5)),
+    "multilock": lambda s: lambda: _held(s.multilock(["idiom/loop-m1", "idiom/loop-m2"], ttl=10, timeout=5)),
+    "once": lambda s: lambda: _held(s.once("idiom/loop-once")),
+    "extend": lambda s: _acquired(s.lock("idiom/loop-extend", ttl=10)),
+    "campaign": lambda s: lambda: _campaign(s.election("idiom/loop-elect", ttl=10)),
+    "leader": lambda s: lambda: s.leader("idiom/loop-elect"),
+    "locked": lambda s: s.lock("idiom/loop-locked").locked,
+    "inspect": lambda s: lambda: s.inspect("idiom/loop-lock"),
+    "list": lambda s: lambda: s.list("idiom/"),
+    "break_lock": lambda s: lambda: s.break_lock("idiom/loop-lock"),
+}
+
+
+@pytest.mark.parametrize("call", list(BLOCKING_CALLS))
+def test_a_sync_store_called_on_a_running_loop_warns_once_per_store(url: str, call: str) -> None:
+    async def on_the_loop(blocking: Callable[[], object]) -> None:
+        blocking()
 
     with distlock.connect(url) as first, distlock.connect(url) as second:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            asyncio.run(on_the_loop(first))
-            asyncio.run(on_the_loop(first))
-            asyncio.run(on_the_loop(second))
+            for store in (first, first, second):
+                asyncio.run(on_the_loop(BLOCKING_CALLS[call](store)))
+            for other in BLOCKING_CALLS.values():  # every other call of a store that warned: nothing more
+                asyncio.run(on_the_loop(other(first)))
         found = _blocking_warnings(caught)
-        assert len(found) == 2  # once per store, whatever the calls
-        assert all(w.category is RuntimeWarning and w.filename == __file__ for w in found)  # points at the caller
+        assert len(found) == 2, [str(w.message) for w in caught]  # once per store
+        assert all(w.category is RuntimeWarning for w in found)
         assert "connect_async(" in str(found[0].message) and "to_thread" in str(found[0].message)
+
+
+def test_the_warning_points_at_the_callers_line(url: str) -> None:
+    async def on_the_loop(store: distlock.Store) -> None:
+        with store.lock("idiom/loop-line", ttl=10, timeout=5):
+            pass
+
+    with distlock.connect(url) as store, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(on_the_loop(store))
+    (found,) = _blocking_warnings(caught)
+    assert found.filename == __file__ and "with store.lock" in Path(__file__).read_text().splitlines()[found.lineno - 1]
 
 
 def test_a_sync_store_off_the_loop_thread_or_with_no_loop_does_not_warn(url: str) -> None:

@@ -339,6 +339,7 @@ class AsyncAcquirer:
         """An election leader's new value, stored atomically with a check that ``holding`` still leads;
         ``LockLost`` (and the holding lost) if it does not, or if the answer came after the lease end."""
         self.ours(holding)
+        self.blocking()
         await self.leases.wait_io(holding)  # not concurrently with a renewal of the same holding
         sent = monotonic()
         try:

@@ -239,6 +239,7 @@ class AsyncStore(rt.AsyncOnly):
         until ``timeout`` seconds have passed (None: for ever). A lost leader is reported as None."""
         name = self._core.check_name(name)
         check_elections(self._core, name)
+        self._core.blocking()
         return observe(self._core, name, check_timeout(timeout, name=name, backend=self.scheme))
 
     # -- admin -----------------------------------------------------------------------------------------
@@ -256,6 +257,7 @@ class AsyncStore(rt.AsyncOnly):
         list --watch`` shows. Pushed where the backend can (etcd), else read again every half second; a change
         of seconds left alone is not a change. With ``tick``, the last snapshot is also repeated every
         ``tick`` seconds (``changed=False``), for a live countdown."""
+        self._core.blocking()
         return snapshots(self._backend, self._prefix(prefix), tick)
 
     def _prefix(self, prefix: str) -> str:
