@@ -44,6 +44,9 @@ RENAMES = {
     "AsyncElection": "Election",
     "AsyncOnce": "Once",
     "AsyncRan": "Ran",
+    "AsyncHeldLock": "HeldLock",
+    "AsyncHeldSemaphore": "HeldSemaphore",
+    "AsyncHeldMultiLock": "HeldMultiLock",
     "connect_async": "connect",
     # the tests
     "async_store": "sync_store",

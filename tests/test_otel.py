@@ -204,9 +204,12 @@ async def test_every_store_of_the_process_when_none_is_given(sqlite_url: str, na
     assert telemetry.value("distlock.lock.acquires", **cancelled) == 1
     (span,) = [s for s in telemetry.finished() if s.attributes["distlock.lock.kind"] == "read"]  # type: ignore[index]
     assert span.attributes["distlock.outcome"] == "error" and not span.status.is_ok  # type: ignore[index]
-    with distlock.connect(sqlite_url) as later:  # after uninstrument(): not counted
-        with later.lock(name, ttl=5):
+
+    def later() -> None:  # after uninstrument(): not counted
+        with distlock.connect(sqlite_url) as store, store.lock(name, ttl=5):
             pass
+
+    await asyncio.to_thread(later)  # a sync store, off the event loop's thread (on it, it would block the loop)
     assert telemetry.value("distlock.lock.acquires", **{KIND: "lock"}) == 0
 
 

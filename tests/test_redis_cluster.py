@@ -5,6 +5,7 @@ whose pub/sub connection is on another master, and the ``cluster`` URL option.""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
@@ -231,15 +232,20 @@ async def test_a_resharded_slot_is_followed_and_keeps_its_fence(cluster: RedisCl
     slot = _slot(cluster, n)
     dst = (_owner(cluster, slot) + 1) % len(cluster.nodes)
     if side == "sync":
-        with distlock.connect(cluster.url) as store:
-            with store.lock(n, ttl=30) as lk:
-                before = lk.fence
-            _move_slot(cluster, slot, dst)
-            with store.lock(n, ttl=30) as lk:
-                after = lk.fence
-                assert store.inspect(n) is not None
-            with store.lock(n, ttl=30) as lk:
-                last = lk.fence
+
+        def sync_side() -> tuple[int, int, int]:  # in a thread: a sync store must not block the event loop
+            with distlock.connect(cluster.url) as store:
+                with store.lock(n, ttl=30) as lk:
+                    before = lk.fence
+                _move_slot(cluster, slot, dst)
+                with store.lock(n, ttl=30) as lk:
+                    after = lk.fence
+                    assert store.inspect(n) is not None
+                with store.lock(n, ttl=30) as lk:
+                    last = lk.fence
+            return before, after, last
+
+        before, after, last = await asyncio.to_thread(sync_side)
     else:
         astore = await distlock.connect_async(cluster.url)
         try:

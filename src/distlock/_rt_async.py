@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import os
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 T = TypeVar("T")
 
@@ -346,3 +349,83 @@ async def wait_readable(sock: socket.socket, timeout: float | None) -> bool:
         return ready.done()
     finally:
         loop.remove_reader(sock.fileno())
+
+
+# -- guiding the wrong form ---------------------------------------------------------------------------------
+class AsyncOnly:
+    """Base of the asyncio side's context managers: ``with`` (instead of ``async with``) fails with one line
+    that says which form to use, not Python's bare "does not support the context manager protocol". Hidden
+    from type checkers, which keep reporting ``with`` on these objects as the error it is."""
+
+    if not TYPE_CHECKING:
+
+        def __enter__(self) -> NoReturn:
+            raise TypeError(
+                f"`with` on {type(self).__name__}: use `async with` on an asyncio store and its locks "
+                "(or distlock.connect() for a sync store)"
+            )
+
+        def __exit__(self, *exc: object) -> None:  # never reached: Python asks for it before __enter__
+            return None
+
+
+def blocks_event_loop() -> bool:
+    """The sync side's check of a blocking call made on a running event loop: never true here."""
+    return False
+
+
+S = TypeVar("S", bound=AbstractAsyncContextManager[Any])
+P = ParamSpec("P")
+
+
+class Opening(AsyncOnly, Coroutine[Any, Any, S]):
+    """What ``connect_async()`` returns: ``await`` it for the store (close it yourself), or enter it directly
+    with ``async with`` (the store is closed on exit), as aiohttp's ``ClientSession`` and asyncpg's pools allow.
+    The opening starts when it is awaited or entered; one of the two, once. It is a coroutine too (it passes
+    the calls on to the one it wraps), so ``asyncio.run()``, ``create_task()`` and the like take it as before."""
+
+    def __init__(self, opening: Coroutine[Any, Any, S]) -> None:
+        self._opening = opening
+        self._store: S | None = None
+
+    if not TYPE_CHECKING:
+
+        def __enter__(self) -> NoReturn:
+            self._opening.close()  # never to be awaited now: no "never awaited" warning on top of the error
+            raise TypeError(
+                "`with distlock.connect_async(...)`: use `async with distlock.connect_async(...) as store:` "
+                "(or distlock.connect() for a sync store)"
+            )
+
+    def __await__(self) -> Generator[Any, None, S]:
+        return self._opening.__await__()
+
+    def send(self, value: Any) -> Any:
+        return self._opening.send(value)
+
+    def throw(self, *args: Any) -> Any:
+        return self._opening.throw(*args)
+
+    def close(self) -> None:
+        self._opening.close()
+
+    async def __aenter__(self) -> S:
+        self._store = await self._opening
+        return await self._store.__aenter__()  # type: ignore[no-any-return]
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            await store.__aexit__(exc_type, exc, tb)
+
+
+def opener(fn: Callable[P, Coroutine[Any, Any, S]]) -> Callable[P, Opening[S]]:
+    """``connect_async``: a call that is both awaitable and an async context manager (see :class:`Opening`)."""
+
+    @functools.wraps(fn)
+    def opening(*args: P.args, **kwargs: P.kwargs) -> Opening[S]:
+        return Opening(fn(*args, **kwargs))
+
+    return opening

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import queue
 import select
 import socket
+import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from ._core import forks
 
@@ -189,3 +193,50 @@ def wait_readable(sock: socket.socket, timeout: float | None) -> bool:
     """Wait until ``sock`` has data (True) or ``timeout`` passes (False)."""
     readable, _, _ = select.select([sock], [], [], timeout)
     return bool(readable)
+
+
+# -- guiding the wrong form ---------------------------------------------------------------------------------
+class SyncOnly:
+    """Base of the sync side's context managers (the twin of the asyncio side's ``AsyncOnly``):
+    ``async with`` (instead of ``with``) fails with one line that says which form to use. Hidden from type
+    checkers, which keep reporting ``async with`` on these objects as the error it is."""
+
+    if not TYPE_CHECKING:
+
+        def __aenter__(self) -> NoReturn:
+            raise TypeError(
+                f"`async with` on a sync {type(self).__name__}: this is a sync store: use `with` "
+                "(or distlock.connect_async() for an asyncio store)"
+            )
+
+        def __aexit__(self, *exc: object) -> None:  # never reached: Python asks for it before __aenter__
+            return None
+
+
+_DISTLOCK = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def blocks_event_loop() -> bool:
+    """True, after a warning, if this thread is running an asyncio event loop: a sync store's call made there
+    blocks every task of the loop until it returns. One C call when there is no loop."""
+    if asyncio._get_running_loop() is None:
+        return False
+    level, frame = 2, sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_DISTLOCK):  # point at the caller
+        level, frame = level + 1, frame.f_back
+    warnings.warn(
+        "a sync distlock store was called on a running asyncio event loop: the call blocks every task of the "
+        "loop until it returns; in async code use `await distlock.connect_async(...)`, or run the sync call "
+        "in a thread (`await asyncio.to_thread(...)`)",
+        RuntimeWarning,
+        stacklevel=level,
+    )
+    return True
+
+
+F = TypeVar("F")
+
+
+def opener(fn: F) -> F:
+    """``connect``: a plain call (the asyncio side's ``connect_async`` also makes an async context manager)."""
+    return fn

@@ -73,7 +73,14 @@ class AsyncAcquirer:
         self._lines: dict[tuple[str, Mode], list[object]] = {}
         self._dispatcher = rt.Dispatcher()
         self.closed = False
+        self._loop_warned = rt.IS_ASYNC  # the asyncio side is meant to run on the loop: nothing to check
         backend.set_loss_handler(self.backend_lost)
+
+    def blocking(self) -> None:
+        """Before each call that waits on the backend: a sync store called on a running asyncio event loop
+        blocks every task of that loop, so that is warned about, once per store. One check on the hot path."""
+        if not self._loop_warned:
+            self._loop_warned = rt.blocks_event_loop()
 
     def check_name(self, name: object) -> str:
         """``name`` if this store can take it: the checks of every backend, then the backend's own layout (a
@@ -115,6 +122,7 @@ class AsyncAcquirer:
         """
         if self.closed:
             raise LockError("the store is closed", name=claim.name, backend=self.scheme)
+        self.blocking()
         with self.events.acquiring(claim) as acquiring:  # the one place an acquire's outcome is reported
             won = await self._in_line(claim, deadline)
             if won is None:
@@ -217,6 +225,7 @@ class AsyncAcquirer:
 
     async def release(self, holding: Holding) -> bool:
         self.ours(holding)
+        self.blocking()
         # Stop renewing first: a renewal in flight that meets the release must not report the lock as lost.
         self._forget(holding)
         ok = await self.backend.release(holding.claim)
@@ -259,6 +268,7 @@ class AsyncAcquirer:
         already run out, was refused, or ran out while the request was on its way (an answer that comes
         after the lease end confirms nothing)."""
         self.ours(holding)
+        self.blocking()
         leases = self.leases
         if leases.check(holding):
             raise self._lost_error(holding)
@@ -315,18 +325,21 @@ class AsyncAcquirer:
         self.check_expiry(holding)
         if holding.lost.is_set():
             return False
+        self.blocking()
         if await self.backend.holds(holding.claim):
             return not self.leases.check(holding)  # a "yes" that came after the lease end is no yes
         self.lose(holding, "the backend no longer lists this holder")
         return False
 
     async def inspect(self, name: str) -> LockInfo | None:
+        self.blocking()
         return await self.backend.inspect(name)
 
     async def proclaim(self, holding: Holding, value: str) -> None:
         """An election leader's new value, stored atomically with a check that ``holding`` still leads;
         ``LockLost`` (and the holding lost) if it does not, or if the answer came after the lease end."""
         self.ours(holding)
+        self.blocking()
         await self.leases.wait_io(holding)  # not concurrently with a renewal of the same holding
         sent = monotonic()
         try:

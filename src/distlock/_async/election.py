@@ -45,7 +45,7 @@ def check_elections(core: AsyncAcquirer, name: str) -> None:
         raise UnsupportedFeature(f"leader election is not supported here{why}", name=name, backend=core.scheme)
 
 
-class AsyncElection(_Scoped):
+class AsyncElection(_Scoped["AsyncElection"]):
     """One candidate in the election ``name``: :meth:`campaign`, then lead until :meth:`resign` or loss.
 
     ``with election:`` campaigns (with this process's owner id as the value) within the object's

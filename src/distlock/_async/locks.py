@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import _rt_async as rt
 from .._core import forks, ids
@@ -30,6 +30,9 @@ log = logging.getLogger("distlock")
 
 LostCallback = Callable[[Any], object]
 
+#: what ``with`` / ``async with`` gives: the object itself, typed as held (its ``fence`` an ``int``; a type only)
+H = TypeVar("H")
+
 
 def _wait_of(blocking: bool, timeout: float | None, *, name: str, backend: str) -> float | None:
     if not blocking:
@@ -39,7 +42,7 @@ def _wait_of(blocking: bool, timeout: float | None, *, name: str, backend: str) 
     return check_timeout(timeout, name=name, backend=backend)
 
 
-class _Scoped:
+class _Scoped(rt.AsyncOnly, Generic[H]):
     """``with lock:`` / ``async with lock:`` for every lock object (and for an election: ``_take`` campaigns,
     ``_give_back`` resigns).
 
@@ -60,10 +63,10 @@ class _Scoped:
     async def _give_back(self) -> None:
         raise NotImplementedError
 
-    async def __aenter__(self) -> Self:
+    async def __aenter__(self) -> H:
         if not await self._take():
             raise AcquireTimeout(f"not {self._taken} within {self.timeout}s", name=self.name, backend=self._core.scheme)
-        return self
+        return self  # type: ignore[return-value]  # H: this object, typed as held while the block runs
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -77,7 +80,7 @@ class _Scoped:
             log.warning("giving back %r after an error in the body failed: %s", self.name, err)
 
 
-class _Acquirable(_Scoped):
+class _Acquirable(_Scoped[H]):
     """The lock objects: ``with`` acquires within the object's ``timeout`` and releases."""
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
@@ -93,7 +96,7 @@ class _Acquirable(_Scoped):
         await self.release()
 
 
-class AsyncLock(_Acquirable):
+class AsyncLock(_Acquirable["AsyncHeldLock"]):
     """A mutex (``store.lock``), reentrant mutex (``store.rlock``) or one half of a read-write lock.
 
     ``acquire(blocking=True, timeout=None)`` follows :meth:`threading.Lock.acquire`; ``timeout=None``
@@ -314,6 +317,10 @@ class AsyncLock(_Acquirable):
 class AsyncSemaphore(AsyncLock):
     """At most ``permits`` holders; each permit is its own lease. One owner may hold several permits."""
 
+    if TYPE_CHECKING:
+
+        async def __aenter__(self) -> AsyncHeldSemaphore: ...
+
 
 class AsyncReadWriteLock:
     """``rw.read`` and ``rw.write`` are lock objects on one name: many readers or one writer.
@@ -330,7 +337,7 @@ class AsyncReadWriteLock:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
-class AsyncMultiLock(_Acquirable):
+class AsyncMultiLock(_Acquirable["AsyncHeldMultiLock"]):
     """All of several locks or none, acquired in one global order (sorted names), so no deadlock."""
 
     def __init__(self, store: AsyncStore, names: list[str], **options: Any) -> None:
@@ -424,3 +431,20 @@ class AsyncMultiLock(_Acquirable):
         for lock in self._locks:
             lock.on_lost(callback)
         return callback
+
+
+if TYPE_CHECKING:
+    # What ``async with lock as held:`` gives, for type checkers: the lock object itself, whose ``fence`` is an
+    # ``int`` for the owner inside the block: its holding stays its own until the exit releases it, lost or not
+    # (outside a holding, and for another task or thread, ``lock.fence`` stays ``int | None``). An election
+    # keeps its own type: a lost leadership's ``term`` is None, inside the block too.
+
+    class AsyncHeldLock(AsyncLock):
+        @property
+        def fence(self) -> int: ...
+
+    class AsyncHeldSemaphore(AsyncSemaphore, AsyncHeldLock): ...
+
+    class AsyncHeldMultiLock(AsyncMultiLock):
+        @property
+        def fence(self) -> int: ...

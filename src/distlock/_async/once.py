@@ -83,7 +83,7 @@ class AsyncRan:
         return f"<{type(self).__name__} {self.name!r} {'ran, fence ' + str(self.fence) if self else 'skipped'}>"
 
 
-class AsyncOnce:
+class AsyncOnce(rt.AsyncOnly):
     """``store.once(name, at_most, at_least)``: ``with`` (``async with``) gives a ``Ran``; the job runs if it is
     true.
 

@@ -57,8 +57,12 @@ def _backend_class(config: StoreConfig) -> type[AsyncBackend]:
     return cls
 
 
+@rt.opener
 async def connect_async(url: str | None = None, *, client: object | None = None, **options: Any) -> AsyncStore:
     """Open a store. ``url=None``: ``$DISTLOCK_URL``, else the SQLite file in the user's state dir.
+
+    On the asyncio side, ``await connect_async(...)`` gives the store (close it: ``aclose()`` or ``async
+    with store:``), and ``async with connect_async(...) as store:`` opens it and closes it on exit.
 
     ``client``: a driver object the caller already has: a redis-py client or ``ConnectionPool`` (asyncio ones
     on the async side, ``redis.Redis`` on the sync side), or a started kazoo ``KazooClient``. The backend is
@@ -73,7 +77,7 @@ async def connect_async(url: str | None = None, *, client: object | None = None,
     return AsyncStore(backend)
 
 
-class AsyncStore:
+class AsyncStore(rt.AsyncOnly):
     """A connection to one backend and the factory of lock objects. Thread-safe; one per process is the norm.
 
     Use as a context manager, or call :meth:`aclose`: that releases what is still held and stops the
@@ -235,15 +239,17 @@ class AsyncStore:
         until ``timeout`` seconds have passed (None: for ever). A lost leader is reported as None."""
         name = self._core.check_name(name)
         check_elections(self._core, name)
+        self._core.blocking()
         return observe(self._core, name, check_timeout(timeout, name=name, backend=self.scheme))
 
     # -- admin -----------------------------------------------------------------------------------------
     async def inspect(self, name: str) -> LockInfo | None:
         """Who holds ``name`` now (owner ids, fences, seconds left), or None if nobody does."""
-        return await self._backend.inspect(self._core.check_name(name))
+        return await self._core.inspect(self._core.check_name(name))
 
     async def list(self, prefix: str = "") -> list[LockInfo]:
         """Every held lock whose name starts with ``prefix``."""
+        self._core.blocking()
         return await self._backend.list(self._prefix(prefix))
 
     def watch_list(self, prefix: str = "", tick: float | None = None) -> AsyncIterator[Snapshot]:
@@ -251,6 +257,7 @@ class AsyncStore:
         list --watch`` shows. Pushed where the backend can (etcd), else read again every half second; a change
         of seconds left alone is not a change. With ``tick``, the last snapshot is also repeated every
         ``tick`` seconds (``changed=False``), for a live countdown."""
+        self._core.blocking()
         return snapshots(self._backend, self._prefix(prefix), tick)
 
     def _prefix(self, prefix: str) -> str:
@@ -260,6 +267,7 @@ class AsyncStore:
 
     async def break_lock(self, name: str) -> bool:
         """Admin force release of every holding of ``name``; holders see ``lost``. True if anything was held."""
+        self._core.blocking()
         return await self._backend.break_lock(self._core.check_name(name))
 
     # -- lifecycle -------------------------------------------------------------------------------------

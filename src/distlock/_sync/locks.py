@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import _rt_sync as rt
 from .._core import forks, ids
@@ -31,6 +31,9 @@ log = logging.getLogger("distlock")
 
 LostCallback = Callable[[Any], object]
 
+#: what ``with`` / ``async with`` gives: the object itself, typed as held (its ``fence`` an ``int``; a type only)
+H = TypeVar("H")
+
 
 def _wait_of(blocking: bool, timeout: float | None, *, name: str, backend: str) -> float | None:
     if not blocking:
@@ -40,7 +43,7 @@ def _wait_of(blocking: bool, timeout: float | None, *, name: str, backend: str) 
     return check_timeout(timeout, name=name, backend=backend)
 
 
-class _Scoped:
+class _Scoped(rt.SyncOnly, Generic[H]):
     """``with lock:`` / ``async with lock:`` for every lock object (and for an election: ``_take`` campaigns,
     ``_give_back`` resigns).
 
@@ -61,10 +64,10 @@ class _Scoped:
     def _give_back(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> H:
         if not self._take():
             raise AcquireTimeout(f"not {self._taken} within {self.timeout}s", name=self.name, backend=self._core.scheme)
-        return self
+        return self  # type: ignore[return-value]  # H: this object, typed as held while the block runs
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -78,7 +81,7 @@ class _Scoped:
             log.warning("giving back %r after an error in the body failed: %s", self.name, err)
 
 
-class _Acquirable(_Scoped):
+class _Acquirable(_Scoped[H]):
     """The lock objects: ``with`` acquires within the object's ``timeout`` and releases."""
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
@@ -94,7 +97,7 @@ class _Acquirable(_Scoped):
         self.release()
 
 
-class Lock(_Acquirable):
+class Lock(_Acquirable["HeldLock"]):
     """A mutex (``store.lock``), reentrant mutex (``store.rlock``) or one half of a read-write lock.
 
     ``acquire(blocking=True, timeout=None)`` follows :meth:`threading.Lock.acquire`; ``timeout=None``
@@ -315,6 +318,10 @@ class Lock(_Acquirable):
 class Semaphore(Lock):
     """At most ``permits`` holders; each permit is its own lease. One owner may hold several permits."""
 
+    if TYPE_CHECKING:
+
+        def __enter__(self) -> HeldSemaphore: ...
+
 
 class ReadWriteLock:
     """``rw.read`` and ``rw.write`` are lock objects on one name: many readers or one writer.
@@ -331,7 +338,7 @@ class ReadWriteLock:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
-class MultiLock(_Acquirable):
+class MultiLock(_Acquirable["HeldMultiLock"]):
     """All of several locks or none, acquired in one global order (sorted names), so no deadlock."""
 
     def __init__(self, store: Store, names: list[str], **options: Any) -> None:
@@ -425,3 +432,20 @@ class MultiLock(_Acquirable):
         for lock in self._locks:
             lock.on_lost(callback)
         return callback
+
+
+if TYPE_CHECKING:
+    # What ``async with lock as held:`` gives, for type checkers: the lock object itself, whose ``fence`` is an
+    # ``int`` for the owner inside the block: its holding stays its own until the exit releases it, lost or not
+    # (outside a holding, and for another task or thread, ``lock.fence`` stays ``int | None``). An election
+    # keeps its own type: a lost leadership's ``term`` is None, inside the block too.
+
+    class HeldLock(Lock):
+        @property
+        def fence(self) -> int: ...
+
+    class HeldSemaphore(Semaphore, HeldLock): ...
+
+    class HeldMultiLock(MultiLock):
+        @property
+        def fence(self) -> int: ...

@@ -84,7 +84,7 @@ class Ran:
         return f"<{type(self).__name__} {self.name!r} {'ran, fence ' + str(self.fence) if self else 'skipped'}>"
 
 
-class Once:
+class Once(rt.SyncOnly):
     """``store.once(name, at_most, at_least)``: ``with`` (``async with``) gives a ``Ran``; the job runs if it is
     true.
 

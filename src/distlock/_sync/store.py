@@ -58,8 +58,12 @@ def _backend_class(config: StoreConfig) -> type[SyncBackend]:
     return cls
 
 
+@rt.opener
 def connect(url: str | None = None, *, client: object | None = None, **options: Any) -> Store:
     """Open a store. ``url=None``: ``$DISTLOCK_URL``, else the SQLite file in the user's state dir.
+
+    On the asyncio side, ``await connect_async(...)`` gives the store (close it: ``aclose()`` or ``async
+    with store:``), and ``async with connect_async(...) as store:`` opens it and closes it on exit.
 
     ``client``: a driver object the caller already has: a redis-py client or ``ConnectionPool`` (asyncio ones
     on the async side, ``redis.Redis`` on the sync side), or a started kazoo ``KazooClient``. The backend is
@@ -74,7 +78,7 @@ def connect(url: str | None = None, *, client: object | None = None, **options: 
     return Store(backend)
 
 
-class Store:
+class Store(rt.SyncOnly):
     """A connection to one backend and the factory of lock objects. Thread-safe; one per process is the norm.
 
     Use as a context manager, or call :meth:`aclose`: that releases what is still held and stops the
@@ -236,15 +240,17 @@ class Store:
         until ``timeout`` seconds have passed (None: for ever). A lost leader is reported as None."""
         name = self._core.check_name(name)
         check_elections(self._core, name)
+        self._core.blocking()
         return observe(self._core, name, check_timeout(timeout, name=name, backend=self.scheme))
 
     # -- admin -----------------------------------------------------------------------------------------
     def inspect(self, name: str) -> LockInfo | None:
         """Who holds ``name`` now (owner ids, fences, seconds left), or None if nobody does."""
-        return self._backend.inspect(self._core.check_name(name))
+        return self._core.inspect(self._core.check_name(name))
 
     def list(self, prefix: str = "") -> list[LockInfo]:
         """Every held lock whose name starts with ``prefix``."""
+        self._core.blocking()
         return self._backend.list(self._prefix(prefix))
 
     def watch_list(self, prefix: str = "", tick: float | None = None) -> Iterator[Snapshot]:
@@ -252,6 +258,7 @@ class Store:
         list --watch`` shows. Pushed where the backend can (etcd), else read again every half second; a change
         of seconds left alone is not a change. With ``tick``, the last snapshot is also repeated every
         ``tick`` seconds (``changed=False``), for a live countdown."""
+        self._core.blocking()
         return snapshots(self._backend, self._prefix(prefix), tick)
 
     def _prefix(self, prefix: str) -> str:
@@ -261,6 +268,7 @@ class Store:
 
     def break_lock(self, name: str) -> bool:
         """Admin force release of every holding of ``name``; holders see ``lost``. True if anything was held."""
+        self._core.blocking()
         return self._backend.break_lock(self._core.check_name(name))
 
     # -- lifecycle -------------------------------------------------------------------------------------
