@@ -12,10 +12,12 @@ child's renewer renews only the child's own holdings.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -95,6 +97,151 @@ def test_a_forked_child_never_releases_or_reports_the_parents_lock(
         if election is not None:
             assert election.is_leader()
             election.resign()
+
+
+def _held_by_this_process(store: distlock.Store, name: str) -> bool:
+    """The server's word: ``name`` is held, by an owner of this process (owner ids are ``host:pid:...``)."""
+    info = store.inspect(name)
+    return info is not None and any(f":{os.getpid()}:" in h.owner for h in info.holders)
+
+
+def _parent_keeps_holding(lock: distlock.Lock, fence: int | None, backend_url: str, name: str) -> None:
+    """After the child: the parent's holding is whole, renews, and releases as ever."""
+    assert lock.owned() and lock.fence == fence and not lock.lost.is_set()
+    lock.extend()
+    with distlock.connect(backend_url) as other:
+        assert _held_by_this_process(other, name)
+        assert not other.lock(name, ttl=30).acquire(blocking=False)
+    lock.release()
+    with distlock.connect(backend_url) as other:
+        assert other.inspect(name) is None
+        again = other.lock(name, ttl=30)
+        assert again.acquire(blocking=False)
+        again.release()
+
+
+def test_a_forked_child_takes_locks_of_its_own_through_the_inherited_store(
+    sync_store: distlock.Store, backend_url: str, name: str
+) -> None:
+    """The child's connections (and threads) are its own: it locks through the store it inherited, at once,
+    while a thread of the parent keeps making round trips on the parent's copy; neither side sees the
+    other's answers, and the parent's holding is untouched."""
+    shared = not backend_url.startswith("memory:")  # memory://: a forked child starts with a database of its own
+    lock = sync_store.lock(name, ttl=30, timeout=10)
+    assert lock.acquire()
+    fence = lock.fence
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def busy() -> None:  # the parent's traffic, in flight at the fork and all through the child's run
+        while not stop.is_set():
+            try:
+                assert _held_by_this_process(sync_store, name), "the parent's lock is not seen held"
+            except BaseException as exc:  # noqa: BLE001 - reported by the test below
+                errors.append(exc)
+                return
+
+    def child() -> None:
+        # a wait of the child's (a server-side wait or a watch stream on some connection) while the parent's
+        # threads keep using every connection they have: the parent's lock is not the child's to take
+        assert not shared or not sync_store.lock(name, ttl=30).acquire(timeout=1.5)
+        for i in range(10):
+            own = sync_store.lock(f"{name}/child", ttl=30)
+            assert own.acquire(timeout=10), "the child could not take a lock of its own"
+            assert own.owned() and _held_by_this_process(sync_store, f"{name}/child")
+            if i == 0 and shared:  # the parent's lock, seen from the child: held, and not by the child
+                assert not sync_store.lock(name, ttl=30).acquire(blocking=False)
+                info = sync_store.inspect(name)
+                assert info is not None and not any(f":{os.getpid()}:" in h.owner for h in info.holders)
+            own.release()
+            assert not own.owned()
+        sync_store.close()  # the child's own connections and session; nothing of the parent's
+
+    # kept-alive connections of the parent's, idle at the fork (made by round trips in parallel), and several
+    # threads of the parent's using them around the fork and all through the child's run
+    warm = [threading.Thread(target=lambda: [sync_store.inspect(name) for _ in range(3)]) for _ in range(8)]
+    for thread in warm:
+        thread.start()
+    for thread in warm:
+        thread.join(30)
+    threads = [threading.Thread(target=busy, daemon=True) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(0.1)
+        assert _in_a_child(child) == 0
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    assert not errors, f"the parent's store failed while the child used its copy: {errors[0]!r}"
+    _parent_keeps_holding(lock, fence, backend_url, name)
+    with distlock.connect(backend_url) as other:  # the child's lock was released (and not left behind)
+        assert other.inspect(f"{name}/child") is None
+
+
+def test_a_killed_childs_own_lock_ends_with_the_child(sync_store: distlock.Store, backend_url: str, name: str) -> None:
+    """A lock the child took through the inherited store is the child's alone: on a session or a lease of
+    the child's, not one of the parent's (a pooled etcd lease the parent keeps alive, a SQL session the
+    parent keeps open). A child killed while holding it loses it with its own lease or session, whatever the
+    parent does meanwhile."""
+    if backend_url.startswith("memory:"):
+        pytest.skip("memory://: one database per process")
+    lock = sync_store.lock(name, ttl=2, timeout=10)  # renewed about every 0.7 s, with whatever rides along
+    assert lock.acquire()
+    warm = sync_store.lock(f"{name}/warm", ttl=2)  # the parent's free resources: a pooled lease, an idle session
+    assert warm.acquire(timeout=10)
+    warm.release()
+
+    def child() -> None:
+        own = sync_store.lock(f"{name}/child", ttl=2)
+        assert own.acquire(timeout=10)
+        os.kill(os.getpid(), signal.SIGKILL)  # dies holding it
+
+    assert _in_a_child(child) == -signal.SIGKILL
+    with distlock.connect(backend_url) as other:
+        # its lease (2 s) or session runs out; the parent's renewals and open sessions go on all the while
+        late = other.lock(f"{name}/child", ttl=30)
+        assert late.acquire(timeout=30), "the dead child's lock was kept alive by its parent"
+        late.release()
+    assert lock.owned() and not lock.lost.is_set()
+    lock.release()
+
+
+async def test_a_forked_asyncio_child_locks_through_the_inherited_async_store(
+    async_store: distlock.AsyncStore, backend_url: str, name: str
+) -> None:
+    """The asyncio side: the child runs an event loop of its own with the store it inherited (whose
+    connections and tasks were the parent's loop's), takes and releases a lock of its own at once, and the
+    parent's holding goes on."""
+    shared = not backend_url.startswith("memory:")  # memory://: a forked child starts with a database of its own
+    lock = async_store.lock(name, ttl=30, timeout=10)
+    assert await lock.acquire()
+    fence = lock.fence
+    assert await async_store.inspect(name) is not None  # the connections the child inherits are warm
+
+    async def run_child() -> None:
+        for _ in range(3):
+            own = async_store.lock(f"{name}/child", ttl=30)
+            assert await own.acquire(timeout=10), "the child could not take a lock of its own"
+            assert await own.owned()
+            info = await async_store.inspect(f"{name}/child")
+            assert info is not None and any(f":{os.getpid()}:" in h.owner for h in info.holders)
+            if shared:
+                info = await async_store.inspect(name)
+                assert info is not None and not any(f":{os.getpid()}:" in h.owner for h in info.holders)
+            await own.release()
+        await async_store.aclose()
+
+    # forked from a point where no call of the parent's loop is in flight; the child's loop is new
+    assert _in_a_child(lambda: asyncio.run(run_child())) == 0
+    assert await lock.owned() and lock.fence == fence and not lock.lost.is_set()
+    await lock.extend()
+    info = await async_store.inspect(name)
+    assert info is not None and any(f":{os.getpid()}:" in h.owner for h in info.holders)
+    await lock.release()
+    assert await async_store.inspect(name) is None
+    assert await async_store.inspect(f"{name}/child") is None
 
 
 WORKER = """

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .... import _rt_sync as rt
-from ...._core import arbiter
+from ...._core import arbiter, forks
 from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, monotonic, wait_slice
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError
@@ -38,6 +38,10 @@ from ...backend import SyncAttempt, SyncBackend, SyncWatch
 from . import queries as sql
 
 T = TypeVar("T")
+
+
+def _connect_file(path: Path, busy: float) -> sqlite3.Connection:
+    return sqlite3.connect(str(path), timeout=busy, check_same_thread=False, isolation_level=None)
 
 
 class _Hub:
@@ -53,9 +57,14 @@ class _Hub:
         return next(iter(self.ears), None)
 
 
-def _close_memory(conn: sqlite3.Connection, guard: threading.Lock) -> None:
-    with guard:
-        conn.close()
+def _close_memory() -> None:
+    """At exit: the process's in-memory database (a forked child's own, not the copy of its parent's)."""
+    with _Shared.guard:
+        memory = _Shared.memory
+    if memory is not None:
+        conn, guard = memory
+        with guard:
+            conn.close()
 
 
 class _Shared:
@@ -66,6 +75,38 @@ class _Shared:
     hubs: dict[tuple[str, str], _Hub] = {}
     guard = threading.Lock()
     memory: tuple[sqlite3.Connection, threading.Lock] | None = None
+    at_exit = False  # _close_memory is registered
+    gen = forks.generation()
+
+    @classmethod
+    def own(cls) -> None:
+        """In a forked child, once: a guard of its own, none of the parent's wake sockets (each is bound to a
+        path the parent's waiters read: never closed here, which would unlink it), and no in-memory database
+        (the copy of the parent's holds the parent's holdings, which nobody in the child holds; and a thread
+        of the parent may have been inside it). The child makes its own on first use."""
+        if cls.gen == forks.generation():
+            return
+        cls.gen = forks.generation()
+        forks.abandon(cls.hubs, cls.memory)
+        cls.hubs = {}
+        cls.memory = None
+        cls.guard = threading.Lock()
+
+    @classmethod
+    def memory_db(cls) -> tuple[sqlite3.Connection, threading.Lock]:
+        """The process's in-memory database, made on first use."""
+        cls.own()
+        with cls.guard:
+            if cls.memory is None:
+                conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+                cls.memory = (conn, threading.Lock())
+                sql.create_schema(conn)
+                if not cls.at_exit:
+                    # the process-wide database lives as long as the process: closed at its exit, under its
+                    # guard (Python 3.13 warns of a connection the garbage collector finds open: ResourceWarning)
+                    cls.at_exit = True
+                    atexit.register(_close_memory)
+            return cls.memory
 
 
 class _Ear:
@@ -247,13 +288,15 @@ class _Watch(SyncWatch):
 
 class Backend(SyncBackend):
     capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True)
+    fork_owned = True
 
     def __init__(
         self, config: StoreConfig, conn: sqlite3.Connection, guard: threading.Lock, db_key: str, busy: float = 10.0
     ) -> None:
         super().__init__(config)
+        self._busy = busy
         self._busy_ms = int(busy * 1000)
-        self._conn = conn
+        self._conn: sqlite3.Connection | None = conn
         self._guard = guard
         self.db_key = db_key
         self._owns_conn = config.backend == "sqlite"
@@ -267,15 +310,7 @@ class Backend(SyncBackend):
         busy = config.pop_float("busy_timeout", 10.0)
         config.reject_unknown()
         if config.backend == "memory":
-            with _Shared.guard:
-                if _Shared.memory is None:
-                    conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-                    _Shared.memory = (conn, threading.Lock())
-                    sql.create_schema(conn)
-                    # the process-wide database lives as long as the process: closed at its exit, under its guard
-                    # (Python 3.13 warns of a connection the garbage collector finds open: ResourceWarning)
-                    atexit.register(_close_memory, *_Shared.memory)
-                conn, guard = _Shared.memory
+            conn, guard = _Shared.memory_db()
             return cls(config, conn, guard, db_key=f"memory:{os.getpid()}")
         path = Path(config.path).expanduser()
         return rt.offload(cls._open_file, config, path, busy)
@@ -284,13 +319,53 @@ class Backend(SyncBackend):
     def _open_file(cls, config: StoreConfig, path: Path, busy: float) -> Backend:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(path), timeout=busy, check_same_thread=False, isolation_level=None)
+            conn = _connect_file(path, busy)
             sql.use_wal(conn, busy)
             conn.execute("PRAGMA synchronous=NORMAL")
             sql.create_schema(conn)
         except (OSError, sqlite3.Error) as exc:
             raise BackendError(f"cannot open SQLite store {str(path)!r}: {exc}", backend=config.scheme) from exc
         return cls(config, conn, threading.Lock(), db_key=str(path.resolve()), busy=busy)
+
+    def after_fork(self) -> None:
+        """SQLite's rule for a forked child: never use a connection opened before the fork (its file locks and
+        their bookkeeping are the parent's), open its own. The inherited one is closed if no transaction was
+        open at the fork (the guard was free): POSIX file locks belong to a process, so closing it releases
+        none of the parent's, and the parent's shared lock refuses the exclusive one a checkpoint on close
+        would need; closing it also clears SQLite's per-file bookkeeping, which a connection of the child's
+        would otherwise share. One a thread of the parent was using at the fork is left as it is
+        (``forks.abandon``). memory://: the child's database is a new, empty one (``_Shared.own``)."""
+        super().after_fork()
+        _Shared.own()
+        if not self._owns_conn:
+            forks.abandon(self._conn)
+            self._conn = None  # the child's in-memory database, on first use (_ready)
+            self._guard = threading.Lock()
+            self.db_key = f"memory:{os.getpid()}"
+            return
+        conn, self._conn = self._conn, None  # the child's own connection, on first use (_db)
+        if self._guard.locked():
+            forks.abandon(conn)
+        elif conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                forks.abandon(conn)
+        self._guard = threading.Lock()
+
+    def _ready(self) -> None:
+        """Before the guard is taken: a forked child's copy of a memory:// store joins the child's in-memory
+        database and its guard (shared by every memory:// store of the process)."""
+        if self._conn is None and not self._owns_conn:
+            self._conn, self._guard = _Shared.memory_db()
+
+    def _db(self) -> sqlite3.Connection:
+        """The connection (under the guard): a forked child opens its own file connection here, on first use."""
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = _connect_file(Path(self.db_key), self._busy)
+            conn.execute(f"PRAGMA synchronous={self._sync_level}")
+        return conn
 
     def attempt(self, claim: Claim) -> Attempt:
         return Attempt(self, claim)
@@ -310,10 +385,12 @@ class Backend(SyncBackend):
 
     def _inline(self, fn: Callable[..., T], *args: Any) -> list[T]:
         """Run ``fn`` now if that cannot block: ``[result]``, or ``[]`` if it would have to wait."""
+        self._ready()
         if not self._guard.acquire(blocking=False):
             return []
         try:
-            self._conn.execute("PRAGMA busy_timeout = 0")
+            conn = self._db()
+            conn.execute("PRAGMA busy_timeout = 0")
             try:
                 return [fn(*args)]
             except sqlite3.OperationalError as exc:
@@ -323,11 +400,12 @@ class Backend(SyncBackend):
             except sqlite3.Error as exc:
                 raise BackendError(f"SQLite: {exc}", backend=self.scheme) from exc
             finally:
-                self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
         finally:
             self._guard.release()
 
     def _locked(self, fn: Callable[..., T], *args: Any) -> T:
+        self._ready()
         with self._guard:
             try:
                 return fn(*args)
@@ -342,16 +420,16 @@ class Backend(SyncBackend):
             return self._tx_once(body)
         except sql.NeedsSync:
             pass
-        self._conn.execute("PRAGMA synchronous=FULL")
+        self._db().execute("PRAGMA synchronous=FULL")
         self._durable = True
         try:
             return self._tx_once(body)
         finally:
             self._durable = False
-            self._conn.execute(f"PRAGMA synchronous={self._sync_level}")
+            self._db().execute(f"PRAGMA synchronous={self._sync_level}")
 
     def _tx_once(self, body: Callable[[sqlite3.Connection, float], T]) -> T:
-        conn = self._conn
+        conn = self._db()
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = body(conn, self.clock())
@@ -440,12 +518,13 @@ class Backend(SyncBackend):
         return self._tx(body)
 
     def _holds(self, claim: Claim) -> bool:
-        return sql.is_live(self._conn, claim.token, self.clock())
+        return sql.is_live(self._db(), claim.token, self.clock())
 
     def _inspect(self, names: Sequence[str] | None, prefix: str = "") -> list[LockInfo]:
         now = self.clock()
-        rows = sql.live_rows(self._conn, names, prefix, now)
-        waiting = sql.waiting_counts(self._conn, names, prefix, now)
+        conn = self._db()
+        rows = sql.live_rows(conn, names, prefix, now)
+        waiting = sql.waiting_counts(conn, names, prefix, now)
         return arbiter.lease_infos(rows, lambda n: waiting.get(n, 0), now)
 
     def _break(self, name: str) -> list[str]:
@@ -492,4 +571,9 @@ class Backend(SyncBackend):
 
     def close(self) -> None:
         if self._owns_conn:
-            rt.offload(self._locked, self._conn.close)
+            rt.offload(self._locked, self._close_conn)
+
+    def _close_conn(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
