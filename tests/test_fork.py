@@ -32,6 +32,35 @@ from tests.waiting import until
 
 def _in_a_child(body: Callable[[], None]) -> int:
     """Run ``body`` in a forked child; its exit status (0: ``body`` returned, 1: it raised)."""
+    pid = _fork(body)
+    deadline = time.monotonic() + 60
+    while (code := _exited(pid, deadline)) is None:
+        time.sleep(0.01)
+    return code
+
+
+async def _in_a_child_async(body: Callable[[], None]) -> int:
+    """``_in_a_child`` from a coroutine: the parent's event loop goes on running (its tasks with it)."""
+    pid = _fork(body)
+    deadline = time.monotonic() + 60
+    while (code := _exited(pid, deadline)) is None:
+        await asyncio.sleep(0.01)
+    return code
+
+
+def _exited(pid: int, deadline: float) -> int | None:
+    """The child's exit status once it exited (killed past ``deadline``: -1), else None."""
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        return os.waitstatus_to_exitcode(status)
+    if time.monotonic() > deadline:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return -1
+    return None
+
+
+def _fork(body: Callable[[], None]) -> int:
     with warnings.catch_warnings():  # Python >= 3.12 warns about fork() in a process with threads
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
@@ -44,16 +73,7 @@ def _in_a_child(body: Callable[[], None]) -> int:
             os.write(2, f"child: {exc!r}\n".encode())
         finally:
             os._exit(code)
-    deadline = time.monotonic() + 60
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return -1
-        time.sleep(0.01)
+    return pid
 
 
 def _election(store: distlock.Store, name: str) -> distlock.Election | None:
@@ -233,8 +253,24 @@ async def test_a_forked_asyncio_child_locks_through_the_inherited_async_store(
             await own.release()
         await async_store.aclose()
 
-    # forked from a point where no call of the parent's loop is in flight; the child's loop is new
-    assert _in_a_child(lambda: asyncio.run(run_child())) == 0
+    async def busy() -> None:  # the parent's traffic, all through the child's run
+        while True:
+            info = await async_store.inspect(name)
+            assert info is not None and any(f":{os.getpid()}:" in h.owner for h in info.holders)
+            await asyncio.sleep(0)  # an inspect that never waits (SQLite's inline path) must not hog the loop
+
+    # forked from a point where no call of the parent's loop is in flight; the child's loop is new, and the
+    # parent's tasks go on using the connections the child inherited
+    child = asyncio.ensure_future(_in_a_child_async(lambda: asyncio.run(run_child())))
+    tasks = [asyncio.ensure_future(busy()) for _ in range(4)]
+    try:
+        done, _ = await asyncio.wait([child, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        assert child in done, f"the parent's store failed while the child used its copy: {done.pop().exception()!r}"
+        assert child.result() == 0
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
     assert await lock.owned() and lock.fence == fence and not lock.lost.is_set()
     await lock.extend()
     info = await async_store.inspect(name)
