@@ -280,6 +280,33 @@ async def test_a_forked_asyncio_child_locks_through_the_inherited_async_store(
     assert await async_store.inspect(f"{name}/child") is None
 
 
+def test_a_forked_child_of_a_store_on_a_given_kazoo_client_is_told_to_connect_anew(
+    zookeeper_url: str, name: str
+) -> None:
+    """``connect(client=KazooClient)``: the session is the caller's client's, whose connection thread is not in
+    a forked child. The child is told so in one line (never a wait for ever), and the parent's lock and the
+    caller's session are untouched."""
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=zookeeper_url.split("://", 1)[1].split("?", 1)[0], timeout=4)
+    zk.start(timeout=15)
+    try:
+        with distlock.connect(client=zk) as store, store.lock(name, ttl=30, timeout=10) as lock:
+
+            def child() -> None:
+                with pytest.raises(distlock.BackendError, match="connect anew in the child"):
+                    store.inspect(name)
+                store.close()  # the caller's client is left alone
+
+            assert _in_a_child(child) == 0
+            assert lock.owned() and not lock.lost.is_set()
+            assert _held_by_this_process(store, name)
+        assert zk.connected
+    finally:
+        zk.stop()
+        zk.close()
+
+
 WORKER = """
 import os, sys, time
 import distlock
