@@ -32,8 +32,14 @@ _abandoned: list[object] = []
 def _forked() -> None:
     global _generation
     _generation += 1
+    failed: BaseException | None = None
     for obj in list(_tracked):
-        obj.after_fork()
+        try:
+            obj.after_fork()
+        except Exception as exc:  # noqa: BLE001 - one object half made at the fork must not leave the others undone
+            failed = failed or exc
+    if failed is not None:
+        raise failed  # reported by the interpreter (an exception in an at-fork hook is printed, not raised)
 
 
 def track(obj: Forkable) -> None:
