@@ -6,6 +6,10 @@ that records it, but not the holding: the child's leaving a ``with`` block, clos
 taking a lock of its own must not release, renew or report the parent's. Every holding records the generation
 it was granted in, and the lock layer and the lease clock drop, without a word to the backend, what a younger
 generation finds of an older one.
+
+Nor are the parent's connections, sessions and threads the child's: every backend forgets them in its
+``after_fork`` (:func:`track`), never closing them (:func:`abandon`), and makes its own on first use, so the
+child can lock through the store it inherited at once.
 """
 
 from __future__ import annotations
