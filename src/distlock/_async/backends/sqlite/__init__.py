@@ -21,6 +21,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +38,9 @@ from ...backend import AsyncAttempt, AsyncBackend, AsyncWatch
 from . import queries as sql
 
 T = TypeVar("T")
+
+#: how long a fork waits for the SQLite work other threads have in flight (``_hold_for_fork``)
+FORK_WAIT = 1.0
 
 
 def _connect_file(path: Path, busy: float) -> sqlite3.Connection:
@@ -76,6 +80,10 @@ class _Shared:
     memory: tuple[sqlite3.Connection, threading.Lock] | None = None
     at_exit = False  # _close_memory is registered
     gen = forks.generation()
+    #: every store of the process, whose guard a fork takes first (weakly held: a store that is gone needs none)
+    stores: weakref.WeakSet[Backend] = weakref.WeakSet()
+    #: the guards a fork took (``_hold_for_fork``): in the child, their connections were idle at the fork
+    held: list[threading.Lock] = []
 
     @classmethod
     def own(cls) -> None:
@@ -106,6 +114,39 @@ class _Shared:
                     cls.at_exit = True
                     atexit.register(_close_memory)
             return cls.memory
+
+
+def _hold_for_fork() -> None:
+    """Before a fork: take every SQLite guard of the process, a bounded wait in all, so that no other thread
+    is inside SQLite at the fork. SQLite's own mutexes (its allocator's, a connection's) are plain pthread
+    mutexes: one another thread holds at the fork stays held in the child, whose first SQLite call would wait
+    on it for ever. A guard not free in time (a transaction waiting for another process's write lock) is left
+    as it is, and the child never touches its connection (``Backend.after_fork``)."""
+    end = time.monotonic() + FORK_WAIT
+    guards = {id(g): g for g in [_Shared.guard, *(b._guard for b in list(_Shared.stores))]}  # memory: one
+    held = []
+    for guard in guards.values():
+        if guard.acquire(timeout=max(0.0, end - time.monotonic())):
+            held.append(guard)
+    _Shared.held = held
+
+
+def _let_go_in_parent() -> None:
+    held, _Shared.held = _Shared.held, []
+    for guard in reversed(held):
+        guard.release()
+
+
+def _let_go_in_child() -> None:
+    """After the stores' ``after_fork`` (which read ``held``): the child's process-wide state and guard are
+    its own, and the inherited guards, held by the fork, are dropped."""
+    _Shared.own()
+    _Shared.held = []
+
+
+if hasattr(os, "register_at_fork"):
+    # registered after ``forks``: its after_in_child (the stores' after_fork) runs before this one's
+    os.register_at_fork(before=_hold_for_fork, after_in_parent=_let_go_in_parent, after_in_child=_let_go_in_child)
 
 
 class _Ear:
@@ -299,6 +340,7 @@ class Backend(AsyncBackend):
         self._guard = guard
         self.db_key = db_key
         self._owns_conn = config.backend == "sqlite"
+        _Shared.stores.add(self)
         self.wake_dir = WakeDir(db_key) if self._owns_conn else None
         self.clock: Callable[[], float] = time.time
         self._durable = False  # the transaction running now commits with synchronous=FULL
@@ -343,7 +385,7 @@ class Backend(AsyncBackend):
             self.db_key = f"memory:{os.getpid()}"
             return
         conn, self._conn = self._conn, None  # the child's own connection, on first use (_db)
-        if self._guard.locked():
+        if self._guard.locked() and all(g is not self._guard for g in _Shared.held):  # in use at the fork
             forks.abandon(conn)
         elif conn is not None:
             try:
