@@ -32,11 +32,7 @@ from tests.waiting import until
 
 def _in_a_child(body: Callable[[], None]) -> int:
     """Run ``body`` in a forked child; its exit status (0: ``body`` returned, 1: it raised)."""
-    pid = _fork(body)
-    deadline = time.monotonic() + 60
-    while (code := _exited(pid, deadline)) is None:
-        time.sleep(0.01)
-    return code
+    return _exited_within(_fork(body), 60)
 
 
 async def _in_a_child_async(body: Callable[[], None]) -> int:
@@ -58,6 +54,14 @@ def _exited(pid: int, deadline: float) -> int | None:
         os.waitpid(pid, 0)
         return -1
     return None
+
+
+def _exited_within(pid: int, seconds: float) -> int:
+    """The child's exit status, waited for ``seconds`` at most (then it is killed: -1)."""
+    deadline = time.monotonic() + seconds
+    while (code := _exited(pid, deadline)) is None:
+        time.sleep(0.01)
+    return code
 
 
 def _fork(body: Callable[[], None]) -> int:
@@ -305,6 +309,43 @@ def test_a_forked_child_of_a_store_on_a_given_kazoo_client_is_told_to_connect_an
     finally:
         zk.stop()
         zk.close()
+
+
+def test_a_forked_child_follows_a_sentinel_failover(tmp_path: Path, name: str) -> None:
+    """Redis Sentinel: the store's watch of the sentinels' announcements is a thread (a task) of the parent's,
+    not in a forked child. The child's copy starts its own: after a failover its next lock is taken on the
+    new master, not on an idle connection to the old one (which stays writable for seconds)."""
+    from tools.servers.redis_sentinel import redis_sentinel
+
+    switched, done, checked = tmp_path / "switched", tmp_path / "done", tmp_path / "checked"
+    with redis_sentinel() as d, distlock.connect(d.url) as store:
+        assert store.lock(f"{name}/parent", ttl=30).acquire(timeout=10)
+
+        def child() -> None:
+            first = store.lock(f"{name}/before", ttl=30)  # connections of the child's, to the master of now
+            assert first.acquire(timeout=10)
+            first.release()
+            assert until(switched.exists, seconds=40)
+            time.sleep(1.0)  # the announcement reaches the child's watch
+            after = store.lock(f"{name}/after", ttl=30)
+            assert after.acquire(timeout=10)
+            done.write_text("held")
+            assert until(checked.exists, seconds=40)
+            after.release()
+
+        pid = _fork(child)
+        try:
+            old = d.master_port()
+            with d.sentinel() as s:
+                s.execute_command("SENTINEL", "FAILOVER", d.service)
+            d.wait_master(old)
+            switched.write_text("yes")
+            assert until(done.exists, seconds=30), "the child did not take its lock after the failover"
+            with distlock.connect(d.url) as fresh:  # connected after the switch: the new master
+                assert fresh.inspect(f"{name}/after") is not None, "the child's lock went to the old master"
+        finally:
+            checked.write_text("yes")
+            assert _exited_within(pid, 30) == 0
 
 
 WORKER = """

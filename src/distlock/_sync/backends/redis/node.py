@@ -256,6 +256,8 @@ class Node:
         """Packed requests in one round trip on distlock's own connections, each try bounded by ``timeout``;
         the scripts loaded again once if the server lost them; an error reply raises."""
         assert self.wire is not None
+        if self.switches is not None:
+            self.switches.ensure()  # a forked child's copy follows failovers too
         try:
             replies = self.wire.call_many(packs, None, timeout)
             if any(isinstance(r, NoScriptError) for r in replies):
@@ -277,6 +279,8 @@ class Node:
         timeout: float | None = None,
     ) -> Any:
         if self.wire is not None:
+            if self.switches is not None:
+                self.switches.ensure()  # a forked child's copy follows failovers too
             return self.wire.call(packed_call(script, name, *args, counter=self.counter), unsure, timeout)
         assert isinstance(self.client, drv.ClusterClient)
         try:  # straight to the master of the name's slot ...
