@@ -471,6 +471,14 @@ class Group:
         self._state = rt.StateGuard()
         self._reader: rt.Waker | None = None  # the waiting thread that reads the masters now
         self._waiting: list[rt.Waker] = []  # every waiting thread, in arrival order
+        forks.track(self)
+
+    def after_fork(self) -> None:
+        """None of the parent's waiting threads is in a forked child: one of them left as the reader would
+        keep the child's waiters from reading until their deadlines."""
+        self._state = rt.StateGuard()
+        self._reader = None
+        self._waiting = []
 
     def wait(self, waker: rt.Waker, timeout: float) -> bool:
         """Wait until ``waker`` is notified (True) or ``timeout`` passes (False)."""
