@@ -70,6 +70,26 @@ def test_backend_passes_under_kill_and_pause(backend: str, backend_url: str, tmp
     assert report["algorithm"] == "distlock" and report["lease_s"] == lease
 
 
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_backend_passes_when_holders_fork(backend: str, backend_url: str, tmp_path: Path, api: str) -> None:
+    """``--faults fork``: holders fork children that leave the parent's holding, lock through the store they
+    inherited and try the held lock, while the parent holds it and renews; every backend, both APIs. A child
+    that used the parent's connections or session, released its lock or was granted it would show in the
+    figures (a silent overlap, a stale write) or as an error."""
+    if backend == "memory":
+        pytest.skip("memory:// is in-process only")
+    lease = effective_lease(backend_url, 1.0)
+    seconds = max(7.0, 2 * lease + 6)  # room for at least one fork, judged before the end
+    args = ("--seconds", str(seconds), "--faults", "fork", "--api", api)
+    code, report, output = check(tmp_path, *args, url=backend_url)
+    assert code == 0, output
+    assert report["ok"] is True, report["safety_violations"]
+    assert report["faults"]["fork"]["landed"] >= 1, report["faults"]
+    assert report["errors"] == 0, report["error_samples"]
+    assert report["overlaps"]["silent"] == 0 and report["fenced"]["stale_accepted"] == 0
+    assert report["acquisitions"] > 10
+
+
 @needs_redis_server
 @pytest.mark.skipif(not HAVE_REDIS_BACKEND, reason="the redis backend has not landed yet")
 def test_redis_passes_a_server_restart_with_spawn(tmp_path: Path) -> None:
@@ -213,6 +233,7 @@ def test_broken_lockfile_baseline_is_caught_without_a_server(tmp_path: Path) -> 
         (["--spawn", "etcd", "--volatile"], "--volatile applies to"),
         (["--spawn", "nosuch"], "'nosuch' is not one of"),
         (["--api", "async", "--algorithm", "lockfile"], "has no asyncio API"),
+        (["--algorithm", "lockfile", "--faults", "fork"], "the lockfile baseline has none"),
     ],
 )
 def test_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
@@ -269,6 +290,9 @@ def test_analyse_verdicts_and_liveness() -> None:
     clean = analyse([op(0, 0, 1, 2, 1)], [], ["w.0"], ttl=1.0, run_end=3.0)
     assert clean["ok"] is True and clean["unfenced"]["lost_updates"] == 0
     assert analyse([], [], [], ttl=1.0, run_end=1.0)["ok"] is False
+    # a holder's forked child that could not lock through the store it inherited fails the run (liveness)
+    forked = analyse([op(0, 0, 1, 2, 1)], [], ["w.0"], ttl=1.0, run_end=3.0, errors=["worker 0: forked child exited with 1"])
+    assert forked["liveness_failures"] and forked["ok"] is False
 
 
 def _report_forever(index: int, conn: Any) -> None:

@@ -21,6 +21,8 @@ from redis.exceptions import RedisError, ResponseError
 from redis.retry import Retry as Retry  # the retry policy of this client's connections (see the asyncio twin)
 from redis.sentinel import Sentinel as Sentinel
 
+from ._core import forks
+
 log = logging.getLogger("distlock")
 
 #: what a connection that broke or was closed under a read raises: redis-py's errors and the socket's, and from
@@ -231,7 +233,16 @@ class Fanout:
 
     def __init__(self, width: int) -> None:
         self.width = width
-        self._pool = ThreadPoolExecutor(max_workers=max(16, width * 8), thread_name_prefix="distlock-redlock")
+        self._pool = self._new_pool()
+        forks.track(self)
+
+    def _new_pool(self) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=max(16, self.width * 8), thread_name_prefix="distlock-redlock")
+
+    def after_fork(self) -> None:
+        """A forked child has none of the pool's threads, though the pool counts its idle ones (it would start
+        no thread, and every call would time out): a pool of its own. The parent's is left alone."""
+        self._pool = self._new_pool()
 
     def gather(self, calls: Sequence[Callable[[], Any]], timeout: float) -> list[Any]:
         """Each call's result, or the exception it raised, or ``TimeoutError`` if it did not finish in time."""

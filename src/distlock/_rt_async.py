@@ -72,6 +72,19 @@ _POOL: list[ThreadPoolExecutor] = []
 _POOL_GUARD = threading.Lock()
 
 
+def _forked() -> None:
+    """A forked child has none of the pool's threads, though the pool counts them (idle ones included, so it
+    would start none and the child's steps would wait for ever): it makes a pool of its own. Its guard may
+    have been held by a thread of the parent at the fork."""
+    global _POOL_GUARD
+    _POOL_GUARD = threading.Lock()
+    _POOL.clear()  # the parent's pool object is left alone: shutting it down would wait for its threads
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 def _pool() -> ThreadPoolExecutor:
     with _POOL_GUARD:
         if not _POOL:

@@ -22,6 +22,8 @@ import time
 
 import psycopg
 
+from ._core import forks
+
 
 class _Watchdog:
     def __init__(self) -> None:
@@ -31,6 +33,14 @@ class _Watchdog:
         self._fired: set[int] = set()
         self._tickets = itertools.count()
         self._thread: threading.Thread | None = None
+        forks.track(self)
+
+    def after_fork(self) -> None:
+        """A forked child has no watchdog thread and none of the parent's calls; its condition may have been
+        held by the parent's thread at the fork."""
+        self._cond = threading.Condition()
+        self._heap, self._live, self._fired = [], {}, set()
+        self._thread = None
 
     def add(self, fd: int, deadline: float) -> int:
         with self._cond:

@@ -26,6 +26,8 @@ import threading
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
+from ._core import forks
+
 K = TypeVar("K")
 
 
@@ -62,6 +64,16 @@ class Wakers(Generic[K]):
         self._observers: dict[K, set[Notifiable]] = {}
         #: ``queued`` waiters by their place in the server's queue (None until their first refused try)
         self._places: dict[K, dict[Notifiable, int | None]] = {}
+        forks.track(self)
+
+    def after_fork(self) -> None:
+        """A forked child has none of the parent's waiters (their threads and tasks are not there): a waiter
+        of the parent left first in a line would take every wake-up meant for the child's own. And a guard of
+        its own (a thread of the parent may have held this one at the fork)."""
+        self._guard = threading.Lock()
+        self._waiting = {}
+        self._observers = {}
+        self._places = {}
 
     def watch(self, key: K, waker: Notifiable, *, every: bool = False, queued: bool = False) -> None:
         """Register ``waker``: a waiter (woken in turn), with ``every`` an observer (woken each time), with

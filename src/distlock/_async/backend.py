@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .. import _rt_async as rt
+from .._core import forks
 from .._core.timing import monotonic
 from .._core.types import Capabilities, Claim, Grant, LockInfo
 from .._errors import UnsupportedFeature
@@ -126,11 +127,22 @@ class AsyncBackend:
     """Base class of every backend. Subclasses set ``capabilities`` and implement the operations."""
 
     capabilities = Capabilities()
+    #: its ``after_fork`` forgets every connection and session of the parent's, so that closing a forked
+    #: child's copy of the store closes only the child's own (the store leaves the others' alone in a child)
+    fork_owned = False
 
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
         self.scheme = config.scheme
         self._loss_handler: Callable[[str, str], None] | None = None
+        forks.track(self)
+
+    def after_fork(self) -> None:
+        """In a forked child, before any other thread runs there (``_core/forks.py``): the connections,
+        sessions, workers and guards are the parent's. A backend that keeps any forgets them here, without a
+        word to the server (``forks.abandon``), and makes its own on first use: the child locks through the
+        store it inherited at once, and the parent's sessions, leases and locks are untouched. Each class
+        that keeps state extends this and calls ``super().after_fork()``."""
 
     @classmethod
     async def open(cls, config: StoreConfig) -> AsyncBackend:

@@ -11,6 +11,7 @@ from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 from .. import _rt_async as rt
+from .._core import forks
 from .._core.timing import monotonic
 
 K = TypeVar("K", bound=Hashable)
@@ -33,6 +34,13 @@ class Batched(Generic[K, V, R]):
         self._waiting: dict[K, V] = {}  # items no run has taken yet
         self._answered: dict[K, R] = {}  # answers a run got for other callers, until they come for them
         self._gone: set[K] = set()  # callers that gave up while a run had their item
+        forks.track(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: none of the parent's callers or runs (a run of the parent's may hold the turn)."""
+        self._guard = threading.Lock()
+        self._turn = rt.Mutex()
+        self._waiting, self._answered, self._gone = {}, {}, set()
 
     async def run(self, items: list[tuple[K, V]]) -> dict[K, R]:
         """One request for all ``items``; an answer for each key."""

@@ -276,9 +276,9 @@ class AsyncStore(rt.AsyncOnly):
         if self._core.closed:
             return
         await self._core.close()
-        if self._gen != forks.generation():
-            # a forked child's copy: its connections may be the parent's too, and closing one can speak on it
-            # (PostgreSQL's Terminate, MySQL's COM_QUIT, a TLS close): leave them to the parent and the exit
+        if self._gen != forks.generation() and not self._backend.fork_owned:
+            # a forked child's copy whose connections may be the parent's too: closing one can speak on it (a TLS
+            # close) or take it out of the parent's event loop: leave them to the parent and the exit
             return
         await self._backend.aclose()
 

@@ -73,9 +73,18 @@ class SyncAcquirer:
         # entry may be a plain marker: the first in line is never woken through the line).
         self._lines: dict[tuple[str, Mode], list[object]] = {}
         self._dispatcher = rt.Dispatcher()
+        self._forks = forks.generation()  # the process the dispatcher belongs to (its thread, its event loop)
         self.closed = False
         self._loop_warned = rt.IS_ASYNC  # the asyncio side is meant to run on the loop: nothing to check
         backend.set_loss_handler(self.backend_lost)
+        forks.track(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: a guard of its own (a thread of the parent may have held this one), and none of
+        the parent's waiters in the local lines (one left first in a line would keep the child's waiters
+        behind it until their deadlines)."""
+        self._guard = threading.Lock()
+        self._lines = {}
 
     def blocking(self) -> None:
         """Before each call that waits on the backend: a sync store called on a running asyncio event loop
@@ -124,6 +133,11 @@ class SyncAcquirer:
         if self.closed:
             raise LockError("the store is closed", name=claim.name, backend=self.scheme)
         self.blocking()
+        if self._forks != forks.generation():
+            # a forked child's callbacks run on a thread of its own, or on its own event loop: made here, where
+            # that loop runs (the parent's thread is not in the child, and the parent's loop does not run there)
+            self._forks = forks.generation()
+            self._dispatcher = rt.Dispatcher()
         with self.events.acquiring(claim) as acquiring:  # the one place an acquire's outcome is reported
             won = self._in_line(claim, deadline)
             if won is None:

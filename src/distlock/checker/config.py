@@ -17,7 +17,7 @@ from .gray import GRAY_FAULTS, link_hosts
 from .servers import SERVER_FAULTS, Spawned
 from .worker import DISTLOCK_ALGORITHMS
 
-FAULTS = ("kill", "pause", "server-restart", "leader-kill", "failover", "partition", "clock-skew", *GRAY_FAULTS)
+FAULTS = ("kill", "pause", "server-restart", "leader-kill", "failover", "partition", "clock-skew", "fork", *GRAY_FAULTS)
 ALGORITHMS = (*DISTLOCK_ALGORITHMS, *BROKEN)
 #: which of distlock's APIs the workers drive
 APIS = ("sync", "async")
@@ -51,6 +51,8 @@ def validate(cfg: CheckConfig) -> None:
             raise ConfigError(f"the {f} fault needs --spawn (the checker only breaks servers it started)")
         if cfg.server.family not in SERVER_FAULTS[f]:
             raise ConfigError(f"the {f} fault needs --spawn {' or '.join(SERVER_FAULTS[f])}")
+    if "fork" in cfg.faults and cfg.algorithm not in DISTLOCK_ALGORITHMS:
+        raise ConfigError(f"the fork fault forks holders of distlock's own lock; the {cfg.algorithm} baseline has none")
     if cfg.api not in APIS:
         raise ConfigError(f"unknown --api {cfg.api!r}; choose from {', '.join(APIS)}")
     if cfg.api == "async" and cfg.algorithm not in DISTLOCK_ALGORITHMS:

@@ -101,6 +101,10 @@ def recovery_gaps(ops: Sequence[Op], faults: Iterable[Fault], kind: str, run_end
     return gaps
 
 
+#: what the error reports of the ``fork`` fault's children say: a child that could not lock through the store it
+#: inherited, or did not exit, is a liveness failure of the run
+FORKED_CHILD = "forked child"
+
 #: faults that stop the holder's process or move the server's clock: the holdings they hit are not judged by
 #: the told-late figure (nothing can be told to a stopped process, nor can a client see a server's clock jump)
 UNTELLABLE = ("pause", "clock-skew")
@@ -206,6 +210,11 @@ def analyse(
     if max_kill_gap is not None and max_kill_gap > allowed:
         liveness_failures.append(
             f"lock unavailable for {max_kill_gap:.1f}s after its holder was killed (ttl {ttl:g}s, allowed {allowed:g}s)"
+        )
+    forked = sum(1 for e in errors if FORKED_CHILD in e)
+    if forked:
+        liveness_failures.append(
+            f"{forked} forked child(ren) of a holder could not lock through the store they inherited (see errors)"
         )
     if not ops:
         violations.append("no acquisition completed: nothing was checked")

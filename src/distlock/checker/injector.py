@@ -20,6 +20,11 @@ its outcome:
   jump lands within a second, see ``tools/servers/proc.py``); the holder stays paused for half its lease
   after the jump (which a correct clock would let it survive): its lease expires early, another worker takes
   the lock, and the resumed holder's writes must be rejected by the fenced register.
+* ``fork`` -- a holder forks children while it sleeps in its critical section (a pre-fork server's workers, a
+  pool's) and waits for them, a lease at most: each leaves the parent's holding as leaving its ``with`` block
+  would, takes and releases a lock of its own through the store it inherited, and tries the held lock once
+  without waiting (a grant is reported as an operation of its own), then exits. The holder then writes and
+  releases as usual: whatever a child did to its holding or its connections shows in the same figures.
 * ``freeze``, ``half-open``, ``slow`` -- gray link faults (:mod:`.gray`): every worker reaches the servers
   through loopback proxies of its own; a holder is made to stay in its critical section (it *lingers* until
   ``lost`` fires), then its proxies stop forwarding silently (``freeze``), drop the connections open now
@@ -45,7 +50,7 @@ from typing import Any
 from .config import CheckConfig, lease_of
 from .gray import GRAY_FAULTS, Links
 from .history import liveness_allowance
-from .worker import DONE, HOLD_SLEEP, HOLDING, LINGER
+from .worker import DONE, FORK, FORKING, HOLD_SLEEP, HOLDING, LINGER
 
 #: how many killed workers may be replaced in one run (the shared state arrays are sized for them)
 MAX_RESPAWNS = 200
@@ -96,6 +101,7 @@ class Injector:
             "failover": down_for + lease + 6.0,  # the promotion takes seconds, then the old master rejoins
             "partition": down_for + lease + 1.0,
             "clock-skew": lease / 2 + 2.0,  # the jump lands within 1 s; the resumed holder writes at once
+            "fork": max(5.0, 2.0 * cfg.ttl) + lease + 0.5,  # the holder waits for its children that long at most
             **{k: gray_for + gray_linger + lease + 0.5 for k in GRAY_FAULTS},
         }
         next_at = started + min(0.3, cfg.seconds / 10)
@@ -153,6 +159,8 @@ class Injector:
             return 0.0
         if kind in GRAY_FAULTS:
             return self.inject_gray(kind)
+        if kind == "fork":
+            return self.inject_fork()
         wanted = (HOLDING, HOLD_SLEEP) if kind == "kill" else (HOLD_SLEEP,)
         target = next((i for i, p in procs.items() if states[i] in wanted and p.is_alive()), None)
         if target is None:
@@ -199,6 +207,24 @@ class Injector:
                 os.kill(self.procs[index].pid, signal.SIGCONT)
 
         return cont
+
+    def inject_fork(self) -> float | None:
+        """A holder forks children that use the store they inherit, while it holds the lock."""
+        states, linger = self.states, self.linger
+        target = next((i for i, p in self.procs.items() if states[i] == HOLD_SLEEP and p.is_alive()), None)
+        if target is None:
+            return None
+        t = time.monotonic()
+        linger[target] = FORK
+        # it sees the flag when its sleep in the critical section ends (at most --hold from now)
+        give_up = t + self.cfg.hold + 0.5
+        while states[target] != FORKING and linger[target] == FORK and time.monotonic() < give_up:
+            time.sleep(0.001)
+        if states[target] != FORKING and linger[target] == FORK:
+            linger[target] = 0  # it left the critical section first; try again
+            return None
+        self.faults.append({"kind": "fork", "t": t, "worker": target, "landed": True})
+        return 0.5
 
     def inject_gray(self, kind: str) -> float | None:
         """A holder stays in its critical section (it lingers until ``lost`` fires), then its links break."""

@@ -31,9 +31,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import random
+import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,14 +44,21 @@ from typing import Any
 
 from .._errors import LockError, NotHeld
 from .broken import BROKEN, CheckedLock
-from .resource import FencedRegister, UnfencedSet
+from .history import FORKED_CHILD
+from .resource import FencedOutcome, FencedRegister, UnfencedSet
 
 #: algorithms that run distlock's own lock (``ignore-lost``: a user who never looks at ``lost``; ``election``:
 #: the workers campaign in a leader election and the leader writes with its term as the fence)
 DISTLOCK_ALGORITHMS = ("distlock", "ignore-lost", "election")
 
 # per-worker state in the shared array the fault injector reads
-IDLE, WAITING, HOLDING, HOLD_SLEEP, DONE, LINGER = 0, 1, 2, 3, 4, 5
+IDLE, WAITING, HOLDING, HOLD_SLEEP, DONE, LINGER, FORKING = 0, 1, 2, 3, 4, 5, 6
+#: what the injector asks of a holder through its ``linger`` flag: stay (gray link faults), or fork (``fork``)
+STAY, FORK = 1, 2
+#: how many children a holder forks for the ``fork`` fault
+FORK_CHILDREN = 2
+#: the worker number a forked child reports an operation under: its parent's plus this
+CHILD_WORKER = 10_000
 
 
 @dataclass(frozen=True)
@@ -243,7 +253,7 @@ class Events:
     paused or killed mid-send never leaves half a message for the parent to wait on."""
 
     def __init__(self, conn: Any) -> None:
-        self._conn = conn
+        self.conn = conn
         self._lock = threading.Lock()
 
     def put(self, event: dict[str, Any]) -> None:
@@ -251,7 +261,7 @@ class Events:
             event = {**event, "error": str(event["error"])[:ERROR_CHARS]}
         with self._lock:
             try:
-                self._conn.send(event)
+                self.conn.send(event)
             except (OSError, ValueError):  # the parent stopped listening
                 pass
 
@@ -273,7 +283,7 @@ def make_lock(spec: Spec) -> CheckedLock:
 
 def _linger(index: int, lock: CheckedLock, states: Any, linger: Any) -> None:
     """Stay in the critical section while the injector says so, until ``lost`` fires."""
-    if not linger[index]:
+    if linger[index] != STAY:
         return
     states[index] = LINGER
     lost = lock.lost_event() if isinstance(lock, DistlockLock) else None
@@ -283,6 +293,117 @@ def _linger(index: int, lock: CheckedLock, states: Any, linger: Any) -> None:
                 return
         else:
             time.sleep(0.005)
+
+
+def _write_fenced(fenced: FencedRegister, fence: int | None, read: FencedOutcome | None) -> str:
+    """The holder's fenced write after its read: how the register took it (the ``fenced`` field of an op)."""
+    if fence is None or read is None:
+        return "n/a"
+    if not read.accepted:
+        return "rejected"
+    wrote = fenced.write(fence, read.value + 1)
+    if not wrote.accepted:
+        return "rejected"
+    return "stale-accepted" if wrote.value != read.value else "accepted"
+
+
+def _fork_children(index: int, spec: Spec, lock: DistlockLock, events: Events) -> None:
+    """The ``fork`` fault: the holder forks children that use the store they inherit while it holds the lock
+    (a pre-fork server's workers, a pool's), and waits for them to exit, a lease at most (then kills them).
+    Its own operation then goes on and is judged as any other: a child that released, renewed or broke the
+    parent's holding or its connections shows in the figures (another worker granted the lock while the
+    parent writes, a stale write, a lost signal)."""
+    pids = []
+    for n in range(FORK_CHILDREN):
+        with warnings.catch_warnings():  # Python >= 3.12 warns about fork() in a process with threads
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                _in_child(index, spec, lock, Events(events.conn), n)
+                code = 0
+            except BaseException as err:  # noqa: BLE001 - reported through the pipe and the exit status
+                Events(events.conn).put({"kind": "error", "worker": index, "error": f"{FORKED_CHILD}: {err!r}"})
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    give_up = time.monotonic() + max(5.0, 2.0 * spec.ttl)
+    for pid in pids:
+        status = None
+        while status is None:
+            done, raw = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = os.waitstatus_to_exitcode(raw)
+            elif time.monotonic() > give_up:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                status = -signal.SIGKILL
+            else:
+                time.sleep(0.005)
+        if status != 0:
+            events.put({"kind": "error", "worker": index, "error": f"{FORKED_CHILD} exited with {status}"})
+
+
+def _in_child(index: int, spec: Spec, lock: DistlockLock, events: Events, n: int) -> None:
+    """What a forked child does with the store it inherited: leave the parent's holding as leaving its
+    ``with`` block would (a no-op), take and release a lock of its own, and try the parent's lock once
+    without waiting (it is held: a grant is a second holder, reported as an operation so the overlap and
+    stale-write figures judge it). Through the asyncio API on an event loop of the child's own."""
+    if isinstance(lock, AsyncDistlockLock):
+        store, held = lock.store._target, lock.lock._target
+
+        async def body() -> None:
+            try:
+                await (held.resign() if lock.election else held.release())
+            except NotHeld:
+                pass
+            own = store.lock(f"{spec.name}/fork/{os.getpid()}", ttl=spec.ttl)
+            if not await own.acquire(timeout=spec.ttl):
+                raise LockError("could not take a lock of its own")
+            await own.release()
+            if not lock.election:
+                same = store.lock(spec.name, ttl=spec.ttl)
+                t_start = time.monotonic()
+                if await same.acquire(blocking=False):
+                    _child_op(index, spec, events, n, same.fence, t_start)
+                    await same.release()
+            await store.aclose()
+
+        asyncio.run(body())
+        return
+    store, held = lock.store, lock.lock
+    try:
+        held.resign() if lock.election else held.release()
+    except NotHeld:
+        pass
+    own = store.lock(f"{spec.name}/fork/{os.getpid()}", ttl=spec.ttl)
+    if not own.acquire(timeout=spec.ttl):
+        raise LockError("could not take a lock of its own")
+    own.release()
+    if not lock.election:
+        same = store.lock(spec.name, ttl=spec.ttl)
+        t_start = time.monotonic()
+        if same.acquire(blocking=False):
+            _child_op(index, spec, events, n, same.fence, t_start)
+            same.release()
+    store.close()
+
+
+def _child_op(index: int, spec: Spec, events: Events, n: int, fence: int | None, t_start: float) -> None:
+    """A forked child was granted the lock its parent holds: it writes as a holder would, and reports it."""
+    t_acq = time.monotonic()
+    workdir = Path(spec.workdir)
+    unfenced, fenced = UnfencedSet(workdir / "unfenced.txt"), FencedRegister(workdir / "fenced.db")
+    op_id = f"{index}.fork{os.getpid()}"
+    unfenced.write([*unfenced.read(), op_id], tag=f"{index}-{n}")
+    result = _write_fenced(fenced, fence, fenced.read(fence) if fence is not None else None)
+    fenced.close()
+    t_rel = time.monotonic()
+    events.put(
+        {"kind": "op", "worker": CHILD_WORKER + index, "op": op_id, "fence": fence, "t_start": t_start,
+         "t_acq": t_acq, "t_rel": t_rel, "t_done": t_rel, "told": False, "fenced": result}
+    )  # fmt: skip
 
 
 def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any, linger: Any = None) -> None:
@@ -331,22 +452,15 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
             items = unfenced.read()
             states[index] = HOLD_SLEEP
             time.sleep(random.uniform(spec.hold / 2, spec.hold))
-            if linger is not None:
+            if linger is not None and linger[index] == FORK and isinstance(lock, DistlockLock):
+                states[index] = FORKING
+                _fork_children(index, spec, lock, events)
+                linger[index] = 0
+            elif linger is not None:
                 _linger(index, lock, states, linger)
             states[index] = HOLDING
             unfenced.write([*items, op_id], tag=str(index))
-            if fence is None or read is None:
-                fenced_result = "n/a"
-            elif not read.accepted:
-                fenced_result = "rejected"
-            else:
-                wrote = fenced.write(fence, read.value + 1)
-                if not wrote.accepted:
-                    fenced_result = "rejected"
-                elif wrote.value != read.value:
-                    fenced_result = "stale-accepted"
-                else:
-                    fenced_result = "accepted"
+            fenced_result = _write_fenced(fenced, fence, read)
             t_rel = time.monotonic()
             states[index] = IDLE
             try:

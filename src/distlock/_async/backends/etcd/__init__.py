@@ -71,6 +71,7 @@ class _Drops(Batched[bytes, tuple[int, float], bool]):
 
 class Backend(AsyncBackend):
     capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=True, elections=True)
+    fork_owned = True
 
     def __init__(self, config: StoreConfig, gw: Gateway) -> None:
         super().__init__(config)
@@ -89,6 +90,16 @@ class Backend(AsyncBackend):
 
     def name_refused(self, name: str) -> str | None:
         return keys.name_refused(name)
+
+    def after_fork(self) -> None:
+        """The child's requests go on connections of its own and its keys on leases of its own; the parent's
+        keys, leases and streams are never touched from the child (its holdings were the parent's)."""
+        super().after_fork()
+        self.gw.client.after_fork()
+        self.leases.after_fork()
+        self.waits.after_fork()
+        self._guard = threading.Lock()
+        self._entries, self._released = {}, {}
 
     def attempt(self, claim: Claim) -> Attempt:
         return Attempt(self, claim)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import h11
 
 from .... import _etcd_async as etcdio
+from ...._core import forks
 from ...._core.timing import monotonic
 
 #: idle connections kept per member
@@ -146,6 +147,14 @@ class HTTPClient:
         self._requests: dict[tuple[object, ...], h11.Request] = {}
         self._guard = threading.Lock()
         self._closed = False
+
+    def after_fork(self) -> None:
+        """A forked child's requests must not go on the parent's kept-alive connections (two processes
+        writing and reading one socket mix up both sides' answers): forgotten, never closed (a TLS close
+        speaks on the socket); the child opens its own."""
+        forks.abandon(self._idle)
+        self._idle = {}
+        self._guard = threading.Lock()
 
     # -- connections ---------------------------------------------------------------------------------
     def _take(self, member: Member) -> _Link | None:

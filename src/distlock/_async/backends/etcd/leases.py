@@ -71,6 +71,14 @@ class Leases:
         self._waiting: dict[int, Lease] = {}  # the leases of this store's waiters, while they wait
         self._refreshing = rt.Mutex()
 
+    def after_fork(self) -> None:
+        """The free leases of the pool are the parent's: a child that put its keys on one would share it with
+        the parent, which may revoke it or let it run out; and the parent's stale ones are its to revoke. The
+        child grants its own (and never revokes one of the parent's)."""
+        self._guard = threading.Lock()
+        self._pool, self._stale, self._waiting = {}, [], {}
+        self._refreshing = rt.Mutex()
+
     # -- the lease API -----------------------------------------------------------------------------------
     async def keepalive(self, ids: Sequence[int], op_timeout: float | None = None) -> dict[int, int]:
         """One request for many leases (the gateway streams one answer per id): id -> TTL (0: gone).

@@ -49,6 +49,15 @@ class Lease(PgDriver, LeaseBackend):
         # this store's own channel: the release that hands one of our waiters the name NOTIFYs there
         self._reply = f"{self.ops.channel}_{ids.new_token()[:16]}"
 
+    def after_fork(self) -> None:
+        """The listener (its connection, its task or thread) is the parent's, and so is the reply channel that
+        hand-overs to the parent's waiters name: the child listens on a channel of its own, once it waits."""
+        super().after_fork()
+        self._listener = None
+        self._listening = False
+        self.ops.reply = None
+        self._reply = f"{self.ops.channel}_{ids.new_token()[:16]}"
+
     @property
     def _can_listen(self) -> bool:
         return self.pooler in (None, "session")  # see the module docstring

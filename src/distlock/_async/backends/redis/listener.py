@@ -14,7 +14,7 @@ from redis.exceptions import RedisClusterException, RedisError
 
 from .... import _redis_async as drv
 from .... import _rt_async as rt
-from ...._core import ids
+from ...._core import forks, ids
 from ...._core import redis_calls as rc
 from ...._core import redis_keys as rk
 
@@ -75,6 +75,19 @@ class Listener:
 
     def __init__(self, client: drv.AnyClient) -> None:
         self._client = client
+        self._fresh()
+        forks.track(self)
+
+    def after_fork(self) -> None:
+        """A forked child reads no message of the parent's: the pub/sub connection (its socket, its
+        subscriptions) and the reply channels' names are the parent's, and a child that read them would take
+        the parent's waiters' wake-ups and hand-overs. Forgotten, never closed (an unsubscribe or a close
+        would speak on the parent's socket); the child subscribes on a connection of its own, with reply
+        channels of its own, when one of its waiters first waits."""
+        forks.abandon(self._pubsub)
+        self._fresh()
+
+    def _fresh(self) -> None:
         self._pubsub: Any = None
         self._id = ids.new_token()[:16]  # names this connection's reply channels
         self._replies: dict[str, str] = {}  # reply channel -> the name's channel
@@ -457,6 +470,14 @@ class Group:
         self._state = rt.StateGuard()
         self._reader: rt.Waker | None = None  # the waiting thread that reads the masters now
         self._waiting: list[rt.Waker] = []  # every waiting thread, in arrival order
+        forks.track(self)
+
+    def after_fork(self) -> None:
+        """None of the parent's waiting threads is in a forked child: one of them left as the reader would
+        keep the child's waiters from reading until their deadlines."""
+        self._state = rt.StateGuard()
+        self._reader = None
+        self._waiting = []
 
     async def wait(self, waker: rt.Waker, timeout: float) -> bool:
         """Wait until ``waker`` is notified (True) or ``timeout`` passes (False)."""

@@ -26,6 +26,7 @@ from redis.sentinel import MasterNotFoundError
 
 from .... import _redis_async as drv
 from .... import _rt_async as rt
+from ...._core import forks
 from ...._tls import one_line, verify_failure
 
 log = logging.getLogger("distlock")
@@ -49,7 +50,17 @@ class SwitchWatch:
         self._service = str(pool.service_name)
         self._on_switch = on_switch
         self._closed = False
-        self._reader = rt.Background(self._run, "distlock-sentinel-watch")
+        self._reader: rt.Background | None = rt.Background(self._run, "distlock-sentinel-watch")
+        forks.track(self)
+
+    def after_fork(self) -> None:
+        """A forked child has no reader (the parent's thread or task is not there): ``ensure`` starts its own."""
+        self._reader = None
+
+    def ensure(self) -> None:
+        """Before a request: a forked child's copy starts its own reader (once)."""
+        if self._reader is None and not self._closed:
+            self._reader = rt.Background(self._run, "distlock-sentinel-watch")
 
     async def _run(self) -> None:
         turn = 0
@@ -116,5 +127,7 @@ class SwitchWatch:
 
     async def close(self) -> None:
         self._closed = True
-        self._reader.cancel()  # asyncio: now; a thread sees ``_closed`` within its 0.5 s read
-        await self._reader.join(2.0)
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()  # asyncio: now; a thread sees ``_closed`` within its 0.5 s read
+            await reader.join(2.0)

@@ -152,10 +152,14 @@ class Wire:
             drv.recheck_cancel()
             return replies
 
+    def _own(self) -> None:
+        """In a forked child: none of the connections, idle or busy, are its own (never closed here)."""
+        if self._pid != os.getpid():
+            self._idle, self._busy, self._pid = [], set(), os.getpid()
+
     def pop_idle(self) -> Any:
         """An idle connection of this process, or None."""
-        if self._pid != os.getpid():
-            self._idle, self._pid = [], os.getpid()
+        self._own()
         try:
             return self._idle.pop()
         except IndexError:
@@ -175,6 +179,7 @@ class Wire:
         requests go again on new connections, to the new master). A busy one is not left to its reply: an
         old master that is frozen or cut off never sends one, and the request would wait out its timeout."""
         self._epoch += 1
+        self._own()  # a forked child cuts none of the parent's
         idle, self._idle = self._idle, []
         for conn in idle:
             await drv.disconnect(conn)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any, Self, TypeVar
 
 from .... import _rt_async as rt
+from ...._core import forks
 from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
 from ...._core.timing import monotonic
@@ -94,6 +95,8 @@ def pop_mode(config: StoreConfig) -> str:
 class SqlBase(AsyncBackend):
     """The part of ``mysql.Backend`` and ``postgres.Backend`` that does not depend on the mode."""
 
+    fork_owned = True
+
     make_dialect: Callable[[str], sd.Dialect]
     #: the session mode's sequence + holder-record layout (see ``sql_lease.session_schema``); MySQL
     #: servers without sequences use the portable one
@@ -131,6 +134,18 @@ class SqlBase(AsyncBackend):
         self._dedicated_idle: list[Any] = []
         self._releasing: set[str] = set()  # tokens whose release is in flight
         self._closed = False
+
+    def after_fork(self) -> None:
+        """The pool and the idle connections are the parent's sessions: forgotten, never closed (closing sends
+        the driver's goodbye on the parent's socket); the child opens its own as it needs them."""
+        super().after_fork()
+        forks.abandon(self._idle, self._dedicated_idle)
+        self._guard = threading.Lock()
+        self._idle = []
+        self._open = 0
+        self._pool_waiters = []
+        self._dedicated_idle = []
+        self._releasing = set()
 
     # -- driver hooks (the dialect package) ----------------------------------------------------------------
     async def _connect(self) -> Any:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .... import _rt_async as rt
+from ...._core import forks
 from ...._core import sql_lease as sq
 from ...._core import sql_session as ss
 from ...._core.timing import monotonic
@@ -102,6 +103,14 @@ class SessionBackend(SqlBase):
         self.capabilities = Capabilities(modes=self.session_modes, fair=False, needs_renewal=True)
         self._pinned: dict[str, Pinned] = {}
         self._own_conn_ids: set[int] = set()  # connections this store has held locks on
+
+    def after_fork(self) -> None:
+        """The parent's holdings live on the sessions they are pinned to: the child must never unlock, check
+        or close those (a closed session lets go of the parent's locks)."""
+        super().after_fork()
+        forks.abandon(self._pinned)
+        self._pinned = {}
+        self._own_conn_ids = set()
 
     # -- driver hooks (the dialect package) ----------------------------------------------------------------
     async def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> Sets:

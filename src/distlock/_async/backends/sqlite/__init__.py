@@ -21,13 +21,14 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .... import _rt_async as rt
-from ...._core import arbiter
+from ...._core import arbiter, forks
 from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, monotonic, wait_slice
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError
@@ -37,6 +38,13 @@ from ...backend import AsyncAttempt, AsyncBackend, AsyncWatch
 from . import queries as sql
 
 T = TypeVar("T")
+
+#: how long a fork waits for the SQLite work other threads have in flight (``_hold_for_fork``)
+FORK_WAIT = 1.0
+
+
+def _connect_file(path: Path, busy: float) -> sqlite3.Connection:
+    return sqlite3.connect(str(path), timeout=busy, check_same_thread=False, isolation_level=None)
 
 
 class _Hub:
@@ -52,9 +60,14 @@ class _Hub:
         return next(iter(self.ears), None)
 
 
-def _close_memory(conn: sqlite3.Connection, guard: threading.Lock) -> None:
-    with guard:
-        conn.close()
+def _close_memory() -> None:
+    """At exit: the process's in-memory database (a forked child's own, not the copy of its parent's)."""
+    with _Shared.guard:
+        memory = _Shared.memory
+    if memory is not None:
+        conn, guard = memory
+        with guard:
+            conn.close()
 
 
 class _Shared:
@@ -65,6 +78,75 @@ class _Shared:
     hubs: dict[tuple[str, str], _Hub] = {}
     guard = threading.Lock()
     memory: tuple[sqlite3.Connection, threading.Lock] | None = None
+    at_exit = False  # _close_memory is registered
+    gen = forks.generation()
+    #: every store of the process, whose guard a fork takes first (weakly held: a store that is gone needs none)
+    stores: weakref.WeakSet[Backend] = weakref.WeakSet()
+    #: the guards a fork took (``_hold_for_fork``): in the child, their connections were idle at the fork
+    held: list[threading.Lock] = []
+
+    @classmethod
+    def own(cls) -> None:
+        """In a forked child, once: a guard of its own, none of the parent's wake sockets (each is bound to a
+        path the parent's waiters read: never closed here, which would unlink it), and no in-memory database
+        (the copy of the parent's holds the parent's holdings, which nobody in the child holds; and a thread
+        of the parent may have been inside it). The child makes its own on first use."""
+        if cls.gen == forks.generation():
+            return
+        cls.gen = forks.generation()
+        forks.abandon(cls.hubs, cls.memory)
+        cls.hubs = {}
+        cls.memory = None
+        cls.guard = threading.Lock()
+
+    @classmethod
+    def memory_db(cls) -> tuple[sqlite3.Connection, threading.Lock]:
+        """The process's in-memory database, made on first use."""
+        cls.own()
+        with cls.guard:
+            if cls.memory is None:
+                conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+                cls.memory = (conn, threading.Lock())
+                sql.create_schema(conn)
+                if not cls.at_exit:
+                    # the process-wide database lives as long as the process: closed at its exit, under its
+                    # guard (Python 3.13 warns of a connection the garbage collector finds open: ResourceWarning)
+                    cls.at_exit = True
+                    atexit.register(_close_memory)
+            return cls.memory
+
+
+def _hold_for_fork() -> None:
+    """Before a fork: take every SQLite guard of the process, a bounded wait in all, so that no other thread
+    is inside SQLite at the fork. SQLite's own mutexes (its allocator's, a connection's) are plain pthread
+    mutexes: one another thread holds at the fork stays held in the child, whose first SQLite call would wait
+    on it for ever. A guard not free in time (a transaction waiting for another process's write lock) is left
+    as it is, and the child never touches its connection (``Backend.after_fork``)."""
+    end = time.monotonic() + FORK_WAIT
+    guards = {id(g): g for g in [_Shared.guard, *(b._guard for b in list(_Shared.stores))]}  # memory: one
+    held = []
+    for guard in guards.values():
+        if guard.acquire(timeout=max(0.0, end - time.monotonic())):
+            held.append(guard)
+    _Shared.held = held
+
+
+def _let_go_in_parent() -> None:
+    held, _Shared.held = _Shared.held, []
+    for guard in reversed(held):
+        guard.release()
+
+
+def _let_go_in_child() -> None:
+    """After the stores' ``after_fork`` (which read ``held``): the child's process-wide state and guard are
+    its own, and the inherited guards, held by the fork, are dropped."""
+    _Shared.own()
+    _Shared.held = []
+
+
+if hasattr(os, "register_at_fork"):
+    # registered after ``forks``: its after_in_child (the stores' after_fork) runs before this one's
+    os.register_at_fork(before=_hold_for_fork, after_in_parent=_let_go_in_parent, after_in_child=_let_go_in_child)
 
 
 class _Ear:
@@ -246,16 +328,19 @@ class _Watch(AsyncWatch):
 
 class Backend(AsyncBackend):
     capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True)
+    fork_owned = True
 
     def __init__(
         self, config: StoreConfig, conn: sqlite3.Connection, guard: threading.Lock, db_key: str, busy: float = 10.0
     ) -> None:
         super().__init__(config)
+        self._busy = busy
         self._busy_ms = int(busy * 1000)
-        self._conn = conn
+        self._conn: sqlite3.Connection | None = conn
         self._guard = guard
         self.db_key = db_key
         self._owns_conn = config.backend == "sqlite"
+        _Shared.stores.add(self)
         self.wake_dir = WakeDir(db_key) if self._owns_conn else None
         self.clock: Callable[[], float] = time.time
         self._durable = False  # the transaction running now commits with synchronous=FULL
@@ -266,15 +351,7 @@ class Backend(AsyncBackend):
         busy = config.pop_float("busy_timeout", 10.0)
         config.reject_unknown()
         if config.backend == "memory":
-            with _Shared.guard:
-                if _Shared.memory is None:
-                    conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-                    _Shared.memory = (conn, threading.Lock())
-                    sql.create_schema(conn)
-                    # the process-wide database lives as long as the process: closed at its exit, under its guard
-                    # (Python 3.13 warns of a connection the garbage collector finds open: ResourceWarning)
-                    atexit.register(_close_memory, *_Shared.memory)
-                conn, guard = _Shared.memory
+            conn, guard = _Shared.memory_db()
             return cls(config, conn, guard, db_key=f"memory:{os.getpid()}")
         path = Path(config.path).expanduser()
         return await rt.offload(cls._open_file, config, path, busy)
@@ -283,13 +360,53 @@ class Backend(AsyncBackend):
     def _open_file(cls, config: StoreConfig, path: Path, busy: float) -> Backend:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(path), timeout=busy, check_same_thread=False, isolation_level=None)
+            conn = _connect_file(path, busy)
             sql.use_wal(conn, busy)
             conn.execute("PRAGMA synchronous=NORMAL")
             sql.create_schema(conn)
         except (OSError, sqlite3.Error) as exc:
             raise BackendError(f"cannot open SQLite store {str(path)!r}: {exc}", backend=config.scheme) from exc
         return cls(config, conn, threading.Lock(), db_key=str(path.resolve()), busy=busy)
+
+    def after_fork(self) -> None:
+        """SQLite's rule for a forked child: never use a connection opened before the fork (its file locks and
+        their bookkeeping are the parent's), open its own. The inherited one is closed if no transaction was
+        open at the fork (the guard was free): POSIX file locks belong to a process, so closing it releases
+        none of the parent's, and the parent's shared lock refuses the exclusive one a checkpoint on close
+        would need; closing it also clears SQLite's per-file bookkeeping, which a connection of the child's
+        would otherwise share. One a thread of the parent was using at the fork is left as it is
+        (``forks.abandon``). memory://: the child's database is a new, empty one (``_Shared.own``)."""
+        super().after_fork()
+        _Shared.own()
+        if not self._owns_conn:
+            forks.abandon(self._conn)
+            self._conn = None  # the child's in-memory database, on first use (_ready)
+            self._guard = threading.Lock()
+            self.db_key = f"memory:{os.getpid()}"
+            return
+        conn, self._conn = self._conn, None  # the child's own connection, on first use (_db)
+        if self._guard.locked() and all(g is not self._guard for g in _Shared.held):  # in use at the fork
+            forks.abandon(conn)
+        elif conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                forks.abandon(conn)
+        self._guard = threading.Lock()
+
+    def _ready(self) -> None:
+        """Before the guard is taken: a forked child's copy of a memory:// store joins the child's in-memory
+        database and its guard (shared by every memory:// store of the process)."""
+        if self._conn is None and not self._owns_conn:
+            self._conn, self._guard = _Shared.memory_db()
+
+    def _db(self) -> sqlite3.Connection:
+        """The connection (under the guard): a forked child opens its own file connection here, on first use."""
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = _connect_file(Path(self.db_key), self._busy)
+            conn.execute(f"PRAGMA synchronous={self._sync_level}")
+        return conn
 
     def attempt(self, claim: Claim) -> Attempt:
         return Attempt(self, claim)
@@ -309,10 +426,12 @@ class Backend(AsyncBackend):
 
     def _inline(self, fn: Callable[..., T], *args: Any) -> list[T]:
         """Run ``fn`` now if that cannot block: ``[result]``, or ``[]`` if it would have to wait."""
+        self._ready()
         if not self._guard.acquire(blocking=False):
             return []
         try:
-            self._conn.execute("PRAGMA busy_timeout = 0")
+            conn = self._db()
+            conn.execute("PRAGMA busy_timeout = 0")
             try:
                 return [fn(*args)]
             except sqlite3.OperationalError as exc:
@@ -322,11 +441,12 @@ class Backend(AsyncBackend):
             except sqlite3.Error as exc:
                 raise BackendError(f"SQLite: {exc}", backend=self.scheme) from exc
             finally:
-                self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
         finally:
             self._guard.release()
 
     def _locked(self, fn: Callable[..., T], *args: Any) -> T:
+        self._ready()
         with self._guard:
             try:
                 return fn(*args)
@@ -341,16 +461,16 @@ class Backend(AsyncBackend):
             return self._tx_once(body)
         except sql.NeedsSync:
             pass
-        self._conn.execute("PRAGMA synchronous=FULL")
+        self._db().execute("PRAGMA synchronous=FULL")
         self._durable = True
         try:
             return self._tx_once(body)
         finally:
             self._durable = False
-            self._conn.execute(f"PRAGMA synchronous={self._sync_level}")
+            self._db().execute(f"PRAGMA synchronous={self._sync_level}")
 
     def _tx_once(self, body: Callable[[sqlite3.Connection, float], T]) -> T:
-        conn = self._conn
+        conn = self._db()
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = body(conn, self.clock())
@@ -439,12 +559,13 @@ class Backend(AsyncBackend):
         return self._tx(body)
 
     def _holds(self, claim: Claim) -> bool:
-        return sql.is_live(self._conn, claim.token, self.clock())
+        return sql.is_live(self._db(), claim.token, self.clock())
 
     def _inspect(self, names: Sequence[str] | None, prefix: str = "") -> list[LockInfo]:
         now = self.clock()
-        rows = sql.live_rows(self._conn, names, prefix, now)
-        waiting = sql.waiting_counts(self._conn, names, prefix, now)
+        conn = self._db()
+        rows = sql.live_rows(conn, names, prefix, now)
+        waiting = sql.waiting_counts(conn, names, prefix, now)
         return arbiter.lease_infos(rows, lambda n: waiting.get(n, 0), now)
 
     def _break(self, name: str) -> list[str]:
@@ -491,4 +612,9 @@ class Backend(AsyncBackend):
 
     async def aclose(self) -> None:
         if self._owns_conn:
-            await rt.offload(self._locked, self._conn.close)
+            await rt.offload(self._locked, self._close_conn)
+
+    def _close_conn(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()

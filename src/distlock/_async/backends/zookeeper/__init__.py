@@ -46,9 +46,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from .... import _rt_async as rt
+from ...._core import forks
 from ...._core import zookeeper_layout as layout
 from ...._core.timing import monotonic
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
+from ...._errors import BackendError
 from ...._given import given
 from ...._url import StoreConfig
 from ...backend import AsyncBackend, AsyncWatch
@@ -106,20 +108,30 @@ class _Abandons(Batched[str, Attempt, None]):
 
 class Backend(AsyncBackend):
     capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=False, elections=True)
+    fork_owned = True
 
     def __init__(self, config: StoreConfig, link: connect.Link, opts: connect.Options) -> None:
         super().__init__(config)
         self.root = opts.root
-        self.wire = Wire(link.client, config, opts.op_timeout, link.started)
-        self.nodes = Nodes(self.wire, link.acl)
-        self.holdings = Holdings(self.wire, self.nodes, self.lost)
-        self.cleanup = Cleanup(self.nodes, self.holdings, opts.op_timeout)
-        self.abandons = _Abandons(self)
-        self.admin = Admin(self.wire, self.nodes, self.holdings, self.root)
+        self._opts = opts
         self._guard = threading.Lock()
         #: connection changes seen so far (``changed``)
         self.epoch = 0
         self._waiting: set[Wakes] = set()  # attempts and watches that look again on any change of the connection
+        #: a forked child's copy: the session is the parent's, and the child's own is opened on first use
+        self._inherited = False
+        self._opening = threading.Lock()
+        self._compose(link)
+
+    def _compose(self, link: connect.Link) -> None:
+        """The parts, from the wire up, on one kazoo client's session."""
+        self.wire = Wire(link.client, self.config, self._opts.op_timeout, link.started)
+        self.nodes = Nodes(self.wire, link.acl)
+        self.holdings = Holdings(self.wire, self.nodes, self.lost)
+        self.cleanup = Cleanup(self.nodes, self.holdings, self._opts.op_timeout)
+        self.abandons = _Abandons(self)
+        self.admin = Admin(self.wire, self.nodes, self.holdings, self.root)
+        opts = self._opts
         self.session = Session(
             self.wire,
             self,
@@ -134,6 +146,38 @@ class Backend(AsyncBackend):
 
     def name_refused(self, name: str) -> str | None:
         return layout.name_refused(name, self.root)
+
+    def after_fork(self) -> None:
+        """kazoo's connection thread, its event threads and this store's liveness thread are not in a forked
+        child, and its socket and session are the parent's: requests from the child would wait for ever, or
+        go on the parent's socket. The session holds the parent's ephemeral nodes, its locks: the child never
+        closes it (that would delete them) and never sends on it. Everything built on it is forgotten (never
+        stopped or closed); the child opens a session of its own on first use (``_own_session``)."""
+        super().after_fork()
+        forks.abandon(self.wire, self.session, self.holdings, self.cleanup)
+        self._guard = threading.Lock()
+        self._waiting = set()
+        self._opening = threading.Lock()
+        self._inherited = True
+
+    def _own_session(self) -> None:
+        """Blocking: a forked child's new kazoo client and session, and the parts on it (once)."""
+        with self._opening:
+            if not self._inherited:
+                return
+            if not self.session.owned:
+                raise BackendError(
+                    "this store uses the session of the KazooClient given to connect(client=...), which a forked "
+                    "child cannot use (kazoo's connection thread is the parent's): connect anew in the child",
+                    backend=self.scheme,
+                )
+            self._compose(connect.start(self.config, self._opts))
+            self._inherited = False
+
+    async def ready(self) -> None:
+        """Before any request: in a forked child, its own session first."""
+        if self._inherited:
+            await rt.offload(self._own_session)
 
     @classmethod
     async def open(cls, config: StoreConfig) -> Backend:
@@ -201,40 +245,46 @@ class Backend(AsyncBackend):
             attempt.wake()
 
     # -- the backend interface -------------------------------------------------------------------------
-    async def _call(self, fn: Callable[..., T], *args: Any, name: str | None = None) -> T:
-        result: T = await rt.offload(lambda: self.wire.translated(lambda: fn(*args), name))
+    async def _call(self, fn: Callable[[], T], name: str | None = None) -> T:
+        """``fn()`` (which looks up the parts when it runs: a forked child's are new) in a worker thread."""
+        await self.ready()
+        result: T = await rt.offload(lambda: self.wire.translated(fn, name))
         return result
 
     def attempt(self, claim: Claim) -> Attempt:
         return Attempt(self, claim)
 
     async def release(self, claim: Claim) -> bool:
-        return await self._call(self.holdings.release, claim.token)
+        return await self._call(lambda: self.holdings.release(claim.token))
 
     async def renew(self, claims: Sequence[Claim]) -> list[bool]:
-        return await self._call(self.holdings.still_held, [c.token for c in claims])
+        return await self._call(lambda: self.holdings.still_held([c.token for c in claims]))
 
     async def holds(self, claim: Claim) -> bool:
-        return await self._call(self.holdings.holds, claim.token)
+        return await self._call(lambda: self.holdings.holds(claim.token))
 
     async def inspect(self, name: str) -> LockInfo | None:
-        return await self._call(self.admin.inspect, name, name=name)
+        return await self._call(lambda: self.admin.inspect(name), name=name)
 
     async def proclaim(self, claim: Claim, value: str) -> bool:
-        return await self._call(self.holdings.proclaim, claim.token, layout.latch_data(value), name=claim.name)
+        data = layout.latch_data(value)
+        return await self._call(lambda: self.holdings.proclaim(claim.token, data), name=claim.name)
 
     async def watch(self, name: str) -> AsyncWatch:
+        await self.ready()
         watch = Watch(self, layout.lock_path(name, self.root))
         await watch.arm()
         return watch
 
     async def list(self, prefix: str) -> list[LockInfo]:
-        return await self._call(self.admin.list_locks, prefix)
+        return await self._call(lambda: self.admin.list_locks(prefix))
 
     async def break_lock(self, name: str) -> bool:
-        return bool(await self._call(self.admin.break_lock, name, name=name))
+        return bool(await self._call(lambda: self.admin.break_lock(name), name=name))
 
     async def aclose(self) -> None:
+        if self._inherited:  # a forked child that opened no session: the one there is the parent's
+            return
         self.session.stop()
         self.holdings.close()
         await rt.offload(self.session.release_client)

@@ -99,6 +99,7 @@ class Attempt(AsyncAttempt):
 
     # -- the async interface ---------------------------------------------------------------------------
     async def try_acquire(self) -> Grant:
+        await self.backend.ready()
         if self._waker is None:
             self._waker = rt.Waker()
             self.backend.watch_session(self)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from .... import _rt_sync as rt
 from ...._core import etcd_keys as keys
+from ...._core import forks
 from ...._core.timing import monotonic
 from ...._errors import BackendError
 from .gateway import Gateway
@@ -78,6 +79,14 @@ class Waits:
         self._state = rt.StateGuard()
         self._opening = rt.Mutex()  # one stream per name: waiters arriving together wait for the first to make it
         self._closed = False
+
+    def after_fork(self) -> None:
+        """The shared streams (their connections and readers) are the parent's: forgotten, never closed; the
+        child's waiters open their own."""
+        forks.abandon(self._feeds)
+        self._feeds = {}
+        self._state = rt.StateGuard()
+        self._opening = rt.Mutex()
 
     def wait_delete(
         self, prefix: bytes, targets: dict[bytes, int], since: int, timeout: float

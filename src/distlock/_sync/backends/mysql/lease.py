@@ -22,6 +22,7 @@ import pymysql.err
 
 from .... import _mysql_sync as my
 from .... import _rt_sync as rt
+from ...._core import forks
 from ...._core import sql_lease as sq
 from ...._core.timing import monotonic
 from ...._core.types import Claim, Grant, Mode
@@ -79,6 +80,20 @@ class Lease(MyDriver, LeaseBackend):
         #: holdings whose let-go is asked for and not yet made: a take of their bell still queued is skipped
         #: (set operations are atomic; the caller's thread adds, the bell worker removes)
         self._ending: set[str] = set()
+
+    def after_fork(self) -> None:
+        """The bell connection holds the companions of the parent's holdings, and the carried connections their
+        bells: forgotten, never closed or let go of from the child (the parent's waiters would miss their
+        wake-ups). The child's bell worker and connection start on its first grant."""
+        super().after_fork()
+        forks.abandon(self._bell, self._carried)
+        self._bell = None
+        self._bells = {}
+        self._carried = {}
+        self._bell_queue = deque()
+        self._bell_waker = None
+        self._bell_worker = None
+        self._ending = set()
 
     # -- lease-mode wake-ups: the companion GET_LOCK ("bell") ------------------------------------------------
     def _ring(self, call: Callable[..., Any], *args: Any) -> None:

@@ -270,6 +270,8 @@ class Node:
         raises."""
         wire = wire or self.wire
         assert wire is not None
+        if self.switches is not None:
+            self.switches.ensure()  # a forked child's copy follows failovers too
         try:
             replies = wire.call_many(packs, None, timeout)
             if any(isinstance(r, NoScriptError) for r in replies):
@@ -342,6 +344,8 @@ class Node:
         timeout: float | None = None,
     ) -> Any:
         if self.wire is not None:
+            if self.switches is not None:
+                self.switches.ensure()  # a forked child's copy follows failovers too
             return self.wire.call(packed_call(script, name, *args, counter=self.counter), unsure, timeout)
         assert isinstance(self.client, drv.ClusterClient)
         try:  # straight to the master of the name's slot ...

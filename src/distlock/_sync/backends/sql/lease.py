@@ -256,6 +256,13 @@ class LeaseBackend(SqlBase):
         #: hand-overs received and not yet taken: token -> the hand-over
         self._handed: dict[str, sq.HandOver] = {}
 
+    def after_fork(self) -> None:
+        """The parent's waiters, kept entries and hand-overs are not the child's (the wakers forget theirs)."""
+        super().after_fork()
+        self._keeping, self._kept = {}, {}
+        self._keep_io = rt.Mutex()
+        self._handing, self._handed = {}, {}
+
     def _in_tx(self, operation: str) -> bool:
         """Does ``operation``'s script need the driver's BEGIN/COMMIT (see ``Ops.own_tx``)?"""
         return operation not in self.ops.own_tx

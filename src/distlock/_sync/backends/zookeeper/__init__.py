@@ -47,9 +47,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from .... import _rt_sync as rt
+from ...._core import forks
 from ...._core import zookeeper_layout as layout
 from ...._core.timing import monotonic
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
+from ...._errors import BackendError
 from ...._given import given
 from ...._url import StoreConfig
 from ...backend import SyncBackend, SyncWatch
@@ -107,20 +109,30 @@ class _Abandons(Batched[str, Attempt, None]):
 
 class Backend(SyncBackend):
     capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=False, elections=True)
+    fork_owned = True
 
     def __init__(self, config: StoreConfig, link: connect.Link, opts: connect.Options) -> None:
         super().__init__(config)
         self.root = opts.root
-        self.wire = Wire(link.client, config, opts.op_timeout, link.started)
-        self.nodes = Nodes(self.wire, link.acl)
-        self.holdings = Holdings(self.wire, self.nodes, self.lost)
-        self.cleanup = Cleanup(self.nodes, self.holdings, opts.op_timeout)
-        self.abandons = _Abandons(self)
-        self.admin = Admin(self.wire, self.nodes, self.holdings, self.root)
+        self._opts = opts
         self._guard = threading.Lock()
         #: connection changes seen so far (``changed``)
         self.epoch = 0
         self._waiting: set[Wakes] = set()  # attempts and watches that look again on any change of the connection
+        #: a forked child's copy: the session is the parent's, and the child's own is opened on first use
+        self._inherited = False
+        self._opening = threading.Lock()
+        self._compose(link)
+
+    def _compose(self, link: connect.Link) -> None:
+        """The parts, from the wire up, on one kazoo client's session."""
+        self.wire = Wire(link.client, self.config, self._opts.op_timeout, link.started)
+        self.nodes = Nodes(self.wire, link.acl)
+        self.holdings = Holdings(self.wire, self.nodes, self.lost)
+        self.cleanup = Cleanup(self.nodes, self.holdings, self._opts.op_timeout)
+        self.abandons = _Abandons(self)
+        self.admin = Admin(self.wire, self.nodes, self.holdings, self.root)
+        opts = self._opts
         self.session = Session(
             self.wire,
             self,
@@ -135,6 +147,38 @@ class Backend(SyncBackend):
 
     def name_refused(self, name: str) -> str | None:
         return layout.name_refused(name, self.root)
+
+    def after_fork(self) -> None:
+        """kazoo's connection thread, its event threads and this store's liveness thread are not in a forked
+        child, and its socket and session are the parent's: requests from the child would wait for ever, or
+        go on the parent's socket. The session holds the parent's ephemeral nodes, its locks: the child never
+        closes it (that would delete them) and never sends on it. Everything built on it is forgotten (never
+        stopped or closed); the child opens a session of its own on first use (``_own_session``)."""
+        super().after_fork()
+        forks.abandon(self.wire, self.session, self.holdings, self.cleanup)
+        self._guard = threading.Lock()
+        self._waiting = set()
+        self._opening = threading.Lock()
+        self._inherited = True
+
+    def _own_session(self) -> None:
+        """Blocking: a forked child's new kazoo client and session, and the parts on it (once)."""
+        with self._opening:
+            if not self._inherited:
+                return
+            if not self.session.owned:
+                raise BackendError(
+                    "this store uses the session of the KazooClient given to connect(client=...), which a forked "
+                    "child cannot use (kazoo's connection thread is the parent's): connect anew in the child",
+                    backend=self.scheme,
+                )
+            self._compose(connect.start(self.config, self._opts))
+            self._inherited = False
+
+    def ready(self) -> None:
+        """Before any request: in a forked child, its own session first."""
+        if self._inherited:
+            rt.offload(self._own_session)
 
     @classmethod
     def open(cls, config: StoreConfig) -> Backend:
@@ -202,40 +246,46 @@ class Backend(SyncBackend):
             attempt.wake()
 
     # -- the backend interface -------------------------------------------------------------------------
-    def _call(self, fn: Callable[..., T], *args: Any, name: str | None = None) -> T:
-        result: T = rt.offload(lambda: self.wire.translated(lambda: fn(*args), name))
+    def _call(self, fn: Callable[[], T], name: str | None = None) -> T:
+        """``fn()`` (which looks up the parts when it runs: a forked child's are new) in a worker thread."""
+        self.ready()
+        result: T = rt.offload(lambda: self.wire.translated(fn, name))
         return result
 
     def attempt(self, claim: Claim) -> Attempt:
         return Attempt(self, claim)
 
     def release(self, claim: Claim) -> bool:
-        return self._call(self.holdings.release, claim.token)
+        return self._call(lambda: self.holdings.release(claim.token))
 
     def renew(self, claims: Sequence[Claim]) -> list[bool]:
-        return self._call(self.holdings.still_held, [c.token for c in claims])
+        return self._call(lambda: self.holdings.still_held([c.token for c in claims]))
 
     def holds(self, claim: Claim) -> bool:
-        return self._call(self.holdings.holds, claim.token)
+        return self._call(lambda: self.holdings.holds(claim.token))
 
     def inspect(self, name: str) -> LockInfo | None:
-        return self._call(self.admin.inspect, name, name=name)
+        return self._call(lambda: self.admin.inspect(name), name=name)
 
     def proclaim(self, claim: Claim, value: str) -> bool:
-        return self._call(self.holdings.proclaim, claim.token, layout.latch_data(value), name=claim.name)
+        data = layout.latch_data(value)
+        return self._call(lambda: self.holdings.proclaim(claim.token, data), name=claim.name)
 
     def watch(self, name: str) -> SyncWatch:
+        self.ready()
         watch = Watch(self, layout.lock_path(name, self.root))
         watch.arm()
         return watch
 
     def list(self, prefix: str) -> list[LockInfo]:
-        return self._call(self.admin.list_locks, prefix)
+        return self._call(lambda: self.admin.list_locks(prefix))
 
     def break_lock(self, name: str) -> bool:
-        return bool(self._call(self.admin.break_lock, name, name=name))
+        return bool(self._call(lambda: self.admin.break_lock(name), name=name))
 
     def close(self) -> None:
+        if self._inherited:  # a forked child that opened no session: the one there is the parent's
+            return
         self.session.stop()
         self.holdings.close()
         rt.offload(self.session.release_client)

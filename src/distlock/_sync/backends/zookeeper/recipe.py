@@ -100,6 +100,7 @@ class Attempt(SyncAttempt):
 
     # -- the async interface ---------------------------------------------------------------------------
     def try_acquire(self) -> Grant:
+        self.backend.ready()
         if self._waker is None:
             self._waker = rt.Waker()
             self.backend.watch_session(self)

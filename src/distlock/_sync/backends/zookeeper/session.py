@@ -98,7 +98,7 @@ class Session:
         self._log = session_log
         self.suspend_grace = suspend_grace  # None: the session's own end decides
         self._lost_on = lost_on
-        self._owned = owned  # False: the caller's client (connect(client=...)), never stopped or closed here
+        self.owned = owned  # False: the caller's client (connect(client=...)), never stopped or closed here
         self._closing = False
         self._suspend_timer: threading.Timer | None = None
         self._id = wire.session_id()
@@ -232,7 +232,7 @@ class Session:
 
     def release_client(self) -> None:
         """Blocking: stop and close our own client; from the caller's client only our listener goes."""
-        if not self._owned:
+        if not self.owned:
             self._client.remove_listener(self.on_state)
             return
         try:
