@@ -21,6 +21,8 @@ from redis.exceptions import RedisError, ResponseError
 from redis.retry import Retry as Retry  # the retry policy of this client's connections (see the asyncio twin)
 from redis.sentinel import Sentinel as Sentinel
 
+from ._core.text import seconds
+
 log = logging.getLogger("distlock")
 
 #: what a connection that broke or was closed under a read raises: redis-py's errors and the socket's, and from
@@ -213,7 +215,7 @@ def scatter(
             continue
         try:
             if not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
-                raise TimeoutError(f"no reply within {timeout:.3f}s")
+                raise TimeoutError(f"no reply within {seconds(timeout)}")
             out[i] = conn.read_response()
         except ResponseError as exc:  # an error reply: the connection is still in step
             out[i] = exc
@@ -244,7 +246,7 @@ class Fanout:
                 out.append(exc if exc is not None else f.result())
             else:
                 f.cancel()
-                out.append(TimeoutError(f"no reply within {timeout:.3f}s"))
+                out.append(TimeoutError(f"no reply within {seconds(timeout)}"))
         return out
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ._core import forks
+from ._core.text import seconds
 
 T = TypeVar("T")
 
@@ -177,7 +178,7 @@ def bounded(timeout: float | None, fn: Callable[..., T], *args: Any) -> T:
 
     threading.Thread(target=run, name="distlock-bounded-call", daemon=True).start()
     if not done.wait(timeout):
-        raise TimeoutError(f"no answer within {timeout:.3f}s")
+        raise TimeoutError(f"no answer within {seconds(timeout)}")
     ok, value = box[0]
     if not ok:
         raise value
