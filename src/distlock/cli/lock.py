@@ -197,7 +197,7 @@ def run(
     at_least: float | None,
     cmd: tuple[str, ...],
 ) -> None:
-    """Run CMD while holding the lock NAME (default: the mutex lock(NAME)); with no CMD, hold it like ``hold``.
+    """Run CMD while holding the lock NAME (default: the mutex lock(NAME)); with no CMD, hold it like ``distlock hold``.
 
     Options go before NAME; everything after NAME is CMD, verbatim (an optional ``--`` first is dropped), or
     ``-c 'SHELL CMD'``. CMD gets DISTLOCK_NAME and DISTLOCK_FENCE in its environment and never outlives the lock:
