@@ -23,6 +23,7 @@ import aiomysql
 import pymysql.err
 
 from . import _aconn
+from ._core.text import seconds
 
 Connection = Any  # aiomysql.Connection (aiomysql ships no type information)
 Cursor = Any
@@ -77,7 +78,7 @@ async def connect(limit: float, **kwargs: Any) -> Connection:
     except TimeoutError:
         # a handshake cut short (the connection was aborted above)
         raise pymysql.err.OperationalError(
-            2003, f"Can't connect to MySQL server (no answer within {limit:.1f}s)"
+            2003, f"Can't connect to MySQL server (no answer within {seconds(limit)})"
         ) from None
 
 

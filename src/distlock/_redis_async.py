@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 
 from . import _aconn
 from ._core import timing
+from ._core.text import seconds
 
 log = logging.getLogger("distlock")
 
@@ -129,7 +130,7 @@ class io_bound:
         # request ran, and the closed connection is connected anew before any reuse (``Wire.call_many``)
         close_now(self._conn)
         if kind is not None and issubclass(kind, Exception):
-            raise TimeoutError(f"no reply within {self._timeout:.3f}s") from None
+            raise TimeoutError(f"no reply within {seconds(self._timeout or 0)}") from None
 
 
 #: whether one caller can wait on several pub/sub connections at once (:func:`readable`): not here, where every
@@ -233,7 +234,7 @@ class Fanout:
                 exc = t.exception()
                 out.append(exc if exc is not None else t.result())
             else:
-                out.append(TimeoutError(f"no reply within {timeout:.3f}s"))
+                out.append(TimeoutError(f"no reply within {seconds(timeout)}"))
         return out
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ from redis.retry import Retry as Retry  # the retry policy of this client's conn
 from redis.sentinel import Sentinel as Sentinel
 
 from ._core import forks
+from ._core.text import seconds
 
 log = logging.getLogger("distlock")
 
@@ -215,7 +216,7 @@ def scatter(
             continue
         try:
             if not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
-                raise TimeoutError(f"no reply within {timeout:.3f}s")
+                raise TimeoutError(f"no reply within {seconds(timeout)}")
             out[i] = conn.read_response()
         except ResponseError as exc:  # an error reply: the connection is still in step
             out[i] = exc
@@ -255,7 +256,7 @@ class Fanout:
                 out.append(exc if exc is not None else f.result())
             else:
                 f.cancel()
-                out.append(TimeoutError(f"no reply within {timeout:.3f}s"))
+                out.append(TimeoutError(f"no reply within {seconds(timeout)}"))
         return out
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from ._core import forks
+from ._core.text import seconds
 
 T = TypeVar("T")
 
@@ -181,7 +182,7 @@ def bounded(timeout: float | None, fn: Callable[..., T], *args: Any) -> T:
 
     threading.Thread(target=run, name="distlock-bounded-call", daemon=True).start()
     if not done.wait(timeout):
-        raise TimeoutError(f"no answer within {timeout:.3f}s")
+        raise TimeoutError(f"no answer within {seconds(timeout)}")
     ok, value = box[0]
     if not ok:
         raise value

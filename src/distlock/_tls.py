@@ -53,6 +53,8 @@ def pop_tls(config: StoreConfig, on: bool = False, aliases: dict[str, str] | Non
     for name in OPTIONS:
         value = config.pop(name)
         alias = (aliases or {}).get(name)
+        if alias is not None:
+            config.asked.add(alias)  # a name the backend reads, for "did you mean"
         if alias is not None and alias in config.params:
             if value is not None:
                 raise ConfigError(

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from ._core.text import did_you_mean
 from ._errors import ConfigError
 from ._registry import ROWS
 
@@ -75,6 +77,10 @@ class StoreConfig:
     path: str
     params: dict[str, str]
     url: str = field(repr=False)
+    #: the names given as keyword options rather than in the URL's query (errors say which)
+    keywords: frozenset[str] = frozenset()
+    #: every option name a reader asked for, given or not: the backend's own names, for "did you mean"
+    asked: set[str] = field(default_factory=set, repr=False)
 
     @property
     def tls(self) -> bool:
@@ -85,10 +91,11 @@ class StoreConfig:
         return redact(self.url)
 
     def pop(self, key: str, default: str | None = None) -> str | None:
+        self.asked.add(key)
         return self.params.pop(key, default)
 
     def pop_float(self, key: str, default: float) -> float:
-        raw = self.params.pop(key, None)
+        raw = self.pop(key)
         if raw is None:
             return default
         try:
@@ -100,7 +107,7 @@ class StoreConfig:
         return value
 
     def pop_int(self, key: str, default: int) -> int:
-        raw = self.params.pop(key, None)
+        raw = self.pop(key)
         if raw is None:
             return default
         try:
@@ -109,7 +116,7 @@ class StoreConfig:
             raise ConfigError(f"URL option {key}={raw!r} is not an integer", backend=self.scheme) from None
 
     def pop_bool(self, key: str, default: bool) -> bool:
-        raw = self.params.pop(key, None)
+        raw = self.pop(key)
         if raw is None:
             return default
         low = raw.lower()
@@ -119,10 +126,20 @@ class StoreConfig:
             return False
         raise ConfigError(f"URL option {key}={raw!r} is not a boolean", backend=self.scheme)
 
-    def reject_unknown(self) -> None:
-        if self.params:
-            names = ", ".join(sorted(self.params))
-            raise ConfigError(f"unknown URL option(s) for {self.backend}: {names}", backend=self.scheme)
+    def reject_unknown(self, known: Iterable[str] = ()) -> None:
+        """A leftover option is a typo: say so, with the closest of the options the backend reads (those its
+        readers asked for, and ``known``: names passed on to a driver unread)."""
+        if not self.params:
+            return
+        names = self.asked.union(known)
+        listed = ", ".join(f"{key}{did_you_mean(key, names)}" for key in sorted(self.params))
+        if self.keywords.issuperset(self.params):
+            kind = "keyword option(s)"
+        elif self.keywords.isdisjoint(self.params):
+            kind = "URL option(s)"
+        else:
+            kind = "URL or keyword option(s)"
+        raise ConfigError(f"unknown {kind} for {self.backend}: {listed}", backend=self.scheme)
 
 
 def parse_url(url: str | None, options: dict[str, object] | None = None) -> StoreConfig:
@@ -139,7 +156,8 @@ def parse_url(url: str | None, options: dict[str, object] | None = None) -> Stor
     scheme = m.group(1).lower()
     if scheme not in SCHEMES:
         known = ", ".join(sorted(SCHEMES))
-        raise ConfigError(f"unknown URL scheme {scheme!r} (known: {known})", backend=scheme)
+        hint = did_you_mean(scheme, SCHEMES)
+        raise ConfigError(f"unknown URL scheme {scheme!r}{hint}; known: {known}", backend=scheme)
     backend = SCHEMES[scheme]
     try:
         parts = urlsplit(url)
@@ -183,6 +201,7 @@ def parse_url(url: str | None, options: dict[str, object] | None = None) -> Stor
         path=path,
         params=params,
         url=url,
+        keywords=frozenset(options or ()),
     )
 
 

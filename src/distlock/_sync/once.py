@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import _rt_sync as rt
 from .._core import forks
+from .._core.text import seconds
 from .._core.timing import monotonic
 from .._core.validate import check_ttl
 from .._errors import ConfigError, LockError, LockLost, UnsupportedFeature
@@ -50,7 +51,9 @@ def check_at_least(at_least: float, at_most: float, *, name: str, backend: str) 
     if math.isnan(value) or math.isinf(value) or value < 0:
         raise ConfigError(f"at_least must be finite and >= 0, not {at_least!r}", name=name, backend=backend)
     if value > at_most:
-        raise ConfigError(f"at_least ({value:g}s) must not exceed at_most ({at_most:g}s)", name=name, backend=backend)
+        raise ConfigError(
+            f"at_least ({seconds(value)}) must not exceed at_most ({seconds(at_most)})", name=name, backend=backend
+        )
     return value
 
 

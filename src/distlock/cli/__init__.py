@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -20,7 +21,9 @@ import click
 
 from .. import __version__
 from .._errors import AcquireTimeout, BackendError, ConfigError, LockError, UnsupportedFeature
-from .._url import scrub
+from .._sync.store import Store
+from .._sync.store import connect as _connect
+from .._url import StoreConfig, parse_url, scrub
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 69
@@ -74,15 +77,102 @@ def one_line_errors(debug: bool) -> Iterator[None]:
         sys.exit(1)
 
 
+def _url_error(err: ConfigError) -> ConfigError:
+    """``err`` saying which URL it is about (``--url``, ``$DISTLOCK_URL`` or the default): a bad
+    ``$DISTLOCK_URL`` must not look like a bad ``--url``. Unchanged outside a command (a worker process)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    if not isinstance(obj, dict):
+        return err
+    source = obj.get("url_source") or "the default URL (SQLite in $XDG_STATE_HOME; set --url or $DISTLOCK_URL)"
+    return ConfigError(f"{source}: {err.args[0]}", name=err.name, backend=err.backend)
+
+
+def connect(url: str | None) -> Store:
+    """The store at ``url`` (the commands' only way to open one): a URL error names the URL's source."""
+    try:
+        return _connect(url)
+    except ConfigError as err:
+        raise _url_error(err) from None
+
+
+def url_config(url: str | None) -> StoreConfig:
+    """``url`` parsed (for commands that look at it before opening it); errors name the URL's source."""
+    try:
+        return parse_url(url)
+    except ConfigError as err:
+        raise _url_error(err) from None
+
+
+def _set_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """``--url`` / ``$DISTLOCK_URL`` (before the command or after it): the URL and where it came from."""
+    if value is None:
+        return None
+    obj = ctx.find_root().ensure_object(dict)
+    obj["url"] = value
+    source = ctx.get_parameter_source("url")
+    obj["url_source"] = "$DISTLOCK_URL" if source is click.core.ParameterSource.ENVIRONMENT else "--url"
+    return value
+
+
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        ctx.find_root().ensure_object(dict)["debug"] = True
+        logging.getLogger().setLevel(logging.DEBUG)
+    return value
+
+
+_URL_HELP = "Store URL (default: $DISTLOCK_URL, else SQLite). Accepted before or after the command."
+_DEBUG_HELP = "Show tracebacks and debug logs. Accepted before or after the command."
+
+
+def global_options(*, sub: bool) -> list[click.Option]:
+    """The group's options, which every command accepts too (as etcdctl, kubectl and git do): on the group
+    ``--url`` also reads ``$DISTLOCK_URL``; on a command it only overrides what the group got."""
+    return [
+        click.Option(
+            ["--url"], envvar=None if sub else "DISTLOCK_URL", default=None, expose_value=False, is_eager=True,
+            callback=_set_url, help=_URL_HELP, metavar="URL",
+        ),
+        click.Option(["--debug"], is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
+                     help=_DEBUG_HELP),
+    ]  # fmt: skip
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--url", envvar="DISTLOCK_URL", default=None, help="Store URL (default: $DISTLOCK_URL, else SQLite).")
-@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
 @click.version_option(version=__version__, prog_name="distlock")
 @click.pass_context
-def cli(ctx: click.Context, url: str | None, debug: bool) -> None:
+def cli(ctx: click.Context) -> None:
     """Distributed locks from the shell: run commands under a lock, inspect and break locks."""
-    logging.basicConfig(level=logging.DEBUG if debug else logging.ERROR, format="distlock: %(message)s")
-    ctx.obj = {"url": url, "debug": debug}
+    obj = ctx.ensure_object(dict)
+    obj.setdefault("url", None)
+    obj.setdefault("debug", False)
+    logging.basicConfig(level=logging.DEBUG if obj["debug"] else logging.ERROR, format="distlock: %(message)s")
+
+
+cli.params[:0] = global_options(sub=False)
+
+# reST markup of the docstrings, which click prints as they are: ``x`` and :role:`x` (``~a.b`` shows ``b``)
+_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?(?:[\w.]*\.)?([^`]+)`")
+
+
+def plain(text: str | None) -> str | None:
+    """Help text with the docstrings' reST literals and Sphinx roles as plain words."""
+    if text is None:
+        return None
+    return _ROLE.sub(r"\1", text).replace("``", "")
+
+
+def _forgiving(cmd: click.Command) -> None:
+    """Give ``cmd`` (and its subcommands) the global options, and help text without reST markup."""
+    cmd.help, cmd.short_help = plain(cmd.help), plain(cmd.short_help)
+    for param in cmd.params:
+        if isinstance(param, click.Option):
+            param.help = plain(param.help)
+    taken = {opt for param in cmd.params for opt in param.opts}
+    cmd.params.extend(opt for opt in global_options(sub=True) if not taken.intersection(opt.opts))
+    for sub in getattr(cmd, "commands", {}).values():
+        _forgiving(sub)
 
 
 def _register() -> None:
@@ -96,9 +186,11 @@ def _register() -> None:
             raise
         for cmd in getattr(mod, "COMMANDS", [getattr(mod, "command", None)]):
             if cmd is not None:
+                _forgiving(cmd)
                 cli.add_command(cmd)
 
 
+cli.help = plain(cli.help)
 _register()
 
 from .lock import Interrupted  # noqa: E402  (needs the names above)

@@ -18,14 +18,14 @@ from typing import Any
 import click
 
 from .._core.types import LockInfo
-from .._sync.store import connect
-from . import EXIT_USAGE, Abort, one_line_errors
+from . import EXIT_USAGE, Abort, connect, one_line_errors
+from .table import plain, to_json
 
 
 def _info_json(name: str, info: LockInfo | None) -> dict[str, Any]:
     if info is None:
         return {"name": name, "held": False, "kind": None, "waiters": 0, "holders": []}
-    return {"held": bool(info.holders), **info.to_json()}
+    return to_json(info)
 
 
 @click.command()
@@ -34,7 +34,7 @@ def _info_json(name: str, info: LockInfo | None) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def status(obj: dict[str, Any], name: str, quiet: bool, as_json: bool) -> None:
-    """Show who holds NAME (owner, fence, seconds left) and how many wait."""
+    """Show who holds NAME (owner, fence, mode, seconds left, waiters: the table list prints), or "NAME: free"."""
     with one_line_errors(obj["debug"]), connect(obj["url"]) as store:
         info = store.inspect(name)
         held = info is not None and bool(info.holders)
@@ -46,10 +46,7 @@ def status(obj: dict[str, Any], name: str, quiet: bool, as_json: bool) -> None:
         if info is None or not info.holders:
             click.echo(f"{name}: free")
             return
-        click.echo(f"{name}: held ({info.kind}), {info.waiters if info.waiters is not None else '?'} waiting")
-        for h in info.holders:
-            left = "session" if h.ttl_left is None else f"{h.ttl_left:.1f}s left"
-            click.echo(f"  {h.owner}  fence={h.fence}  mode={h.mode}  {left}")
+        click.echo(plain([info]), nl=False)
 
 
 @click.command(name="list")
@@ -72,9 +69,7 @@ def list_(obj: dict[str, Any], prefix: str, as_json: bool, live: bool) -> None:
         if as_json:
             click.echo(json.dumps([_info_json(i.name, i) for i in infos]))
             return
-        for info in infos:
-            fences = ",".join(str(h.fence) for h in info.holders)
-            click.echo(f"{info.name}\t{info.kind}\tholders={len(info.holders)}\tfence={fences}")
+        click.echo(plain(infos), nl=False)
 
 
 @click.command()

@@ -22,7 +22,7 @@ from rich.table import Table
 from .._url import default_url, parse_url, redact
 from ..benchmark.measure import ASYNC_COST_TARGET, bench_url
 from ..checker.servers import FAMILIES, spawned
-from . import file_option, one_line_errors
+from . import file_option, one_line_errors, url_config
 
 
 def _n(v: float | None, unit: str = "") -> str:
@@ -155,8 +155,8 @@ def bench(
     console = Console(stderr=to_stderr, width=None if (sys.stderr if to_stderr else sys.stdout).isatty() else 140)
     with one_line_errors(obj["debug"]), contextlib.ExitStack() as stack:
         targets = list(urls) or ([] if spawn and not obj["url"] else [obj["url"] or default_url()])
-        for u in targets:
-            parse_url(u)  # bad URLs fail before anything runs
+        for u in targets:  # bad URLs fail before anything runs (naming the global URL's source)
+            (parse_url if urls else url_config)(u)
         families = [f.strip() for f in (spawn or "").split(",") if f.strip()]
         families = list(FAMILIES) if families == ["all"] else families
         for family in families:

@@ -18,6 +18,7 @@ import sys
 import threading
 from typing import Any
 
+from .._core.text import seconds
 from . import EXIT_LOST, Abort
 
 #: signals that end ``run``/``hold`` while waiting or holding (forwarded to CMD while it runs)
@@ -121,7 +122,7 @@ def supervise(
             signal.signal(s, h)
         terminal.take_back()
     if lost.is_set():
-        how = "SIGTERM" if code != -signal.SIGKILL else f"SIGTERM, then SIGKILL after {kill_after:g}s"
+        how = "SIGTERM" if code != -signal.SIGKILL else f"SIGTERM, then SIGKILL after {seconds(kill_after)}"
         raise Abort(f"{what} {name!r} was lost while the command ran; the command was stopped ({how})", EXIT_LOST)
     return code if code >= 0 else 128 - code
 

@@ -24,9 +24,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from .._sync.store import connect
 from .._url import default_url, redact
-from . import one_line_errors
+from . import connect, one_line_errors
 
 LOCK_NAME = "distlock-demo/counter"
 

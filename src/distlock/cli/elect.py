@@ -19,10 +19,10 @@ from typing import Any
 
 import click
 
+from .._core.text import seconds
 from .._core.types import LeaderInfo
 from .._errors import LockError
-from .._sync.store import connect
-from . import EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE, Abort, one_line_errors
+from . import EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE, Abort, connect, one_line_errors
 from .child import supervise
 from .lock import Interrupted, _command_line, _raise_on_stop_signals, _seconds
 
@@ -110,7 +110,7 @@ def _lead(
         election = store.election(name, ttl=ttl)
         with _raise_on_stop_signals():
             if not election.campaign(value, timeout=timeout):
-                raise Abort(f"not leader of {name!r} within {timeout:g}s", conflict_code)
+                raise Abort(f"not leader of {name!r} within {seconds(timeout or 0)}", conflict_code)
             try:
                 if argv is None:
                     return _hold(election, name)

@@ -13,9 +13,8 @@ from typing import Any
 
 import click
 
-from .._sync.store import connect
-from .._url import default_url, parse_url
-from . import one_line_errors
+from .._url import default_url
+from . import connect, one_line_errors, url_config
 
 _SQL = {"mysql", "postgres"}
 
@@ -32,7 +31,7 @@ def command(obj: dict[str, Any]) -> None:
     """
     with one_line_errors(obj["debug"]):
         url = obj["url"] or default_url()
-        config = parse_url(url)
+        config = url_config(url)
         with connect(url):
             pass
         if config.backend in _SQL:

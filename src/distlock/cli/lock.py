@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import shlex
 import signal
 import sys
 from collections.abc import Iterator
@@ -18,9 +19,10 @@ from typing import Any
 
 import click
 
+from .._core.text import seconds
 from .._errors import LockError
-from .._sync.store import Store, connect
-from . import EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE, Abort, one_line_errors
+from .._sync.store import Store
+from . import EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE, Abort, connect, one_line_errors
 from .child import STOP_SIGNALS, supervise
 
 
@@ -69,7 +71,7 @@ def _acquire(lock: Any, name: str, nonblock: bool, timeout: float | None, confli
     else:
         ok = lock.acquire(timeout=timeout)
     if not ok:
-        why = "is held by another owner" if nonblock else f"not acquired within {timeout:g}s"
+        why = "is held by another owner" if nonblock else f"not acquired within {seconds(timeout or 0)}"
         raise Abort(f"lock {name!r} {why}", conflict_code)
 
 
@@ -195,7 +197,7 @@ def run(
     at_least: float | None,
     cmd: tuple[str, ...],
 ) -> None:
-    """Run CMD while holding the lock NAME (default: the mutex lock(NAME)); with no CMD, hold it like ``hold``.
+    """Run CMD while holding the lock NAME (default: the mutex lock(NAME)); with no CMD, hold it like ``distlock hold``.
 
     Options go before NAME; everything after NAME is CMD, verbatim (an optional ``--`` first is dropped), or
     ``-c 'SHELL CMD'``. CMD gets DISTLOCK_NAME and DISTLOCK_FENCE in its environment and never outlives the lock:
@@ -299,6 +301,7 @@ class _OnceRun:
 @click.command(short_help="Hold the lock NAME until interrupted (like `etcdctl lock NAME`).")
 @lock_options
 @click.argument("name")
+@click.argument("extra", nargs=-1, type=click.UNPROCESSED, metavar="")
 @click.pass_obj
 def hold(
     obj: dict[str, Any],
@@ -310,10 +313,16 @@ def hold(
     exclusive: bool,
     legacy_mode: str | None,
     ttl: float,
+    extra: tuple[str, ...],
 ) -> None:
     """Take the lock NAME, print "NAME FENCE" on one line, and hold it (renewing) until SIGINT, SIGTERM or SIGHUP;
-    then release it and exit 0. Exit 70 if the lock is lost meanwhile, 75 (or -E CODE) if not acquired."""
+    then release it and exit 0. Exit 70 if the lock is lost meanwhile, 75 (or -E CODE) if not acquired.
+    It takes no command: ``distlock run NAME -- CMD`` runs one under the lock."""
     with one_line_errors(obj["debug"]):
+        if extra:  # taken, so the error can point at ``run`` instead of click's "unexpected extra arguments"
+            cmd = shlex.join(extra[1:] if extra[0] == "--" else extra)
+            raise Abort(f"hold takes no command; to run one under the lock: distlock run {shlex.quote(name)} -- {cmd}",
+                        EXIT_USAGE)  # fmt: skip
         _check_common(name, ttl, timeout, nonblock, conflict_code)
         _hold(obj["url"], name, ttl, _mode(shared, exclusive, legacy_mode), nonblock, timeout, conflict_code)
 

@@ -25,14 +25,13 @@ from rich.live import Live
 from rich.table import Table
 
 from .._core.timing import monotonic
-from .._core.types import LockInfo
 from .._sync.listing import Snapshot
 from .._sync.store import Store
 from .lock import Interrupted, _raise_on_stop_signals
+from .table import COLUMNS, RIGHT, plain, rows, to_json
 
 #: how often the terminal view is redrawn (seconds left count down) and looks for ``q``
 TICK = 0.25
-COLUMNS = ("NAME", "KIND", "OWNER", "FENCE", "MODE", "LEFT", "WAITERS")
 
 
 def watch(store: Store, prefix: str, as_json: bool) -> None:
@@ -42,31 +41,8 @@ def watch(store: Store, prefix: str, as_json: bool) -> None:
             _live(store.watch_list(prefix, tick=TICK), prefix)
         else:
             for snap in store.watch_list(prefix):
-                click.echo(json.dumps([_json(i) for i in snap.locks]) if as_json else _plain(snap))
+                click.echo(json.dumps([to_json(i) for i in snap.locks]) if as_json else plain(snap.locks))
                 sys.stdout.flush()
-
-
-def _json(info: LockInfo) -> dict[str, Any]:
-    return {"held": True, **info.to_json()}
-
-
-def _rows(snap: Snapshot, now: float) -> Iterator[tuple[str, ...]]:
-    for info in snap.locks:
-        waiters = "?" if info.waiters is None else str(info.waiters)
-        for h in info.holders:
-            if h.ttl_left is None:
-                left = "session"
-            else:
-                left = f"{max(0.0, h.ttl_left - (now - snap.read_at)):.1f}"
-            owner = h.owner if h.value is None else f"{h.owner} ({h.value})"
-            yield (info.name, info.kind, owner, str(h.fence), h.mode, left, waiters)
-
-
-def _plain(snap: Snapshot) -> str:
-    rows = [COLUMNS, *_rows(snap, snap.read_at)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines) + "\n"
 
 
 def _table(snap: Snapshot, prefix: str) -> Table:
@@ -77,8 +53,8 @@ def _table(snap: Snapshot, prefix: str) -> Table:
         expand=False,
     )
     for col in COLUMNS:
-        table.add_column(col, justify="right" if col in ("FENCE", "LEFT", "WAITERS") else "left", overflow="fold")
-    for row in _rows(snap, monotonic()):
+        table.add_column(col, justify="right" if col in RIGHT else "left", overflow="fold")
+    for row in rows(snap.locks, monotonic() - snap.read_at):
         table.add_row(*row)
     return table
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from .... import _rt_async as rt
 from ...._core import etcd_keys as keys
+from ...._core.text import seconds
 from ...._core.timing import monotonic
 from ...._errors import BackendError
 from ...backend import AsyncPrefixWatch, AsyncWatch
@@ -109,7 +110,7 @@ class Watch(AsyncWatch):
                 self._drop()
             gw.rotate(base)
             if monotonic() >= deadline:
-                raise gw.error(f"no watch on {self._name!r} within {gw.op_timeout}s ({last})")
+                raise gw.error(f"no watch on {self._name!r} within {seconds(gw.op_timeout)} ({last})")
             await rt.sleep(0.05)
 
     async def message(self, deadline: float) -> dict[str, Any] | None:

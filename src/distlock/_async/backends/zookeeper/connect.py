@@ -21,6 +21,7 @@ from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
 from ...._core import zookeeper_layout as layout
+from ...._core.text import seconds
 from ...._core.timing import monotonic
 from ...._errors import BackendError, ConfigError
 from ...._kazoo_handler import Handler
@@ -132,7 +133,7 @@ def start(config: StoreConfig, opts: Options) -> Link:
         client.stop()
         client.close()
         raise BackendError(
-            f"cannot connect to ZooKeeper at {config.redacted} within {opts.connect_timeout}s: "
+            f"cannot connect to ZooKeeper at {config.redacted} within {seconds(opts.connect_timeout)}: "
             f"{scrub(one_line(failure), config.password)}",
             backend=config.scheme,
         )
@@ -198,7 +199,7 @@ def adopt(config: StoreConfig, client: object, opts: Options) -> Link:
         client.exists_async("/").get(timeout=opts.op_timeout)
     except (KazooTimeoutError, KazooException) as exc:
         raise BackendError(
-            f"the given KazooClient did not answer within {opts.op_timeout}s: "
+            f"the given KazooClient did not answer within {seconds(opts.op_timeout)}: "
             f"{scrub(str(exc) or type(exc).__name__, config.password)}",
             backend=config.scheme,
         ) from exc

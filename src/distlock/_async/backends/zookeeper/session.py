@@ -23,6 +23,7 @@ from kazoo.exceptions import KazooException
 from kazoo.loggingsupport import BLATHER
 from kazoo.protocol.states import KazooState
 
+from ...._core.text import seconds
 from ...._core.timing import drift_margin, monotonic
 from .wire import Wire
 
@@ -140,7 +141,7 @@ class Session:
             end = w.confirmed + timeout - drift_margin(timeout)
             if now >= end:
                 lost = self._events.lose_all(
-                    f"no answer from ZooKeeper for {now - w.confirmed:.1f}s of a {timeout:g}s session: "
+                    f"no answer from ZooKeeper for {seconds(now - w.confirmed)} of a {seconds(timeout)} session: "
                     "the server may have expired it"
                 )
                 for path in lost:  # if the server answers again with this session, the nodes go (no wait)

@@ -24,6 +24,7 @@ from typing import Any
 
 from .... import _rt_sync as rt
 from ...._core import etcd_keys as keys
+from ...._core.text import seconds
 from ...._core.timing import monotonic
 from ...._errors import BackendError
 from ...._tls import pop_tls, verify_failure
@@ -149,7 +150,7 @@ class Gateway:
             if str(data.get("leader") or "0") != "0":
                 return
             if monotonic() >= deadline:
-                raise self.error(f"no leader within {self.op_timeout}s")
+                raise self.error(f"no leader within {seconds(self.op_timeout)}")
             self.rotate(self.base)
             rt.sleep(0.1)
 
@@ -217,7 +218,7 @@ class Gateway:
                 self.rotate(base)
             tries += 1
             if monotonic() >= deadline:
-                raise self.error(f"no answer within {op_timeout}s ({last})") from cause
+                raise self.error(f"no answer within {seconds(op_timeout)} ({last})") from cause
             if tries % len(self.bases) == 0:
                 rt.sleep(min(0.2, 0.02 * tries))
 

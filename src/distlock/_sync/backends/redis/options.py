@@ -178,7 +178,8 @@ def reject_unknown(config: StoreConfig) -> None:
     """redis-py's own URL options were passed on by :func:`driver_url`; anything else is a typo."""
     for key in [k for k in config.params if _is_driver_option(k, config.scheme)]:
         config.params.pop(key)
-    config.reject_unknown()
+    driver = [*URL_QUERY_ARGUMENT_PARSERS, "client_name", "db"]
+    config.reject_unknown([*driver, *SENTINEL_OPTIONS] if is_sentinel(config.scheme) else driver)
 
 
 def timeouts(config: StoreConfig) -> tuple[float, float]:

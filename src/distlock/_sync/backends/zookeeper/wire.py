@@ -24,6 +24,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import AuthFailedError, ConnectionLoss, KazooException, NoAuthError, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from ...._core.text import seconds
 from ...._core.timing import monotonic
 from ...._errors import BackendError, LockError
 from ...._url import StoreConfig, scrub
@@ -128,7 +129,7 @@ class Wire:
                 if deadline is not None and deadline <= limit:
                     raise Stop(Stop.DEADLINE, self.scheme) from exc
                 raise BackendError(
-                    f"ZooKeeper did not answer within {self.op_timeout}s (connection {self.client.state})",
+                    f"ZooKeeper did not answer within {seconds(self.op_timeout)} (connection {self.client.state})",
                     backend=self.scheme,
                 ) from exc
             except KazooException:
