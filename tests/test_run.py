@@ -298,7 +298,7 @@ def test_cmd_ending_stops_what_it_left_behind_and_run_keeps_its_code(url: str, m
     assert r.returncode == 3 and r.stdout.strip() == "started", (r.stdout, r.stderr)
     assert r.stderr == ""
     time.sleep(0.5)  # anything still on its way would show up by now
-    assert not marked(marker), f"left behind after run exited: {marked(marker)}"
+    assert wait_for(lambda: not marked(marker), timeout=10), f"left behind after run exited: {marked(marker)}"
     assert cli(url, "run", "-n", "job", "true").returncode == 0  # and the lock is free
 
 

@@ -31,7 +31,9 @@ EXIT_NOT_FOUND = 127  # ... and when it is not found
 # Started as CMD's process in place of CMD: asks the kernel to SIGKILL it when its parent (``run``) dies, then
 # execs CMD (the parent-death signal survives execve). Doing this in a separate interpreter instead of a
 # ``preexec_fn`` keeps Python code out of the forked child of a threaded parent (the store's renewer and
-# callback threads run in ``run``), where a lock held by another thread at fork time could deadlock it.
+# callback threads run in ``run``), where a lock held by another thread at fork time could deadlock it. The
+# signal comes when the *thread* that forked ends, not the process: ``supervise`` forks from the main thread
+# (it installs signal handlers, which only the main thread may), and that thread lives as long as ``run``.
 _TRAMPOLINE = r"""
 import ctypes, os, signal, sys
 parent = int(sys.argv[1])
@@ -133,8 +135,8 @@ class _Tree:
         finally:
             os.close(read_end)
         assert self._keeper.stdout is not None
-        ready = self._keeper.stdout.read(1)
-        self._keeper.stdout.close()
+        with self._keeper.stdout as says:
+            ready = says.read(1)
         if ready != b"+":
             self.close()
             raise Abort("cannot start the keeper of the command's process group", EXIT_CANNOT_EXEC)
