@@ -1,13 +1,17 @@
 """``distlock run`` / ``hold`` as dependable as flock(1): a table of flock-style invocations, a child that ignores
-SIGTERM when the lock is lost, ``kill -9`` of ``run`` itself, Ctrl-C while waiting. Real subprocesses on SQLite."""
+SIGTERM when the lock is lost, ``kill -9`` of ``run`` itself, nothing of a shell's tree outliving ``run`` (killed,
+lost, ended, SIGTERM), Ctrl-C while waiting. Real subprocesses on SQLite."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -213,3 +217,96 @@ def test_hold_exits_70_when_lost(url: str) -> None:
         assert store.break_lock("svc")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 70 and "lost" in err
+
+
+# --- nothing CMD starts outlives run (Linux: the keeper of CMD's group and run as child subreaper) ---
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the process tree is Linux-only")
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A number no other process has in its argv (a `sleep` argument); every process left with it is killed."""
+    mark = f"{7000 + secrets.randbelow(1000)}.{secrets.randbelow(10**6):06d}{os.getpid()}"
+    yield mark
+    for pid in marked(mark):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def marked(mark: str, program: str = "") -> list[int]:
+    """The living processes (not zombies) with ``mark`` in their argv, whose argv[0] ends with ``program``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(mark.encode() in arg for arg in argv) and argv[0].decode().endswith(program) and pid_alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+@linux_only
+def test_kill_9_of_run_kills_every_process_its_shell_started(url: str, tmp_path: Path, marker: str) -> None:
+    after = tmp_path / "after"
+    script = f"sleep {marker} & sleep {marker}; echo after > {after}"  # one in the background, one in front
+    proc = subprocess.Popen(distlock_cmd(url, "run", "job", "-c", script))
+    assert wait_for(lambda: len(marked(marker, "sleep")) == 2), "the shell did not start its two sleeps"
+    proc.kill()  # kill -9 of run: no handler of ours runs
+    proc.wait(timeout=10)
+    assert wait_for(lambda: not marked(marker), timeout=20), f"left behind: {marked(marker)}"
+    time.sleep(0.5)
+    assert not after.exists(), "the shell went on after run was killed"
+
+
+@linux_only
+def test_lost_lock_kills_the_whole_tree_even_what_left_the_group(url: str, marker: str) -> None:
+    # a daemon in a session of its own, one that ignores SIGTERM, one in front
+    script = f'setsid sleep {marker} & (trap "" TERM; exec sleep {marker}) & sleep {marker}; echo after'
+    proc = subprocess.Popen(
+        distlock_cmd(url, "run", "--ttl", "2", "--kill-after", "1", "victim", "-c", script),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert wait_for(lambda: len(marked(marker, "sleep")) == 3), "the shell did not start its three sleeps"
+    with distlock.connect(url) as store:
+        assert store.break_lock("victim")
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 70 and "lost" in err, err
+        assert "after" not in out
+        assert wait_for(lambda: not marked(marker), timeout=20), f"left behind: {marked(marker)}"
+        assert store.lock("victim").acquire(timeout=10)
+
+
+@linux_only
+def test_cmd_ending_stops_what_it_left_behind_and_run_keeps_its_code(url: str, marker: str) -> None:
+    script = f'setsid sleep {marker} & (trap "" TERM; exec sleep {marker}) & sleep {marker} & echo started; exit 3'
+    r = cli(url, "run", "--kill-after", "1", "job", "-c", script)
+    assert r.returncode == 3 and r.stdout.strip() == "started", (r.stdout, r.stderr)
+    assert r.stderr == ""
+    time.sleep(0.5)  # anything still on its way would show up by now
+    assert wait_for(lambda: not marked(marker), timeout=10), f"left behind after run exited: {marked(marker)}"
+    assert cli(url, "run", "-n", "job", "true").returncode == 0  # and the lock is free
+
+
+@linux_only
+def test_sigterm_to_run_is_forwarded_and_the_rest_of_the_tree_goes_too(url: str, marker: str) -> None:
+    script = f'trap "exit 5" TERM; (trap "" TERM; exec sleep {marker}) & sleep {marker} & wait'
+    proc = subprocess.Popen(distlock_cmd(url, "run", "--kill-after", "1", "job", "-c", script))
+    assert wait_for(lambda: len(marked(marker, "sleep")) == 2), "the shell did not start its two sleeps"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 5  # the shell's own exit code, from its trap
+    assert wait_for(lambda: not marked(marker), timeout=20), f"left behind: {marked(marker)}"

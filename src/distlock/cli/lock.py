@@ -1,7 +1,8 @@
 """``run`` and ``hold``: the commands that take a lock from the shell and keep it.
 
 ``run`` is meant to be as dependable as flock(1): options only before NAME, CMD verbatim after it, the child
-never outliving the lock (SIGTERM then SIGKILL on loss, SIGKILL when ``run`` itself dies, even by ``kill -9``).
+never outliving the lock, nor anything it started (SIGTERM then SIGKILL on loss, SIGKILL when ``run`` itself
+dies, even by ``kill -9``).
 ``hold`` (and ``run`` with no CMD) takes the lock, prints "NAME FENCE" and keeps it until a stop signal.
 Both share flock(1)'s options (:func:`lock_options`), their checks, and the way a stop signal ends the wait
 (:class:`Interrupted`, exit 128 + N). Starting and stopping CMD itself is in :mod:`.child`.
@@ -201,9 +202,9 @@ def run(
 
     Options go before NAME; everything after NAME is CMD, verbatim (an optional ``--`` first is dropped), or
     ``-c 'SHELL CMD'``. CMD gets DISTLOCK_NAME and DISTLOCK_FENCE in its environment and never outlives the lock:
-    if the lock is lost CMD gets SIGTERM, then SIGKILL after --kill-after, and run exits 70; if run dies, even by
-    SIGKILL, CMD is killed. Exit codes: CMD's own (128+N if it died of signal N); 75 (or -E CODE) not acquired;
-    2 bad usage; 69 backend unreachable; 70 lost; 126/127 CMD not executable / not found; 130 Ctrl-C.
+    if the lock is lost CMD's processes get SIGTERM, then SIGKILL after --kill-after, and run exits 70; if run
+    dies, even by SIGKILL, they are killed; those CMD leaves running when it ends are stopped too. Exit codes:
+    CMD's own (128+N if it died of signal N); 75 (or -E CODE) not acquired; 2 bad usage; 69 backend unreachable; 70 lost; 126/127 CMD not executable / not found; 130 Ctrl-C.
 
     With --once (a scheduled job on several hosts): one try; if NAME is held CMD is skipped and run exits 0
     (or -E CODE if given); the lease is --at-most, not renewed, and NAME stays held until --at-least seconds
