@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import _rt_sync as rt
 from .._core import forks, ids
+from .._core.text import seconds
 from .._core.timing import Deadline
 from .._core.types import Claim, Mode
 from .._core.validate import check_permits, check_timeout, check_ttl
@@ -66,7 +67,8 @@ class _Scoped(rt.SyncOnly, Generic[H]):
 
     def __enter__(self) -> H:
         if not self._take():
-            raise AcquireTimeout(f"not {self._taken} within {self.timeout}s", name=self.name, backend=self._core.scheme)
+            waited = seconds(self.timeout or 0.0)
+            raise AcquireTimeout(f"not {self._taken} within {waited}", name=self.name, backend=self._core.scheme)
         return self  # type: ignore[return-value]  # H: this object, typed as held while the block runs
 
     def __exit__(
