@@ -31,6 +31,15 @@ def keys_with(client: redis.Redis, text: str) -> list[str]:
     return sorted(k.decode() for k in client.scan_iter(match="*" + text + "*", count=1000))
 
 
+def taken(store: distlock.Store, name: str, n: int) -> list[int | None]:
+    """The fences of ``n`` acquisitions of ``name``, one after another, each released at once."""
+    fences: list[int | None] = []
+    for _ in range(n):
+        with store.lock(name, ttl=10) as lk:
+            fences.append(lk.fence)
+    return fences
+
+
 def churn(store: distlock.Store, prefix: str, n: int, kinds: bool = True) -> None:
     """``n`` fresh names, each taken and released; every few names another kind of lock, a contender that
     queues and gives up, a reentrant re-acquire."""
@@ -125,17 +134,12 @@ def test_a_flushed_counter_starts_again_above_every_earlier_fence(
     hands out a fence at or below one handed out before: the counter starts again from the server clock. The
     running store says so once, as a warning."""
     with distlock.connect(own_server.url) as store:
-        fences = []
-        for _ in range(3):
-            with store.lock(name, ttl=10) as lk:
-                fences.append(lk.fence)
+        fences = taken(store, name, 3)
         r = raw(own_server.url)
         r.flushall()
         r.close()
         with caplog.at_level(logging.WARNING, logger="distlock"):
-            for _ in range(2):
-                with store.lock(name, ttl=10) as lk:
-                    fences.append(lk.fence)
+            fences += taken(store, name, 2)
         lost = [m for m in caplog.messages if "fence counter" in m and "was lost" in m]
         assert len(lost) == 1 and "\n" not in lost[0], caplog.messages
         with distlock.connect(own_server.url) as fresh, fresh.lock(name, ttl=10) as lk:
@@ -149,17 +153,12 @@ def test_a_counter_that_went_back_still_hands_out_higher_fences(own_server: Serv
     an older snapshot): the counter is there, with its marker, but behind the fences handed out. Counting
     from it would hand those fences out again; the clock floor keeps every fence above them."""
     with distlock.connect(own_server.url) as store:
-        fences = []
-        for _ in range(3):
-            with store.lock(name, ttl=10) as lk:
-                fences.append(lk.fence)
+        fences = taken(store, name, 3)
         r = raw(own_server.url)
         try:
             assert fences[0] is not None
             r.hset(rk.NODE_COUNTER, "n", fences[0] - 1)  # behind, the marker kept: nothing to notice
-            for _ in range(2):
-                with store.lock(name, ttl=10) as lk:
-                    fences.append(lk.fence)
+            fences += taken(store, name, 2)
         finally:
             r.close()
     assert all(isinstance(f, int) for f in fences)
@@ -420,9 +419,7 @@ def test_redlock_master_restarted_empty_or_with_its_data_is_reseeded(name: str) 
             restart(masters[0])  # keeps its data (AOF, fsync always), new run id
             restart(masters[1])
             assert _run_id(masters[0]) != old
-            for _ in range(2):
-                with store.lock(name, ttl=10) as lk:
-                    fences.append(lk.fence)
+            fences += taken(store, name, 2)
             assert _marker(masters[0])[0] == _run_id(masters[0])
             assert _marker(masters[1])[0] == _run_id(masters[1])
         assert fences == sorted(fences) and len(set(fences)) == len(fences), fences
