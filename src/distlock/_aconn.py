@@ -15,7 +15,7 @@ The call is ended by aborting the connection's transport (PostgreSQL: shutting i
 cancelling the caller: the driver's read then
 fails as on a connection lost mid-call, which every caller handles already (the connection is thrown away and a
 late answer is never read as the next call's), and a deadline is never mistaken for the caller's own
-cancellation. :meth:`CallBound.run` says so with :class:`Expired`, which each driver turns into its own
+cancellation. ``CallBound.run`` says so with ``Expired``, which each driver turns into its own
 lost-connection error; ``fired`` tells a caller that brackets the call itself. (Not for
 etcd's connections: a watch stream's read uses its deadline as a tick and reads on after it, so a deadline
 there must leave the connection whole: ``asyncio.timeout``.)
@@ -44,7 +44,7 @@ _ATTR = "_distlock_call_bound"
 
 
 class Expired(Exception):
-    """A call outlived its deadline and its connection was ended (see :meth:`CallBound.run`)."""
+    """A call outlived its deadline and its connection was ended (see ``CallBound.run``)."""
 
 
 class CallBound:
@@ -72,7 +72,7 @@ class CallBound:
         return self.fired
 
     async def run(self, deadline: float, call: Awaitable[T]) -> T:
-        """``await call`` under ``deadline``: its outcome, or :class:`Expired` once the deadline ended the
+        """``await call`` under ``deadline``: its outcome, or ``Expired`` once the deadline ended the
         connection, whatever the call made of that. Also when the call's answer came in the very loop turn
         the deadline did (a server-side wait sized to the caller's time left ends right then): a call past
         its deadline fails all the same, and its ended connection never serves another call."""
@@ -121,7 +121,7 @@ READ_SIZE = 64 * 1024
 
 
 def small_reads(transport: Any) -> None:
-    """Make ``transport`` (asyncio's socket transport) read at most :data:`READ_SIZE` bytes at a time. Other
+    """Make ``transport`` (asyncio's socket transport) read at most ``READ_SIZE`` bytes at a time. Other
     transports (uvloop's, a TLS one's) size their reads otherwise and are left as they are."""
     if getattr(transport, "max_size", None) == 256 * 1024:
         transport.max_size = READ_SIZE

@@ -13,7 +13,7 @@
 
 Every error carries ``.name`` (the lock name, or ``None`` when no lock is concerned) and ``.backend``
 (the URL scheme, or ``None`` before a backend is known). Messages are one line and never contain
-credentials: drivers' messages are passed through :func:`distlock._url.scrub` before they are shown.
+credentials: drivers' messages are passed through ``distlock._url.scrub`` before they are shown.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ record carries structured fields in ``extra`` for handlers and formatters that r
 same in words (``distlock --debug`` shows them). A DEBUG event costs one level check when DEBUG is off and no
 sink listens.
 
-A *sink* (:class:`Sink`) receives the same events with the same fields, whatever the log level: the
-OpenTelemetry instruments of ``distlock.otel`` are one. Sinks are per store (:class:`Events` is one store's
-stream) or process-wide (:func:`add_global`). This module imports nothing beyond the standard library, so a
+A *sink* (``Sink``) receives the same events with the same fields, whatever the log level: the
+OpenTelemetry instruments of ``distlock.otel`` are one. Sinks are per store (``Events`` is one store's
+stream) or process-wide (``add_global``). This module imports nothing beyond the standard library, so a
 bare install never loads OpenTelemetry.
 """
 

@@ -2,7 +2,7 @@
 
 Which backend a client drives is read from its type's module (no driver is imported here); the store's
 config is built from the client's own connection parameters (or from the URL, which must then name the
-same backend) and carries the client to the backend (:func:`given`).
+same backend) and carries the client to the backend (``given``).
 
 Ownership: the store never closes a client it was given; the caller closes it after the store.
 """
@@ -24,7 +24,7 @@ ACCEPTED = "a redis-py Redis client or ConnectionPool, a started kazoo KazooClie
 
 @dataclass
 class ClientConfig(StoreConfig):
-    """A :class:`StoreConfig` that also carries the caller's client (never closed by the store)."""
+    """A ``StoreConfig`` that also carries the caller's client (never closed by the store)."""
 
     client: Any = field(default=None, repr=False, compare=False)
 

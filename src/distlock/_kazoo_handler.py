@@ -7,12 +7,12 @@ reply). kazoo 2.11's threading handler serves each such call with a new ``epoll`
 register the descriptors, wait, close it, several system calls and some Python work each time, about 30%
 of a lock cycle's client CPU on the project's 2-core VM (docs/bench.md, "ZooKeeper: kazoo's select and
 thread hops"). A ``poll(2)`` answers the same question in one system call, with no descriptor limit either
-(the reason kazoo moved off ``select(2)``). :meth:`Handler.select` keeps kazoo's contract: the same lists back, a descriptor
+(the reason kazoo moved off ``select(2)``). ``Handler.select`` keeps kazoo's contract: the same lists back, a descriptor
 reported ready only for what it was asked for (a hang-up or an error counts as readable first, as in
 kazoo's version), ``ValueError`` for a closed descriptor, ``TypeError`` / ``ValueError`` for a bad timeout.
 
 kazoo hands every watch event to its callback thread, which then runs the callback; a waiter's callback
-only notifies the waiting thread or task, so :func:`on_event_thread` lets the connection thread run it
+only notifies the waiting thread or task, so ``on_event_thread`` lets the connection thread run it
 directly. A client given by the caller (``connect(client=...)``) keeps its own handler: there the events take
 kazoo's usual path, which is only slower.
 """

@@ -1,4 +1,4 @@
-"""The asyncio side of the Redis driver seam (``redis.asyncio``); :mod:`distlock._redis_sync` is its twin.
+"""The asyncio side of the Redis driver seam (``redis.asyncio``); ``distlock._redis_sync`` is its twin.
 
 Only what differs between redis-py's two clients lives here, and nothing else: connecting, running a command
 or a pipeline, bounding and dropping a connection of distlock's own request path, and fanning calls out to
@@ -45,7 +45,7 @@ async def initialize(client: ClusterClient) -> None:
 
 
 def route(client: ClusterClient, key: str) -> tuple[str, Made]:
-    """The master that serves ``key``'s slot in the client's slot map: (its name, :func:`made` for it)."""
+    """The master that serves ``key``'s slot in the client's slot map: (its name, ``made`` for it)."""
     lookup: Any = client.get_node_from_key
     node: Any = lookup(key)
     return node.name, made(node.connection_class, node.connection_kwargs)
@@ -62,8 +62,8 @@ def made(cls: Any, kwargs: dict[str, Any]) -> Made:
     The connections themselves have no socket timeout. With one, redis.asyncio writes every request under
     ``asyncio.wait_for`` (on Python 3.11 a task and three event-loop turns per request: most of what the
     async API cost over the sync one on Redis) and reads every reply under a timer of its own. Without it,
-    a request is written and read directly, and :func:`io_bound` puts one timer around both; the connect
-    and its handshake are bounded by :func:`connect_bound`. (``socket_timeout`` is a documented parameter
+    a request is written and read directly, and ``io_bound`` puts one timer around both; the connect
+    and its handshake are bounded by ``connect_bound``. (``socket_timeout`` is a documented parameter
     of the connection; its absence means "no client-side timeout", which the bounds here replace.)"""
     bound = kwargs.get("socket_timeout")
     own = dict(kwargs, socket_timeout=None)
@@ -108,7 +108,7 @@ async def close(client: AnyClient) -> None:
 
 
 class io_bound:
-    """Bounds a request's send and read on ``conn``, a connection of :func:`made` (None: no bound): at the
+    """Bounds a request's send and read on ``conn``, a connection of ``made`` (None: no bound): at the
     bound its transport is aborted (``_aconn.py``: one timer per connection, not one per request), the
     read fails as a lost connection, and the failure is raised as ``TimeoutError``."""
 
@@ -133,7 +133,7 @@ class io_bound:
             raise TimeoutError(f"no reply within {seconds(self._timeout or 0)}") from None
 
 
-#: whether one caller can wait on several pub/sub connections at once (:func:`readable`): not here, where every
+#: whether one caller can wait on several pub/sub connections at once (``readable``): not here, where every
 #: connection's reader is a task of the same event loop already (the threaded twin can)
 READS_MANY = False
 
@@ -151,7 +151,7 @@ def tune(conn: Any) -> None:
 
 
 def connect_bound(conn: Any, bound: float | None) -> Any:
-    """Bounds connecting ``conn`` (a connection of :func:`made`) and its handshake (HELLO/AUTH/SELECT, and
+    """Bounds connecting ``conn`` (a connection of ``made``) and its handshake (HELLO/AUTH/SELECT, and
     Redlock's run-id read): its connect timeout plus one request's ``bound``. redis-py bounds the TCP
     connect itself; the handshake's replies, read without a socket timeout, only by this."""
     if bound is None:

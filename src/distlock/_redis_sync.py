@@ -1,4 +1,4 @@
-"""The threaded side of the Redis driver seam (``redis``); the twin of :mod:`distlock._redis_async`.
+"""The threaded side of the Redis driver seam (``redis``); the twin of ``distlock._redis_async``.
 
 Same names and contracts. Here a request is bounded by its socket's timeout, and the Redlock fan-out serves
 servers whose connection is idle and quiet from the calling thread (send to all, then read all) and the
@@ -43,7 +43,7 @@ def initialize(client: ClusterClient) -> None:
 
 
 def route(client: ClusterClient, key: str) -> tuple[str, Made]:
-    """The master that serves ``key``'s slot in the client's slot map: (its name, :func:`made` for it)."""
+    """The master that serves ``key``'s slot in the client's slot map: (its name, ``made`` for it)."""
     lookup: Any = client.get_node_from_key
     node: Any = lookup(key)
     pool: Any = node.redis_connection.connection_pool
@@ -103,7 +103,7 @@ class io_bound:
         return None
 
 
-#: a thread can wait on several pub/sub connections at once (:func:`readable`)
+#: a thread can wait on several pub/sub connections at once (``readable``)
 READS_MANY = True
 
 

@@ -1,7 +1,7 @@
 """Runtime primitives for the asyncio side.
 
 ``_async/*.py`` is written once against these names; ``scripts/gen_sync.py`` generates ``_sync/*.py``,
-which imports the same names from :mod:`distlock._rt_sync`. The two runtime modules are the only code
+which imports the same names from ``distlock._rt_sync``. The two runtime modules are the only code
 that is written twice on purpose: they are the difference between threads and tasks, nothing else.
 """
 
@@ -99,7 +99,7 @@ class _Held(asyncio.Future[T]):
     ``Task.cancel()`` first cancels the future its task awaits; when that future refuses (``cancel`` returns
     False), the task is marked instead and gets its ``CancelledError`` at its next step, which comes when the
     future completes. So the task waits for the outcome and is cancelled after it, with no helper task, no
-    ``asyncio.shield`` and no extra loop turns in between (what :func:`offload` and :func:`shielded` need,
+    ``asyncio.shield`` and no extra loop turns in between (what ``offload`` and ``shielded`` need,
     and what ``shield`` cost: two loop turns per call). ``on_cancel`` runs at each refused cancellation (an
     interrupt that makes the outcome come soon)."""
 
@@ -134,7 +134,7 @@ async def offload(fn: Callable[..., T], *args: Any, interrupt: Callable[[], obje
 
     Not ``loop.run_in_executor``: its result reaches the caller through a chain of futures, and the shield
     the cancellation rule needs adds two more loop turns; here the worker hands the outcome to the loop
-    once (``call_soon_threadsafe``) and the caller awaits a :class:`_Held` future.
+    once (``call_soon_threadsafe``) and the caller awaits a ``_Held`` future.
     """
     loop = asyncio.get_running_loop()
     ctx = contextvars.copy_context()
@@ -296,7 +296,7 @@ _EAGER: dict[str, Any] = {"eager_start": True} if sys.version_info >= (3, 12) el
 
 class _Unstoppable(asyncio.Task[T]):
     """A task that the cancellation of its caller (the task that made it and awaits it) does not cancel: see
-    :class:`_Held`, whose rule the caller then follows; ``on_cancel`` runs at each refused cancellation. Its
+    ``_Held``, whose rule the caller then follows; ``on_cancel`` runs at each refused cancellation. Its
     work is bounded by its own timeouts, which cancel this task itself and must keep working: a caller's
     cancellation is told from them by the caller's count of cancellation requests, which ``Task.cancel``
     raises before it passes the cancellation on to the awaited task (here)."""
@@ -435,7 +435,7 @@ class Opening(AsyncOnly, Coroutine[Any, Any, S]):
 
 
 def opener(fn: Callable[P, Coroutine[Any, Any, S]]) -> Callable[P, Opening[S]]:
-    """``connect_async``: a call that is both awaitable and an async context manager (see :class:`Opening`)."""
+    """``connect_async``: a call that is both awaitable and an async context manager (see ``Opening``)."""
 
     @functools.wraps(fn)
     def opening(*args: P.args, **kwargs: P.kwargs) -> Opening[S]:

@@ -1,4 +1,4 @@
-"""Runtime primitives for the threaded (sync) side: the same names as :mod:`distlock._rt_async`."""
+"""Runtime primitives for the threaded (sync) side: the same names as ``distlock._rt_async``."""
 
 from __future__ import annotations
 

@@ -3,12 +3,12 @@ side of PostgreSQL; ``_pg_sync.guarded``).
 
 psycopg has no client-side read timeout, and libpq's keepalives and ``tcp_user_timeout`` do not fire on a
 link that still acknowledges bytes but answers nothing (a frozen peer, a proxy, a hung server): the call
-would wait forever. A call registers the connection's socket with a deadline (:meth:`_Watchdog.add`, and
-:meth:`_Watchdog.remove` when it ends); one daemon thread shuts the socket down (``SHUT_RDWR``) when the
+would wait forever. A call registers the connection's socket with a deadline (``_Watchdog.add``, and
+``_Watchdog.remove`` when it ends); one daemon thread shuts the socket down (``SHUT_RDWR``) when the
 deadline passes while the call is still running, so the driver's blocked read returns an error at once. The
 connection is then closed by its owner, never reused. Registering costs a lock and a heap push (no thread
 per call). The asyncio side keeps a call's deadline with a timer of the connection on its event loop
-instead (``_pg_async.guarded``, ``_aconn.py``), and uses :meth:`_Watchdog.kill` only to end a call whose
+instead (``_pg_async.guarded``, ``_aconn.py``), and uses ``_Watchdog.kill`` only to end a call whose
 caller was cancelled.
 """
 

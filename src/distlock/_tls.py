@@ -5,7 +5,7 @@ is the PEM bundle of the CAs that may sign the server's certificate (default: th
 ``keyfile`` a client certificate (mutual TLS), ``verify=false`` skips checking the server's certificate and
 host name. The names are the standard library's (``ssl.create_default_context(cafile=)``,
 ``load_cert_chain(certfile, keyfile)``); a backend whose driver has names of its own accepts those as aliases
-(redis-py's ``ssl_ca_certs``..., PyMySQL's ``ssl_ca``...), and each backend maps :class:`TlsOptions` onto its
+(redis-py's ``ssl_ca_certs``..., PyMySQL's ``ssl_ca``...), and each backend maps ``TlsOptions`` onto its
 driver.
 
 The files are loaded here, once, when the store is opened: a missing or malformed file is a one-line

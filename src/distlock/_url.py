@@ -1,9 +1,9 @@
-"""Store URLs -> :class:`StoreConfig`, and credential scrubbing.
+"""Store URLs -> ``StoreConfig``, and credential scrubbing.
 
 One parser for every backend. Multi-host URLs (``redlock://h1:6379,h2:6379``,
 ``zookeeper://h1:2181,h2:2181/chroot``) are split here, so backends receive a list of
 ``(host, port)`` pairs and never parse URLs themselves. Query parameters are backend options;
-the backend pops the ones it knows and :meth:`StoreConfig.reject_unknown` turns leftovers into a
+the backend pops the ones it knows and ``StoreConfig.reject_unknown`` turns leftovers into a
 ``ConfigError`` (a typo must not be ignored silently).
 """
 
@@ -143,7 +143,7 @@ class StoreConfig:
 
 
 def parse_url(url: str | None, options: dict[str, object] | None = None) -> StoreConfig:
-    """Parse a store URL (``None`` -> :func:`default_url`); keyword ``options`` override query parameters."""
+    """Parse a store URL (``None`` -> ``default_url``); keyword ``options`` override query parameters."""
     if url is None:
         url = default_url()
     if not isinstance(url, str) or not url.strip():

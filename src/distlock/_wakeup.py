@@ -1,12 +1,12 @@
-"""Wake-ups of waiting attempts that have no server push: within a process (:class:`Wakers`, the SQL lease
-tables and SQLite), and across processes for the SQLite store (:class:`WakeDir`, :class:`WakeSocket`).
+"""Wake-ups of waiting attempts that have no server push: within a process (``Wakers``, the SQL lease
+tables and SQLite), and across processes for the SQLite store (``WakeDir``, ``WakeSocket``).
 
 Across processes, one UNIX datagram socket per process and (database, name), shared by that process's waiters.
 
 SQLite has no notification channel, so waiters of a file store would otherwise have to poll. The first
 waiter of a name in a process binds a datagram socket in ``<database>.wake/`` named
 ``<hash of lock name>-<random>``; the process's other waiters of the name share it (one of them reads it and
-passes each wake-up on through :class:`Wakers`, so to this process's earliest waiter only). Whoever
+passes each wake-up on through ``Wakers``, so to this process's earliest waiter only). Whoever
 releases, abandons or breaks a lock sends one byte to every socket of that name: one datagram per waiting
 process, not per waiter (a directory listing and a few ``sendto`` calls, all non-blocking). A process that
 crashed leaves a socket file nobody listens on: the next ``sendto`` gets ECONNREFUSED and removes it.
@@ -49,7 +49,7 @@ class Wakers(Generic[K]):
     the bounded re-check slice is the safety net.
 
     Where the server numbers its queue (the SQL lease tables), waiters register ``queued`` instead and
-    are told their place (:meth:`place`, the entry's sequence number) by their first refused try: a wake-up
+    are told their place (``place``, the entry's sequence number) by their first refused try: a wake-up
     then goes to the placed waiter with the lowest place, the one of this process the server's queue serves
     first (registration order is not queue order there: waiters register before their first try), and to
     every waiter not placed yet (its place is unknown, so it may be the head). A placed waiter that leaves,
@@ -77,7 +77,7 @@ class Wakers(Generic[K]):
 
     def watch(self, key: K, waker: Notifiable, *, every: bool = False, queued: bool = False) -> None:
         """Register ``waker``: a waiter (woken in turn), with ``every`` an observer (woken each time), with
-        ``queued`` a waiter whose turn follows its place in the server's queue (see :meth:`place`)."""
+        ``queued`` a waiter whose turn follows its place in the server's queue (see ``place``)."""
         with self._guard:
             if every:
                 self._observers.setdefault(key, set()).add(waker)

@@ -140,7 +140,7 @@ class _Instruments:
 
 
 class Instrumentation:
-    """What :func:`instrument` attached; :meth:`uninstrument` detaches it (the instruments stay registered
+    """What ``instrument`` attached; ``uninstrument`` detaches it (the instruments stay registered
     with the MeterProvider, and simply stop changing)."""
 
     def __init__(self, sink: _Instruments, stream: _events.Events | None) -> None:

@@ -6,7 +6,7 @@ one row in ``_registry.py``, and is turned into its sync twin by ``scripts/gen_s
 The lock objects (``locks.py``) and the store (``store.py``) do blocking with deadlines, reentrancy,
 renewal, the lost signal and bookkeeping; a backend only answers:
 
-* ``attempt(claim).try_acquire()``  one try; a :class:`Grant` says acquired (+ fence) or not (+ a hint).
+* ``attempt(claim).try_acquire()``  one try; a ``Grant`` says acquired (+ fence) or not (+ a hint).
 * ``attempt.wait(grant, timeout)``   block until something changed that may let us in (push), or timeout.
 * ``attempt.abandon()``              after a failed, timed-out, cancelled or errored acquire: delete every
                                       trace of this claim (queue entry, a holding whose reply was lost, its
@@ -20,7 +20,7 @@ renewal, the lost signal and bookkeeping; a backend only answers:
                                       ``lost``). Backends with no lease per holding (ZooKeeper, SQL session
                                       modes) keep the default, which raises ``UnsupportedFeature``.
 * ``inspect`` / ``list`` / ``break_lock`` for admin and the CLI.
-* ``watch_prefix(prefix)``          a :class:`AsyncPrefixWatch` that tells ``distlock list --watch`` when the
+* ``watch_prefix(prefix)``          a ``AsyncPrefixWatch`` that tells ``distlock list --watch`` when the
                                       held locks under a prefix may have changed (default: a short poll).
 
 Elections (``capabilities.elections``, ``election.py``) are exclusive fair claims that carry a ``value``: the
@@ -28,7 +28,7 @@ backend stores it with the holding (and reports it as ``HolderInfo.value``), and
 
 * ``proclaim(claim, value)``         replace the value, atomically with a check that ``claim`` still holds;
                                       False if it does not.
-* ``watch(name)``                    a :class:`AsyncWatch` that tells an observer when the name's holder or
+* ``watch(name)``                    a ``AsyncWatch`` that tells an observer when the name's holder or
                                       value may have changed (push where the backend has it).
 
 Backends with sessions instead of per-lock leases (ZooKeeper, etcd) set ``needs_renewal=False`` in their
@@ -79,12 +79,12 @@ class AsyncAttempt:
 
 
 class AsyncWatch:
-    """An observer's wake-up for one name: :meth:`wait` returns when something about the name may have
+    """An observer's wake-up for one name: ``wait`` returns when something about the name may have
     changed since the previous return (or since the watch was made), or after ``timeout``. Spurious returns
     are fine (the observer reads the name again and compares); a missed change is not, so a backend's
     watch is armed before the observer's first read.
 
-    This default has no push: it returns after :data:`POLL` seconds at most."""
+    This default has no push: it returns after ``POLL`` seconds at most."""
 
     #: how often an observer without push reads the name again
     POLL = 0.25
@@ -97,11 +97,11 @@ class AsyncWatch:
 
 
 class AsyncPrefixWatch:
-    """What ``distlock list --watch`` waits on: :meth:`wait` says whether the locks whose names start with a
+    """What ``distlock list --watch`` waits on: ``wait`` says whether the locks whose names start with a
     prefix may have changed, so that the watcher reads them again only then. True may be spurious (it costs
     one read); a change must never go unreported, so a backend's watch is armed before it is returned.
 
-    This default has no push: it says "read again" every :data:`POLL` seconds, whatever happened."""
+    This default has no push: it says "read again" every ``POLL`` seconds, whatever happened."""
 
     #: how often the locks under a prefix are read again where the backend has no prefix push
     POLL = 0.5
@@ -157,7 +157,7 @@ class AsyncBackend:
         """Session backends: the monotonic moment at which the session behind ``claim`` may already have
         expired on the server, as far as this process can tell -- the send time of the last request the
         server answered (ZooKeeper) or of the last keepalive it confirmed (etcd), plus the session TTL, minus
-        :func:`~distlock._core.timing.drift_margin`. The store's lease clock fires ``lost`` at that moment
+        ``drift_margin``. The store's lease clock fires ``lost`` at that moment
         whatever I/O is in flight, and reads it again when it wakes (it only ever moves forward).
         ``None``: no session deadline; the holding's own lease (renewed by the store) governs.
         """
@@ -202,7 +202,7 @@ class AsyncBackend:
         raise NotImplementedError
 
     async def watch(self, name: str) -> AsyncWatch:
-        """Elections: a watch on ``name``, armed before it is returned (see :class:`AsyncWatch`)."""
+        """Elections: a watch on ``name``, armed before it is returned (see ``AsyncWatch``)."""
         return AsyncWatch()
 
     async def list(self, prefix: str) -> list[LockInfo]:

@@ -1,4 +1,4 @@
-"""Calls that arrive while one like them is running go together in the next run (:class:`Batched`).
+"""Calls that arrive while one like them is running go together in the next run (``Batched``).
 
 What a crowd of callers does at once (a thousand waiters of a store giving up at the same moment, each
 cleaning up after itself) then costs a few requests, not one each on the store's few connections.
@@ -20,7 +20,7 @@ R = TypeVar("R")
 
 
 class Batched(Generic[K, V, R]):
-    """``await batched(key, item, deadline)``: :meth:`run` for ``item`` and every item that came while an earlier
+    """``await batched(key, item, deadline)``: ``run`` for ``item`` and every item that came while an earlier
     run was in flight, one run at a time; each caller gets the answer for its own key. A run that fails raises
     in the caller that made it, and hands the others' items to the next run. Every caller is bounded by its
     own ``deadline`` (monotonic), also while it waits for its turn: a run that hangs until its own budget ends

@@ -46,7 +46,7 @@ def check_elections(core: AsyncAcquirer, name: str) -> None:
 
 
 class AsyncElection(_Scoped["AsyncElection"]):
-    """One candidate in the election ``name``: :meth:`campaign`, then lead until :meth:`resign` or loss.
+    """One candidate in the election ``name``: ``campaign``, then lead until ``resign`` or loss.
 
     ``with election:`` campaigns (with this process's owner id as the value) within the object's
     ``timeout`` or raises ``AcquireTimeout``, and resigns on exit (``LockLost`` if leadership was lost
@@ -90,7 +90,7 @@ class AsyncElection(_Scoped["AsyncElection"]):
     async def campaign(self, value: str | None = None, timeout: float | None = None) -> bool:
         """Queue up as a candidate and block until leader (True) or ``timeout`` (False; the candidacy is
         withdrawn). Candidates lead in the order they campaigned. ``value`` (default: this process's owner
-        id) is what :meth:`Store.leader` and observers see while this candidate leads."""
+        id) is what ``Store.leader`` and observers see while this candidate leads."""
         backend = self._core.scheme
         owner = ids.owner_id(rt.owner_label())
         value = owner if value is None else check_value(value, name=self.name, backend=backend)

@@ -1,6 +1,6 @@
 """The store: one connection to one backend, the lock factories and the admin calls.
 
-The lock objects it makes call its :class:`~distlock._async.acquirer.AsyncAcquirer` (the acquire loop and the
+The lock objects it makes call its ``AsyncAcquirer`` (the acquire loop and the
 holdings, with the lease clock under it); the store builds that, and closes it before the backend.
 
 Written once for both sides: this file is the async source, ``_sync/store.py`` is generated from it.
@@ -80,7 +80,7 @@ async def connect_async(url: str | None = None, *, client: object | None = None,
 class AsyncStore(rt.AsyncOnly):
     """A connection to one backend and the factory of lock objects. Thread-safe; one per process is the norm.
 
-    Use as a context manager, or call :meth:`aclose`: that releases what is still held and stops the
+    Use as a context manager, or call ``aclose``: that releases what is still held and stops the
     renewer.
     """
 
@@ -106,7 +106,7 @@ class AsyncStore(rt.AsyncOnly):
         *,
         fair: bool = False,
     ) -> AsyncLock:
-        """A mutex. Re-acquiring it from the owner that holds it raises ``LockError`` (use :meth:`rlock`)."""
+        """A mutex. Re-acquiring it from the owner that holds it raises ``LockError`` (use ``rlock``)."""
         return AsyncLock(self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair)
 
     def rlock(
@@ -216,7 +216,7 @@ class AsyncStore(rt.AsyncOnly):
     def at_most_once(
         self, name: str, at_most: float = 600.0, at_least: float = 0.0, *, keep_alive: bool = False
     ) -> Callable[[F], F]:
-        """Decorator: run the function inside :meth:`once`; its result when it ran, None when it was skipped.
+        """Decorator: run the function inside ``once``; its result when it ran, None when it was skipped.
         With the async store, decorate ``async def`` functions."""
         once = self.once(name, at_most=at_most, at_least=at_least, keep_alive=keep_alive)
         return functools.partial(at_most_once, once)

@@ -1,7 +1,7 @@
 """Who may hold a name next: the grant rule of the lease tables (SQLite, memory, MySQL/MariaDB, PostgreSQL).
 
-The lease-table backends read a name's holders and queue inside their transaction, ask :func:`decide`, and
-write what it says; :func:`lease_infos` turns their holder rows into what ``inspect`` reports. Backends that
+The lease-table backends read a name's holders and queue inside their transaction, ask ``decide``, and
+write what it says; ``lease_infos`` turns their holder rows into what ``inspect`` reports. Backends that
 decide on the server (Redis Lua) implement the same rule in their own language; this module is its
 reference, and the conformance suite checks every backend against the behaviour it describes.
 
@@ -70,7 +70,7 @@ def may_acquire(
 
 
 def looks_ahead(mode: Mode, fair: bool, permits: int) -> int | None:
-    """How many of the entries ahead of a claim :func:`may_acquire` needs to see (None: all of them); a
+    """How many of the entries ahead of a claim ``may_acquire`` needs to see (None: all of them); a
     backend may read only these (SQLite does). Any one entry ahead holds back a fair exclusive claim or
     reader; a fair semaphore claim, ``permits`` of them; a non-fair reader, any writer among them."""
     if mode is Mode.SEMAPHORE:
@@ -98,13 +98,13 @@ class Decision:
     ours: bool = False  #: the claim already holds it (a retry after a lost reply): read its fence
     grant: bool = False  #: insert the holding with a new fence (and drop the claim's queue entry)
     enqueue: bool = False  #: join the queue, or refresh the deadline of the claim's entry
-    retry_after: float | None = None  #: when refused: see :func:`retry_after`
+    retry_after: float | None = None  #: when refused: see ``retry_after``
 
 
 def decide(claim: Claim, holders: Sequence[Held], queue: Sequence[Queued], now: float, register_all: bool) -> Decision:
     """The one acquire step of every lease table. ``holders`` and ``queue``: the name's live entries, the
     queue in sequence order. ``register_all``: a refused claim joins the queue even where the rule does not
-    need it (:func:`should_queue`), so ``inspect`` counts every waiter; SQLite does (a local write), the
+    need it (``should_queue``), so ``inspect`` counts every waiter; SQLite does (a local write), the
     server databases do not (one more statement on the wire per refused try)."""
     if any(h.token == claim.token for h in holders):
         return Decision(ours=True)

@@ -31,7 +31,7 @@ Grant rule, FIFO by create revision (``ahead`` = contenders of the name with a s
 Keys under ``NAME/`` that do not parse as one of the shapes above (for example ``NAME/x/<hex>`` of the
 lock ``NAME/x``) are someone else's and ignored.
 
-Names kept apart (:func:`name_refused`): the keys of a lock ``P/read``, ``P/write`` or ``P/sem`` would be
+Names kept apart (``name_refused``): the keys of a lock ``P/read``, ``P/write`` or ``P/sem`` would be
 ``P/read/<hex>`` and so on, the very keys of the read-write lock or semaphore ``P``: no reader could tell them
 apart (Go's Mutex writes an empty value, so not even the owner record says which). Such a name is refused.
 Every other key ``K/[marker/]<hex>`` parses as a contender of exactly one name (what precedes its last one or
@@ -167,8 +167,8 @@ def contenders(prefix: bytes, kvs: Iterable[dict[str, Any]]) -> list[Contender]:
 
 
 def split_key(key: bytes) -> tuple[str, Mode] | None:
-    """``NAME/[marker/]<hex>`` -> (NAME, mode), for :meth:`list` over arbitrary prefixes. Exact for every name
-    :func:`name_refused` accepts (a key under a refused name ``P/read`` reads as the read-write lock ``P``'s,
+    """``NAME/[marker/]<hex>`` -> (NAME, mode), for ``list`` over arbitrary prefixes. Exact for every name
+    ``name_refused`` accepts (a key under a refused name ``P/read`` reads as the read-write lock ``P``'s,
     which is what it is to every reader)."""
     if key.startswith(b"\x00"):
         return None
@@ -204,7 +204,7 @@ def decide(queue: Sequence[Contender], my_rev: int, mode: Mode, permits: int) ->
 
 
 def holders(queue: Sequence[Contender], permits: int | None) -> list[Contender]:
-    """Who holds the name now, for :meth:`inspect` (``permits`` of a semaphore if known)."""
+    """Who holds the name now, for ``inspect`` (``permits`` of a semaphore if known)."""
     if not queue:
         return []
     first = queue[0]
@@ -253,10 +253,10 @@ TAIL = 2
 
 
 def tail_range(prefix: bytes, upto: int | None = None) -> dict[str, object]:
-    """The newest :data:`TAIL` keys under ``prefix`` by create revision, none newer than ``upto`` (ours): our key
+    """The newest ``TAIL`` keys under ``prefix`` by create revision, none newer than ``upto`` (ours): our key
     and the one just ahead of it. What a mutex or write waiter needs of the queue (it waits for whatever is
     ahead, and watches the nearest, as Go's ``Mutex`` does with ``WithLastCreate`` and ``WithMaxCreateRev``),
-    whatever the queue's length. Read through :func:`tail_contenders`."""
+    whatever the queue's length. Read through ``tail_contenders``."""
     op = range_op(prefix, prefix_end(prefix))
     op.update({"sort_order": "DESCEND", "sort_target": "CREATE", "limit": str(TAIL)})
     if upto is not None:
@@ -265,7 +265,7 @@ def tail_range(prefix: bytes, upto: int | None = None) -> dict[str, object]:
 
 
 def tail_contenders(prefix: bytes, kvs: Sequence[dict[str, Any]]) -> list[Contender] | None:
-    """The contenders of a :func:`tail_range` answer, oldest first; None if it cannot be trusted alone: a full
+    """The contenders of a ``tail_range`` answer, oldest first; None if it cannot be trusted alone: a full
     answer with a key that is no contender (another lock's, nested under this name) may hide one further
     ahead, so the caller reads the whole queue instead."""
     found = contenders(prefix, kvs)

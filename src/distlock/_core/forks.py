@@ -8,7 +8,7 @@ it was granted in, and the lock layer and the lease clock drop, without a word t
 generation finds of an older one.
 
 Nor are the parent's connections, sessions and threads the child's: every backend forgets them in its
-``after_fork`` (:func:`track`), never closing them (:func:`abandon`), and makes its own on first use, so the
+``after_fork`` (``track``), never closing them (``abandon``), and makes its own on first use, so the
 child can lock through the store it inherited at once.
 """
 

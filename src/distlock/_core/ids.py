@@ -1,7 +1,7 @@
 """Owner ids and release tokens.
 
 The token is what authorises release and renewal: 128 random bits from the operating system's CSPRNG
-(``os.urandom``, which :mod:`secrets` reads too), fresh for each acquisition, never derived from the owner id
+(``os.urandom``, which ``secrets`` reads too), fresh for each acquisition, never derived from the owner id
 (which is public: it shows in ``inspect``).
 """
 

@@ -1,5 +1,5 @@
 """Requests and replies of the Redis scripts: the pre-encoded ``EVALSHA`` of the hot path, the acquire
-arguments, lease milliseconds, and the decoded INSPECT reply (:class:`Snapshot`). No I/O here.
+arguments, lease milliseconds, and the decoded INSPECT reply (``Snapshot``). No I/O here.
 """
 
 from __future__ import annotations
@@ -143,9 +143,9 @@ def acquire_args(
     stamp: str = "",
     reply: str = "",
 ) -> list[str]:
-    """``stamp``: '' (no direct hand-over), or :func:`stamp_of` the request's send time (an exclusive claim
-    that takes a hand-over: the release that grants it echoes the stamp, see :func:`handed_over`).
-    ``reply``: '' or the waiter's reply channel (:func:`~distlock._core.redis_keys.reply_channel`), whose
+    """``stamp``: '' (no direct hand-over), or ``stamp_of`` the request's send time (an exclusive claim
+    that takes a hand-over: the release that grants it echoes the stamp, see ``handed_over``).
+    ``reply``: '' or the waiter's reply channel (``reply_channel``), whose
     subscription was confirmed before this request is sent: its wake-ups go there, to its store only."""
     return [
         token,
@@ -168,7 +168,7 @@ def stamp_of(sent: float) -> str:
 
 
 def stamp_time(stamp: str) -> float:
-    """The send time a stamp stands for, as a hand-over push echoes it (:attr:`HandOver.since`)."""
+    """The send time a stamp stands for, as a hand-over push echoes it (``HandOver.since``)."""
     return int(stamp) / 1e6
 
 

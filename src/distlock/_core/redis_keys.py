@@ -20,7 +20,7 @@ name is held or waited on: the last release (or lease end) removes them all::
                             and the send stamp of the try that wrote it, which the grant's push echoes
                             (docs/models/redis_handover.pml). Written and dropped with the waiter's entry
     {N}:qw          hash    reply channel:  "mode|token" -> the channel on which the waiter's store reads its
-                            own wake-ups (:func:`reply_channel`): a release pushes the first waiter's wake-up or
+                            own wake-ups (``reply_channel``): a release pushes the first waiter's wake-up or
                             hand-over there, so it reaches that one store only. Written and dropped with the
                             waiter's entry; an entry without one (a waiter of an older version, or one whose
                             reply channel was not confirmed at its try) is woken on ``{N}:wake`` as before
@@ -28,7 +28,7 @@ name is held or waited on: the last release (or lease end) removes them all::
                             fence counter below and deleted by the first script that meets it (upgrade)
     {N}:wake        channel wake-ups: a release publishes the token of the first waiter, "*" = all, or
                             "token|fence|stamp" when it granted that waiter the name (a hand-over);
-                            elections add :data:`NOTICE` (a leader was granted, proclaimed, released or
+                            elections add ``NOTICE`` (a leader was granted, proclaimed, released or
                             abandoned), which no waiter takes for its own wake-up and every observer does.
                             The wake-up of a waiter with a reply channel goes there instead
     {N}:wake:<id>   channel a store's reply channel for the name (``id``: one per pub/sub connection): the
@@ -36,15 +36,15 @@ name is held or waited on: the last release (or lease end) removes them all::
                             waits on a name subscribes to both; with one shared channel, each release woke
                             every process waiting on the name to read a message meant for one
 
-Fences come from one counter that does not grow with the names (the 8th key, :func:`counter_key`):
+Fences come from one counter that does not grow with the names (the 8th key, ``counter_key``):
 
     C                         hash  on a single node (and on each Redlock master): one per database
     C:{T}                     hash  on Redis Cluster: one per hash slot, T = the fixed tag of the name's slot
-                                    (:func:`slot_tag`), so the counter lives in the slot of the name's keys
+                                    (``slot_tag``), so the counter lives in the slot of the name's keys
                               fields: n = the last fence handed out (HINCRBY), e = the marker (below)
 
 ``C`` is ``distlock:fences`` unless the store URL names another key (``?fence_counter=app/fences``, checked
-by :func:`check_counter`): a tenant whose ACL covers only its own key pattern keeps its counter there.
+by ``check_counter``): a tenant whose ACL covers only its own key pattern keeps its counter there.
 
 On a node (single, Sentinel, each Cluster slot) a fence is ``max(n + 1, server time in microseconds)``, so a
 counter that was lost or went back starts again above every earlier fence (docs/models/fence_counter.pml).
@@ -58,7 +58,7 @@ for the lock but its counter counts toward no fence until the client re-seeds it
 seeded masters (``FENCE_FLOOR``), or, when a majority answers with fewer of them seeded, from the largest
 of their counters and clocks (an unseeded master reports its clock in microseconds). ``docs/models/redlock_fence.pml`` models that rule.
 
-Names kept apart (:func:`name_refused`): the keys above after ``N`` are ``{N}:<suffix>`` and no two names
+Names kept apart (``name_refused``): the keys above after ``N`` are ``{N}:<suffix>`` and no two names
 share one of those (the text before ``}:<suffix>`` is the name). The first key is the name itself, though, so a
 name shaped like another name's key (``{job}:i``, ``{job}:q``, ...), or like the fence counter (``C``, the
 per-slot ``C:{T}``; the default ``distlock:fences`` too, whatever this store's counter is, since stores with the
@@ -66,8 +66,8 @@ default share the database), would be someone else's key: such names are refused
 ``fence_counter`` shaped like a name's key. A key of the name that holds another type (created by something
 else than distlock) is refused by every script before it writes anything (``DISTLOCK-WRONGTYPE``).
 
-Every script gets the same ten KEYS (the eight above in their order, then ``{N}:qa`` and ``{N}:qw``: :func:`keys`), and the wake-up channel
-(:func:`channel`) as ``ARGV[1]``: ``redis_lua.py`` holds the scripts, ``redis_calls.py`` packs the calls
+Every script gets the same ten KEYS (the eight above in their order, then ``{N}:qa`` and ``{N}:qw``: ``keys``), and the wake-up channel
+(``channel``) as ``ARGV[1]``: ``redis_lua.py`` holds the scripts, ``redis_calls.py`` packs the calls
 and decodes the replies.
 """
 
@@ -81,7 +81,7 @@ import re
 #: prefix of the per-slot counters ``distlock:fences:{<tag of the slot>}``. URL option ``fence_counter``.
 NODE_COUNTER = "distlock:fences"
 SLOTS = 16384
-#: how many KEYS every script gets (:func:`keys`)
+#: how many KEYS every script gets (``keys``)
 NKEYS = 10
 #: the wake-up message of an election's observers: the leader or its value may have changed. Not a token (those
 #: are hex) and not "*" (that wakes every waiter), so a waiter's listener never takes it for its own turn.
@@ -118,7 +118,7 @@ def slot_tag(slot: int) -> str:
     return _slot_tags()[slot]
 
 
-#: the suffixes of a name's keys after its hash tag (``{N}:r``, ...: :func:`keys`)
+#: the suffixes of a name's keys after its hash tag (``{N}:r``, ...: ``keys``)
 SUFFIXES = ("r", "p", "i", "q", "qd", "fence", "qa", "qw")
 #: a key of some name N other than N itself: ``{N}:<suffix>``
 _NAME_KEY = re.compile(r"\{.+\}:(?:" + "|".join(SUFFIXES) + ")", re.S)

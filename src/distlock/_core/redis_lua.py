@@ -1,11 +1,11 @@
 """The Lua scripts of the Redis backends (single node, Redis Cluster and each Redlock master). No I/O here.
 
 Every script gets the same ten KEYS (the layout of ``redis_keys.py``, in the order of
-:func:`distlock._core.redis_keys.keys`) and ``ARGV[1]`` = the wake-up channel, so the scripts are
+``distlock._core.redis_keys.keys``) and ``ARGV[1]`` = the wake-up channel, so the scripts are
 cluster-correct and share one prelude; each script's header names the rest of its ARGV and its reply.
 Times are the server's ``TIME`` in milliseconds, the same clock that runs ``PX``. The grant rule is the one
-of :mod:`distlock._core.arbiter`, written in Lua. ``redis_calls.py`` packs the calls (``EVALSHA`` by
-:data:`SHA`) and decodes the replies.
+of ``distlock._core.arbiter``, written in Lua. ``redis_calls.py`` packs the calls (``EVALSHA`` by
+``SHA``) and decodes the replies.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from .redis_keys import NOTICE
 
 #: the SHA1 of the acquire script of distlock 0.1.0 (per-name ``{N}:fence`` counters): if a server has it
 #: cached, an old client has been using that server (checked at connect by
-#: :func:`distlock._async.backends.redis.fences.check_server`)
+#: ``distlock._async.backends.redis.fences.check_server``)
 OLD_ACQUIRE_SHA = "a4624229ebf697be6b9ff040d73a51b94abf9126"
 
 

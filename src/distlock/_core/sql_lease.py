@@ -1,15 +1,15 @@
 """SQL of the MySQL/MariaDB and PostgreSQL backends: schema, dialects, and each operation as a script.
 
-No I/O here. Every operation is a generator (sans-I/O): it yields :class:`Stmt` objects and is sent back
-a :class:`Result` for each; its return value is the operation's answer. The backend runs the generator
+No I/O here. Every operation is a generator (sans-I/O): it yields ``Stmt`` objects and is sent back
+a ``Result`` for each; its return value is the operation's answer. The backend runs the generator
 inside one ``BEGIN ... COMMIT`` on one connection (``drive``), so the same logic serves both databases and
 both drivers (psycopg on an event loop or not, PyMySQL in a worker thread); only the SQL text differs, and
-that lives in a :class:`Dialect`.
+that lives in a ``Dialect``.
 
-PostgreSQL's lease mode runs :class:`StatementOps` instead, on every connection (even through PgBouncer's
+PostgreSQL's lease mode runs ``StatementOps`` instead, on every connection (even through PgBouncer's
 statement pooling, which refuses BEGIN): each statement on its own in autocommit, and each try of the acquire
 as one batch of three statements, one transaction (the protocol of ``docs/models/sql_lease_statement.pml``;
-see :class:`BatchOps`). MySQL/MariaDB run :class:`Ops` (``docs/models/sql_lease.pml``).
+see ``BatchOps``). MySQL/MariaDB run ``Ops`` (``docs/models/sql_lease.pml``).
 
 Lease-table schema (created on first use, idempotent; ``distlock`` is the ``table_prefix`` option)::
 
@@ -36,7 +36,7 @@ leaves no row: PostgreSQL ``pg_advisory_xact_lock(a, b)`` (the two-integer key s
 session mode's bigint keys; released by COMMIT/ROLLBACK), MySQL/MariaDB ``GET_LOCK`` on the same
 connection, released by ``RELEASE_ALL_LOCKS()`` in the batch that commits or rolls back (pool connections
 hold no other named lock). So all decisions about one name are serialised by the database; the decision
-itself is :mod:`distlock._core.arbiter` (the same rule as SQLite), made between that lock and the COMMIT.
+itself is ``distlock._core.arbiter`` (the same rule as SQLite), made between that lock and the COMMIT.
 
 Renewals do not take that lock; they are serialised with acquires through the holder row itself: a
 renewal's ``UPDATE`` holds the row lock until its COMMIT, and an acquire that read the row as expired
@@ -104,9 +104,9 @@ def get_lock_name(name: str) -> str:
     return "~" + digest
 
 
-#: the prefix of the lease mode's companion ``GET_LOCK`` names (:func:`bell_name`)
+#: the prefix of the lease mode's companion ``GET_LOCK`` names (``bell_name``)
 BELL_PREFIX = "distlock-bell:"
-#: what :func:`get_lock_name` makes of a name longer than 64 characters
+#: what ``get_lock_name`` makes of a name longer than 64 characters
 _MAPPED = re.compile(r"~[A-Za-z0-9_-]{43}")
 
 
@@ -116,9 +116,9 @@ def bell_name(key: str) -> str:
 
 
 def get_lock_refused(name: str) -> str | None:
-    """Why ``name`` cannot be a ``GET_LOCK`` session-mode name, or None: one that :func:`get_lock_name` gives a
+    """Why ``name`` cannot be a ``GET_LOCK`` session-mode name, or None: one that ``get_lock_name`` gives a
     longer name (``~`` + 43 base64url characters) would share that name's lock, and one starting with
-    :data:`BELL_PREFIX` a lease-mode store's companion lock on the same server."""
+    ``BELL_PREFIX`` a lease-mode store's companion lock on the same server."""
     if _MAPPED.fullmatch(name):
         return (
             "on MySQL (mode=session) a lock name may not have the shape ~<43 base64url characters>: that is the "
@@ -133,7 +133,7 @@ def get_lock_refused(name: str) -> str | None:
 class Stmt:
     sql: str
     params: tuple[object, ...] = ()
-    #: set by :class:`BatchOps` only: ``sql`` is several statements sent as ONE simple-protocol Query
+    #: set by ``BatchOps`` only: ``sql`` is several statements sent as ONE simple-protocol Query
     #: (one implicit transaction); the result is that of its statement at this index (0 = the first). The
     #: server reads a Query whole before it runs any of it, so a link that goes silent mid-send never leaves
     #: it holding the name's lock while it waits for the rest (a pipeline of extended-protocol statements
@@ -163,7 +163,7 @@ def chain(*stmts: Stmt, last: bool = False) -> Stmt:
 
 
 def batch(parts: Sequence[tuple[str, Sequence[object]]], answer: int, name_wait: float | None = None) -> Stmt:
-    """One :class:`Stmt` of several statements, answered by the result of ``parts[answer]``."""
+    """One ``Stmt`` of several statements, answered by the result of ``parts[answer]``."""
     return Stmt(
         "; ".join(sql for sql, _ in parts),
         tuple(v for _, params in parts for v in params),
@@ -191,7 +191,7 @@ def token_digest(token: str) -> str:
 @dataclass(frozen=True)
 class HandOver:
     """A release granted the name to a queued waiter (PostgreSQL's NOTIFY payload after the name key:
-    ``digest|fence|stamp``): the waiter's :func:`token_digest`, its fence, and the lease end the release gave
+    ``digest|fence|stamp``): the waiter's ``token_digest``, its fence, and the lease end the release gave
     its row, which is the deadline the waiter's queue entry had: the one its last write of it wrote (a refused
     try's, ``Grant.queued_until``, or its store's batched keep's)."""
 
@@ -246,13 +246,13 @@ class Ops:
     #: the operations whose script runs without the driver's BEGIN/COMMIT (it is one batch that makes its
     #: own transaction, or statements that each stand alone)
     own_tx: frozenset[str] = frozenset()
-    #: a release grants the name to the first queued exclusive claim (:meth:`StatementOps.release_to_next`)
+    #: a release grants the name to the first queued exclusive claim (``StatementOps.release_to_next``)
     handover = False
-    #: the queue rows carry their store's reply channel (:class:`StatementOps`)
+    #: the queue rows carry their store's reply channel (``StatementOps``)
     replies = False
     reply: str | None = None
     #: PostgreSQL: until this moment (monotonic) the statements wake nobody, because the server refused a
-    #: NOTIFY (its notification queue is full: :meth:`mute`)
+    #: NOTIFY (its notification queue is full: ``mute``)
     muted_until = float("-inf")
 
     def mute(self, seconds: float) -> None:
@@ -268,12 +268,12 @@ class Ops:
         return monotonic() < self.muted_until
 
     def _wake(self, args: str) -> str:
-        """The NOTIFY call of a statement, ``pg_notify(args)``; while :meth:`muted`, ``textcat(args)``: the
+        """The NOTIFY call of a statement, ``pg_notify(args)``; while ``muted``, ``textcat(args)``: the
         same two text arguments (the statement binds the same parameters), no effect, a value nobody reads."""
         return f"{'textcat' if self.muted() else 'pg_notify'}({args})"
 
     def takes_handover(self, claim: Claim) -> bool:
-        """Whether a release may grant ``claim`` the name (:meth:`StatementOps.release_to_next`): an exclusive
+        """Whether a release may grant ``claim`` the name (``StatementOps.release_to_next``): an exclusive
         kind, where the store hands over, and a TTL no shorter than the queue deadline. The promoted row lasts
         until that deadline, so a waiter that died while queued then blocks the name no longer than a holder
         that died would (a claim with a shorter TTL is only woken, and takes the name with its own try)."""
@@ -281,7 +281,7 @@ class Ops:
 
     def queues(self, claim: Claim) -> bool:
         """Whether a refused try of ``claim`` joins (or refreshes) its queue entry: where the rule needs it
-        (:func:`~distlock._core.arbiter.should_queue`), and where a release may hand it the name."""
+        (``should_queue``), and where a release may hand it the name."""
         return should_queue(claim.mode, claim.fair) or self.takes_handover(claim)
 
     def _notify(self, key: str) -> Generator[Stmt, Result, None]:
@@ -331,7 +331,7 @@ class Ops:
         join with UNION ALL, and their arguments; ``t``: the try's clock (SQL, with arguments ``tp``);
         ``expired``: also the expired rows the try is to delete (the whole queue's, or the claim's own).
 
-        Only what the rule looks at (:func:`~distlock._core.arbiter.looks_ahead`) where that is a number: the
+        Only what the rule looks at (``looks_ahead``) where that is a number: the
         first k live entries ahead of the claim's, and its own. Reading the whole queue made every try cost
         O(waiters) on the wire and in the client. A guard built on such a read stays exact: the rule grants
         on it only when it shows fewer than k ahead, which is then all of them."""
@@ -354,7 +354,7 @@ class Ops:
         return [ahead, own], [key, *tp, claim.token, claim.token, claim.token, *(() if expired else tp)]
 
     def acquire(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant]:
-        """One try (MySQL/MariaDB; PostgreSQL runs :meth:`BatchOps.acquire`): the name's lock, one read of
+        """One try (MySQL/MariaDB; PostgreSQL runs ``BatchOps.acquire``): the name's lock, one read of
         its holders and of the queue entries the rule looks at, the decision in Python, then its writes.
         Two round trips when it grants or queues: the lock goes with the read (its answer and clock carried
         in session variables, ``Dialect.lock_into``), and the writes with the COMMIT (``Stmt.last``). Sent
@@ -364,7 +364,7 @@ class Ops:
         return grant
 
     def acquire_after_bell(self, claim: Claim, key: str, keep_bell: bool) -> Generator[Stmt, Result, Grant | None]:
-        """MySQL: :meth:`acquire` sent right behind a waiter's bell wait, its first round trip the bell's
+        """MySQL: ``acquire`` sent right behind a waiter's bell wait, its first round trip the bell's
         (``mysql/lease.py``); None when the bell did not ring (nobody rings it: the waiter polls instead; or
         the wait timed out: the caller decides whether to try, as at its deadline it must not).
         ``keep_bell``: the bell wait kept the bell it was granted, and a grant keeps it (its COMMIT lets go of
@@ -460,7 +460,7 @@ class Ops:
         was cancelled in flight (its connection shut down) may still be running on the server, and holds
         that lock until it commits or rolls back; deleting before then would miss what it commits. A claim
         whose last try was answered (settled: nothing of it runs on the server) needs the deletes alone:
-        :meth:`abandon_settled`, which also cleans up many at once."""
+        ``abandon_settled``, which also cleans up many at once."""
         p = self.p
         yield self._lock_name(key)
         a = yield Stmt(f"DELETE FROM {p}_queue WHERE token = %s", (claim.token,))
@@ -471,7 +471,7 @@ class Ops:
         return False
 
     def abandon_settled(self, claims: Sequence[tuple[Claim, str]]) -> Generator[Stmt, Result, dict[str, bool]]:
-        """:meth:`abandon` of many ``settled`` claims (each with its name key) at once: a store's waiters that
+        """``abandon`` of many ``settled`` claims (each with its name key) at once: a store's waiters that
         time out together clean up in one transaction, not one each (a thousand of them waited for the
         store's few pool connections past their deadlines). Which tokens had something deleted; here the
         deletes report only counts, so every token counts as found when any row went (a spare wake-up)."""
@@ -487,7 +487,7 @@ class Ops:
         return dict.fromkeys(tokens, found)
 
     def release_to_next(self, claim: Claim, key: str) -> Generator[Stmt, Result, tuple[bool, HandOver | None]]:
-        """:meth:`release`, and the hand-over it made if any (:class:`StatementOps`)."""
+        """``release``, and the hand-over it made if any (``StatementOps``)."""
         ok = yield from self.release(claim, key)
         return ok, None
 
@@ -510,7 +510,7 @@ class Ops:
         return False
 
     def release_ringing(self, claim: Claim, companion: str) -> Generator[Stmt, Result, bool]:
-        """MySQL: :meth:`release`, and the waiters' bell (the ``GET_LOCK`` companion ``companion``) let go in
+        """MySQL: ``release``, and the waiters' bell (the ``GET_LOCK`` companion ``companion``) let go in
         the same round trip, on the connection that holds that bell (``mysql/lease.py``): whether our row was
         live, then the delete, then the let-go (after the delete: a waiter the bell wakes finds the row gone)."""
         p = self.p
@@ -657,17 +657,17 @@ class BatchOps(Ops):
     """The lease-mode acquire in ONE round trip when the name is free (PostgreSQL): the protocol of
     ``docs/models/sql_lease_statement.pml`` (``-DONE_CLOCK -DBLIND``, model-checked; see its header).
 
-    Each try is one :func:`batch`, one transaction (the implicit transaction of ONE simple-protocol Query,
+    Each try is one ``batch``, one transaction (the implicit transaction of ONE simple-protocol Query,
     which the server reads whole before it takes the name's lock), comparing every expiry with ONE clock reading
     (``now()``, the transaction's start): the name's lock as its own first
     statement, the stale-row DELETEs (they wait for an in-flight renewal's row lock), then the INSERT of our
     holding guarded by "the name's live holders, and the live queue entries ahead of us, are exactly the
     tokens we expect", the removal of our queue entry if we now hold, a refused claim that must queue
-    (:func:`~distlock._core.arbiter.should_queue`) joins or refreshes its entry, and last a read of the
+    (``should_queue``) joins or refreshes its entry, and last a read of the
     name (holders with their fences, queue, the clock) as the answer.
 
     The first try expects nobody (blind: no read first): a free name is granted in that one round trip.
-    Otherwise :func:`~distlock._core.arbiter.decide` rules on the answer's read (made under the name's lock,
+    Otherwise ``decide`` rules on the answer's read (made under the name's lock,
     after our own writes); if it grants (a reader among readers, a free semaphore permit), a second try
     expects exactly what was read. The guard narrows the rule, never widens it: an INSERT happens only on
     a state the rule grants.
@@ -706,7 +706,7 @@ class BatchOps(Ops):
         return live_h, " AND ".join(guard), gp
 
     def _try(self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str]) -> Stmt:
-        """One try: one :func:`batch` answered by a read of the name (rows of kind 0: holders with their
+        """One try: one ``batch`` answered by a read of the name (rows of kind 0: holders with their
         fences, 1: queue entries with their seq, 2: the clock and whether the name's lock was granted)."""
         raise NotImplementedError
 
@@ -745,10 +745,10 @@ class BatchOps(Ops):
 class StatementOps(BatchOps):
     """PostgreSQL lease mode, whether direct or through a pooler (even PgBouncer's statement pooling, where
     every statement is its own transaction and BEGIN is refused): no BEGIN is ever sent. The acquire is
-    :class:`BatchOps`'s; the other writes are single statements or one multi-statement Query each.
+    ``BatchOps``'s; the other writes are single statements or one multi-statement Query each.
 
     Renewals are one autocommit UPDATE per TTL, ``RETURNING`` the tokens still live. The driver runs every
-    :class:`Stmt` on its own (autocommit), a ``batch`` one as one Query, and never sends BEGIN.
+    ``Stmt`` on its own (autocommit), a ``batch`` one as one Query, and never sends BEGIN.
     """
 
     own_tx = frozenset({"acquire", "renew", "abandon", "break_lock", "keep"})
@@ -850,7 +850,7 @@ class StatementOps(BatchOps):
         it deletes that entry and inserts a holder row for its waiter from what that DELETE returned (an
         entry its waiter deleted meanwhile is promoted to nothing): fence drawn, lease end = the entry's
         queue deadline, not a TTL (a waiter that died while queued holds no longer than its entry would have
-        blocked the queue, F12; ``PROMOTE_TTL`` fails). The NOTIFY names the waiter (:func:`token_digest`),
+        blocked the queue, F12; ``PROMOTE_TTL`` fails). The NOTIFY names the waiter (``token_digest``),
         its fence and that lease end, the stamp the waiter compares with the deadline its last refused try
         wrote before it holds on the NOTIFY alone. One round trip, as the plain release was (a bigger statement:
         about 0.27 ms against 0.15 ms on an idle connection of the project's VM). True if our row was live."""
@@ -904,7 +904,7 @@ class StatementOps(BatchOps):
 
     def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
         """One Query: the name's lock first (an acquire of this claim still running on the server finishes
-        first, see :meth:`Ops.abandon`), then both deletes in one statement, and
+        first, see ``Ops.abandon``), then both deletes in one statement, and
         the NOTIFY if either found something. If the queue entry was gone, a release may have just promoted
         it: that release holds the entry's row lock until it commits, so our DELETE waited for it, but our
         statement's snapshot is older than the row it made; a second statement (a later snapshot) deletes
@@ -931,9 +931,9 @@ class StatementOps(BatchOps):
         return bool(queued or held)
 
     def abandon_settled(self, claims: Sequence[tuple[Claim, str]]) -> Generator[Stmt, Result, dict[str, bool]]:
-        """:meth:`abandon` of many settled claims: both deletes for all of them in one statement, which tells
+        """``abandon`` of many settled claims: both deletes for all of them in one statement, which tells
         per token what it found and notifies each name once; then, for the tokens whose queue entry was
-        already gone (a release may have promoted it, see :meth:`abandon`), their holdings again in a later
+        already gone (a release may have promoted it, see ``abandon``), their holdings again in a later
         statement."""
         p = self.p
         tokens = [c.token for c, _ in claims]

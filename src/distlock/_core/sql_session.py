@@ -67,7 +67,7 @@ def session_acquire(
     dialect: Dialect, p: str, claim: Claim, wait: float | None, idle_timeout: float | None, fast: bool
 ) -> Stmt:
     """Try (``wait=None``) or wait up to ``wait`` seconds for the lock; the answer is read by
-    :func:`session_acquired`. ``idle_timeout``: set the connection's idle timeout (the session lease) too."""
+    ``session_acquired``. ``idle_timeout``: set the connection's idle timeout (the session lease) too."""
     return _session_acquire(dialect, p, claim.name, claim.mode, claim.owner, wait, idle_timeout, fast)
 
 
@@ -130,7 +130,7 @@ def _session_acquire(
 def session_acquired(
     dialect: Dialect, sets: Sequence[Sequence[tuple[object, ...]]], fast: bool
 ) -> tuple[int, int] | None:
-    """(fence, connection id) from the result sets of :func:`session_acquire`, or None if not taken."""
+    """(fence, connection id) from the result sets of ``session_acquire``, or None if not taken."""
     if dialect.name == "mysql" and not fast:
         # result sets: GET_LOCK's, then (LAST_INSERT_ID(), CONNECTION_ID()); SET and INSERT return none
         if len(sets) < 2 or not sets[0] or sets[0][0][0] != 1:
@@ -233,7 +233,7 @@ def row_schema(p: str) -> tuple[str, ...]:
 def row_acquire(p: str, claim: Claim, wait: float | None, idle_timeout: float | None) -> Stmt:
     """One round trip: open the transaction, lock the name's row (``FOR UPDATE NOWAIT`` / ``WAIT n``), then
     record the holder only if the row was locked. The last result set is empty when the name has no row
-    yet (create it with :func:`row_create` and try again); a lock that was not granted is an error, which
+    yet (create it with ``row_create`` and try again); a lock that was not granted is an error, which
     the backend turns into "not acquired" after a ROLLBACK."""
     prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
     how = "LOCK IN SHARE MODE" if claim.mode is Mode.READ else "FOR UPDATE"
@@ -264,7 +264,7 @@ def row_check(idle_timeout: float | None) -> Stmt:
 
 
 def row_holders(p: str, names: Sequence[str] | None, prefix: str) -> Stmt:
-    """The columns of :func:`session_holders` and whether the record's connection is inside a transaction now
+    """The columns of ``session_holders`` and whether the record's connection is inside a transaction now
     (the holder keeps its transaction open until it releases; a connection's next acquire replaces its
     record). Needs the PROCESS privilege to see other users' transactions."""
     where, args = name_filter(names, prefix, "f")

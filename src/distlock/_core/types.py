@@ -2,9 +2,9 @@
 
 The contract between the two layers (see ``_async/backend.py`` for the methods):
 
-* A lock object turns one acquisition into a :class:`Claim`: the lock name, the :class:`Mode`,
+* A lock object turns one acquisition into a ``Claim``: the lock name, the ``Mode``,
   a fresh random token, the owner id, the lease TTL, the permit limit and the fairness flag.
-* The backend answers single attempts with a :class:`Grant`: acquired (with the fence) or not
+* The backend answers single attempts with a ``Grant``: acquired (with the fence) or not
   (with a hint of how long waiting is worth before the next attempt).
 * Everything else (blocking, deadlines, reentrancy, renewal, the lost signal) lives above.
 """
@@ -56,12 +56,12 @@ class Claim:
 
     @property
     def record(self) -> str:
-        """What the backends that keep an owner string store for this claim (:func:`owner_record`)."""
+        """What the backends that keep an owner string store for this claim (``owner_record``)."""
         return owner_record(self.owner, self.value)
 
 
 #: between the owner id and an election candidate's value in the owner string of the backends that keep one
-#: (Redis, Redlock, the SQL lease tables, SQLite). Owner ids never contain it (:func:`owner_record`).
+#: (Redis, Redlock, the SQL lease tables, SQLite). Owner ids never contain it (``owner_record``).
 VALUE_SEPARATOR = "\x1f"
 
 
@@ -105,14 +105,15 @@ class HolderInfo:
 
     @classmethod
     def of_record(cls, record: str, fence: int | None, mode: str, ttl_left: float | None) -> HolderInfo:
-        """A holder whose owner string may carry an election value (:func:`owner_record`)."""
+        """A holder whose owner string may carry an election value (``owner_record``)."""
         owner, value = split_record(record)
         return cls(owner, fence, mode, ttl_left, value)
 
 
 @dataclass(frozen=True)
 class LockInfo:
-    """What :meth:`Store.inspect` and :meth:`Store.list` report. Tokens are never exposed."""
+    """What [`Store.inspect`][distlock.Store.inspect] and [`Store.list`][distlock.Store.list] report. Tokens are
+    never exposed."""
 
     name: str
     kind: str
@@ -140,7 +141,8 @@ class LockInfo:
 
 @dataclass(frozen=True)
 class LeaderInfo:
-    """What :meth:`Store.leader` and :meth:`Store.observe` report of an election's leader.
+    """What [`Store.leader`][distlock.Store.leader] and [`Store.observe`][distlock.Store.observe] report of an
+    election's leader.
 
     ``term`` is the leadership's fence: strictly increasing over all leaderships of the name, unchanged by
     ``proclaim``. ``owner`` is None where the wire layout has no room for it (etcd, ZooKeeper: the value is

@@ -47,7 +47,7 @@ def check_seconds(value: object, what: str, *, name: str | None = None, backend:
 
 
 def check_ttl(value: object, what: str = "ttl", *, name: str | None = None, backend: str | None = None) -> float:
-    """A lease: positive, finite, and at least :data:`MIN_TTL` seconds."""
+    """A lease: positive, finite, and at least ``MIN_TTL`` seconds."""
     f = check_seconds(value, what, name=name, backend=backend)
     if f < MIN_TTL:
         raise ConfigError(
@@ -86,7 +86,7 @@ MAX_VALUE_BYTES = 65536
 
 
 def check_value(value: object, *, name: str | None = None, backend: str | None = None) -> str:
-    """An election candidate's value: text without NUL, valid UTF-8, at most :data:`MAX_VALUE_BYTES`."""
+    """An election candidate's value: text without NUL, valid UTF-8, at most ``MAX_VALUE_BYTES``."""
     if not isinstance(value, str):
         raise ConfigError(f"an election value must be a str, not {type(value).__name__}", name=name, backend=backend)
     if "\x00" in value:

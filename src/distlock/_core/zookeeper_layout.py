@@ -18,11 +18,11 @@ Children of a lock path (what Curator creates, protected with a per-attempt UUID
     election             ``_c_<uuid>-latch-<seq>``                 (LeaderLatch, lock name ``latch-``), its data the
                          candidate's value in UTF-8 (Curator's participant id); the first by sequence leads
     ``<seq>`` is ZooKeeper's 10-digit sequence. Children are ordered by the text after the LAST marker
-    (Curator's ``standardFixForSorting``). A contender is a child of that shape (:func:`is_contender`:
+    (Curator's ``standardFixForSorting``). A contender is a child of that shape (``is_contender``:
     ``[_c_<id>-]<marker><seq>``, whoever created it); any other child is the path of a longer name (the lock
     ``<path>/x`` of the name ``NAME/x``) or a semaphore's ``locks`` / ``leases``, and no reader counts it.
 
-Names kept apart (:func:`name_refused`)
+Names kept apart (``name_refused``)
     Two names never share a path (above), and every reader counts only contender-shaped children of its own
     path, ``<path>/locks`` and ``<path>/leases``. So a name collides with another only where its path IS one
     of those: ``P/locks`` and ``P/leases`` are the semaphore ``P``'s internal nodes (Curator's layout fixes
@@ -123,7 +123,7 @@ def lock_path(name: str, root: str = DEFAULT_ROOT) -> str:
 
 
 def name_of(path: str, root: str = DEFAULT_ROOT) -> str:
-    """The lock name that maps to ``path`` (the inverse of :func:`lock_path` for paths under ``root``)."""
+    """The lock name that maps to ``path`` (the inverse of ``lock_path`` for paths under ``root``)."""
     if path.startswith(root + "/"):
         rel, absolute = path[len(root) + 1 :], False
     else:

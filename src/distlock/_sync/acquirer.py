@@ -2,11 +2,11 @@
 """Between the lock objects and the backend: the acquire loop, and every holding of one store.
 
 One direction, as Curator's ``InterProcessMutex`` -> ``LockInternals`` -> driver: the lock objects
-(``locks.py``: owners, reentrancy) call this :class:`Acquirer` only; it asks the lease clock (``lease.py``)
-and the backend (``backend.py``), which never call back up except through :meth:`Acquirer.backend_lost`,
+(``locks.py``: owners, reentrancy) call this ``Acquirer`` only; it asks the lease clock (``lease.py``)
+and the backend (``backend.py``), which never call back up except through ``Acquirer.backend_lost``,
 the one way a backend reports a holding gone. The store (``store.py``) builds it and closes it.
 
-Here: the store's local waiting lines (one asker per name at a time, see :meth:`Acquirer.acquire`), the
+Here: the store's local waiting lines (one asker per name at a time, see ``Acquirer.acquire``), the
 attempt that is abandoned on every way out without the lock (F10 in docs/safety.md), the grant that came
 after its own lease end and so counts as a failure (F3), and the life of a holding once granted: registered
 with the lease clock, released, extended, checked with the backend, and lost (once, with the callbacks run

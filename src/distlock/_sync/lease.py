@@ -54,11 +54,11 @@ RETRY_AFTER_FAILURE = 1.0
 
 class Lost:
     """A holding's ``lost`` signal: a flag, and the event a caller waits on, made only when someone asks for
-    it (:meth:`event`). Most holdings are released without anyone waiting on their loss, and an event is the
+    it (``event``). Most holdings are released without anyone waiting on their loss, and an event is the
     dearest part of a new holding (a lock and a condition, about 1.6 us of the 18 us an uncontended acquire
     + release costs the lock layer on the project's VM).
 
-    :meth:`set` (the clock's thread, the renewer's, a driver's) may race :meth:`event` (the caller's): ``set``
+    ``set`` (the clock's thread, the renewer's, a driver's) may race ``event`` (the caller's): ``set``
     writes the flag before it reads the event, ``event`` publishes the event before it reads the flag, so
     whichever of the two comes second sets the event. Two callers making the event at once take a guard."""
 
@@ -80,7 +80,7 @@ class Lost:
 
     def event(self, expire: Callable[[], object]) -> rt.Event:
         """The event that is set when the holding is lost (already set if it was); ``expire`` loses the
-        holding now if its lease end has passed (:meth:`Leases.expire`), for the event's ``is_set()``."""
+        holding now if its lease end has passed (``Leases.expire``), for the event's ``is_set()``."""
         event = self._event
         if event is None:
             with Lost._making:
@@ -222,7 +222,7 @@ class Leases:
 
     def expire(self, holding: Holding) -> None:
         """Lose ``holding`` now if it is still held and its lease ran out: a reader of its ``lost`` event asks
-        (:class:`Clocked`). A released holding is not held, and its lease end says nothing any more."""
+        (``Clocked``). A released holding is not held, and its lease end says nothing any more."""
         if holding.lost.is_set() or monotonic() < self.deadline(holding):
             return  # the common answer, without the guard: a reader may ask in a loop
         if self.tracks(holding):

@@ -1,11 +1,11 @@
 # GENERATED from src/distlock/_async/listing.py by scripts/gen_sync.py: edit that file, not this one.
 """What ``distlock list --watch`` reads: the held locks under a prefix, then again whenever they may have changed.
 
-The backend's :class:`~distlock._async.backend.AsyncPrefixWatch` is armed before the first read, so a change
+The backend's ``AsyncPrefixWatch`` is armed before the first read, so a change
 after a read makes the watch say so and the next read shows it (etcd pushes; the others are polled every
 ``AsyncPrefixWatch.POLL`` seconds). Two things change without an event, so they bound the wait too: a lease
 that runs out (a crashed holder's lock frees itself, no write on Redis or SQL) is read again just after its
-seconds left are up, and every :data:`RECHECK` seconds the locks are read whatever the watch said (a push
+seconds left are up, and every ``RECHECK`` seconds the locks are read whatever the watch said (a push
 stream on a member cut off from its cluster goes quiet rather than failing).
 
 A snapshot counts as changed when a lock, a holder (owner, fence, mode, value) or a waiter count differs;

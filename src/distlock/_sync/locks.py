@@ -102,7 +102,7 @@ class _Acquirable(_Scoped[H]):
 class Lock(_Acquirable["HeldLock"]):
     """A mutex (``store.lock``), reentrant mutex (``store.rlock``) or one half of a read-write lock.
 
-    ``acquire(blocking=True, timeout=None)`` follows :meth:`threading.Lock.acquire`; ``timeout=None``
+    ``acquire(blocking=True, timeout=None)`` follows ``threading.Lock.acquire``; ``timeout=None``
     waits forever. ``with lock:`` acquires within the object's ``timeout`` or raises ``AcquireTimeout``.
     """
 
@@ -418,7 +418,7 @@ class MultiLock(_Acquirable["HeldMultiLock"]):
 
     @property
     def fence(self) -> int | None:
-        """The largest per-name fence (use :attr:`fences` to guard resources by name)."""
+        """The largest per-name fence (use ``fences`` to guard resources by name)."""
         values = [f for f in self.fences.values() if f is not None]
         return max(values) if values else None
 

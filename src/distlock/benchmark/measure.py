@@ -9,15 +9,15 @@
   wake-up plus a grant. Every acquisition after the first is a hand-off.
 * **contention**: 8 processes loop ``acquire(); release()`` on one lock with no hold time: total acquisitions per
   second and per-worker counts (fairness = min / max).
-* **raw**: the backend's round-trip limit (:mod:`.probes`), and every figure as a ratio to it (``vs_raw``): the
+* **raw**: the backend's round-trip limit (``probes``), and every figure as a ratio to it (``vs_raw``): the
   two rates as a share of the pair limit (round trips / 2), the hand-off p50 as a multiple of one round trip (a
   hand-off needs at least one round trip plus a push, so the round trip is its floor).
-* **async**: the same uncontended loop with :class:`~distlock.AsyncStore` (interleaved with the sync one, round by
+* **async**: the same uncontended loop with ``AsyncStore`` (interleaved with the sync one, round by
   round, so both see the same machine load), the hand-off with two processes using the async API, and ``tasks``
   asyncio tasks in one process looping on one shared lock object (throughput, per-task fairness). The cost ratio
   is the async time per acquire+release over the sync one (target: at most 1.3).
 
-The hand-off and contention workers take their locks from a :class:`LockSource` (a distlock store by default), so
+The hand-off and contention workers take their locks from a ``LockSource`` (a distlock store by default), so
 ``benchmarks/peers.py`` runs other libraries' locks through the very same measurement.
 """
 
@@ -72,7 +72,7 @@ def sync_pairs(lock: Any, seconds: float, lat: list[float]) -> float:
 
 
 async def async_pairs(lock: Any, seconds: float, lat: list[float]) -> float:
-    """The same loop with the async API (kept line for line like :func:`sync_pairs`: same work, same timer)."""
+    """The same loop with the async API (kept line for line like ``sync_pairs``: same work, same timer)."""
     start = now = time.perf_counter()
     deadline = start + seconds
     while now < deadline:
@@ -111,7 +111,7 @@ def interleave(sides: Sequence[Side], seconds: float) -> list[dict[str, Any]]:
 
 
 def uncontended(url: str | None, seconds: float, ttl: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(sync, async) uncontended pairs, interleaved (:func:`interleave`)."""
+    """(sync, async) uncontended pairs, interleaved (``interleave``)."""
     with connect(url) as store, asyncio.Runner() as runner:
         astore = runner.run(connect_async(url))
         try:
@@ -185,7 +185,7 @@ def _sync_loop(index: int, source: LockSource, name: str, ttl: float, hold: floa
 
 async def _async_loop(index: int, source: StoreLocks, name: str, ttl: float, hold: float, turns: Any, go: Any,
                       end: Any, out: Any, spans: list[tuple[float, float]]) -> None:  # fmt: skip
-    """:func:`_sync_loop` with the async API, in this worker's own event loop."""
+    """``_sync_loop`` with the async API, in this worker's own event loop."""
     async with await connect_async(source.url) as store:
         lock = store.lock(name, ttl=ttl)
         out.put(("ready", index, None))
@@ -286,7 +286,7 @@ def _run_workers(
 
 
 def handoff(target: str | LockSource | None, seconds: float, ttl: float, use_async: bool = False) -> dict[str, Any]:
-    """Two processes taking strict turns on one lock (a store URL, or any :class:`LockSource`)."""
+    """Two processes taking strict turns on one lock (a store URL, or any ``LockSource``)."""
     spans = _run_workers(_source(target), 2, seconds, ttl, hold=0.003, take_turns=True, use_async=use_async)
     events = sorted((t_acq, t_rel, w) for w, ss in enumerate(spans) for t_acq, t_rel in ss)
     lat = [b[0] - a[1] for a, b in itertools.pairwise(events) if a[2] != b[2]]
@@ -294,7 +294,7 @@ def handoff(target: str | LockSource | None, seconds: float, ttl: float, use_asy
 
 
 def contention(target: str | LockSource | None, seconds: float, ttl: float, workers: int = 8) -> dict[str, Any]:
-    """``workers`` processes looping acquire + release on one lock (a store URL, or any :class:`LockSource`)."""
+    """``workers`` processes looping acquire + release on one lock (a store URL, or any ``LockSource``)."""
     spans = _run_workers(_source(target), workers, seconds, ttl, hold=0.0)
     counts = [len(s) for s in spans]
     return {"workers": workers, "per_worker": counts, **_counts(counts, seconds)}

@@ -2,18 +2,18 @@
 
 Layout (one concept per module):
 
-* :mod:`.resource` -- the two shared resources the workers update under the lock: an unfenced set (a file that
+* ``resource`` -- the two shared resources the workers update under the lock: an unfenced set (a file that
   loses updates when two holders overlap) and a fenced register (an SQLite file that rejects fences lower than
   the highest it has seen). Neither is protected by anything but the lock under test.
-* :mod:`.broken` -- known-broken locks (the seed documents' wrong examples) that the checker must catch.
-* :mod:`.worker` -- the worker process loop.
-* :mod:`.history` -- pure analysis of the recorded history: overlaps, fences, told late, liveness, verdicts.
-* :mod:`.config` -- what a check runs (:class:`~.config.CheckConfig`), its validation, the lease it implies.
-* :mod:`.runner` -- one check: starts the workers, hands them to the injector, stops them, builds the report.
-* :mod:`.injector` -- the faults (kill -9, SIGSTOP past the TTL, server and gray link faults) and their timing.
-* :mod:`.collect` -- the workers' report pipes, the tally of what they reported, the ``--history`` file.
-* :mod:`.servers` -- servers the checker starts itself (``--spawn``), on loopback only.
-* :mod:`.gray` -- per-worker loopback proxies (:mod:`.proxy`) and the URL rewriting behind the gray link faults.
+* ``broken`` -- known-broken locks (the seed documents' wrong examples) that the checker must catch.
+* ``worker`` -- the worker process loop.
+* ``history`` -- pure analysis of the recorded history: overlaps, fences, told late, liveness, verdicts.
+* ``config`` -- what a check runs (``CheckConfig``), its validation, the lease it implies.
+* ``runner`` -- one check: starts the workers, hands them to the injector, stops them, builds the report.
+* ``injector`` -- the faults (kill -9, SIGSTOP past the TTL, server and gray link faults) and their timing.
+* ``collect`` -- the workers' report pipes, the tally of what they reported, the ``--history`` file.
+* ``servers`` -- servers the checker starts itself (``--spawn``), on loopback only.
+* ``gray`` -- per-worker loopback proxies (``proxy``) and the URL rewriting behind the gray link faults.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The parent's side of the workers' reports: the pipes they arrive on, the tally, and the history file.
 
-One pipe per worker (:class:`Reports`): a worker killed mid-send breaks only its own (a shared
-``multiprocessing.Queue`` would stall every worker; see checker/worker.py). :class:`Tally` sorts each report
-by kind as it arrives and keeps the faults the injector records beside them, and :meth:`Tally.write_history`
+One pipe per worker (``Reports``): a worker killed mid-send breaks only its own (a shared
+``multiprocessing.Queue`` would stall every worker; see checker/worker.py). ``Tally`` sorts each report
+by kind as it arrives and keeps the faults the injector records beside them, and ``Tally.write_history``
 writes the whole run as JSON lines (``--history``) in time order.
 """
 

@@ -1,8 +1,8 @@
-"""What one check runs: its settings (:class:`CheckConfig`), their validation, and the lease they imply.
+"""What one check runs: its settings (``CheckConfig``), their validation, and the lease they imply.
 
 Kept apart from the run itself so that the command line can check a configuration (one-line errors, exit 2)
 without touching processes, and so that the run loop, the fault injector and the report all read the same
-lease (:func:`lease_of`): the time a dead or paused holder keeps the lock.
+lease (``lease_of``): the time a dead or paused holder keeps the lock.
 """
 
 from __future__ import annotations
@@ -104,5 +104,5 @@ def effective_lease(url: str | None, ttl: float) -> float:
 
 
 def lease_of(cfg: CheckConfig) -> float:
-    """The lease of this run: :func:`effective_lease` for distlock's own locks, the TTL for the baselines."""
+    """The lease of this run: ``effective_lease`` for distlock's own locks, the TTL for the baselines."""
     return effective_lease(cfg.url, cfg.ttl) if cfg.algorithm in DISTLOCK_ALGORITHMS else cfg.ttl

@@ -2,12 +2,12 @@
 
 ``freeze``, ``half-open`` and ``slow`` break one worker's links and nobody else's, the way a flaky NIC, a
 NAT that forgot a flow or an overloaded path breaks one client: the sockets stay open, no FIN, no RST. So
-each worker connects through its own :class:`~distlock.checker.proxy.FaultProxy` per server address from
+each worker connects through its own ``FaultProxy`` per server address from
 the moment it starts (a fault can only be injected into a link that already goes through a proxy), and
 the injector freezes, half-opens or slows the proxies of the worker it targets.
 
-:func:`proxied_url` rewrites a store URL's host list to the proxies' addresses, for every scheme that has a
-network link; :func:`link_hosts` says which addresses a URL connects to (and refuses the schemes that have
+``proxied_url`` rewrites a store URL's host list to the proxies' addresses, for every scheme that has a
+network link; ``link_hosts`` says which addresses a URL connects to (and refuses the schemes that have
 none: sqlite, memory, redis over a unix socket).
 """
 
@@ -52,7 +52,7 @@ def _format(host: str, port: int) -> str:
 
 
 def proxied_url(url: str, addresses: list[tuple[str, int]]) -> str:
-    """``url`` with its host list replaced by ``addresses`` (one per host of :func:`link_hosts`, in order).
+    """``url`` with its host list replaced by ``addresses`` (one per host of ``link_hosts``, in order).
 
     Everything else is kept as written: scheme, user and password, database, chroot, query."""
     hosts = link_hosts(url)
@@ -68,7 +68,7 @@ def proxied_url(url: str, addresses: list[tuple[str, int]]) -> str:
 
 
 class WorkerLinks:
-    """The proxies of one worker: one :class:`FaultProxy` per server address of the URL."""
+    """The proxies of one worker: one ``FaultProxy`` per server address of the URL."""
 
     def __init__(self, url: str) -> None:
         self.proxies = [FaultProxy(h, p) for h, p in link_hosts(url)]

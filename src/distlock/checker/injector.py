@@ -25,16 +25,16 @@ its outcome:
   would, takes and releases a lock of its own through the store it inherited, and tries the held lock once
   without waiting (a grant is reported as an operation of its own), then exits. The holder then writes and
   releases as usual: whatever a child did to its holding or its connections shows in the same figures.
-* ``freeze``, ``half-open``, ``slow`` -- gray link faults (:mod:`.gray`): every worker reaches the servers
+* ``freeze``, ``half-open``, ``slow`` -- gray link faults (``gray``): every worker reaches the servers
   through loopback proxies of its own; a holder is made to stay in its critical section (it *lingers* until
   ``lost`` fires), then its proxies stop forwarding silently (``freeze``), drop the connections open now
   (``half-open``: it must reconnect), or forward every chunk ``lease / 3`` late each way (``slow``), for
-  ``1.25 * lease + 0.3 s``. The told-late figure (:func:`.history.told_late`) judges what the holder was told.
+  ``1.25 * lease + 0.3 s``. The told-late figure (``history.told_late``) judges what the holder was told.
 
 A fault "lands" when the target was still inside its critical section when the signal arrived (checked from
 the state it publishes in shared memory); faults that miss are retried and not counted.
 
-The injector owns no processes: the run loop (:mod:`.runner`) hands it the workers, their shared state, a way
+The injector owns no processes: the run loop (``runner``) hands it the workers, their shared state, a way
 to start a replacement and a way to hear reports while it waits.
 """
 

@@ -4,16 +4,16 @@ Gray failures are the ones a kill or a pause does not show: the link stays "up" 
 sockets stay open) while nothing gets through, or replies come late. The proxy runs its own asyncio
 loop in a daemon thread, so sync tests, asyncio tests and the checker drive it the same way:
 
-* :meth:`FaultProxy.freeze` -- a silent partition: every connection, open or new, stops forwarding
-  in both directions. Bytes are held, not dropped; :meth:`heal` delivers them in order, as TCP would
+* ``FaultProxy.freeze`` -- a silent partition: every connection, open or new, stops forwarding
+  in both directions. Bytes are held, not dropped; ``heal`` delivers them in order, as TCP would
   after the partition heals (a retransmission). New connections are accepted but get nothing through.
-* :meth:`FaultProxy.half_open` -- only the connections open *now* go silent for good (what a client sees
+* ``FaultProxy.half_open`` -- only the connections open *now* go silent for good (what a client sees
   when the server host rebooted or a NAT forgot the flow): their bytes vanish. Connections opened later
   work normally. This is the "one dead connection in a pool" case.
-* :meth:`FaultProxy.delay` -- every chunk is forwarded ``seconds`` late (order kept per direction).
-* :meth:`FaultProxy.delay_next` -- the next chunk that contains ``pattern`` (client -> server, or the
+* ``FaultProxy.delay`` -- every chunk is forwarded ``seconds`` late (order kept per direction).
+* ``FaultProxy.delay_next`` -- the next chunk that contains ``pattern`` (client -> server, or the
   reverse) is held ``seconds`` before it is forwarded: a COMMIT, a renewal script, a keepalive.
-* :meth:`FaultProxy.silence_at` -- the same, but the bytes before ``pattern`` go through at once: the link
+* ``FaultProxy.silence_at`` -- the same, but the bytes before ``pattern`` go through at once: the link
   goes silent at that byte, in the middle of a message or between two messages the client wrote together.
 
 Only loopback: the proxy listens on 127.0.0.1 and forwards to the address it was given, which the
@@ -116,7 +116,7 @@ class FaultProxy:
 
     # -- faults ----------------------------------------------------------------------------------------
     def freeze(self) -> None:
-        """Silent partition of every connection (open and new) until :meth:`heal`."""
+        """Silent partition of every connection (open and new) until ``heal``."""
         self._loop.call_soon_threadsafe(self._thawed.clear)
 
     def half_open(self) -> int:

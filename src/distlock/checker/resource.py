@@ -1,10 +1,10 @@
 """The shared resources of the check. Nothing protects them but the lock under test.
 
-* :class:`UnfencedSet` -- a file listing operation ids. Each critical section reads the whole list, sleeps, and
+* ``UnfencedSet`` -- a file listing operation ids. Each critical section reads the whole list, sleeps, and
   writes it back with its own id appended (a read-modify-write). When two holders overlap, one of them writes
   back a list without the other's id: a *lost update*, found after the run as an id that was reported written
   but is missing. Writes go through a temporary file and ``os.replace`` so a kill -9 never leaves half a file.
-* :class:`FencedRegister` -- an SQLite file with one row ``(max_fence, value)``. Every access carries the
+* ``FencedRegister`` -- an SQLite file with one row ``(max_fence, value)``. Every access carries the
   holder's fence and runs in its own ``BEGIN IMMEDIATE`` transaction: a fence lower than ``max_fence`` is
   rejected, any other raises ``max_fence`` to it (reads too, as Kleppmann's fenced storage does, so a newer
   holder's *read* already shuts out an older holder's write). An accepted write whose value changed since the

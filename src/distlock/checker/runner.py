@@ -1,14 +1,14 @@
 """Run one check: start the workers, let the injector break things, collect the history, analyse it.
 
-:func:`run_check` is the whole check: it prepares the two shared resources and the store (one warm-up
-acquisition in this process, so a bad URL fails in one line), runs :func:`_run` and cleans the lock up
-afterwards, bounded. :func:`_run` owns the worker processes from start to kill: it starts them (each with its
-own report pipe and, for gray link faults, its own proxied URL), hands them to the :class:`.injector.Injector`
+``run_check`` is the whole check: it prepares the two shared resources and the store (one warm-up
+acquisition in this process, so a bad URL fails in one line), runs ``_run`` and cleans the lock up
+afterwards, bounded. ``_run`` owns the worker processes from start to kill: it starts them (each with its
+own report pipe and, for gray link faults, its own proxied URL), hands them to the ``injector.Injector``
 for the length of the run, waits a bounded time for them to finish, stops what is left, then writes the history
-(``--history``) and assembles the report: the run's settings in front of :func:`.history.analyse`'s verdicts.
+(``--history``) and assembles the report: the run's settings in front of ``history.analyse``'s verdicts.
 
-Where the rest lives: the settings and their validation in :mod:`.config`, the faults and their timing in
-:mod:`.injector`, the report pipes and the tally of what was heard in :mod:`.collect`.
+Where the rest lives: the settings and their validation in ``config``, the faults and their timing in
+``injector``, the report pipes and the tally of what was heard in ``collect``.
 """
 
 from __future__ import annotations

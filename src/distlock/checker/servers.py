@@ -70,7 +70,7 @@ SERVER_FAULTS: dict[str, tuple[str, ...]] = {
 class Spawned:
     """A running deployment of one family; a context manager that stops it and removes its files.
 
-    Subclasses implement the faults their family supports; :data:`SERVER_FAULTS` says which."""
+    Subclasses implement the faults their family supports; ``SERVER_FAULTS`` says which."""
 
     family = ""
 
@@ -93,7 +93,7 @@ class Spawned:
         raise ConfigError(f"leader-kill needs a cluster with a leader, not {self.family}")
 
     def failover(self) -> Callable[[], None]:
-        """kill -9 of the master that serves :attr:`focus` (its replica is promoted); returns what starts the
+        """kill -9 of the master that serves ``focus`` (its replica is promoted); returns what starts the
         killed server again (it rejoins as a replica)."""
         raise ConfigError(f"failover needs --spawn redis-sentinel or redis-cluster, not {self.family}")
 

@@ -1,10 +1,10 @@
 """One worker process of ``distlock check``: acquire, read-modify-write both resources, release, report.
 
-Every operation is reported to the parent as one :class:`Op` (a plain dict, so it pickles cheaply) after the
+Every operation is reported to the parent as one ``Op`` (a plain dict, so it pickles cheaply) after the
 release. A worker killed with SIGKILL never reports its last operation; the analysis allows for that.
 Times are ``time.monotonic()`` (CLOCK_MONOTONIC on Linux), one clock for every process on the host.
 
-Each worker reports through a pipe of its own (:class:`Events`), not a queue shared by all: a
+Each worker reports through a pipe of its own (``Events``), not a queue shared by all: a
 ``multiprocessing.Queue`` puts under one lock that every writer shares, and a worker killed with SIGKILL
 while holding it would leave every other worker's reports stuck forever (and those workers unable to exit).
 
@@ -17,7 +17,7 @@ A worker the injector targets with a gray link fault *lingers* in its critical s
 memory): it keeps working, as a long job that watches ``lost`` would, until ``lost`` fires or the injector
 clears the flag. Then it writes and releases as usual.
 
-With ``--api async`` the worker drives the asyncio API instead (:class:`AsyncDistlockLock`): the same loop
+With ``--api async`` the worker drives the asyncio API instead (``AsyncDistlockLock``): the same loop
 and the same faults, through the async store and its own drivers (aiomysql, psycopg's ``AsyncConnection``,
 redis-py's asyncio client...), whose renewals then run as tasks.
 
@@ -80,7 +80,7 @@ LostReport = Callable[[str, float], None]
 class DistlockLock:
     """The library's own lock, as the checker drives it.
 
-    One lock object per holding (:meth:`prepare`), so the ``on_lost`` callback knows which operation it is
+    One lock object per holding (``prepare``), so the ``on_lost`` callback knows which operation it is
     about. With ``watch_lost=False`` (the ``ignore-lost`` baseline) no callback is registered and the
     lingering holder does not look at ``lost``: it learns of a loss only when ``release()`` says so.
 
@@ -149,12 +149,12 @@ class DistlockLock:
 
 
 class AsyncDistlockLock(DistlockLock):
-    """:class:`DistlockLock` through the asyncio API (``--api async``).
+    """``DistlockLock`` through the asyncio API (``--api async``).
 
     An event loop runs in a daemon thread of the worker, with one task that makes every call the worker asks
     for, in order: a holding belongs to the task that acquired it (reentrancy and ``lost`` go by task), so
     acquire, release and the look at ``lost`` must come from the same task. The async store and locks are
-    seen through :class:`_OnLoop`, so the driving code above serves both APIs. The store's renewals and
+    seen through ``_OnLoop``, so the driving code above serves both APIs. The store's renewals and
     ``on_lost`` callbacks run on that loop while the worker's own thread sleeps in its critical section. A
     paused or killed worker stops its loop with it, as the threads of a sync worker."""
 
@@ -241,7 +241,7 @@ class _OnLoop:
         return method
 
 
-#: an error report's text is cut to this many characters (see :class:`Events`)
+#: an error report's text is cut to this many characters (see ``Events``)
 ERROR_CHARS = 1000
 
 

@@ -4,9 +4,9 @@
 
 * ``status``: ``{"name", "held": bool, "kind", "waiters", "holders": [{"owner", "fence", "mode", "ttl_left"}]}``
 * ``list``: a JSON array of the same objects (``held`` is always true there); ``list --watch --json``
-  prints one such array per line, each time the locks change (:mod:`.watch`).
+  prints one such array per line, each time the locks change (``watch``).
 
-(``init``, the admin command that creates a SQL store's tables, is in :mod:`.init`.)
+(``init``, the admin command that creates a SQL store's tables, is in ``init``.)
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ CMD starts outlives the lock. CMD is started through a small trampoline that ask
 ``run`` dies (even by ``kill -9``), in a process group of its own, with the terminal's foreground handed to it
 and back; on loss of the lock its whole tree gets SIGTERM, then SIGKILL after ``--kill-after``. On Linux a
 keeper process in CMD's group SIGKILLs the group when ``run`` dies, and ``run`` is a child subreaper, so what
-CMD left behind (even in a session of its own) is found and stopped when CMD ends (see :class:`_Tree`). Kept
-apart from the command definitions (:mod:`.lock`) because it is process plumbing, not lock logic: of the lock it
+CMD left behind (even in a session of its own) is found and stopped when CMD ends (see ``_Tree``). Kept
+apart from the command definitions (``lock``) because it is process plumbing, not lock logic: of the lock it
 reads only the fence and the loss notice.
 """
 

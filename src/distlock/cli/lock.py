@@ -4,8 +4,8 @@
 never outliving the lock, nor anything it started (SIGTERM then SIGKILL on loss, SIGKILL when ``run`` itself
 dies, even by ``kill -9``).
 ``hold`` (and ``run`` with no CMD) takes the lock, prints "NAME FENCE" and keeps it until a stop signal.
-Both share flock(1)'s options (:func:`lock_options`), their checks, and the way a stop signal ends the wait
-(:class:`Interrupted`, exit 128 + N). Starting and stopping CMD itself is in :mod:`.child`.
+Both share flock(1)'s options (``lock_options``), their checks, and the way a stop signal ends the wait
+(``Interrupted``, exit 128 + N). Starting and stopping CMD itself is in ``child``.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _seconds(value: float | None, what: str, *, zero_ok: bool = False) -> float 
 
 @contextlib.contextmanager
 def _raise_on_stop_signals() -> Iterator[None]:
-    """While waiting for the lock: SIGINT / SIGTERM / SIGHUP raise :class:`Interrupted` (main thread only)."""
+    """While waiting for the lock: SIGINT / SIGTERM / SIGHUP raise ``Interrupted`` (main thread only)."""
 
     def handler(signum: int, _frame: object) -> None:
         raise Interrupted(signum)

@@ -1,6 +1,6 @@
 """The one table of held locks that ``status``, ``list`` and ``list --watch`` print (and ``_json``, their JSON).
 
-Columns: NAME KIND OWNER FENCE MODE LEFT WAITERS, one row per holder. Kept apart from :mod:`.watch` so that the
+Columns: NAME KIND OWNER FENCE MODE LEFT WAITERS, one row per holder. Kept apart from ``watch`` so that the
 one-shot commands print the same table without importing rich and the terminal handling.
 """
 

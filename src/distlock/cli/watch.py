@@ -4,7 +4,7 @@ On a terminal: a table redrawn in place (rich's ``Live``) with each holder's own
 (counted down between reads) and the waiters; ``q`` or Ctrl-C quits, and the terminal is put back as it was.
 Anywhere else (a pipe, a file): a snapshot each time the locks change -- a plain table followed by a blank
 line, or with ``--json`` one line holding the JSON array ``list --json`` prints. SIGINT, SIGTERM or SIGHUP
-end it with exit 0. The reads are :func:`distlock._sync.listing.snapshots`'s: push where the backend has it.
+end it with exit 0. The reads are ``distlock._sync.listing.snapshots``'s: push where the backend has it.
 """
 
 from __future__ import annotations

@@ -8,14 +8,14 @@ The folder splits as etcd's own client does (docs/etcd.md has the whole design):
 * ``leases.py``   every lease's lifecycle: grant, the pool of free leases, keepalive, revoke, its local end
                   (Go's ``concurrency.Session``);
 * ``mutex.py``    one acquisition: the queue of keys, the grant, the wait for the predecessor, the clean-up,
-                  and :class:`EtcdGuard` (Go's ``concurrency.Mutex``; the pure rules are ``_core/etcd_keys.py``);
+                  and ``EtcdGuard`` (Go's ``concurrency.Mutex``; the pure rules are ``_core/etcd_keys.py``);
 * ``admin.py``    what ``inspect`` / ``list`` / ``break_lock`` read of everyone's keys;
 * ``waits.py``    the waiters' shared watch: one stream per store and name, whatever the number of waiters;
 * ``watch.py``    an election observer's watch on ``NAME/`` (``store.observe``), and ``list --watch``'s on a
                   prefix;
-* here            :class:`Backend`, the store's view: the holdings of this store (token -> key), release,
+* here            ``Backend``, the store's view: the holdings of this store (token -> key), release,
                   renewal and the key check that goes with it, ``extend`` past a lease's TTL, an election
-                  leader's ``proclaim``, and :func:`guard`.
+                  leader's ``proclaim``, and ``guard``.
 
 The store's renewer keeps all held leases alive with one keepalive stream request per tick (a batch of
 lease ids), plus one read-only txn that checks the keys are still there (an admin ``etcdctl del`` is seen).
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 
 def guard(lock: AsyncLock) -> EtcdGuard:
-    """The :class:`EtcdGuard` of the calling owner's current holding of ``lock`` (an etcd store's lock)."""
+    """The ``EtcdGuard`` of the calling owner's current holding of ``lock`` (an etcd store's lock)."""
     backend = lock._core.backend
     if not isinstance(backend, Backend):
         raise UnsupportedFeature("guard() needs a lock of an etcd store", name=lock.name, backend=backend.scheme)
@@ -106,7 +106,7 @@ class Backend(AsyncBackend):
 
     async def drop_key(self, key: bytes, rev: int, op_timeout: float) -> bool:
         """Delete a waiter's key that still has create revision ``rev`` (an abandon); whether it did. The
-        store's waiters that give up together share one txn (:class:`_Drops`)."""
+        store's waiters that give up together share one txn (``_Drops``)."""
         try:
             dropped: bool = await self._drops(key, (rev, op_timeout), monotonic() + op_timeout)
         except TimeoutError:

@@ -8,7 +8,7 @@ This module is the transport and nothing else, the way etcd's Go client keeps it
 ``concurrency``: opening a store (URL options, TLS files, authentication, a leader check), POSTing a body
 with failover across the URL's members, the key-value calls the lock needs (a txn split to etcd's op
 limit, a one-member read, a watch for deletes) and the mapping of the gateway's errors, including
-"permission denied" (:class:`Denied`, turned into a one-line error naming the lock by :func:`denied`).
+"permission denied" (``Denied``, turned into a one-line error naming the lock by ``denied``).
 What the calls mean for a lock lives in ``mutex.py`` (the queue) and ``leases.py`` (the leases).
 
 Failure handling: every request has a bounded time; a refused connection or an unavailable member moves to
@@ -243,7 +243,7 @@ class Gateway:
     async def delete_all_if_created(
         self, created: list[tuple[bytes, int]], op_timeout: float | None = None
     ) -> dict[bytes, bool]:
-        """:meth:`delete_if_created` for many keys (key, create revision): one txn per ``_MAX_TXN_OPS`` of them,
+        """``delete_if_created`` for many keys (key, create revision): one txn per ``_MAX_TXN_OPS`` of them,
         which deletes them all if every one still has its create revision; if one has not (gone, or a later
         key on the same lease), that txn's keys are deleted one by one. All within ``op_timeout``."""
         end = None if op_timeout is None else monotonic() + op_timeout

@@ -9,13 +9,13 @@ reuses it if enough of it is left, which saves the grant and revoke writes of th
 Who keeps which lease alive:
 
 * the store's renewer, every tick, all held leases and the free ones of the pool in one keepalive stream
-  request (:meth:`Leases.renew`; the backend then checks the keys are still there);
-* a waiter, its own queue entry's lease, while it waits (:meth:`Leases.refresh_waiting` from ``mutex.py``),
+  request (``Leases.renew``; the backend then checks the keys are still there);
+* a waiter, its own queue entry's lease, while it waits (``Leases.refresh_waiting`` from ``mutex.py``),
   together with the leases of the store's other waiters that are due soon: one request for a process's
   whole line of waiters, not one per waiter;
 * an aged free lease is refreshed when it is taken from the pool, which beats a grant (no raft write).
 
-A lease's local end (:meth:`Lease.end`) counts from the moment the request that confirmed it was *sent*, so
+A lease's local end (``Lease.end``) counts from the moment the request that confirmed it was *sent*, so
 it never outlives the server's. Leases dropped from the pool, and every free one at close, are revoked off
 the acquire/release path.
 """
@@ -121,7 +121,7 @@ class Leases:
 
     def waiting(self, lease: Lease, on: bool) -> None:
         """A waiter starts (``on``) or stops waiting on ``lease``: while it waits, the other waiters'
-        keepalives (:meth:`refresh_waiting`) take it along."""
+        keepalives (``refresh_waiting``) take it along."""
         with self._guard:
             if on:
                 self._waiting[lease.id] = lease
@@ -129,7 +129,7 @@ class Leases:
                 self._waiting.pop(lease.id, None)
 
     async def refresh_waiting(self, lease: Lease, op_timeout: float | None = None) -> bool:
-        """Keep a waiter's lease alive now, with every other waiting lease (:meth:`waiting`) that is due within
+        """Keep a waiter's lease alive now, with every other waiting lease (``waiting``) that is due within
         half a renewal interval, in one request; False if the server no longer has ``lease``. A waiter whose
         lease another's request took along meanwhile sends nothing. Only leases whose waiters are waiting
         are taken along: a waiter that gave up or died stops being kept alive with it."""

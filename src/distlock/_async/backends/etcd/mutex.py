@@ -1,8 +1,8 @@
 """The lock algorithm on etcd: the queue of etcd's Go ``concurrency.Mutex`` and its waits (``mutex.go``,
-``key.go``), as one :class:`Attempt` per acquisition, and the ownership condition (:class:`EtcdGuard`, Go's
+``key.go``), as one ``Attempt`` per acquisition, and the ownership condition (``EtcdGuard``, Go's
 ``Mutex.IsOwner()``).
 
-Key layout and grant rule are pure and live in :mod:`distlock._core.etcd_keys`. In short, a contender is the
+Key layout and grant rule are pure and live in ``distlock._core.etcd_keys``. In short, a contender is the
 key ``NAME/<lease hex>`` (its owner record as the value) on its own lease (``leases.py``); the smallest
 create revision holds; a waiter watches only the key just ahead of it; the fence is the create revision of
 the holder's key. So an ``etcdctl lock NAME`` or a Go ``concurrency.Mutex`` on the same name and a distlock

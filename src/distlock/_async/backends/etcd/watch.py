@@ -6,11 +6,11 @@ wakes the observer for every change of leader or value, whoever made it (distloc
 ``concurrency.Election``, ``etcdctl elect``). The events are wake-ups only: the observer reads the leader
 again after each, so it never depends on how a batch of events is split.
 
-The stream is created before :func:`open` returns (its ``created`` answer has come back), which is the
-"armed before the first read" the observer needs; it is then read on across :meth:`Watch.wait` calls, so
+The stream is created before ``open`` returns (its ``created`` answer has come back), which is the
+"armed before the first read" the observer needs; it is then read on across ``Watch.wait`` calls, so
 an event that came while the observer was reading is waiting in the stream for the next call. A stream
 that ends (member gone, watch cancelled or compacted, connection closed) is made again on the next member
-before :meth:`Watch.wait` returns, and that return counts as a wake-up: the observer's read after it covers
+before ``Watch.wait`` returns, and that return counts as a wake-up: the observer's read after it covers
 whatever happened while no stream was open. If no member lets it make one, the observer polls until one does.
 The watch needs no permission beyond reading ``NAME/``, the range the candidates write.
 """
@@ -144,7 +144,7 @@ class Watch(AsyncWatch):
         await self.woken(timeout)
 
     async def woken(self, timeout: float) -> bool:
-        """:meth:`wait`, saying whether it woke (an event, a new stream, a poll) rather than timed out."""
+        """``wait``, saying whether it woke (an event, a new stream, a poll) rather than timed out."""
         deadline = monotonic() + max(0.0, timeout)
         if self._stream is not None:
             try:

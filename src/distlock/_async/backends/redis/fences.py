@@ -4,15 +4,15 @@ connect-time checks that protect it, and the Redlock rule that seeds it on a maj
 The counter's keys and the marker's meaning are in ``_core/redis_keys.py``; the scripts that count are in
 ``_core/redis_lua.py``. Here:
 
-* :class:`Markers`: the marker each counter showed this store. A counter that went missing (flush, eviction,
+* ``Markers``: the marker each counter showed this store. A counter that went missing (flush, eviction,
   restart without persistence) comes back with another marker: the store logs that once per loss. The counter
   itself needs no help: every fence is at least the server clock in microseconds, so a counter that was lost
   or went back starts again above every earlier fence (``docs/models/fence_counter.pml``).
-* :func:`check_server`: at connect, a warning when the eviction policy may evict the counter, and a refusal
+* ``check_server``: at connect, a warning when the eviction policy may evict the counter, and a refusal
   when a distlock 0.1.0 client (per-name counters, which would hand out fences below ours) used the server.
-* :class:`Vote` and :func:`plan`: Redlock. Each master counts on its own; a holder's fence is the largest
+* ``Vote`` and ``plan``: Redlock. Each master counts on its own; a holder's fence is the largest
   counter of a majority of *seeded* masters that granted, written back to a majority before the grant
-  (``docs/models/redlock_fence.pml`` models the rule). :func:`plan` decides, with no I/O; the Redlock
+  (``docs/models/redlock_fence.pml`` models the rule). ``plan`` decides, with no I/O; the Redlock
   backend sends the write-backs it asks for.
 """
 

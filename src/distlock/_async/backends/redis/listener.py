@@ -1,4 +1,4 @@
-"""The pub/sub :class:`Listener` that turns Redis wake-up messages into local wake-ups (one pub/sub connection
+"""The pub/sub ``Listener`` that turns Redis wake-up messages into local wake-ups (one pub/sub connection
 per server and store; the waiters of ``attempt.py`` register on it). Written once for both sides (generated
 for the sync side: there the reader is a daemon thread, here an asyncio task)."""
 
@@ -43,16 +43,16 @@ class Listener:
 
     A waiter registers ``(channel, token, notify)``; a message carrying its token (or ``*``) calls
     ``notify``. An election's observer registers with ``observer=True`` under a key of its own: EVERY message
-    on the channel calls it (a release's waiter token, ``*``, and the :data:`~distlock._core.redis_keys.NOTICE`
-    of a new leader or value, which in turn wakes no waiter: it is nobody's token). :meth:`watch` returns
-    only once the server has confirmed the subscription. :meth:`live` tells whether a channel's subscription
+    on the channel calls it (a release's waiter token, ``*``, and the ``NOTICE``
+    of a new leader or value, which in turn wakes no waiter: it is nobody's token). ``watch`` returns
+    only once the server has confirmed the subscription. ``live`` tells whether a channel's subscription
     is confirmed, and in which *generation*: the generation changes whenever messages may have been missed
-    (the connection dropped), and every waiter (and observer) is then notified to re-check. A caller that registered (:meth:`add`) while the channel was live, and finds the same
+    (the connection dropped), and every waiter (and observer) is then notified to re-check. A caller that registered (``add``) while the channel was live, and finds the same
     generation after its re-check, cannot have missed a release in between. Channels stay subscribed for
     ``LINGER`` seconds after their last waiter left, so a busy lock is not re-subscribed per acquire.
 
     One hop from the push to the waiter: the thread (task) that reads the connection is, whenever one waits,
-    a waiter itself (:meth:`wait`; leader/followers): the first waiter takes the *read role*, reads and
+    a waiter itself (``wait``; leader/followers): the first waiter takes the *read role*, reads and
     dispatches every message (its own wakes it without a switch to another thread; the others' wake them),
     and when it returns it hands the role to the next waiter (a ``kick``). The background reader reads only
     while no waiter waits: subscription confirmations and pushes for observers, reconnects, the cluster and
@@ -61,7 +61,7 @@ class Listener:
     reader); meanwhile messages wait in the socket for the next reader, and a waiter that reads first learns
     of a drop at its first read, before it sleeps.
 
-    Each name's channel comes with this connection's *reply channel* for the name (:meth:`reply`), subscribed
+    Each name's channel comes with this connection's *reply channel* for the name (``reply``), subscribed
     with it: a waiter's try names it, and the release then pushes that waiter's wake-up or hand-over there, to
     this store alone; the name's channel carries what every store takes (``*``, an election's notices, and
     the wake-ups of waiters that gave no reply channel). A channel is live when both are.
@@ -92,7 +92,7 @@ class Listener:
         self._id = ids.new_token()[:16]  # names this connection's reply channels
         self._replies: dict[str, str] = {}  # reply channel -> the name's channel
         self._waiters: dict[str, dict[str, Callable[[], None]]] = {}
-        #: hand-overs pushed to registered waiters and not taken yet, by token (:meth:`take_grant`)
+        #: hand-overs pushed to registered waiters and not taken yet, by token (``take_grant``)
         self._grants: dict[str, rc.HandOver] = {}
         self._observers: dict[str, dict[str, Callable[[], None]]] = {}
         self._confirmed: dict[str, rt.Event] = {}
@@ -106,7 +106,7 @@ class Listener:
         self._closed = False
         self._stale = False  # cluster: the pub/sub connection must move (see _move)
         #: who reads the connection now (a waiter's Waker, _BACKGROUND or None) and the waiters inside
-        #: :meth:`wait` in arrival order (see the class docstring)
+        #: ``wait`` in arrival order (see the class docstring)
         self._role: object | None = None
         self._contenders: list[rt.Waker] = []
         self._nap: rt.Waker | None = None  # the background reader's, while it leaves reading to the waiters
@@ -115,7 +115,7 @@ class Listener:
 
     def reply(self, channel: str) -> str:
         """This connection's reply channel for the name whose channel is ``channel`` (a try names it once
-        :meth:`live` says the pair is subscribed)."""
+        ``live`` says the pair is subscribed)."""
         return rk.reply_channel(channel, self._id)
 
     def live(self, channel: str) -> int | None:
@@ -175,7 +175,7 @@ class Listener:
     async def wait(self, waker: rt.Waker, timeout: float) -> bool:
         """Wait until ``waker`` is notified (True) or ``timeout`` passes (False), reading the connection
         meanwhile whenever nobody else does (the read role, see the class docstring). A waiter registered
-        with :meth:`add` or :meth:`watch` under ``waker.notify`` waits here; leaving (also cancelled) passes
+        with ``add`` or ``watch`` under ``waker.notify`` waits here; leaving (also cancelled) passes
         the role on."""
         end = time.monotonic() + timeout
         self._contend(waker)
@@ -195,7 +195,7 @@ class Listener:
             self._leave(waker)
 
     def _contend(self, waker: rt.Waker) -> None:
-        """``waker``'s thread (task) waits here: it takes the read role when that is free (:meth:`_leave`
+        """``waker``'s thread (task) waits here: it takes the read role when that is free (``_leave``
         kicks the first waiter in line), and the background reader leaves the role to it."""
         with self._state:
             self._contenders.append(waker)
@@ -244,7 +244,7 @@ class Listener:
             msg = await pubsub.get_message(ignore_subscribe_messages=False, timeout=timeout)
         except drv.BROKEN as err:
             if self._closed or pubsub is not self._pubsub:
-                # closed, or :meth:`_move` replaced it under us (a failover): it already made everyone re-check
+                # closed, or ``_move`` replaced it under us (a failover): it already made everyone re-check
                 return
             log.debug("wake-up listener: %s (reconnecting)", err)
             with self._state:
@@ -311,7 +311,7 @@ class Listener:
     def _lost_messages(self) -> None:
         """The connection dropped: subscriptions are not confirmed until re-subscribed; everyone re-checks.
 
-        A waiter inside :meth:`watch` waits on the confirmation it found there: the replaced one is set, so it
+        A waiter inside ``watch`` waits on the confirmation it found there: the replaced one is set, so it
         returns now (to a re-check and a new watch on the new confirmation) instead of waiting out its
         subscribe timeout on an event nobody will set (after a failover, that cost the first hand-over on the
         new master up to a second)."""
@@ -352,7 +352,7 @@ class Listener:
 
     async def _move(self) -> None:
         """Redis Cluster: the node under the pub/sub connection may be gone for good (its replica took
-        over); Sentinel: the master changed (:meth:`moved`). Start a new pub/sub connection where the slot
+        over); Sentinel: the master changed (``moved``). Start a new pub/sub connection where the slot
         map (the sentinels) now points and subscribe every channel again; while that fails, refresh the
         slot map and try again on the next round."""
         async with self._io:
@@ -453,7 +453,7 @@ class Listener:
 class Group:
     """The listeners of a Redlock store, one per master, which its waiting threads read together.
 
-    :meth:`wait` is :meth:`Listener.wait` over all of them. Where one thread can wait on several
+    ``wait`` is ``Listener.wait`` over all of them. Where one thread can wait on several
     connections (``drv.READS_MANY``: the threaded side), ONE waiting thread at a time, the group's reader,
     takes the read role of every master's connection it can and reads them itself, with one ``poll`` over
     their sockets: a master's push then wakes it where it is read, not on that master's reader thread and

@@ -3,8 +3,8 @@
 Our own URL options are read here (``connect_timeout``, ``socket_timeout``, ``cluster``, ``fence_counter``;
 ``wait_replicas``/``wait_timeout`` and Redlock's ``node_timeout`` are read by the backend that has them), the
 rest is passed to redis-py when it is one of redis-py's own URL options (``ssl_*``, ``client_name``, ...) and
-refused as a typo otherwise. :func:`connect` and :func:`connect_cluster` make the client from a URL,
-:func:`derive` makes distlock's own client for ``connect(client=...)``.
+refused as a typo otherwise. ``connect`` and ``connect_cluster`` make the client from a URL,
+``derive`` makes distlock's own client for ``connect(client=...)``.
 
 Sentinel (``redis+sentinel://[user:pw@]s1:26379,s2:26379/<service>[/db]``): the client is redis-py's
 ``Sentinel(...).master_for(service)``. Its connections ask the sentinels for the master's address each time
@@ -73,7 +73,7 @@ def connect_sentinel(
 ) -> drv.Client:
     """The master of a Sentinel-managed service: redis-py's ``Sentinel(...).master_for(service)`` with
     distlock's timeouts and retry on both the sentinels' and the master's connections, and TLS on both when
-    the URL is ``rediss+sentinel://`` (the ``ssl_*`` options :func:`driver_url` made of the common ones).
+    the URL is ``rediss+sentinel://`` (the ``ssl_*`` options ``driver_url`` made of the common ones).
     Bad input is a ``ValueError`` (the caller makes it a ``ConfigError``); nothing is connected yet."""
     config = parse_url(url)
     service, db = _service_and_db(config)
@@ -174,7 +174,7 @@ def _is_driver_option(key: str, scheme: str) -> bool:
 
 
 def reject_unknown(config: StoreConfig) -> None:
-    """redis-py's own URL options were passed on by :func:`driver_url`; anything else is a typo."""
+    """redis-py's own URL options were passed on by ``driver_url``; anything else is a typo."""
     for key in [k for k in config.params if _is_driver_option(k, config.scheme)]:
         config.params.pop(key)
     driver = [*URL_QUERY_ARGUMENT_PARSERS, "client_name", "db"]
@@ -258,7 +258,7 @@ def derive(given: object, connect_timeout: float, socket_timeout: float, max_con
 
 
 def _derive_sentinel(pool: Any, connect_timeout: float, socket_timeout: float, max_connections: int) -> drv.Client:
-    """:func:`derive` for a ``master_for`` pool: the same sentinels (their connection settings, ``min_other_sentinels``,
+    """``derive`` for a ``master_for`` pool: the same sentinels (their connection settings, ``min_other_sentinels``,
     ``force_master_ip``), service and master connection settings, with distlock's timeouts and retry."""
     if not pool.is_master:
         raise ValueError(

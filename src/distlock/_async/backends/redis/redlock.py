@@ -22,7 +22,7 @@ key and token on every master, so each master alone looks like the single-node l
 * direct hand-over: an exclusive try leaves a hand-over record with its queue entry; a release on a master
   where it heads the queue grants it the name there and pushes the fence (only if that master is seeded
   under the run id both sides saw). Pushes from a majority at their largest fence are a grant with no
-  round trip (:meth:`Backend.handed_over`; the fence rule's HANDOVER variant in the model).
+  round trip (``Backend.handed_over``; the fence rule's HANDOVER variant in the model).
 * ``QuorumError`` when fewer than a majority of masters answer at all.
 * elections: a candidate's value rides in its holder details on each master (as on a single node);
   ``proclaim`` rewrites them on every master and succeeds when a majority did so before the local lease end
@@ -173,7 +173,7 @@ class Backend(AsyncBackend):
 
         Each push is a vote as an acquire's reply would be, from a master seeded under the run id both our try
         and the release were sent under (the release script checks it), so the fence rule
-        (:func:`.fences.plan`) applies with nothing to write back: a majority of pushes must carry their largest
+        (``fences.plan``) applies with nothing to write back: a majority of pushes must carry their largest
         fence (``docs/models/redlock_fence.pml``, HANDOVER). Each master's lease counts from the stamp its push
         echoes (the send of the try that queued us there, before its grant) and lasts the TTL capped at the
         queue deadline; the local lease ends with the earliest of them (``Leases.handed``: with less than half of
@@ -210,7 +210,7 @@ class Backend(AsyncBackend):
             await self.masters.scatter(refused, self.masters.deadline(c.ttl), "abandon", c.name, c.token, c.mode.value)
 
     async def _fence(self, claim: Claim, votes: list[Vote | None]) -> int | None:
-        """The fence of a round that won a majority, or None. The rule is :func:`.fences.plan`; here its
+        """The fence of a round that won a majority, or None. The rule is ``fences.plan``; here its
         write-backs (``FENCE_FLOOR``) are sent."""
         p = plan(votes, self.masters.quorum)
         if p.todo:

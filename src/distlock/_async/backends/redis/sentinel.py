@@ -1,4 +1,4 @@
-"""Following a Sentinel failover at once (:class:`SwitchWatch`). Written once for both sides (generated for the
+"""Following a Sentinel failover at once (``SwitchWatch``). Written once for both sides (generated for the
 sync side: there the reader is a daemon thread, here an asyncio task).
 
 redis-py's Sentinel client re-reads the master's address only when it makes a new connection, and drops a
@@ -8,8 +8,8 @@ sentinels reconfigure it, which they do only after it has reported itself a mast
 Redis 7). A client whose pooled connections still point there goes on granting locks on a server whose data
 is about to be replaced by the new master's: two holders of one lock. So each store subscribes to the
 sentinels' ``+switch-master`` announcement (on one sentinel at a time, the next one when that connection
-breaks) and, when its service moves, makes every connection find the master again (:meth:`Node.follow
-<distlock._async.backends.redis.node.Node.follow>`). On every (re)subscription the sentinels' current
+breaks) and, when its service moves, makes every connection find the master again (``Node.follow``
+in ``node.py``). On every (re)subscription the sentinels' current
 answer is compared with the master the store uses, so a switch announced while no sentinel was listened to
 is not missed.
 """

@@ -217,7 +217,7 @@ def extend(conn: sqlite3.Connection, token: str, now: float, ttl: float) -> bool
 
 
 def set_owner(conn: sqlite3.Connection, token: str, record: str, now: float) -> bool:
-    """An election leader's new owner string (:meth:`Claim.record`), if its lease is still live."""
+    """An election leader's new owner string (``Claim.record``), if its lease is still live."""
     cur = conn.execute("UPDATE distlock_holders SET owner = ? WHERE token = ? AND expires_at > ?", (record, token, now))
     return cur.rowcount == 1
 

@@ -3,14 +3,14 @@
 Two ZooKeeper watches say it all: a child watch on the election's path (a candidate came, left or lost
 its session, so the leader may have changed) and a data watch on the node that leads now (``proclaim``
 changed its value). Both are one-shot, so each wake re-arms them -- listing the children again with a
-watch and watching the first of them -- before :meth:`Watch.wait` returns, and so before the observer
+watch and watching the first of them -- before ``Watch.wait`` returns, and so before the observer
 reads: a change after that read fires one of the new watches. Nothing is kept in step with the children:
 a spurious wake costs only a read. Before the first candidate (and after the server removed the empty
 container) the path does not exist: then its creation is watched.
 
 kazoo fires every watch with a ``NONE`` event when the session ends and the connection's state changes
 reach the backend (``Backend.changed``), which re-arm the watches once the server answers again; a
-``MAX_WAIT_SLICE`` tick is the safety net. After :meth:`Watch.aclose` a watch that fires does nothing:
+``MAX_WAIT_SLICE`` tick is the safety net. After ``Watch.aclose`` a watch that fires does nothing:
 ZooKeeper has no way to drop a watch short of its event, so the last ones stay registered until then.
 """
 

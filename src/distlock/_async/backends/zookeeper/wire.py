@@ -1,4 +1,4 @@
-"""The bounded request seam over kazoo: every ZooKeeper request of a store goes through :class:`Wire`.
+"""The bounded request seam over kazoo: every ZooKeeper request of a store goes through ``Wire``.
 
 kazoo queues a request (``client.*_async``) and hands back an async result. This module
 

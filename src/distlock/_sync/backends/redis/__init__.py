@@ -26,7 +26,7 @@ Elections (``store.election``): a candidate is a fair exclusive claim whose reco
 is the owner part of its holder details, so ``inspect`` and ``leader`` read the value where they read the
 owner; the exclusive key keeps the token (redis-py's layout). ``proclaim`` rewrites that record if the token
 still holds the key; grants, releases and proclaims of a candidate publish the election NOTICE on the name's
-channel, which the observers' :class:`~.watch.RedisWatch` listens to (``_core/redis_keys.py``).
+channel, which the observers' ``RedisWatch`` listens to (``_core/redis_keys.py``).
 
 Redis Cluster: every key of one name is in the slot of the name (hash tag ``{name}``), so each script
 runs on the one master that owns the name; the wake-up is a classic ``PUBLISH``, which the cluster
@@ -39,7 +39,7 @@ store's registry):
 * ``__init__.py``: this backend (single node or cluster): options at open, acquire with its fence and
   ``wait_replicas``, release, renewal batches, inspect/list/break.
 * ``options.py``: the URL options, the URL for redis-py, and distlock's own client for ``connect(client=...)``.
-* ``node.py``: one server or cluster (:class:`~.node.Node`): scripts by name, calls and batches in one round
+* ``node.py``: one server or cluster (``Node``): scripts by name, calls and batches in one round
   trip, errors -> ``BackendError``.
 * ``wire.py``: distlock's own request path (pre-encoded calls on a free list of connections).
 * ``listener.py``: the one pub/sub connection per server and store that turns releases into wake-ups.

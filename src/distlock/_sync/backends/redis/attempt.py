@@ -1,10 +1,10 @@
 # GENERATED from src/distlock/_async/backends/redis/attempt.py by scripts/gen_sync.py: edit that file, not this one.
 """Waiting for a Redis lock: one try, then a sleep on the name's wake-up channel until a release signals us
-(or the holders' lease ends), for a single node or cluster (:class:`Attempt`) and for Redlock on every master
-(:class:`RedlockAttempt`).
+(or the holders' lease ends), for a single node or cluster (``Attempt``) and for Redlock on every master
+(``RedlockAttempt``).
 
 The rule both keep: no release may fall between a failed try and the wait. The waiter is registered on the
-store's :class:`~.listener.Listener` and its channel subscribed BEFORE the try whose failure it waits on; a
+store's ``Listener`` and its channel subscribed BEFORE the try whose failure it waits on; a
 try that ran without a confirmed subscription is followed by a subscribe and a re-check instead of a sleep.
 A failed try also queues the waiter on the server with a short deadline (``WAITER_TTL``) that every re-check
 refreshes, so a waiter that went away drops out of the queue by itself.
@@ -160,7 +160,7 @@ class RedlockAttempt(SyncAttempt):
     """As the single-node attempt (register and subscribe before the try whose failure we wait on), on every
     master: it blocks once a majority of masters had a live subscription during the last try (a release
     reaches a majority, so its wake-up reaches us from one of them). A release on a master where we head
-    the queue may hand us the name there (:class:`Handed`); hand-overs from a majority whose fences agree
+    the queue may hand us the name there (``Handed``); hand-overs from a majority whose fences agree
     are a grant with no round trip (``RedlockBackend.handed_over``)."""
 
     backend: RedlockBackend

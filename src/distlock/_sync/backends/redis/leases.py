@@ -1,5 +1,5 @@
 # GENERATED from src/distlock/_async/backends/redis/leases.py by scripts/gen_sync.py: edit that file, not this one.
-"""What makes a release idempotent across retries (:class:`Leases`), shared by the single-node and the Redlock
+"""What makes a release idempotent across retries (``Leases``), shared by the single-node and the Redlock
 backend: each keeps one, fed by its acquires (``confirmed``), its renewal batches (``renewed``) and its
 releases."""
 
@@ -36,7 +36,7 @@ class Leases:
     def handed(self, claim: Claim, since: float) -> float | None:
         """Hold ``claim`` by a direct hand-over: its lease counts from ``since`` (the send of the try whose queue
         entry the release granted, before the grant) and lasts the TTL capped at the queue deadline, which that
-        try set ``WAITER_TTL`` after ``since`` or later (:func:`~distlock._core.redis_calls.handover_lease`).
+        try set ``WAITER_TTL`` after ``since`` or later (``handover_lease``).
         Returns the time left, or None (nothing recorded) when less than half that lease is left: the waiter
         then tries instead, and its try confirms the grant for a full TTL, rather than a first renewal racing
         a short lease (a needless ``lost``)."""

@@ -1,5 +1,5 @@
 # GENERATED from src/distlock/_async/backends/redis/masters.py by scripts/gen_sync.py: edit that file, not this one.
-"""The N independent masters of a Redlock store (:class:`Masters`), and the one way the Redlock backend asks
+"""The N independent masters of a Redlock store (``Masters``), and the one way the Redlock backend asks
 them: every master at once, each under its own deadline, each answer a reply or an exception; a majority
 (``quorum``) of answers is what every operation needs, and fewer is a ``QuorumError``.
 """
@@ -22,7 +22,7 @@ from .wire import Restarted
 
 
 class Masters:
-    """The masters (their :class:`~.node.Node`), the majority, the per-master deadline and the fan-out."""
+    """The masters (their ``Node``), the majority, the per-master deadline and the fan-out."""
 
     def __init__(self, nodes: list[Node], node_timeout: float, scheme: str) -> None:
         self.nodes = nodes
@@ -55,7 +55,7 @@ class Masters:
         each: Sequence[Sequence[Any]],
         expects: Sequence[str | None] | None = None,
     ) -> list[Any]:
-        """As :meth:`scatter`, with each node's own arguments (``each[i]``); ``expects[i]``: the run id the
+        """As ``scatter``, with each node's own arguments (``each[i]``); ``expects[i]``: the run id the
         request to node i was prepared with (a new connection that finds another one fails that request)."""
         first = each[0] if each else ()
         if all(a == first for a in each):
@@ -98,7 +98,7 @@ class Masters:
             raise self.quorum_error(name, what, errors)
 
     def each(self, fn: Callable[[Node], Any], timeout: float | None = None) -> list[Any]:
-        """``fn(node)`` on every master in parallel (as :meth:`fan`)."""
+        """``fn(node)`` on every master in parallel (as ``fan``)."""
         return self.fan([functools.partial(fn, n) for n in self.nodes], timeout)
 
     def close(self) -> None:

@@ -1,12 +1,12 @@
 # GENERATED from src/distlock/_async/backends/redis/node.py by scripts/gen_sync.py: edit that file, not this one.
-"""One Redis server or one Redis Cluster, as the backends use it (:class:`Node`): the client, the scripts by
+"""One Redis server or one Redis Cluster, as the backends use it (``Node``): the client, the scripts by
 name (loaded once, reloaded after a restart), one call or a batch in one round trip on distlock's own request
 path (``wire.py``; on a cluster one per master, by the slot of the name), the wake-up listener
 (``listener.py``), the fence markers (``fences.py``) and the driver's errors as ``BackendError``.
 
 Redis Cluster: every key of one name is in the slot of the name (hash tag ``{name}``), so each script runs on
 the one master that owns the name; a name whose keys would fall in different slots (it contains ``}``) is
-refused with ``ConfigError`` (:meth:`Node.check_slot`).
+refused with ``ConfigError`` (``Node.check_slot``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 # GENERATED from src/distlock/_async/backends/redis/watch.py by scripts/gen_sync.py: edit that file, not this one.
-"""An election observer's wake-up (:class:`RedisWatch`): the name's wake-up channel, on the one server or
-cluster of a Redis store or on every Redlock master, through the store's pub/sub :class:`~.listener.Listener`.
+"""An election observer's wake-up (``RedisWatch``): the name's wake-up channel, on the one server or
+cluster of a Redis store or on every Redlock master, through the store's pub/sub ``Listener``.
 
 What is published there that an observer needs: every release of a leader and every grant of a candidate
-(the election :data:`~distlock._core.redis_keys.NOTICE`, from the scripts, when the holder's record carries a
+(the election ``NOTICE``, from the scripts, when the holder's record carries a
 value), every proclaim (the same NOTICE), a break (``*``) and the wake-ups of waiters (their tokens). The
 observer takes them all; a waiter's listener takes only its own token or ``*``, so a NOTICE wakes no waiter.
 What is never published is a lease that ran out (a crashed leader with nobody queued behind it): the wait
-is therefore cut at :data:`SLICE`, after which the observer reads the name again.
+is therefore cut at ``SLICE``, after which the observer reads the name again.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class RedisWatch(SyncWatch):
     """Armed once the name's channel is subscribed (confirmed) on ``quorum`` of the listeners: one for a
     server or cluster, a majority of Redlock masters (a grant, a release and a proclaim each reach a majority,
     so their NOTICE reaches an observer armed on any majority). While not armed it polls every
-    :attr:`POLL` seconds and subscribes again before each wait; a wait that armed it returns at once, so
+    ``POLL`` seconds and subscribes again before each wait; a wait that armed it returns at once, so
     the observer reads under the new subscription (nothing can fall between)."""
 
     #: the longest wait while armed: a lease that runs out publishes nothing (see the module docstring)
@@ -45,7 +45,7 @@ class RedisWatch(SyncWatch):
         self._key = "observer-" + ids.new_token()  # a key of its own among the channel's observers
         self._fan = fan
         self._waker: rt.Waker | None = None
-        #: whether the last :meth:`wait` returned on a message (False: timeout, slice or a fresh subscription)
+        #: whether the last ``wait`` returned on a message (False: timeout, slice or a fresh subscription)
         self.pushed = False
 
     def arm(self, timeout: float = SUBSCRIBE_TIMEOUT) -> bool:

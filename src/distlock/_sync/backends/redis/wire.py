@@ -1,10 +1,10 @@
 # GENERATED from src/distlock/_async/backends/redis/wire.py by scripts/gen_sync.py: edit that file, not this one.
-"""distlock's own request path to a Redis server (:class:`Wire`), and the run-id read that Redlock puts on each
+"""distlock's own request path to a Redis server (``Wire``), and the run-id read that Redlock puts on each
 new connection of it. Written once for both sides (generated for the sync side).
 
 redis-py's ``execute_command`` spends about as long in its own bookkeeping (pool lock, retry wrapper,
 observability hooks, argument encoding) as a loopback round trip takes. The acquire and release scripts are sent
-here instead, already encoded (:func:`distlock._core.redis_calls.packed_call`), on connections made from the
+here instead, already encoded (``distlock._core.redis_calls.packed_call``), on connections made from the
 client's own settings (URL, TLS, password, db, timeouts). What differs between redis.asyncio and redis (how a
 call is bounded, how a connection is dropped, a cancellation the driver swallowed) is in the driver pair
 ``_redis_async.py`` / ``_redis_sync.py``; the rules of the path are here.
@@ -66,7 +66,7 @@ class Wire:
         # timeout; the connections themselves may have none: ``drv.made``)
         self._make, self._bound = made
         self._idle: list[Any] = []
-        #: connections with a request in flight (a failover interrupts them: :meth:`moved`)
+        #: connections with a request in flight (a failover interrupts them: ``moved``)
         self._busy: set[Any] = set()
         self._pid = os.getpid()
         self._closed = False
@@ -104,7 +104,7 @@ class Wire:
         """Several requests in one round trip; an error reply is returned in its place (a ``ResponseError``),
         the connection stays in step. A try that times out closes its connection (a silent, half-open one
         is never used again) and is sent once more on a new one; a try the master's change cut short
-        (:meth:`moved`) is sent again without counting."""
+        (``moved``) is sent again without counting."""
         attempt = 0
         while True:
             sent = False

@@ -1,7 +1,7 @@
 # GENERATED from src/distlock/_async/backends/sql/base.py by scripts/gen_sync.py: edit that file, not this one.
 """What every SQL backend class shares, whatever its mode: connections, bounded calls, the schema, errors.
 
-:class:`SqlBase` is the common base of the mode classes (``lease.py``, ``session.py``, ``rowlock.py``);
+``SqlBase`` is the common base of the mode classes (``lease.py``, ``session.py``, ``rowlock.py``);
 a dialect package (``backends/mysql/``, ``backends/postgres/``) adds the driver (``_connect``, ``_run``,
 error classification) and the dialect's data (``make_dialect``, the schema and kill statements).
 
@@ -185,7 +185,7 @@ class SqlBase(SyncBackend):
     # -- bounds and errors -------------------------------------------------------------------------------
     def _deadline(self, extra: float = 0.0) -> float:
         """When the call starting now must be over: ``call_timeout`` (+ ``extra``: a server-side wait it
-        makes on purpose), or the context's tighter :class:`Budget`."""
+        makes on purpose), or the context's tighter ``Budget``."""
         own = monotonic() + self.call_timeout + extra
         budget = _BUDGET.get()
         return own if budget is None else min(own, budget)

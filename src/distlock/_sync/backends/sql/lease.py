@@ -51,7 +51,7 @@ class LeaseAttempt(SyncAttempt):
         #: (see ``_handed_over``)
         self.stamp: tuple[float, float] | None = None
         #: a try the last wait already made (MySQL: in its bell wait's round trip), and when it was sent: the
-        #: next :meth:`try_acquire` answers with it instead of trying again
+        #: next ``try_acquire`` answers with it instead of trying again
         self.pretried: tuple[Grant, float] | None = None
 
     def try_acquire(self) -> Grant:
@@ -161,7 +161,7 @@ class LeaseAttempt(SyncAttempt):
 
     def _quiet(self) -> bool:
         """Whether this waiter need not look at the name until woken: it is queued on the server behind an
-        earlier waiter of this store (:meth:`Wakers.head`), and the dialect's push is on (that one is woken
+        earlier waiter of this store (``Wakers.head``), and the dialect's push is on (that one is woken
         by every release elsewhere). Every waiter re-checking at every slice cost one transaction per waiter
         and second (1,000 fair waiters: a hand-off rate near zero)."""
         b = self.backend
@@ -303,7 +303,7 @@ class LeaseBackend(SqlBase):
 
     def abandon_settled(self, claim: Claim, key: str) -> bool:
         """Clean up after a claim whose last try was answered (``Ops.abandon_settled``); True if something of
-        it was deleted. The store's claims that give up together share one transaction (:class:`_Abandons`)."""
+        it was deleted. The store's claims that give up together share one transaction (``_Abandons``)."""
         try:
             found: bool = self._abandons(claim.token, (claim, key), self._deadline())
         except TimeoutError:

@@ -3,7 +3,7 @@
 
 Every operation is one short ``BEGIN IMMEDIATE`` transaction (the database write lock is taken up front,
 so no two processes can both see a free lock and both take it), in WAL mode with a busy timeout. The
-grant rule is :mod:`distlock._core.arbiter`. Expiry uses the wall clock (``time.time()``): every process
+grant rule is ``distlock._core.arbiter``. Expiry uses the wall clock (``time.time()``): every process
 on the host shares it. Schema (created on first use, idempotent): see ``queries.py``.
 
 Waiting: waiters in the same process are woken at once by the releaser (a process-wide registry of

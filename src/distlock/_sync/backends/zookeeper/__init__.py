@@ -80,7 +80,7 @@ class Wakes(Protocol):
 class _Abandons(Batched[str, Attempt, None]):
     """The clean-ups of a store's attempts that give up together (a thousand waiters timing out at once):
     what they left goes in one multi request for all that came while the last one ran
-    (:meth:`Cleanup.abandon_all`), not a delete each."""
+    (``Cleanup.abandon_all``), not a delete each."""
 
     def __init__(self, backend: Backend) -> None:
         super().__init__()

@@ -1,10 +1,10 @@
 # GENERATED from src/distlock/_async/backends/zookeeper/cleanup.py by scripts/gen_sync.py: edit that file, not this one.
 """Clean-up after an acquire that did not succeed: every node it may have left goes (F8, F10 in docs/safety.md).
 
-An attempt records what it may have created in :class:`Traces`: its queue child, its semaphore lease, and
+An attempt records what it may have created in ``Traces``: its queue child, its semaphore lease, and
 the holding it was granted but whose caller never learned it (cancelled, error). ``abandon`` deletes all
 of it within its own budget. What cannot be deleted now (the connection is down or silent) is remembered
-and deleted by :class:`Cleanup` once the server answers again with this session (``start``); with a new
+and deleted by ``Cleanup`` once the server answers again with this session (``start``); with a new
 session it went with the old one (``clear``). A node left in a queue would stall every later waiter.
 """
 
@@ -89,11 +89,11 @@ class Cleanup:
             log.warning("clean-up of an abandoned acquire of %r deferred: %s", traces.name, exc)
 
     def abandon_all(self, many: list[Traces]) -> None:
-        """:meth:`abandon` of many attempts at once (a store's waiters giving up together: one delete each
+        """``abandon`` of many attempts at once (a store's waiters giving up together: one delete each
         cost a thousand of them up to 0.3 s past their deadline). The nodes whose names are known go in one
         multi request per MULTI_MAX; a multi that fails (one node already gone makes the server delete none; a
         lost connection) and every attempt with a node whose name is unknown (a create whose reply was
-        lost, found by its UUID) are cleaned up one by one, as :meth:`abandon` does."""
+        lost, found by its UUID) are cleaned up one by one, as ``abandon`` does."""
         chunks: list[tuple[list[Traces], list[str]]] = []
         alone: list[Traces] = []
         for traces in many:

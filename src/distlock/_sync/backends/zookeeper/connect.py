@@ -7,7 +7,7 @@ and starts a kazoo client of our own (hosts, chroot, ``digest`` credentials and 
 gets, TLS to the secure client port; connection retries for ever, no command retries: every wait is bounded
 above it). ``adopt`` takes the caller's started client
 (``connect(client=...)``): its session, chroot and ``default_acl``, never stopped or closed by the store.
-Both are blocking and return a :class:`Link`, from which the backend builds its session.
+Both are blocking and return a ``Link``, from which the backend builds its session.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ What makes them lock-safe lives here and nowhere else:
 
 * ``create_protected``: Curator's protected mode. An ephemeral sequential child ``_c_<uuid>-<mark><seq>``;
   a create whose reply was lost (connection loss) may or may not have happened, so the child is first
-  looked for by its UUID before another is created (F8 in docs/safety.md). :class:`Entry` is one such
+  looked for by its UUID before another is created (F8 in docs/safety.md). ``Entry`` is one such
   child of an attempt: its UUID, whether a create was sent, its name once known.
 * ``watch_exists``: a data read with a watch, never ``exists`` (a watch for the creation of a sequence
   name that is never reused would stay behind, on the server and in kazoo).

@@ -9,8 +9,8 @@ margin. The liveness thread (one per store) sends a cheap request whenever nothi
 quarter of the session, and reports every holding lost once ``lease_end`` passed.
 
 kazoo's connection listener (``on_state``) turns SUSPENDED / LOST / CONNECTED into the few events of
-:class:`SessionEvents`, which the backend hands on to its holdings, clean-up and waiting attempts; the
-``suspend_grace`` timer and the ``lost_on=suspended`` policy live here too. :class:`SessionLog` is the
+``SessionEvents``, which the backend hands on to its holdings, clean-up and waiting attempts; the
+``suspend_grace`` timer and the ``lost_on=suspended`` policy live here too. ``SessionLog`` is the
 logger kazoo writes through, which is how the session timeout the server granted is learned.
 """
 

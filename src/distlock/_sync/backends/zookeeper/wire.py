@@ -1,5 +1,5 @@
 # GENERATED from src/distlock/_async/backends/zookeeper/wire.py by scripts/gen_sync.py: edit that file, not this one.
-"""The bounded request seam over kazoo: every ZooKeeper request of a store goes through :class:`Wire`.
+"""The bounded request seam over kazoo: every ZooKeeper request of a store goes through ``Wire``.
 
 kazoo queues a request (``client.*_async``) and hands back an async result. This module
 
