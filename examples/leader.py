@@ -86,10 +86,11 @@ def main() -> None:
                     break
             for p in procs:
                 p.join(60)
-        terms = [i.term for i in seen]
+        terms = [i.term for i in seen if i.term is not None]  # a None term fails the check below
         with sqlite3.connect(ledger) as db:
             writes = db.execute("SELECT COUNT(*), COUNT(DISTINCT term) FROM log").fetchone()
-        print(f"{len(seen)} leaders, terms {terms}: strictly increasing = {terms == sorted(set(terms))}")
+        increasing = len(terms) == len(seen) and terms == sorted(set(terms))
+        print(f"{len(seen)} leaders, terms {terms}: strictly increasing = {increasing}")
         print(f"ledger: {writes[0]} writes from {writes[1]} terms")
 
 
