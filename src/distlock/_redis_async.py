@@ -19,6 +19,7 @@ from typing import Any
 import redis.asyncio as redis_driver
 from redis.asyncio.retry import Retry as Retry  # redis-py 8.2 warns at each connect given redis.retry's
 from redis.asyncio.sentinel import Sentinel as Sentinel
+from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from . import _aconn
@@ -51,6 +52,10 @@ def route(client: ClusterClient, key: str) -> tuple[str, Made]:
     return node.name, made(node.connection_class, node.connection_kwargs)
 
 
+#: redis-py's own retry of a connect, off on distlock's request path: ``Wire`` sends a failed request once
+#: more itself, and a connect retried inside that (its handshake's timeout included) doubled every bound
+ONCE = Retry(NoBackoff(), 0)
+
 #: how distlock's request path makes its connections to one server, and the bound of one request on them
 Made = tuple[Callable[[], Any], float | None]
 
@@ -66,7 +71,8 @@ def made(cls: Any, kwargs: dict[str, Any]) -> Made:
     and its handshake are bounded by ``connect_bound``. (``socket_timeout`` is a documented parameter
     of the connection; its absence means "no client-side timeout", which the bounds here replace.)"""
     bound = kwargs.get("socket_timeout")
-    own = dict(kwargs, socket_timeout=None)
+    own = dict(kwargs, retry=ONCE)
+    return (lambda: cls(**own)), kwargs.get("socket_timeout")
     if "socket_connect_timeout" in kwargs and kwargs["socket_connect_timeout"] is None:
         own["socket_connect_timeout"] = bound  # redis-py's fallback for it, which None would now turn off
     return (lambda: cls(**own)), bound
@@ -152,11 +158,12 @@ def tune(conn: Any) -> None:
 
 def connect_bound(conn: Any, bound: float | None) -> Any:
     """Bounds connecting ``conn`` (a connection of ``made``) and its handshake (HELLO/AUTH/SELECT, and
-    Redlock's run-id read): its connect timeout plus one request's ``bound``. redis-py bounds the TCP
-    connect itself; the handshake's replies, read without a socket timeout, only by this."""
+    Redlock's run-id read): its connect timeout plus one request's ``bound``, and the caller's deadline
+    (``timing.Budget``). redis-py bounds the TCP connect itself; the handshake's replies, read without a
+    socket timeout, only by this."""
     if bound is None:
         return contextlib.nullcontext()
-    return asyncio.timeout((conn.socket_connect_timeout or 0.0) + bound)
+    return asyncio.timeout(timing.bound((conn.socket_connect_timeout or 0.0) + bound))
 
 
 async def disconnect(conn: Any) -> None:

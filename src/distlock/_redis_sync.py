@@ -12,11 +12,12 @@ import logging
 import select
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ALL_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
 import redis as redis_driver
+from redis.backoff import NoBackoff
 from redis.exceptions import RedisError, ResponseError
 from redis.retry import Retry as Retry  # the retry policy of this client's connections (see the asyncio twin)
 from redis.sentinel import Sentinel as Sentinel
@@ -50,6 +51,10 @@ def route(client: ClusterClient, key: str) -> tuple[str, Made]:
     return node.name, made(pool.connection_class, pool.connection_kwargs)
 
 
+#: redis-py's own retry of a connect, off on distlock's request path: ``Wire`` sends a failed request once
+#: more itself, and a connect retried inside that (its handshake's timeout included) doubled every bound
+ONCE = Retry(NoBackoff(), 0)
+
 #: how distlock's request path makes its connections to one server, and the bound of one request on them
 Made = tuple[Callable[[], Any], float | None]
 
@@ -57,7 +62,8 @@ Made = tuple[Callable[[], Any], float | None]
 def made(cls: Any, kwargs: dict[str, Any]) -> Made:
     """Connections ``cls(**kwargs)`` for distlock's request path, and the bound of one request on them (the
     socket timeout of ``kwargs``): here the sockets keep their timeout, which is the bound (see the twin)."""
-    return (lambda: cls(**kwargs)), kwargs.get("socket_timeout")
+    own = dict(kwargs, retry=ONCE)
+    return (lambda: cls(**own)), kwargs.get("socket_timeout")
 
 
 def recheck_cancel() -> None:
@@ -135,9 +141,20 @@ def tune(conn: Any) -> None:
     """Nothing to set on a blocking socket (see the twin)."""
 
 
-def connect_bound(conn: Any, bound: float | None) -> Any:
-    """Connecting is bounded by the connection's own timeouts here (a blocking socket's; see the twin)."""
-    return contextlib.nullcontext()
+@contextlib.contextmanager
+def connect_bound(conn: Any, bound: float | None) -> Iterator[None]:
+    """Bounds connecting ``conn`` and its handshake by ``bound`` (what the caller's deadline left of a
+    request's bound: ``timing.Budget``): a blocking socket's own timeouts, cut to it while connecting."""
+    if bound is None:
+        yield
+        return
+    connect_timeout, socket_timeout = conn.socket_connect_timeout, conn.socket_timeout
+    conn.socket_connect_timeout = bound if connect_timeout is None else min(connect_timeout, bound)
+    conn.socket_timeout = bound if socket_timeout is None else min(socket_timeout, bound)
+    try:
+        yield
+    finally:
+        conn.socket_connect_timeout, conn.socket_timeout = connect_timeout, socket_timeout
 
 
 def disconnect(conn: Any) -> None:

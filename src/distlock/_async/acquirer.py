@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from .. import _events as events
 from .. import _rt_async as rt
 from .._core import forks, ids
-from .._core.timing import Deadline, monotonic, renew_interval
+from .._core.timing import CLEANUP, Budget, Deadline, monotonic, renew_interval
 from .._core.types import Claim, Grant, LockInfo, Mode
 from .._core.validate import check_name
 from .._errors import ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
@@ -57,6 +57,14 @@ class Acquired(NamedTuple):
             renew_at=self.sent + renew_interval(min(self.claim.ttl, self.grant.valid_for or self.claim.ttl)),
             auto_renew=auto_renew,
         )
+
+
+async def _abandon(attempt: AsyncAttempt) -> None:
+    """Remove what an attempt may have left on the server, shielded from the caller's cancellation and bounded
+    by its own ``CLEANUP`` (past the deadline that ended the wait): what it cannot remove in time goes with
+    its lease."""
+    with Budget(CLEANUP, escape=True):
+        await rt.shielded(attempt.abandon())
 
 
 class AsyncAcquirer:
@@ -188,33 +196,36 @@ class AsyncAcquirer:
         attempt: AsyncAttempt = self.backend.attempt(claim)
         late = False  # the last wait ended at the deadline: one more look, one that waits for nothing
         try:
-            while True:
-                sent = monotonic()
-                grant = await (attempt.try_late() if late else attempt.try_acquire())
-                if grant.acquired:
-                    end = self.leases.grant_end(claim, grant, sent)  # +inf where a session backs it
-                    if monotonic() < min(end, self.leases.session_deadline(claim)):
-                        return Acquired(claim, grant, sent, end)
-                    log.warning("grant of %r arrived after its lease ended; trying again", claim.name)
-                    await rt.shielded(attempt.abandon())
-                    claim = replace(claim, token=ids.new_token())
-                    attempt = self.backend.attempt(claim)
-                    if deadline.expired():
+            # every call made for this wait (connects, retries and the last look included) ends by the
+            # caller's deadline (docs/operations.md, "One deadline"), not by each backend's own bound
+            with Budget(until=deadline.calls_end()):
+                while True:
+                    sent = monotonic()
+                    grant = await (attempt.try_late() if late else attempt.try_acquire())
+                    if grant.acquired:
+                        end = self.leases.grant_end(claim, grant, sent)  # +inf where a session backs it
+                        if monotonic() < min(end, self.leases.session_deadline(claim)):
+                            return Acquired(claim, grant, sent, end)
+                        log.warning("grant of %r arrived after its lease ended; trying again", claim.name)
+                        await _abandon(attempt)
+                        claim = replace(claim, token=ids.new_token())
+                        attempt = self.backend.attempt(claim)
+                        if deadline.expired():
+                            return None
+                        continue
+                    left = deadline.remaining()
+                    if left is not None and left <= 0:
+                        await _abandon(attempt)
                         return None
-                    continue
-                left = deadline.remaining()
-                if left is not None and left <= 0:
-                    await rt.shielded(attempt.abandon())
-                    return None
-                self.events.debug(
-                    "wait", "waiting for %r (next look within %s s)", claim.name, grant.retry_after,
-                    lock=claim.name, kind=events.kind_of(claim),
-                )  # fmt: skip
-                await attempt.wait(grant, left)
-                late = deadline.expired()
+                    self.events.debug(
+                        "wait", "waiting for %r (next look within %s s)", claim.name, grant.retry_after,
+                        lock=claim.name, kind=events.kind_of(claim),
+                    )  # fmt: skip
+                    await attempt.wait(grant, left)
+                    late = deadline.expired()
         except BaseException:
             try:
-                await rt.shielded(attempt.abandon())
+                await _abandon(attempt)
             except Exception as err:  # noqa: BLE001 - report the original error, not the clean-up's
                 log.warning("could not clean up after a failed acquire of %r: %s", claim.name, err)
             raise

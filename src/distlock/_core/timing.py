@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import os
 import random
 import time
@@ -21,17 +22,37 @@ WAITER_TTL = 5.0
 LEASE_WAIT_SLICE = 1.0
 
 
+#: the least time the calls of a wait get, however short the wait (``acquire(timeout=0)``, ``run -n``): one
+#: look needs a connect and a round trip, which a wait of 0 s would cut before they start
+FLOOR = 2.0
+#: how long a call that started before its wait's deadline may run past it (the last look at the deadline
+#: on a slow but live server still gets its answer, not an error)
+LATE = 0.5
+#: the clean-up after an acquire that failed, timed out or was cancelled (``abandon``) gets this long, from
+#: when it starts; what it could not remove in time goes with its lease
+CLEANUP = 0.5
+
+
 @dataclass
 class Deadline:
-    """A point on the monotonic clock; ``None`` timeout = never."""
+    """A point on the monotonic clock; ``None`` timeout = never. ``start`` is when the wait began."""
 
     at: float | None
+    start: float = field(default_factory=lambda: monotonic())
 
     @classmethod
     def after(cls, timeout: float | None, now: float | None = None) -> Deadline:
+        now = monotonic() if now is None else now
         if timeout is None:
-            return cls(None)
-        return cls((monotonic() if now is None else now) + timeout)
+            return cls(None, now)
+        return cls(now + timeout, now)
+
+    def calls_end(self) -> float | None:
+        """When every call made for this wait must be over (None: no deadline): the deadline, but at least
+        ``FLOOR`` after the start, plus ``LATE`` (docs/operations.md, "One deadline")."""
+        if self.at is None:
+            return None
+        return max(self.at, self.start + FLOOR) + LATE
 
     def remaining(self, now: float | None = None) -> float | None:
         if self.at is None:
@@ -41,6 +62,48 @@ class Deadline:
     def expired(self, now: float | None = None) -> bool:
         r = self.remaining(now)
         return r is not None and r <= 0.0
+
+
+#: the instant (monotonic) every call made in this context must be over by: the caller's deadline, carried
+#: down through the lock layer to each connect, request and retry of the backends (a task's or thread's own)
+_BUDGET: contextvars.ContextVar[float | None] = contextvars.ContextVar("distlock_budget", default=None)
+
+
+class Budget:
+    """``with Budget(seconds):`` (or ``until=``) every call made inside, in this task or thread, ends by then,
+    or by an enclosing Budget's end if that is sooner. ``escape=True`` is for a clean-up owed after a
+    deadline: its own bound, whatever the enclosing one has left."""
+
+    __slots__ = ("_token", "end")
+
+    def __init__(self, seconds: float | None = None, *, until: float | None = None, escape: bool = False) -> None:
+        end = until if seconds is None else monotonic() + seconds
+        outer = None if escape else _BUDGET.get()
+        self.end = outer if end is None else end if outer is None else min(outer, end)
+        self._token: contextvars.Token[float | None] | None = None
+
+    def __enter__(self) -> Budget:
+        self._token = _BUDGET.set(self.end)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._token is not None
+        _BUDGET.reset(self._token)
+
+
+def budget_end() -> float | None:
+    """The end of the calls of this context (None: no Budget)."""
+    return _BUDGET.get()
+
+
+def bound(own: float | None, now: float | None = None) -> float | None:
+    """A call's bound in seconds: its own (None: none), cut to what the context's Budget has left (0 when
+    it is spent: the call must not start)."""
+    end = _BUDGET.get()
+    if end is None:
+        return own
+    left = max(0.0, end - (monotonic() if now is None else now))
+    return left if own is None else min(own, left)
 
 
 @dataclass

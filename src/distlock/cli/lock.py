@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from .._core.text import seconds
+from .._core.timing import Budget, Deadline
 from .._errors import LockError
 from .._sync.store import Store
 from . import EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE, Abort, connect, one_line_errors
@@ -66,11 +67,22 @@ def _lock_for(store: Store, name: str, ttl: float, mode: str | None) -> Any:
     return rw.read if mode == "shared" else rw.write
 
 
-def _acquire(lock: Any, name: str, nonblock: bool, timeout: float | None, conflict_code: int) -> None:
-    if nonblock:
-        ok = lock.acquire(blocking=False)
-    else:
-        ok = lock.acquire(timeout=timeout)
+def _deadline(nonblock: bool, timeout: float | None) -> Deadline:
+    """The wait ``-n`` / ``-w S`` allow, from now: connecting counts (docs/cli.md, "One deadline")."""
+    return Deadline.after(0.0 if nonblock else timeout)
+
+
+def _open(url: str | None, deadline: Deadline) -> Store:
+    """The store, connected within the wait's budget: a server that never answers costs ``-w S`` (at least
+    2 s), not the backend's connect timeout."""
+    with Budget(until=deadline.calls_end()):
+        return connect(url)
+
+
+def _acquire(lock: Any, name: str, nonblock: bool, deadline: Deadline, conflict_code: int) -> None:
+    timeout = None if deadline.at is None else deadline.at - deadline.start
+    with Budget(until=deadline.calls_end()):  # what connecting left of it
+        ok = lock.acquire(blocking=False) if nonblock else lock.acquire(timeout=deadline.remaining())
     if not ok:
         why = "is held by another owner" if nonblock else f"not acquired within {seconds(timeout or 0)}"
         raise Abort(f"lock {name!r} {why}", conflict_code)
@@ -254,10 +266,11 @@ def _run(
     argv: list[str],
     kill_after: float,
 ) -> int:
-    with connect(url) as store:
+    deadline = _deadline(nonblock, timeout)
+    with _open(url, deadline) as store:
         lock = _lock_for(store, name, ttl, mode)
         with _raise_on_stop_signals():
-            _acquire(lock, name, nonblock, timeout, conflict_code)
+            _acquire(lock, name, nonblock, deadline, conflict_code)
             try:
                 return supervise(lock, name, argv, kill_after)
             finally:
@@ -290,7 +303,7 @@ class _OnceRun:
         return argv
 
     def run(self, url: str | None, argv: list[str], kill_after: float) -> int:
-        with connect(url) as store, _raise_on_stop_signals():
+        with _open(url, _deadline(True, None)) as store, _raise_on_stop_signals():
             with store.once(self.name, at_most=self.at_most, at_least=self.at_least) as ran:
                 if not ran:
                     if self.skip_code:
@@ -331,10 +344,11 @@ def hold(
 def _hold(
     url: str | None, name: str, ttl: float, mode: str | None, nonblock: bool, timeout: float | None, conflict: int
 ) -> None:
-    with connect(url) as store:
+    deadline = _deadline(nonblock, timeout)
+    with _open(url, deadline) as store:
         lock = _lock_for(store, name, ttl, mode)
         with _raise_on_stop_signals():
-            _acquire(lock, name, nonblock, timeout, conflict)
+            _acquire(lock, name, nonblock, deadline, conflict)
             try:
                 click.echo(f"{name} {lock.fence}")
                 sys.stdout.flush()

@@ -13,7 +13,6 @@ call ends by a deadline), opening (the tables are created by ``schema.py``), and
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 from collections.abc import Callable, Generator, Sequence
@@ -23,7 +22,7 @@ from .... import _rt_async as rt
 from ...._core import forks
 from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
-from ...._core.timing import monotonic
+from ...._core.timing import Budget, budget_end, monotonic
 from ...._core.types import Claim
 from ...._errors import BackendError, ConfigError
 from ...._url import StoreConfig, scrub
@@ -53,27 +52,6 @@ IDLE_IN_TX_SLACK = 1.0
 #: a renewal round trip gets at most this share of the shortest TTL in its batch (lease mode: then one more
 #: try on a fresh connection, so a half-open pooled connection costs one try, not the holdings)
 RENEW_SHARE = 0.25
-
-#: a deadline (monotonic) that the calls made in this context must meet, tighter than ``call_timeout``
-_BUDGET: contextvars.ContextVar[float | None] = contextvars.ContextVar("distlock_sql_budget", default=None)
-
-
-class Budget:
-    """``with Budget(seconds):`` every database call inside (this task or thread) ends by then."""
-
-    def __init__(self, seconds: float) -> None:
-        self.deadline = monotonic() + seconds
-        self._token: contextvars.Token[float | None] | None = None
-
-    def __enter__(self) -> Budget:
-        outer = _BUDGET.get()
-        self._token = _BUDGET.set(self.deadline if outer is None else min(outer, self.deadline))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._token is not None
-        _BUDGET.reset(self._token)
-
 
 class RetryableError(Exception):
     """A deadlock or serialization failure: the transaction was rolled back and may simply be re-run."""
@@ -186,11 +164,11 @@ class SqlBase(AsyncBackend):
         """When the call starting now must be over: ``call_timeout`` (+ ``extra``: a server-side wait it
         makes on purpose), or the context's tighter ``Budget``."""
         own = monotonic() + self.call_timeout + extra
-        budget = _BUDGET.get()
+        budget = budget_end()
         return own if budget is None else min(own, budget)
 
     def _connect_timeout(self) -> float:
-        budget = _BUDGET.get()
+        budget = budget_end()
         return self.connect_timeout if budget is None else max(0.1, min(self.connect_timeout, budget - monotonic()))
 
     def _db_error(self, exc: BaseException) -> bool:
@@ -220,7 +198,7 @@ class SqlBase(AsyncBackend):
                 if waker in self._pool_waiters:
                     self._pool_waiters.remove(waker)
         try:
-            if (budget := _BUDGET.get()) is not None and monotonic() >= budget:
+            if (budget := budget_end()) is not None and monotonic() >= budget:
                 raise BackendError(f"database call timed out ({self.describe()})", backend=self.scheme)
             return await self._connect()
         except BaseException:
@@ -273,7 +251,7 @@ class SqlBase(AsyncBackend):
         of it (connects and retries included) ends within ``call_timeout`` or the context's Budget."""
         with Budget(self.call_timeout) as budget:
             for attempt in range(8):
-                if monotonic() >= budget.deadline:
+                if budget.end is not None and monotonic() >= budget.end:
                     raise BackendError(f"database call timed out ({self.describe()})", backend=self.scheme)
                 conn = await self._borrow()
                 try:

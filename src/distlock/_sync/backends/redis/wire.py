@@ -21,6 +21,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .... import _redis_sync as drv
+from ...._core import timing
 
 #: idle connections a Wire keeps (more are open only while that many calls are in flight at once)
 MAX_IDLE = 16
@@ -104,24 +105,28 @@ class Wire:
         """Several requests in one round trip; an error reply is returned in its place (a ``ResponseError``),
         the connection stays in step. A try that times out closes its connection (a silent, half-open one
         is never used again) and is sent once more on a new one; a try the master's change cut short
-        (``moved``) is sent again without counting."""
+        (``moved``) is sent again without counting. Every try (its connect included) ends by the caller's
+        deadline too (``timing.Budget``): none starts once it has passed."""
         attempt = 0
+        own = self._bound if timeout is None or (self._bound is not None and self._bound <= timeout) else timeout
         while True:
             sent = False
             epoch = self._epoch
+            each = timing.bound(own)
+            if each is not None and each <= 0:
+                raise RedisTimeoutError("no answer by the caller's deadline")
             conn = self.pop_idle()
             if conn is None:
                 conn = self._make()
             self._busy.add(conn)
             try:
                 if not conn.is_connected:
-                    with drv.connect_bound(conn, self._bound):
+                    with drv.connect_bound(conn, each):
                         conn.connect()
                         drv.tune(conn)
                         if self.on_connect is not None:
                             self.on_connect(conn, expect)
-                short = timeout is not None and timeout < (self._bound or float("inf"))
-                with drv.io_bound(conn, timeout if short else self._bound):
+                with drv.io_bound(conn, timing.bound(own)):
                     sent = True
                     conn.send_packed_command(list(packs), check_health=False)
                     replies: list[Any] = []

@@ -17,14 +17,14 @@ from dataclasses import replace
 
 from .... import _rt_sync as rt
 from ...._core import sql_lease as sq
-from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, drift_margin, lease_end, monotonic, wait_slice
+from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, Budget, drift_margin, lease_end, monotonic, wait_slice
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError, ConfigError
 from ...._url import StoreConfig
 from ...._wakeup import Wakers
 from ...backend import SyncAttempt, SyncWatch
 from ...batch import Batched
-from .base import RENEW_SHARE, Budget, SqlBase
+from .base import RENEW_SHARE, SqlBase
 
 log = logging.getLogger("distlock")
 

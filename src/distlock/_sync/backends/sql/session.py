@@ -21,12 +21,12 @@ from .... import _rt_sync as rt
 from ...._core import forks
 from ...._core import sql_lease as sq
 from ...._core import sql_session as ss
-from ...._core.timing import monotonic
+from ...._core.timing import Budget, monotonic
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
 from ...._errors import BackendError
 from ...._url import StoreConfig, scrub
 from ...backend import SyncAttempt
-from .base import CLEANUP_TIMEOUT, RENEW_SHARE, SESSION_WAIT_SLICE, Budget, SqlBase, StaleConnection
+from .base import CLEANUP_TIMEOUT, RENEW_SHARE, SESSION_WAIT_SLICE, SqlBase, StaleConnection
 
 log = logging.getLogger("distlock")
 
@@ -155,7 +155,7 @@ class SessionBackend(SqlBase):
         the server frees the lock by itself in any case, this only keeps the caller from seeing it."""
         owner = claim.owner[:255]
         budget = Budget(CLEANUP_TIMEOUT)  # as any clean-up: a server that does not answer costs at most this
-        while monotonic() < budget.deadline:
+        while budget.end is not None and monotonic() < budget.end:
             try:
                 with budget:
                     rows = self._holder_rows([claim.name], "")
