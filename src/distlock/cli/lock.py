@@ -21,9 +21,10 @@ from typing import Any
 import click
 
 from .._core.text import seconds
+from .._core.timing import monotonic
 from .._errors import LockError
 from .._sync.store import Store
-from . import EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE, Abort, connect, one_line_errors
+from . import EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE, Abort, connect, feedback, one_line_errors
 from .child import STOP_SIGNALS, supervise
 
 
@@ -66,14 +67,23 @@ def _lock_for(store: Store, name: str, ttl: float, mode: str | None) -> Any:
     return rw.read if mode == "shared" else rw.write
 
 
-def _acquire(lock: Any, name: str, nonblock: bool, timeout: float | None, conflict_code: int) -> None:
+def _acquire(
+    store: Store, lock: Any, name: str, nonblock: bool, timeout: float | None, conflict_code: int
+) -> None:
+    verbose = feedback.verbosity()
+    if verbose:
+        feedback.say(feedback.store_line(store))
+    began = monotonic()
     if nonblock:
         ok = lock.acquire(blocking=False)
     else:
-        ok = lock.acquire(timeout=timeout)
+        with feedback.waiting(verbose, f"{name!r}", lambda: store.inspect(name), feedback.lock_holders, timeout):
+            ok = lock.acquire(timeout=timeout)
     if not ok:
         why = "is held by another owner" if nonblock else f"not acquired within {seconds(timeout or 0)}"
         raise Abort(f"lock {name!r} {why}", conflict_code)
+    if verbose:
+        feedback.say(f"acquired {name!r} (fence {lock.fence}) after {seconds(monotonic() - began)}")
 
 
 def _check_common(name: str, ttl: float, timeout: float | None, nonblock: bool, conflict_code: int) -> None:
@@ -257,7 +267,7 @@ def _run(
     with connect(url) as store:
         lock = _lock_for(store, name, ttl, mode)
         with _raise_on_stop_signals():
-            _acquire(lock, name, nonblock, timeout, conflict_code)
+            _acquire(store, lock, name, nonblock, timeout, conflict_code)
             try:
                 return supervise(lock, name, argv, kill_after)
             finally:
@@ -291,6 +301,8 @@ class _OnceRun:
 
     def run(self, url: str | None, argv: list[str], kill_after: float) -> int:
         with connect(url) as store, _raise_on_stop_signals():
+            if feedback.verbosity():
+                feedback.say(feedback.store_line(store))
             with store.once(self.name, at_most=self.at_most, at_least=self.at_least) as ran:
                 if not ran:
                     if self.skip_code:
@@ -334,7 +346,7 @@ def _hold(
     with connect(url) as store:
         lock = _lock_for(store, name, ttl, mode)
         with _raise_on_stop_signals():
-            _acquire(lock, name, nonblock, timeout, conflict)
+            _acquire(store, lock, name, nonblock, timeout, conflict)
             try:
                 click.echo(f"{name} {lock.fence}")
                 sys.stdout.flush()
