@@ -1,6 +1,6 @@
 """What ``run``, ``hold`` and ``elect`` say on stderr while they wait (``-v/--verbose``, ``-q/--quiet``).
 
-On a terminal a status line appears after a second of waiting and is redrawn in place (then wiped once the
+On a terminal a status line appears after a second of waiting (a quarter of a second with ``--verbose``) and is redrawn in place (then wiped once the
 wait ends); off a terminal nothing is said unless ``--verbose``, and then plain lines. ``--verbose`` also
 names the store (its URL with credentials masked) and says when the wait ended. ``--quiet`` says nothing.
 
@@ -28,6 +28,8 @@ from .._sync.store import Store
 
 #: seconds of waiting before the status line shows on a terminal (without --verbose)
 TERMINAL_DELAY = 1.0
+#: seconds of waiting before --verbose says so: a free lock, taken at once, needs no word
+VERBOSE_DELAY = 0.25
 #: seconds between two reads of the holder (and two lines off a terminal)
 REFRESH = 3.0
 #: seconds between two redraws of the status line on a terminal (the counters move in between reads)
@@ -169,7 +171,7 @@ def waiting(
     if not say:
         yield
         return
-    feedback = _Feedback(what, read, describe, timeout, plain, 0.0 if verbose else TERMINAL_DELAY, out)
+    feedback = _Feedback(what, read, describe, timeout, plain, VERBOSE_DELAY if verbose else TERMINAL_DELAY, out)
     feedback.thread.start()
     try:
         yield
