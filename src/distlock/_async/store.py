@@ -46,7 +46,7 @@ def _synchronized(
     scheme: str,
     fn: F,
 ) -> F:
-    """``fn`` run under the lock ``lock_for`` gives for each call (:meth:`AsyncStore.synchronized`)."""
+    """``fn`` run under the lock ``lock_for`` gives for each call (the store's ``synchronized``)."""
     if rt.IS_ASYNC and not _inspect.iscoroutinefunction(fn):
         raise ConfigError("the async store's synchronized() decorates async functions", backend=scheme)
 
