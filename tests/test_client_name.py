@@ -5,7 +5,9 @@ field, Redis's CLIENT SETNAME kept (a real Redis). Every backend's stored holdin
 
 from __future__ import annotations
 
+import io
 import logging
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -17,6 +19,7 @@ import distlock
 from distlock._core import ids, template
 from distlock._core.types import HolderInfo
 from distlock._errors import ConfigError
+from distlock.cli import feedback
 
 CLIENT_NAMES = st.text(
     st.characters(blacklist_categories=("Cc", "Cs", "Zs", "Zl", "Zp", "Cn", "Co", "Cf"), blacklist_characters=":@"),
@@ -125,3 +128,17 @@ def test_a_name_without_fields_is_no_template() -> None:
     assert template.fields("a{{b}}") is None  # used as given (as before templates existed)
     with pytest.raises(ConfigError, match="malformed"):
         template.fields("order/{id")
+
+
+# -- the waiting feedback's reader (pure: a callable stands for the store's inspect) -----------------------------
+
+
+def test_a_failing_read_of_the_holder_leaves_it_out_and_never_ends_the_wait() -> None:
+    def read() -> object:
+        raise distlock.BackendError("no answer", backend="redis")
+
+    out = io.StringIO()
+    with feedback.waiting(True, "'busy'", read, feedback.lock_holders, 10.0, stream=out):
+        time.sleep(feedback.VERBOSE_DELAY + 0.5)  # the body (the acquire) runs on, unaware
+    assert out.getvalue().startswith("distlock: waiting for 'busy' ("), out.getvalue()
+    assert "held by" not in out.getvalue() and out.getvalue().endswith("of 10s)\n"), out.getvalue()
