@@ -186,7 +186,7 @@ def test_plain_snapshot_on_a_pipe(tmp_path: Path) -> None:
         assert proc.stdout is not None
         try:
             # the first snapshot may be from before the lock was taken: a header alone, then a blank line
-            assert proc.stdout.readline().split() == ["NAME", "KIND", "OWNER", "FENCE", "MODE", "LEFT", "WAITERS"]
+            assert proc.stdout.readline().split() == ["NAME", "KIND", "OWNER", "FENCE", "MODE", "LEFT", "WAITERS", "CLIENT"]
             while (line := proc.stdout.readline()).startswith(("NAME", "\n")):
                 pass
             cells = line.split()

@@ -185,6 +185,17 @@ def test_the_lock_name_is_an_attribute_only_when_asked_for(sqlite_url: str, name
     assert span.attributes["distlock.lock.name"] == name  # type: ignore[index]
 
 
+def test_the_client_name_is_an_attribute_of_a_named_store(sqlite_url: str, name: str, telemetry: Telemetry) -> None:
+    with distlock.connect(sqlite_url, client_name="web-1") as store:
+        distlock.otel.instrument(store, meter_provider=telemetry.meters, tracer_provider=telemetry.tracers)
+        with store.lock(name, ttl=5):
+            pass
+    for metric in ("distlock.lock.acquires", "distlock.lock.hold.duration", "distlock.lock.held"):
+        assert [a for a, _ in telemetry.points(metric) if a.get("distlock.client.name") == "web-1"], metric
+    (span,) = telemetry.finished()
+    assert span.attributes["distlock.client.name"] == "web-1"  # type: ignore[index]
+
+
 async def test_every_store_of_the_process_when_none_is_given(sqlite_url: str, name: str, telemetry: Telemetry) -> None:
     """``instrument()`` with no store: stores opened later are counted too (here an asyncio one), until
     ``uninstrument()``; a cancelled acquire is an error outcome with its error type, and its span says so."""

@@ -3,7 +3,8 @@
 Log records go to the ``distlock`` logger: DEBUG for each step (``wait``, ``grant``, ``timeout``, ``error``,
 ``renew``, ``release``), WARNING for a loss (``lost``) and a failed renewal round trip (``renew-failed``). Every
 record carries structured fields in ``extra`` for handlers and formatters that read them: ``event``, ``lock``
-(the name), ``backend`` (the URL scheme: never the URL, so never a credential), and where they apply ``kind``,
+(the name), ``backend`` (the URL scheme: never the URL, so never a credential), ``client_name`` (the store's,
+when it has one), and where they apply ``kind``,
 ``fence``, ``wait_ms``, ``held_ms``, ``count``, ``ms``, ``reason``, ``cause``, ``error``. The messages say the
 same in words (``distlock --debug`` shows them). A DEBUG event costs one level check when DEBUG is off and no
 sink listens.
@@ -74,8 +75,10 @@ def kind_of(claim: Claim) -> str:
 class Events:
     """One store's event stream: each event is logged, then given to the store's sinks and the global ones."""
 
-    def __init__(self, backend: str) -> None:
+    def __init__(self, backend: str, client_name: str | None = None) -> None:
         self.backend = backend
+        #: the store's client name: a field of every event when set (``client_name``)
+        self.client_name = client_name
         self._sinks: tuple[Sink, ...] = ()
         self._guard = threading.Lock()
 
@@ -96,15 +99,20 @@ class Events:
 
     def debug(self, event: str, message: str, *args: object, **fields: Any) -> None:
         """A DEBUG step of a lock's life with its fields (nothing is formatted unless DEBUG is on)."""
-        fields["backend"] = self.backend
+        self._common(fields)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(message, *args, extra={"event": event, **fields})
         self._tell(event, fields)
 
     def warning(self, event: str, message: str, *args: object, exc_info: bool = False, **fields: Any) -> None:
-        fields["backend"] = self.backend
+        self._common(fields)
         log.warning(message, *args, exc_info=exc_info, extra={"event": event, **fields})
         self._tell(event, fields)
+
+    def _common(self, fields: dict[str, Any]) -> None:
+        fields["backend"] = self.backend
+        if self.client_name is not None:
+            fields["client_name"] = self.client_name
 
     def _tell(self, event: str, fields: Mapping[str, Any]) -> None:
         for sink in self.sinks():
@@ -140,6 +148,8 @@ class Acquiring:
         if f is None:
             claim = self._claim
             f = self._f = {"lock": claim.name, "backend": self._events.backend, "kind": kind_of(claim)}
+            if self._events.client_name is not None:
+                f["client_name"] = self._events.client_name
         return f
 
     def __enter__(self) -> Acquiring:

@@ -47,6 +47,7 @@ OUTCOME = "distlock.outcome"
 LOSS_REASON = "distlock.loss.reason"
 FENCE = "distlock.lock.fence"
 ERROR_TYPE = "error.type"  # OpenTelemetry's general attribute for what failed
+CLIENT_NAME = "distlock.client.name"  # the store's client_name (connect(..., client_name=...)), when it has one
 
 
 class _Instruments:
@@ -94,6 +95,8 @@ class _Instruments:
         attributes = {BACKEND: f["backend"], KIND: f["kind"]}
         if self._lock_names:
             attributes[NAME] = f["lock"]
+        if "client_name" in f:  # one value per store: no cardinality to fear
+            attributes[CLIENT_NAME] = f["client_name"]
         return attributes
 
     def record(self, event: str, f: Mapping[str, Any]) -> None:
@@ -115,6 +118,8 @@ class _Instruments:
                 self.held.add(-1, lock)
         elif event in ("renew", "renew-failed"):
             attributes = {BACKEND: f["backend"], OUTCOME: "ok" if event == "renew" else "error"}
+            if "client_name" in f:
+                attributes[CLIENT_NAME] = f["client_name"]
             if "error" in f:
                 attributes[ERROR_TYPE] = f["error"]
             self.renewals.add(1, attributes)

@@ -323,6 +323,34 @@ def test_inspect_list_and_break(sync_store: distlock.Store, name: str) -> None:
     assert not sync_store.break_lock(name + "/x")
 
 
+def test_client_name_is_stored_with_the_holding_for_every_reader(
+    sync_store: distlock.Store, backend_url: str, name: str
+) -> None:
+    with distlock.connect(backend_url, client_name="web-1") as labelled:
+        assert labelled.client_name == "web-1"
+        with labelled.lock(name, ttl=10) as lock:
+            info = sync_store.inspect(name)  # a store without a client name reads it from the server
+            assert info is not None
+            (holder,) = info.holders
+            assert holder.fence == lock.fence and holder.client_name == "web-1"
+            assert holder.owner.count(":") >= 2 and "@" not in holder.owner  # the owner id stays host:pid:thread
+            assert info.to_json()["holders"][0]["client_name"] == "web-1"  # type: ignore[index]
+            listed = [h.client_name for i in sync_store.list(name) for h in i.holders]
+            assert listed == ["web-1"]
+        if labelled.capabilities.elections:
+            election = labelled.election(name + "-e", ttl=10)
+            assert election.campaign("v1", timeout=30)
+            leader = sync_store.leader(name + "-e")
+            assert leader is not None and leader.value == "v1"
+            # etcd and ZooKeeper elections keep only the value (Go's and Curator's layouts): no owner, no name
+            assert leader.client_name == (None if leader.owner is None else "web-1")
+            election.resign()
+    with sync_store.lock(name, ttl=10):  # a store without one: none
+        info = sync_store.inspect(name)
+        assert info is not None and info.holders[0].client_name is None
+        assert "client_name" not in info.to_json()["holders"][0]  # type: ignore[index]
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -400,3 +428,42 @@ def test_synchronized_decorator_excludes_and_exposes_its_lock(
     assert not critical.lock.locked()  # type: ignore[attr-defined]
     with pytest.raises(ConfigError):
         sync_store.synchronized(name, kind="semaphore")
+
+
+def test_synchronized_template_locks_the_name_of_each_call(sync_store: distlock.Store, name: str) -> None:
+    inside: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    seen: list[str] = []
+
+    @sync_store.synchronized(name + "/order/{order_id}/{part}", ttl=10, timeout=30)
+    def handle(order_id: int, part: str = "all") -> str:
+        key = f"{order_id}/{part}"
+        inside[key] = inside.get(key, 0) + 1
+        peak[key] = max(peak.get(key, 0), inside[key])
+        info = sync_store.inspect(f"{name}/order/{key}")
+        assert info is not None and len(info.holders) == 1
+        seen.extend(i.name for i in sync_store.list(name + "/order/"))
+        sleep(0.01)
+        inside[key] -= 1
+        return key
+
+    calls = [lambda: handle(1), lambda: handle(order_id=1), lambda: handle(2, part="x"), lambda: handle(2, "x")]
+    assert run_all(*calls) == ["1/all", "1/all", "2/x", "2/x"]
+    assert peak == {"1/all": 1, "2/x": 1}  # calls of one name exclude each other
+    assert set(seen) <= {f"{name}/order/1/all", f"{name}/order/2/x"}
+    assert handle.lock is None  # type: ignore[attr-defined]
+    assert handle.lock_for(7).name == f"{name}/order/7/all"  # type: ignore[attr-defined]
+
+    @sync_store.synchronized(name + "/r/{n}", kind="rlock", ttl=10)
+    def countdown(n: int, depth: int = 0) -> int:  # re-enters its own name: one holding, counted
+        return depth if depth == 2 else countdown(n, depth + 1)
+
+    assert countdown(5) == 2
+    assert sync_store.inspect(name + "/r/5") is None
+
+    def f(order_id: int) -> None: ...
+
+    with pytest.raises(ConfigError, match="'order' is not a parameter of"):
+        sync_store.synchronized(name + "/{order}")(f)
+    with pytest.raises(ConfigError, match="positional field"):
+        sync_store.synchronized(name + "/{}")(f)

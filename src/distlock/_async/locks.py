@@ -177,7 +177,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"]):
             name=self.name,
             mode=self.mode,
             token=ids.new_token(),
-            owner=ids.owner_id(rt.owner_label()),
+            owner=ids.owner_id(rt.owner_label(), self._core.client_name),
             ttl=self.ttl,
             permits=self.permits,
             fair=self.fair,

@@ -12,12 +12,15 @@ import functools
 import importlib
 import inspect as _inspect
 import logging
+import os
+import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from .. import _rt_async as rt
-from .._core import forks
+from .._core import forks, ids, template
 from .._core.types import LeaderInfo, LockInfo, Mode
 from .._core.validate import check_timeout
 from .._dist import install_hint
@@ -35,6 +38,26 @@ from .once import AsyncOnce, at_most_once
 log = logging.getLogger("distlock")
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _synchronized(
+    lock_for: Callable[[tuple[Any, ...], dict[str, Any]], AsyncLock],
+    lock: AsyncLock | None,
+    scheme: str,
+    fn: F,
+) -> F:
+    """``fn`` run under the lock ``lock_for`` gives for each call (the store's ``synchronized``)."""
+    if rt.IS_ASYNC and not _inspect.iscoroutinefunction(fn):
+        raise ConfigError("the async store's synchronized() decorates async functions", backend=scheme)
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        async with lock_for(args, kwargs):
+            return await fn(*args, **kwargs)
+
+    wrapper.lock = lock  # type: ignore[attr-defined]
+    wrapper.lock_for = lambda *args, **kwargs: lock_for(args, kwargs)  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]
 
 
 def _backend_class(config: StoreConfig) -> type[AsyncBackend]:
@@ -71,10 +94,31 @@ async def connect_async(url: str | None = None, *, client: object | None = None,
     store makes its own connections from the client's connection parameters, with its own timeouts, and
     closes them. ZooKeeper: the store uses the client's session. A psycopg_pool pool lends its connection parameters; the
     store opens connections of its own with them (see docs/sql.md).
+
+    ``client_name`` (keyword or URL option; default ``$DISTLOCK_CLIENT_NAME``): a label for this store's
+    holdings, which every ``inspect``, ``distlock status`` and ``list`` shows next to the owner id, and the
+    log events and metrics carry. On Redis it is also the connections' CLIENT SETNAME, as in redis-py.
     """
     config = parse_url(url, options) if client is None else client_config(client, url, options)
+    client_name = _client_name(config)
     backend = await _backend_class(config).open(config)
-    return AsyncStore(backend)
+    return AsyncStore(backend, client_name)
+
+
+def _client_name(config: StoreConfig) -> str | None:
+    """The store's client name: the ``client_name`` option, else ``$DISTLOCK_CLIENT_NAME``, else None. Redis
+    keeps the option for redis-py (its connections' CLIENT SETNAME); the other backends take it out."""
+    redis = config.backend in ("redis", "redlock")
+    given = config.params.get("client_name") if redis else config.pop("client_name")
+    if given is not None:
+        return ids.check_client_name(given, backend=config.scheme)
+    env = os.environ.get(ids.CLIENT_NAME_ENV)
+    if not env:
+        return None
+    name = ids.check_client_name(env, backend=config.scheme, source=f"${ids.CLIENT_NAME_ENV}")
+    if redis:
+        config.params["client_name"] = name
+    return name
 
 
 class AsyncStore(rt.AsyncOnly):
@@ -84,12 +128,14 @@ class AsyncStore(rt.AsyncOnly):
     renewer.
     """
 
-    def __init__(self, backend: AsyncBackend) -> None:
+    def __init__(self, backend: AsyncBackend, client_name: str | None = None) -> None:
         self._backend = backend
         self.scheme = backend.scheme
         self.capabilities = backend.capabilities
+        #: the label of this store's holdings (``connect(..., client_name=...)``), None without one
+        self.client_name = client_name
         #: what the lock objects call: the acquire loop and the holdings (test hook: ``_core.holdings()``)
-        self._core = AsyncAcquirer(backend)
+        self._core = AsyncAcquirer(backend, client_name)
         self._gen = forks.generation()  # a forked child's copy never closes the connections (aclose)
 
     def __repr__(self) -> str:
@@ -183,23 +229,43 @@ class AsyncStore(rt.AsyncOnly):
 
         ``kind="rlock"`` makes it reentrant (recursive functions). With the async store, decorate
         ``async def`` functions.
+
+        ``name`` may be a template of the call's arguments: ``synchronized("order/{order_id}")`` locks
+        ``order/42`` for ``f(order_id=42)`` (``str.format`` fields naming the function's parameters, defaults
+        filled in; ``{{`` is a literal brace). A field that is no parameter is a ``ConfigError`` when the
+        function is decorated. The decorated function's ``lock`` is the one lock object of a literal name;
+        for a template it is None and ``lock_for(*args, **kwargs)`` gives the lock object of a call's name
+        (calls of one name share one object while any of them runs, so ``kind="rlock"`` re-enters).
         """
         kind = lock_options.pop("kind", "lock")
         if kind not in ("lock", "rlock"):
             raise ConfigError(f"synchronized(kind=...) must be 'lock' or 'rlock', not {kind!r}", backend=self.scheme)
-        lock = self.rlock(name, **lock_options) if kind == "rlock" else self.lock(name, **lock_options)
+        make = self.rlock if kind == "rlock" else self.lock
+        roots = template.fields(name, backend=self.scheme) if isinstance(name, str) else None
+        if roots is None:
+            lock = make(name, **lock_options)
+            return functools.partial(_synchronized, lambda _args, _kwargs: lock, lock, self.scheme)
+        try:  # the options are checked now (their values at the first lock object, as for any lock)
+            _inspect.signature(make).bind(name, **lock_options)
+        except TypeError as exc:
+            raise ConfigError(f"synchronized(): {exc}", backend=self.scheme) from None
 
         def decorate(fn: F) -> F:
-            if rt.IS_ASYNC and not _inspect.iscoroutinefunction(fn):
-                raise ConfigError("the async store's synchronized() decorates async functions", backend=self.scheme)
+            names = template.NameTemplate(name, fn, roots, backend=self.scheme)
+            # one lock object per name while a call of it runs (its frame keeps it alive), so that an rlock
+            # re-enters and a second call of one owner finds its own holding; none kept for names no call uses
+            live: weakref.WeakValueDictionary[str, AsyncLock] = weakref.WeakValueDictionary()
+            guard = threading.Lock()
 
-            @functools.wraps(fn)
-            async def wrapper(*args: Any, **kwargs: Any) -> Any:
-                async with lock:
-                    return await fn(*args, **kwargs)
+            def lock_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> AsyncLock:
+                key = names.name_of(args, kwargs)
+                with guard:
+                    lock = live.get(key)
+                    if lock is None:
+                        lock = live[key] = make(key, **lock_options)
+                    return lock
 
-            wrapper.lock = lock  # type: ignore[attr-defined]
-            return wrapper  # type: ignore[return-value]
+            return _synchronized(lock_for, None, self.scheme, fn)
 
         return decorate
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from . import ids
+
 
 class Mode(enum.StrEnum):
     """What a claim asks for. One name may be used with one family of modes at a time."""
@@ -97,11 +99,24 @@ class Grant:
 
 @dataclass(frozen=True)
 class HolderInfo:
+    """One holder of a name. ``owner`` is the owner id (``host:pid:thread-or-task``); ``client_name`` the
+    name of the holder's store (``connect(..., client_name=...)``), None if it had none."""
+
     owner: str
     fence: int | None
     mode: str
     ttl_left: float | None  # seconds left on the lease; None where the backend has sessions, not TTLs
     value: str | None = None  # an election leader's value; None for a lock holder
+    client_name: str | None = None
+
+    def __post_init__(self) -> None:
+        # the backends pass the stored owner string, which carries the client name (ids.owner_id): split here,
+        # the one place every backend's holders pass through
+        if self.client_name is None:
+            owner, client = ids.split_owner(self.owner)
+            if client is not None:
+                object.__setattr__(self, "owner", owner)
+                object.__setattr__(self, "client_name", client)
 
     @classmethod
     def of_record(cls, record: str, fence: int | None, mode: str, ttl_left: float | None) -> HolderInfo:
@@ -133,6 +148,7 @@ class LockInfo:
                     "mode": h.mode,
                     "ttl_left": None if h.ttl_left is None else round(h.ttl_left, 3),
                     **({} if h.value is None else {"value": h.value}),
+                    **({} if h.client_name is None else {"client_name": h.client_name}),
                 }
                 for h in self.holders
             ],
@@ -153,6 +169,7 @@ class LeaderInfo:
     owner: str | None
     term: int | None
     ttl_left: float | None
+    client_name: str | None = None  # the leader's store's client name, where the layout keeps the owner
 
     @classmethod
     def of(cls, info: LockInfo | None) -> LeaderInfo | None:
@@ -160,7 +177,7 @@ class LeaderInfo:
             return None
         h = info.holders[0]
         owner = h.owner if h.owner and not h.owner.startswith("unknown:") else None
-        return cls(info.name, h.value, owner, h.fence, h.ttl_left)
+        return cls(info.name, h.value, owner, h.fence, h.ttl_left, h.client_name)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -169,6 +186,7 @@ class LeaderInfo:
             "owner": self.owner,
             "term": self.term,
             "ttl_left": None if self.ttl_left is None else round(self.ttl_left, 3),
+            **({} if self.client_name is None else {"client_name": self.client_name}),
         }
 
 

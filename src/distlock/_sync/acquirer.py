@@ -69,12 +69,14 @@ def _abandon(attempt: SyncAttempt) -> None:
 
 
 class SyncAcquirer:
-    def __init__(self, backend: SyncBackend) -> None:
+    def __init__(self, backend: SyncBackend, client_name: str | None = None) -> None:
         self.backend = backend
         self.scheme = backend.scheme
         self.capabilities = backend.capabilities
+        #: the store's client name, carried in the owner string of every claim (``ids.owner_id``)
+        self.client_name = client_name
         #: the log events and metrics of this store's locks (``distlock.otel`` adds its sink here)
-        self.events = events.Events(backend.scheme)
+        self.events = events.Events(backend.scheme, client_name)
         self.leases = Leases(backend, self.lose, self.events)
         self._guard = threading.Lock()
         # Local waiting lines, per (name, mode): see acquire. Entries are the waiters' wakers (the first

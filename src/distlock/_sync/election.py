@@ -93,7 +93,7 @@ class Election(_Scoped["Election"]):
         withdrawn). Candidates lead in the order they campaigned. ``value`` (default: this process's owner
         id) is what ``Store.leader`` and observers see while this candidate leads."""
         backend = self._core.scheme
-        owner = ids.owner_id(rt.owner_label())
+        owner = ids.owner_id(rt.owner_label(), self._core.client_name)
         value = owner if value is None else check_value(value, name=self.name, backend=backend)
         wait = check_timeout(timeout, name=self.name, backend=backend)
         with self._guard:

@@ -41,7 +41,8 @@ class Snapshot:
 
 def _key(locks: tuple[LockInfo, ...]) -> tuple[Any, ...]:
     return tuple(
-        (i.name, i.kind, i.waiters, tuple((h.owner, h.fence, h.mode, h.value) for h in i.holders)) for i in locks
+        (i.name, i.kind, i.waiters, tuple((h.owner, h.client_name, h.fence, h.mode, h.value) for h in i.holders))
+        for i in locks
     )
 
 

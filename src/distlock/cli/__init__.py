@@ -122,6 +122,18 @@ def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> bool
     return value
 
 
+def _set_verbose(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        ctx.find_root().ensure_object(dict)["verbose"] = True
+    return value
+
+
+def _set_quiet(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        ctx.find_root().ensure_object(dict)["verbose"] = False
+    return value
+
+
 _URL_HELP = "Store URL (default: $DISTLOCK_URL, else SQLite). Accepted before or after the command."
 _DEBUG_HELP = "Show tracebacks and debug logs. Accepted before or after the command."
 
@@ -136,6 +148,11 @@ def global_options(*, sub: bool) -> list[click.Option]:
         ),
         click.Option(["--debug"], is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
                      help=_DEBUG_HELP),
+        click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, is_eager=True, callback=_set_verbose,
+                     help="While waiting for a lock: say what for and who holds it (on stderr; on a terminal "
+                          "it shows after 1s anyway), and which store is used."),
+        click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, is_eager=True, callback=_set_quiet,
+                     help="Say nothing while waiting for a lock."),
     ]  # fmt: skip
 
 
@@ -147,6 +164,7 @@ def cli(ctx: click.Context) -> None:
     obj = ctx.ensure_object(dict)
     obj.setdefault("url", None)
     obj.setdefault("debug", False)
+    obj.setdefault("verbose", None)  # None: the waiting feedback only on a terminal (cli/feedback.py)
     logging.basicConfig(level=logging.DEBUG if obj["debug"] else logging.ERROR, format="distlock: %(message)s")
 
 

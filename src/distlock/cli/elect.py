@@ -20,9 +20,10 @@ from typing import Any
 import click
 
 from .._core.text import seconds
+from .._core.timing import monotonic
 from .._core.types import LeaderInfo
 from .._errors import LockError
-from . import EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE, Abort, connect, one_line_errors
+from . import EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE, Abort, connect, feedback, one_line_errors
 from .child import supervise
 from .lock import Interrupted, _command_line, _raise_on_stop_signals, _seconds
 
@@ -108,9 +109,19 @@ def _lead(
 ) -> int:
     with connect(url) as store:
         election = store.election(name, ttl=ttl)
+        verbose = feedback.verbosity()
+        if verbose:
+            feedback.say(feedback.store_line(store))
         with _raise_on_stop_signals():
-            if not election.campaign(value, timeout=timeout):
+            began = monotonic()
+            with feedback.waiting(
+                verbose, f"leadership of {name!r}", lambda: store.leader(name), feedback.leader_of, timeout
+            ):
+                won = election.campaign(value, timeout=timeout)
+            if not won:
                 raise Abort(f"not leader of {name!r} within {seconds(timeout or 0)}", conflict_code)
+            if verbose:
+                feedback.say(f"leader of {name!r} (term {election.term}) after {seconds(monotonic() - began)}")
             try:
                 if argv is None:
                     return _hold(election, name)

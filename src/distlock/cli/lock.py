@@ -21,10 +21,10 @@ from typing import Any
 import click
 
 from .._core.text import seconds
-from .._core.timing import Budget, Deadline
+from .._core.timing import Budget, Deadline, monotonic
 from .._errors import LockError
 from .._sync.store import Store
-from . import EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE, Abort, connect, one_line_errors
+from . import EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE, Abort, connect, feedback, one_line_errors
 from .child import STOP_SIGNALS, supervise
 
 
@@ -79,13 +79,23 @@ def _open(url: str | None, deadline: Deadline) -> Store:
         return connect(url)
 
 
-def _acquire(lock: Any, name: str, nonblock: bool, deadline: Deadline, conflict_code: int) -> None:
+def _acquire(store: Store, lock: Any, name: str, nonblock: bool, deadline: Deadline, conflict_code: int) -> None:
     timeout = None if deadline.at is None else deadline.at - deadline.start
+    verbose = feedback.verbosity()
+    if verbose:
+        feedback.say(feedback.store_line(store))
+    began = monotonic()
     with Budget(until=deadline.calls_end()):  # what connecting left of it
-        ok = lock.acquire(blocking=False) if nonblock else lock.acquire(timeout=deadline.remaining())
+        if nonblock:
+            ok = lock.acquire(blocking=False)
+        else:
+            with feedback.waiting(verbose, f"{name!r}", lambda: store.inspect(name), feedback.lock_holders, timeout):
+                ok = lock.acquire(timeout=deadline.remaining())
     if not ok:
         why = "is held by another owner" if nonblock else f"not acquired within {seconds(timeout or 0)}"
         raise Abort(f"lock {name!r} {why}", conflict_code)
+    if verbose:
+        feedback.say(f"acquired {name!r} (fence {lock.fence}) after {seconds(monotonic() - began)}")
 
 
 def _check_common(name: str, ttl: float, timeout: float | None, nonblock: bool, conflict_code: int) -> None:
@@ -270,7 +280,7 @@ def _run(
     with _open(url, deadline) as store:
         lock = _lock_for(store, name, ttl, mode)
         with _raise_on_stop_signals():
-            _acquire(lock, name, nonblock, deadline, conflict_code)
+            _acquire(store, lock, name, nonblock, deadline, conflict_code)
             try:
                 return supervise(lock, name, argv, kill_after)
             finally:
@@ -304,6 +314,8 @@ class _OnceRun:
 
     def run(self, url: str | None, argv: list[str], kill_after: float) -> int:
         with _open(url, _deadline(True, None)) as store, _raise_on_stop_signals():
+            if feedback.verbosity():
+                feedback.say(feedback.store_line(store))
             with store.once(self.name, at_most=self.at_most, at_least=self.at_least) as ran:
                 if not ran:
                     if self.skip_code:
@@ -348,7 +360,7 @@ def _hold(
     with _open(url, deadline) as store:
         lock = _lock_for(store, name, ttl, mode)
         with _raise_on_stop_signals():
-            _acquire(lock, name, nonblock, deadline, conflict)
+            _acquire(store, lock, name, nonblock, deadline, conflict)
             try:
                 click.echo(f"{name} {lock.fence}")
                 sys.stdout.flush()

@@ -1,7 +1,8 @@
 """The one table of held locks that ``status``, ``list`` and ``list --watch`` print (and ``_json``, their JSON).
 
-Columns: NAME KIND OWNER FENCE MODE LEFT WAITERS, one row per holder. Kept apart from ``watch`` so that the
-one-shot commands print the same table without importing rich and the terminal handling.
+Columns: NAME KIND OWNER FENCE MODE LEFT WAITERS CLIENT, one row per holder (CLIENT: the holder's client name,
+``-`` if it has none; last, so that the columns before it keep their places for scripts that cut them). Kept
+apart from ``watch`` so that the one-shot commands print the same table without importing rich and the terminal handling.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from .._core.types import LockInfo
 
-COLUMNS = ("NAME", "KIND", "OWNER", "FENCE", "MODE", "LEFT", "WAITERS")
+COLUMNS = ("NAME", "KIND", "OWNER", "FENCE", "MODE", "LEFT", "WAITERS", "CLIENT")
 #: the columns rich aligns to the right (numbers)
 RIGHT = frozenset({"FENCE", "LEFT", "WAITERS"})
 
@@ -27,7 +28,7 @@ def rows(locks: Iterable[LockInfo], elapsed: float = 0.0) -> Iterator[tuple[str,
         for h in info.holders:
             left = "session" if h.ttl_left is None else f"{max(0.0, h.ttl_left - elapsed):.1f}"
             owner = h.owner if h.value is None else f"{h.owner} ({h.value})"
-            yield (info.name, info.kind, owner, str(h.fence), h.mode, left, waiters)
+            yield (info.name, info.kind, owner, str(h.fence), h.mode, left, waiters, h.client_name or "-")
 
 
 def plain(locks: Iterable[LockInfo]) -> str:

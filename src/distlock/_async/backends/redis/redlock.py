@@ -323,6 +323,7 @@ class Backend(AsyncBackend):
                         views[0].mode,
                         min(lefts) if lefts else None,
                         value,
+                        views[0].client_name,
                     )
                 )
         if not holders:

@@ -324,6 +324,7 @@ class Backend(SyncBackend):
                         views[0].mode,
                         min(lefts) if lefts else None,
                         value,
+                        views[0].client_name,
                     )
                 )
         if not holders:

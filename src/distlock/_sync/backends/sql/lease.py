@@ -17,7 +17,16 @@ from dataclasses import replace
 
 from .... import _rt_sync as rt
 from ...._core import sql_lease as sq
-from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, Budget, drift_margin, lease_end, monotonic, wait_slice
+from ...._core.timing import (
+    LEASE_WAIT_SLICE,
+    WAITER_TTL,
+    Backoff,
+    Budget,
+    drift_margin,
+    lease_end,
+    monotonic,
+    wait_slice,
+)
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError, ConfigError
 from ...._url import StoreConfig
