@@ -188,3 +188,52 @@ def test_run_gives_up_within_its_wait_on_a_server_that_never_answers(
     assert done.returncode not in (0,), done
     assert took < budget + 1.0 + START + 2.0, f"run {' '.join(wait)} on a {how} server took {took:.1f} s: {done}"
     assert done.stderr.strip().count("\n") < 3, f"one clear line, not a traceback: {done.stderr}"
+
+
+# -- the budget itself ------------------------------------------------------------------------------------
+def test_a_wait_s_calls_end_at_its_deadline_but_never_before_the_floor() -> None:
+    from distlock._core.timing import FLOOR, LATE, Deadline
+
+    assert Deadline.after(None, now=100.0).calls_end() is None
+    assert Deadline.after(10.0, now=100.0).calls_end() == 110.0 + LATE
+    assert Deadline.after(0.0, now=100.0).calls_end() == 100.0 + FLOOR + LATE  # -n, timeout=0: one look
+
+
+def test_budgets_nest_to_the_sooner_end_and_a_clean_up_escapes_a_spent_one() -> None:
+    from distlock._core import timing
+
+    assert timing.bound(5.0) == 5.0 and timing.budget_end() is None
+    with timing.Budget(until=time.monotonic() + 1.0):
+        assert timing.bound(5.0) <= 1.0  # type: ignore[operator]
+        assert timing.bound(None) <= 1.0  # type: ignore[operator]
+        with timing.Budget(10.0):  # a call's own bound inside a wait: the wait's end stays
+            assert timing.bound(5.0) <= 1.0  # type: ignore[operator]
+        with timing.Budget(until=time.monotonic() - 1.0):  # spent: no call may start
+            assert timing.bound(5.0) == 0.0
+            with timing.Budget(0.5, escape=True):  # the clean-up after it gets its own
+                assert 0.4 < timing.bound(5.0) <= 0.5  # type: ignore[operator]
+    assert timing.budget_end() is None
+
+
+def test_a_background_worker_started_inside_a_wait_keeps_no_deadline() -> None:
+    """A pub/sub reader or renewer started by an acquire (a task copies its context) must not inherit that
+    acquire's end: every call it made after it would be refused for the rest of its life."""
+    from distlock import _rt_async, _rt_sync
+    from distlock._core import timing
+
+    seen: list[float | None] = []
+
+    def worker() -> None:
+        seen.append(timing.budget_end())
+
+    async def aworker() -> None:
+        seen.append(timing.budget_end())
+
+    async def main() -> None:
+        with timing.Budget(1.0):
+            await _rt_async.Background(aworker, "t").join(5)
+
+    with timing.Budget(1.0):
+        _rt_sync.Background(worker, "t").join(5)
+    asyncio.run(main())
+    assert seen == [None, None]

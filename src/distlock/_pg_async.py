@@ -6,6 +6,7 @@ swaps it for ``_pg_sync`` in the generated sync backend, so both sides share one
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -21,8 +22,14 @@ ClientCursor = psycopg.AsyncClientCursor[Any]
 T = TypeVar("T")
 
 
-async def connect(**kwargs: Any) -> Connection:
-    return await psycopg.AsyncConnection.connect(**kwargs)
+async def connect(limit: float, **kwargs: Any) -> Connection:
+    """A connection, within ``limit`` seconds: libpq's ``connect_timeout`` counts whole seconds, at least 2,
+    and a caller's deadline (``timing.Budget``) may leave less."""
+    try:
+        async with asyncio.timeout(limit):
+            return await psycopg.AsyncConnection.connect(**kwargs)
+    except TimeoutError:
+        raise psycopg.errors.ConnectionTimeout("connection timeout expired") from None
 
 
 def _fd(conn: Connection) -> int:

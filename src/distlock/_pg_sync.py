@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -15,8 +16,39 @@ ClientCursor = psycopg.ClientCursor[Any]
 T = TypeVar("T")
 
 
-def connect(**kwargs: Any) -> Connection:
-    return psycopg.Connection.connect(**kwargs)
+def connect(limit: float, **kwargs: Any) -> Connection:
+    """A connection, within ``limit`` seconds. libpq's ``connect_timeout`` counts whole seconds, at least 2:
+    a shorter or fractional ``limit`` (what a caller's deadline left, ``timing.Budget``) connects on a thread
+    of its own, which closes the connection if it comes after the caller gave up on it."""
+    if limit >= kwargs.get("connect_timeout", 0):
+        return psycopg.Connection.connect(**kwargs)
+    box: list[Any] = []
+    mutex = threading.Lock()
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            conn: Any = psycopg.Connection.connect(**kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            conn = exc
+        with mutex:
+            if done.is_set():  # the caller gave up: nobody will use it
+                if isinstance(conn, psycopg.Connection):
+                    conn.close()
+                return
+            box.append(conn)
+            done.set()
+
+    threading.Thread(target=run, name="distlock-pg-connect", daemon=True).start()
+    done.wait(limit)
+    with mutex:
+        if not box:
+            done.set()
+            raise psycopg.errors.ConnectionTimeout("connection timeout expired")
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    result: Connection = box[0]
+    return result
 
 
 def _fd(conn: Connection) -> int:

@@ -71,8 +71,7 @@ def made(cls: Any, kwargs: dict[str, Any]) -> Made:
     and its handshake are bounded by ``connect_bound``. (``socket_timeout`` is a documented parameter
     of the connection; its absence means "no client-side timeout", which the bounds here replace.)"""
     bound = kwargs.get("socket_timeout")
-    own = dict(kwargs, retry=ONCE)
-    return (lambda: cls(**own)), kwargs.get("socket_timeout")
+    own = dict(kwargs, socket_timeout=None, retry=ONCE)
     if "socket_connect_timeout" in kwargs and kwargs["socket_connect_timeout"] is None:
         own["socket_connect_timeout"] = bound  # redis-py's fallback for it, which None would now turn off
     return (lambda: cls(**own)), bound

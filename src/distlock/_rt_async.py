@@ -21,6 +21,8 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
+from ._core import timing
+
 T = TypeVar("T")
 
 log = logging.getLogger("distlock")
@@ -268,7 +270,9 @@ class Background:
     """One background worker (the store's renewer, a pub/sub reader): an asyncio task."""
 
     def __init__(self, fn: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
-        self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(fn(), name=name)
+        # in a context of its own: a worker started inside an acquire must not keep that acquire's deadline
+        ctx = timing.unbudgeted()
+        self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(fn(), name=name, context=ctx)
 
     async def join(self, timeout: float | None = None) -> None:
         try:

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from ._core import forks
+from ._core import forks, timing
 from ._core.text import seconds
 
 T = TypeVar("T")
@@ -140,7 +140,8 @@ class Background:
             finally:
                 self._ended = True
 
-        self._thread = threading.Thread(target=run, name=name, daemon=True)
+        # in a context of its own (where threads inherit one): never an acquire's deadline (see the twin)
+        self._thread = threading.Thread(target=timing.unbudgeted().run, args=(run,), name=name, daemon=True)
         self._thread.start()
 
     def join(self, timeout: float | None = None) -> None:

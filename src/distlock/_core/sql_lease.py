@@ -56,7 +56,7 @@ from dataclasses import dataclass, replace
 
 from .arbiter import Held, Queued, decide, lease_infos, looks_ahead, should_queue
 from .sql_dialects import Dialect
-from .timing import WAITER_TTL, monotonic
+from .timing import WAITER_TTL, bound, monotonic
 from .types import Claim, Grant, LockInfo, Mode
 
 #: holder rows of this layout; 0.1.0's have none (``upgrade`` gives them 1)
@@ -243,6 +243,13 @@ class Ops:
         #: is "busy, try again" to the others, never a call that timed out
         self.name_wait = 2.5
 
+    def wait_for_name(self) -> float:
+        """How long this try waits on the server for the name's lock: ``name_wait``, or half of what the call
+        has left of its caller's deadline (``timing.Budget``) where that is less: a wait past it would turn a
+        busy name into a call cut off at the deadline."""
+        left = bound(None)
+        return self.name_wait if left is None else min(self.name_wait, left / 2)
+
     #: the operations whose script runs without the driver's BEGIN/COMMIT (it is one batch that makes its
     #: own transaction, or statements that each stand alone)
     own_tx: frozenset[str] = frozenset()
@@ -303,7 +310,7 @@ class Ops:
             h = hashlib.sha256(f"{self.p}:{key}".encode()).digest()
             a, b = (int.from_bytes(h[i : i + 4], "big", signed=True) for i in (0, 4))
             return Stmt(self.d.lock_name, (a, b))
-        return Stmt(self.d.lock_name, (f"{self.p}:{key}"[:64], self.name_wait))
+        return Stmt(self.d.lock_name, (f"{self.p}:{key}"[:64], self.wait_for_name()))
 
     def _insert_holder(self, claim: Claim, key: str, now: float) -> Stmt:
         """Insert the holding with a fence from the store's one counter; the statement returns the fence."""
@@ -827,7 +834,7 @@ class StatementOps(BatchOps):
             (f"WITH h AS (DELETE FROM {p}_holders WHERE name_key = %s AND expires_at <= {t}) "
              f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= {t}", (key, key)),
             (f"WITH {', '.join(ctes)} {' UNION ALL '.join(reads)}", (*params, *rp)),
-        ], 2, name_wait=self.name_wait)  # fmt: skip
+        ], 2, name_wait=self.wait_for_name())  # fmt: skip
 
     def release(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
         ok, _ = yield from self.release_to_next(claim, key)

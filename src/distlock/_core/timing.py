@@ -91,6 +91,14 @@ class Budget:
         _BUDGET.reset(self._token)
 
 
+def unbudgeted() -> contextvars.Context:
+    """A copy of this context with no Budget: for a background worker started inside a call (a pub/sub
+    reader, a renewer), which must not inherit that call's end for the rest of its life."""
+    ctx = contextvars.copy_context()
+    ctx.run(_BUDGET.set, None)
+    return ctx
+
+
 def budget_end() -> float | None:
     """The end of the calls of this context (None: no Budget)."""
     return _BUDGET.get()

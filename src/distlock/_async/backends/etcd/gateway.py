@@ -23,6 +23,7 @@ from typing import Any
 
 from .... import _rt_async as rt
 from ...._core import etcd_keys as keys
+from ...._core import timing
 from ...._core.text import seconds
 from ...._core.timing import monotonic
 from ...._errors import BackendError
@@ -164,7 +165,8 @@ class Gateway:
         op_timeout: float | None = None,
     ) -> dict[str, Any]:
         """POST ``body`` to ``path``; the decoded answer. Errors with a code in ``ok_codes`` are returned."""
-        op_timeout = self.op_timeout if op_timeout is None else op_timeout
+        # the caller's deadline, where it is sooner (``timing.Budget``: an acquire's, ``run -w S``)
+        op_timeout = timing.bound(self.op_timeout if op_timeout is None else op_timeout) or 0.0
         deadline = monotonic() + op_timeout
         tries = 0
         last = "no endpoint answered"

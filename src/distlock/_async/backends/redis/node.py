@@ -184,7 +184,10 @@ class Node:
 
     async def ping(self) -> None:
         try:
-            await drv.command(self.client, "PING")
+            if self.wire is not None:  # on distlock's own path, which keeps the caller's deadline (connect: -w S)
+                await self.wire.call(packed_command("PING"))
+            else:
+                await drv.command(self.client, "PING")
             if self.wire is not None and self.wire.on_connect is not None and self.run_id is None:
                 info = await drv.command(self.client, "INFO", "server")
                 self.run_id = str(info.get("run_id")) if isinstance(info, dict) else None

@@ -189,11 +189,12 @@ class PgDriver(SqlBase):
     def _connect(self) -> Any:
         for _ in range(2):
             kwargs = dict(self._kwargs)
-            kwargs["connect_timeout"] = max(2, math.ceil(self._connect_timeout()))  # libpq's minimum is 2 s
+            limit = self._connect_timeout()
+            kwargs["connect_timeout"] = max(2, math.ceil(limit))  # libpq's minimum is 2 s (pg.connect: the rest)
             if not self._options_ok:
                 kwargs.pop("options")
             try:
-                conn = pg.connect(**{k: v for k, v in kwargs.items() if v is not None})
+                conn = pg.connect(limit, **{k: v for k, v in kwargs.items() if v is not None})
             except psycopg.Error as exc:
                 if self._options_ok and refused_options(exc):
                     self._no_options()  # a pooler: connect without them, and bound each transaction instead

@@ -185,7 +185,10 @@ class Node:
 
     def ping(self) -> None:
         try:
-            drv.command(self.client, "PING")
+            if self.wire is not None:  # on distlock's own path, which keeps the caller's deadline (connect: -w S)
+                self.wire.call(packed_command("PING"))
+            else:
+                drv.command(self.client, "PING")
             if self.wire is not None and self.wire.on_connect is not None and self.run_id is None:
                 info = drv.command(self.client, "INFO", "server")
                 self.run_id = str(info.get("run_id")) if isinstance(info, dict) else None

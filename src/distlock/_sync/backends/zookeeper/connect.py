@@ -21,6 +21,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
+from ...._core import timing
 from ...._core import zookeeper_layout as layout
 from ...._core.text import seconds
 from ...._core.timing import monotonic
@@ -126,15 +127,17 @@ def start(config: StoreConfig, opts: Options) -> Link:
     )
     started = monotonic()
     failure: str | None = None
+    # the caller's deadline, where it is sooner (``run -w S``: connecting counts)
+    within = timing.bound(opts.connect_timeout) or 0.0
     try:
-        failure = _start(client, session_log, opts.connect_timeout, len(config.hosts))
+        failure = _start(client, session_log, within, len(config.hosts))
     except KazooException as exc:
         failure = str(exc) or type(exc).__name__
     if failure is not None:
         client.stop()
         client.close()
         raise BackendError(
-            f"cannot connect to ZooKeeper at {config.redacted} within {seconds(opts.connect_timeout)}: "
+            f"cannot connect to ZooKeeper at {config.redacted} within {seconds(within)}: "
             f"{scrub(one_line(failure), config.password)}",
             backend=config.scheme,
         )

@@ -24,6 +24,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import AuthFailedError, ConnectionLoss, KazooException, NoAuthError, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from ...._core import timing
 from ...._core.text import seconds
 from ...._core.timing import monotonic
 from ...._errors import BackendError, LockError
@@ -115,7 +116,8 @@ class Wire:
         """
         deadline: float | None = getattr(self._local, "deadline", None)
         abort: threading.Event | None = getattr(self._local, "abort", None)
-        limit = monotonic() + self.op_timeout
+        own = timing.bound(self.op_timeout) or 0.0  # the caller's deadline, where it is sooner
+        limit = monotonic() + own
         end = limit if deadline is None else min(limit, deadline)
         while True:
             left = max(0.0, end - monotonic())
@@ -129,7 +131,7 @@ class Wire:
                 if deadline is not None and deadline <= limit:
                     raise Stop(Stop.DEADLINE, self.scheme) from exc
                 raise BackendError(
-                    f"ZooKeeper did not answer within {seconds(self.op_timeout)} (connection {self.client.state})",
+                    f"ZooKeeper did not answer within {seconds(own)} (connection {self.client.state})",
                     backend=self.scheme,
                 ) from exc
             except KazooException:
