@@ -237,3 +237,18 @@ def test_a_background_worker_started_inside_a_wait_keeps_no_deadline() -> None:
         _rt_sync.Background(worker, "t").join(5)
     asyncio.run(main())
     assert seen == [None, None]
+
+
+def test_elect_gives_up_within_its_wait_on_a_server_that_never_answers(
+    url: str, proxies: list[FaultProxy], name: str
+) -> None:
+    freeze(proxies)
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "distlock", "--url", through(url, proxies), "elect", "-w", f"{T:g}", name, "v",
+         "--", "true"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert done.returncode != 0, done
+    assert took < max(T, FLOOR) + 1.0 + START + 2.0, f"elect -w {T:g} on a mute server took {took:.1f} s: {done}"

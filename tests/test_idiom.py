@@ -187,6 +187,27 @@ def test_a_sync_store_called_on_a_running_loop_warns_once_per_store(url: str, ca
         assert "connect_async(" in str(found[0].message) and "to_thread" in str(found[0].message)
 
 
+def test_opening_and_closing_a_sync_store_on_a_running_loop_warns_once(url: str) -> None:
+    async def open_use_close() -> None:
+        with distlock.connect(url) as store:  # connect warns; the calls after it, and close, say nothing more
+            with store.lock("idiom/loop-open", ttl=10, timeout=5):
+                pass
+
+    async def close_only(store: distlock.Store) -> None:
+        store.close()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(open_use_close())
+        opened = len(_blocking_warnings(caught))
+        line = Path(__file__).read_text().splitlines()[_blocking_warnings(caught)[0].lineno - 1]
+        store = distlock.connect(url)  # off the loop: no warning
+        asyncio.run(close_only(store))
+    assert opened == 1, [str(w.message) for w in caught]
+    assert "distlock.connect(url)" in line  # at the open, not at the first lock
+    assert len(_blocking_warnings(caught)) == 2, [str(w.message) for w in caught]  # the close on the loop
+
+
 def test_the_warning_points_at_the_callers_line(url: str) -> None:
     async def on_the_loop(store: distlock.Store) -> None:
         with store.lock("idiom/loop-line", ttl=10, timeout=5):

@@ -85,7 +85,7 @@ class SyncAcquirer:
         self._dispatcher = rt.Dispatcher()
         self._forks = forks.generation()  # the process the dispatcher belongs to (its thread, its event loop)
         self.closed = False
-        self._loop_warned = rt.IS_ASYNC  # the asyncio side is meant to run on the loop: nothing to check
+        self.loop_warned = rt.IS_ASYNC  # the asyncio side is meant to run on the loop: nothing to check
         backend.set_loss_handler(self.backend_lost)
         forks.track(self)
 
@@ -99,8 +99,8 @@ class SyncAcquirer:
     def blocking(self) -> None:
         """Before each call that waits on the backend: a sync store called on a running asyncio event loop
         blocks every task of that loop, so that is warned about, once per store. One check on the hot path."""
-        if not self._loop_warned:
-            self._loop_warned = rt.blocks_event_loop()
+        if not self.loop_warned:
+            self.loop_warned = rt.blocks_event_loop()
 
     def check_name(self, name: object) -> str:
         """``name`` if this store can take it: the checks of every backend, then the backend's own layout (a

@@ -100,10 +100,13 @@ def connect(url: str | None = None, *, client: object | None = None, **options: 
     holdings, which every ``inspect``, ``distlock status`` and ``list`` shows next to the owner id, and the
     log events and metrics carry. On Redis it is also the connections' CLIENT SETNAME, as in redis-py.
     """
+    warned = rt.blocks_event_loop()  # (the sync side) opening blocks a running event loop too
     config = parse_url(url, options) if client is None else client_config(client, url, options)
     client_name = _client_name(config)
     backend = _backend_class(config).open(config)
-    return Store(backend, client_name)
+    store = Store(backend, client_name)
+    store._core.loop_warned |= warned  # said once per store: not again at its first call
+    return store
 
 
 def _client_name(config: StoreConfig) -> str | None:
@@ -342,6 +345,7 @@ class Store(rt.SyncOnly):
         """Release everything still held, stop the renewer, close the connection. Idempotent."""
         if self._core.closed:
             return
+        self._core.blocking()  # (the sync side) closing waits on the backend too
         self._core.close()
         if self._gen != forks.generation() and not self._backend.fork_owned:
             # a forked child's copy whose connections may be the parent's too: closing one can speak on it (a TLS

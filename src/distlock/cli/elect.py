@@ -20,12 +20,12 @@ from typing import Any
 import click
 
 from .._core.text import seconds
-from .._core.timing import monotonic
+from .._core.timing import Budget, monotonic
 from .._core.types import LeaderInfo
 from .._errors import LockError
 from . import EXIT_LOST, EXIT_TIMEOUT, EXIT_USAGE, Abort, connect, feedback, one_line_errors
 from .child import supervise
-from .lock import Interrupted, _command_line, _raise_on_stop_signals, _seconds
+from .lock import Interrupted, _command_line, _deadline, _open, _raise_on_stop_signals, _seconds
 
 
 def _line(name: str, info: LeaderInfo | None, as_json: bool) -> str:
@@ -107,7 +107,8 @@ def _lead(
     argv: list[str] | None,
     kill_after: float,
 ) -> int:
-    with connect(url) as store:
+    deadline = _deadline(False, timeout)  # -w S: connecting counts, as for run
+    with _open(url, deadline) as store:
         election = store.election(name, ttl=ttl)
         verbose = feedback.verbosity()
         if verbose:
@@ -117,7 +118,8 @@ def _lead(
             with feedback.waiting(
                 verbose, f"leadership of {name!r}", lambda: store.leader(name), feedback.leader_of, timeout
             ):
-                won = election.campaign(value, timeout=timeout)
+                with Budget(until=deadline.calls_end()):
+                    won = election.campaign(value, timeout=deadline.remaining())
             if not won:
                 raise Abort(f"not leader of {name!r} within {seconds(timeout or 0)}", conflict_code)
             if verbose:
