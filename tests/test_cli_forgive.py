@@ -91,6 +91,12 @@ def test_every_command_takes_the_global_options(path: tuple[str, ...]) -> None:
     assert {"--url", "--debug"} <= opts, path
 
 
+@pytest.mark.parametrize("path", _commands(), ids=" ".join)
+def test_version_after_any_command(path: tuple[str, ...]) -> None:
+    r = CliRunner().invoke(group, [*path, "--version"], prog_name="distlock")
+    assert r.exit_code == 0 and r.output.startswith("distlock, version "), (path, r.output)
+
+
 def test_global_options_after_the_command(url: str) -> None:
     r = run_cli("run", "--url", url, "job", "--", sys.executable, "-c", "import os; print(os.environ['DISTLOCK_FENCE'])")
     assert r.returncode == 0, r.stderr

@@ -153,7 +153,17 @@ def global_options(*, sub: bool) -> list[click.Option]:
                           "it shows after 1s anyway), and which store is used."),
         click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, is_eager=True, callback=_set_quiet,
                      help="Say nothing while waiting for a lock."),
+        *([] if not sub else [click.Option(
+            ["--version"], is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+            help="Show the version and exit.")]),
     ]  # fmt: skip
+
+
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version`` after the command too (the group's own is click's ``version_option``)."""
+    if value and not ctx.resilient_parsing:
+        click.echo(f"distlock, version {__version__}")
+        ctx.exit()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
