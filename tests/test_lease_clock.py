@@ -256,9 +256,9 @@ def test_a_failing_renewal_waits_its_retry_delay() -> None:
 
 
 def test_the_lost_event_is_made_on_demand_and_set_whichever_comes_first() -> None:
-    """A holding makes its ``lost`` event only when someone asks for it (``lease.Lost``): asked for before the
+    """A holding makes its ``lost`` event only when someone asks for it (``held.Lost``): asked for before the
     loss, after it, or while another thread sets it, the event the caller gets is set once the loss is."""
-    from distlock._sync.lease import Lost
+    from distlock._sync.held import Lost
 
     before, after = Lost(), Lost()
     early = before.event(_not_expired)
@@ -273,7 +273,7 @@ def test_the_lost_event_is_made_on_demand_and_set_whichever_comes_first() -> Non
 
 
 def _not_expired() -> None:
-    """The event's look at the lease clock (``lease.Clocked``): here the lease never ends."""
+    """The event's look at the lease clock (``held.Clocked``): here the lease never ends."""
 
 
 def _race_for_the_lost_event(lost: Any) -> list[threading.Event]:

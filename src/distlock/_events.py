@@ -1,11 +1,12 @@
 """The events of a lock's life: the one place they are emitted, to the log and to any sinks (``distlock.otel``).
 
 Log records go to the ``distlock`` logger: DEBUG for each step (``wait``, ``grant``, ``timeout``, ``error``,
-``renew``, ``release``), WARNING for a loss (``lost``) and a failed renewal round trip (``renew-failed``). Every
+``renew``, ``release``, ``safe``), WARNING for a loss (``lost``), a holding at risk of one (``at-risk``) and a
+failed renewal round trip (``renew-failed``). Every
 record carries structured fields in ``extra`` for handlers and formatters that read them: ``event``, ``lock``
 (the name), ``backend`` (the URL scheme: never the URL, so never a credential), ``client_name`` (the store's,
 when it has one), and where they apply ``kind``,
-``fence``, ``wait_ms``, ``held_ms``, ``count``, ``ms``, ``reason``, ``cause``, ``error``. The messages say the
+``fence``, ``wait_ms``, ``held_ms``, ``left_s``, ``count``, ``ms``, ``reason``, ``cause``, ``error``. The messages say the
 same in words (``distlock --debug`` shows them). A DEBUG event costs one level check when DEBUG is off and no
 sink listens.
 

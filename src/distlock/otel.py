@@ -79,6 +79,12 @@ class _Instruments:
         self.losses = meter.create_counter(
             "distlock.lock.losses", unit="{loss}", description="Holdings lost before their release, by reason"
         )
+        self.at_risk = meter.create_counter(
+            "distlock.lock.at_risk",
+            unit="{warning}",
+            description="Holdings found at risk: half their lease left with no renewal confirmed (lost comes next "
+            "unless one is)",
+        )
         self.renewals = meter.create_counter(
             "distlock.lock.renewals",
             unit="{round_trip}",
@@ -116,6 +122,8 @@ class _Instruments:
                 outcome = "released" if event == "release" else "lost"
                 self.hold_duration.record(f["held_ms"] / 1000.0, {**lock, OUTCOME: outcome})
                 self.held.add(-1, lock)
+        elif event == "at-risk":
+            self.at_risk.add(1, self._lock(f))
         elif event in ("renew", "renew-failed"):
             attributes = {BACKEND: f["backend"], OUTCOME: "ok" if event == "renew" else "error"}
             if "client_name" in f:

@@ -44,18 +44,27 @@ class Acquired(NamedTuple):
     sent: float
     expires_at: float
 
-    def holding(self, lock: Any, callbacks: list[Callable[[Any], object]], auto_renew: bool) -> Holding:
+    def holding(
+        self,
+        lock: Any,
+        callbacks: list[Callable[[Any], object]],
+        auto_renew: bool,
+        risk_callbacks: list[Callable[[Any], object]],
+    ) -> Holding:
         """The holding this grant starts for ``lock`` (a lock or an election: what ``on_lost`` callbacks get)."""
+        # a grant with a shorter validity (Redlock's; a Redis hand-over's, capped at the queue deadline) is
+        # renewed within a third of it, not of the TTL, and is at risk with half of it left
+        span = min(self.claim.ttl, self.grant.valid_for or self.claim.ttl)
         return Holding(
             lock=lock,
             callbacks=callbacks,
             claim=self.claim,
             fence=self.grant.fence,
             expires_at=self.expires_at,
-            # a grant with a shorter validity (Redlock's; a Redis hand-over's, capped at the queue deadline)
-            # is renewed within a third of it, not of the TTL
-            renew_at=self.sent + renew_interval(min(self.claim.ttl, self.grant.valid_for or self.claim.ttl)),
+            renew_at=self.sent + renew_interval(span),
             auto_renew=auto_renew,
+            risk_callbacks=risk_callbacks,
+            span=span,
         )
 
 
@@ -76,7 +85,7 @@ class AsyncAcquirer:
         self.client_name = client_name
         #: the log events and metrics of this store's locks (``distlock.otel`` adds its sink here)
         self.events = events.Events(backend.scheme, client_name)
-        self.leases = Leases(backend, self.lose, self.events)
+        self.leases = Leases(backend, self.lose, self.events, risk=self.risk)
         self._guard = threading.Lock()
         # Local waiting lines, per (name, mode): see acquire. Entries are the waiters' wakers (the first
         # entry may be a plain marker: the first in line is never woken through the line).
@@ -281,7 +290,7 @@ class AsyncAcquirer:
         return round((monotonic() - holding.since) * 1000.0, 3)
 
     def lost_event(self, holding: Holding) -> rt.Event:
-        """``holding``'s lost event, whose ``is_set()`` is true to the lease clock (``lease.Clocked``)."""
+        """``holding``'s lost event, whose ``is_set()`` is true to the lease clock (``held.Clocked``)."""
         return holding.lost.event(lambda: self.leases.expire(holding))
 
     def check_expiry(self, holding: Holding) -> None:
@@ -400,6 +409,36 @@ class AsyncAcquirer:
         )  # fmt: skip
         for cb in list(holding.callbacks):
             self._dispatcher.run_callback(cb, holding.lock)
+
+    def risk(self, holding: Holding, on: bool) -> None:
+        """The lease clock found ``holding`` at risk (``on``: less than ``held.AT_RISK_SHARE`` of its lease
+        left, no renewal confirmed), or safe again: set or clear its event; at risk, say so and call the
+        callbacks, off the critical path."""
+        if not on:
+            holding.risk.clear()
+            self.events.debug("safe", "lock %r renewed: no longer at risk", holding.claim.name,
+                              lock=holding.claim.name, kind=events.kind_of(holding.claim))  # fmt: skip
+            return
+        holding.risk.set()
+        name = holding.claim.name
+        left = round(self.lease_left(holding), 3)
+        self.events.warning(
+            "at-risk", "lock %r at risk: %.1fs of its lease left and no renewal confirmed", name, left,
+            lock=name, kind=events.kind_of(holding.claim), fence=holding.fence, left_s=left,
+        )  # fmt: skip
+        for cb in list(holding.risk_callbacks):
+            self._dispatcher.run_callback(cb, holding.lock)
+
+    def lease_left(self, holding: Holding) -> float:
+        """Seconds until ``holding``'s local lease end (0.0 once lost; a reader that finds it over loses it,
+        as the clock would). No I/O."""
+        if holding.lost.is_set():
+            return 0.0
+        left = self.leases.deadline(holding) - monotonic()
+        if left <= 0 and holding.gen == forks.generation():
+            self.leases.check(holding)
+            return 0.0
+        return max(0.0, left)
 
     def backend_lost(self, token: str, reason: str) -> None:
         """The backend's report that a holding is gone (from any thread)."""

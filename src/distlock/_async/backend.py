@@ -163,6 +163,11 @@ class AsyncBackend:
         """
         return None
 
+    def lease_span(self, claim: Claim) -> float | None:
+        """Session backends: the length of the session deadline ``lease_end`` counts (ZooKeeper's granted
+        session timeout), for the ``at_risk`` share; None: the holding's own lease (its TTL)."""
+        return None
+
     def lost(self, token: str, reason: str) -> None:
         """A backend learned that a holding is gone (session expired, lease revoked). Any thread."""
         if self._loss_handler is not None:

@@ -40,6 +40,7 @@ from .._core.timing import lease_end, monotonic, renew_interval
 from .._core.types import Claim, Grant
 from .._errors import LockError
 from .backend import AsyncBackend
+from .held import AT_RISK_SHARE, Lost, Risk, RiskCallback
 
 if TYPE_CHECKING:
     from .election import AsyncElection
@@ -49,64 +50,6 @@ log = logging.getLogger("distlock")
 
 #: after a failed renewal, try again this soon (capped by a tenth of the TTL)
 RETRY_AFTER_FAILURE = 1.0
-
-
-class Lost:
-    """A holding's ``lost`` signal: a flag, and the event a caller waits on, made only when someone asks for
-    it (``event``). Most holdings are released without anyone waiting on their loss, and an event is the
-    dearest part of a new holding (a lock and a condition, about 1.6 us of the 18 us an uncontended acquire
-    + release costs the lock layer on the project's VM).
-
-    ``set`` (the clock's thread, the renewer's, a driver's) may race ``event`` (the caller's): ``set``
-    writes the flag before it reads the event, ``event`` publishes the event before it reads the flag, so
-    whichever of the two comes second sets the event. Two callers making the event at once take a guard."""
-
-    __slots__ = ("_event", "_set")
-    _making = threading.Lock()
-
-    def __init__(self) -> None:
-        self._set = False
-        self._event: Clocked | None = None
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def set(self) -> None:
-        self._set = True
-        event = self._event
-        if event is not None:
-            event.set()
-
-    def event(self, expire: Callable[[], object]) -> rt.Event:
-        """The event that is set when the holding is lost (already set if it was); ``expire`` loses the
-        holding now if its lease end has passed (``Leases.expire``), for the event's ``is_set()``."""
-        event = self._event
-        if event is None:
-            with Lost._making:
-                event = self._event
-                if event is None:
-                    event = self._event = Clocked(expire)
-            if self._set:
-                event.set()
-        return event
-
-
-class Clocked(rt.Event):
-    """The ``lost`` event a caller holds, true to the clock: ``is_set()`` is True once the local lease end has
-    passed, even before the clock's worker has run. That worker needs the GIL (a thread) or a turn of the
-    event loop (a task) to set the event, and a process resumed after a pause, a thread that held the CPU or a
-    handler that blocked the loop past the lease would otherwise read False after the lease was over -- and
-    write. A reader that finds the lease over loses the holding there and then, as the worker would (the
-    callbacks still run off the reader's path); ``wait()`` is woken by the worker as before."""
-
-    def __init__(self, expire: Callable[[], object]) -> None:
-        super().__init__()
-        self._expire = expire
-
-    def is_set(self) -> bool:
-        if not super().is_set():
-            self._expire()
-        return super().is_set()
 
 
 @dataclass(eq=False, slots=True)
@@ -123,8 +66,13 @@ class Holding:
     auto_renew: bool
     #: after a failed renewal, not before this (``RETRY_AFTER_FAILURE``), whatever the batching window says
     retry_at: float = 0.0
+    #: the lock's on_at_risk callbacks (the lock's own list)
+    risk_callbacks: list[RiskCallback] = field(default_factory=list)
+    #: the length of the lease its local end counts (the TTL; a shorter first grant's validity)
+    span: float = 0.0
     count: int = 1
     lost: Lost = field(default_factory=Lost)
+    risk: Risk = field(default_factory=Risk)
     lost_reason: str = ""
     busy: bool = False  # a renewal or extend() round trip of this holding is in flight (under Leases._guard)
     unresolved_ttl: float = math.inf  # smallest TTL of a request of ours whose outcome is unknown
@@ -146,9 +94,16 @@ class Leases:
     #: that needs no wake-up: most acquires cost no thread switch
     TICK = 2.0
 
-    def __init__(self, backend: AsyncBackend, lose: Callable[[Holding, str, str], None], stream: events.Events) -> None:
+    def __init__(
+        self,
+        backend: AsyncBackend,
+        lose: Callable[[Holding, str, str], None],
+        stream: events.Events,
+        risk: Callable[[Holding, bool], None] | None = None,
+    ) -> None:
         self._backend = backend
         self._lose = lose
+        self._risk = risk
         self._events = stream
         name = stream.backend
         self._renews = backend.capabilities.needs_renewal
@@ -174,6 +129,11 @@ class Leases:
         """When ``lost`` fires for this holding: its lease end, or its session's."""
         session = self._backend.lease_end(holding.claim)
         return holding.expires_at if session is None else min(holding.expires_at, session)
+
+    def span(self, holding: Holding) -> float:
+        """The length of the lease ``deadline`` counts: the session's timeout, or the holding's lease."""
+        session = self._backend.lease_span(holding.claim)
+        return holding.span or holding.claim.ttl if session is None else session
 
     def session_deadline(self, claim: Claim) -> float:
         session = self._backend.lease_end(claim)
@@ -256,6 +216,9 @@ class Leases:
             elif confirmed:
                 holding.expires_at = self._confirmed_end(holding, sent, ttl)
                 holding.renew_at = sent + renew_interval(ttl)
+                holding.span = ttl
+        if confirmed and holding.risk.is_set():
+            self._clock.wake()  # the end moved: the clock clears the warning now, not at the old end
 
     def _confirmed_end(self, holding: Holding, sent: float, ttl: float) -> float:
         if not self._renews:
@@ -286,8 +249,13 @@ class Leases:
                 end = self.deadline(h)
                 if now >= end:
                     self._lose(h, self._why(h), events.EXPIRED)
-                else:
-                    wake = min(wake, end)
+                    continue
+                wake = min(wake, end)
+                risky = end - AT_RISK_SHARE * self.span(h)  # at risk from here (the end moves on renewals)
+                if now < risky:
+                    wake = min(wake, risky)
+                if (now >= risky) != h.risk.is_set() and self._risk is not None:
+                    self._risk(h, now >= risky)
             await self._clock.sleep_until(wake)
 
     async def _renew_loop(self) -> None:

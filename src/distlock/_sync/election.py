@@ -25,6 +25,7 @@ from .._core.timing import Deadline
 from .._core.types import Claim, LeaderInfo, Mode
 from .._core.validate import check_timeout, check_ttl, check_value
 from .._errors import LockError, LockLost, NotHeld, UnsupportedFeature
+from .held import LeaseView, RiskCallback
 from .lease import Holding
 from .locks import LostCallback, _Scoped
 
@@ -46,7 +47,7 @@ def check_elections(core: SyncAcquirer, name: str) -> None:
         raise UnsupportedFeature(f"leader election is not supported here{why}", name=name, backend=core.scheme)
 
 
-class Election(_Scoped["Election"]):
+class Election(_Scoped["Election"], LeaseView):
     """One candidate in the election ``name``: ``campaign``, then lead until ``resign`` or loss.
 
     ``with election:`` campaigns (with this process's owner id as the value) within the object's
@@ -82,6 +83,7 @@ class Election(_Scoped["Election"]):
         self._inherited = False  # a forked child's copy of this object dropped its parent's leadership
         self._campaigning = False
         self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
+        self._risk_callbacks: list[RiskCallback] = []
         self._idle_lost: rt.Event | None = None
 
     def __repr__(self) -> str:
@@ -116,7 +118,7 @@ class Election(_Scoped["Election"]):
             won = self._core.acquire(claim, Deadline.after(wait))
             if won is None:
                 return False
-            holding = won.holding(self, self._callbacks, auto_renew=True)
+            holding = won.holding(self, self._callbacks, True, self._risk_callbacks)
             with self._guard:
                 self._holding = holding
             self._core.register(holding)
@@ -208,6 +210,11 @@ class Election(_Scoped["Election"]):
 
     def _take(self) -> bool:
         return self.campaign(timeout=self.timeout)
+
+    def _viewed(self) -> Holding | None:
+        """The current leadership (``LeaseView``), lost or not; None when not leading."""
+        with self._guard:
+            return self._leading()
 
     def _leading(self) -> Holding | None:
         """The current leadership (under the guard); in a forked child never its parent's, which is dropped

@@ -22,6 +22,7 @@ from .._core.timing import Deadline
 from .._core.types import Claim, Mode
 from .._core.validate import check_permits, check_timeout, check_ttl
 from .._errors import AcquireTimeout, ConfigError, LockError, LockLost, NotHeld
+from .held import LeaseView, RiskCallback
 from .lease import Holding
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ class _Acquirable(_Scoped[H]):
         self.release()
 
 
-class Lock(_Acquirable["HeldLock"]):
+class Lock(_Acquirable["HeldLock"], LeaseView):
     """A mutex (``store.lock``), reentrant mutex (``store.rlock``) or one half of a read-write lock.
 
     ``acquire(blocking=True, timeout=None)`` follows ``threading.Lock.acquire``; ``timeout=None``
@@ -136,6 +137,7 @@ class Lock(_Acquirable["HeldLock"]):
         self._inherited = False  # a forked child's copy of this object dropped its parent's holdings
         self._guard = threading.Lock()  # protects _holds; never held across I/O
         self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
+        self._risk_callbacks: list[RiskCallback] = []
         self._last: Holding | None = None
         self._idle_lost: rt.Event | None = None
 
@@ -186,7 +188,7 @@ class Lock(_Acquirable["HeldLock"]):
         won = self._core.acquire(claim, Deadline.after(wait))
         if won is None:
             return False
-        holding = won.holding(self, self._callbacks, self.auto_renew)
+        holding = won.holding(self, self._callbacks, self.auto_renew, self._risk_callbacks)
         with self._guard:
             self._by_owner().setdefault(key, []).append(holding)
             self._last = holding
@@ -296,6 +298,12 @@ class Lock(_Acquirable["HeldLock"]):
         if self._inherited_only():
             return  # the parent's holding stays the parent's: leaving its with block in a child releases nothing
         self.release()
+
+    def _viewed(self) -> Holding | None:
+        """This owner's current holding (``LeaseView``), lost or not; None if it holds nothing here."""
+        with self._guard:
+            mine = self._by_owner().get(rt.owner_key())
+        return mine[-1] if mine else None
 
     def _own_holding(self) -> Holding:
         with self._guard:

@@ -205,6 +205,9 @@ class Backend(SyncBackend):
         """When the session may have expired on the server (``Session.lease_end``): the same for every claim."""
         return self.session.lease_end()
 
+    def lease_span(self, claim: Claim) -> float | None:
+        return self.granted_timeout
+
     # -- attempts waiting for a change of the connection -----------------------------------------------
     def watch_session(self, attempt: Wakes) -> None:
         with self._guard:

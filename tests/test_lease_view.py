@@ -1,0 +1,153 @@
+"""The lease, known locally: ``deadline``, ``ttl_left`` and ``check(margin)`` read the lease clock with no I/O,
+and ``at_risk`` comes before ``lost``.
+
+On SQLite (no server) with ``auto_renew=False``, so the lease runs down on its own and every figure is known;
+then on every networked backend with the link frozen under the holder (a loopback proxy per server): the
+renewals go unanswered, ``at_risk`` is set, and it comes well before ``lost``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import distlock
+from distlock._async.held import AT_RISK_SHARE
+from distlock.checker.proxy import FaultProxy
+from tests.test_deadline import through
+
+TTL = 3.0
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/locks.db"
+
+
+def test_deadline_ttl_left_and_check_follow_the_lease(url: str) -> None:
+    with distlock.connect(url) as store:
+        lock = store.lock("view/a", ttl=TTL, auto_renew=False)
+        assert lock.deadline is None and lock.ttl_left is None
+        with pytest.raises(distlock.NotHeld):
+            lock.check()
+        before = time.monotonic()
+        assert lock.acquire(timeout=5)
+        deadline = lock.deadline
+        assert deadline is not None and before < deadline <= before + TTL + 1.0
+        left = lock.ttl_left
+        assert left is not None and 0 < left <= TTL
+        assert 0 < lock.check(margin=0.1) <= TTL  # returns what is left
+        with pytest.raises(distlock.LockLost, match="margin"):
+            lock.check(margin=TTL + 1.0)  # an effect longer than the lease: refused, not lost
+        assert not lock.lost.is_set()
+        time.sleep(TTL + 0.5)  # never renewed: the lease ran out
+        assert lock.ttl_left == 0.0
+        with pytest.raises(distlock.LockLost, match="lost"):
+            lock.check()
+        assert lock.lost.is_set()
+        with pytest.raises(distlock.LockLost):
+            lock.release()
+        assert lock.deadline is None
+
+
+def test_at_risk_comes_half_a_lease_before_lost_and_a_renewal_clears_it(url: str) -> None:
+    with distlock.connect(url) as store:
+        lock = store.lock("view/risk", ttl=TTL, auto_renew=False)
+        warned: list[float] = []
+        lock.on_at_risk(lambda _lock: warned.append(time.monotonic()))
+        assert lock.acquire(timeout=5)
+        granted = time.monotonic()
+        assert not lock.at_risk.is_set()
+        assert lock.at_risk.wait(TTL * 2), "at_risk never came"
+        came = time.monotonic()
+        assert not lock.lost.is_set()
+        # half the lease left, give or take the clock's wake-up: never in the first third of the lease
+        assert came - granted > TTL * (1 - AT_RISK_SHARE) * 0.6, came - granted
+        lock.extend()  # a confirmed renewal: safe again
+        deadline = time.monotonic() + 5
+        while lock.at_risk.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not lock.at_risk.is_set(), "a confirmed renewal did not clear at_risk"
+        assert lock.at_risk.wait(TTL * 2)  # and again, before this lease runs out
+        assert lock.lost.wait(TTL * 2)
+        for _ in range(200):
+            if len(warned) >= 2:
+                break
+            time.sleep(0.01)
+        assert len(warned) == 2, warned  # once per time it became at risk
+
+
+def test_an_election_knows_its_lease_too(url: str) -> None:
+    with distlock.connect(url) as store:
+        election = store.election("view/elect", ttl=TTL)
+        assert election.ttl_left is None
+        assert election.campaign(value="a", timeout=5)
+        assert election.check(0.1) > 0 and election.deadline is not None
+        assert not election.at_risk.is_set()
+        election.resign()
+        assert election.deadline is None
+
+
+def test_async_lock_knows_its_lease(url: str) -> None:
+    async def main() -> None:
+        async with distlock.connect_async(url) as store:
+            lock = store.lock("view/async", ttl=TTL, auto_renew=False)
+            async with lock:
+                assert 0 < lock.check(0.1) <= TTL
+                assert lock.ttl_left is not None and lock.deadline is not None
+                await asyncio.wait_for(lock.at_risk.wait(), TTL * 2)
+                assert not lock.lost.is_set()
+
+    asyncio.run(main())
+
+
+# -- on a frozen link, on every networked backend ---------------------------------------------------------
+NETWORKED = ["redis", "redlock", "zookeeper", "etcd", "mysql", "postgres"]
+
+
+@pytest.fixture(params=NETWORKED)
+def net_url(request: pytest.FixtureRequest) -> str:
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+@pytest.fixture
+def proxies(net_url: str) -> Iterator[list[FaultProxy]]:
+    ps = [FaultProxy(host, port).start() for host, port in distlock._url.parse_url(net_url).hosts]
+    try:
+        yield ps
+    finally:
+        for p in ps:
+            p.heal()
+            p.close()
+
+
+def test_at_risk_comes_before_lost_when_the_link_freezes(net_url: str, proxies: list[FaultProxy]) -> None:
+    stamps: dict[str, float] = {}
+    with distlock.connect(through(net_url, proxies)) as store:
+        lock = store.lock(f"view-{uuid.uuid4().hex[:10]}", ttl=TTL)
+        lock.on_at_risk(lambda _lock: stamps.setdefault("risk", time.monotonic()))
+        lock.on_lost(lambda _lock: stamps.setdefault("lost", time.monotonic()))
+        assert lock.acquire(timeout=10)
+        span = lock.ttl_left
+        assert span is not None and span > 0
+        for p in proxies:
+            p.freeze()
+        stamps["frozen"] = time.monotonic()
+        assert lock.lost.wait(60), "never lost on a frozen link"
+        for _ in range(300):  # callbacks run off the critical path
+            if "risk" in stamps and "lost" in stamps:
+                break
+            time.sleep(0.01)
+        for p in proxies:
+            p.heal()
+        with pytest.raises(distlock.LockError):
+            lock.release()
+    assert "risk" in stamps, f"lost with no at_risk first: {stamps}"
+    warned_for = stamps["lost"] - stamps["risk"]
+    # half the lease (the session's timeout on ZooKeeper) before lost; a third of it allows for the wake-ups
+    assert warned_for > 0.3 * AT_RISK_SHARE * min(span, TTL), stamps
