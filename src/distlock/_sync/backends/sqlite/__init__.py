@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .... import _rt_sync as rt
-from ...._core import arbiter, forks
+from ...._core import arbiter, forks, procs
 from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, monotonic, wait_slice
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError
@@ -39,6 +39,9 @@ from ...backend import SyncAttempt, SyncBackend, SyncWatch
 from . import queries as sql
 
 T = TypeVar("T")
+
+#: this process and the judge of other processes on the host (``_core.procs``)
+_LOCAL = procs.Local()
 
 #: how long a fork waits for the SQLite work other threads have in flight (``_hold_for_fork``)
 FORK_WAIT = 1.0
@@ -346,6 +349,8 @@ class Backend(SyncBackend):
         self.clock: Callable[[], float] = time.time
         self._durable = False  # the transaction running now commits with synchronous=FULL
         self._sync_level = "NORMAL" if self._owns_conn else "OFF"
+        #: who holds, recorded with each holding of a file, and the judge of a dead holder (``_reclaim``)
+        self._procs = _LOCAL if self._owns_conn else None
 
     @classmethod
     def open(cls, config: StoreConfig) -> Backend:
@@ -499,11 +504,14 @@ class Backend(SyncBackend):
             # Every refused claim registers (a local write), so inspect() counts the non-fair waiters too; only
             # fair claims and writers are held back by the entries ahead of them (the grant rule, ``arbiter``).
             decision = arbiter.decide(claim, holders, queue, now, register_all=True)
+            if not decision.grant and not decision.ours and self._reclaim(conn, claim.name):
+                holders = sql.holders(conn, claim.name)
+                decision = arbiter.decide(claim, holders, queue, now, register_all=True)
             if decision.ours:  # a retry after a lost reply: already ours
                 return Grant(True, fence=sql.fence_of(conn, claim.token))
             if decision.grant:
                 fence = sql.next_fence(conn, self._durable)
-                sql.insert_holder(conn, claim, fence, now)
+                sql.insert_holder(conn, claim, fence, now, self._procs.own() if self._procs else None)
                 sql.dequeue(conn, claim.token)
                 return Grant(True, fence=fence)
             if ear is not None and ear.watching and all(q.token != claim.token for q in queue):
@@ -517,6 +525,18 @@ class Backend(SyncBackend):
         if grant.acquired and claim.value is not None:
             self._wake(claim.name)  # a new leader: its observers (who listen where the waiters do) look again
         return grant
+
+    def _reclaim(self, conn: sqlite3.Connection, name: str) -> bool:
+        """Inside the acquire's transaction: delete the holdings of ``name`` whose process has provably ended
+        on this host (``_core.procs``: a ``kill -9``, a crash). The write lock is held, so of two acquirers
+        that both find the same dead holder, the second finds its rows gone. True if any went."""
+        if self._procs is None:
+            return False
+        freed = 0
+        for proc in sql.holder_procs(conn, name):
+            if self._procs.gone(proc):
+                freed += sql.delete_of_proc(conn, name, proc)
+        return freed > 0
 
     def _keep(self, claim: Claim) -> bool:
         """A quiet waiter's slice ended (``Attempt._quiet``): push its queue entry's deadline on."""
