@@ -49,7 +49,7 @@ class LinuxProc:
     def boot_id(self) -> str | None:
         if not self._boot:
             try:
-                with open(f"{self.root}/sys/kernel/random/boot_id", encoding="ascii") as f:
+                with open(f"{self.root}/sys/kernel/random/boot_id", encoding="utf-8") as f:
                     self._boot.append(f.read().strip() or None)
             except (OSError, ValueError):
                 self._boot.append(None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import os
 import sqlite3
+import stat
 import threading
 import time
 import weakref
@@ -335,7 +336,13 @@ class Backend(SyncBackend):
     fork_owned = True
 
     def __init__(
-        self, config: StoreConfig, conn: sqlite3.Connection, guard: threading.Lock, db_key: str, busy: float = 10.0
+        self,
+        config: StoreConfig,
+        conn: sqlite3.Connection,
+        guard: threading.Lock,
+        db_key: str,
+        busy: float = 10.0,
+        shared: bool = False,
     ) -> None:
         super().__init__(config)
         self._busy = busy
@@ -345,7 +352,7 @@ class Backend(SyncBackend):
         self.db_key = db_key
         self._owns_conn = config.backend == "sqlite"
         _Shared.stores.add(self)
-        self.wake_dir = WakeDir(db_key) if self._owns_conn else None
+        self.wake_dir = WakeDir(db_key, shared) if self._owns_conn else None
         self.clock: Callable[[], float] = time.time
         self._durable = False  # the transaction running now commits with synchronous=FULL
         self._sync_level = "NORMAL" if self._owns_conn else "OFF"
@@ -370,9 +377,11 @@ class Backend(SyncBackend):
             sql.use_wal(conn, busy)
             conn.execute("PRAGMA synchronous=NORMAL")
             sql.create_schema(conn)
+            # a file every user may write (the host-wide default store): its wake-up sockets are every user's too
+            shared = bool(path.stat().st_mode & stat.S_IWOTH)
         except (OSError, sqlite3.Error) as exc:
             raise BackendError(f"cannot open SQLite store {str(path)!r}: {exc}", backend=config.scheme) from exc
-        return cls(config, conn, threading.Lock(), db_key=str(path.resolve()), busy=busy)
+        return cls(config, conn, threading.Lock(), db_key=str(path.resolve()), busy=busy, shared=shared)
 
     def after_fork(self) -> None:
         """SQLite's rule for a forked child: never use a connection opened before the fork (its file locks and
