@@ -66,7 +66,7 @@ class AsyncAcquirer:
         self.capabilities = backend.capabilities
         #: the log events and metrics of this store's locks (``distlock.otel`` adds its sink here)
         self.events = events.Events(backend.scheme)
-        self.leases = Leases(backend, self.lose, self.events)
+        self.leases = Leases(backend, self.lose, self.events, self)  # released at a normal exit (``rt``)
         self._guard = threading.Lock()
         # Local waiting lines, per (name, mode): see acquire. Entries are the waiters' wakers (the first
         # entry may be a plain marker: the first in line is never woken through the line).
@@ -397,6 +397,10 @@ class AsyncAcquirer:
     def holdings(self) -> list[Holding]:
         """What this store holds now (test hook: what the renewer renews)."""
         return self.leases.snapshot()
+
+    def _held_at_exit(self) -> int:
+        """What the exit would release: this process's holdings (a forked child's own only, ``forks``)."""
+        return 0 if self.closed else self.leases.count()
 
     async def close(self) -> None:
         """Release everything still held and stop the lease clock (the store then closes the backend)."""
