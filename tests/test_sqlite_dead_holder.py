@@ -166,6 +166,22 @@ def test_a_dead_holder_that_cannot_be_judged_here_keeps_its_lease(
         assert s.lock("sem", ttl=60).acquire(timeout=10)  # its rows recorded as ours are freed
 
 
+ONCE = """
+import sys, distlock
+with distlock.connect(sys.argv[1]) as s, s.once("nightly", at_most=60, at_least=30) as ran:
+    assert ran
+"""
+
+
+@linux_proc
+def test_an_at_most_once_job_left_to_its_at_least_is_not_freed_when_its_process_has_ended(url: str) -> None:
+    subprocess.run([sys.executable, "-c", ONCE, url], check=True, timeout=60)  # ended: its process is gone
+    with distlock.connect(url) as s:
+        assert not s.lock("nightly", ttl=5).acquire(timeout=1.5)  # held until 30 s after its start
+        with s.once("nightly", at_most=60) as ran:
+            assert not ran
+
+
 def test_a_file_made_before_holders_recorded_their_process_gets_the_column(tmp_path: Path) -> None:
     path = tmp_path / "locks.db"
     conn = sqlite3.connect(str(path))

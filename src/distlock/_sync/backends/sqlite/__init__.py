@@ -617,9 +617,17 @@ class Backend(SyncBackend):
         return self._call(self._holds, claim)
 
     def shorten(self, claim: Claim, ttl: float) -> bool:
-        # a renewal to ``ttl`` is the guarded step: the row's own token, a live lease only, the host's clock
-        (ok,) = self._call(self._renew, [replace(claim, ttl=ttl)])
-        return ok
+        return self._call(self._shorten, claim, ttl)
+
+    def _shorten(self, claim: Claim, ttl: float) -> bool:
+        """A renewal to ``ttl`` (the row's own token, a live lease only, the host's clock) that also lets the
+        process go: the holding is left to end by itself (an at-most-once job's ``at_least``), after this
+        process has exited too, so no acquirer may free it early as a dead process's (``_reclaim``)."""
+
+        def body(conn: sqlite3.Connection, now: float) -> bool:
+            return sql.extend(conn, claim.token, now, ttl, disown=True)
+
+        return self._tx(body)
 
     def inspect(self, name: str) -> LockInfo | None:
         found = self._call(self._inspect, [name])

@@ -232,10 +232,13 @@ def delete_holder_returning(conn: sqlite3.Connection, token: str) -> float | Non
     return None if row is None else float(row[0])
 
 
-def extend(conn: sqlite3.Connection, token: str, now: float, ttl: float) -> bool:
-    """Renew a live lease only: one that ran out may already belong to someone else."""
+def extend(conn: sqlite3.Connection, token: str, now: float, ttl: float, disown: bool = False) -> bool:
+    """Renew a live lease only: one that ran out may already belong to someone else. ``disown``: and forget its
+    process (the lease is left to run out by itself)."""
     cur = conn.execute(
-        "UPDATE distlock_holders SET expires_at = ? WHERE token = ? AND expires_at > ?", (now + ttl, token, now)
+        f"UPDATE distlock_holders SET expires_at = ?{', proc = NULL' if disown else ''} "
+        "WHERE token = ? AND expires_at > ?",
+        (now + ttl, token, now),
     )
     return cur.rowcount == 1
 
