@@ -20,9 +20,9 @@ from tools.servers.redis import redis_server
 SCRIPT = """
 import sys, distlock
 s = distlock.connect(sys.argv[1])
-assert s.lock("exit/job", ttl=60).acquire(timeout=10)
-assert s.rwlock("exit/rw", ttl=60).read.acquire(timeout=10)
-assert s.semaphore("exit/sem", 1, ttl=60).acquire(timeout=10)
+assert s.lock("exit-job", ttl=60).acquire(timeout=10)
+assert s.rwlock("exit-rw", ttl=60).read.acquire(timeout=10)
+assert s.semaphore("exit-sem", 1, ttl=60).acquire(timeout=10)
 print("held", flush=True)
 sys.stdin.read()
 """
@@ -43,20 +43,20 @@ def run_and_exit(url: str) -> float:
     return time.monotonic() - start
 
 
-@pytest.fixture(params=["redis", "sqlite"])
+@pytest.fixture(params=["redis", "sqlite", "zookeeper", "etcd", "postgres", "mysql"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'locks.db'}"
-    return str(request.getfixturevalue("redis_url"))
+    return str(request.getfixturevalue(f"{request.param}_url"))
 
 
 def test_a_script_that_ends_holding_locks_releases_them_at_exit(url: str) -> None:
     run_and_exit(url)
     with distlock.connect(url) as s:
-        for name in ("exit/job", "exit/rw", "exit/sem"):
+        for name in ("exit-job", "exit-rw", "exit-sem"):
             assert s.inspect(name) is None, name  # released, not left to its 60 s (SQLite: not only reclaimable)
         start = time.monotonic()
-        with s.lock("exit/job", ttl=60, timeout=20), s.rwlock("exit/rw", ttl=60, timeout=20).write:
+        with s.lock("exit-job", ttl=60, timeout=20), s.rwlock("exit-rw", ttl=60, timeout=20).write:
             assert time.monotonic() - start < 10
 
 
@@ -80,16 +80,16 @@ def test_an_exit_with_a_server_that_does_not_answer_is_bounded() -> None:
 FORK = """
 import os, sys, distlock
 s = distlock.connect(sys.argv[1])
-lock = s.lock("exit/forked", ttl=60)
+lock = s.lock("exit-forked", ttl=60)
 assert lock.acquire(timeout=10)
 pid = os.fork()
 if pid == 0:
-    child = s.lock("exit/child", ttl=60)  # the child's own, through the store it inherited
+    child = s.lock("exit-child", ttl=60)  # the child's own, through the store it inherited
     assert child.acquire(timeout=10)
     sys.exit(0)  # a normal exit: the exit hooks run in the child
 os.waitpid(pid, 0)
-info = s.inspect("exit/forked")
-print(lock.owned(), info is not None and len(info.holders), s.inspect("exit/child") is None, flush=True)
+info = s.inspect("exit-forked")
+print(lock.owned(), info is not None and len(info.holders), s.inspect("exit-child") is None, flush=True)
 os._exit(0)  # no exit release here: the parent's holding is looked at by the test
 """
 
@@ -99,8 +99,8 @@ def test_a_forked_childs_exit_releases_only_what_the_child_took(redis_url: str) 
     r = subprocess.run([sys.executable, "-c", FORK, redis_url], capture_output=True, text=True, timeout=60)
     assert r.stdout.split() == ["True", "1", "True"], r.stderr
     with distlock.connect(redis_url) as s:
-        assert s.inspect("exit/forked") is not None  # the parent's, left by its os._exit: still held
-        assert s.break_lock("exit/forked")
+        assert s.inspect("exit-forked") is not None  # the parent's, left by its os._exit: still held
+        assert s.break_lock("exit-forked")
 
 
 ASYNC = """
@@ -109,7 +109,7 @@ logging.basicConfig(format="%(message)s")
 
 async def main():
     s = await distlock.connect_async(sys.argv[1])
-    assert await s.lock("exit/async", ttl=60).acquire(timeout=10)
+    assert await s.lock("exit-async", ttl=60).acquire(timeout=10)
 
 asyncio.run(main())
 """
