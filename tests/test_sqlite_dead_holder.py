@@ -265,3 +265,15 @@ def test_this_process_never_judges_itself_gone() -> None:
     view.stats[os.getpid()] = stat_line(os.getpid(), "Z", 7)  # even if /proc said so
     own = local.own()
     assert own is not None and not local.gone(own)
+
+
+def test_a_proc_of_another_pid_namespace_tells_nothing(tmp_path: Path) -> None:
+    for pid in (os.getpid(), 1):
+        (tmp_path / str(pid) / "ns").mkdir(parents=True)
+        (tmp_path / str(pid) / "ns" / "pid").write_text("")
+    (tmp_path / "self").symlink_to(str(os.getpid()))
+    assert procs.LinuxProc(str(tmp_path)).pid_ns() is not None
+    (tmp_path / "self").unlink()
+    (tmp_path / "self").symlink_to("1")  # this process is not pid 1 in the namespace of that /proc
+    view = procs.LinuxProc(str(tmp_path))
+    assert view.pid_ns() is None and procs.identity(view, os.getpid()) is None

@@ -33,7 +33,8 @@ class ProcView(Protocol):
         """This boot's id; None if unknown."""
 
     def pid_ns(self) -> str | None:
-        """This process's pid namespace (device and inode of ``/proc/self/ns/pid``); None if unknown."""
+        """This process's pid namespace (device and inode of ``/proc/self/ns/pid``); None if unknown, or if the
+        ``/proc`` mounted here is another pid namespace's (its pids are not the ones this process sees)."""
 
     def stat(self, pid: int) -> str | None:
         """``/proc/PID/stat``; None if there is no such process. Raises OSError if that cannot be told."""
@@ -57,6 +58,8 @@ class LinuxProc:
 
     def pid_ns(self) -> str | None:
         try:
+            if os.readlink(f"{self.root}/self") != str(os.getpid()):
+                return None  # a /proc of another pid namespace: its pids are not the ones this process sees
             st = os.stat(f"{self.root}/self/ns/pid")
         except OSError:
             return None
