@@ -88,13 +88,23 @@ def _url_error(err: ConfigError) -> ConfigError:
     return ConfigError(f"{source}: {err.args[0]}", name=err.name, backend=err.backend)
 
 
+_noted: list[str] = []
+
+
+def default_url() -> str:
+    """The default store's URL, and on stderr (once) the note that it is not the host-wide one, if it is not."""
+    url, note = default_store()
+    if note is not None and note not in _noted:
+        _noted.append(note)
+        click.echo(f"distlock: note: {note}", err=True)
+    return url
+
+
 def connect(url: str | None) -> Store:
-    """The store at ``url`` (the commands' only way to open one): a URL error names the URL's source. With no
-    URL, the default store, and on stderr the note that it is not the host-wide one, if it is not."""
+    """The store at ``url`` (the commands' only way to open one), else the default (:func:`default_url`): a URL
+    error names the URL's source."""
     if url is None:
-        url, note = default_store()
-        if note is not None:
-            click.echo(f"distlock: note: {note}", err=True)
+        url = default_url()
     try:
         return _connect(url)
     except ConfigError as err:
