@@ -185,3 +185,56 @@ def test_a_store_made_by_another_process_at_the_same_moment_is_used_as_it_is(env
         t.join()
     assert len(set(results)) == 1 and results[0][1] is None
     assert mode(env / "host") == 0o777 and mode(env / "host" / "locks.db") == 0o666
+
+
+# -- a directory every user writes is one every user can tamper with ------------------------------------------
+
+
+@pytest.fixture
+def default_home(env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The host store's directory as the built-in default (no $DISTLOCK_HOME), moved into ``env``."""
+    monkeypatch.delenv("DISTLOCK_HOME")
+    monkeypatch.setattr(_url, "HOST_HOME", str(env / "host"))
+    return env / "host"
+
+
+def test_a_default_directory_that_is_a_link_is_not_followed(default_home: Path, env: Path) -> None:
+    elsewhere = env / "elsewhere"
+    elsewhere.mkdir()
+    default_home.symlink_to(elsewhere)  # what another user could put in the place of the directory
+    url, note = _url.default_store()
+    assert url.endswith("/state/distlock/locks.db") and note is not None and "symbolic link" in note
+    assert not list(elsewhere.iterdir())  # nothing made there
+
+
+def test_a_store_file_that_is_a_link_is_not_followed(default_home: Path, env: Path) -> None:
+    default_home.mkdir()
+    target = env / "target"
+    target.write_bytes(b"")
+    (default_home / "locks.db").symlink_to(target)
+    _, note = _url.default_store()
+    assert note is not None and "locks.db is a symbolic link" in note
+    os.chmod(target, 0o666)  # and a world-writable database is used only if no link led to it
+    with pytest.raises(distlock.BackendError):
+        distlock.connect(f"sqlite:///{default_home / 'locks.db'}")
+    assert target.read_bytes() == b""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root takes the directory over")
+def test_root_makes_a_directory_another_user_made_its_own(default_home: Path) -> None:
+    default_home.mkdir()
+    os.chmod(default_home, 0o777)
+    os.chown(default_home, 65534, 65534)  # made by another user: who could rename it and put a link there
+    assert _url.default_store()[1] is None
+    assert default_home.stat().st_uid == 0 and mode(default_home) == 0o777
+
+
+def test_a_sockets_mode_is_never_set_through_a_link(tmp_path: Path) -> None:
+    from distlock import _hostdir
+
+    target = tmp_path / "target"
+    target.write_text("")
+    os.chmod(target, 0o600)
+    (tmp_path / "sock").symlink_to(target)
+    _hostdir.share_socket(tmp_path / "sock")
+    assert mode(target) == 0o600

@@ -9,15 +9,15 @@ the backend pops the ones it knows and :meth:`StoreConfig.reject_unknown` turns 
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from . import _hostdir
 from ._core.text import did_you_mean
 from ._errors import ConfigError
 from ._registry import ROWS
@@ -61,12 +61,6 @@ def scrub(text: str, *secrets: str | None) -> str:
 #: the directory of the host's default store, unless ``$DISTLOCK_HOME`` names another: kept across reboots (the
 #: fence counter lives in the file), and one every user can create, so the first process of any user makes it
 HOST_HOME = "/var/tmp/distlock"
-#: the modes of the host store's directory and file when this process makes them (the umask does not apply):
-#: every user reads and writes them. No sticky bit on the directory: with one, Linux's ``fs.protected_regular``
-#: refuses to open another user's ``-wal``/``-shm`` file there, which every SQLite connection must do.
-HOST_DIR_MODE = 0o777
-HOST_FILE_MODE = 0o666
-
 _noted: set[str] = set()
 
 
@@ -86,8 +80,9 @@ def default_store() -> tuple[str, str | None]:
     env = os.environ.get("DISTLOCK_URL")
     if env:
         return env, None
-    home = Path(os.environ.get("DISTLOCK_HOME") or HOST_HOME).expanduser()
-    problem = _shared_store(home)
+    chosen = os.environ.get("DISTLOCK_HOME")
+    home = Path(chosen or HOST_HOME).expanduser()
+    problem = _hostdir.prepare(home, chosen=bool(chosen))
     if problem is None:
         return "sqlite:///" + str(home / "locks.db"), None
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
@@ -100,50 +95,6 @@ def default_store() -> tuple[str, str | None]:
         _noted.add(note)
         logging.getLogger("distlock").warning("%s", note)
     return "sqlite:///" + str(own), note
-
-
-def _shared_store(home: Path) -> str | None:
-    """Make ``home`` and its ``locks.db`` if missing, writable by every user; None if this process can write
-    both, else why not. An existing directory or file keeps the modes it has (an admin's choice: a group's).
-    Each is made under a temporary name, given its mode, then put in place in one step (``rename``, ``link``):
-    a process of another user never sees it with this one's umask, which would send it to its own store."""
-    db = home / "locks.db"
-    try:
-        if not home.is_dir():
-            home.parent.mkdir(parents=True, exist_ok=True)
-            _put_in_place(home, lambda tmp: os.mkdir(tmp), HOST_DIR_MODE, os.rename, os.rmdir)
-        if not db.exists():
-            _put_in_place(db, lambda tmp: os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY)),
-                          HOST_FILE_MODE, os.link, os.unlink)  # fmt: skip
-    except FileExistsError as exc:
-        return f"{exc.filename} is not a directory"
-    except OSError as exc:
-        return exc.strerror or type(exc).__name__
-    if not os.access(home, os.W_OK | os.X_OK) or not os.access(db, os.R_OK | os.W_OK):
-        return "not writable"
-    return None
-
-
-def _put_in_place(
-    path: Path,
-    make: Callable[[str], object],
-    mode: int,
-    place: Callable[[str, Path], object],
-    drop: Callable[[str], object],
-) -> None:
-    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    make(tmp)
-    try:
-        os.chmod(tmp, mode)
-        place(tmp, path)
-    except FileExistsError:
-        pass  # another process made it first
-    except OSError as exc:
-        if exc.errno != errno.ENOTEMPTY:  # rename onto a directory another process made (and filled)
-            raise
-    finally:
-        if os.path.lexists(tmp):
-            drop(tmp)
 
 
 @dataclass

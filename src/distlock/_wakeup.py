@@ -26,6 +26,7 @@ import threading
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
+from . import _hostdir
 from ._core import forks
 
 K = TypeVar("K")
@@ -206,14 +207,12 @@ class WakeDir:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
             if self.shared:
-                if not self.dir.is_dir():
-                    self.dir.mkdir(exist_ok=True)
-                    os.chmod(self.dir, 0o777)  # not sticky: a sender removes the sockets of dead waiters
+                _hostdir.share_dir(self.dir)  # not sticky: a sender removes the sockets of dead waiters
             else:
                 self.dir.mkdir(mode=0o700, exist_ok=True)
             sock.bind(str(path))
             if self.shared:
-                os.chmod(path, 0o666)  # sending to a socket takes write permission on it
+                _hostdir.share_socket(path)  # sending to a socket takes write permission on it
             sock.setblocking(False)
         except OSError:
             sock.close()

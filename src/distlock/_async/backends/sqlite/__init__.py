@@ -19,7 +19,6 @@ from __future__ import annotations
 import atexit
 import os
 import sqlite3
-import stat
 import threading
 import time
 import weakref
@@ -28,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .... import _hostdir
 from .... import _rt_async as rt
 from ...._core import arbiter, forks, procs
 from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, monotonic, wait_slice
@@ -47,8 +47,18 @@ _LOCAL = procs.Local()
 FORK_WAIT = 1.0
 
 
-def _connect_file(path: Path, busy: float) -> sqlite3.Connection:
-    return sqlite3.connect(str(path), timeout=busy, check_same_thread=False, isolation_level=None)
+def _connect_file(path: Path, busy: float, shared: bool) -> sqlite3.Connection:
+    """``shared``: a database every user writes (the host's default store), used only if its name is no
+    symbolic link (another user may have put one in its place, see ``_hostdir``). SQLite resolves the links of
+    a name before it opens the file, and opens the result without following a link: so if the name it opened
+    is the one given, no link led anywhere, and none can any more."""
+    conn = sqlite3.connect(str(path), timeout=busy, check_same_thread=False, isolation_level=None)
+    if shared:
+        opened = conn.execute("PRAGMA database_list").fetchone()[2]
+        if opened != os.path.join(os.path.realpath(path.parent), path.name):
+            conn.close()
+            raise sqlite3.OperationalError(f"{str(path)!r} is a symbolic link (to {opened!r}): not followed")
+    return conn
 
 
 class _Hub:
@@ -352,6 +362,7 @@ class Backend(AsyncBackend):
         self._owns_conn = config.backend == "sqlite"
         _Shared.stores.add(self)
         self.wake_dir = WakeDir(db_key, shared) if self._owns_conn else None
+        self._shared = shared
         self.clock: Callable[[], float] = time.time
         self._durable = False  # the transaction running now commits with synchronous=FULL
         self._sync_level = "NORMAL" if self._owns_conn else "OFF"
@@ -370,14 +381,14 @@ class Backend(AsyncBackend):
 
     @classmethod
     def _open_file(cls, config: StoreConfig, path: Path, busy: float) -> Backend:
+        # a file every user may write (the host-wide default store): its wake-up sockets are every user's too
+        shared = _hostdir.world_writable(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            conn = _connect_file(path, busy)
+            conn = _connect_file(path, busy, shared)
             sql.use_wal(conn, busy)
             conn.execute("PRAGMA synchronous=NORMAL")
             sql.create_schema(conn)
-            # a file every user may write (the host-wide default store): its wake-up sockets are every user's too
-            shared = bool(path.stat().st_mode & stat.S_IWOTH)
         except (OSError, sqlite3.Error) as exc:
             raise BackendError(f"cannot open SQLite store {str(path)!r}: {exc}", backend=config.scheme) from exc
         return cls(config, conn, threading.Lock(), db_key=str(path.resolve()), busy=busy, shared=shared)
@@ -418,7 +429,7 @@ class Backend(AsyncBackend):
         """The connection (under the guard): a forked child opens its own file connection here, on first use."""
         conn = self._conn
         if conn is None:
-            conn = self._conn = _connect_file(Path(self.db_key), self._busy)
+            conn = self._conn = _connect_file(Path(self.db_key), self._busy, self._shared)
             conn.execute(f"PRAGMA synchronous={self._sync_level}")
         return conn
 
