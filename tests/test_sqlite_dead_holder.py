@@ -277,3 +277,17 @@ def test_a_proc_of_another_pid_namespace_tells_nothing(tmp_path: Path) -> None:
     (tmp_path / "self").symlink_to("1")  # this process is not pid 1 in the namespace of that /proc
     view = procs.LinuxProc(str(tmp_path))
     assert view.pid_ns() is None and procs.identity(view, os.getpid()) is None
+
+
+def test_a_process_that_proc_does_not_show_is_not_gone(tmp_path: Path) -> None:
+    hidden = procs.LinuxProc(str(tmp_path))  # a /proc that shows nothing, as hidepid=2 shows other users'
+    with pytest.raises(OSError):
+        hidden.stat(os.getpid())  # it exists: the kernel says so
+    recorded = str(procs.Identity("b", "n", os.getpid(), 1))
+    view = FakeProc(boot="b", ns="n")
+    view.stat = hidden.stat  # type: ignore[method-assign]
+    assert not procs.gone(recorded, view)
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()  # reaped: its pid names no process (until reused)
+    assert hidden.stat(ended.pid) is None
+    assert procs.Identity.parse(f"{procs.LAYOUT}:b:n:0:1") is None  # pid 0 would be a process group to kill()

@@ -7,7 +7,8 @@ that process is gone. "Gone" is decided only on proof, never on doubt:
 
 * another boot or another pid namespace (another host sharing the file, a container, a reboot since): not ours
   to judge, the lease runs out as it would;
-* no ``/proc/PID``: no process has that pid: gone;
+* no process has that pid (no ``/proc/PID``, and the kernel says so: ``/proc`` may hide other users'
+  processes): gone;
 * a process with that pid but another start time: the pid was reused, the holder is gone;
 * the same start time: the holder itself, alive, unless it is a zombie (it exited and its parent has not
   reaped it yet: a ``kill -9``'d child of a shell or of a test) with no thread left but its leader;
@@ -70,7 +71,16 @@ class LinuxProc:
             with open(f"{self.root}/{pid}/stat", encoding="utf-8", errors="replace") as f:
                 return f.read()
         except (FileNotFoundError, ProcessLookupError):  # ESRCH: it exited while being read
+            pass
+        # No entry is no proof: a /proc mounted with hidepid=2 (invisible) hides other users' processes. The
+        # kernel itself answers whether the pid exists (signal 0 sends nothing).
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
             return None
+        except OSError as exc:  # EPERM: it exists, another user's
+            raise OSError(f"process {pid} exists but /proc does not show it") from exc
+        raise OSError(f"process {pid} exists but /proc does not show it")
 
 
 @dataclass(frozen=True)
@@ -110,9 +120,10 @@ class Identity:
         if len(parts) != 5 or parts[0] != LAYOUT or not parts[1] or not parts[2]:
             return None
         try:
-            return cls(parts[1], parts[2], int(parts[3]), int(parts[4]))
+            who = cls(parts[1], parts[2], int(parts[3]), int(parts[4]))
         except ValueError:
             return None
+        return who if who.pid > 0 and who.start >= 0 else None  # never 0 or -1: kill() reads those as groups
 
 
 def identity(view: ProcView, pid: int) -> str | None:
