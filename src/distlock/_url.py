@@ -81,7 +81,7 @@ def default_store() -> tuple[str, str | None]:
     if env:
         return env, None
     chosen = os.environ.get("DISTLOCK_HOME")
-    home = Path(chosen or HOST_HOME).expanduser()
+    home = Path(os.path.abspath(Path(chosen or HOST_HOME).expanduser()))  # not relative to where a process runs
     problem = _hostdir.prepare(home, chosen=bool(chosen))
     if problem is None:
         return "sqlite:///" + str(home / "locks.db"), None
