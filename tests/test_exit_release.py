@@ -120,3 +120,30 @@ def test_an_asyncio_stores_holdings_left_at_exit_are_named_in_a_warning(tmp_path
     r = subprocess.run([sys.executable, "-c", ASYNC, url], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "exit: 1 lock holding(s) of asyncio stores were not released before their event loop ended" in r.stderr
+
+
+OWN_CLEANUP = """
+import atexit, sys, distlock
+s = distlock.connect(sys.argv[1])
+atexit.register(s.close)  # the program's own clean-up, registered before it holds anything
+lock = s.lock("exit-own", ttl=60)
+atexit.register(lock.release)  # (runs before the close: last registered, first run)
+assert lock.acquire(timeout=10)
+"""
+
+
+def test_a_programs_own_exit_clean_up_runs_first(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'locks.db'}"
+    r = subprocess.run([sys.executable, "-c", OWN_CLEANUP, url], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stderr == "", r.stderr  # its release found the lock still held
+    with distlock.connect(url) as s:
+        assert s.inspect("exit-own") is None
+
+
+def test_an_in_memory_store_has_nothing_to_release_at_exit() -> None:
+    code = (
+        "import logging, distlock; logging.basicConfig(); s = distlock.connect('memory://'); "
+        "assert s.lock('m', ttl=60).acquire(timeout=5)"
+    )  # its database is closed at exit before the release could run: nothing to release, nothing logged
+    r = subprocess.run([sys.executable, "-X", "dev", "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stderr == "", r.stderr

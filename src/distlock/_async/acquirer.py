@@ -399,8 +399,9 @@ class AsyncAcquirer:
         return self.leases.snapshot()
 
     def _held_at_exit(self) -> int:
-        """What the exit would release: this process's holdings (a forked child's own only, ``forks``)."""
-        return 0 if self.closed else self.leases.count()
+        """What the exit would release: this process's holdings (a forked child's own only, ``forks``); none of
+        a database that ends with the process."""
+        return 0 if self.closed or self.backend.in_process else self.leases.count()
 
     async def close(self) -> None:
         """Release everything still held and stop the lease clock (the store then closes the backend)."""

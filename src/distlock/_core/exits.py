@@ -18,19 +18,17 @@ H = TypeVar("H", bound=Held)
 class AtExit(Generic[H]):
     """The holders (a store's acquirer) with something held, and one exit hook that gets those that still hold
     something then. Held strongly: a store dropped without ``close`` may still hold locks. The hook is
-    registered with the first holder: the hooks run last-registered-first, so it runs before the clean-ups
-    registered earlier (at import) that a release may need."""
+    registered when distlock is imported: the hooks run last-registered-first, so a program's own clean-up
+    registered later (``atexit.register(store.close)``, a release) runs first, and this one is the last resort.
+    """
 
     def __init__(self, hook: Callable[[list[H]], None]) -> None:
         self._hook = hook
         self._held: set[H] = set()
-        self._hooked = False
+        atexit.register(self._run)
 
     def hold(self, holder: H) -> None:
         """``holder`` holds something now (called under its holdings' guard, as ``drop``: the two never cross)."""
-        if not self._hooked:
-            self._hooked = True
-            atexit.register(self._run)
         self._held.add(holder)
 
     def drop(self, holder: H) -> None:

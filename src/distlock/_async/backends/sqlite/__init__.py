@@ -360,6 +360,7 @@ class Backend(AsyncBackend):
         self._guard = guard
         self.db_key = db_key
         self._owns_conn = config.backend == "sqlite"
+        self.in_process = not self._owns_conn
         _Shared.stores.add(self)
         self.wake_dir = WakeDir(db_key, shared) if self._owns_conn else None
         self._shared = shared
