@@ -8,8 +8,11 @@ over all of them), sync and async.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 # redis-py reads replies with hiredis whenever that package is installed (``redis[hiredis]``), else with its own
 # pure-Python parser, which is what ``pip install 'python-distlock[redis]'`` gives. The two raise different
@@ -27,6 +30,11 @@ import pytest
 import distlock
 
 pytest_plugins = ["tests.backends", "tests.leaks"]
+
+# The default store is host-wide (/var/tmp/distlock): no test writes there. Each test process (each xdist
+# worker) gets its own directory, which the processes it starts inherit; removed at its exit.
+os.environ["DISTLOCK_HOME"] = tempfile.mkdtemp(prefix="distlock-home-")
+atexit.register(shutil.rmtree, os.environ["DISTLOCK_HOME"], ignore_errors=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

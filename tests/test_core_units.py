@@ -59,10 +59,10 @@ def test_unknown_option_rejected_and_password_hidden() -> None:
     assert redact("mysql://u:p%40ss@h/db") == "mysql://u:***@h/db"
 
 
-def test_default_url_uses_state_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_default_url_is_the_host_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("DISTLOCK_URL", raising=False)
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    assert parse_url(None).path == f"{tmp_path}/distlock/locks.db"
+    monkeypatch.setenv("DISTLOCK_HOME", str(tmp_path / "host"))
+    assert parse_url(None).path == f"{tmp_path}/host/locks.db"
     monkeypatch.setenv("DISTLOCK_URL", "memory://")
     assert parse_url(None).backend == "memory"
 

@@ -54,6 +54,7 @@ class BareEnv:
         env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         env["HOME"] = str(self.tmp)  # the default SQLite store goes under the state dir: keep it in here
         env["XDG_STATE_HOME"] = str(self.tmp / "state")
+        env["DISTLOCK_HOME"] = str(self.tmp / "host")  # the host-wide default store, in here too
         if extra_path is not None:
             env["PYTHONPATH"] = str(extra_path)
         return env
@@ -155,7 +156,7 @@ def test_bare_demo_and_run_on_the_default_sqlite_store(bare: BareEnv) -> None:
     assert r.returncode == 0, r.stderr
     r = bare.run(bare.distlock, "run", "bare-job", "sh", "-c", 'echo "$DISTLOCK_NAME $DISTLOCK_FENCE"')
     assert r.returncode == 0 and r.stdout.split()[0] == "bare-job" and int(r.stdout.split()[1]) >= 1
-    assert (bare.tmp / "state" / "distlock" / "locks.db").exists()
+    assert (bare.tmp / "host" / "locks.db").exists()
 
 
 def test_bare_redis_url_says_which_extra_to_install(bare: BareEnv) -> None:

@@ -21,7 +21,7 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
-from ._core import timing
+from ._core import exits, timing
 
 T = TypeVar("T")
 
@@ -366,6 +366,25 @@ async def wait_readable(sock: socket.socket, timeout: float | None) -> bool:
         return ready.done()
     finally:
         loop.remove_reader(sock.fileno())
+
+
+# -- a normal exit ------------------------------------------------------------------------------------------
+def _warn_at_exit(holders: list[exits.Held]) -> None:
+    """The sync side releases what a store still holds at a normal exit. Here nothing can be: by the time the
+    interpreter's exit hooks run, the event loop that owns the store's connections has ended (``asyncio.run``
+    returned), and another loop cannot use them. So the exit only says, as a logged warning, how many holdings
+    stay until their TTL ends: close the store (``async with``) or release them before the loop ends."""
+    log.warning(
+        "exit: %d lock holding(s) of asyncio stores were not released before their event loop ended: they "
+        "stay held until their TTL runs out (release them, or close the store, inside the loop)",
+        sum(holder._held_at_exit() for holder in holders),
+    )
+
+
+ExitHolder = exits.Held
+_exit = exits.AtExit[ExitHolder](_warn_at_exit)
+#: a store's acquirer holds something (its first holding) / nothing any more: see ``_warn_at_exit``
+hold_at_exit, drop_at_exit = _exit.hold, _exit.drop
 
 
 # -- guiding the wrong form ---------------------------------------------------------------------------------

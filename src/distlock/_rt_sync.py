@@ -13,9 +13,9 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
-from ._core import forks, timing
+from ._core import exits, forks, timing
 from ._core.text import seconds
 
 T = TypeVar("T")
@@ -195,6 +195,51 @@ def wait_readable(sock: socket.socket, timeout: float | None) -> bool:
     """Wait until ``sock`` has data (True) or ``timeout`` passes (False)."""
     readable, _, _ = select.select([sock], [], [], timeout)
     return bool(readable)
+
+
+# -- a normal exit ------------------------------------------------------------------------------------------
+class ExitHolder(Protocol):
+    """A store's holdings (its acquirer), as the exit sees them."""
+
+    def _held_at_exit(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+#: how long a normal interpreter exit may spend releasing what the process still holds, in all
+EXIT_BUDGET = 3.0
+
+
+def _release_at_exit(holders: list[ExitHolder]) -> None:
+    """At a normal interpreter exit (a script that ends without ``release()`` or ``close()``): release what
+    each store still holds of this process (in a forked child: only what the child took, see ``forks``), so its
+    locks are free at once, not at the end of their TTL. One store after the other on a helper thread, waited
+    for at most EXIT_BUDGET in all: a server that does not answer must not hang the exit. Each release is
+    bounded by its backend's call timeout as always; what is not released in time ends with its TTL, as after
+    a crash."""
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            for holder in holders:
+                try:
+                    holder.close()
+                except Exception as exc:  # noqa: BLE001 - the next store is still released
+                    log.warning("exit: could not release a store's locks (%s): they end with their TTL", exc)
+        finally:
+            done.set()
+
+    try:
+        threading.Thread(target=run, name="distlock-exit", daemon=True).start()
+    except RuntimeError:  # no new thread at this point of the exit on some Python versions: unbounded then
+        run()
+    if not done.wait(EXIT_BUDGET):
+        log.warning("exit: locks not released within %s: they end with their TTL", seconds(EXIT_BUDGET))
+
+
+_exit = exits.AtExit[ExitHolder](_release_at_exit)
+#: a store's acquirer holds something (its first holding) / nothing any more: see ``_release_at_exit``
+hold_at_exit, drop_at_exit = _exit.hold, _exit.drop
 
 
 # -- guiding the wrong form ---------------------------------------------------------------------------------

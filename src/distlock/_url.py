@@ -9,6 +9,7 @@ the backend pops the ones it knows and ``StoreConfig.reject_unknown`` turns left
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from . import _hostdir
 from ._core.text import did_you_mean
 from ._errors import ConfigError
 from ._registry import ROWS
@@ -56,13 +58,43 @@ def scrub(text: str, *secrets: str | None) -> str:
     return out
 
 
+#: the directory of the host's default store, unless ``$DISTLOCK_HOME`` names another: kept across reboots (the
+#: fence counter lives in the file), and one every user can create, so the first process of any user makes it
+HOST_HOME = "/var/tmp/distlock"
+_noted: set[str] = set()
+
+
 def default_url() -> str:
-    """``DISTLOCK_URL``, else the SQLite file in the user's state dir."""
+    """``DISTLOCK_URL``, else the host's SQLite store (:func:`default_store`)."""
+    return default_store()[0]
+
+
+def default_store() -> tuple[str, str | None]:
+    """The default store's URL and, if the host-wide one cannot be used, a one-line note saying so.
+
+    ``$DISTLOCK_URL`` if set; else ``$DISTLOCK_HOME/locks.db`` (default :data:`HOST_HOME`), made (directory and
+    file) writable by every user, so that every process of the host, whoever runs it, shares one store as they
+    would share a ``flock`` file; else, if that cannot be made or written (read-only, no permission), the
+    user's own file in ``$XDG_STATE_HOME/distlock`` (or ``~/.local/state/distlock``), with the note, also
+    logged once per process as a warning."""
     env = os.environ.get("DISTLOCK_URL")
     if env:
-        return env
+        return env, None
+    chosen = os.environ.get("DISTLOCK_HOME")
+    home = Path(os.path.abspath(Path(chosen or HOST_HOME).expanduser()))  # not relative to where a process runs
+    problem = _hostdir.prepare(home, chosen=bool(chosen))
+    if problem is None:
+        return "sqlite:///" + str(home / "locks.db"), None
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return "sqlite:///" + str(Path(state) / "distlock" / "locks.db")
+    own = Path(state) / "distlock" / "locks.db"
+    note = (
+        f"the host-wide store {home / 'locks.db'} cannot be used ({problem}): using {own}, which other users' "
+        "processes do not see (set DISTLOCK_HOME to a directory every user can write, or DISTLOCK_URL)"
+    )
+    if note not in _noted:
+        _noted.add(note)
+        logging.getLogger("distlock").warning("%s", note)
+    return "sqlite:///" + str(own), note
 
 
 @dataclass

@@ -26,6 +26,7 @@ import threading
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
+from . import _hostdir
 from ._core import forks
 
 K = TypeVar("K")
@@ -191,8 +192,11 @@ def _prefix(name: str) -> str:
 
 
 class WakeDir:
-    def __init__(self, db_path: str) -> None:
+    def __init__(self, db_path: str, shared: bool = False) -> None:
         self.dir = Path(db_path + ".wake")
+        #: the database is every user's (the host-wide default store): so are the directory and the sockets,
+        #: or a waiter of another user could neither bind here nor be woken
+        self.shared = shared
         self.usable = hasattr(socket, "AF_UNIX") and len(str(self.dir)) + 27 <= _MAX_PATH
 
     def listen(self, name: str) -> WakeSocket | None:
@@ -202,8 +206,13 @@ class WakeDir:
         path = self.dir / (_prefix(name) + secrets.token_hex(4))
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
-            self.dir.mkdir(mode=0o700, exist_ok=True)
+            if self.shared:
+                _hostdir.share_dir(self.dir)  # not sticky: a sender removes the sockets of dead waiters
+            else:
+                self.dir.mkdir(mode=0o700, exist_ok=True)
             sock.bind(str(path))
+            if self.shared:
+                _hostdir.share_socket(path)  # sending to a socket takes write permission on it
             sock.setblocking(False)
         except OSError:
             sock.close()

@@ -82,7 +82,7 @@ def _backend_class(config: StoreConfig) -> type[AsyncBackend]:
 
 @rt.opener
 async def connect_async(url: str | None = None, *, client: object | None = None, **options: Any) -> AsyncStore:
-    """Open a store. ``url=None``: ``$DISTLOCK_URL``, else the SQLite file in the user's state dir.
+    """Open a store. ``url=None``: ``$DISTLOCK_URL``, else the host's SQLite store (docs/sqlite.md).
 
     On the asyncio side, ``await connect_async(...)`` gives the store (close it: ``aclose()`` or ``async
     with store:``), and ``async with connect_async(...) as store:`` opens it and closes it on exit.

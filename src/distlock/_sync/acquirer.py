@@ -86,7 +86,8 @@ class SyncAcquirer:
         self.client_name = client_name
         #: the log events and metrics of this store's locks (``distlock.otel`` adds its sink here)
         self.events = events.Events(backend.scheme, client_name)
-        self.leases = Leases(backend, self.lose, self.events, risk=self.risk)
+        # released at a normal exit (``rt``); at_risk reported by ``risk``
+        self.leases = Leases(backend, self.lose, self.events, self, risk=self.risk)
         self._guard = threading.Lock()
         # Local waiting lines, per (name, mode): see acquire. Entries are the waiters' wakers (the first
         # entry may be a plain marker: the first in line is never woken through the line).
@@ -450,6 +451,11 @@ class SyncAcquirer:
     def holdings(self) -> list[Holding]:
         """What this store holds now (test hook: what the renewer renews)."""
         return self.leases.snapshot()
+
+    def _held_at_exit(self) -> int:
+        """What the exit would release: this process's holdings (a forked child's own only, ``forks``); none of
+        a database that ends with the process."""
+        return 0 if self.closed or self.backend.in_process else self.leases.count()
 
     def close(self) -> None:
         """Release everything still held and stop the lease clock (the store then closes the backend)."""

@@ -131,6 +131,8 @@ class SyncBackend:
     #: its ``after_fork`` forgets every connection and session of the parent's, so that closing a forked
     #: child's copy of the store closes only the child's own (the store leaves the others' alone in a child)
     fork_owned = False
+    #: its holdings live in this process only (``memory://``): nothing to release when the process exits
+    in_process = False
 
     def __init__(self, config: StoreConfig) -> None:
         self.config = config

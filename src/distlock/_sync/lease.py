@@ -100,9 +100,12 @@ class Leases:
         backend: SyncBackend,
         lose: Callable[[Holding, str, str], None],
         stream: events.Events,
+        holder: rt.ExitHolder | None = None,
         risk: Callable[[Holding, bool], None] | None = None,
     ) -> None:
         self._backend = backend
+        #: what a normal exit releases while something is held (``rt.hold_at_exit``)
+        self._holder = holder
         self._lose = lose
         self._risk = risk
         self._events = stream
@@ -156,7 +159,10 @@ class Leases:
 
     def add(self, holding: Holding) -> None:
         with self._guard:
-            self._current()[holding.claim.token] = holding
+            held = self._current()
+            held[holding.claim.token] = holding
+            if len(held) == 1 and self._holder is not None:
+                rt.hold_at_exit(self._holder)
         end = self.deadline(holding)
         self._clock.ensure(end)
         if self._renews:
@@ -167,10 +173,16 @@ class Leases:
             held = self._current()
             if held.get(holding.claim.token) is holding:
                 del held[holding.claim.token]
+                if not held and self._holder is not None:
+                    rt.drop_at_exit(self._holder)
 
     def tracks(self, holding: Holding) -> bool:
         with self._guard:
             return self._current().get(holding.claim.token) is holding
+
+    def count(self) -> int:
+        with self._guard:
+            return len(self._current())
 
     def snapshot(self) -> list[Holding]:
         with self._guard:

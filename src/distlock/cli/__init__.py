@@ -23,7 +23,7 @@ from .. import __version__
 from .._errors import AcquireTimeout, BackendError, ConfigError, LockError, UnsupportedFeature
 from .._sync.store import Store
 from .._sync.store import connect as _connect
-from .._url import StoreConfig, parse_url, scrub
+from .._url import StoreConfig, default_store, parse_url, scrub
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 69
@@ -84,16 +84,40 @@ def _url_error(err: ConfigError) -> ConfigError:
     obj = ctx.find_root().obj if ctx is not None else None
     if not isinstance(obj, dict):
         return err
-    source = obj.get("url_source") or "the default URL (SQLite in $XDG_STATE_HOME; set --url or $DISTLOCK_URL)"
+    source = obj.get("url_source") or "the default URL (the host's SQLite store; set --url or $DISTLOCK_URL)"
     return ConfigError(f"{source}: {err.args[0]}", name=err.name, backend=err.backend)
 
 
+_noted: list[str] = []
+
+
+def default_url() -> str:
+    """The default store's URL, and on stderr (once) the note that it is not the host-wide one, if it is not."""
+    url, note = default_store()
+    if note is not None and note not in _noted:
+        _noted.append(note)
+        click.echo(f"distlock: note: {note}", err=True)
+    return url
+
+
 def connect(url: str | None) -> Store:
-    """The store at ``url`` (the commands' only way to open one): a URL error names the URL's source."""
+    """The store at ``url`` (the commands' only way to open one), else the default (:func:`default_url`): a URL
+    error names the URL's source."""
+    if url is None:
+        url = default_url()
     try:
         return _connect(url)
     except ConfigError as err:
         raise _url_error(err) from None
+
+
+def store_line(store: Store) -> str:
+    """Which store a command uses, for people: its URL (credentials masked) and, for a file, its full path."""
+    shown = store._backend.describe()
+    path = getattr(store._backend, "db_key", None)
+    if store.scheme == "sqlite" and isinstance(path, str) and not shown.endswith(path):
+        shown += f" ({path})"
+    return f"store: {shown}"
 
 
 def url_config(url: str | None) -> StoreConfig:

@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from .._core.types import LockInfo
-from . import EXIT_USAGE, Abort, connect, one_line_errors
+from . import EXIT_USAGE, Abort, connect, one_line_errors, store_line
 from .table import plain, to_json
 
 
@@ -44,6 +44,7 @@ def status(obj: dict[str, Any], name: str, quiet: bool, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps(_info_json(name, info)))
             return
+        click.echo(store_line(store), err=True)  # on stderr: the table on stdout stays the table
         if info is None or not info.holders:
             click.echo(f"{name}: free")
             return

@@ -19,10 +19,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .._url import default_url, parse_url, redact
+from .._url import parse_url, redact
 from ..benchmark.measure import ASYNC_COST_TARGET, bench_url
 from ..checker.servers import FAMILIES, spawned
-from . import file_option, one_line_errors, url_config
+from . import default_url, file_option, one_line_errors, url_config
 
 
 def _n(v: float | None, unit: str = "") -> str:

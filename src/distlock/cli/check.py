@@ -16,10 +16,10 @@ from rich.console import Console
 from rich.table import Table
 
 from .._errors import ConfigError
-from .._url import default_url, redact
+from .._url import redact
 from ..checker.runner import ALGORITHMS, APIS, FAULTS, CheckConfig, run_check
 from ..checker.servers import FAMILIES, spawned
-from . import file_option, one_line_errors
+from . import default_url, file_option, one_line_errors
 
 
 def _ms(v: float | None) -> str:
@@ -187,10 +187,10 @@ def check(
         if volatile and not spawn:
             raise click.UsageError("--volatile only applies to a server started with --spawn")
         server = stack.enter_context(spawned(spawn, fault_list, not volatile, ttl)) if spawn else None
-        url = server.url if server is not None else (check_url or obj["url"])
+        url = server.url if server is not None else (check_url or obj["url"] or default_url())
         if url_options:
-            url = _with_options(url or default_url(), url_options)
-        shown = redact(url or default_url())
+            url = _with_options(url, url_options)
+        shown = redact(url)
         cfg = CheckConfig(
             url=url,
             algorithm=algorithm,

@@ -24,8 +24,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from .._url import default_url, redact
-from . import connect, one_line_errors
+from .._url import redact
+from . import connect, default_url, one_line_errors
 
 LOCK_NAME = "distlock-demo/counter"
 
@@ -80,12 +80,12 @@ def _table(stats: dict[int, list[tuple[float, int, bool]]], done: set[int], titl
 @click.pass_obj
 def demo(obj: dict[str, Any], workers: int, seconds: float, ttl: float) -> None:
     """Several processes contend on one lock (embedded SQLite by default): live progress, then a summary."""
-    url: str | None = obj["url"]
+    url: str = obj["url"] or default_url()  # resolved here: the workers open the same store, with no note each
     # a pipe or CI log has no width: rich would assume 80 columns and cut the table's headers
     console = Console() if sys.stdout.isatty() else Console(width=110)
     with one_line_errors(obj["debug"]):
         connect(url).close()  # fail fast, in one line, on a bad URL or store
-        shown = redact(url or default_url())
+        shown = redact(url)
         console.print(f"[bold]distlock demo[/]: {workers} processes, {seconds:g}s, lock {LOCK_NAME!r} on {shown}")
         ctx = mp.get_context("spawn")
         events = ctx.Queue()

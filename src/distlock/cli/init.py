@@ -13,8 +13,7 @@ from typing import Any
 
 import click
 
-from .._url import default_url
-from . import connect, one_line_errors, url_config
+from . import connect, default_url, one_line_errors, url_config
 
 _SQL = {"mysql", "postgres"}
 

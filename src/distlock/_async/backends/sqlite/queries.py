@@ -2,7 +2,8 @@
 
 Schema (created on first use, idempotent)::
 
-    distlock_holders(token PK, name, owner, mode, fence, expires_at REAL unix seconds, acquired_at)
+    distlock_holders(token PK, name, owner, mode, fence, expires_at REAL unix seconds, acquired_at,
+                     proc NULL)  -- the holder process (``_core.procs``), NULL where it cannot be told
     distlock_queue(seq INTEGER PK AUTOINCREMENT, token UNIQUE, name, mode, expires_at)   -- waiters
     distlock_counter(id = 1, fence, reserved) -- the one fence counter of the store (every name)
     distlock_fences(name PK, fence)           -- 0.1.0's per-name fences: emptied at the upgrade; a trigger
@@ -37,7 +38,8 @@ CREATE TABLE IF NOT EXISTS distlock_holders (
     mode TEXT NOT NULL,
     fence INTEGER NOT NULL,
     expires_at REAL NOT NULL,
-    acquired_at REAL NOT NULL
+    acquired_at REAL NOT NULL,
+    proc TEXT
 );
 CREATE INDEX IF NOT EXISTS distlock_holders_name ON distlock_holders(name);
 CREATE TABLE IF NOT EXISTS distlock_queue (
@@ -96,10 +98,20 @@ def create_schema(conn: sqlite3.Connection) -> None:
     try:
         for stmt in _statements(SCHEMA):
             conn.execute(stmt)
+        _add_proc_column(conn)
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _add_proc_column(conn: sqlite3.Connection) -> None:
+    """A file made before holdings recorded their process gets the column (SQLite has no ``ADD COLUMN IF NOT
+    EXISTS``). Nullable, so the rows already there, and those of clients that predate it (their INSERT names
+    its columns), read NULL: never freed early."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(distlock_holders)")}
+    if "proc" not in columns:
+        conn.execute("ALTER TABLE distlock_holders ADD COLUMN proc TEXT")
 
 
 def _statements(script: str) -> list[str]:
@@ -166,12 +178,23 @@ def next_fence(conn: sqlite3.Connection, durable: bool) -> int:
     return int(row[0])
 
 
-def insert_holder(conn: sqlite3.Connection, claim: Claim, fence: int, now: float) -> None:
+def insert_holder(conn: sqlite3.Connection, claim: Claim, fence: int, now: float, proc: str | None) -> None:
     conn.execute(
-        "INSERT INTO distlock_holders(token, name, owner, mode, fence, expires_at, acquired_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (claim.token, claim.name, claim.record, claim.mode.value, fence, now + claim.ttl, now),
+        "INSERT INTO distlock_holders(token, name, owner, mode, fence, expires_at, acquired_at, proc) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (claim.token, claim.name, claim.record, claim.mode.value, fence, now + claim.ttl, now, proc),
     )
+
+
+def holder_procs(conn: sqlite3.Connection, name: str) -> list[str]:
+    """The recorded processes holding ``name`` (each once)."""
+    rows = conn.execute("SELECT DISTINCT proc FROM distlock_holders WHERE name = ? AND proc IS NOT NULL", (name,))
+    return [str(r[0]) for r in rows]
+
+
+def delete_of_proc(conn: sqlite3.Connection, name: str, proc: str) -> int:
+    """Every holding of ``name`` by the process ``proc`` (its rwlock read holdings, its semaphore permits)."""
+    return conn.execute("DELETE FROM distlock_holders WHERE name = ? AND proc = ?", (name, proc)).rowcount
 
 
 def enqueue(conn: sqlite3.Connection, claim: Claim, expires_at: float) -> None:
@@ -208,10 +231,13 @@ def delete_holder_returning(conn: sqlite3.Connection, token: str) -> float | Non
     return None if row is None else float(row[0])
 
 
-def extend(conn: sqlite3.Connection, token: str, now: float, ttl: float) -> bool:
-    """Renew a live lease only: one that ran out may already belong to someone else."""
+def extend(conn: sqlite3.Connection, token: str, now: float, ttl: float, disown: bool = False) -> bool:
+    """Renew a live lease only: one that ran out may already belong to someone else. ``disown``: and forget its
+    process (the lease is left to run out by itself)."""
     cur = conn.execute(
-        "UPDATE distlock_holders SET expires_at = ? WHERE token = ? AND expires_at > ?", (now + ttl, token, now)
+        f"UPDATE distlock_holders SET expires_at = ?{', proc = NULL' if disown else ''} "
+        "WHERE token = ? AND expires_at > ?",
+        (now + ttl, token, now),
     )
     return cur.rowcount == 1
 

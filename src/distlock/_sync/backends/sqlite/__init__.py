@@ -28,8 +28,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .... import _hostdir
 from .... import _rt_sync as rt
-from ...._core import arbiter, forks
+from ...._core import arbiter, forks, procs
 from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, monotonic, wait_slice
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError
@@ -40,12 +41,25 @@ from . import queries as sql
 
 T = TypeVar("T")
 
+#: this process and the judge of other processes on the host (``_core.procs``)
+_LOCAL = procs.Local()
+
 #: how long a fork waits for the SQLite work other threads have in flight (``_hold_for_fork``)
 FORK_WAIT = 1.0
 
 
-def _connect_file(path: Path, busy: float) -> sqlite3.Connection:
-    return sqlite3.connect(str(path), timeout=busy, check_same_thread=False, isolation_level=None)
+def _connect_file(path: Path, busy: float, shared: bool) -> sqlite3.Connection:
+    """``shared``: a database every user writes (the host's default store), used only if its name is no
+    symbolic link (another user may have put one in its place, see ``_hostdir``). SQLite resolves the links of
+    a name before it opens the file, and opens the result without following a link: so if the name it opened
+    is the one given, no link led anywhere, and none can any more."""
+    conn = sqlite3.connect(str(path), timeout=busy, check_same_thread=False, isolation_level=None)
+    if shared:
+        opened = conn.execute("PRAGMA database_list").fetchone()[2]
+        if opened != os.path.join(os.path.realpath(path.parent), path.name):
+            conn.close()
+            raise sqlite3.OperationalError(f"{str(path)!r} is a symbolic link (to {opened!r}): not followed")
+    return conn
 
 
 class _Hub:
@@ -332,7 +346,13 @@ class Backend(SyncBackend):
     fork_owned = True
 
     def __init__(
-        self, config: StoreConfig, conn: sqlite3.Connection, guard: threading.Lock, db_key: str, busy: float = 10.0
+        self,
+        config: StoreConfig,
+        conn: sqlite3.Connection,
+        guard: threading.Lock,
+        db_key: str,
+        busy: float = 10.0,
+        shared: bool = False,
     ) -> None:
         super().__init__(config)
         self._busy = busy
@@ -341,11 +361,15 @@ class Backend(SyncBackend):
         self._guard = guard
         self.db_key = db_key
         self._owns_conn = config.backend == "sqlite"
+        self.in_process = not self._owns_conn
         _Shared.stores.add(self)
-        self.wake_dir = WakeDir(db_key) if self._owns_conn else None
+        self.wake_dir = WakeDir(db_key, shared) if self._owns_conn else None
+        self._shared = shared
         self.clock: Callable[[], float] = time.time
         self._durable = False  # the transaction running now commits with synchronous=FULL
         self._sync_level = "NORMAL" if self._owns_conn else "OFF"
+        #: who holds, recorded with each holding of a file, and the judge of a dead holder (``_reclaim``)
+        self._procs = _LOCAL if self._owns_conn else None
 
     @classmethod
     def open(cls, config: StoreConfig) -> Backend:
@@ -359,15 +383,17 @@ class Backend(SyncBackend):
 
     @classmethod
     def _open_file(cls, config: StoreConfig, path: Path, busy: float) -> Backend:
+        # a file every user may write (the host-wide default store): its wake-up sockets are every user's too
+        shared = _hostdir.world_writable(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            conn = _connect_file(path, busy)
+            conn = _connect_file(path, busy, shared)
             sql.use_wal(conn, busy)
             conn.execute("PRAGMA synchronous=NORMAL")
             sql.create_schema(conn)
         except (OSError, sqlite3.Error) as exc:
             raise BackendError(f"cannot open SQLite store {str(path)!r}: {exc}", backend=config.scheme) from exc
-        return cls(config, conn, threading.Lock(), db_key=str(path.resolve()), busy=busy)
+        return cls(config, conn, threading.Lock(), db_key=str(path.resolve()), busy=busy, shared=shared)
 
     def after_fork(self) -> None:
         """SQLite's rule for a forked child: never use a connection opened before the fork (its file locks and
@@ -405,7 +431,7 @@ class Backend(SyncBackend):
         """The connection (under the guard): a forked child opens its own file connection here, on first use."""
         conn = self._conn
         if conn is None:
-            conn = self._conn = _connect_file(Path(self.db_key), self._busy)
+            conn = self._conn = _connect_file(Path(self.db_key), self._busy, self._shared)
             conn.execute(f"PRAGMA synchronous={self._sync_level}")
         return conn
 
@@ -499,11 +525,14 @@ class Backend(SyncBackend):
             # Every refused claim registers (a local write), so inspect() counts the non-fair waiters too; only
             # fair claims and writers are held back by the entries ahead of them (the grant rule, ``arbiter``).
             decision = arbiter.decide(claim, holders, queue, now, register_all=True)
+            if not decision.grant and not decision.ours and self._reclaim(conn, claim.name):
+                holders = sql.holders(conn, claim.name)
+                decision = arbiter.decide(claim, holders, queue, now, register_all=True)
             if decision.ours:  # a retry after a lost reply: already ours
                 return Grant(True, fence=sql.fence_of(conn, claim.token))
             if decision.grant:
                 fence = sql.next_fence(conn, self._durable)
-                sql.insert_holder(conn, claim, fence, now)
+                sql.insert_holder(conn, claim, fence, now, self._procs.own() if self._procs else None)
                 sql.dequeue(conn, claim.token)
                 return Grant(True, fence=fence)
             if ear is not None and ear.watching and all(q.token != claim.token for q in queue):
@@ -517,6 +546,18 @@ class Backend(SyncBackend):
         if grant.acquired and claim.value is not None:
             self._wake(claim.name)  # a new leader: its observers (who listen where the waiters do) look again
         return grant
+
+    def _reclaim(self, conn: sqlite3.Connection, name: str) -> bool:
+        """Inside the acquire's transaction: delete the holdings of ``name`` whose process has provably ended
+        on this host (``_core.procs``: a ``kill -9``, a crash). The write lock is held, so of two acquirers
+        that both find the same dead holder, the second finds its rows gone. True if any went."""
+        if self._procs is None:
+            return False
+        freed = 0
+        for proc in sql.holder_procs(conn, name):
+            if self._procs.gone(proc):
+                freed += sql.delete_of_proc(conn, name, proc)
+        return freed > 0
 
     def _keep(self, claim: Claim) -> bool:
         """A quiet waiter's slice ended (``Attempt._quiet``): push its queue entry's deadline on."""
@@ -588,9 +629,17 @@ class Backend(SyncBackend):
         return self._call(self._holds, claim)
 
     def shorten(self, claim: Claim, ttl: float) -> bool:
-        # a renewal to ``ttl`` is the guarded step: the row's own token, a live lease only, the host's clock
-        (ok,) = self._call(self._renew, [replace(claim, ttl=ttl)])
-        return ok
+        return self._call(self._shorten, claim, ttl)
+
+    def _shorten(self, claim: Claim, ttl: float) -> bool:
+        """A renewal to ``ttl`` (the row's own token, a live lease only, the host's clock) that also lets the
+        process go: the holding is left to end by itself (an at-most-once job's ``at_least``), after this
+        process has exited too, so no acquirer may free it early as a dead process's (``_reclaim``)."""
+
+        def body(conn: sqlite3.Connection, now: float) -> bool:
+            return sql.extend(conn, claim.token, now, ttl, disown=True)
+
+        return self._tx(body)
 
     def inspect(self, name: str) -> LockInfo | None:
         found = self._call(self._inspect, [name])
