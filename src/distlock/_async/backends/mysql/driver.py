@@ -24,7 +24,7 @@ import pymysql.err
 from .... import _mysql_async as my
 from .... import _rt_async as rt
 from ...._core import sql_dialects as sd
-from ...._core import sql_lease as sq
+from ...._core import sql_stmt as st
 from ...._tls import pop_tls
 from ...._url import StoreConfig
 from ..sql.base import IDLE_IN_TX_SLACK, SESSION_WAIT_SLICE, RetryableError, SqlBase, StaleConnection
@@ -116,7 +116,7 @@ class MyDriver(SqlBase):
         )
 
     async def _prepare(self) -> None:
-        r: sq.Result = await self._tx(lambda: sq.single(sq.Stmt("SELECT VERSION()")), tx=False)
+        r: st.Result = await self._tx(lambda: st.single(st.Stmt("SELECT VERSION()")), tx=False)
         self.fast_session = has_sequences(str(r.rows[0][0]))
         self.ops.sequences = self.fast_session
         await super()._prepare()
@@ -178,7 +178,7 @@ class MyDriver(SqlBase):
     async def _run(
         self,
         conn: Any,
-        script: Generator[sq.Stmt, sq.Result, Any],
+        script: Generator[st.Stmt, st.Result, Any],
         tx: bool,
         deadline: float | None = None,
         lead: Lead | None = None,
@@ -191,7 +191,7 @@ class MyDriver(SqlBase):
             script.close()
 
     async def _drive(
-        self, c: MyConn, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, lead: Lead | None = None
+        self, c: MyConn, script: Generator[st.Stmt, st.Result, Any], tx: bool, lead: Lead | None = None
     ) -> Any:
         cur = await my.cursor(c.conn)
         started = False
@@ -233,7 +233,7 @@ class MyDriver(SqlBase):
                     while await cur.nextset():  # a batch: the answer is its last result set
                         if cur.description is not None:
                             rows, count = list(await cur.fetchall()), cur.rowcount
-                    stmt = script.send(sq.Result(rows, count))
+                    stmt = script.send(st.Result(rows, count))
             except StopIteration as stop:
                 result = stop.value
             if tx and not committed:
@@ -265,7 +265,7 @@ class MyDriver(SqlBase):
             my.cut(c.conn)
 
     # -- single statements on a dedicated connection (session mode) -----------------------------------------
-    async def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
+    async def _session_call(self, conn: Any, stmt: st.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
         c: MyConn = conn
         async with c.guard:
             try:

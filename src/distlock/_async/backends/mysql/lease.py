@@ -22,7 +22,9 @@ import pymysql.err
 from .... import _mysql_async as my
 from .... import _rt_async as rt
 from ...._core import forks
-from ...._core import sql_lease as sq
+from ...._core import sql_lease_tx as tx
+from ...._core import sql_names as sn
+from ...._core import sql_stmt as st
 from ...._core.timing import monotonic
 from ...._core.types import Claim, Grant, Mode
 from ...._errors import BackendError
@@ -62,10 +64,16 @@ def _keeps_bell(claim: Claim) -> bool:
 class Lease(MyDriver, LeaseBackend):
     """``mode=lease`` (the default) on MySQL/MariaDB."""
 
+    ops: tx.TxOps
+
     def __init__(self, config: StoreConfig) -> None:
         super().__init__(config)
-        # the transactional acquire (Ops, sql_lease.pml): measured against the one-batch acquire (BatchOps
-        # as one multi-statement transaction) it was no faster uncontended and slower at hand-offs
+        # the transactional protocol (TxOps, sql_lease.pml): measured against the one-batch acquire of the
+        # autocommit protocol (as one multi-statement transaction) it was no faster uncontended and slower at
+        # hand-offs
+        ops = tx.TxOps(self.dialect, self.ops.p, self.ops.channel)
+        ops.name_wait = self.ops.name_wait
+        self.ops = ops
         self._bell: MyConn | None = None
         self._bells: dict[str, str] = {}  # token -> companion lock the bell connection holds for it
         #: holdings whose bell is the one their waiter's bell wait kept (``_lease_wait``): token -> that
@@ -148,8 +156,8 @@ class Lease(MyDriver, LeaseBackend):
             # let-go. The let-go that follows finds nothing to let go.
             return
         try:
-            if await self._bell_call("SELECT GET_LOCK(%s, 0.02)", (sq.bell_name(key),)) == 1:
-                self._bells[token] = sq.bell_name(key)
+            if await self._bell_call("SELECT GET_LOCK(%s, 0.02)", (sn.bell_name(key),)) == 1:
+                self._bells[token] = sn.bell_name(key)
         except (pymysql.err.MySQLError, BackendError):
             pass  # waiters fall back to re-checking
 
@@ -193,13 +201,13 @@ class Lease(MyDriver, LeaseBackend):
                 raise self._error("database error", exc) from exc
             raise
         await self._give_back_dedicated(conn)
-        self.wakers.wake(sq.name_key(claim.name))
+        self.wakers.wake(sn.name_key(claim.name))
         return ok
 
     async def _drop_carried(self, conn: MyConn, companion: str) -> None:
         """Let go of a bell a holding that ended another way kept on its waiter's connection (the bell worker)."""
         try:
-            await self._run(conn, sq.single(sq.Stmt("DO RELEASE_LOCK(%s)", (companion,))), False, self._deadline())
+            await self._run(conn, st.single(st.Stmt("DO RELEASE_LOCK(%s)", (companion,))), False, self._deadline())
         except Exception:  # noqa: BLE001 - a hint: ending the connection lets go of it as well
             await self._close_quietly(conn)
             return
@@ -230,8 +238,8 @@ class Lease(MyDriver, LeaseBackend):
         at its deadline, where it sends no try (``LeaseAttempt.try_late``). An exclusive claim keeps the bell
         it is granted: a grant leaves it held on ``c`` for the new holding (the caller
         keeps ``c`` out of the pool), a refusal lets it go with its COMMIT."""
-        key = sq.name_key(claim.name)
-        companion = sq.bell_name(key)
+        key = sn.name_key(claim.name)
+        companion = sn.bell_name(key)
         keep = _keeps_bell(claim)
         sql = _BELL_SQL.format(granted="1" if keep else "RELEASE_LOCK(%s)")
         params: tuple[object, ...] = (companion, BELL_LATE, companion, companion, timeout)
@@ -267,7 +275,7 @@ class Lease(MyDriver, LeaseBackend):
             if rang == 1 and tried is not None and tried.acquired and _keeps_bell(attempt.claim):
                 # the new holding keeps the bell its wait was granted: on this connection, until it lets go
                 with self._guard:
-                    self._carried[attempt.claim.token] = (conn, sq.bell_name(attempt.key))
+                    self._carried[attempt.claim.token] = (conn, sn.bell_name(attempt.key))
             else:
                 await self._give_back_dedicated(conn)
         if tried is not None:  # the caller's next try answers with it (``LeaseAttempt.try_acquire``)

@@ -37,7 +37,7 @@ import psycopg.errors
 
 from .... import _pg_async as pg
 from ...._core import sql_dialects as sd
-from ...._core import sql_lease as sq
+from ...._core import sql_stmt as st
 from ...._core.timing import monotonic
 from ...._core.types import Mode
 from ...._errors import ConfigError
@@ -286,14 +286,14 @@ class PgDriver(SqlBase):
         return isinstance(exc, psycopg.OperationalError) and not isinstance(exc, psycopg.errors.LockNotAvailable)
 
     async def _run(
-        self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None = None
+        self, conn: Any, script: Generator[st.Stmt, st.Result, Any], tx: bool, deadline: float | None = None
     ) -> Any:
         try:
             return await pg.guarded(conn, deadline, self._drive, conn, script, tx)
         finally:
             script.close()
 
-    async def _drive(self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool) -> Any:
+    async def _drive(self, conn: Any, script: Generator[st.Stmt, st.Result, Any], tx: bool) -> Any:
         if self.pooler == "statement":
             return await self._drive_statements(conn, script)
         cur: pg.Cursor = conn.cursor()
@@ -321,7 +321,7 @@ class PgDriver(SqlBase):
                         raise
                     started = True
                     if stmt.batch is None:
-                        answer = sq.Result(await cur.fetchall() if cur.description is not None else [], cur.rowcount)
+                        answer = st.Result(await cur.fetchall() if cur.description is not None else [], cur.rowcount)
                     stmt = script.send(answer)
             except StopIteration as stop:
                 result = stop.value
@@ -342,7 +342,7 @@ class PgDriver(SqlBase):
             if not conn.closed:
                 await cur.close()
 
-    async def _prepared_batch(self, conn: Any, stmt: sq.Stmt) -> sq.Result:
+    async def _prepared_batch(self, conn: Any, stmt: st.Stmt) -> st.Result:
         """A ``batch`` statement on a direct connection: its statements kept prepared on the server (``PREPARE``,
         the first time this connection sends each, in Queries of their own: they run nothing and lock nothing),
         and run as ONE Query of ``EXECUTE`` statements (``_batch``), so the server neither parses nor plans
@@ -372,7 +372,7 @@ class PgDriver(SqlBase):
         return await self._batch(conn, replace(stmt, sql=sql, params=tuple(v for _, p in calls for v in p)))
 
     @staticmethod
-    async def _batch(conn: Any, stmt: sq.Stmt, prefix: str = "") -> sq.Result:
+    async def _batch(conn: Any, stmt: st.Stmt, prefix: str = "") -> st.Result:
         """A ``batch`` statement: its statements as ONE simple-protocol Query (one implicit transaction outside
         BEGIN); the answer is the result of its statement at index ``stmt.batch`` (``prefix``: statements sent
         before it in the same Query, which are not counted).
@@ -391,10 +391,10 @@ class PgDriver(SqlBase):
             except psycopg.errors.LockNotAvailable:
                 if stmt.name_wait is None:
                     raise
-                return sq.Result([], 0)  # busy: the Query's transaction was rolled back, the connection serves on
-            sets: list[sq.Result] = []
+                return st.Result([], 0)  # busy: the Query's transaction was rolled back, the connection serves on
+            sets: list[st.Result] = []
             while True:
-                sets.append(sq.Result(await cur.fetchall() if cur.description is not None else [], cur.rowcount))
+                sets.append(st.Result(await cur.fetchall() if cur.description is not None else [], cur.rowcount))
                 if not cur.nextset():
                     break
             return sets[prefix.count(";") + (stmt.batch or 0)]
@@ -411,7 +411,7 @@ class PgDriver(SqlBase):
         )
         return f"SELECT {calls}; "
 
-    async def _drive_statements(self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any]) -> Any:
+    async def _drive_statements(self, conn: Any, script: Generator[st.Stmt, st.Result, Any]) -> Any:
         """Statement pooling (lease mode, ``StatementOps``): no BEGIN; each statement runs on its own, in
         autocommit, and a ``batch`` one as one simple-protocol Query of several statements (a client-side
         bound cursor), one implicit transaction. Every Query starts with the server-side timeouts."""
@@ -464,10 +464,10 @@ class PgDriver(SqlBase):
                 pass
 
     # -- single statements on a dedicated connection (session mode) -------------------------------------------------------------------
-    async def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
+    async def _session_call(self, conn: Any, stmt: st.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
         return await pg.guarded(conn, self._deadline(wait), self._session_drive, conn, stmt)
 
-    async def _session_drive(self, conn: Any, stmt: sq.Stmt) -> list[list[tuple[Any, ...]]]:
+    async def _session_drive(self, conn: Any, stmt: st.Stmt) -> list[list[tuple[Any, ...]]]:
         cur: pg.Cursor = conn.cursor()
         try:
             await cur.execute(stmt.sql, stmt.params)

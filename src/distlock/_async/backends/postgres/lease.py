@@ -26,7 +26,8 @@ import psycopg.sql
 from .... import _pg_async as pg
 from .... import _rt_async as rt
 from ...._core import ids
-from ...._core import sql_lease as sq
+from ...._core import sql_lease_autocommit as ac
+from ...._core import sql_names as sn
 from ...._core.timing import LEASE_WAIT_SLICE, monotonic
 from ...._core.types import Grant
 from ...._errors import BackendError
@@ -38,10 +39,12 @@ from .driver import PgDriver
 class Lease(PgDriver, LeaseBackend):
     """``mode=lease`` (the default) on PostgreSQL."""
 
+    ops: ac.AutocommitOps
+
     def __init__(self, config: StoreConfig) -> None:
         super().__init__(config)
-        # every connection, direct or through any pooler: no BEGIN, the one-round-trip acquire (BatchOps)
-        ops = sq.StatementOps(self.dialect, self.ops.p, self.ops.channel)
+        # every connection, direct or through any pooler: no BEGIN, the one-round-trip acquire (AutocommitOps)
+        ops = ac.AutocommitOps(self.dialect, self.ops.p, self.ops.channel)
         ops.name_wait = self.ops.name_wait
         self.ops = ops
         self._listener: rt.Background | None = None
@@ -111,7 +114,7 @@ class Lease(PgDriver, LeaseBackend):
                     got = False
                     async for note in conn.notifies(timeout=0.5):
                         got = True
-                        key, handed = sq.handover_of(note.payload)
+                        key, handed = sn.handover_of(note.payload)
                         if handed is None:
                             self.wakers.wake(key)
                         else:  # a release granted the name to a waiter: ours?

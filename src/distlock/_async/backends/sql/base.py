@@ -22,6 +22,8 @@ from .... import _rt_async as rt
 from ...._core import forks
 from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
+from ...._core import sql_names as sn
+from ...._core import sql_stmt as st
 from ...._core.timing import Budget, budget_end, monotonic
 from ...._core.types import Claim
 from ...._errors import BackendError, ConfigError
@@ -90,7 +92,7 @@ class SqlBase(AsyncBackend):
     def __init__(self, config: StoreConfig) -> None:
         super().__init__(config)
         prefix = config.pop("table_prefix", "distlock") or "distlock"
-        if not sq.valid_prefix(prefix):
+        if not sn.valid_prefix(prefix):
             raise ConfigError(
                 f"URL option table_prefix={prefix!r} is not a plain SQL identifier", backend=config.scheme
             )
@@ -99,7 +101,7 @@ class SqlBase(AsyncBackend):
         self.call_timeout = config.pop_float("call_timeout", CALL_TIMEOUT)
         self.cleanup_timeout = min(self.call_timeout, CLEANUP_TIMEOUT)
         self.dialect = type(self).make_dialect(prefix)
-        self.ops = sq.Ops(self.dialect, prefix, channel=f"{prefix}_wake")
+        self.ops = sq.LeaseOps(self.dialect, prefix, channel=f"{prefix}_wake")
         # half the call's bound: a try that waited this long for the name's lock (held by another session's
         # transaction) is refused as busy, with time left for its answer; a wait as long as the call raced
         # the client's own deadline, and the try then failed as a call that timed out
@@ -131,7 +133,7 @@ class SqlBase(AsyncBackend):
         raise NotImplementedError
 
     async def _run(
-        self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None = None
+        self, conn: Any, script: Generator[st.Stmt, st.Result, Any], tx: bool, deadline: float | None = None
     ) -> Any:
         """Drive ``script`` on ``conn`` (inside BEGIN/COMMIT if ``tx``), ended by ``deadline`` (monotonic;
         the connection is then broken). Driver errors propagate."""
@@ -152,7 +154,7 @@ class SqlBase(AsyncBackend):
         """DDL the mode needs beyond the shared tables (created at open when missing)."""
         return ()
 
-    def _open_cleanup(self) -> sq.Stmt | None:
+    def _open_cleanup(self) -> st.Stmt | None:
         """A statement run at open after the schema (the session mode clears records of dead connections)."""
         return None
 
@@ -246,7 +248,7 @@ class SqlBase(AsyncBackend):
         except Exception as exc:  # noqa: BLE001 - closing a dead connection
             log.debug("closing a connection failed: %s", exc)
 
-    async def _tx(self, make: Callable[[], Generator[sq.Stmt, sq.Result, T]], tx: bool = True) -> T:
+    async def _tx(self, make: Callable[[], Generator[st.Stmt, st.Result, T]], tx: bool = True) -> T:
         """Run the script ``make()`` in one transaction on a pooled connection, retrying deadlocks. The whole
         of it (connects and retries included) ends within ``call_timeout`` or the context's Budget."""
         with Budget(self.call_timeout) as budget:

@@ -16,6 +16,9 @@ from dataclasses import replace
 
 from .... import _rt_async as rt
 from ...._core import sql_lease as sq
+from ...._core import sql_lease_autocommit as ac
+from ...._core import sql_lease_tx as tx
+from ...._core import sql_names as sn
 from ...._core.timing import (
     LEASE_WAIT_SLICE,
     WAITER_TTL,
@@ -49,7 +52,7 @@ class LeaseAttempt(AsyncAttempt):
 
     def __init__(self, backend: LeaseBackend, claim: Claim) -> None:
         super().__init__(backend, claim)
-        self.key = sq.name_key(claim.name)
+        self.key = sn.name_key(claim.name)
         self.backoff = Backoff()
         self.waker: rt.Waker | None = None
         self.placed = False  # queued on the server with a known place (see ``Wakers.place``)
@@ -245,6 +248,8 @@ class LeaseBackend(SqlBase):
     """Lease rows; the dialect gives the push that wakes waiters (``_lease_wait`` and the hooks below)."""
 
     capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True)
+    #: the lease protocol the dialect runs (set by its class)
+    ops: tx.TxOps | ac.AutocommitOps
 
     def __init__(self, config: StoreConfig) -> None:
         super().__init__(config)
@@ -262,7 +267,7 @@ class LeaseBackend(SqlBase):
         #: waiters a release may hand the name to: the digest a hand-over names them by -> (token, waker)
         self._handing: dict[str, tuple[str, rt.Waker]] = {}
         #: hand-overs received and not yet taken: token -> the hand-over
-        self._handed: dict[str, sq.HandOver] = {}
+        self._handed: dict[str, sn.HandOver] = {}
 
     def after_fork(self) -> None:
         """The parent's waiters, kept entries and hand-overs are not the child's (the wakers forget theirs)."""
@@ -329,17 +334,17 @@ class LeaseBackend(SqlBase):
             self._keeping.pop(token, None)
             self._kept.pop(token, None)
 
-    # -- direct hand-over (``StatementOps.release_to_next``) ------------------------------------------------
+    # -- direct hand-over (``AutocommitOps.release``) -------------------------------------------------------
     def expect_handover(self, token: str, waker: rt.Waker) -> None:
         with self._guard:
-            self._handing[sq.token_digest(token)] = (token, waker)
+            self._handing[sn.token_digest(token)] = (token, waker)
 
     def forget_handover(self, token: str) -> None:
         with self._guard:
-            if self._handing.pop(sq.token_digest(token), None) is not None:
+            if self._handing.pop(sn.token_digest(token), None) is not None:
                 self._handed.pop(token, None)
 
-    def _handed_on(self, key: str, handed: sq.HandOver) -> None:
+    def _handed_on(self, key: str, handed: sn.HandOver) -> None:
         """A release (ours, or another process's NOTIFY) granted ``key`` to a waiter: if it is one of ours, keep
         the hand-over for its next try and wake it; wake the name's observers; not the other waiters, none of
         which can get the name before the new holder lets go (its release wakes them; if it died, its row ends
@@ -352,7 +357,7 @@ class LeaseBackend(SqlBase):
             waiting[1].notify()
         self.wakers.wake_observers(key)
 
-    def take_handover(self, token: str) -> sq.HandOver | None:
+    def take_handover(self, token: str) -> sn.HandOver | None:
         with self._guard:
             return self._handed.pop(token, None)
 
@@ -385,14 +390,14 @@ class LeaseBackend(SqlBase):
     async def proclaim(self, claim: Claim, value: str) -> bool:
         record = replace(claim, value=value).record
         self._check_record(claim.name, record)
-        key = sq.name_key(claim.name)
+        key = sn.name_key(claim.name)
         ok: bool = await self._tx(lambda: self.ops.proclaim(claim, key, record))
         if ok:
             self.wakers.wake(key)
         return ok
 
     async def watch(self, name: str) -> AsyncWatch:
-        watch = _Watch(self, sq.name_key(name))
+        watch = _Watch(self, sn.name_key(name))
         await self._arm_push()
         return watch
 
@@ -404,8 +409,8 @@ class LeaseBackend(SqlBase):
         return AsyncWatch.POLL
 
     async def _release(self, claim: Claim) -> bool:
-        key = sq.name_key(claim.name)
-        ok, handed = await self._tx(lambda: self.ops.release_to_next(claim, key), tx=False)
+        key = sn.name_key(claim.name)
+        ok, handed = await self._tx(lambda: self.ops.release(claim, key), tx=False)
         if handed is None:
             await self._released([claim.token], key)
         else:
@@ -464,7 +469,7 @@ class LeaseBackend(SqlBase):
 
     async def break_lock(self, name: str) -> bool:
         tokens: list[str] = await self._tx(lambda: self.ops.break_lock(name), tx=self._in_tx("break_lock"))
-        await self._released(tokens, sq.name_key(name))
+        await self._released(tokens, sn.name_key(name))
         for token in tokens:
             self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 
 from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
+from ...._core import sql_names as sn
 from ...._core import sql_session as ss
+from ...._core import sql_stmt as st
 from ...._core.timing import monotonic
 from ...._errors import BackendError
 
@@ -33,16 +35,16 @@ async def ensure_schema(b: SqlBase) -> None:
     deleted (in batches for up to 2 s; the renewer's sweeps remove the rest)."""
     existing: set[str] = set()
     if b.existing_tables_sql is not None:
-        found: sq.Result = await b._tx(lambda: sq.single(sq.Stmt(str(b.existing_tables_sql))), tx=False)
+        found: st.Result = await b._tx(lambda: st.single(st.Stmt(str(b.existing_tables_sql))), tx=False)
         existing = {str(row[0]).lower() for row in found.rows}
     old_holders = old_queue = no_reply = False
     holders, queue = f"{b.prefix}_holders", f"{b.prefix}_queue"
     # compared in lower case: PostgreSQL folds the unquoted names of a prefix with capitals to it
     held, queued = holders.lower(), queue.lower()
     if held in existing:
-        col: sq.Result = await b._tx(
-            lambda: sq.single(
-                sq.Stmt(
+        col: st.Result = await b._tx(
+            lambda: st.single(
+                st.Stmt(
                     "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = "
                     f"{b.schema_sql} AND lower(table_name) IN (%s, %s) "
                     "AND column_name IN ('layout', 'owner', 'reply')",
@@ -56,9 +58,9 @@ async def ensure_schema(b: SqlBase) -> None:
         old_queue = b.ops.handover and queued in existing and (queued, "owner") not in found_cols
         no_reply = b.ops.replies and queued in existing and (queued, "reply") not in found_cols
 
-    def script() -> Generator[sq.Stmt, sq.Result, None]:
+    def script() -> Generator[st.Stmt, st.Result, None]:
         if b.schema_guard_sql is not None:
-            yield sq.Stmt(b.schema_guard_sql, (sq.advisory_key(f"distlock-schema:{b.prefix}"),))
+            yield st.Stmt(b.schema_guard_sql, (sn.advisory_key(f"distlock-schema:{b.prefix}"),))
         for stmt in (
             *b.dialect.schema,
             *b.ops.extra_schema(),
@@ -66,7 +68,7 @@ async def ensure_schema(b: SqlBase) -> None:
             *b._mode_schema(),
         ):
             if sd.created_name(stmt).lower() not in existing:
-                yield sq.Stmt(stmt)
+                yield st.Stmt(stmt)
         if old_holders:
             yield from b.ops.upgrade()
         yield from b.ops.seed()
@@ -99,7 +101,7 @@ async def _add_queue_column(b: SqlBase, queue: str, column: str, without: str) -
     ``without`` what the column is for and says so once; an admin's ``distlock init`` adds it."""
     try:
         await b._tx(
-            lambda: sq.single(sq.Stmt(f"ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS {column} TEXT NULL")), tx=False
+            lambda: st.single(st.Stmt(f"ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS {column} TEXT NULL")), tx=False
         )
     except BackendError as exc:
         log.warning(

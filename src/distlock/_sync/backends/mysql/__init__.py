@@ -21,7 +21,7 @@ CAs), ``ssl_ca=``, ``ssl_cert=``, ``ssl_key=``, ``ssl_verify=true``. The databas
 
 from __future__ import annotations
 
-from ...._core import sql_lease as sq
+from ...._core import sql_names as sn
 from ...._errors import ConfigError
 from ...._url import StoreConfig
 from ...backend import SyncBackend
@@ -36,7 +36,7 @@ class Session(MyDriver, SessionBackend):
     """``mode=session``: ``GET_LOCK`` on a pinned connection."""
 
     def name_refused(self, name: str) -> str | None:
-        return sq.get_lock_refused(name)
+        return sn.get_lock_refused(name)
 
 
 class RowLock(MyDriver, RowLockBackend):

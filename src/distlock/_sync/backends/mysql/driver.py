@@ -25,7 +25,7 @@ import pymysql.err
 from .... import _mysql_sync as my
 from .... import _rt_sync as rt
 from ...._core import sql_dialects as sd
-from ...._core import sql_lease as sq
+from ...._core import sql_stmt as st
 from ...._tls import pop_tls
 from ...._url import StoreConfig
 from ..sql.base import IDLE_IN_TX_SLACK, SESSION_WAIT_SLICE, RetryableError, SqlBase, StaleConnection
@@ -117,7 +117,7 @@ class MyDriver(SqlBase):
         )
 
     def _prepare(self) -> None:
-        r: sq.Result = self._tx(lambda: sq.single(sq.Stmt("SELECT VERSION()")), tx=False)
+        r: st.Result = self._tx(lambda: st.single(st.Stmt("SELECT VERSION()")), tx=False)
         self.fast_session = has_sequences(str(r.rows[0][0]))
         self.ops.sequences = self.fast_session
         super()._prepare()
@@ -179,7 +179,7 @@ class MyDriver(SqlBase):
     def _run(
         self,
         conn: Any,
-        script: Generator[sq.Stmt, sq.Result, Any],
+        script: Generator[st.Stmt, st.Result, Any],
         tx: bool,
         deadline: float | None = None,
         lead: Lead | None = None,
@@ -192,7 +192,7 @@ class MyDriver(SqlBase):
             script.close()
 
     def _drive(
-        self, c: MyConn, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, lead: Lead | None = None
+        self, c: MyConn, script: Generator[st.Stmt, st.Result, Any], tx: bool, lead: Lead | None = None
     ) -> Any:
         cur = my.cursor(c.conn)
         started = False
@@ -234,7 +234,7 @@ class MyDriver(SqlBase):
                     while cur.nextset():  # a batch: the answer is its last result set
                         if cur.description is not None:
                             rows, count = list(cur.fetchall()), cur.rowcount
-                    stmt = script.send(sq.Result(rows, count))
+                    stmt = script.send(st.Result(rows, count))
             except StopIteration as stop:
                 result = stop.value
             if tx and not committed:
@@ -266,7 +266,7 @@ class MyDriver(SqlBase):
             my.cut(c.conn)
 
     # -- single statements on a dedicated connection (session mode) -----------------------------------------
-    def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
+    def _session_call(self, conn: Any, stmt: st.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
         c: MyConn = conn
         with c.guard:
             try:

@@ -38,7 +38,7 @@ import psycopg.errors
 
 from .... import _pg_sync as pg
 from ...._core import sql_dialects as sd
-from ...._core import sql_lease as sq
+from ...._core import sql_stmt as st
 from ...._core.timing import monotonic
 from ...._core.types import Mode
 from ...._errors import ConfigError
@@ -287,14 +287,14 @@ class PgDriver(SqlBase):
         return isinstance(exc, psycopg.OperationalError) and not isinstance(exc, psycopg.errors.LockNotAvailable)
 
     def _run(
-        self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None = None
+        self, conn: Any, script: Generator[st.Stmt, st.Result, Any], tx: bool, deadline: float | None = None
     ) -> Any:
         try:
             return pg.guarded(conn, deadline, self._drive, conn, script, tx)
         finally:
             script.close()
 
-    def _drive(self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool) -> Any:
+    def _drive(self, conn: Any, script: Generator[st.Stmt, st.Result, Any], tx: bool) -> Any:
         if self.pooler == "statement":
             return self._drive_statements(conn, script)
         cur: pg.Cursor = conn.cursor()
@@ -322,7 +322,7 @@ class PgDriver(SqlBase):
                         raise
                     started = True
                     if stmt.batch is None:
-                        answer = sq.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount)
+                        answer = st.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount)
                     stmt = script.send(answer)
             except StopIteration as stop:
                 result = stop.value
@@ -343,7 +343,7 @@ class PgDriver(SqlBase):
             if not conn.closed:
                 cur.close()
 
-    def _prepared_batch(self, conn: Any, stmt: sq.Stmt) -> sq.Result:
+    def _prepared_batch(self, conn: Any, stmt: st.Stmt) -> st.Result:
         """A ``batch`` statement on a direct connection: its statements kept prepared on the server (``PREPARE``,
         the first time this connection sends each, in Queries of their own: they run nothing and lock nothing),
         and run as ONE Query of ``EXECUTE`` statements (``_batch``), so the server neither parses nor plans
@@ -373,7 +373,7 @@ class PgDriver(SqlBase):
         return self._batch(conn, replace(stmt, sql=sql, params=tuple(v for _, p in calls for v in p)))
 
     @staticmethod
-    def _batch(conn: Any, stmt: sq.Stmt, prefix: str = "") -> sq.Result:
+    def _batch(conn: Any, stmt: st.Stmt, prefix: str = "") -> st.Result:
         """A ``batch`` statement: its statements as ONE simple-protocol Query (one implicit transaction outside
         BEGIN); the answer is the result of its statement at index ``stmt.batch`` (``prefix``: statements sent
         before it in the same Query, which are not counted).
@@ -392,10 +392,10 @@ class PgDriver(SqlBase):
             except psycopg.errors.LockNotAvailable:
                 if stmt.name_wait is None:
                     raise
-                return sq.Result([], 0)  # busy: the Query's transaction was rolled back, the connection serves on
-            sets: list[sq.Result] = []
+                return st.Result([], 0)  # busy: the Query's transaction was rolled back, the connection serves on
+            sets: list[st.Result] = []
             while True:
-                sets.append(sq.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount))
+                sets.append(st.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount))
                 if not cur.nextset():
                     break
             return sets[prefix.count(";") + (stmt.batch or 0)]
@@ -412,7 +412,7 @@ class PgDriver(SqlBase):
         )
         return f"SELECT {calls}; "
 
-    def _drive_statements(self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any]) -> Any:
+    def _drive_statements(self, conn: Any, script: Generator[st.Stmt, st.Result, Any]) -> Any:
         """Statement pooling (lease mode, ``StatementOps``): no BEGIN; each statement runs on its own, in
         autocommit, and a ``batch`` one as one simple-protocol Query of several statements (a client-side
         bound cursor), one implicit transaction. Every Query starts with the server-side timeouts."""
@@ -465,10 +465,10 @@ class PgDriver(SqlBase):
                 pass
 
     # -- single statements on a dedicated connection (session mode) -------------------------------------------------------------------
-    def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
+    def _session_call(self, conn: Any, stmt: st.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
         return pg.guarded(conn, self._deadline(wait), self._session_drive, conn, stmt)
 
-    def _session_drive(self, conn: Any, stmt: sq.Stmt) -> list[list[tuple[Any, ...]]]:
+    def _session_drive(self, conn: Any, stmt: st.Stmt) -> list[list[tuple[Any, ...]]]:
         cur: pg.Cursor = conn.cursor()
         try:
             cur.execute(stmt.sql, stmt.params)

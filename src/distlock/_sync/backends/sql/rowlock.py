@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...._core import sql_lease as sq
 from ...._core import sql_session as ss
+from ...._core import sql_stmt as st
 from ...._core.types import Capabilities, Claim, Mode
 from ...._errors import UnsupportedFeature
 from ...._url import StoreConfig
@@ -42,14 +42,14 @@ class RowLockBackend(SessionBackend):
             sets = self._session_call(conn, stmt, wait or 0.0)
         return sets
 
-    def _unlock_stmt(self, claim: Claim) -> sq.Stmt:
+    def _unlock_stmt(self, claim: Claim) -> st.Stmt:
         return ss.row_unlock(self.prefix)
 
-    def _check_stmt(self, claim: Claim, change: float | None) -> sq.Stmt:
+    def _check_stmt(self, claim: Claim, change: float | None) -> st.Stmt:
         return ss.row_check(change)
 
     def _holder_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
-        res: sq.Result = self._tx(lambda: sq.single(ss.row_holders(self.prefix, names, prefix)), tx=False)
+        res: st.Result = self._tx(lambda: st.single(ss.row_holders(self.prefix, names, prefix)), tx=False)
         # our own connections: the pinned map is exact (INNODB_TRX lags up to 0.1 s)
         with self._guard:
             pinned_ids = {p.conn_id for p in self._pinned.values()}

@@ -19,8 +19,8 @@ from typing import Any
 
 from .... import _rt_sync as rt
 from ...._core import forks
-from ...._core import sql_lease as sq
 from ...._core import sql_session as ss
+from ...._core import sql_stmt as st
 from ...._core.timing import Budget, monotonic
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
 from ...._errors import BackendError
@@ -114,7 +114,7 @@ class SessionBackend(SqlBase):
         self._own_conn_ids = set()
 
     # -- driver hooks (the dialect package) ----------------------------------------------------------------
-    def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> Sets:
+    def _session_call(self, conn: Any, stmt: st.Stmt, wait: float = 0.0) -> Sets:
         """Run one (MySQL: multi-) statement in autocommit; every result set. A connection that is gone
         raises StaleConnection; a lock wait that timed out on the server ends in an empty answer (not
         acquired). Bounded by ``call_timeout`` plus ``wait`` (a server-side wait it makes on purpose)."""
@@ -125,24 +125,24 @@ class SessionBackend(SqlBase):
         return ttl
 
     # -- the statements (``rowlock.py`` gives others) --------------------------------------------------------
-    def _open_cleanup(self) -> sq.Stmt | None:
+    def _open_cleanup(self) -> st.Stmt | None:
         return ss.session_cleanup(self.dialect, self.prefix, self.fast_session)
 
     def _acquire_call(self, conn: Any, claim: Claim, wait: float | None, change: float | None) -> Sets:
         stmt = ss.session_acquire(self.dialect, self.prefix, claim, wait, change, self.fast_session)
         return self._session_call(conn, stmt, wait or 0.0)
 
-    def _unlock_stmt(self, claim: Claim) -> sq.Stmt:
+    def _unlock_stmt(self, claim: Claim) -> st.Stmt:
         return ss.session_unlock(self.dialect, claim)
 
-    def _check_stmt(self, claim: Claim, change: float | None) -> sq.Stmt:
+    def _check_stmt(self, claim: Claim, change: float | None) -> st.Stmt:
         return ss.session_check(self.dialect, claim, change)
 
     def _holder_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
         """(name, owner, mode, fence, record's connection id, holding connection id, its lock mode) of the
         names' live holders."""
         stmt = ss.session_holders(self.dialect, self.prefix, names, prefix, self.fast_session)
-        r: sq.Result = self._tx(lambda: sq.single(stmt), tx=False)
+        r: st.Result = self._tx(lambda: st.single(stmt), tx=False)
         return r.rows
 
     # -- holdings ----------------------------------------------------------------------------------------------
@@ -208,9 +208,9 @@ class SessionBackend(SqlBase):
     def _kill(self, conn_ids: Sequence[int]) -> None:
         """Break: end the connections that hold a lock, from the server side."""
         for cid in conn_ids:
-            stmt = sq.Stmt(self.kill_sql, (int(cid),))
+            stmt = st.Stmt(self.kill_sql, (int(cid),))
             try:
-                self._tx(lambda stmt=stmt: sq.single(stmt), tx=False)  # type: ignore[misc]
+                self._tx(lambda stmt=stmt: st.single(stmt), tx=False)  # type: ignore[misc]
             except BackendError as exc:
                 log.debug("could not end connection %s: %s", cid, exc)
 
