@@ -181,7 +181,7 @@ def test_a_waiter_that_finds_no_bell_looks_again_before_it_polls(
             cur.execute("SELECT IS_USED_LOCK(%s) = %s", (companion, conn.conn.thread_id()))
             assert cur.fetchone() == (1,)
         # as its release would: the holding and its bell go
-        backend._run(conn, backend.ops.release_ringing(claim, companion), False)
+        backend.driver.run(conn, backend.ops.release_ringing(claim, companion), False)
         t0 = time.monotonic()
         assert backend._bell_wait(conn, claim, 3.0) == (-1, None)  # nobody rings: poll (and no try made)
         assert time.monotonic() - t0 < 1.5

@@ -19,6 +19,34 @@ from .timing import WAITER_TTL
 from .types import Claim, Grant, Mode
 
 
+def try_guard(
+    p: str, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str], t: str
+) -> tuple[str, str, list[object]]:
+    """The guard of a try's INSERT: the name's live holders are exactly ``holders``, and the live queue
+    entries ahead of the claim exactly ``ahead``; returns the FROM/WHERE of the live holders (for the
+    answer's read), the condition and its arguments. ``t``: the try's one clock reading; ``p`` the table prefix."""
+    live_h = f"FROM {p}_holders WHERE name_key = %s AND expires_at > {t}"
+    live_q = (
+        f"FROM {p}_queue q WHERE q.name_key = %s AND q.expires_at > {t} AND q.token <> %s AND q.seq < "
+        f"COALESCE((SELECT m.seq FROM {p}_queue m WHERE m.token = %s), 9223372036854775807)"
+    )
+    # "exactly none" as NOT EXISTS: it stops at the first row, where a COUNT reads every entry ahead (a
+    # waiter at the back of 1,000 would scan them all at every try)
+    guard = [f"(SELECT COUNT(*) {live_h}) = %s" if holders else f"NOT EXISTS (SELECT 1 {live_h})"]
+    gp: list[object] = [key, len(holders)] if holders else [key]
+    if holders:
+        guard.append(f"NOT EXISTS (SELECT 1 {live_h} AND token NOT IN ({', '.join(['%s'] * len(holders))}))")
+        gp += [key, *holders]
+    if looks_ahead(claim.mode, claim.fair, claim.permits) == 0:
+        return live_h, " AND ".join(guard), gp  # the rule looks at no entry ahead: neither does the guard
+    guard.append(f"(SELECT COUNT(*) {live_q}) = %s" if ahead else f"NOT EXISTS (SELECT 1 {live_q})")
+    gp += [key, claim.token, claim.token, len(ahead)] if ahead else [key, claim.token, claim.token]
+    if ahead:
+        guard.append(f"NOT EXISTS (SELECT 1 {live_q} AND q.token NOT IN ({', '.join(['%s'] * len(ahead))}))")
+        gp += [key, claim.token, claim.token, *ahead]
+    return live_h, " AND ".join(guard), gp
+
+
 class AutocommitOps(LeaseOps):
     """PostgreSQL lease mode, whether direct or through a pooler (even PgBouncer's statement pooling, where
     every statement is its own transaction and BEGIN is refused): no BEGIN is ever sent. The driver runs
@@ -53,34 +81,6 @@ class AutocommitOps(LeaseOps):
     #: and the release that hands its waiter the name NOTIFYs there, so no other store reads it. Off where the
     #: queue table has no ``reply`` column (an older table the store's role may not alter)
     replies = True
-
-    def _guard(
-        self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str], t: str
-    ) -> tuple[str, str, list[object]]:
-        """The guard of a try's INSERT: the name's live holders are exactly ``holders``, and the live queue
-        entries ahead of the claim exactly ``ahead``; returns the FROM/WHERE of the live holders (for the
-        answer's read), the condition and its arguments. ``t``: the try's one clock reading."""
-        p = self.p
-        live_h = f"FROM {p}_holders WHERE name_key = %s AND expires_at > {t}"
-        live_q = (
-            f"FROM {p}_queue q WHERE q.name_key = %s AND q.expires_at > {t} AND q.token <> %s AND q.seq < "
-            f"COALESCE((SELECT m.seq FROM {p}_queue m WHERE m.token = %s), 9223372036854775807)"
-        )
-        # "exactly none" as NOT EXISTS: it stops at the first row, where a COUNT reads every entry ahead (a
-        # waiter at the back of 1,000 would scan them all at every try)
-        guard = [f"(SELECT COUNT(*) {live_h}) = %s" if holders else f"NOT EXISTS (SELECT 1 {live_h})"]
-        gp: list[object] = [key, len(holders)] if holders else [key]
-        if holders:
-            guard.append(f"NOT EXISTS (SELECT 1 {live_h} AND token NOT IN ({', '.join(['%s'] * len(holders))}))")
-            gp += [key, *holders]
-        if looks_ahead(claim.mode, claim.fair, claim.permits) == 0:
-            return live_h, " AND ".join(guard), gp  # the rule looks at no entry ahead: neither does the guard
-        guard.append(f"(SELECT COUNT(*) {live_q}) = %s" if ahead else f"NOT EXISTS (SELECT 1 {live_q})")
-        gp += [key, claim.token, claim.token, len(ahead)] if ahead else [key, claim.token, claim.token]
-        if ahead:
-            guard.append(f"NOT EXISTS (SELECT 1 {live_q} AND q.token NOT IN ({', '.join(['%s'] * len(ahead))}))")
-            gp += [key, claim.token, claim.token, *ahead]
-        return live_h, " AND ".join(guard), gp
 
     def acquire(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant]:
         holders: Sequence[str] = ()
@@ -123,7 +123,7 @@ class AutocommitOps(LeaseOps):
         NOTIFY, and the answer's read (the statement's snapshot, plus what ``ins`` and ``iq`` returned)."""
         p = self.p
         t = self.NOW
-        live_h, guard, gp = self._guard(claim, key, holders, ahead, t)
+        live_h, guard, gp = try_guard(p, claim, key, holders, ahead, t)
         owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
         ctes = [
             f"ins AS (INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 class Stmt:
     sql: str
     params: tuple[object, ...] = ()
-    #: set by ``BatchOps`` only: ``sql`` is several statements sent as ONE simple-protocol Query
+    #: set by ``AutocommitOps`` only: ``sql`` is several statements sent as ONE simple-protocol Query
     #: (one implicit transaction); the result is that of its statement at this index (0 = the first). The
     #: server reads a Query whole before it runs any of it, so a link that goes silent mid-send never leaves
     #: it holding the name's lock while it waits for the rest (a pipeline of extended-protocol statements
@@ -34,7 +34,7 @@ class Stmt:
     last: bool = False
     #: MySQL: with ``last``, the end to send instead of the driver's own (its COMMIT lets go of every named
     #: lock of the session; a grant behind a bell wait lets go of the name's only: the new holder keeps the
-    #: bell, ``Ops.acquire_after_bell``)
+    #: bell, ``TxOps.acquire_after_bell``)
     commit: str | None = None
 
 
