@@ -10,8 +10,11 @@ each model-checked on its own:
   of the acquire is one Query of three statements, one implicit transaction, and a release hands the name
   to the first queued waiter in one statement.
 
-``LeaseOps`` here holds what both protocols run alike: the schema's extras, the upgrade and the sweep, the
-read of the queue a try makes, renewals' siblings (``holds``, ``proclaim``, ``inspect``) and the name's lock.
+``LeaseOps`` here holds what both protocols run alike: the schema's extras, the upgrade, the seed and the sweep,
+the name's lock, the read of the queue a try makes, and the calls that are the same statements on both
+(``holds``, ``proclaim``, ``inspect``). Acquire, release, abandon, renew, keep and break are each protocol's
+own: the models fix their statements and order, and they differ (a release that hands the name over in one
+statement, an abandon that looks again for a promotion; MySQL's bell sent with a try or a release).
 
 Lease-table schema (created on first use, idempotent; ``distlock`` is the ``table_prefix`` option)::
 
@@ -89,7 +92,6 @@ class LeaseOps:
         #: is "busy, try again" to the others, never a call that timed out
         self.name_wait = 2.5
 
-    #: the operations whose script runs without the driver's BEGIN/COMMIT (it is one batch that makes its
     #: the operations whose script runs without the driver's BEGIN/COMMIT (it is one batch that makes its
     #: own transaction, or statements that each stand alone)
     own_tx: frozenset[str] = frozenset()

@@ -16,10 +16,11 @@ the check cannot misfire there. PgBouncer also refuses the ``options`` startup p
 server-side timeouts: without it they are set with ``SET LOCAL`` in each transaction's first round trip
 (no session state survives a pooler's transaction), and psycopg never prepares statements server-side
 (``prepare_threshold=None``: a prepared statement lives on one server connection only). The pooling mode
-is then found by behaviour (``_pooling_mode``), and each mode says what it refuses (``_pooling_refusal``).
-Statement pooling refuses ``BEGIN``: there no transaction is ever opened (``_drive_statements``); every
-statement is one simple-protocol Query through a client-side bound cursor, its first statement the
-server-side timeouts (``set_config(..., true)``), and a ``batch`` statement several statements in that Query.
+is then found by behaviour (``_pooling_mode``), and ``_pooling_refusal`` says what the store's mode cannot
+work through. Statement pooling refuses ``BEGIN``: there no transaction is ever opened
+(``_drive_statements``); every statement is one simple-protocol Query through a client-side bound cursor
+(``query.py``), its first statement the server-side timeouts (``set_config(..., true)``), and a ``batch``
+statement several statements in that Query.
 """
 
 from __future__ import annotations

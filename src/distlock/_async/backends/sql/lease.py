@@ -3,11 +3,12 @@
 ``LeaseMode`` runs the statements of its dialect's protocol (``ops``: ``_core/sql_lease_tx.py``'s ``TxOps`` on
 MySQL/MariaDB, ``_core/sql_lease_autocommit.py``'s ``AutocommitOps`` on PostgreSQL; the dialects' subclasses,
 ``mysql/lease.py`` and ``postgres/lease.py``, pick it and add their push). Each operation is one short
-transaction on a pooled connection (or autocommit statements); the acquire locks the name first, so it and the takeover of an expired
-holding are atomic. Renewal of every held lease of the store is one transaction per tick, which also sweeps
-long-expired rows now and then. Waiters watch the name locally (a release in this process wakes them at
-once) and the dialect adds a push from other processes (``_lease_wait``: PostgreSQL LISTEN/NOTIFY, MySQL a
-companion ``GET_LOCK``), with a re-check at the holder's expiry at the latest.
+transaction on a pooled connection (or autocommit statements); the acquire locks the name first, so it and
+the takeover of an expired holding are atomic. Renewal of every held lease of the store is one transaction
+per tick, which also sweeps long-expired rows now and then. Waiters (``lease_attempt.py``) watch the name
+locally (a release in this process wakes them at once) and the dialect adds a push from other processes
+(``_lease_wait``: PostgreSQL LISTEN/NOTIFY, MySQL a companion ``GET_LOCK``), with a re-check at the holder's
+expiry at the latest.
 """
 
 from __future__ import annotations

@@ -208,7 +208,8 @@ class MyLeaseMode(LeaseMode):
     def _drop_carried(self, conn: MyConn, companion: str) -> None:
         """Let go of a bell a holding that ended another way kept on its waiter's connection (the bell worker)."""
         try:
-            self.driver.run(conn, st.single(st.Stmt("DO RELEASE_LOCK(%s)", (companion,))), False, self._deadline())
+            let_go = st.single(st.Stmt("DO RELEASE_LOCK(%s)", (companion,)))
+            self.driver.run(conn, let_go, False, self._deadline())
         except Exception:  # noqa: BLE001 - a hint: ending the connection lets go of it as well
             self._close_quietly(conn)
             return

@@ -2,10 +2,10 @@
 """PostgreSQL lease mode (the default): the lease tables, and wake-ups by LISTEN/NOTIFY.
 
 A release, abandon or break (and an election's grant or proclaim) sends ``NOTIFY <prefix>_wake, '<name key>'``
-in its transaction (the statements are in ``_core/sql_lease_autocommit.py``), and each store keeps one ``LISTEN`` connection, started when a waiter first
-waits and stopped after ~10 s without waiters, that wakes its waiters of that name at once (delivered at
-commit). A waiter still re-checks at the holder's lease end and at least every second, so a lost
-notification costs latency, never the lock.
+in its transaction (the statements are in ``_core/sql_lease_autocommit.py``), and each store keeps one
+``LISTEN`` connection, started when a waiter first waits and stopped after ~10 s without waiters, that wakes
+its waiters of that name at once (delivered at commit). A waiter still re-checks at the holder's lease end
+and at least every second, so a lost notification costs latency, never the lock.
 
 Through a connection pooler in transaction pooling, a LISTEN would register on whichever server connection
 ran it, and that connection goes back to the pool: notifications would reach no one (or whoever takes it
@@ -74,7 +74,6 @@ class PgLeaseMode(LeaseMode):
             return
         if self._listener is None or not self._listener.alive():
             self._listener = rt.Background(self._listen, name="distlock-postgres-listen")
-
 
     def _pushed(self) -> bool:
         return self._listening

@@ -50,6 +50,7 @@ CLEANUP_TIMEOUT = 1.0
 #: try on a fresh connection, so a half-open pooled connection costs one try, not the holdings)
 RENEW_SHARE = 0.25
 
+
 def pop_mode(config: StoreConfig) -> str:
     """The URL option ``mode``: ``lease`` (default) or ``session``. Read once, when the store opens: it
     picks the backend class."""
