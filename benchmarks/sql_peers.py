@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
 from benchmarks._measure import Distlock, Lib, Pair  # noqa: E402
-from distlock._core import sql_lease as sq  # noqa: E402
+from distlock._core import sql_names as sn  # noqa: E402
 from distlock._url import parse_url  # noqa: E402
 
 
@@ -95,7 +95,7 @@ class RawAdvisory(Lib):
                                     dbname=k["db"], autocommit=True)  # fmt: skip
 
     def lock(self, name: str) -> Pair:
-        key = sq.advisory_key(name)
+        key = sn.advisory_key(name)
         cur = self.conn.cursor()
 
         def acquire() -> None:

@@ -491,7 +491,8 @@ async def test_sql_lease_a_waiter_whose_entry_vanishes_while_it_keeps_its_place_
     """Fault: the queue entry of a waiter that only keeps its place is deleted under it (what an expiry or an
     operator does). Its next keep finds the entry gone, it runs a full try and joins again at the back, and
     every waiter still gets the lock: the middle one now last."""
-    from distlock._core import sql_lease as sq
+    from distlock._core import sql_names as sn
+    from distlock._core import sql_stmt as st
 
     async with await distlock.connect_async(request.getfixturevalue(f"{sql}_url")) as store:
         name = f"fair-{uuid.uuid4().hex[:8]}"
@@ -501,21 +502,21 @@ async def test_sql_lease_a_waiter_whose_entry_vanishes_while_it_keeps_its_place_
         order: list[int] = []
         tasks = await _line_up(store, name, 3, order)
         rows = await backend._tx(
-            lambda: sq.single(
-                sq.Stmt("SELECT token FROM distlock_queue WHERE name_key = %s ORDER BY seq", (sq.name_key(name),))
+            lambda: st.single(
+                st.Stmt("SELECT token FROM distlock_queue WHERE name_key = %s ORDER BY seq", (sn.name_key(name),))
             ),
             tx=False,
         )
         middle = str(rows.rows[1][0])
         await backend._tx(
-            lambda: sq.single(sq.Stmt("DELETE FROM distlock_queue WHERE token = %s", (middle,))), tx=False
+            lambda: st.single(st.Stmt("DELETE FROM distlock_queue WHERE token = %s", (middle,))), tx=False
         )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 15
         while True:  # back in the queue within a slice or two, behind the third
             rows = await backend._tx(
-                lambda: sq.single(
-                    sq.Stmt("SELECT token FROM distlock_queue WHERE name_key = %s ORDER BY seq", (sq.name_key(name),))
+                lambda: st.single(
+                    st.Stmt("SELECT token FROM distlock_queue WHERE name_key = %s ORDER BY seq", (sn.name_key(name),))
                 ),
                 tx=False,
             )

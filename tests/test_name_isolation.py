@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from distlock._async.backends.redis.node import same_slot
 from distlock._core import etcd_keys as ek
 from distlock._core import redis_keys as rk
-from distlock._core import sql_lease as sq
+from distlock._core import sql_names as sn
 from distlock._core import zookeeper_layout as zl
 from distlock._core.types import Mode
 from distlock._core.validate import check_name
@@ -252,15 +252,15 @@ MYSQL_NAMES = built("~" + "A" * 43, "~NAME", "distlock-bell:NAME", "NAME" * 20, 
 def test_mysql_get_lock_names_of_two_names_differ_and_are_not_the_lease_mode_s_own(a: str, b: str) -> None:
     """A name longer than 64 characters maps to ``~`` + base64url(SHA-256): no accepted name maps to the same
     GET_LOCK name as another, and none is a lease-mode store's companion lock (``distlock-bell:...``)."""
-    assume(a != b and sq.get_lock_refused(a) is None and sq.get_lock_refused(b) is None)
-    assert sq.get_lock_name(a) != sq.get_lock_name(b)
-    assert not sq.get_lock_name(a).startswith(sq.BELL_PREFIX)
-    assert sq.get_lock_name(a) != sq.bell_name(sq.name_key(b))
+    assume(a != b and sn.get_lock_refused(a) is None and sn.get_lock_refused(b) is None)
+    assert sn.get_lock_name(a) != sn.get_lock_name(b)
+    assert not sn.get_lock_name(a).startswith(sn.BELL_PREFIX)
+    assert sn.get_lock_name(a) != sn.bell_name(sn.name_key(b))
 
 
 def test_mysql_the_mapped_and_the_companion_names_are_refused() -> None:
     long = "x" * 65
-    assert sq.get_lock_refused(sq.get_lock_name(long)) is not None  # it would share the long name's lock
-    assert sq.get_lock_refused(sq.bell_name(sq.name_key("job"))) is not None
+    assert sn.get_lock_refused(sn.get_lock_name(long)) is not None  # it would share the long name's lock
+    assert sn.get_lock_refused(sn.bell_name(sn.name_key("job"))) is not None
     for name in ("job", "~job", "~" + "A" * 42, long, "distlock-bells"):
-        assert sq.get_lock_refused(name) is None, name
+        assert sn.get_lock_refused(name) is None, name

@@ -16,9 +16,9 @@ import pytest
 
 from distlock import _pg_async as pg
 from distlock import _pg_sync, _sqlwatch
-from distlock._async.backends.postgres.driver import PgDriver, numbered
-from distlock._core import sql_lease as sq
-from distlock._sync.backends.postgres.driver import PgDriver as SyncPgDriver
+from distlock._async.backends.postgres.query import numbered, run_batch
+from distlock._core import sql_stmt as st
+from distlock._sync.backends.postgres.query import run_batch as sync_run_batch
 from tests.waiting import cancel_takes
 
 
@@ -114,7 +114,7 @@ def _terminated(postgres_url: str, conn: Any) -> None:
             time.sleep(0.01)
 
 
-_PARTS = sq.batch([("SELECT %s::int", (1,)), ("SELECT %s::int", (2,))], 1)
+_PARTS = st.batch([("SELECT %s::int", (1,)), ("SELECT %s::int", (2,))], 1)
 
 
 async def test_a_batch_statement_on_a_lost_connection_raises_its_error_and_logs_nothing(
@@ -125,10 +125,10 @@ async def test_a_batch_statement_on_a_lost_connection_raises_its_error_and_logs_
     which users of a store saw on every connection a server restart killed; a try is one Query now)."""
     conn = await _connect(postgres_url)
     try:
-        assert await PgDriver._batch(conn, _PARTS) == sq.Result([(2,)], 1)
+        assert await run_batch(conn, _PARTS) == st.Result([(2,)], 1)
         _terminated(postgres_url, conn)
         with caplog.at_level(logging.DEBUG, logger="psycopg"), pytest.raises(psycopg.OperationalError):
-            await PgDriver._batch(conn, _PARTS)
+            await run_batch(conn, _PARTS)
         assert not [r for r in caplog.records if r.name.startswith("psycopg")], caplog.text
     finally:
         await conn.close()
@@ -139,10 +139,10 @@ def test_a_threaded_batch_statement_on_a_lost_connection_raises_its_error_and_lo
 ) -> None:
     conn = psycopg.Connection.connect(postgres_url, autocommit=True)
     try:
-        assert SyncPgDriver._batch(conn, _PARTS) == sq.Result([(2,)], 1)
+        assert sync_run_batch(conn, _PARTS) == st.Result([(2,)], 1)
         _terminated(postgres_url, conn)
         with caplog.at_level(logging.DEBUG, logger="psycopg"), pytest.raises(psycopg.OperationalError):
-            SyncPgDriver._batch(conn, _PARTS)
+            sync_run_batch(conn, _PARTS)
         assert not [r for r in caplog.records if r.name.startswith("psycopg")], caplog.text
     finally:
         conn.close()

@@ -18,7 +18,7 @@ import pymysql
 import pytest
 
 import distlock
-from distlock._core import sql_lease as sq
+from distlock._core import sql_names as sn
 from tools.servers.mysql import start_mariadb
 from tools.servers.postgres import start_postgres, stop_postgres
 from tools.servers.proc import ServerProc, free_port, workdir
@@ -73,8 +73,8 @@ def session_url(url: str) -> str:
 def holding_conn_id(db: str, admin: Any, name: str) -> int:
     """The server's id of the connection that holds session-mode lock ``name``, asked of the server."""
     if db == "mysql":
-        return int(one(admin, "SELECT IS_USED_LOCK(%s)", sq.get_lock_name(name)))
-    key = sq.advisory_key(name)
+        return int(one(admin, "SELECT IS_USED_LOCK(%s)", sn.get_lock_name(name)))
+    key = sn.advisory_key(name)
     return int(
         one(
             admin,
@@ -146,10 +146,10 @@ def test_session_lock_excludes_plain_connection_bound_locks(db: str, url: str, n
     raw = raw_conn(db, url)
     if db == "mysql":
         take, drop = "SELECT GET_LOCK(%s, 0)", "SELECT RELEASE_LOCK(%s)"
-        key: object = sq.get_lock_name(name)
+        key: object = sn.get_lock_name(name)
     else:
         take, drop = "SELECT pg_try_advisory_lock(%s)", "SELECT pg_advisory_unlock(%s)"
-        key = sq.advisory_key(name)
+        key = sn.advisory_key(name)
     with distlock.connect(session_url(url)) as store:
         lock = store.lock(name, ttl=10)
         assert bool(one(raw, take, key))  # the other application holds it
@@ -184,12 +184,12 @@ def test_long_names_map_to_a_full_hash(db: str, url: str, name: str) -> None:
         a, b = store.lock(long_a, ttl=10), store.lock(long_b, ttl=10)
         assert a.acquire(blocking=False) and b.acquire(blocking=False)
         if db == "mysql":
-            mapped = sq.get_lock_name(long_a)
-            assert len(mapped) <= 64 and mapped != sq.get_lock_name(long_b)
+            mapped = sn.get_lock_name(long_a)
+            assert len(mapped) <= 64 and mapped != sn.get_lock_name(long_b)
             assert one(raw, "SELECT IS_USED_LOCK(%s)", mapped) is not None
         else:
-            assert sq.advisory_key(long_a) != sq.advisory_key(long_b)
-            assert not one(raw, "SELECT pg_try_advisory_lock(%s)", sq.advisory_key(long_a))
+            assert sn.advisory_key(long_a) != sn.advisory_key(long_b)
+            assert not one(raw, "SELECT pg_try_advisory_lock(%s)", sn.advisory_key(long_a))
         a.release()
         b.release()
     raw.close()
@@ -400,11 +400,11 @@ def test_mysql_row_lock_mode_interop_and_refusals(mysql_url: str, name: str) -> 
         cur = raw.cursor()
         cur.execute("START TRANSACTION")
         with pytest.raises(pymysql.err.OperationalError):
-            cur.execute("SELECT 1 FROM distlock_rows WHERE name_key = %s FOR UPDATE NOWAIT", (sq.name_key(name),))
+            cur.execute("SELECT 1 FROM distlock_rows WHERE name_key = %s FOR UPDATE NOWAIT", (sn.name_key(name),))
         cur.execute("ROLLBACK")
         lock.release()
         cur.execute("START TRANSACTION")
-        cur.execute("SELECT 1 FROM distlock_rows WHERE name_key = %s FOR UPDATE NOWAIT", (sq.name_key(name),))
+        cur.execute("SELECT 1 FROM distlock_rows WHERE name_key = %s FOR UPDATE NOWAIT", (sn.name_key(name),))
         assert not store.lock(name).acquire(timeout=0.2)  # the other application holds the row
         cur.execute("ROLLBACK")
         assert lock.acquire(timeout=5)
@@ -427,7 +427,7 @@ def test_dead_waiter_does_not_stall_a_fair_queue(db: str, url: str, name: str) -
         cur.execute(  # a waiter that queued, then died: nobody refreshes its deadline (1.5 s ahead)
             "INSERT INTO distlock_queue (token, name_key, name, mode, expires_at) "
             f"VALUES (%s, %s, %s, %s, {now_sql} + 1.5)",
-            ("dead-waiter-token", sq.name_key(name), name, "lock"),
+            ("dead-waiter-token", sn.name_key(name), name, "lock"),
         )
         holder.release()
         started = time.monotonic()
@@ -455,7 +455,7 @@ def test_mysql_lease_bell_is_held_exactly_while_the_name_is(mysql_url: str, name
 
     def bell_used() -> bool:
         with probe.cursor() as cur:
-            cur.execute("SELECT IS_USED_LOCK(%s)", (sq.bell_name(sq.name_key(name)),))
+            cur.execute("SELECT IS_USED_LOCK(%s)", (sn.bell_name(sn.name_key(name)),))
             row = cur.fetchone()
             return row is not None and row[0] is not None
 

@@ -23,6 +23,7 @@ import pytest
 import distlock
 from distlock._core import sql_dialects as sd
 from distlock._core import sql_lease as sq
+from distlock._core import sql_names as sn
 from distlock.checker.proxy import FaultProxy
 from tests.test_sql_faults import one, raw_conn
 
@@ -278,7 +279,7 @@ def test_upgrade_from_0_1_0_honours_old_fences_and_removes_their_rows(db: str, u
     assert not cur.fetchall()
     # what 0.1.0 left: the fence rows of a busy name (fence 500) and of a free one (fence 7)
     for n, f in ((name, 500), (name + "-free", 7)):
-        cur.execute(f"INSERT INTO {prefix}_fences (name_key, name, fence) VALUES (%s, %s, %s)", (sq.name_key(n), n, f))
+        cur.execute(f"INSERT INTO {prefix}_fences (name_key, name, fence) VALUES (%s, %s, %s)", (sn.name_key(n), n, f))
     u = with_options(url, table_prefix=prefix)
     with distlock.connect(u) as store:
         with store.lock(name, ttl=5) as lock:
@@ -290,7 +291,7 @@ def test_upgrade_from_0_1_0_honours_old_fences_and_removes_their_rows(db: str, u
             cur.execute(
                 f"INSERT INTO {prefix}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at) "
                 "VALUES ('old', %s, %s, 'old', 'exclusive', 501, 0, 0)",
-                (sq.name_key(name), name),
+                (sn.name_key(name), name),
             )
     admin.close()
     rows = count_rows(db, url, prefix)
@@ -320,7 +321,7 @@ def test_mysql_without_sequences_draws_fences_from_an_auto_increment_ticket(
     cur = admin.cursor()
     for stmt in _old_schema("mysql", prefix):
         cur.execute(stmt)
-    cur.execute(f"INSERT INTO {prefix}_fences (name_key, name, fence) VALUES (%s, %s, 300)", (sq.name_key(name), name))
+    cur.execute(f"INSERT INTO {prefix}_fences (name_key, name, fence) VALUES (%s, %s, 300)", (sn.name_key(name), name))
     with distlock.connect(with_options(mysql_url, table_prefix=prefix)) as a:
         assert not a._backend.ops.sequences
         fences = []
@@ -382,8 +383,8 @@ def test_pg_try_that_fails_midway_writes_nothing_and_its_connection_serves_on(po
     advisory lock, held by another session, past the try's wait for it), nothing of it stays (no holder or
     queue row), and the store's next tries are granted with increasing fences."""
     url = with_options(postgres_url, call_timeout=1)
-    key = sq.name_key(name)
-    a, b = sq.Ops(sd.postgres("distlock"), "distlock", "")._lock_name(key).params
+    key = sn.name_key(name)
+    a, b = sq.LeaseOps(sd.postgres("distlock"), "distlock", "")._lock_name(key).params
     other = raw_conn("postgres", postgres_url)
     with distlock.connect(url) as s:
         lk = s.lock(name, ttl=10, fair=True)

@@ -23,7 +23,9 @@ import pytest
 
 import distlock
 from distlock._core import ids
-from distlock._core import sql_lease as sq
+from distlock._core import sql_lease_autocommit as ac
+from distlock._core import sql_names as sn
+from distlock._core import sql_stmt as st
 from distlock._core.timing import WAITER_TTL
 from distlock._core.types import Claim, Mode
 from tests.test_fair_wakeups import _queued
@@ -85,7 +87,7 @@ async def _listening(store: distlock.AsyncStore) -> None:
 
 async def _row(store: distlock.AsyncStore, sql: str, *params: object) -> list[tuple[Any, ...]]:
     backend: Any = store._backend  # type: ignore[attr-defined]
-    r = await backend._tx(lambda: sq.single(sq.Stmt(sql, params)), tx=False)
+    r = await backend._tx(lambda: st.single(st.Stmt(sql, params)), tx=False)
     return list(r.rows)
 
 
@@ -133,7 +135,7 @@ async def test_a_hand_over_is_told_to_the_waiters_store_alone(postgres_url: str)
     channel every listening store read every hand-over (8 processes on one lock: 7.9 notifications read
     per acquisition)."""
     name = f"ho-{uuid.uuid4().hex[:8]}"
-    key = sq.name_key(name)
+    key = sn.name_key(name)
     async with (
         await distlock.connect_async(postgres_url) as a,
         await distlock.connect_async(postgres_url) as b,
@@ -150,11 +152,11 @@ async def test_a_hand_over_is_told_to_the_waiters_store_alone(postgres_url: str)
         while len(await _row(a, "SELECT 1 FROM distlock_queue WHERE name_key = %s AND reply IS NOT NULL", key)) < 2:
             assert time.monotonic() < deadline, "the waiters' entries never named their stores' channels"
             await asyncio.sleep(0.02)
-        told: list[sq.HandOver] = []
+        told: list[sn.HandOver] = []
         backend: Any = c._backend  # type: ignore[attr-defined]
         plain = backend._handed_on
 
-        def seen(k: str, handed: sq.HandOver) -> None:
+        def seen(k: str, handed: sn.HandOver) -> None:
             told.append(handed)
             plain(k, handed)
 
@@ -180,7 +182,7 @@ async def test_a_stale_stamp_is_only_a_wake_up_and_the_try_confirms_the_row(post
         w = _Waiter(waiter)
         await _queued(a, name, 1)
         await _listening(b)
-        await _row(a, "UPDATE distlock_queue SET expires_at = expires_at + 0.5 WHERE name_key = %s", sq.name_key(name))
+        await _row(a, "UPDATE distlock_queue SET expires_at = expires_at + 0.5 WHERE name_key = %s", sn.name_key(name))
         tries = _counting(b._backend.ops, "acquire")  # type: ignore[attr-defined]
         await holder.release()
         await w.holds()
@@ -224,7 +226,7 @@ async def test_an_entry_without_an_owner_record_is_not_promoted(postgres_url: st
             "INSERT INTO distlock_queue (token, name_key, name, mode, expires_at) "
             "VALUES (%s, %s, %s, 'lock', extract(epoch from now()) + 5)",
             old,
-            sq.name_key(name),
+            sn.name_key(name),
             name,
         )
         await holder.release()
@@ -340,23 +342,23 @@ def test_a_waiter_giving_up_while_it_is_promoted_leaves_no_row(postgres_url: str
     from distlock._core.types import Claim, Mode
 
     prefix = "distlock"
-    ops = sq.StatementOps(postgres(prefix), prefix, f"{prefix}_wake")
+    ops = ac.AutocommitOps(postgres(prefix), prefix, f"{prefix}_wake")
     name = f"ho-{uuid.uuid4().hex[:8]}"
-    key = sq.name_key(name)
+    key = sn.name_key(name)
 
     def claim() -> Claim:
         return Claim(name=name, token=uuid.uuid4().hex, owner="o", mode=Mode.EXCLUSIVE, ttl=30.0, permits=1)
 
-    def run(conn: Any, stmt: sq.Stmt) -> sq.Result:
+    def run(conn: Any, stmt: st.Stmt) -> st.Result:
         """As the driver sends it: several statements as one Query (client-side binding), else one."""
         cur = psycopg.ClientCursor(conn)
         cur.execute(stmt.sql, stmt.params)
-        sets = [sq.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount)]
+        sets = [st.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount)]
         while cur.nextset():
-            sets.append(sq.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount))
+            sets.append(st.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount))
         return sets[stmt.batch or 0]
 
-    def drive(conn: Any, gen: Any, first: sq.Result | None = None) -> Any:
+    def drive(conn: Any, gen: Any, first: st.Result | None = None) -> Any:
         try:
             stmt = next(gen) if first is None else gen.send(first)
             while True:
@@ -378,7 +380,7 @@ def test_a_waiter_giving_up_while_it_is_promoted_leaves_no_row(postgres_url: str
             return found[waiter.token]
 
         abandon = settled_abandon() if settled else ops.abandon(waiter, key)
-        release = ops.release_to_next(holder, key)
+        release = ops.release(holder, key)
         done = threading.Event()
         if first == "abandon":
             a.execute("BEGIN")
@@ -419,8 +421,8 @@ def test_a_waiter_giving_up_while_it_is_promoted_leaves_no_row(postgres_url: str
 def test_a_notify_payload_is_a_grant_only_when_whole() -> None:
     """The listener's parse: the name key alone is a wake-up; ``key|digest|fence|stamp`` a hand-over; anything
     malformed after the key only wakes (a payload another program sent on the channel never grants)."""
-    assert sq.handover_of("abc") == ("abc", None)
-    assert sq.handover_of("abc|d1|42|1795813519.564185") == ("abc", sq.HandOver("d1", 42, 1795813519.564185))
+    assert sn.handover_of("abc") == ("abc", None)
+    assert sn.handover_of("abc|d1|42|1795813519.564185") == ("abc", sn.HandOver("d1", 42, 1795813519.564185))
     for bad in ("abc|d1|x|1.5", "abc|d1|42", "abc|d1|42|1.5|more", "abc|", "abc|d1|42|nan-ish"):
-        assert sq.handover_of(bad) == ("abc", None), bad
-    assert sq.token_digest("t") == sq.token_digest("t") and len(sq.token_digest("t")) == 32
+        assert sn.handover_of(bad) == ("abc", None), bad
+    assert sn.token_digest("t") == sn.token_digest("t") and len(sn.token_digest("t")) == 32

@@ -22,7 +22,8 @@ import pytest
 
 import distlock
 from distlock._core import ids
-from distlock._core import sql_lease as sq
+from distlock._core import sql_names as sn
+from distlock._core import sql_stmt as st
 from distlock._core.timing import drift_margin
 from distlock._core.types import Claim, Mode
 from tests.waiting import until
@@ -87,7 +88,7 @@ def test_a_try_whose_name_lock_is_not_granted_decides_and_writes_nothing(mysql_u
             backend: Any = store._backend  # type: ignore[attr-defined]
             backend.ops.name_wait = 0.05
             with blocker.cursor() as cur:  # what the store's own acquires take first (``Ops._lock_name``)
-                cur.execute("SELECT GET_LOCK(%s, 1)", (f"{backend.ops.p}:{sq.name_key(name)}"[:64],))
+                cur.execute("SELECT GET_LOCK(%s, 1)", (f"{backend.ops.p}:{sn.name_key(name)}"[:64],))
             lock = store.lock(name, ttl=10, fair=True)
             assert not lock.acquire(timeout=0.5)
             with blocker.cursor() as cur:
@@ -152,7 +153,7 @@ def test_a_waiter_that_finds_no_bell_looks_again_before_it_polls(
 
     monkeypatch.setattr(mysql_lease, "BELL_LATE", 0.5)
     name = f"bell-late-{uuid.uuid4().hex[:8]}"
-    companion = sq.bell_name(sq.name_key(name))
+    companion = sn.bell_name(sn.name_key(name))
     ringer = _raw(mysql_url)
     with distlock.connect(mysql_url) as store:
         backend: Any = store._backend  # type: ignore[attr-defined]
@@ -180,7 +181,7 @@ def test_a_waiter_that_finds_no_bell_looks_again_before_it_polls(
             cur.execute("SELECT IS_USED_LOCK(%s) = %s", (companion, conn.conn.thread_id()))
             assert cur.fetchone() == (1,)
         # as its release would: the holding and its bell go
-        backend._run(conn, backend.ops.release_ringing(claim, companion), False)
+        backend.driver.run(conn, backend.ops.release_ringing(claim, companion), False)
         t0 = time.monotonic()
         assert backend._bell_wait(conn, claim, 3.0) == (-1, None)  # nobody rings: poll (and no try made)
         assert time.monotonic() - t0 < 1.5
@@ -267,8 +268,8 @@ def _grant_behind_a_bell(mysql_url: str, name: str) -> tuple[float, float]:
         releaser.join(5)
         holding = lock._own_holding()  # type: ignore[attr-defined]
         r = backend._tx(
-            lambda: sq.single(
-                sq.Stmt(
+            lambda: st.single(
+                st.Stmt(
                     f"SELECT expires_at - UNIX_TIMESTAMP(NOW(6)) FROM {backend.ops.p}_holders WHERE token = %s",
                     (holding.claim.token,),
                 )
@@ -376,7 +377,7 @@ def test_a_kept_bell_goes_when_its_holding_is_lost_and_when_its_store_closes(mys
     renewal finds it gone), the bell must be let go, or the next waiter sleeps on it until its slice; and a
     store closed with such a holding lets go of its bell with the connection."""
     name = f"keep-lost-{uuid.uuid4().hex[:8]}"
-    companion = sq.bell_name(sq.name_key(name))
+    companion = sn.bell_name(sn.name_key(name))
     first = _Taker(mysql_url, name, ttl=3)
     assert until(lambda: first.got is not None)
     second = _Taker(mysql_url, name, ttl=3)

@@ -3,7 +3,7 @@
 Session mode needs its server connection for the life of a holding: refused in transaction and statement
 pooling (a one-line ConfigError pointing to lease mode), accepted in session pooling. Lease mode works in
 session and transaction pooling (no session state, no server-side prepared statements; in transaction pooling
-no LISTEN, waiters poll) and in statement pooling (StatementOps: autocommit read, decision in Python, one
+no LISTEN, waiters poll) and in statement pooling (AutocommitOps: autocommit read, decision in Python, one
 multi-statement apply; waiters poll). Fences come from the one sequence whoever's connection
 draws them. docs/operations.md ("Connection poolers") says the same for users.
 """
@@ -21,7 +21,9 @@ import psycopg
 import pytest
 
 import distlock
-from distlock._core.sql_lease import Result, StatementOps, name_key
+from distlock._core.sql_lease_autocommit import AutocommitOps
+from distlock._core.sql_names import name_key
+from distlock._core.sql_stmt import Result
 from distlock._core.types import Claim, Mode
 from tools.servers.pgbouncer import available, pgbouncer, url
 from tools.servers.proc import ServerProc
@@ -60,11 +62,11 @@ def test_session_mode_refuses_transaction_and_statement_pooling(bouncer: ServerP
 
 
 def test_lease_mode_through_statement_pooling(bouncer: ServerProc, postgres_url: str, name: str) -> None:
-    """Statement pooling (no BEGIN): StatementOps, the protocol of docs/models/sql_lease_statement.pml."""
+    """Statement pooling (no BEGIN): AutocommitOps, the protocol of docs/models/sql_lease_statement.pml."""
     target = via(bouncer, "statement")
     with distlock.connect(target) as a, distlock.connect(target) as b, distlock.connect(postgres_url) as direct:
-        assert pooler(a) == "statement" and isinstance(a._backend.ops, StatementOps)  # type: ignore[attr-defined]
-        assert isinstance(direct._backend.ops, StatementOps)  # type: ignore[attr-defined]  # direct ones too
+        assert pooler(a) == "statement" and isinstance(a._backend.ops, AutocommitOps)  # type: ignore[attr-defined]
+        assert isinstance(direct._backend.ops, AutocommitOps)  # type: ignore[attr-defined]  # direct ones too
         fences: list[int] = []
         # exclusive contention across two stores: never two holders at once, fences increasing
         inside: list[int] = []
@@ -153,7 +155,7 @@ def test_lease_mode_through_statement_pooling(bouncer: ServerProc, postgres_url:
 
 
 def _drive(conn: psycopg.Connection[Any], script: Any) -> Any:
-    """Run a StatementOps script as the driver does (each Stmt one Query; a batch's chosen result set)."""
+    """Run an AutocommitOps script as the driver does (each Stmt one Query; a batch's chosen result set)."""
     cur = psycopg.ClientCursor(conn)
     try:
         stmt = next(script)
@@ -175,7 +177,7 @@ def test_statement_pooling_guard_refuses_a_changed_name(bouncer: ServerProc, pos
     target = via(bouncer, "statement")
     with distlock.connect(target) as a, psycopg.connect(target.split("?")[0], autocommit=True) as conn:
         ops = a._backend.ops  # type: ignore[attr-defined]
-        assert isinstance(ops, StatementOps)
+        assert isinstance(ops, AutocommitOps)
         key = name_key(name)
 
         def claim(mode: Mode = Mode.EXCLUSIVE) -> Claim:
@@ -202,7 +204,7 @@ def test_statement_pooling_guard_refuses_a_changed_name(bouncer: ServerProc, pos
             result = sets[stmt.batch or 0]
             if expect_granted is False:  # the blind try: a live holder, so nothing inserted
                 assert any(row[1] == r0.token for row in result.rows)
-                assert _drive(conn, ops.release(r0, key))
+                assert _drive(conn, ops.release(r0, key))[0]
         with pytest.raises(StopIteration) as stop:
             script.send(result)
         assert not stop.value.value.acquired and stop.value.value.retry_after == 0.0
@@ -215,7 +217,7 @@ def test_statement_pooling_guard_refuses_a_changed_name(bouncer: ServerProc, pos
         assert not _drive(conn, ops.acquire(w, key)).acquired
         assert not _drive(conn, ops.acquire(r3, key)).acquired
         for c in (r1, r2):
-            assert _drive(conn, ops.release(c, key))
+            assert _drive(conn, ops.release(c, key))[0]
         g = _drive(conn, ops.acquire(w, key))
         assert g.acquired and g.fence
         assert conn.execute("SELECT COUNT(*) FROM distlock_queue WHERE token = %s", (w.token,)).fetchone() == (0,)

@@ -21,6 +21,7 @@ import pytest
 import distlock
 from distlock._core import sql_dialects as sd
 from distlock._core import sql_lease as sq
+from distlock._core import sql_names as sn
 from distlock.checker.proxy import FaultProxy
 from tests.test_sql_faults import raw_conn
 from tests.test_sql_gray import via, with_options
@@ -158,9 +159,9 @@ def test_async_client_silent_mid_acquire_blocks_the_name_at_most_the_bound(
 def _hold_name_lock(db: str, url: str, name: str, prefix: str = "distlock") -> Any:
     """A raw session that keeps the name's lock the lease-mode acquire takes first (a stuck transaction)."""
     conn = raw_conn(db, url)
-    key = sq.name_key(name)
+    key = sn.name_key(name)
     if db == "postgres":
-        a, b = sq.Ops(sd.postgres(prefix), prefix, "")._lock_name(key).params
+        a, b = sq.LeaseOps(sd.postgres(prefix), prefix, "")._lock_name(key).params
         conn.execute("BEGIN")
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (a, b))
     else:

@@ -27,7 +27,7 @@ class Dialect:
     enqueue: str  # (token, key, name, mode, expires_at) -> join or refresh the deadline
     notify: str | None  # (channel, key): wake the listeners of the name, delivered at commit
     #: MySQL: ``lock_name`` with its answer kept in the session's ``@distlock_locked`` and ``@distlock_now``,
-    #: for the statement sent after it in the same round trip (the transactional acquire, ``Ops.acquire``)
+    #: for the statement sent after it in the same round trip (the transactional acquire, ``TxOps.acquire``)
     lock_into: str | None = None
     #: MySQL: ``lock_into`` sent right after a waiter's bell wait, in its round trip: the lock is taken only if
     #: the bell rang (``@distlock_rang`` = 1); else ``@distlock_locked`` is NULL and nothing is tried

@@ -1,7 +1,8 @@
 """SQL of the connection-bound (session) mode of MySQL/MariaDB and PostgreSQL, and of MySQL's row-lock variant.
 
 No I/O: statements only (the backend classes are ``_async/backends/sql/session.py`` and ``rowlock.py``).
-The lease-table mode's statements are in ``sql_lease.py``; the dialects in ``sql_dialects.py``.
+The lease-table mode's statements are in ``sql_lease*.py``, the statement machinery in ``sql_stmt.py``; the
+dialects in ``sql_dialects.py``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from .sql_dialects import Dialect
-from .sql_lease import Stmt, advisory_key, get_lock_name, name_filter, name_key, to_int
+from .sql_names import advisory_key, get_lock_name, name_filter, name_key
+from .sql_stmt import Stmt, to_int
 from .types import Claim, Mode
 
 # -- connection-bound (session) mode ---------------------------------------------------------------------

@@ -22,13 +22,16 @@ import pymysql.err
 from .... import _mysql_async as my
 from .... import _rt_async as rt
 from ...._core import forks
-from ...._core import sql_lease as sq
+from ...._core import sql_lease_tx as tx
+from ...._core import sql_names as sn
+from ...._core import sql_stmt as st
 from ...._core.timing import monotonic
 from ...._core.types import Claim, Grant, Mode
 from ...._errors import BackendError
 from ...._url import StoreConfig
-from ..sql.base import RetryableError, StaleConnection
-from ..sql.lease import LeaseAttempt, LeaseBackend, lease_slice
+from ..sql.driver import RetryableError, SqlDriver, StaleConnection
+from ..sql.lease import LeaseMode
+from ..sql.lease_attempt import LeaseAttempt, lease_slice
 from .driver import Lead, MyConn, MyDriver, first_value
 
 log = logging.getLogger("distlock")
@@ -39,7 +42,7 @@ BELL_TIMEOUT = 1.0
 BELL_LATE = 0.001
 #: the waiter's bell wait: -1 if nobody rings the name (looked at twice, BELL_LATE apart), else it waits for
 #: the companion (1: it rang; 0: timed out). Kept in ``@distlock_rang`` with the server's clock at its start
-#: (``@distlock_bell_at``) for the try sent behind it in the same round trip (``Ops.acquire_after_bell``),
+#: (``@distlock_bell_at``) for the try sent behind it in the same round trip (``TxOps.acquire_after_bell``),
 #: and answered by the SELECT. ``{granted}``: what a granted wait does with the bell. A reader or a permit
 #: lets it go in the same statement (``RELEASE_LOCK``: the next one may share the name too, and must be
 #: woken); an exclusive claim KEEPS it (``1``): if its try takes the name, the bell is the new holder's at
@@ -59,13 +62,18 @@ def _keeps_bell(claim: Claim) -> bool:
     return claim.mode in (Mode.EXCLUSIVE, Mode.WRITE)
 
 
-class Lease(MyDriver, LeaseBackend):
-    """``mode=lease`` (the default) on MySQL/MariaDB."""
+class MyLeaseMode(LeaseMode):
+    """``mode=lease`` (the default) on MySQL/MariaDB: the transactional protocol, woken by the bell."""
 
-    def __init__(self, config: StoreConfig) -> None:
-        super().__init__(config)
-        # the transactional acquire (Ops, sql_lease.pml): measured against the one-batch acquire (BatchOps
-        # as one multi-statement transaction) it was no faster uncontended and slower at hand-offs
+    # the transactional protocol (TxOps, sql_lease.pml): measured against the one-batch acquire of the
+    # autocommit protocol (as one multi-statement transaction) it was no faster uncontended and slower at
+    # hand-offs
+    protocol = tx.TxOps
+    ops: tx.TxOps
+    driver: MyDriver
+
+    def __init__(self, config: StoreConfig, driver: type[SqlDriver]) -> None:
+        super().__init__(config, driver)
         self._bell: MyConn | None = None
         self._bells: dict[str, str] = {}  # token -> companion lock the bell connection holds for it
         #: holdings whose bell is the one their waiter's bell wait kept (``_lease_wait``): token -> that
@@ -126,7 +134,7 @@ class Lease(MyDriver, LeaseBackend):
             if self._closed:  # a call queued before the close: no new bell connection
                 return None
             if self._bell is None or not my.is_open(self._bell.conn):
-                self._bell = await self._connect()
+                self._bell = await self.driver.connect()
             conn = self._bell.conn
             try:
                 return await my.call(
@@ -148,8 +156,8 @@ class Lease(MyDriver, LeaseBackend):
             # let-go. The let-go that follows finds nothing to let go.
             return
         try:
-            if await self._bell_call("SELECT GET_LOCK(%s, 0.02)", (sq.bell_name(key),)) == 1:
-                self._bells[token] = sq.bell_name(key)
+            if await self._bell_call("SELECT GET_LOCK(%s, 0.02)", (sn.bell_name(key),)) == 1:
+                self._bells[token] = sn.bell_name(key)
         except (pymysql.err.MySQLError, BackendError):
             pass  # waiters fall back to re-checking
 
@@ -175,7 +183,7 @@ class Lease(MyDriver, LeaseBackend):
 
     async def _release(self, claim: Claim) -> bool:
         """A holding whose bell its waiter's bell wait kept: the release and the bell's let-go in ONE round
-        trip on that connection (``Ops.release_ringing``), where the pooled release and the bell worker's
+        trip on that connection (``TxOps.release_ringing``), where the pooled release and the bell worker's
         let-go after it are two, one after the other, and a hop to the worker. Otherwise the usual way."""
         with self._guard:
             carried = self._carried.pop(claim.token, None)
@@ -183,7 +191,7 @@ class Lease(MyDriver, LeaseBackend):
             return await super()._release(claim)
         conn, companion = carried
         try:
-            ok: bool = await self._run(conn, self.ops.release_ringing(claim, companion), False, self._deadline())
+            ok: bool = await self.driver.run(conn, self.ops.release_ringing(claim, companion), False, self._deadline())
         except (StaleConnection, RetryableError):  # not run: the connection (and the bell) went
             await self._close_quietly(conn)
             return await super()._release(claim)
@@ -193,13 +201,14 @@ class Lease(MyDriver, LeaseBackend):
                 raise self._error("database error", exc) from exc
             raise
         await self._give_back_dedicated(conn)
-        self.wakers.wake(sq.name_key(claim.name))
+        self.wakers.wake(sn.name_key(claim.name))
         return ok
 
     async def _drop_carried(self, conn: MyConn, companion: str) -> None:
         """Let go of a bell a holding that ended another way kept on its waiter's connection (the bell worker)."""
         try:
-            await self._run(conn, sq.single(sq.Stmt("DO RELEASE_LOCK(%s)", (companion,))), False, self._deadline())
+            let_go = st.single(st.Stmt("DO RELEASE_LOCK(%s)", (companion,)))
+            await self.driver.run(conn, let_go, False, self._deadline())
         except Exception:  # noqa: BLE001 - a hint: ending the connection lets go of it as well
             await self._close_quietly(conn)
             return
@@ -225,19 +234,19 @@ class Lease(MyDriver, LeaseBackend):
         waiter its try refused may look before that, so it looks once more BELL_LATE later before it falls
         back to polling (a capped backoff from 2 ms: the hand-over would wait for that poll instead of the
         bell). When the bell rings the waiter tries at once, and that try's first round trip (the name's
-        lock and the read) is the bell's own (``Ops.acquire_after_bell``): a waiter woke, read the answer and
+        lock and the read) is the bell's own (``TxOps.acquire_after_bell``): a waiter woke, read the answer and
         only then sent its try before, a round trip more per hand-off. Not after a timeout: the caller may be
         at its deadline, where it sends no try (``LeaseAttempt.try_late``). An exclusive claim keeps the bell
         it is granted: a grant leaves it held on ``c`` for the new holding (the caller
         keeps ``c`` out of the pool), a refusal lets it go with its COMMIT."""
-        key = sq.name_key(claim.name)
-        companion = sq.bell_name(key)
+        key = sn.name_key(claim.name)
+        companion = sn.bell_name(key)
         keep = _keeps_bell(claim)
         sql = _BELL_SQL.format(granted="1" if keep else "RELEASE_LOCK(%s)")
         params: tuple[object, ...] = (companion, BELL_LATE, companion, companion, timeout)
         lead = Lead(sql, params if keep else (*params, companion), _BELL_WAIT_STATEMENTS)
         script = self.ops.acquire_after_bell(claim, key, keep_bell=keep)
-        grant: Grant | None = await self._run(c, script, True, self._deadline(timeout), lead)
+        grant: Grant | None = await self.driver.run(c, script, True, self._deadline(timeout), lead)
         rang = lead.rows[0][0] if lead.rows else None
         return 0 if rang is None else int(rang), grant
 
@@ -267,7 +276,7 @@ class Lease(MyDriver, LeaseBackend):
             if rang == 1 and tried is not None and tried.acquired and _keeps_bell(attempt.claim):
                 # the new holding keeps the bell its wait was granted: on this connection, until it lets go
                 with self._guard:
-                    self._carried[attempt.claim.token] = (conn, sq.bell_name(attempt.key))
+                    self._carried[attempt.claim.token] = (conn, sn.bell_name(attempt.key))
             else:
                 await self._give_back_dedicated(conn)
         if tried is not None:  # the caller's next try answers with it (``LeaseAttempt.try_acquire``)

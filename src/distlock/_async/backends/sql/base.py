@@ -1,8 +1,9 @@
-"""What every SQL backend class shares, whatever its mode: connections, bounded calls, the schema, errors.
+"""What every SQL mode shares: the store's URL options, its connections, bounded calls, the schema, errors.
 
-``SqlBase`` is the common base of the mode classes (``lease.py``, ``session.py``, ``rowlock.py``);
-a dialect package (``backends/mysql/``, ``backends/postgres/``) adds the driver (``_connect``, ``_run``,
-error classification) and the dialect's data (``make_dialect``, the schema and kill statements).
+``SqlBase`` is the common base of the mode classes (``lease.py``'s ``LeaseMode`` and the dialects' lease
+modes, ``session.py``'s ``SessionMode``, ``rowlock.py``'s ``RowLockMode``). Each holds ONE driver object
+(``self.driver``, a ``driver.SqlDriver``: ``PgDriver`` or ``MyDriver``) that the dialect package's
+``Backend.open`` gives it: every connection, script and statement goes through that object.
 
 Here: the URL options every mode reads, a small pool of connections for short transactions (``_tx``:
 re-runs deadlocks, discards broken connections), connections outside that pool for calls that block on
@@ -20,22 +21,21 @@ from typing import Any, Self, TypeVar
 
 from .... import _rt_async as rt
 from ...._core import forks
-from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
+from ...._core import sql_names as sn
+from ...._core import sql_stmt as st
 from ...._core.timing import Budget, budget_end, monotonic
 from ...._core.types import Claim
 from ...._errors import BackendError, ConfigError
 from ...._url import StoreConfig, scrub
 from ...backend import AsyncBackend
+from .driver import RetryableError, SqlDriver, StaleConnection
 from .schema import ensure_schema
 
 log = logging.getLogger("distlock")
 
 T = TypeVar("T")
 
-#: session mode: the longest one server-side blocking wait lasts (bounds a cancelled wait's tail); the
-#: drivers' socket and statement timeouts leave room for it
-SESSION_WAIT_SLICE = 2.0
 #: connections kept idle outside the pool (waits, session holdings) per store
 MAX_IDLE = 8
 #: connections of a store's pool (lease-mode transactions, inspect, schema)
@@ -45,20 +45,9 @@ CALL_TIMEOUT = 5.0
 #: the clean-up after a failed or cancelled acquire (``abandon``) gets at most this long, then its
 #: connection is closed and the lease bounds what is left on the server
 CLEANUP_TIMEOUT = 1.0
-#: MySQL/MariaDB: a session idle this many seconds more than ``call_timeout`` inside a transaction (a lease-mode
-#: acquire between its two round trips, holding the name's GET_LOCK) is ended by the server. A live client is
-#: never idle there past its call's deadline, after which it closes the connection itself
-IDLE_IN_TX_SLACK = 1.0
 #: a renewal round trip gets at most this share of the shortest TTL in its batch (lease mode: then one more
 #: try on a fresh connection, so a half-open pooled connection costs one try, not the holdings)
 RENEW_SHARE = 0.25
-
-class RetryableError(Exception):
-    """A deadlock or serialization failure: the transaction was rolled back and may simply be re-run."""
-
-
-class StaleConnection(Exception):
-    """The connection failed before anything of the transaction was sent: run it on a fresh one."""
 
 
 def pop_mode(config: StoreConfig) -> str:
@@ -71,26 +60,24 @@ def pop_mode(config: StoreConfig) -> str:
 
 
 class SqlBase(AsyncBackend):
-    """The part of ``mysql.Backend`` and ``postgres.Backend`` that does not depend on the mode."""
+    """The part of every SQL mode that does not depend on the mode; the driver is ``self.driver``."""
 
     fork_owned = True
 
-    make_dialect: Callable[[str], sd.Dialect]
-    #: the session mode's sequence + holder-record layout (see ``sql_lease.session_schema``); MySQL
-    #: servers without sequences use the portable one
+    #: the lease tables' statements this mode runs (``LeaseOps``: the schema, upgrade and sweep alone; a
+    #: lease mode runs its dialect's protocol)
+    protocol: type[sq.LeaseOps] = sq.LeaseOps
+    #: the session mode's sequence + holder-record layout (see ``sql_session.session_schema``); MySQL
+    #: servers without sequences use the portable one (the driver finds out at open)
     fast_session = True
+    #: a holding is the lock of the server connection pinned to it (a pooler that hands server connections
+    #: to other clients between transactions would strand or share it)
+    pins_connections = False
 
-    existing_tables_sql: str | None = None  # lists the tables (and sequences) already there, if needed
-    schema_sql = "current_schema()"  # the schema (database) the tables live in, as an SQL expression
-    #: taken first, in the same transaction as the DDL, where concurrent ``CREATE ... IF NOT EXISTS`` can
-    #: fail (PostgreSQL: two sessions creating one table both pass the check, one then violates the
-    #: unique index of ``pg_type``); None where the server serialises them itself (MySQL's metadata locks)
-    schema_guard_sql: str | None = None
-
-    def __init__(self, config: StoreConfig) -> None:
+    def __init__(self, config: StoreConfig, driver: type[SqlDriver]) -> None:
         super().__init__(config)
         prefix = config.pop("table_prefix", "distlock") or "distlock"
-        if not sq.valid_prefix(prefix):
+        if not sn.valid_prefix(prefix):
             raise ConfigError(
                 f"URL option table_prefix={prefix!r} is not a plain SQL identifier", backend=config.scheme
             )
@@ -98,8 +85,10 @@ class SqlBase(AsyncBackend):
         self.connect_timeout = config.pop_float("connect_timeout", 10.0)
         self.call_timeout = config.pop_float("call_timeout", CALL_TIMEOUT)
         self.cleanup_timeout = min(self.call_timeout, CLEANUP_TIMEOUT)
-        self.dialect = type(self).make_dialect(prefix)
-        self.ops = sq.Ops(self.dialect, prefix, channel=f"{prefix}_wake")
+        #: the database's driver: it reads its own URL options (the rest are refused there)
+        self.driver = driver(self, config)
+        self.dialect = self.driver.make_dialect(prefix)
+        self.ops = type(self).protocol(self.dialect, prefix, channel=f"{prefix}_wake")
         # half the call's bound: a try that waited this long for the name's lock (held by another session's
         # transaction) is refused as busy, with time left for its answer; a wait as long as the call raced
         # the client's own deadline, and the try then failed as a call that timed out
@@ -125,34 +114,12 @@ class SqlBase(AsyncBackend):
         self._dedicated_idle = []
         self._releasing = set()
 
-    # -- driver hooks (the dialect package) ----------------------------------------------------------------
-    async def _connect(self) -> Any:
-        """A new connection in autocommit mode."""
-        raise NotImplementedError
-
-    async def _run(
-        self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None = None
-    ) -> Any:
-        """Drive ``script`` on ``conn`` (inside BEGIN/COMMIT if ``tx``), ended by ``deadline`` (monotonic;
-        the connection is then broken). Driver errors propagate."""
-        raise NotImplementedError
-
-    async def _close(self, conn: Any) -> None:
-        raise NotImplementedError
-
-    def _broken(self, exc: BaseException) -> bool:
-        """Is ``exc`` a driver error after which the connection must be thrown away?"""
-        raise NotImplementedError
-
-    def _driver_error(self, exc: BaseException) -> bool:
-        raise NotImplementedError
-
     # -- mode hooks ------------------------------------------------------------------------------------------
     def _mode_schema(self) -> Sequence[str]:
         """DDL the mode needs beyond the shared tables (created at open when missing)."""
         return ()
 
-    def _open_cleanup(self) -> sq.Stmt | None:
+    def _open_cleanup(self) -> st.Stmt | None:
         """A statement run at open after the schema (the session mode clears records of dead connections)."""
         return None
 
@@ -172,7 +139,7 @@ class SqlBase(AsyncBackend):
         return self.connect_timeout if budget is None else max(0.1, min(self.connect_timeout, budget - monotonic()))
 
     def _db_error(self, exc: BaseException) -> bool:
-        return isinstance(exc, (StaleConnection, RetryableError)) or self._driver_error(exc)
+        return isinstance(exc, (StaleConnection, RetryableError)) or self.driver.driver_error(exc)
 
     def _error(self, what: str, exc: BaseException) -> BackendError:
         # one line: the driver's first (psycopg adds "LINE 1: <statement>" and a caret, or a hint)
@@ -200,7 +167,7 @@ class SqlBase(AsyncBackend):
         try:
             if (budget := budget_end()) is not None and monotonic() >= budget:
                 raise BackendError(f"database call timed out ({self.describe()})", backend=self.scheme)
-            return await self._connect()
+            return await self.driver.connect()
         except BaseException:
             self._forget_conn()
             raise
@@ -242,11 +209,11 @@ class SqlBase(AsyncBackend):
 
     async def _close_quietly(self, conn: Any) -> None:
         try:
-            await self._close(conn)
+            await self.driver.close(conn)
         except Exception as exc:  # noqa: BLE001 - closing a dead connection
             log.debug("closing a connection failed: %s", exc)
 
-    async def _tx(self, make: Callable[[], Generator[sq.Stmt, sq.Result, T]], tx: bool = True) -> T:
+    async def _tx(self, make: Callable[[], Generator[st.Stmt, st.Result, T]], tx: bool = True) -> T:
         """Run the script ``make()`` in one transaction on a pooled connection, retrying deadlocks. The whole
         of it (connects and retries included) ends within ``call_timeout`` or the context's Budget."""
         with Budget(self.call_timeout) as budget:
@@ -255,7 +222,7 @@ class SqlBase(AsyncBackend):
                     raise BackendError(f"database call timed out ({self.describe()})", backend=self.scheme)
                 conn = await self._borrow()
                 try:
-                    result: T = await self._run(conn, make(), tx, self._deadline())
+                    result: T = await self.driver.run(conn, make(), tx, self._deadline())
                 except (RetryableError, StaleConnection) as exc:
                     await self._discard(conn) if isinstance(exc, StaleConnection) else await self._give_back(conn)
                     if attempt == 7:
@@ -264,7 +231,7 @@ class SqlBase(AsyncBackend):
                     continue
                 except BaseException as exc:
                     if self._db_error(exc):
-                        if self._broken(exc):
+                        if self.driver.broken(exc):
                             await self._discard(conn)
                             await self._purge_idle()  # a link that went silent under one went under all
                         else:
@@ -283,7 +250,7 @@ class SqlBase(AsyncBackend):
         with self._guard:
             if self._dedicated_idle:
                 return self._dedicated_idle.pop()
-        return await self._connect()
+        return await self.driver.connect()
 
     async def _give_back_dedicated(self, conn: Any) -> None:
         with self._guard:
@@ -294,8 +261,11 @@ class SqlBase(AsyncBackend):
 
     # -- opening ---------------------------------------------------------------------------------------
     @classmethod
-    async def open(cls, config: StoreConfig) -> Self:
-        backend = cls(config)
+    async def open(cls, config: StoreConfig, driver: type[SqlDriver] | None = None) -> Self:
+        """Open the mode with its dialect's ``driver`` (the dialect package's ``Backend.open`` gives it)."""
+        if driver is None:
+            raise TypeError(f"{cls.__name__} opens with its dialect's driver class")
+        backend = cls(config, driver)
         try:
             await backend._prepare()
         except BaseException:
@@ -304,8 +274,22 @@ class SqlBase(AsyncBackend):
         return backend
 
     async def _prepare(self) -> None:
-        """What opening a store does before its first lock: create the tables that are missing."""
+        """What opening a store does before its first lock: the driver probes the server, then the tables
+        that are missing are created."""
+        await self.driver.prepare()
         await ensure_schema(self)
+
+    @property
+    def pooler(self) -> str | None:
+        """What sits between this store and the database (``SqlDriver.pooler``)."""
+        return self.driver.pooler
+
+    async def _adopt(self, conn: Any) -> None:
+        """A connection the driver opened while probing the server joins the pool (opening costs no extra
+        connect)."""
+        with self._guard:
+            self._open += 1
+        await self._give_back(conn)
 
     # -- the backend interface: what both modes do alike ------------------------------------------------------
     async def release(self, claim: Claim) -> bool:

@@ -12,18 +12,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...._core import sql_lease as sq
 from ...._core import sql_session as ss
+from ...._core import sql_stmt as st
 from ...._core.types import Capabilities, Claim, Mode
 from ...._errors import UnsupportedFeature
 from ...._url import StoreConfig
-from .session import SessionBackend, Sets
+from .driver import Sets, SqlDriver
+from .session import SessionMode
 
 
-class RowLockBackend(SessionBackend):
-    def __init__(self, config: StoreConfig) -> None:
-        super().__init__(config)
+class RowLockMode(SessionMode):
+    """``mode=session&session_lock=row`` (MySQL): ``SELECT ... FOR UPDATE`` in a transaction kept open."""
+
+    def __init__(self, config: StoreConfig, driver: type[SqlDriver]) -> None:
+        super().__init__(config, driver)
         self.capabilities = Capabilities(modes=frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE}), fair=False)
+
+    def name_refused(self, name: str) -> str | None:
+        return None  # a row is keyed by the name's full hash: the GET_LOCK names' limits do not apply
 
     async def _prepare(self) -> None:
         if not self.fast_session:
@@ -35,20 +41,20 @@ class RowLockBackend(SessionBackend):
 
     async def _acquire_call(self, conn: Any, claim: Claim, wait: float | None, change: float | None) -> Sets:
         stmt = ss.row_acquire(self.prefix, claim, wait, change)
-        sets = await self._session_call(conn, stmt, wait or 0.0)
+        sets = await self.driver.session_call(conn, stmt, wait or 0.0)
         if len(sets) == 2 and not sets[0]:  # the name has no row yet: create it, retry
-            await self._session_call(conn, ss.row_create(self.prefix, claim.name))
-            sets = await self._session_call(conn, stmt, wait or 0.0)
+            await self.driver.session_call(conn, ss.row_create(self.prefix, claim.name))
+            sets = await self.driver.session_call(conn, stmt, wait or 0.0)
         return sets
 
-    def _unlock_stmt(self, claim: Claim) -> sq.Stmt:
+    def _unlock_stmt(self, claim: Claim) -> st.Stmt:
         return ss.row_unlock(self.prefix)
 
-    def _check_stmt(self, claim: Claim, change: float | None) -> sq.Stmt:
+    def _check_stmt(self, claim: Claim, change: float | None) -> st.Stmt:
         return ss.row_check(change)
 
     async def _holder_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
-        res: sq.Result = await self._tx(lambda: sq.single(ss.row_holders(self.prefix, names, prefix)), tx=False)
+        res: st.Result = await self._tx(lambda: st.single(ss.row_holders(self.prefix, names, prefix)), tx=False)
         # our own connections: the pinned map is exact (INNODB_TRX lags up to 0.1 s)
         with self._guard:
             pinned_ids = {p.conn_id for p in self._pinned.values()}

@@ -1,7 +1,7 @@
 """Creating the tables when a store opens, and the upgrade from 0.1.0's layout.
 
 Every statement comes from ``_core/sql_lease.py`` (the shared tables, the session mode's records) or from
-the mode (``SqlBase._mode_schema``); the dialect says how to list what exists (``existing_tables_sql``)
+the mode (``SqlBase._mode_schema``); the driver says how to list what exists (``existing_tables_sql``)
 and whether the DDL needs a guard (``schema_guard_sql``).
 """
 
@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 
 from ...._core import sql_dialects as sd
 from ...._core import sql_lease as sq
+from ...._core import sql_names as sn
 from ...._core import sql_session as ss
+from ...._core import sql_stmt as st
 from ...._core.timing import monotonic
 from ...._errors import BackendError
 
@@ -32,19 +34,19 @@ async def ensure_schema(b: SqlBase) -> None:
     acquire), the fence counter is raised above every per-name fence 0.1.0 recorded, and those rows are
     deleted (in batches for up to 2 s; the renewer's sweeps remove the rest)."""
     existing: set[str] = set()
-    if b.existing_tables_sql is not None:
-        found: sq.Result = await b._tx(lambda: sq.single(sq.Stmt(str(b.existing_tables_sql))), tx=False)
+    if b.driver.existing_tables_sql is not None:
+        found: st.Result = await b._tx(lambda: st.single(st.Stmt(str(b.driver.existing_tables_sql))), tx=False)
         existing = {str(row[0]).lower() for row in found.rows}
     old_holders = old_queue = no_reply = False
     holders, queue = f"{b.prefix}_holders", f"{b.prefix}_queue"
     # compared in lower case: PostgreSQL folds the unquoted names of a prefix with capitals to it
     held, queued = holders.lower(), queue.lower()
     if held in existing:
-        col: sq.Result = await b._tx(
-            lambda: sq.single(
-                sq.Stmt(
+        col: st.Result = await b._tx(
+            lambda: st.single(
+                st.Stmt(
                     "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = "
-                    f"{b.schema_sql} AND lower(table_name) IN (%s, %s) "
+                    f"{b.driver.schema_sql} AND lower(table_name) IN (%s, %s) "
                     "AND column_name IN ('layout', 'owner', 'reply')",
                     (held, queued),
                 )
@@ -56,9 +58,9 @@ async def ensure_schema(b: SqlBase) -> None:
         old_queue = b.ops.handover and queued in existing and (queued, "owner") not in found_cols
         no_reply = b.ops.replies and queued in existing and (queued, "reply") not in found_cols
 
-    def script() -> Generator[sq.Stmt, sq.Result, None]:
-        if b.schema_guard_sql is not None:
-            yield sq.Stmt(b.schema_guard_sql, (sq.advisory_key(f"distlock-schema:{b.prefix}"),))
+    def script() -> Generator[st.Stmt, st.Result, None]:
+        if b.driver.schema_guard_sql is not None:
+            yield st.Stmt(b.driver.schema_guard_sql, (sn.advisory_key(f"distlock-schema:{b.prefix}"),))
         for stmt in (
             *b.dialect.schema,
             *b.ops.extra_schema(),
@@ -66,7 +68,7 @@ async def ensure_schema(b: SqlBase) -> None:
             *b._mode_schema(),
         ):
             if sd.created_name(stmt).lower() not in existing:
-                yield sq.Stmt(stmt)
+                yield st.Stmt(stmt)
         if old_holders:
             yield from b.ops.upgrade()
         yield from b.ops.seed()
@@ -74,7 +76,7 @@ async def ensure_schema(b: SqlBase) -> None:
         if cleanup is not None:
             yield cleanup
 
-    await b._tx(script, tx=b.schema_guard_sql is not None)
+    await b._tx(script, tx=b.driver.schema_guard_sql is not None)
     if old_queue and not await _add_queue_column(
         b, queue, "owner", "releases will not hand the name over directly (they wake the next waiter)"
     ):
@@ -99,7 +101,7 @@ async def _add_queue_column(b: SqlBase, queue: str, column: str, without: str) -
     ``without`` what the column is for and says so once; an admin's ``distlock init`` adds it."""
     try:
         await b._tx(
-            lambda: sq.single(sq.Stmt(f"ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS {column} TEXT NULL")), tx=False
+            lambda: st.single(st.Stmt(f"ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS {column} TEXT NULL")), tx=False
         )
     except BackendError as exc:
         log.warning(

@@ -2,17 +2,18 @@
 """MySQL / MariaDB: ``mysql://user:password@host:3306/db`` (alias ``mariadb://``), with PyMySQL
 (sync) and aiomysql (asyncio).
 
-Lease mode (default): the lease tables of ``_core/sql_lease.py`` (InnoDB, READ COMMITTED, the database's
-clock in UTC); waiters are woken by a companion ``GET_LOCK`` the holder keeps (``lease.py``).
+Lease mode (default): the lease tables of ``_core/sql_lease.py``, the transactional protocol of
+``_core/sql_lease_tx.py`` (InnoDB, READ COMMITTED, the database's clock in UTC); waiters are woken by a
+companion ``GET_LOCK`` the holder keeps (``lease.py``, ``MyLeaseMode``).
 
 Session mode (``?mode=session``): ``GET_LOCK(name)`` on a connection pinned to the holding; names longer
-than 64 characters map to ``~`` + base64url(SHA-256(name)) (see ``sql_lease.get_lock_name``). The
+than 64 characters map to ``~`` + base64url(SHA-256(name)) (see ``sql_names.get_lock_name``). The
 connection's ``wait_timeout`` (whole seconds, the TTL rounded up) is the lease. Only exclusive kinds
 (lock, rlock, multilock): ``GET_LOCK`` has no shared mode. With ``session_lock=row``, a row lock held in
 an open transaction instead (``sql/rowlock.py``; MariaDB >= 10.5), which also gives rwlocks.
 
-``driver.py`` is the driver under every mode (bounded calls, error classification); the algorithm of each
-mode is in ``backends/sql/``.
+``driver.py`` is the driver under every mode (bounded calls, error classification): the mode object, whose
+algorithm is in ``backends/sql/``, holds a ``MyDriver``.
 
 URL options: ``mode=lease|session``, ``session_lock=get_lock|row``, ``table_prefix=distlock``,
 ``connect_timeout=10``, ``call_timeout=5``, ``unix_socket=``, ``ssl=true`` (verify against the system
@@ -21,31 +22,19 @@ CAs), ``ssl_ca=``, ``ssl_cert=``, ``ssl_key=``, ``ssl_verify=true``. The databas
 
 from __future__ import annotations
 
-from ...._core import sql_lease as sq
 from ...._errors import ConfigError
 from ...._url import StoreConfig
 from ...backend import SyncBackend
-from ..sql.base import pop_mode
-from ..sql.rowlock import RowLockBackend
-from ..sql.session import SessionBackend
+from ..sql.base import SqlBase, pop_mode
+from ..sql.rowlock import RowLockMode
+from ..sql.session import SessionMode
 from .driver import MyDriver
-from .lease import Lease
-
-
-class Session(MyDriver, SessionBackend):
-    """``mode=session``: ``GET_LOCK`` on a pinned connection."""
-
-    def name_refused(self, name: str) -> str | None:
-        return sq.get_lock_refused(name)
-
-
-class RowLock(MyDriver, RowLockBackend):
-    """``mode=session&session_lock=row``: ``SELECT ... FOR UPDATE`` in a transaction kept open."""
+from .lease import MyLeaseMode
 
 
 class Backend(SyncBackend):
     """What the store opens (``store.py`` loads ``Backend`` by module name): ``open`` reads the URL's mode
-    once and opens that mode's class. Never instantiated itself."""
+    once and opens that mode's class with the PyMySQL/aiomysql driver. Never instantiated itself."""
 
     @classmethod
     def open(cls, config: StoreConfig) -> SyncBackend:
@@ -53,5 +42,5 @@ class Backend(SyncBackend):
         how = (config.pop("session_lock", "get_lock") or "get_lock").lower()
         if how not in ("get_lock", "row"):
             raise ConfigError(f"URL option session_lock={how!r} must be 'get_lock' or 'row'", backend=config.scheme)
-        kind: type[MyDriver] = Lease if mode == "lease" else RowLock if how == "row" else Session
-        return kind.open(config)
+        kind: type[SqlBase] = MyLeaseMode if mode == "lease" else RowLockMode if how == "row" else SessionMode
+        return kind.open(config, MyDriver)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pymysql.constants.CLIENT
 import pymysql.err
@@ -25,10 +25,14 @@ import pymysql.err
 from .... import _mysql_sync as my
 from .... import _rt_sync as rt
 from ...._core import sql_dialects as sd
-from ...._core import sql_lease as sq
+from ...._core import sql_names as sn
+from ...._core import sql_stmt as st
 from ...._tls import pop_tls
 from ...._url import StoreConfig
-from ..sql.base import IDLE_IN_TX_SLACK, SESSION_WAIT_SLICE, RetryableError, SqlBase, StaleConnection
+from ..sql.driver import IDLE_IN_TX_SLACK, SESSION_WAIT_SLICE, RetryableError, SqlDriver, StaleConnection
+
+if TYPE_CHECKING:
+    from ..sql.base import SqlBase
 
 #: server error codes: deadlock, lock wait timeout (re-run the transaction)
 _RETRY_CODES = {1213, 1205}
@@ -68,16 +72,16 @@ class MyConn:
     wait_timeout: int | None = None  # session mode: the idle timeout last set on this connection
 
 
-class MyDriver(SqlBase):
-    """The MySQL/MariaDB dialect and the driver, for every mode (first base of each mode's class)."""
+class MyDriver(SqlDriver):
+    """The MySQL/MariaDB dialect and the driver, for every mode (the mode object holds one)."""
 
     make_dialect = staticmethod(sd.mysql)
     schema_sql = "DATABASE()"
     existing_tables_sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()"
     kill_sql = "KILL CONNECTION %s"
 
-    def __init__(self, config: StoreConfig) -> None:
-        super().__init__(config)
+    def __init__(self, store: SqlBase, config: StoreConfig) -> None:
+        super().__init__(store, config)
         # PyMySQL's own names are aliases of the common ones, and keep its meaning: ssl_ca/ssl_cert turn TLS on
         tls = pop_tls(
             config, on=bool(config.params.get("ssl_ca") or config.params.get("ssl_cert")), aliases=_TLS_ALIASES
@@ -92,7 +96,7 @@ class MyDriver(SqlBase):
             "user": config.username or "",
             "password": config.password or "",
             "database": config.path.lstrip("/") or None,
-            "read_timeout": self.call_timeout + SESSION_WAIT_SLICE,
+            "read_timeout": self.store.call_timeout + SESSION_WAIT_SLICE,
             "autocommit": True,
             "charset": "utf8mb4",
             "ssl": ssl_ctx,
@@ -101,7 +105,7 @@ class MyDriver(SqlBase):
         }
         #: seconds the server waits for this client inside a transaction (whole seconds, at least 1): see
         #: ``_begin``
-        self.idle_in_tx = max(1, math.ceil(self.call_timeout + IDLE_IN_TX_SLACK))
+        self.idle_in_tx = max(1, math.ceil(self.store.call_timeout + IDLE_IN_TX_SLACK))
         #: what a transaction starts with, in its first round trip: BEGIN, and the session's idle timeout
         #: (``wait_timeout``, kept in ``@distlock_idle`` and put back in the round trip that ends it) cut to
         #: ``idle_in_tx`` while it lasts. A lease-mode acquire holds the name's GET_LOCK between its two round
@@ -116,13 +120,12 @@ class MyDriver(SqlBase):
             f"{self.idle_in_tx}; "
         )
 
-    def _prepare(self) -> None:
-        r: sq.Result = self._tx(lambda: sq.single(sq.Stmt("SELECT VERSION()")), tx=False)
-        self.fast_session = has_sequences(str(r.rows[0][0]))
-        self.ops.sequences = self.fast_session
-        super()._prepare()
+    def prepare(self) -> None:
+        r: st.Result = self.store._tx(lambda: st.single(st.Stmt("SELECT VERSION()")), tx=False)
+        self.store.fast_session = has_sequences(str(r.rows[0][0]))
+        self.store.ops.sequences = self.store.fast_session
 
-    def _timeout_change(self, conn: Any, ttl: float) -> float | None:
+    def timeout_change(self, conn: Any, ttl: float) -> float | None:
         """Session mode: ``wait_timeout`` is set with the next statement only when it changes."""
         seconds = session_timeout_seconds(ttl)
         if conn.wait_timeout == seconds:
@@ -131,8 +134,8 @@ class MyDriver(SqlBase):
         return ttl
 
     # -- driver ------------------------------------------------------------------------------------------
-    def _connect(self) -> MyConn:
-        limit = self._connect_timeout()
+    def connect(self) -> MyConn:
+        limit = self.store._connect_timeout()
         conn: my.Connection | None = None
         try:
             conn = my.connect(limit, **{k: v for k, v in self._kwargs.items() if v is not None})
@@ -140,11 +143,11 @@ class MyDriver(SqlBase):
             # wait is a day: a schema change left waiting would queue every later statement on its table)
             # and a packet the server reads or writes mid-statement gets as long as a transaction's idle
             # time (the defaults, 30 s and 60 s, would let a silent link hold what the statement locked)
-            wait = max(1, math.ceil(self.call_timeout))
+            wait = max(1, math.ceil(self.store.call_timeout))
             idle = self.idle_in_tx
             my.call(
                 conn,
-                self._deadline(),
+                self.store._deadline(),
                 execute,
                 conn,
                 "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; "
@@ -155,10 +158,10 @@ class MyDriver(SqlBase):
             if conn is not None:
                 my.cut(conn)  # a half-set-up connection is not kept (nor left to the garbage collector)
                 my.close(conn)
-            raise self._error(f"cannot connect to {self.describe()}", exc) from exc
+            raise self.store._error(f"cannot connect to {self.store.describe()}", exc) from exc
         return MyConn(conn)
 
-    def _close(self, conn: Any) -> None:
+    def close(self, conn: Any) -> None:
         c: MyConn = conn
         if not rt.acquire_within(c.guard, 0):  # a call is still running on it: end that call
             my.cut(c.conn)
@@ -168,18 +171,18 @@ class MyDriver(SqlBase):
         finally:
             c.guard.release()
 
-    def _driver_error(self, exc: BaseException) -> bool:
+    def driver_error(self, exc: BaseException) -> bool:
         return isinstance(exc, pymysql.err.MySQLError)
 
-    def _broken(self, exc: BaseException) -> bool:
+    def broken(self, exc: BaseException) -> bool:
         if isinstance(exc, pymysql.err.InterfaceError):
             return True
         return isinstance(exc, pymysql.err.OperationalError) and bool(exc.args) and exc.args[0] in _GONE_CODES
 
-    def _run(
+    def run(
         self,
         conn: Any,
-        script: Generator[sq.Stmt, sq.Result, Any],
+        script: Generator[st.Stmt, st.Result, Any],
         tx: bool,
         deadline: float | None = None,
         lead: Lead | None = None,
@@ -192,7 +195,7 @@ class MyDriver(SqlBase):
             script.close()
 
     def _drive(
-        self, c: MyConn, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, lead: Lead | None = None
+        self, c: MyConn, script: Generator[st.Stmt, st.Result, Any], tx: bool, lead: Lead | None = None
     ) -> Any:
         cur = my.cursor(c.conn)
         started = False
@@ -225,7 +228,7 @@ class MyDriver(SqlBase):
                             cur.nextset()
                         begin = ""
                     except pymysql.err.MySQLError as exc:
-                        if not started and self._broken(exc):
+                        if not started and self.broken(exc):
                             raise StaleConnection(str(exc)) from exc
                         raise
                     started = True
@@ -234,7 +237,7 @@ class MyDriver(SqlBase):
                     while cur.nextset():  # a batch: the answer is its last result set
                         if cur.description is not None:
                             rows, count = list(cur.fetchall()), cur.rowcount
-                    stmt = script.send(sq.Result(rows, count))
+                    stmt = script.send(st.Result(rows, count))
             except StopIteration as stop:
                 result = stop.value
             if tx and not committed:
@@ -265,17 +268,20 @@ class MyDriver(SqlBase):
             # is never given back to the pool holding it
             my.cut(c.conn)
 
+    def lock_name_refused(self, name: str) -> str | None:
+        return sn.get_lock_refused(name)
+
     # -- single statements on a dedicated connection (session mode) -----------------------------------------
-    def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
+    def session_call(self, conn: Any, stmt: st.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
         c: MyConn = conn
         with c.guard:
             try:
-                return my.call(c.conn, self._deadline(wait), result_sets, c.conn, stmt.sql, stmt.params)
+                return my.call(c.conn, self.store._deadline(wait), result_sets, c.conn, stmt.sql, stmt.params)
             except pymysql.err.OperationalError as exc:
-                if self._broken(exc):
+                if self.broken(exc):
                     raise StaleConnection(str(exc)) from exc
                 if exc.args and exc.args[0] in _LOCK_TIMEOUT_CODES:  # row lock not granted (NOWAIT / WAIT n)
-                    my.call(c.conn, self._deadline(), execute, c.conn, "ROLLBACK")
+                    my.call(c.conn, self.store._deadline(), execute, c.conn, "ROLLBACK")
                     return []
                 raise
             except pymysql.err.InterfaceError as exc:

@@ -8,7 +8,7 @@ the connection on the event loop for asyncio) that shuts the socket down at the 
 connection is then closed, never reused. The server side bounds its own part:
 ``statement_timeout``, ``lock_timeout``, ``idle_in_transaction_session_timeout`` and the server's TCP
 keepalives are set on every connection, and a statement that takes a name's lock goes as one simple-protocol
-Query (``_batch``), which the server reads whole before it runs any of it.
+Query (``query.py``), which the server reads whole before it runs any of it.
 
 Connection poolers (PgBouncer): opening a store looks for one (``_detect_pooler``). A pooler answers the
 startup message with its own cancel key, so the backend PID libpq was given differs from what
@@ -17,35 +17,38 @@ the check cannot misfire there. PgBouncer also refuses the ``options`` startup p
 server-side timeouts: without it they are set with ``SET LOCAL`` in each transaction's first round trip
 (no session state survives a pooler's transaction), and psycopg never prepares statements server-side
 (``prepare_threshold=None``: a prepared statement lives on one server connection only). The pooling mode
-is then found by behaviour (``_pooling_mode``), and each mode says what it refuses (``_pooling_refusal``).
-Statement pooling refuses ``BEGIN``: there no transaction is ever opened (``_drive_statements``); every
-statement is one simple-protocol Query through a client-side bound cursor, its first statement the
-server-side timeouts (``set_config(..., true)``), and a ``batch`` statement several statements in that Query.
+is then found by behaviour (``_pooling_mode``), and ``_pooling_refusal`` says what the store's mode cannot
+work through. Statement pooling refuses ``BEGIN``: there no transaction is ever opened
+(``_drive_statements``); every statement is one simple-protocol Query through a client-side bound cursor
+(``query.py``), its first statement the server-side timeouts (``set_config(..., true)``), and a ``batch``
+statement several statements in that Query.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import weakref
 from collections.abc import Generator
-from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import psycopg.errors
 
 from .... import _pg_sync as pg
 from ...._core import sql_dialects as sd
-from ...._core import sql_lease as sq
+from ...._core import sql_stmt as st
 from ...._core.timing import monotonic
 from ...._core.types import Mode
 from ...._errors import ConfigError
 from ...._given import given, pool_params
 from ...._tls import one_line, pop_tls
 from ...._url import StoreConfig
-from ..sql.base import SESSION_WAIT_SLICE, RetryableError, SqlBase, StaleConnection
+from ..sql.driver import SESSION_WAIT_SLICE, RetryableError, SqlDriver, StaleConnection
+from .query import run_batch, run_prepared
+
+if TYPE_CHECKING:
+    from ..sql.base import SqlBase
 
 log = logging.getLogger("distlock")
 
@@ -85,23 +88,11 @@ def ssl_options(config: StoreConfig) -> dict[str, str]:
 #: pooler's link, so they are not sent there): a client host that vanished ends its session after about 11 s
 #: of silence (5 s idle, then 3 probes 2 s apart) instead of the server's default of about two hours. Its
 #: session-mode locks go then; a lease-mode transaction never waits on the client while it holds a name's
-#: lock (``_batch``)
+#: lock (``query.run_batch``)
 SERVER_KEEPALIVES = "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3"
 
-#: a direct connection keeps at most this many statements prepared for its tries (a try's text depends on how
-#: many holders and waiters ahead it expects, its kind and whether it queues: a few dozen shapes in practice)
-MAX_PREPARED = 64
-
-
-def numbered(sql: str) -> str:
-    """``sql`` with its ``%s`` placeholders as PostgreSQL's ``$1``, ``$2``... (for ``PREPARE``)."""
-    parts = sql.split("%s")
-    assert "%" not in "".join(parts), "only %s placeholders"
-    return "".join(f"{part}${i}" for i, part in enumerate(parts[:-1], 1)) + parts[-1]
-
-
 #: how long a store sends no NOTIFY after the server refused one (its notification queue was full), before
-#: it tries again (``sql_lease.Ops.mute``)
+#: it tries again (``LeaseOps.mute``)
 NOTIFY_PAUSE = 5.0
 #: a store says so in the log at most this often (seconds)
 NOTIFY_WARN_EVERY = 60.0
@@ -119,8 +110,8 @@ def refused_options(exc: BaseException) -> bool:
     return "startup parameter" in str(exc)
 
 
-class PgDriver(SqlBase):
-    """The PostgreSQL dialect and the psycopg driver, for every mode (first base of each mode's class)."""
+class PgDriver(SqlDriver):
+    """The PostgreSQL dialect and the psycopg driver, for every mode (the mode object holds one)."""
 
     #: advisory locks have a shared mode: rwlocks in session mode
     session_modes = frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE})
@@ -133,13 +124,13 @@ class PgDriver(SqlBase):
     schema_guard_sql = "SELECT pg_advisory_xact_lock(%s)"
     kill_sql = "SELECT pg_terminate_backend(%s)"
 
-    def __init__(self, config: StoreConfig) -> None:
+    def __init__(self, store: SqlBase, config: StoreConfig) -> None:
         pool = given(config)
         # A caller's pool lends its connection parameters only: distlock shuts down and discards a connection
         # whose call timed out, pins one per holding in session mode and sets server-side timeouts on its
         # connections, none of which may happen to the pool's. So it opens its own, and never closes the pool.
         from_pool = pool_params(pool) if pool is not None else {}
-        super().__init__(config)
+        super().__init__(store, config)
         self._ssl = ssl_options(config)
         config.reject_unknown()
         host, port = config.hosts[0]
@@ -149,25 +140,24 @@ class PgDriver(SqlBase):
             "dbname": config.path.lstrip("/") or None,
             "user": config.username,
             "password": config.password,
-            "connect_timeout": max(2, math.ceil(self.connect_timeout)),
+            "connect_timeout": max(2, math.ceil(self.store.connect_timeout)),
             "application_name": "distlock",
             "autocommit": True,
             "keepalives": 1,
             "keepalives_idle": 5,
             "keepalives_interval": 2,
             "keepalives_count": 3,
-            "tcp_user_timeout": max(1000, math.ceil(self.call_timeout * 1000)),
+            "tcp_user_timeout": max(1000, math.ceil(self.store.call_timeout * 1000)),
             "options": f"{self._timeouts()} {SERVER_KEEPALIVES}",
             **self._ssl,
         }
-        #: what sits between this store and PostgreSQL, found at open: None (nothing), or a pooler's mode
-        #: "session", "transaction" or "statement"
+        #: what sits between this store and PostgreSQL, found at open (``SqlDriver.pooler``)
         self.pooler: str | None = None
         self._notify_warned = float("-inf")  # when this store last logged a refused NOTIFY
         #: the server takes our ``options`` startup parameter (a pooler may refuse it)
         self._options_ok = True
         self._begin = "BEGIN"
-        #: the statements each direct connection keeps prepared for its tries (``_prepared_batch``): SQL -> name
+        #: the statements each direct connection keeps prepared for its tries (``query.run_prepared``): SQL -> name
         self._prepared: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
         if from_pool:
             if config.password is None:
@@ -180,16 +170,16 @@ class PgDriver(SqlBase):
         """The server-side bounds of every call, as ``options`` (a pooler's transaction gets them with ``SET
         LOCAL``, or ``set_config`` in statement pooling)."""
         return (
-            f"-c statement_timeout={math.ceil((self.call_timeout + SESSION_WAIT_SLICE) * 1000)} "
-            f"-c lock_timeout={math.ceil(self.call_timeout * 1000)} "
-            f"-c idle_in_transaction_session_timeout={math.ceil(self.call_timeout * 2000)}"
+            f"-c statement_timeout={math.ceil((self.store.call_timeout + SESSION_WAIT_SLICE) * 1000)} "
+            f"-c lock_timeout={math.ceil(self.store.call_timeout * 1000)} "
+            f"-c idle_in_transaction_session_timeout={math.ceil(self.store.call_timeout * 2000)}"
         )
 
     # -- driver ------------------------------------------------------------------------------------------
-    def _connect(self) -> Any:
+    def connect(self) -> Any:
         for _ in range(2):
             kwargs = dict(self._kwargs)
-            limit = self._connect_timeout()
+            limit = self.store._connect_timeout()
             kwargs["connect_timeout"] = max(2, math.ceil(limit))  # libpq's minimum is 2 s (pg.connect: the rest)
             if not self._options_ok:
                 kwargs.pop("options")
@@ -199,7 +189,7 @@ class PgDriver(SqlBase):
                 if self._options_ok and refused_options(exc):
                     self._no_options()  # a pooler: connect without them, and bound each transaction instead
                     continue
-                raise self._error(f"cannot connect to {self.describe()}", exc) from exc
+                raise self.store._error(f"cannot connect to {self.store.describe()}", exc) from exc
             if not self._options_ok or self.pooler is not None:
                 conn.prepare_threshold = None
             return conn
@@ -212,50 +202,50 @@ class PgDriver(SqlBase):
         )
 
     # -- connection poolers ------------------------------------------------------------------------------------
-    def _prepare(self) -> None:
+    def prepare(self) -> None:
         self._detect_pooler()
         if self.pooler is not None and (why := self._pooling_refusal(self.pooler)):
             raise ConfigError(
-                f"{self.describe()} is a connection pooler (PgBouncer or alike) in {self.pooler} pooling: {why}",
-                backend=self.scheme,
+                f"{self.store.describe()} is a connection pooler (PgBouncer or alike) in {self.pooler} pooling: {why}",
+                backend=self.store.scheme,
             )
-        if self.pooler is not None:
-            self._pooled(self.pooler)
-        super()._prepare()
-
-    def _pooled(self, mode: str) -> None:
-        """A pooler in ``mode`` pooling is accepted: adapt to it before the schema check."""
 
     def _pooling_refusal(self, mode: str) -> str | None:
-        """Why this store's mode cannot work through a pooler in ``mode`` pooling, or None if it can."""
-        return None
+        """Why the store's mode cannot work through a pooler in ``mode`` pooling, or None if it can. The lease
+        mode works through every pooling; the session mode (``SqlBase.pins_connections``) only through a
+        pooler that keeps each client connection's server connection."""
+        if not self.store.pins_connections or mode == "session":
+            return None
+        return (
+            "session mode's advisory lock belongs to the server connection, which this pooling hands to other "
+            "clients after each transaction (the lock would be stranded or shared); use mode=lease, which works "
+            "through it, or connect to PostgreSQL directly"
+        )
 
     def _pid(self, conn: Any) -> int:
-        cur = pg.guarded(conn, self._deadline(), conn.execute, "SELECT pg_backend_pid()")
+        cur = pg.guarded(conn, self.store._deadline(), conn.execute, "SELECT pg_backend_pid()")
         row = cur.fetchone()
         return int(row[0])
 
     def _detect_pooler(self) -> None:
-        conns = [self._connect()]
+        conns = [self.connect()]
         try:
             try:
                 if self._pid(conns[0]) == conns[0].info.backend_pid and self._options_ok:
                     # PostgreSQL itself: the process that answers is the one that greeted us. The connection
                     # joins the pool (the schema check that follows uses it: opening costs no extra connect)
-                    with self._guard:
-                        self._open += 1
-                    self._give_back(conns.pop())
+                    self.store._adopt(conns.pop())
                     return
                 if self._options_ok:  # a pooler that ignores ``options`` (ignore_startup_parameters)
                     self._no_options()
                 conns[0].prepare_threshold = None
-                conns.append(self._connect())
+                conns.append(self.connect())
                 self.pooler = self._pooling_mode(conns[0], conns[1])
             except psycopg.Error as exc:
-                raise self._error(f"cannot probe {self.describe()}", exc) from exc
+                raise self.store._error(f"cannot probe {self.store.describe()}", exc) from exc
         finally:
             for conn in conns:
-                self._close_quietly(conn)
+                self.store._close_quietly(conn)
 
     def _pooling_mode(self, a: Any, b: Any) -> str:
         """Session pooling gives each client connection one server connection for its life: two open client
@@ -268,8 +258,8 @@ class PgDriver(SqlBase):
         for i in _PROBE_ORDER:
             seen[i].add(self._pid((a, b)[i]))
         try:  # statement pooling ends the client connection at a transaction left open
-            pg.guarded(b, self._deadline(), b.execute, "BEGIN")
-            pg.guarded(b, self._deadline(), b.execute, "ROLLBACK")
+            pg.guarded(b, self.store._deadline(), b.execute, "BEGIN")
+            pg.guarded(b, self.store._deadline(), b.execute, "ROLLBACK")
         except psycopg.OperationalError as exc:
             if "statement pooling" in str(exc):
                 return "statement"
@@ -278,24 +268,24 @@ class PgDriver(SqlBase):
             return "session"
         return "transaction"
 
-    def _close(self, conn: Any) -> None:
+    def close(self, conn: Any) -> None:
         conn.close()
 
-    def _driver_error(self, exc: BaseException) -> bool:
+    def driver_error(self, exc: BaseException) -> bool:
         return isinstance(exc, psycopg.Error)
 
-    def _broken(self, exc: BaseException) -> bool:
+    def broken(self, exc: BaseException) -> bool:
         return isinstance(exc, psycopg.OperationalError) and not isinstance(exc, psycopg.errors.LockNotAvailable)
 
-    def _run(
-        self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool, deadline: float | None = None
+    def run(
+        self, conn: Any, script: Generator[st.Stmt, st.Result, Any], tx: bool, deadline: float | None = None
     ) -> Any:
         try:
             return pg.guarded(conn, deadline, self._drive, conn, script, tx)
         finally:
             script.close()
 
-    def _drive(self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any], tx: bool) -> Any:
+    def _drive(self, conn: Any, script: Generator[st.Stmt, st.Result, Any], tx: bool) -> Any:
         if self.pooler == "statement":
             return self._drive_statements(conn, script)
         cur: pg.Cursor = conn.cursor()
@@ -312,9 +302,9 @@ class PgDriver(SqlBase):
                 while True:
                     try:
                         if stmt.batch is not None and stmt.parts and self.pooler is None:
-                            answer = self._prepared_batch(conn, stmt)
+                            answer = run_prepared(conn, stmt, self._prepared.setdefault(conn, {}))
                         elif stmt.batch is not None:  # several statements: one Query, client-side binding
-                            answer = self._batch(conn, stmt)
+                            answer = run_batch(conn, stmt)
                         else:
                             cur.execute(stmt.sql, stmt.params)
                     except psycopg.OperationalError as exc:
@@ -323,7 +313,7 @@ class PgDriver(SqlBase):
                         raise
                     started = True
                     if stmt.batch is None:
-                        answer = sq.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount)
+                        answer = st.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount)
                     stmt = script.send(answer)
             except StopIteration as stop:
                 result = stop.value
@@ -344,66 +334,6 @@ class PgDriver(SqlBase):
             if not conn.closed:
                 cur.close()
 
-    def _prepared_batch(self, conn: Any, stmt: sq.Stmt) -> sq.Result:
-        """A ``batch`` statement on a direct connection: its statements kept prepared on the server (``PREPARE``,
-        the first time this connection sends each, in Queries of their own: they run nothing and lock nothing),
-        and run as ONE Query of ``EXECUTE`` statements (``_batch``), so the server neither parses nor plans
-        them again at every try. A pooler hands each transaction any server connection, where they would not
-        be: there the statements go as they are."""
-        names = self._prepared.setdefault(conn, {})
-        missing: list[tuple[str, str]] = []
-        calls: list[tuple[str, tuple[object, ...]]] = []
-        for sql, params in stmt.parts:
-            name = names.get(sql)
-            if name is None:
-                if len(names) + len(missing) >= MAX_PREPARED:  # an unusual mix of shapes: no more kept
-                    return self._batch(conn, stmt)
-                name = f"distlock_{hashlib.sha256(sql.encode()).hexdigest()[:24]}"
-                missing.append((name, sql))
-            calls.append((name, params))
-        if missing:
-            cur: pg.ClientCursor = pg.client_cursor(conn)
-            try:
-                for name, sql in missing:  # one by one: each is known to exist once its Query succeeded
-                    cur.execute(f"PREPARE {name} AS {numbered(sql)}")
-                    names[sql] = name
-            finally:
-                if not conn.closed:
-                    cur.close()
-        sql = "; ".join(f"EXECUTE {name}({', '.join(['%s'] * len(params))})" for name, params in calls)
-        return self._batch(conn, replace(stmt, sql=sql, params=tuple(v for _, p in calls for v in p)))
-
-    @staticmethod
-    def _batch(conn: Any, stmt: sq.Stmt, prefix: str = "") -> sq.Result:
-        """A ``batch`` statement: its statements as ONE simple-protocol Query (one implicit transaction outside
-        BEGIN); the answer is the result of its statement at index ``stmt.batch`` (``prefix``: statements sent
-        before it in the same Query, which are not counted).
-
-        Never a pipeline of extended-protocol statements: the server runs each of those as it arrives, so a
-        link that went silent after the first (the name's lock) left the lock held, the session "active" in
-        ClientRead where no server timeout applies, until the link came back or TCP gave up on it (hours).
-        A Query is read whole before any of it runs. A statement with ``name_wait`` waits that long for
-        the name's lock (``lock_timeout`` for this Query only); not granted, its answer has no rows."""
-        if stmt.name_wait is not None:
-            prefix += f"SELECT set_config('lock_timeout', '{max(1, math.ceil(stmt.name_wait * 1000))}', true); "
-        cur: pg.ClientCursor = pg.client_cursor(conn)
-        try:
-            try:
-                cur.execute(prefix + stmt.sql, stmt.params)
-            except psycopg.errors.LockNotAvailable:
-                if stmt.name_wait is None:
-                    raise
-                return sq.Result([], 0)  # busy: the Query's transaction was rolled back, the connection serves on
-            sets: list[sq.Result] = []
-            while True:
-                sets.append(sq.Result(cur.fetchall() if cur.description is not None else [], cur.rowcount))
-                if not cur.nextset():
-                    break
-            return sets[prefix.count(";") + (stmt.batch or 0)]
-        finally:
-            if not conn.closed:
-                cur.close()
-
     def _statement_bounds(self) -> str:
         """Statement pooling: the server-side timeouts as the first statement of every Query (``SET LOCAL``
         needs a transaction block; ``set_config(..., true)`` lasts the implicit transaction)."""
@@ -413,8 +343,8 @@ class PgDriver(SqlBase):
         )
         return f"SELECT {calls}; "
 
-    def _drive_statements(self, conn: Any, script: Generator[sq.Stmt, sq.Result, Any]) -> Any:
-        """Statement pooling (lease mode, ``StatementOps``): no BEGIN; each statement runs on its own, in
+    def _drive_statements(self, conn: Any, script: Generator[st.Stmt, st.Result, Any]) -> Any:
+        """Statement pooling (lease mode, ``AutocommitOps``): no BEGIN; each statement runs on its own, in
         autocommit, and a ``batch`` one as one simple-protocol Query of several statements (a client-side
         bound cursor), one implicit transaction. Every Query starts with the server-side timeouts."""
         bounds = self._statement_bounds()
@@ -423,7 +353,7 @@ class PgDriver(SqlBase):
             stmt = next(script)
             while True:
                 try:
-                    answer = self._batch(conn, stmt, bounds)
+                    answer = run_batch(conn, stmt, bounds)
                 except psycopg.OperationalError as exc:
                     if not sent and conn.broken:
                         raise StaleConnection(str(exc)) from exc
@@ -455,7 +385,7 @@ class PgDriver(SqlBase):
                 "see pg_notification_queue_usage() and the server log, which names its process",
                 one_line(exc.diag.message_primary or str(exc)), NOTIFY_PAUSE,
             )  # fmt: skip
-        self.ops.mute(NOTIFY_PAUSE)
+        self.store.ops.mute(NOTIFY_PAUSE)
         return RetryableError(str(exc))
 
     def _rollback(self, conn: Any, cur: pg.Cursor, tx: bool) -> None:
@@ -466,10 +396,10 @@ class PgDriver(SqlBase):
                 pass
 
     # -- single statements on a dedicated connection (session mode) -------------------------------------------------------------------
-    def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
-        return pg.guarded(conn, self._deadline(wait), self._session_drive, conn, stmt)
+    def session_call(self, conn: Any, stmt: st.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
+        return pg.guarded(conn, self.store._deadline(wait), self._session_drive, conn, stmt)
 
-    def _session_drive(self, conn: Any, stmt: sq.Stmt) -> list[list[tuple[Any, ...]]]:
+    def _session_drive(self, conn: Any, stmt: st.Stmt) -> list[list[tuple[Any, ...]]]:
         cur: pg.Cursor = conn.cursor()
         try:
             cur.execute(stmt.sql, stmt.params)

@@ -1,20 +1,20 @@
 # GENERATED from src/distlock/_async/backends/postgres/lease.py by scripts/gen_sync.py: edit that file, not this one.
 """PostgreSQL lease mode (the default): the lease tables, and wake-ups by LISTEN/NOTIFY.
 
-A release, abandon or break (and an election's grant or proclaim) sends ``NOTIFY <prefix>_wake, '<name key>'`` in its transaction (the statement
-is in ``_core/sql_lease.py``), and each store keeps one ``LISTEN`` connection, started when a waiter first
-waits and stopped after ~10 s without waiters, that wakes its waiters of that name at once (delivered at
-commit). A waiter still re-checks at the holder's lease end and at least every second, so a lost
-notification costs latency, never the lock.
+A release, abandon or break (and an election's grant or proclaim) sends ``NOTIFY <prefix>_wake, '<name key>'``
+in its transaction (the statements are in ``_core/sql_lease_autocommit.py``), and each store keeps one
+``LISTEN`` connection, started when a waiter first waits and stopped after ~10 s without waiters, that wakes
+its waiters of that name at once (delivered at commit). A waiter still re-checks at the holder's lease end
+and at least every second, so a lost notification costs latency, never the lock.
 
 Through a connection pooler in transaction pooling, a LISTEN would register on whichever server connection
 ran it, and that connection goes back to the pool: notifications would reach no one (or whoever takes it
 next). There the store does not listen; its waiters poll instead, with the capped backoff of a store whose
 push is down (2 ms growing to 50 ms, at the holder's lease end at the latest). NOTIFYs are still sent:
 stores that reach PostgreSQL directly or through session pooling still wake at once. In statement pooling
-(no transaction blocks) the operations are ``StatementOps`` (``_core/sql_lease.py``): an autocommit read, the
-decision in Python, one multi-statement apply (the protocol of ``docs/models/sql_lease_statement.pml``); its
-waiters poll as in transaction pooling.
+(no transaction blocks) the operations are the same (``AutocommitOps``, ``_core/sql_lease_autocommit.py``: every
+try one multi-statement Query, the protocol of ``docs/models/sql_lease_statement.pml``); its waiters poll as
+in transaction pooling.
 """
 
 from __future__ import annotations
@@ -27,24 +27,30 @@ import psycopg.sql
 from .... import _pg_sync as pg
 from .... import _rt_sync as rt
 from ...._core import ids
-from ...._core import sql_lease as sq
+from ...._core import sql_lease_autocommit as ac
+from ...._core import sql_names as sn
 from ...._core.timing import LEASE_WAIT_SLICE, monotonic
 from ...._core.types import Grant
 from ...._errors import BackendError
 from ...._url import StoreConfig
-from ..sql.lease import LeaseAttempt, LeaseBackend, lease_slice
+from ..sql.driver import SqlDriver
+from ..sql.lease import LeaseMode
+from ..sql.lease_attempt import LeaseAttempt, lease_slice
 from .driver import PgDriver
 
 
-class Lease(PgDriver, LeaseBackend):
-    """``mode=lease`` (the default) on PostgreSQL."""
+class PgLeaseMode(LeaseMode):
+    """``mode=lease`` (the default) on PostgreSQL: the autocommit protocol, woken by LISTEN/NOTIFY."""
 
-    def __init__(self, config: StoreConfig) -> None:
-        super().__init__(config)
-        # every connection, direct or through any pooler: no BEGIN, the one-round-trip acquire (BatchOps)
-        ops = sq.StatementOps(self.dialect, self.ops.p, self.ops.channel)
-        ops.name_wait = self.ops.name_wait
-        self.ops = ops
+    # every connection, direct or through any pooler: no BEGIN, the one-round-trip acquire
+    protocol = ac.AutocommitOps
+    ops: ac.AutocommitOps
+    # the listener wakes the first queued waiter wherever it waits
+    push_wakes_head_anywhere = True
+    driver: PgDriver
+
+    def __init__(self, config: StoreConfig, driver: type[SqlDriver]) -> None:
+        super().__init__(config, driver)
         self._listener: rt.Background | None = None
         self._listening = False
         # this store's own channel: the release that hands one of our waiters the name NOTIFYs there
@@ -61,15 +67,13 @@ class Lease(PgDriver, LeaseBackend):
 
     @property
     def _can_listen(self) -> bool:
-        return self.pooler in (None, "session")  # see the module docstring
+        return self.driver.pooler in (None, "session")  # see the module docstring
 
     def _ensure_listener(self) -> None:
         if not self._can_listen:
             return
         if self._listener is None or not self._listener.alive():
             self._listener = rt.Background(self._listen, name="distlock-postgres-listen")
-
-    push_wakes_head_anywhere = True
 
     def _pushed(self) -> bool:
         return self._listening
@@ -98,7 +102,7 @@ class Lease(PgDriver, LeaseBackend):
         while not self._closed:
             conn: Any = None
             try:
-                conn = self._connect()
+                conn = self.driver.connect()
                 # quoted: an unquoted identifier is folded to lower case, and pg_notify's channel is not
                 listen = psycopg.sql.SQL("LISTEN {}; LISTEN {}").format(
                     psycopg.sql.Identifier(self.ops.channel), psycopg.sql.Identifier(self._reply)
@@ -112,7 +116,7 @@ class Lease(PgDriver, LeaseBackend):
                     got = False
                     for note in conn.notifies(timeout=0.5):
                         got = True
-                        key, handed = sq.handover_of(note.payload)
+                        key, handed = sn.handover_of(note.payload)
                         if handed is None:
                             self.wakers.wake(key)
                         else:  # a release granted the name to a waiter: ours?

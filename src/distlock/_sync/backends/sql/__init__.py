@@ -1,18 +1,24 @@
 # GENERATED from src/distlock/_async/backends/sql/__init__.py by scripts/gen_sync.py: edit that file, not this one.
 """The SQL lock algorithm shared by MySQL/MariaDB (``backends/mysql/``) and PostgreSQL (``backends/postgres/``).
 
-One class per mode, picked once from the URL when the store opens (each dialect package's ``Backend``):
+One mode class per mode, picked once from the URL when the store opens (each dialect package's ``Backend``),
+and opened with that dialect's driver object, which the mode holds (``self.driver``):
 
-* ``base.py``     what every mode shares: URL options, the connection pool and its bounded transactions,
-                  connections outside the pool for server-side waits, the call budget, the schema, errors.
+* ``driver.py``   ``SqlDriver``: what a mode asks of a driver (connections, ``run`` of a script, session
+                  calls, error classification); ``PgDriver`` and ``MyDriver`` implement it.
+* ``base.py``     ``SqlBase``, what every mode shares: URL options, the connection pool and its bounded
+                  transactions (``_tx``), connections outside the pool for server-side waits, the call
+                  budget, opening, errors.
 * ``schema.py``   creating the tables at open (and the upgrade from 0.1.0's layout).
-* ``lease.py``    ``mode=lease`` (default): holdings are rows of lease tables with an expiry.
-* ``session.py``  ``mode=session``: the database's own lock on a connection pinned to the holding.
-* ``rowlock.py``  ``mode=session&session_lock=row`` (MySQL): the same, with a row lock held in an open
-                  transaction.
+* ``lease.py``    ``LeaseMode``, ``mode=lease`` (default): holdings are rows of lease tables with an expiry;
+                  the dialects add their protocol and push (``PgLeaseMode``, ``MyLeaseMode``).
+* ``lease_attempt.py``  ``LeaseAttempt``: one lease-mode waiter's tries, waits and clean-up.
+* ``session.py``  ``SessionMode``, ``mode=session``: the database's own lock on a connection pinned to the
+                  holding.
+* ``rowlock.py``  ``RowLockMode``, ``mode=session&session_lock=row`` (MySQL): the same, with a row lock held
+                  in an open transaction.
 
-The statements are in ``_core/sql_lease.py`` (pure); the drivers and each dialect's wake-up push are in
-the dialect packages, whose concrete classes put the driver first: ``class Session(MyDriver,
-SessionBackend)``, so the driver's hooks (``_connect``, ``_run``, ``_session_call``, ...) implement the ones
-the mode declares.
+The statements are in ``_core/sql_*.py`` (pure): the statement machinery (``sql_stmt``), names
+(``sql_names``), dialects, the lease tables (``sql_lease``) and their two protocols (``sql_lease_tx``,
+``sql_lease_autocommit``), the session mode (``sql_session``).
 """

@@ -19,18 +19,17 @@ from typing import Any
 
 from .... import _rt_sync as rt
 from ...._core import forks
-from ...._core import sql_lease as sq
 from ...._core import sql_session as ss
+from ...._core import sql_stmt as st
 from ...._core.timing import Budget, monotonic
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
 from ...._errors import BackendError
 from ...._url import StoreConfig, scrub
 from ...backend import SyncAttempt
-from .base import CLEANUP_TIMEOUT, RENEW_SHARE, SESSION_WAIT_SLICE, SqlBase, StaleConnection
+from .base import CLEANUP_TIMEOUT, RENEW_SHARE, SqlBase
+from .driver import SESSION_WAIT_SLICE, Sets, SqlDriver, StaleConnection
 
 log = logging.getLogger("distlock")
-
-Sets = list[list[tuple[Any, ...]]]
 
 
 @dataclass
@@ -44,9 +43,9 @@ class Pinned:
 
 
 class SessionAttempt(SyncAttempt):
-    backend: SessionBackend
+    backend: SessionMode
 
-    def __init__(self, backend: SessionBackend, claim: Claim) -> None:
+    def __init__(self, backend: SessionMode, claim: Claim) -> None:
         super().__init__(backend, claim)
         self.conn: Any = None
         self.taken: tuple[int, int] | None = None  # (fence, connection id) once the server granted it
@@ -91,17 +90,14 @@ class SessionAttempt(SyncAttempt):
             b._until_let_go(self.claim)
 
 
-class SessionBackend(SqlBase):
-    """Connection-bound locks; the dialect gives ``_session_call`` and ``kill_sql``."""
+class SessionMode(SqlBase):
+    """``mode=session``: connection-bound locks; the driver gives ``session_call`` and ``kill_sql``."""
 
-    #: modes the connection-bound lock can do on this database
-    session_modes: frozenset[Mode] = frozenset({Mode.EXCLUSIVE})
-    #: ends a connection from the server side (``break_lock``), its id as the one parameter
-    kill_sql: str = ""
+    pins_connections = True
 
-    def __init__(self, config: StoreConfig) -> None:
-        super().__init__(config)
-        self.capabilities = Capabilities(modes=self.session_modes, fair=False, needs_renewal=True)
+    def __init__(self, config: StoreConfig, driver: type[SqlDriver]) -> None:
+        super().__init__(config, driver)
+        self.capabilities = Capabilities(modes=self.driver.session_modes, fair=False, needs_renewal=True)
         self._pinned: dict[str, Pinned] = {}
         self._own_conn_ids: set[int] = set()  # connections this store has held locks on
 
@@ -113,36 +109,25 @@ class SessionBackend(SqlBase):
         self._pinned = {}
         self._own_conn_ids = set()
 
-    # -- driver hooks (the dialect package) ----------------------------------------------------------------
-    def _session_call(self, conn: Any, stmt: sq.Stmt, wait: float = 0.0) -> Sets:
-        """Run one (MySQL: multi-) statement in autocommit; every result set. A connection that is gone
-        raises StaleConnection; a lock wait that timed out on the server ends in an empty answer (not
-        acquired). Bounded by ``call_timeout`` plus ``wait`` (a server-side wait it makes on purpose)."""
-        raise NotImplementedError
-
-    def _timeout_change(self, conn: Any, ttl: float) -> float | None:
-        """The idle timeout to set with the next statement on ``conn``, or None if it is already ``ttl``."""
-        return ttl
-
     # -- the statements (``rowlock.py`` gives others) --------------------------------------------------------
-    def _open_cleanup(self) -> sq.Stmt | None:
+    def _open_cleanup(self) -> st.Stmt | None:
         return ss.session_cleanup(self.dialect, self.prefix, self.fast_session)
 
     def _acquire_call(self, conn: Any, claim: Claim, wait: float | None, change: float | None) -> Sets:
         stmt = ss.session_acquire(self.dialect, self.prefix, claim, wait, change, self.fast_session)
-        return self._session_call(conn, stmt, wait or 0.0)
+        return self.driver.session_call(conn, stmt, wait or 0.0)
 
-    def _unlock_stmt(self, claim: Claim) -> sq.Stmt:
+    def _unlock_stmt(self, claim: Claim) -> st.Stmt:
         return ss.session_unlock(self.dialect, claim)
 
-    def _check_stmt(self, claim: Claim, change: float | None) -> sq.Stmt:
+    def _check_stmt(self, claim: Claim, change: float | None) -> st.Stmt:
         return ss.session_check(self.dialect, claim, change)
 
     def _holder_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
         """(name, owner, mode, fence, record's connection id, holding connection id, its lock mode) of the
         names' live holders."""
         stmt = ss.session_holders(self.dialect, self.prefix, names, prefix, self.fast_session)
-        r: sq.Result = self._tx(lambda: sq.single(stmt), tx=False)
+        r: st.Result = self._tx(lambda: st.single(stmt), tx=False)
         return r.rows
 
     # -- holdings ----------------------------------------------------------------------------------------------
@@ -167,7 +152,7 @@ class SessionBackend(SqlBase):
             rt.sleep(0.01)
 
     def _session_acquire(self, conn: Any, claim: Claim, wait: float | None) -> tuple[int, int] | None:
-        change = self._timeout_change(conn, claim.ttl)
+        change = self.driver.timeout_change(conn, claim.ttl)
         try:
             sets = self._acquire_call(conn, claim, wait, change)
         except StaleConnection:
@@ -189,8 +174,8 @@ class SessionBackend(SqlBase):
 
     def _check(self, pinned: Pinned, ttl: float) -> bool:
         try:
-            change = self._timeout_change(pinned.conn, ttl)
-            sets = self._session_call(pinned.conn, self._check_stmt(pinned.claim, change))
+            change = self.driver.timeout_change(pinned.conn, ttl)
+            sets = self.driver.session_call(pinned.conn, self._check_stmt(pinned.claim, change))
         except Exception as exc:  # the connection is gone: so is the lock
             if not self._db_error(exc):
                 raise
@@ -208,13 +193,16 @@ class SessionBackend(SqlBase):
     def _kill(self, conn_ids: Sequence[int]) -> None:
         """Break: end the connections that hold a lock, from the server side."""
         for cid in conn_ids:
-            stmt = sq.Stmt(self.kill_sql, (int(cid),))
+            stmt = st.Stmt(self.driver.kill_sql, (int(cid),))
             try:
-                self._tx(lambda stmt=stmt: sq.single(stmt), tx=False)  # type: ignore[misc]
+                self._tx(lambda stmt=stmt: st.single(stmt), tx=False)  # type: ignore[misc]
             except BackendError as exc:
                 log.debug("could not end connection %s: %s", cid, exc)
 
     # -- the backend interface -------------------------------------------------------------------------
+    def name_refused(self, name: str) -> str | None:
+        return self.driver.lock_name_refused(name)
+
     def attempt(self, claim: Claim) -> SyncAttempt:
         return SessionAttempt(self, claim)
 
@@ -225,7 +213,7 @@ class SessionBackend(SqlBase):
             return False
         ok = False
         try:
-            sets = self._session_call(pinned.conn, self._unlock_stmt(claim))
+            sets = self.driver.session_call(pinned.conn, self._unlock_stmt(claim))
             ok = bool(sets and sets[-1] and sets[-1][0][0])
         except Exception as exc:  # a dead connection: the lock went with it
             if not self._db_error(exc):
