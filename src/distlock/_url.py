@@ -65,14 +65,14 @@ _noted: set[str] = set()
 
 
 def default_url() -> str:
-    """``DISTLOCK_URL``, else the host's SQLite store (:func:`default_store`)."""
+    """``DISTLOCK_URL``, else the host's SQLite store (``default_store``)."""
     return default_store()[0]
 
 
 def default_store() -> tuple[str, str | None]:
     """The default store's URL and, if the host-wide one cannot be used, a one-line note saying so.
 
-    ``$DISTLOCK_URL`` if set; else ``$DISTLOCK_HOME/locks.db`` (default :data:`HOST_HOME`), made (directory and
+    ``$DISTLOCK_URL`` if set; else ``$DISTLOCK_HOME/locks.db`` (default ``HOST_HOME``), made (directory and
     file) writable by every user, so that every process of the host, whoever runs it, shares one store as they
     would share a ``flock`` file; else, if that cannot be made or written (read-only, no permission), the
     user's own file in ``$XDG_STATE_HOME/distlock`` (or ``~/.local/state/distlock``), with the note, also

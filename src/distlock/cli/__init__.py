@@ -101,7 +101,7 @@ def default_url() -> str:
 
 
 def connect(url: str | None) -> Store:
-    """The store at ``url`` (the commands' only way to open one), else the default (:func:`default_url`): a URL
+    """The store at ``url`` (the commands' only way to open one), else the default (``default_url``): a URL
     error names the URL's source."""
     if url is None:
         url = default_url()
