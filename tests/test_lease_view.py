@@ -151,3 +151,78 @@ def test_at_risk_comes_before_lost_when_the_link_freezes(net_url: str, proxies: 
     warned_for = stamps["lost"] - stamps["risk"]
     # half the lease (the session's timeout on ZooKeeper) before lost; a third of it allows for the wake-ups
     assert warned_for > 0.3 * AT_RISK_SHARE * min(span, TTL), stamps
+
+
+# -- asyncio: a block that stops at the lease end -----------------------------------------------------------
+def test_lease_timeout_cancels_the_block_when_the_lease_runs_out(url: str) -> None:
+    async def main() -> tuple[float, float]:
+        async with distlock.connect_async(url) as store:
+            lock = store.lock("view/scope", ttl=TTL, auto_renew=False)
+            assert await lock.acquire(timeout=5)
+            began = time.monotonic()
+            deadline = lock.deadline
+            assert deadline is not None
+            with pytest.raises(distlock.LockLost, match="lease_timeout"):
+                async with lock.lease_timeout():
+                    await asyncio.sleep(TTL * 10)  # an effect that would outlive the lease
+            ended = time.monotonic()
+            assert lock.lost.is_set()
+            with pytest.raises(distlock.LockLost):
+                await lock.release()
+            return ended - began, deadline - began
+
+    took, lease = asyncio.run(main())
+    assert lease - 0.5 < took < lease + 2.0, (took, lease)  # at the lease end, not before, not long after
+
+
+def test_lease_timeout_lets_a_renewed_block_run_past_its_ttl(url: str) -> None:
+    async def main() -> None:
+        async with distlock.connect_async(url) as store:
+            lock = store.lock("view/renewed", ttl=1.5)
+            async with lock, lock.lease_timeout():
+                await asyncio.sleep(4.0)  # renewals move the end: never cancelled
+            assert not lock.lost.is_set()
+
+    asyncio.run(main())
+
+
+def test_lease_timeout_is_for_asyncio_and_needs_the_lock_held(url: str) -> None:
+    with distlock.connect(url) as store:
+        lock = store.lock("view/sync-scope", ttl=TTL)
+        with pytest.raises(distlock.NotHeld):
+            lock.lease_timeout()
+        with lock, pytest.raises(TypeError, match="check"):
+            lock.lease_timeout()
+
+
+def test_lease_timeout_stops_the_block_before_another_client_is_granted(redis_url: str) -> None:
+    """A holder behind a frozen link: its block is cancelled at the local lease end, before another client
+    (straight to the server) can take the lock. The block's last step is stamped, so is the other's grant."""
+    host, port = distlock._url.parse_url(redis_url).hosts[0]
+    name = f"view-{uuid.uuid4().hex[:10]}"
+
+    async def main() -> tuple[float, float]:
+        with FaultProxy(host, port) as proxy:
+            async with distlock.connect_async(through(redis_url, [proxy])) as store, distlock.connect_async(
+                redis_url
+            ) as other:
+                lock = store.lock(name, ttl=TTL)
+                last_step = 0.0
+                assert await lock.acquire(timeout=10)
+                proxy.freeze()
+                with pytest.raises(distlock.LockLost):
+                    async with lock.lease_timeout():
+                        while True:
+                            last_step = time.monotonic()  # a side effect, as often as the loop allows
+                            await asyncio.sleep(0.01)
+                proxy.heal()
+                taker = other.lock(name, ttl=TTL)
+                assert await taker.acquire(timeout=30)
+                granted = time.monotonic()
+                await taker.release()
+                with pytest.raises(distlock.LockError):
+                    await lock.release()
+                return last_step, granted
+
+    last_step, granted = asyncio.run(main())
+    assert last_step < granted

@@ -410,6 +410,48 @@ def blocks_event_loop() -> bool:
     return False
 
 
+class LeaseTimeout(AsyncOnly):
+    """``async with lock.lease_timeout():`` (``held.LeaseView``): ``asyncio.timeout()`` whose moment is the
+    holding's local lease end. The block is cancelled when the holding is lost (its lease ran out, a renewal
+    was refused, the backend reported it) and then raises ``LockLost``; a renewal moves the end, so a block
+    that outlives its TTL while renewals go through runs on.
+
+    A watcher task waits on the holding's ``lost`` event until its current lease end, reads the end again
+    (a renewal may have moved it) and, once the holding is lost, reschedules the timeout to now."""
+
+    def __init__(self, holding: Any, left: Callable[[], float], lost: asyncio.Event, error: Callable[[], Exception]):
+        self._holding = holding
+        self._left = left
+        self._lost = lost
+        self._error = error
+        self._timeout = asyncio.timeout(None)
+        self._watcher: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> None:
+        await self._timeout.__aenter__()
+        loop = asyncio.get_running_loop()
+        self._watcher = loop.create_task(self._watch(), context=timing.unbudgeted())
+
+    async def _watch(self) -> None:
+        while not self._lost.is_set():
+            left = self._left()  # 0.0 once lost (a lease found over is lost there and then)
+            if left <= 0:
+                break
+            try:
+                await asyncio.wait_for(self._lost.wait(), left)
+            except TimeoutError:
+                continue
+        self._timeout.reschedule(asyncio.get_running_loop().time())
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+        try:
+            await self._timeout.__aexit__(kind, exc, tb)
+        except TimeoutError as expired:
+            raise self._error() from expired
+
+
 S = TypeVar("S", bound=AbstractAsyncContextManager[Any])
 P = ParamSpec("P")
 

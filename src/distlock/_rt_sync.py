@@ -263,6 +263,17 @@ class SyncOnly:
 _DISTLOCK = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+class LeaseTimeout:
+    """The asyncio side's ``lock.lease_timeout()``: a thread cannot be cancelled at an await, so here it is
+    refused in one line that names what to do instead."""
+
+    def __init__(self, *_: Any) -> None:
+        raise TypeError(
+            "lease_timeout() is for asyncio (it cancels the block at the lease end); in sync code call "
+            "lock.check(margin) before each side effect, fence your writes, or run a process under `distlock run`"
+        )
+
+
 def blocks_event_loop() -> bool:
     """True, after a warning, if this thread is running an asyncio event loop: a sync store's call made there
     blocks every task of the loop until it returns. One C call when there is no loop."""

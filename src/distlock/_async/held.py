@@ -174,6 +174,26 @@ class LeaseView:
             )
         return left
 
+    def lease_timeout(self) -> rt.LeaseTimeout:
+        """asyncio: ``async with lock.lease_timeout():`` runs the block as ``asyncio.timeout()`` does, with the
+        current holding's local lease end as its moment: when the holding is lost (the lease ran out before a
+        renewal, a renewal was refused, the backend reported it) the block is cancelled at its next ``await``
+        and raises ``LockLost``. Renewals move the end, so the block runs as long as the lease lives. (Sync
+        code: ``TypeError``; call ``check()`` before each effect instead.)"""
+        holding = self._viewed()
+        if holding is None:
+            raise NotHeld("lease_timeout() needs the lock held by this owner", name=self.name, backend=self._core.scheme)
+        core = self._core
+
+        def lost() -> Exception:
+            return LockLost(
+                f"lost inside lease_timeout(): {holding.lost_reason or 'the lease ran out'}",
+                name=self.name,
+                backend=core.scheme,
+            )
+
+        return rt.LeaseTimeout(holding, lambda: core.lease_left(holding), core.lost_event(holding), lost)
+
     @property
     def at_risk(self) -> rt.Event:
         """Set while the current holding is at risk (less than ``AT_RISK_SHARE`` of its lease left with no
