@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 
+from . import fencing
 from ._async.election import AsyncElection
 from ._async.locks import AsyncLock, AsyncMultiLock, AsyncReadWriteLock, AsyncSemaphore
 from ._async.once import AsyncOnce, AsyncRan
@@ -25,6 +26,7 @@ from ._errors import (
     LockLost,
     NotHeld,
     QuorumError,
+    StaleFence,
     UnsupportedFeature,
 )
 from ._sync.election import Election
@@ -64,10 +66,12 @@ __all__ = [
     "Ran",
     "ReadWriteLock",
     "Semaphore",
+    "StaleFence",
     "Store",
     "UnsupportedFeature",
     "__version__",
     "connect",
     "connect_async",
     "etcd_guard",
+    "fencing",
 ]

@@ -61,6 +61,11 @@ class BackendError(LockError):
     """The backend is unreachable or failed; the driver's exception is chained as ``__cause__``."""
 
 
+class StaleFence(LockError):
+    """A fenced write was refused: the resource has seen a higher fence (a newer holder wrote), so this writer's
+    lock is gone whatever it believes (``distlock.fencing``). Nothing of the write was applied."""
+
+
 class QuorumError(BackendError):
     """Redlock could not reach a majority of its masters."""
 
@@ -73,5 +78,6 @@ __all__ = [
     "LockLost",
     "NotHeld",
     "QuorumError",
+    "StaleFence",
     "UnsupportedFeature",
 ]

@@ -316,6 +316,13 @@ class AsyncStore(rt.AsyncOnly):
         """Who holds ``name`` now (owner ids, fences, seconds left), or None if nobody does."""
         return await self._core.inspect(self._core.check_name(name))
 
+    async def check_fence(self, name: str, fence: int) -> bool:
+        """Is ``fence`` still the fence of a current holding of ``name``? (Chubby's CheckSequencer: a resource
+        given a fence asks the lock service before it acts.) One ``inspect`` round trip; True also for a holding
+        that a holder already lost locally but the server still counts, which ends within its lease."""
+        info = await self.inspect(name)
+        return info is not None and any(h.fence == fence for h in info.holders)
+
     async def list(self, prefix: str = "") -> list[LockInfo]:
         """Every held lock whose name starts with ``prefix``."""
         self._core.blocking()
