@@ -29,6 +29,7 @@ from .._core.validate import check_name
 from .._errors import ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
 from .backend import AsyncAttempt, AsyncBackend
 from .lease import Holding, Leases
+from .lines import Lines
 
 log = logging.getLogger("distlock")
 
@@ -88,9 +89,7 @@ class AsyncAcquirer:
         # released at a normal exit (``rt``); at_risk reported by ``risk``
         self.leases = Leases(backend, self.lose, self.events, self, risk=self.risk)
         self._guard = threading.Lock()
-        # Local waiting lines, per (name, mode): see acquire. Entries are the waiters' wakers (the first
-        # entry may be a plain marker: the first in line is never woken through the line).
-        self._lines: dict[tuple[str, Mode], list[object]] = {}
+        self._lines = Lines()  # blocking exclusive claims of this store wait here first (``lines.py``)
         self._dispatcher = rt.Dispatcher()
         self._forks = forks.generation()  # the process the dispatcher belongs to (its thread, its event loop)
         self.closed = False
@@ -100,10 +99,9 @@ class AsyncAcquirer:
 
     def after_fork(self) -> None:
         """In a forked child: a guard of its own (a thread of the parent may have held this one), and none of
-        the parent's waiters in the local lines (one left first in a line would keep the child's waiters
-        behind it until their deadlines)."""
+        the parent's waiters in the local lines."""
         self._guard = threading.Lock()
-        self._lines = {}
+        self._lines.after_fork()
 
     def blocking(self) -> None:
         """Before each call that waits on the backend: a sync store called on a running asyncio event loop
@@ -130,24 +128,11 @@ class AsyncAcquirer:
             raise LockError("the store is closed", name=name, backend=self.scheme)
 
     # -- acquire ---------------------------------------------------------------------------------------
-    def _lines_up(self, claim: Claim, deadline: Deadline) -> bool:
-        """Whether a blocking acquire waits in the store's local line (see acquire)."""
-        return (
-            claim.mode in (Mode.EXCLUSIVE, Mode.WRITE)
-            and not claim.fair
-            and not self.capabilities.always_fair
-            and not deadline.expired()
-        )
-
     async def acquire(self, claim: Claim, deadline: Deadline) -> Acquired | None:
         """Try until granted or the deadline passes; None if not granted in time.
 
         Blocking exclusive claims of one store on one name line up locally first, and only the first in
-        line asks the backend: of N tasks or threads waiting here, at most one can be granted the lock at a
-        time anyway, and letting all of them answer every release (a wake-up per waiter, a transaction per
-        wake-up on SQLite and SQL) is a herd inside the process (F11 in docs/safety.md) that costs the
-        holder's hand-off far more than the grant. Fair claims skip the line (the backend's queue is their
-        order), and so do backends that always queue (each waiter already watches only its predecessor).
+        line asks the backend (``lines.py``: no herd inside the process).
         """
         if self.closed:
             raise LockError("the store is closed", name=claim.name, backend=self.scheme)
@@ -166,35 +151,10 @@ class AsyncAcquirer:
             return won
 
     async def _in_line(self, claim: Claim, deadline: Deadline) -> Acquired | None:
-        if not self._lines_up(claim, deadline):
+        if not Lines.wanted(claim, deadline, self.capabilities):
             return await self._at_backend(claim, deadline)
-        key = (claim.name, claim.mode)
-        place: object
-        with self._guard:
-            line = self._lines.setdefault(key, [])
-            place = rt.Waker() if line else object()
-            line.append(place)
-        try:
-            if isinstance(place, rt.Waker):
-                while True:
-                    with self._guard:
-                        if self._lines[key][0] is place:
-                            break
-                    left = deadline.remaining()
-                    if left is not None and left <= 0:
-                        return None
-                    await place.wait(left)
-            return await self._at_backend(claim, deadline)
-        finally:
-            with self._guard:
-                line = self._lines[key]
-                was_first = line[0] is place
-                line.remove(place)
-                nxt = line[0] if was_first and line else None
-                if not line:
-                    del self._lines[key]
-            if isinstance(nxt, rt.Waker):
-                nxt.notify()
+        won: Acquired | None = await self._lines.first(claim, deadline, lambda: self._at_backend(claim, deadline))
+        return won
 
     async def _at_backend(self, claim: Claim, deadline: Deadline) -> Acquired | None:
         """The backend's part of acquire: on any way out without the lock (timeout, error, cancellation)
@@ -431,15 +391,8 @@ class AsyncAcquirer:
             self._dispatcher.run_callback(cb, holding.lock)
 
     def lease_left(self, holding: Holding) -> float:
-        """Seconds until ``holding``'s local lease end (0.0 once lost; a reader that finds it over loses it,
-        as the clock would). No I/O."""
-        if holding.lost.is_set():
-            return 0.0
-        left = self.leases.deadline(holding) - monotonic()
-        if left <= 0 and holding.gen == forks.generation():
-            self.leases.check(holding)
-            return 0.0
-        return max(0.0, left)
+        """Seconds until ``holding``'s local lease end (``Leases.left``): no I/O."""
+        return self.leases.left(holding)
 
     def backend_lost(self, token: str, reason: str) -> None:
         """The backend's report that a holding is gone (from any thread)."""

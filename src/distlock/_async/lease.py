@@ -199,6 +199,18 @@ class Leases:
         if self.tracks(holding):
             self.check(holding)
 
+    def left(self, holding: Holding) -> float:
+        """Seconds until ``holding``'s local lease end, 0.0 once lost (a reader that finds the end passed loses it
+        there and then, as the clock would; never a forked child's copy of its parent's). No I/O."""
+        if holding.lost.is_set():
+            return 0.0
+        left = self.deadline(holding) - monotonic()
+        if left > 0:
+            return left
+        if holding.gen == forks.generation():
+            self.check(holding)
+        return 0.0
+
     def check(self, holding: Holding) -> bool:
         """Lose ``holding`` now if its lease ran out (the clock may not have woken yet). True if lost."""
         if not holding.lost.is_set() and monotonic() >= self.deadline(holding):
