@@ -9,6 +9,7 @@ and a hash field) and a local file; and ``store.check_fence`` asks the lock's st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 import time
@@ -261,3 +262,100 @@ def test_check_fence_on_a_networked_store(redis_url: str) -> None:
         with store.lock(name, ttl=10) as held:
             assert store.check_fence(name, held.fence)
         assert not store.check_fence(name, held.fence)
+
+
+# -- an HTTP service ------------------------------------------------------------------------------------------
+def _service(fences: fencing.Fences) -> tuple[Any, list[str]]:
+    """A WSGI service that records what reached it, behind the middleware, on a real loopback server."""
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    reached: list[str] = []
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        reached.append(environ.get("HTTP_DISTLOCK_FENCE", ""))
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = make_server("127.0.0.1", 0, fencing.fenced_wsgi(app, fences), handler_class=Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, reached
+
+
+def _post(port: int, headers: dict[str, str]) -> int:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("POST", "/pay", body=b"{}", headers=headers)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("kind", ["sql", "redis"])
+def test_http_service_refuses_a_stale_caller_across_instances(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, fences: tuple[int, int]
+) -> None:
+    old, new = fences
+    if kind == "sql":
+        db = tmp_path / "fences.db"
+        with contextlib.closing(sqlite3.connect(db)) as setup:
+            fencing.create_table(setup)
+        shared: fencing.Fences = fencing.SqlFences(lambda: sqlite3.connect(db))
+    else:
+        shared = fencing.RedisFences(redis.Redis.from_url(str(request.getfixturevalue("redis_url"))))
+    one, reached_one = _service(shared)
+    two, reached_two = _service(shared)  # a second instance of the service
+    name = f"pay/{uuid.uuid4().hex[:8]} order"
+    try:
+        assert _post(one.server_port, dict([fencing.header(name, new)])) == 200
+        assert _post(two.server_port, dict([fencing.header(name, old)])) == 409  # the stale holder, elsewhere
+        assert _post(two.server_port, dict([fencing.header(name, new)])) == 200
+        assert _post(one.server_port, {fencing.HEADER: "garbage"}) == 409
+        assert _post(one.server_port, {}) == 200  # not a fenced caller: the service's own rules apply
+        assert len(reached_one) == 2 and len(reached_two) == 1  # refused requests never reached the app
+    finally:
+        for server in (one, two):
+            server.shutdown()
+            server.server_close()
+        if isinstance(shared, fencing.RedisFences):
+            shared._client.close()
+
+
+def test_asgi_middleware_refuses_a_stale_caller(tmp_path: Path, fences: tuple[int, int]) -> None:
+    old, new = fences
+    db = tmp_path / "fences.db"
+    with contextlib.closing(sqlite3.connect(db)) as setup:
+        fencing.create_table(setup)
+    reached: list[int] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        reached.append(1)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    guarded = fencing.FencedASGI(app, fencing.SqlFences(lambda: sqlite3.connect(db)))
+
+    async def call(fence: int) -> int:
+        name, value = fencing.header("pay/asgi", fence)
+        scope = {"type": "http", "headers": [(name.lower().encode(), value.encode())]}
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b""}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await guarded(scope, receive, send)
+        return int(sent[0]["status"])
+
+    async def main() -> list[int]:
+        return [await call(new), await call(old), await call(new)]
+
+    assert asyncio.run(main()) == [200, 409, 200]
+    assert len(reached) == 2

@@ -14,6 +14,9 @@ helpers do the compare for you, atomically with the write, in the stores data us
   higher fence was recorded for that key, in one script; ``redis_set_async`` for ``redis.asyncio``.
 * **Local files**: ``replace_file(path, data, fence)`` replaces the file atomically (a temporary file,
   ``fsync``, ``rename``) unless a higher fence was recorded beside it (``path.fence``).
+* **An HTTP service**: the holder sends ``header(name, fence)`` with each request; ``fenced_wsgi`` /
+  ``FencedASGI`` answer a stale one ``409 Conflict``, recording the highest fence per lock name in SQL
+  (``SqlFences``) or Redis (``RedisFences``) so that it holds across the service's instances.
 * **The lock itself**: ``store.check_fence(name, fence)`` asks the lock's store whether that fence is still a
   current holding (one round trip), for a resource that can reach the store.
 
@@ -23,22 +26,31 @@ that guards it. Equal fences pass: a holder's own second write carries the same 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import quote, unquote
 
 from ._errors import ConfigError, StaleFence
 
 __all__ = [
+    "HEADER",
     "TABLE",
+    "FencedASGI",
+    "Fences",
+    "RedisFences",
+    "SqlFences",
     "check",
     "check_async",
     "create_table",
     "fence_key",
+    "fenced_wsgi",
     "has_hash_tag",
+    "header",
     "redis_set",
     "redis_set_async",
     "replace_file",
@@ -228,3 +240,118 @@ def replace_file(path: str | os.PathLike[str], data: bytes | str, fence: int) ->
             os.close(dir_fd)
     finally:
         os.close(fd)  # (and the flock with it)
+
+
+# -- an HTTP service ----------------------------------------------------------------------------------------
+#: the request header a fenced caller sends: ``<fence> <lock name, percent-encoded>``
+HEADER = "Distlock-Fence"
+
+
+def header(name: str, fence: int) -> tuple[str, str]:
+    """The header a holder sends with each request to a fenced service (``FencedASGI``, ``fenced_wsgi``):
+    ``requests.post(url, headers=dict([fencing.header(lock.name, lock.fence)]))``."""
+    return HEADER, f"{int(fence)} {quote(name, safe='')}"
+
+
+def _parse(value: str) -> tuple[str, int] | None:
+    fence, _, name = value.strip().partition(" ")
+    if not fence.isdigit() or not name:
+        return None
+    return unquote(name), int(fence)
+
+
+class SqlFences:
+    """The highest fence per resource, in a SQL table (``check``) of a database every instance of the service
+    reaches: ``connect()`` gives a new DB-API connection (closed after each record)."""
+
+    def __init__(self, connect: Callable[[], Any], table: str = TABLE) -> None:
+        self._connect = connect
+        self._table = _table(table)
+
+    def record(self, resource: str, fence: int) -> None:
+        conn = self._connect()
+        try:
+            check(conn, resource, fence, table=self._table)
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            conn.close()
+
+
+class RedisFences:
+    """The highest fence per resource, in Redis (``redis.Redis``): one script per record."""
+
+    _SCRIPT = """
+local seen = tonumber(redis.call('GET', KEYS[1]) or '-1')
+if tonumber(ARGV[1]) < seen then return seen end
+redis.call('SET', KEYS[1], ARGV[1])
+return -1
+"""
+
+    def __init__(self, client: Any, prefix: str = "distlock-fence:") -> None:
+        self._client = client
+        self._prefix = prefix
+
+    def record(self, resource: str, fence: int) -> None:
+        _redis_judge(resource, fence, self._client.eval(self._SCRIPT, 1, self._prefix + resource, int(fence)))
+
+
+class Fences(Protocol):
+    def record(self, resource: str, fence: int) -> None: ...
+
+
+def _refusal(value: str | None, fences: Fences) -> str | None:
+    """Why a request with this header value is refused (None: let it through)."""
+    if value is None:
+        return None  # not a fenced caller: the service decides what else it requires
+    parsed = _parse(value)
+    if parsed is None:
+        return f"bad {HEADER} header: expected '<fence> <percent-encoded lock name>'"
+    try:
+        fences.record(*parsed)
+    except StaleFence as stale:
+        return str(stale)
+    return None
+
+
+def fenced_wsgi(app: Callable[..., Any], fences: Fences) -> Callable[..., Any]:
+    """WSGI middleware: a request whose ``Distlock-Fence`` header carries a fence lower than one this resource
+    (the lock name) has seen is answered ``409 Conflict`` and never reaches ``app``. The fence is recorded
+    before the request is handed on, so it holds across every instance that shares ``fences``. It refuses a
+    stale caller that arrives after a newer one; a write that must be atomic with its fence check belongs in
+    the data store (``check``, ``redis_set``)."""
+
+    def middleware(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        why = _refusal(environ.get("HTTP_DISTLOCK_FENCE"), fences)
+        if why is None:
+            return app(environ, start_response)
+        body = why.encode()
+        start_response("409 Conflict", [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    return middleware
+
+
+class FencedASGI:
+    """ASGI middleware, as ``fenced_wsgi``: a stale ``Distlock-Fence`` gets ``409 Conflict``. ``fences.record``
+    runs on a worker thread (a database or Redis round trip must not block the event loop)."""
+
+    def __init__(self, app: Callable[..., Any], fences: Fences) -> None:
+        self._app = app
+        self._fences = fences
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        if scope.get("type") == "http":
+            raw = dict(scope.get("headers") or []).get(HEADER.lower().encode())
+            if raw is not None:
+                why = await asyncio.to_thread(_refusal, raw.decode("latin-1"), self._fences)
+                if why is not None:
+                    body = why.encode()
+                    await send({"type": "http.response.start", "status": 409,
+                                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                            (b"content-length", str(len(body)).encode())]})  # fmt: skip
+                    await send({"type": "http.response.body", "body": body})
+                    return
+        await self._app(scope, receive, send)
