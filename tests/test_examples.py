@@ -114,3 +114,9 @@ def test_every_example_and_the_readmes_python_type_check_with_mypy_strict(tmp_pa
         capture_output=True, text=True, cwd=tmp_path, timeout=600,
     )  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_fenced_sinks_example_refuses_the_stale_holder_everywhere(redis_url: str) -> None:
+    r = _example("fenced_sinks.py", redis_url)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "refused by: ['sql', 'file', 'redis']" in r.stdout and "sql: 'fresh', file: 'fresh'" in r.stdout
