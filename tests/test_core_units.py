@@ -144,7 +144,9 @@ print("imported", len({modules!r}))
 def test_a_packed_script_call_is_byte_for_byte_what_redis_py_sends(name: str, args: list[str | int]) -> None:
     from redis.connection import Encoder, PythonRespSerializer
 
-    from distlock._core import redis_calls, redis_keys, redis_lua
+    from distlock._backends.redis import calls as redis_calls
+    from distlock._backends.redis import keys as redis_keys
+    from distlock._backends.redis import lua as redis_lua
 
     pack = PythonRespSerializer(6000, Encoder("utf-8", "strict", False).encode).pack
     for cluster in (False, True):

@@ -380,7 +380,7 @@ async def test_redis_fair_waiters_do_not_keep_a_connection_each(redis_url: str) 
     them. Before, every one stayed open (about 20 KB of server memory per waiting task)."""
     import redis
 
-    from distlock._async.backends.redis.wire import MAX_IDLE
+    from distlock._backends.redis._async.wire import MAX_IDLE
 
     probe = redis.Redis.from_url(redis_url)
     try:
