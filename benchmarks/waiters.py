@@ -193,7 +193,7 @@ def _state_probe(family: str, url: str, name: str) -> Callable[[], dict[str, flo
 
         return read_zk
     if family == "etcd":
-        from distlock._core import etcd_keys
+        from distlock._backends.etcd import keys as etcd_keys
         from tools.servers.etcd import client_ports, post
 
         port = client_ports(url)[0]

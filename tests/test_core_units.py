@@ -108,13 +108,24 @@ def test_deadline_and_backoff_with_injected_clock() -> None:
     assert timing.validity(10.0, 1.0) == pytest.approx(10.0 - 1.0 - 0.102)
 
 
+#: the pure modules of the backends' folders (``_backends/<name>/``): held to the same rule as ``_core``
+PURE_BACKEND_MODULES = [
+    "_backends.redis.keys",
+    "_backends.redis.lua",
+    "_backends.redis.calls",
+    "_backends.etcd.keys",
+    "_backends.etcd.guard",
+]
+
+
 def test_the_core_is_pure_no_io_no_threads_no_drivers() -> None:
-    """Every module of ``distlock._core`` imports with the modules that do I/O or concurrency blocked: the
-    layouts, scripts, grant rules and timing rules are plain functions of their inputs (docs/design.md)."""
+    """Every module of ``distlock._core``, and each backend's pure modules, import with the modules that do I/O
+    or concurrency blocked: the layouts, scripts, grant rules and timing rules are plain functions of their
+    inputs (docs/design.md)."""
     core = Path(arbiter.__file__).parent
     blocked = ["socket", "ssl", "select", "selectors", "sqlite3", "threading", "asyncio", "subprocess",
                "redis", "kazoo", "h11", "pymysql", "aiomysql", "psycopg", "urllib.request", "http.client"]  # fmt: skip
-    modules = sorted(p.stem for p in core.glob("*.py") if p.stem != "__init__")
+    modules = sorted("_core." + p.stem for p in core.glob("*.py") if p.stem != "__init__") + PURE_BACKEND_MODULES
     code = f"""
 import sys, types
 for name in {blocked!r}:
@@ -124,7 +135,7 @@ package.__path__ = [{str(core.parent)!r}]  # the package without its __init__ (w
 sys.modules["distlock"] = package
 import importlib
 for name in {modules!r}:
-    importlib.import_module("distlock._core." + name)
+    importlib.import_module("distlock." + name)
 print("imported", len({modules!r}))
 """
     r = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import distlock
-from distlock._core import etcd_keys as keys
+from distlock._backends.etcd import keys
 from distlock._core import ids
 from distlock._core import zookeeper_layout as layout
 from distlock._core.types import Claim, Mode
@@ -290,7 +290,7 @@ def test_etcd_shared_watch_remembers_recent_deletes() -> None:
     with an older read knows to read its keys instead of trusting the record."""
     from types import SimpleNamespace
 
-    from distlock._async.backends.etcd.waits import _REMEMBER, _Feed
+    from distlock._backends.etcd._async.waits import _REMEMBER, _Feed
 
     member = ("127.0.0.1", 2379)
     feed = _Feed(SimpleNamespace(member=member, started=100))  # type: ignore[arg-type]

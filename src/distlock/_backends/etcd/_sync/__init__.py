@@ -1,22 +1,9 @@
-# GENERATED from src/distlock/_async/backends/etcd/__init__.py by scripts/gen_sync.py: edit that file, not this one.
+# GENERATED from src/distlock/_backends/etcd/_async/__init__.py by scripts/gen_sync.py: edit that file, not this one.
 """etcd v3 backend (``etcd://h1:2379,h2:2379``, ``etcds://`` for TLS): the layout of etcd's Go Mutex.
 
-The folder splits as etcd's own client does (docs/etcd.md has the whole design):
-
-* ``http.py``     a small HTTP/1.1 client over h11 (connections from ``distlock._etcd_async`` / ``_etcd_sync``);
-* ``gateway.py``  the JSON gateway: opening a store, failover across members, auth, the key-value calls,
-                  error mapping (Go's client connection);
-* ``leases.py``   every lease's lifecycle: grant, the pool of free leases, keepalive, revoke, its local end
-                  (Go's ``concurrency.Session``);
-* ``mutex.py``    one acquisition: the queue of keys, the grant, the wait for the predecessor, the clean-up,
-                  and ``EtcdGuard`` (Go's ``concurrency.Mutex``; the pure rules are ``_core/etcd_keys.py``);
-* ``admin.py``    what ``inspect`` / ``list`` / ``break_lock`` read of everyone's keys;
-* ``waits.py``    the waiters' shared watch: one stream per store and name, whatever the number of waiters;
-* ``watch.py``    an election observer's watch on ``NAME/`` (``store.observe``), and ``list --watch``'s on a
-                  prefix;
-* here            ``Backend``, the store's view: the holdings of this store (token -> key), release,
-                  renewal and the key check that goes with it, ``extend`` past a lease's TTL, an election
-                  leader's ``proclaim``, and ``guard``.
+Here: ``Backend``, the store's view: the holdings of this store (token -> key), release, renewal and the key
+check that goes with it, ``extend`` past a lease's TTL, an election leader's ``proclaim``, and ``guard``. The
+rest of the folder is mapped in ``distlock/_backends/etcd/__init__.py`` (docs/etcd.md has the whole design).
 
 The store's renewer keeps all held leases alive with one keepalive stream request per tick (a batch of
 lease ids), plus one read-only txn that checks the keys are still there (an admin ``etcdctl del`` is seen).
@@ -28,22 +15,23 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ...._core import etcd_keys as keys
+from ...._sync.backend import SyncBackend, SyncPrefixWatch, SyncWatch
+from ...._sync.batch import Batched
 from ...._core.timing import monotonic
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._errors import BackendError, NotHeld, UnsupportedFeature
 from ...._url import StoreConfig
-from ...backend import SyncBackend, SyncPrefixWatch, SyncWatch
-from ...batch import Batched
+from .. import keys
+from ..guard import EtcdGuard
 from . import admin
 from .gateway import FAST_TRY, Denied, Gateway, denied
 from .leases import Lease, Leases
-from .mutex import Attempt, Entry, EtcdGuard
+from .mutex import Attempt, Entry
 from .waits import Waits
 from .watch import PrefixWatch, Watch
 
 if TYPE_CHECKING:
-    from ...locks import Lock
+    from ...._sync.locks import Lock
 
 
 def guard(lock: Lock) -> EtcdGuard:

@@ -1,4 +1,4 @@
-# GENERATED from src/distlock/_async/backends/etcd/gateway.py by scripts/gen_sync.py: edit that file, not this one.
+# GENERATED from src/distlock/_backends/etcd/_async/gateway.py by scripts/gen_sync.py: edit that file, not this one.
 """The etcd v3 JSON gateway: requests to the members of one cluster, with failover, bounded time and auth.
 
 Every etcd serves the gateway (grpc-gateway) on its client port: the same API as gRPC, as JSON over
@@ -23,13 +23,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from .... import _rt_sync as rt
-from ...._core import etcd_keys as keys
 from ...._core import timing
 from ...._core.text import seconds
 from ...._core.timing import monotonic
 from ...._errors import BackendError
 from ...._tls import pop_tls, verify_failure
 from ...._url import StoreConfig, scrub
+from .. import keys
 from .http import HTTPClient, Member
 
 #: gRPC codes the gateway reports for a member that cannot serve now (no leader, leader changed, timeout;

@@ -1,7 +1,7 @@
-"""The asyncio half of the etcd backend's connection driver (``_etcd_sync.py`` is its threaded twin).
+"""The asyncio half of the etcd backend's connection driver (``_driver_sync.py`` is its threaded twin).
 
 The etcd backend speaks HTTP/1.1 to the JSON gateway through a small client written once
-(``_async/backends/etcd/http.py``, generated for the sync side; h11 parses the answers); the only thing
+(``_async/http.py`` next to this module, generated for the sync side; h11 parses the answers); the only thing
 that differs between the sides is how a connection is opened, written and read, which lives here: asyncio
 streams on this side, a blocking socket on the other. Every step is bounded by a deadline (``time.monotonic()`` seconds);
 failures are ``OSError`` (``TimeoutError`` for a deadline that passed, ``ConnectionError`` for a closed
@@ -14,7 +14,7 @@ import asyncio
 import ssl
 import time
 
-from . import _aconn
+from ... import _aconn
 
 #: bytes asked for per read: a whole gateway answer, or what a stream has ready, in one call
 _READ_SIZE = 65536

@@ -22,13 +22,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from .... import _rt_async as rt
-from ...._core import etcd_keys as keys
 from ...._core import timing
 from ...._core.text import seconds
 from ...._core.timing import monotonic
 from ...._errors import BackendError
 from ...._tls import pop_tls, verify_failure
 from ...._url import StoreConfig, scrub
+from .. import keys
 from .http import HTTPClient, Member
 
 #: gRPC codes the gateway reports for a member that cannot serve now (no leader, leader changed, timeout;

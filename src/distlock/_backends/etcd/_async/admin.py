@@ -1,4 +1,3 @@
-# GENERATED from src/distlock/_async/backends/etcd/admin.py by scripts/gen_sync.py: edit that file, not this one.
 """What ``inspect``, ``list`` and ``break_lock`` read of a lock's queue on etcd: everyone's keys, not ours.
 
 Owners come from the values of the keys (JSON written by distlock; an empty value is a Go ``Mutex`` or an
@@ -10,17 +9,17 @@ not read.
 
 from __future__ import annotations
 
-from ...._core import etcd_keys as keys
 from ...._core.types import HolderInfo, LockInfo
+from .. import keys
 from .gateway import Denied, Gateway, denied
 from .leases import Leases
 
 
-def snapshot(gw: Gateway, name: str) -> tuple[list[keys.Contender], list[keys.Contender], dict[bytes, str]]:
+async def snapshot(gw: Gateway, name: str) -> tuple[list[keys.Contender], list[keys.Contender], dict[bytes, str]]:
     """(queue, holders, key -> owner id) of one name: one range read of ``NAME/`` with the values."""
     prefix = keys.lock_prefix(name)
     try:
-        data = gw.call("/v3/kv/range", keys.prefix_range(prefix, keys_only=False))
+        data = await gw.call("/v3/kv/range", keys.prefix_range(prefix, keys_only=False))
     except Denied as exc:
         raise denied(exc, name, gw.username, f"read {prefix.decode('utf-8', 'replace')!r}") from None
     queue = keys.contenders(prefix, data.get("kvs") or [])
@@ -35,26 +34,26 @@ def snapshot(gw: Gateway, name: str) -> tuple[list[keys.Contender], list[keys.Co
     return queue, keys.holders(queue, permits), owners
 
 
-def inspect(gw: Gateway, leases: Leases, name: str) -> LockInfo | None:
-    queue, holders, owners = snapshot(gw, name)
+async def inspect(gw: Gateway, leases: Leases, name: str) -> LockInfo | None:
+    queue, holders, owners = await snapshot(gw, name)
     if not holders:
         return None
     infos = []
     for h in holders:
         ttl_left: float | None = None
         if h.lease:
-            ttl_left = float(max(0, leases.time_to_live(h.lease)))
+            ttl_left = float(max(0, await leases.time_to_live(h.lease)))
         owner = owners.get(h.key) or f"unknown:lease:{h.lease:x}"
         infos.append(HolderInfo(owner, h.rev, h.mode.value, ttl_left, keys.election_value(h.value)))
     return LockInfo(name, keys.kind_of(queue), tuple(infos), len(queue) - len(holders))
 
 
-def list_held(gw: Gateway, leases: Leases, prefix: str) -> list[LockInfo]:
+async def list_held(gw: Gateway, leases: Leases, prefix: str) -> list[LockInfo]:
     """Every held lock whose name starts with ``prefix``: one range read of the names, then each inspected."""
     start = prefix.encode("utf-8")
     op = keys.range_op(start or b"\x01", keys.prefix_end(start) if start else b"\x00")
     try:
-        data = gw.call("/v3/kv/range", op)
+        data = await gw.call("/v3/kv/range", op)
     except Denied as exc:
         raise denied(exc, None, gw.username, f"read the keys under {prefix!r}") from None
     names: set[str] = set()
@@ -66,7 +65,7 @@ def list_held(gw: Gateway, leases: Leases, prefix: str) -> list[LockInfo]:
             names.add(parsed[0])
     out = []
     for name in sorted(names):
-        info = inspect(gw, leases, name)
+        info = await inspect(gw, leases, name)
         if info is not None:
             out.append(info)
     return out

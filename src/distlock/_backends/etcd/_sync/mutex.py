@@ -1,9 +1,9 @@
-# GENERATED from src/distlock/_async/backends/etcd/mutex.py by scripts/gen_sync.py: edit that file, not this one.
+# GENERATED from src/distlock/_backends/etcd/_async/mutex.py by scripts/gen_sync.py: edit that file, not this one.
 """The lock algorithm on etcd: the queue of etcd's Go ``concurrency.Mutex`` and its waits (``mutex.go``,
-``key.go``), as one ``Attempt`` per acquisition, and the ownership condition (``EtcdGuard``, Go's
-``Mutex.IsOwner()``).
+``key.go``), as one ``Attempt`` per acquisition; the ownership condition (``EtcdGuard``, Go's ``Mutex.IsOwner()``) is
+``guard.py`` in the folder above, one class for both sides.
 
-Key layout and grant rule are pure and live in ``distlock._core.etcd_keys``. In short, a contender is the
+Key layout and grant rule are pure and live in ``distlock._backends.etcd.keys``. In short, a contender is the
 key ``NAME/<lease hex>`` (its owner record as the value) on its own lease (``leases.py``); the smallest
 create revision holds; a waiter watches only the key just ahead of it; the fence is the create revision of
 the holder's key. So an ``etcdctl lock NAME`` or a Go ``concurrency.Mutex`` on the same name and a distlock
@@ -12,7 +12,7 @@ as the key's value instead of the owner record: Go's ``concurrency.Election`` an
 campaign is this queue too.
 
 One try creates the key and reads the queue in one txn (the uncontended path is one request after the
-lease). A mutex or write claim reads only the tail of the queue up to its own key (``etcd_keys.tail_range``:
+lease). A mutex or write claim reads only the tail of the queue up to its own key (``keys.tail_range``:
 its key and the one just ahead), as Go's ``Mutex`` does, so neither the create nor a wake-up grows with the
 number of waiters; read claims and semaphores, whose rule looks further ahead, read the whole queue.
 After every wake-up the waiter re-reads the queue and requires its own key to still be there
@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .... import _rt_sync as rt
-from ...._core import etcd_keys as keys
+from ...._sync.backend import SyncAttempt
 from ...._core.timing import monotonic
 from ...._core.types import Claim, Grant, Mode
 from ...._errors import BackendError
-from ...backend import SyncAttempt
+from .. import keys
 from .gateway import NOT_FOUND, Denied, denied
 from .http import Member
 from .leases import Lease
@@ -58,26 +58,6 @@ class Entry:
     value: bytes  # what the key holds: the owner record, or an election candidate's value (proclaim replaces it)
     token: str = ""
     releasing: bool = False
-
-
-@dataclass(frozen=True)
-class EtcdGuard:
-    """The condition "this holding is still the one that holds the lock", for your own etcd transactions.
-
-    ``compare()`` is the JSON gateway form (``{"compare": [guard.compare()], "success": [...]}`` on
-    ``/v3/kv/txn``); ``etcdctl()`` the ``etcdctl txn`` form; with a gRPC client use
-    ``CreateRevision(key) == create_revision``. The write happens only while the lock key still exists
-    with this create revision, i.e. while this holding has not been released, lost or broken.
-    """
-
-    key: bytes
-    create_revision: int
-
-    def compare(self) -> dict[str, object]:
-        return keys.create_is(self.key, self.create_revision)
-
-    def etcdctl(self) -> str:
-        return f'c("{self.key.decode("utf-8", "backslashreplace")}") = "{self.create_revision}"'
 
 
 class Attempt(SyncAttempt):

@@ -1,4 +1,3 @@
-# GENERATED from src/distlock/_async/backends/etcd/waits.py by scripts/gen_sync.py: edit that file, not this one.
 """The waiters' shared watch: one etcd watch stream per store and lock name, on ``NAME/``, read by one
 background reader that wakes the waiter whose watched key was deleted (``mutex.py`` waits here).
 
@@ -20,11 +19,11 @@ daemon thread).
 
 from __future__ import annotations
 
-from .... import _rt_sync as rt
-from ...._core import etcd_keys as keys
+from .... import _rt_async as rt
 from ...._core import forks
 from ...._core.timing import monotonic
 from ...._errors import BackendError
+from .. import keys
 from .gateway import Gateway
 from .http import Member
 from .watch import Watch
@@ -88,7 +87,7 @@ class Waits:
         self._state = rt.StateGuard()
         self._opening = rt.Mutex()
 
-    def wait_delete(
+    async def wait_delete(
         self, prefix: bytes, targets: dict[bytes, int], since: int, timeout: float
     ) -> tuple[Member, int] | None:
         """Return when one of ``targets`` (key -> create revision, all under ``prefix``) is deleted at
@@ -96,16 +95,16 @@ class Waits:
         re-reads the queue in every case): the member that saw the delete and its revision, if that is why
         it returned (the caller's re-read can go there, see ``Gateway.read_at``)."""
         deadline = monotonic() + timeout
-        feed = self._feed(prefix)
+        feed = await self._feed(prefix)
         if feed is None:  # no shared stream could be made now: a stream of this wait's own
-            return self._gw.watch_delete(prefix, keys.prefix_end(prefix), since, targets, timeout)
+            return await self._gw.watch_delete(prefix, keys.prefix_end(prefix), since, targets, timeout)
         waker = rt.Waker()
         with self._state:
             for key in targets:
                 feed.waiting.setdefault(key, {})[id(waker)] = waker
             floor = feed.floor
         try:
-            if since < floor and self._any_gone(prefix, targets):
+            if since < floor and await self._any_gone(prefix, targets):
                 return None  # the stream may have missed it: the caller re-reads
             while True:
                 with self._state:
@@ -115,7 +114,7 @@ class Waits:
                 left = deadline - monotonic()
                 if left <= 0:
                     return None
-                waker.wait(left)
+                await waker.wait(left)
         finally:
             with self._state:
                 for key in targets:
@@ -127,12 +126,12 @@ class Waits:
                 if not feed.waiting:
                     feed.idle_since = monotonic()
 
-    def _feed(self, prefix: bytes) -> _Feed | None:
+    async def _feed(self, prefix: bytes) -> _Feed | None:
         with self._state:
             feed = self._feeds.get(prefix)
             if feed is not None and not feed.ended:
                 return feed
-        with self._opening:
+        async with self._opening:
             with self._state:
                 feed = self._feeds.get(prefix)
                 if feed is not None and not feed.ended:
@@ -140,7 +139,7 @@ class Waits:
                 if self._closed:
                     return None
             try:  # bounded by the op timeout (``Watch.open`` tries the members in turn until then)
-                watch = Watch.open(self._gw, prefix.decode("utf-8", "replace"), prefix, deletes_only=True)
+                watch = await Watch.open(self._gw, prefix.decode("utf-8", "replace"), prefix, deletes_only=True)
             except BackendError:
                 return None
             feed = _Feed(watch)
@@ -149,7 +148,7 @@ class Waits:
             feed.reader = rt.Background(lambda: self._read(prefix, feed), "distlock-etcd-waits")
             return feed
 
-    def _read(self, prefix: bytes, feed: _Feed) -> None:
+    async def _read(self, prefix: bytes, feed: _Feed) -> None:
         """The reader of one stream: wakes the waiters of each deleted key, until the stream ends or nobody
         waited on it for ``LINGER`` seconds."""
         try:
@@ -158,7 +157,7 @@ class Waits:
                     if not feed.waiting and monotonic() - feed.idle_since > LINGER:
                         return
                 try:
-                    result = feed.watch.message(monotonic() + _TICK)
+                    result = await feed.watch.message(monotonic() + _TICK)
                 except Exception:  # noqa: BLE001 - the stream ended or broke: its waiters re-read, the next makes one
                     return
                 if result is None:
@@ -183,16 +182,16 @@ class Waits:
                 wakers = [w for group in feed.waiting.values() for w in group.values()]
             for w in wakers:  # they may have missed a delete: each re-reads the queue
                 w.notify()
-            feed.watch.close()
+            await feed.watch.aclose()
 
-    def _any_gone(self, prefix: bytes, targets: dict[bytes, int]) -> bool:
+    async def _any_gone(self, prefix: bytes, targets: dict[bytes, int]) -> bool:
         """Whether one of ``targets`` is no longer there with its create revision (one read)."""
         body = keys.prefix_range(prefix) if len(targets) > 1 else keys.range_op(next(iter(targets)))
-        data = self._gw.call("/v3/kv/range", body)
+        data = await self._gw.call("/v3/kv/range", body)
         present = {(keys.unb64(kv.get("key")), int(kv.get("create_revision") or 0)) for kv in data.get("kvs") or []}
         return any((k, rev) not in present for k, rev in targets.items())
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         """Stop every reader (a thread sees the flag within ``_TICK``) and close its stream."""
         self._closed = True
         with self._state:
@@ -200,5 +199,5 @@ class Waits:
         for feed in feeds:
             if feed.reader is not None:
                 feed.reader.cancel()
-                feed.reader.join(_TICK + 1.0)
-            feed.watch.close()
+                await feed.reader.join(_TICK + 1.0)
+            await feed.watch.aclose()

@@ -1,3 +1,4 @@
+# GENERATED from src/distlock/_backends/etcd/_async/watch.py by scripts/gen_sync.py: edit that file, not this one.
 """An observer's watch on one election (``store.observe``): an etcd watch stream on the range ``NAME/``.
 
 Every change of a name's queue is an event in that range -- a candidate's key created (campaign), put again
@@ -21,12 +22,12 @@ import json
 import ssl
 from typing import Any
 
-from .... import _rt_async as rt
-from ...._core import etcd_keys as keys
+from .... import _rt_sync as rt
+from ...._sync.backend import SyncPrefixWatch, SyncWatch
 from ...._core.text import seconds
 from ...._core.timing import monotonic
 from ...._errors import BackendError
-from ...backend import AsyncPrefixWatch, AsyncWatch
+from .. import keys
 from .gateway import Denied, Gateway
 from .http import Member, Stream
 
@@ -34,7 +35,7 @@ from .http import Member, Stream
 _READ_TIMEOUT = (TimeoutError, BlockingIOError, ssl.SSLWantReadError)
 
 
-class Watch(AsyncWatch):
+class Watch(SyncWatch):
     """One observer's stream of the events under ``NAME/`` (see the module docstring)."""
 
     def __init__(self, gw: Gateway, name: str, prefix: bytes | None = None, deletes_only: bool = False) -> None:
@@ -49,13 +50,13 @@ class Watch(AsyncWatch):
         self.started = 0  # the revision it was made at: every change after it comes down the stream
 
     @classmethod
-    async def open(cls, gw: Gateway, name: str, prefix: bytes | None = None, deletes_only: bool = False) -> Watch:
+    def open(cls, gw: Gateway, name: str, prefix: bytes | None = None, deletes_only: bool = False) -> Watch:
         """A watch whose stream exists on a member (``BackendError`` if none made one within the op timeout)."""
         watch = cls(gw, name, prefix, deletes_only)
-        await watch._arm()
+        watch._arm()
         return watch
 
-    async def _arm(self) -> None:
+    def _arm(self) -> None:
         """Make the stream, trying the members in turn until the op timeout: return once etcd has answered
         ``created``, from when on every change of the range is sent down the stream."""
         gw = self._gw
@@ -71,7 +72,7 @@ class Watch(AsyncWatch):
             base = gw.base
             left = max(0.05, deadline - monotonic())
             try:
-                stream = await gw.client.open_stream(
+                stream = gw.client.open_stream(
                     base,
                     "/v3/watch",
                     body,
@@ -85,7 +86,7 @@ class Watch(AsyncWatch):
                 self._stream, self._pending = stream, b""
                 try:
                     if stream.status == 200:
-                        result = await self.message(min(deadline, monotonic() + gw.try_timeout))
+                        result = self.message(min(deadline, monotonic() + gw.try_timeout))
                         if result is not None and result.get("created") and not result.get("canceled"):
                             self.member = base
                             self.started = int((result.get("header") or {}).get("revision") or 0)
@@ -97,7 +98,7 @@ class Watch(AsyncWatch):
                             # the token expired while no call needed it: a new one, and the same member again
                             reauth = False
                             self._drop()
-                            await gw.authenticate()
+                            gw.authenticate()
                             continue
                         last = f"watch not created ({reason or result})"
                     else:
@@ -111,9 +112,9 @@ class Watch(AsyncWatch):
             gw.rotate(base)
             if monotonic() >= deadline:
                 raise gw.error(f"no watch on {self._name!r} within {seconds(gw.op_timeout)} ({last})")
-            await rt.sleep(0.05)
+            rt.sleep(0.05)
 
-    async def message(self, deadline: float) -> dict[str, Any] | None:
+    def message(self, deadline: float) -> dict[str, Any] | None:
         """The ``result`` of the next message of the stream; None when ``deadline`` passed first. A stream
         that ended raises ``ConnectionError``."""
         stream = self._stream
@@ -122,7 +123,7 @@ class Watch(AsyncWatch):
             if monotonic() >= deadline:
                 return None
             try:
-                data = await stream.read(deadline)
+                data = stream.read(deadline)
             except _READ_TIMEOUT:
                 return None
             if data is None:
@@ -140,15 +141,15 @@ class Watch(AsyncWatch):
             raise ConnectionError(f"the watch stream ended: {msg}")
         return result
 
-    async def wait(self, timeout: float) -> None:
-        await self.woken(timeout)
+    def wait(self, timeout: float) -> None:
+        self.woken(timeout)
 
-    async def woken(self, timeout: float) -> bool:
+    def woken(self, timeout: float) -> bool:
         """``wait``, saying whether it woke (an event, a new stream, a poll) rather than timed out."""
         deadline = monotonic() + max(0.0, timeout)
         if self._stream is not None:
             try:
-                while (result := await self.message(deadline)) is not None:
+                while (result := self.message(deadline)) is not None:
                     if result.get("canceled") or result.get("compact_revision"):
                         raise ConnectionError("the watch was cancelled")
                     if result.get("events"):
@@ -159,9 +160,9 @@ class Watch(AsyncWatch):
         # No stream (it ended, or could not be made last time): make one, then wake the observer, whose
         # read now covers the time without a stream; if no member makes one, poll.
         try:
-            await self._arm()
+            self._arm()
         except BackendError:
-            await rt.sleep(max(0.0, min(deadline - monotonic(), self.POLL)))
+            rt.sleep(max(0.0, min(deadline - monotonic(), self.POLL)))
         return True
 
     def _drop(self) -> None:
@@ -169,11 +170,11 @@ class Watch(AsyncWatch):
         if stream is not None:
             stream.close()
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         self._drop()
 
 
-class PrefixWatch(AsyncPrefixWatch):
+class PrefixWatch(SyncPrefixWatch):
     """``distlock list --watch``: one stream of the events of every key starting with the prefix. A lock's
     keys are ``NAME/<lease hex>``, so each grant, release, expiry or break under the prefix is an event."""
 
@@ -181,11 +182,11 @@ class PrefixWatch(AsyncPrefixWatch):
         self._watch = watch
 
     @classmethod
-    async def open(cls, gw: Gateway, prefix: str) -> PrefixWatch:
-        return cls(await Watch.open(gw, prefix or "(all)", prefix.encode("utf-8")))
+    def open(cls, gw: Gateway, prefix: str) -> PrefixWatch:
+        return cls(Watch.open(gw, prefix or "(all)", prefix.encode("utf-8")))
 
-    async def wait(self, timeout: float) -> bool:
-        return await self._watch.woken(timeout)
+    def wait(self, timeout: float) -> bool:
+        return self._watch.woken(timeout)
 
-    async def aclose(self) -> None:
-        await self._watch.aclose()
+    def close(self) -> None:
+        self._watch.close()

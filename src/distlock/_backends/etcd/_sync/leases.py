@@ -1,3 +1,4 @@
+# GENERATED from src/distlock/_backends/etcd/_async/leases.py by scripts/gen_sync.py: edit that file, not this one.
 """etcd leases: the one place where a lease is granted, kept alive, revoked and its local end counted.
 
 etcd's Go ``concurrency.Session`` is one lease and its keepalive, apart from the ``Mutex`` that puts keys on
@@ -27,10 +28,10 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .... import _rt_async as rt
-from ...._core import etcd_keys as keys
+from .... import _rt_sync as rt
 from ...._core.timing import lease_end, monotonic, renew_interval
 from ...._errors import BackendError
+from .. import keys
 from .gateway import FAST_TRY, NOT_FOUND, Gateway
 
 #: free leases kept per TTL for reuse
@@ -80,7 +81,7 @@ class Leases:
         self._refreshing = rt.Mutex()
 
     # -- the lease API -----------------------------------------------------------------------------------
-    async def keepalive(self, ids: Sequence[int], op_timeout: float | None = None) -> dict[int, int]:
+    def keepalive(self, ids: Sequence[int], op_timeout: float | None = None) -> dict[int, int]:
         """One request for many leases (the gateway streams one answer per id): id -> TTL (0: gone).
 
         The answer confirms the leases from the moment the *first* try was sent, which is no later than the
@@ -94,7 +95,7 @@ class Leases:
         while True:
             # a healthy leader answers keepalives in milliseconds: give up on a member sooner than usual
             left = max(0.05, deadline - monotonic())
-            data = await gw.call("/v3/lease/keepalive", body, try_timeout=FAST_TRY, op_timeout=left)
+            data = gw.call("/v3/lease/keepalive", body, try_timeout=FAST_TRY, op_timeout=left)
             out: dict[int, int] = {}
             failed = ""
             for msg in data.get("_messages", [data]):
@@ -108,12 +109,12 @@ class Leases:
             if monotonic() >= deadline:
                 raise gw.error(f"lease keepalive failed: {failed or 'incomplete answer'}")
             gw.rotate(gw.base)
-            await rt.sleep(0.05)
+            rt.sleep(0.05)
 
-    async def refresh(self, lease: Lease, op_timeout: float | None = None) -> bool:
+    def refresh(self, lease: Lease, op_timeout: float | None = None) -> bool:
         """Keep one lease alive now; False if the server no longer has it."""
         sent = monotonic()
-        ttl = (await self.keepalive([lease.id], op_timeout=op_timeout)).get(lease.id, 0)
+        ttl = (self.keepalive([lease.id], op_timeout=op_timeout)).get(lease.id, 0)
         if ttl <= 0:
             return False
         lease.confirm(sent, ttl)
@@ -128,12 +129,12 @@ class Leases:
             else:
                 self._waiting.pop(lease.id, None)
 
-    async def refresh_waiting(self, lease: Lease, op_timeout: float | None = None) -> bool:
+    def refresh_waiting(self, lease: Lease, op_timeout: float | None = None) -> bool:
         """Keep a waiter's lease alive now, with every other waiting lease (``waiting``) that is due within
         half a renewal interval, in one request; False if the server no longer has ``lease``. A waiter whose
         lease another's request took along meanwhile sends nothing. Only leases whose waiters are waiting
         are taken along: a waiter that gave up or died stops being kept alive with it."""
-        async with self._refreshing:
+        with self._refreshing:
             now = monotonic()
             if lease.due() > now:
                 return True  # a request of another waiter kept it alive meanwhile
@@ -144,7 +145,7 @@ class Leases:
                     if other is not lease and other.due() - now < renew_interval(other.ttl) / 2
                 ]
             sent = monotonic()
-            ttls = await self.keepalive([lease.id] + [o.id for o in others], op_timeout=op_timeout)
+            ttls = self.keepalive([lease.id] + [o.id for o in others], op_timeout=op_timeout)
             for other in others:
                 if ttls.get(other.id, 0) > 0:  # a dead one is its waiter's to find (it refreshes it itself)
                     other.confirm(sent, ttls[other.id])
@@ -153,21 +154,21 @@ class Leases:
             lease.confirm(sent, ttls[lease.id])
             return True
 
-    async def revoke(self, lease: int, op_timeout: float | None = None) -> bool:
+    def revoke(self, lease: int, op_timeout: float | None = None) -> bool:
         """Revoke a lease (deleting its keys); an unknown lease is fine. Best effort: False if it failed."""
         try:
-            await self.gw.call("/v3/lease/revoke", {"ID": str(lease)}, ok_codes=(NOT_FOUND,), op_timeout=op_timeout)
+            self.gw.call("/v3/lease/revoke", {"ID": str(lease)}, ok_codes=(NOT_FOUND,), op_timeout=op_timeout)
         except BackendError:
             return False  # it expires by its TTL
         return True
 
-    async def time_to_live(self, lease: int) -> int:
+    def time_to_live(self, lease: int) -> int:
         """The seconds the server still gives a lease (someone else's, for ``inspect``)."""
-        data = await self.gw.call("/v3/lease/timetolive", {"ID": str(lease)})
+        data = self.gw.call("/v3/lease/timetolive", {"ID": str(lease)})
         return int(data.get("TTL") or 0)
 
     # -- the pool ----------------------------------------------------------------------------------------
-    async def take(self, ttl: float, fresh: bool = False, op_timeout: float | None = None) -> Lease:
+    def take(self, ttl: float, fresh: bool = False, op_timeout: float | None = None) -> Lease:
         """A lease for a new claim: a free one with enough left (refreshed if aged), else a new grant."""
         want = keys.lease_ttl_seconds(ttl)
         now = monotonic()
@@ -185,10 +186,10 @@ class Leases:
                 self._stale.append(lease.id)  # about to expire: revoked by the next renewal tick or close()
         # a keepalive is answered by the leader without a raft write, unlike a grant (and the revoke of the
         # old lease it would need)
-        if refresh is not None and await self.refresh(refresh, op_timeout=op_timeout):
+        if refresh is not None and self.refresh(refresh, op_timeout=op_timeout):
             return refresh
         sent = monotonic()
-        data = await self.gw.call("/v3/lease/grant", {"TTL": str(want)}, op_timeout=op_timeout)
+        data = self.gw.call("/v3/lease/grant", {"TTL": str(want)}, op_timeout=op_timeout)
         return Lease(int(data["ID"]), int(data.get("TTL") or want), sent)
 
     def give_back(self, lease: Lease) -> None:
@@ -201,14 +202,14 @@ class Leases:
                 return
             self._stale.append(lease.id)  # a full pool: revoked off the acquire/release path
 
-    async def renew(self, held: Iterable[Lease]) -> tuple[float, dict[int, int]]:
+    def renew(self, held: Iterable[Lease]) -> tuple[float, dict[int, int]]:
         """One keepalive for the held leases and every free one in the pool (they ride along, so they stay
         fresh for the next acquire): the send time and id -> TTL (0: gone). The free ones are confirmed here
         and the dead ones dropped; the held ones are the caller's to confirm."""
         with self._guard:
             pooled = [lease for pool in self._pool.values() for lease in pool]
         sent = monotonic()
-        ttls = await self.keepalive(sorted({lease.id for lease in held} | {lease.id for lease in pooled}))
+        ttls = self.keepalive(sorted({lease.id for lease in held} | {lease.id for lease in pooled}))
         dead = set()
         for lease in pooled:
             if ttls.get(lease.id, 0) > 0:
@@ -221,19 +222,19 @@ class Leases:
                     pool[:] = [lease for lease in pool if lease.id not in dead]
         return sent, ttls
 
-    async def revoke_stale(self) -> None:
+    def revoke_stale(self) -> None:
         """Revoke the leases dropped from the pool (they hold no key; revoking beats waiting for the TTL)."""
         with self._guard:
             stale, self._stale = self._stale, []
         for lease in stale:
-            await self.revoke(lease, op_timeout=min(1.0, self.gw.op_timeout))
+            self.revoke(lease, op_timeout=min(1.0, self.gw.op_timeout))
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         """Revoke the free leases (they would expire by themselves: close() does not wait long for this)."""
         with self._guard:
             pooled = [lease.id for pool in self._pool.values() for lease in pool] + self._stale
             self._pool.clear()
             self._stale = []
         for lease in pooled:
-            if not await self.revoke(lease, op_timeout=min(1.0, self.gw.op_timeout)):
+            if not self.revoke(lease, op_timeout=min(1.0, self.gw.op_timeout)):
                 break

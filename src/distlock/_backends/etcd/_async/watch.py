@@ -1,4 +1,3 @@
-# GENERATED from src/distlock/_async/backends/etcd/watch.py by scripts/gen_sync.py: edit that file, not this one.
 """An observer's watch on one election (``store.observe``): an etcd watch stream on the range ``NAME/``.
 
 Every change of a name's queue is an event in that range -- a candidate's key created (campaign), put again
@@ -22,12 +21,12 @@ import json
 import ssl
 from typing import Any
 
-from .... import _rt_sync as rt
-from ...._core import etcd_keys as keys
+from .... import _rt_async as rt
+from ...._async.backend import AsyncPrefixWatch, AsyncWatch
 from ...._core.text import seconds
 from ...._core.timing import monotonic
 from ...._errors import BackendError
-from ...backend import SyncPrefixWatch, SyncWatch
+from .. import keys
 from .gateway import Denied, Gateway
 from .http import Member, Stream
 
@@ -35,7 +34,7 @@ from .http import Member, Stream
 _READ_TIMEOUT = (TimeoutError, BlockingIOError, ssl.SSLWantReadError)
 
 
-class Watch(SyncWatch):
+class Watch(AsyncWatch):
     """One observer's stream of the events under ``NAME/`` (see the module docstring)."""
 
     def __init__(self, gw: Gateway, name: str, prefix: bytes | None = None, deletes_only: bool = False) -> None:
@@ -50,13 +49,13 @@ class Watch(SyncWatch):
         self.started = 0  # the revision it was made at: every change after it comes down the stream
 
     @classmethod
-    def open(cls, gw: Gateway, name: str, prefix: bytes | None = None, deletes_only: bool = False) -> Watch:
+    async def open(cls, gw: Gateway, name: str, prefix: bytes | None = None, deletes_only: bool = False) -> Watch:
         """A watch whose stream exists on a member (``BackendError`` if none made one within the op timeout)."""
         watch = cls(gw, name, prefix, deletes_only)
-        watch._arm()
+        await watch._arm()
         return watch
 
-    def _arm(self) -> None:
+    async def _arm(self) -> None:
         """Make the stream, trying the members in turn until the op timeout: return once etcd has answered
         ``created``, from when on every change of the range is sent down the stream."""
         gw = self._gw
@@ -72,7 +71,7 @@ class Watch(SyncWatch):
             base = gw.base
             left = max(0.05, deadline - monotonic())
             try:
-                stream = gw.client.open_stream(
+                stream = await gw.client.open_stream(
                     base,
                     "/v3/watch",
                     body,
@@ -86,7 +85,7 @@ class Watch(SyncWatch):
                 self._stream, self._pending = stream, b""
                 try:
                     if stream.status == 200:
-                        result = self.message(min(deadline, monotonic() + gw.try_timeout))
+                        result = await self.message(min(deadline, monotonic() + gw.try_timeout))
                         if result is not None and result.get("created") and not result.get("canceled"):
                             self.member = base
                             self.started = int((result.get("header") or {}).get("revision") or 0)
@@ -98,7 +97,7 @@ class Watch(SyncWatch):
                             # the token expired while no call needed it: a new one, and the same member again
                             reauth = False
                             self._drop()
-                            gw.authenticate()
+                            await gw.authenticate()
                             continue
                         last = f"watch not created ({reason or result})"
                     else:
@@ -112,9 +111,9 @@ class Watch(SyncWatch):
             gw.rotate(base)
             if monotonic() >= deadline:
                 raise gw.error(f"no watch on {self._name!r} within {seconds(gw.op_timeout)} ({last})")
-            rt.sleep(0.05)
+            await rt.sleep(0.05)
 
-    def message(self, deadline: float) -> dict[str, Any] | None:
+    async def message(self, deadline: float) -> dict[str, Any] | None:
         """The ``result`` of the next message of the stream; None when ``deadline`` passed first. A stream
         that ended raises ``ConnectionError``."""
         stream = self._stream
@@ -123,7 +122,7 @@ class Watch(SyncWatch):
             if monotonic() >= deadline:
                 return None
             try:
-                data = stream.read(deadline)
+                data = await stream.read(deadline)
             except _READ_TIMEOUT:
                 return None
             if data is None:
@@ -141,15 +140,15 @@ class Watch(SyncWatch):
             raise ConnectionError(f"the watch stream ended: {msg}")
         return result
 
-    def wait(self, timeout: float) -> None:
-        self.woken(timeout)
+    async def wait(self, timeout: float) -> None:
+        await self.woken(timeout)
 
-    def woken(self, timeout: float) -> bool:
+    async def woken(self, timeout: float) -> bool:
         """``wait``, saying whether it woke (an event, a new stream, a poll) rather than timed out."""
         deadline = monotonic() + max(0.0, timeout)
         if self._stream is not None:
             try:
-                while (result := self.message(deadline)) is not None:
+                while (result := await self.message(deadline)) is not None:
                     if result.get("canceled") or result.get("compact_revision"):
                         raise ConnectionError("the watch was cancelled")
                     if result.get("events"):
@@ -160,9 +159,9 @@ class Watch(SyncWatch):
         # No stream (it ended, or could not be made last time): make one, then wake the observer, whose
         # read now covers the time without a stream; if no member makes one, poll.
         try:
-            self._arm()
+            await self._arm()
         except BackendError:
-            rt.sleep(max(0.0, min(deadline - monotonic(), self.POLL)))
+            await rt.sleep(max(0.0, min(deadline - monotonic(), self.POLL)))
         return True
 
     def _drop(self) -> None:
@@ -170,11 +169,11 @@ class Watch(SyncWatch):
         if stream is not None:
             stream.close()
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         self._drop()
 
 
-class PrefixWatch(SyncPrefixWatch):
+class PrefixWatch(AsyncPrefixWatch):
     """``distlock list --watch``: one stream of the events of every key starting with the prefix. A lock's
     keys are ``NAME/<lease hex>``, so each grant, release, expiry or break under the prefix is an event."""
 
@@ -182,11 +181,11 @@ class PrefixWatch(SyncPrefixWatch):
         self._watch = watch
 
     @classmethod
-    def open(cls, gw: Gateway, prefix: str) -> PrefixWatch:
-        return cls(Watch.open(gw, prefix or "(all)", prefix.encode("utf-8")))
+    async def open(cls, gw: Gateway, prefix: str) -> PrefixWatch:
+        return cls(await Watch.open(gw, prefix or "(all)", prefix.encode("utf-8")))
 
-    def wait(self, timeout: float) -> bool:
-        return self._watch.woken(timeout)
+    async def wait(self, timeout: float) -> bool:
+        return await self._watch.woken(timeout)
 
-    def close(self) -> None:
-        self._watch.close()
+    async def aclose(self) -> None:
+        await self._watch.aclose()

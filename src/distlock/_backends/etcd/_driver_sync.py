@@ -1,4 +1,4 @@
-"""The threaded half of the etcd backend's connection driver (the same names as ``distlock._etcd_async``)."""
+"""The threaded half of the etcd backend's connection driver (the same names as ``_driver_async.py``)."""
 
 from __future__ import annotations
 

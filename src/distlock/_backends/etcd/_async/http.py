@@ -7,7 +7,7 @@ headers, ``Content-Length`` or chunked framing, whether the connection can be re
 the rest, kept lean because a general client (httpx: ~1 ms of CPU per request here, more than etcd spends
 on a put on loopback) costs more than the round trip it makes: the pool, one ``send`` per request and
 reads of whatever has arrived. The connection itself (open, send, receive, close: the only part that differs
-between asyncio and threads) is the hand-kept driver pair ``distlock._etcd_async`` / ``distlock._etcd_sync``.
+between asyncio and threads) is the hand-kept driver pair ``_driver_async.py`` / ``_driver_sync.py`` (this folder's parent).
 The JSON the gateway speaks, and what to do when a member fails, is ``gateway.py``'s.
 
 Errors are ``OSError``: ``TimeoutError`` when the deadline passed, ``ConnectionError`` for a closed or
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import h11
 
-from .... import _etcd_async as etcdio
 from ...._core import forks
 from ...._core.timing import monotonic
+from .. import _driver_async as etcdio
 
 #: idle connections kept per member
 _MAX_IDLE = 32

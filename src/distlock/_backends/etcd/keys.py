@@ -1,4 +1,4 @@
-"""etcd key layout and the grant rule, with no I/O (the backend is ``_async/backends/etcd/``).
+"""etcd key layout and the grant rule, with no I/O (the backend is ``_async/`` in this folder).
 
 Layout (the one of etcd's Go ``concurrency.Mutex``, so ``etcdctl lock NAME`` interoperates):
 
@@ -48,7 +48,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .types import Mode
+from ..._core.types import Mode
 
 MARKERS: dict[Mode, bytes] = {
     Mode.EXCLUSIVE: b"",
