@@ -179,7 +179,7 @@ def _state_probe(family: str, url: str, name: str) -> Callable[[], dict[str, flo
         from kazoo.client import KazooClient
         from kazoo.exceptions import NoNodeError
 
-        from distlock._core import zookeeper_layout as layout
+        from distlock._backends.zookeeper import layout
 
         zk = KazooClient(hosts=url.split("://", 1)[1].split("/")[0])
         zk.start(timeout=10)

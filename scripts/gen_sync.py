@@ -68,13 +68,6 @@ RENAMES = {
 #: the layout above (each one must still be a copy: a stale entry fails the check)
 COPIES_PENDING = {
     "src/distlock/_async/backends/sqlite/queries.py",
-    "src/distlock/_async/backends/zookeeper/admin.py",
-    "src/distlock/_async/backends/zookeeper/cleanup.py",
-    "src/distlock/_async/backends/zookeeper/connect.py",
-    "src/distlock/_async/backends/zookeeper/holdings.py",
-    "src/distlock/_async/backends/zookeeper/nodes.py",
-    "src/distlock/_async/backends/zookeeper/session.py",
-    "src/distlock/_async/backends/zookeeper/wire.py",
 }
 
 

@@ -23,6 +23,40 @@ def test_generated_sync_code_is_current() -> None:
     assert r.returncode == 0, r.stderr
 
 
+def test_gen_sync_converts_every_async_folder_and_refuses_copies_and_lone_seams(tmp_path: Path) -> None:
+    """The generator's layout rules, on a tree of its own: a backend folder's ``_async/`` is converted (its
+    import of the hand-kept ``_driver_async`` renamed), a source with no async code is refused (its twin would
+    be a copy), a docstring-only ``__init__.py`` is not, and a hand-kept ``_x_async.py`` needs its ``_x_sync.py``."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "gen_sync.py").write_text((ROOT / "scripts" / "gen_sync.py").read_text())
+    demo = tmp_path / "src" / "distlock" / "_backends" / "demo"
+    (demo / "_async" / "inner").mkdir(parents=True)
+    (tmp_path / "tests" / "_async").mkdir(parents=True)
+    (demo / "_async" / "__init__.py").write_text(
+        "from .. import _driver_async as drv\n\n\nasync def f() -> None:\n    await drv.call()\n"
+    )
+    (demo / "_async" / "plain.py").write_text("def g() -> int:\n    return 1\n")
+    (demo / "_async" / "inner" / "__init__.py").write_text('"""Only a docstring."""\n')
+    (demo / "_driver_async.py").write_text("async def call() -> None:\n    pass\n")
+    gen = [sys.executable, str(tmp_path / "scripts" / "gen_sync.py")]
+    subprocess.run(gen, capture_output=True, text=True, timeout=60)
+    assert (
+        (demo / "_sync" / "__init__.py")
+        .read_text()
+        .endswith("from .. import _driver_sync as drv\n\n\ndef f() -> None:\n    drv.call()\n")
+    )
+    r = subprocess.run([*gen, "--check"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "_backends/demo/_async/plain.py: has no async code" in r.stderr
+    assert "_backends/demo/_driver_async.py: a hand-kept async module without _driver_sync.py" in r.stderr
+    assert "inner/__init__.py" not in r.stderr and "_async/__init__.py" not in r.stderr
+    (demo / "_async" / "plain.py").rename(demo / "plain.py")
+    (demo / "_driver_sync.py").write_text("def call() -> None:\n    pass\n")
+    subprocess.run(gen, capture_output=True, text=True, timeout=60)  # deletes the twin of the moved module
+    r = subprocess.run([*gen, "--check"], capture_output=True, text=True, timeout=60)
+    assert "_backends/demo" not in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize(
     ("url", "backend", "hosts", "path"),
     [
@@ -115,6 +149,7 @@ PURE_BACKEND_MODULES = [
     "_backends.redis.calls",
     "_backends.etcd.keys",
     "_backends.etcd.guard",
+    "_backends.zookeeper.layout",
 ]
 
 

@@ -47,7 +47,7 @@ ROWS: tuple[BackendRow, ...] = (
     BackendRow(
         "redlock", ("redlock", "redlocks"), "_backends.redis._async.redlock", "redis", ("redis",), 6379, ("redlocks",)
     ),
-    BackendRow("zookeeper", ("zookeeper", "zk"), "_async.backends.zookeeper", "zookeeper", ("kazoo",), 2181),
+    BackendRow("zookeeper", ("zookeeper", "zk"), "_backends.zookeeper._async", "zookeeper", ("kazoo",), 2181),
     BackendRow("etcd", ("etcd", "etcds"), "_backends.etcd._async", "etcd", ("h11",), 2379, ("etcds",)),
     BackendRow("mysql", ("mysql", "mariadb"), "_async.backends.mysql", "mysql", ("pymysql", "aiomysql"), 3306),
     BackendRow(

@@ -31,6 +31,6 @@ The folder, from the socket up:
     deadlines, quorum errors).
 
 An acquire's path: ``Lock.acquire`` (``distlock/_async/locks.py``, ``acquirer.py``) -> ``_async/attempt.py``
--> ``node.py`` (the call, encoded by ``calls.py`` with ``keys.py`` and ``lua.py``) -> ``wire.py`` ->
-``_driver_async.py`` -> the socket.
+-> ``Backend`` (``_async/__init__.py``) -> ``node.py`` (the call, encoded by ``calls.py`` with ``keys.py`` and
+``lua.py``) -> ``wire.py`` -> ``_driver_async.py`` -> the socket.
 """

@@ -36,7 +36,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from .types import Mode
+from ..._core.types import Mode
 
 DEFAULT_ROOT = "/distlock"
 PROTECTED = "_c_"

@@ -1,4 +1,3 @@
-# GENERATED from src/distlock/_async/backends/zookeeper/session.py by scripts/gen_sync.py: edit that file, not this one.
 """The ZooKeeper session behind a store: until when it is surely alive, and what kazoo says of its connection.
 
 Liveness is the session, not a per-lock lease. It is judged from the last *answer* (``Wire.confirmed``), not
@@ -24,8 +23,8 @@ from kazoo.exceptions import KazooException
 from kazoo.loggingsupport import BLATHER
 from kazoo.protocol.states import KazooState
 
-from ...._core.text import seconds
-from ...._core.timing import drift_margin, monotonic
+from ..._core.text import seconds
+from ..._core.timing import drift_margin, monotonic
 from .wire import Wire
 
 log = logging.getLogger("distlock")

@@ -1,3 +1,4 @@
+# GENERATED from src/distlock/_backends/zookeeper/_async/watch.py by scripts/gen_sync.py: edit that file, not this one.
 """An observer's watch on an election (``store.observe``): who leads, and with what value.
 
 Two ZooKeeper watches say it all: a child watch on the election's path (a candidate came, left or lost
@@ -21,12 +22,12 @@ from typing import TYPE_CHECKING
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
-from .... import _rt_async as rt
-from ...._core import zookeeper_layout as layout
+from .... import _rt_sync as rt
+from ...._sync.backend import SyncWatch
 from ...._errors import LockError
-from ...._kazoo_handler import on_event_thread
-from ...backend import AsyncWatch
-from .admin import queued
+from .. import layout
+from ..admin import queued
+from ..handler import on_event_thread
 
 if TYPE_CHECKING:
     from . import Backend
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 MAX_WAIT_SLICE = 5.0
 
 
-class Watch(AsyncWatch):
+class Watch(SyncWatch):
     """The children of ``path`` and the data of the first of them, watched for one observer."""
 
     def __init__(self, backend: Backend, path: str) -> None:
@@ -45,9 +46,9 @@ class Watch(AsyncWatch):
         self._stale = True  # the watches must be armed (again) before the next return of wait()
         self._closed = False
 
-    async def arm(self) -> None:
+    def arm(self) -> None:
         """Arm both watches (the first time, before ``watch()`` returns: errors reach the caller)."""
-        await rt.offload(lambda: self._backend.wire.translated(self._arm))
+        rt.offload(lambda: self._backend.wire.translated(self._arm))
         self._backend.watch_session(self)
 
     def _arm(self) -> None:
@@ -75,21 +76,21 @@ class Watch(AsyncWatch):
         self._waker.notify()
 
     # -- the observer's side ---------------------------------------------------------------------------
-    async def wait(self, timeout: float) -> None:
+    def wait(self, timeout: float) -> None:
         # A wake since the last return (or an arm that failed) returns at once; the notification it left is
         # consumed either way.
         slice_ = 0.0 if self._stale else max(0.0, min(timeout, MAX_WAIT_SLICE))
-        await self._waker.wait(slice_)
+        self._waker.wait(slice_)
         if not self._stale or self._closed:
             return
         try:
-            await rt.offload(lambda: self._backend.wire.translated(self._arm))
+            rt.offload(lambda: self._backend.wire.translated(self._arm))
         except LockError:
             # The server does not answer (the connection is down): the observer's read will say so, or succeed
             # once it is back, and the next wait tries to arm again.
             self._stale = True
-            await rt.sleep(max(0.0, min(timeout, self.POLL)))
+            rt.sleep(max(0.0, min(timeout, self.POLL)))
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         self._closed = True
         self._backend.unwatch_session(self)

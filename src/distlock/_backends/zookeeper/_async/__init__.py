@@ -1,8 +1,7 @@
-# GENERATED from src/distlock/_async/backends/zookeeper/__init__.py by scripts/gen_sync.py: edit that file, not this one.
 """``zookeeper://h1:2181,h2:2181[/chroot]`` (alias ``zk://``): Curator-compatible locks on a ZooKeeper ensemble.
 
 One kazoo client (one ZooKeeper session) per store. Every lock kind is an ephemeral sequential child under the
-lock's path, named and ordered exactly as Apache Curator does (see ``_core/zookeeper_layout.py``), so a Curator
+lock's path, named and ordered exactly as Apache Curator does (see ``layout.py`` in the folder above), so a Curator
 ``InterProcessMutex`` / ``InterProcessReadWriteLock`` / ``InterProcessSemaphoreV2`` on the same path and a
 distlock lock exclude each other. The queue is FIFO by construction (``always_fair``). An election is Curator's
 ``LeaderLatch`` on the same path: candidates are ``latch-`` children whose data is the value (the participant
@@ -23,17 +22,7 @@ Parents (the root and every lock path) are container nodes where the server supp
 deletes them once they are empty. With ``user:password@`` in the URL the client authenticates with the
 ``digest`` scheme and every node it creates gets an ACL granting everything to that identity only.
 
-The package, from the lock down to the wire (each module says more):
-
-* ``recipe.py``    ``Attempt``: one try of Curator's lock recipe (mutex, read/write, semaphore) and its waits.
-* ``cleanup.py``   what a failed attempt leaves, deleted now or once the session answers again.
-* ``admin.py``     ``inspect`` / ``list`` / ``break_lock``: read and break locks from their nodes.
-* ``holdings.py``  the holdings of the store, their deletion watches, loss; ``release`` / ``holds`` / ``proclaim``.
-* ``watch.py``     an election observer's watch: the children and the leader's data.
-* ``nodes.py``     node operations: protected create, watch, containers, delete.
-* ``session.py``   liveness from the last answer (``lease_end``, heartbeat thread) and kazoo's connection states.
-* ``connect.py``   URL options, a new kazoo client or the caller's.
-* ``wire.py``      every request: time-stamped, bounded, errors translated.
+The folder, from the lock down to the wire, is mapped in ``distlock/_backends/zookeeper/__init__.py``.
 
 This module's ``Backend`` only composes them and answers the backend contract (``_async/backend.py``); each
 blocking operation runs in a worker thread (``rt.offload``).
@@ -46,25 +35,24 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from .... import _rt_sync as rt
+from .... import _rt_async as rt
+from ...._async.backend import AsyncBackend, AsyncWatch
+from ...._async.batch import Batched
 from ...._core import forks
-from ...._core import zookeeper_layout as layout
 from ...._core.timing import monotonic
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._errors import BackendError
 from ...._given import given
 from ...._url import StoreConfig
-from ...backend import SyncBackend, SyncWatch
-from ...batch import Batched
-from . import connect
-from .admin import Admin
-from .cleanup import Cleanup
-from .holdings import Holdings
-from .nodes import Nodes
+from .. import connect, layout
+from ..admin import Admin
+from ..cleanup import Cleanup
+from ..holdings import Holdings
+from ..nodes import Nodes
+from ..session import Session
+from ..wire import Wire
 from .recipe import Attempt
-from .session import Session
 from .watch import Watch
-from .wire import Wire
 
 __all__ = ["Attempt", "Backend"]
 
@@ -86,8 +74,8 @@ class _Abandons(Batched[str, Attempt, None]):
         super().__init__()
         self._backend = backend
 
-    def run(self, items: list[tuple[str, Attempt]]) -> dict[str, None]:
-        rt.offload(self._run, [attempt for _, attempt in items])
+    async def run(self, items: list[tuple[str, Attempt]]) -> dict[str, None]:
+        await rt.offload(self._run, [attempt for _, attempt in items])
         return dict.fromkeys((token for token, _ in items), None)
 
     def _run(self, attempts: list[Attempt]) -> None:
@@ -107,7 +95,7 @@ class _Abandons(Batched[str, Attempt, None]):
             b.wire.translated(lambda: b.cleanup.abandon_all(ready))
 
 
-class Backend(SyncBackend):
+class Backend(AsyncBackend):
     capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=False, elections=True)
     fork_owned = True
 
@@ -175,19 +163,19 @@ class Backend(SyncBackend):
             self._compose(connect.start(self.config, self._opts))
             self._inherited = False
 
-    def ready(self) -> None:
+    async def ready(self) -> None:
         """Before any request: in a forked child, its own session first."""
         if self._inherited:
-            rt.offload(self._own_session)
+            await rt.offload(self._own_session)
 
     @classmethod
-    def open(cls, config: StoreConfig) -> Backend:
+    async def open(cls, config: StoreConfig) -> Backend:
         client = given(config)
         opts = connect.options(config, client)
         if client is not None:
-            link = rt.offload(connect.adopt, config, client, opts)
+            link = await rt.offload(connect.adopt, config, client, opts)
         else:
-            link = rt.offload(connect.start, config, opts)
+            link = await rt.offload(connect.start, config, opts)
         return cls(config, link, opts)
 
     @property
@@ -246,46 +234,46 @@ class Backend(SyncBackend):
             attempt.wake()
 
     # -- the backend interface -------------------------------------------------------------------------
-    def _call(self, fn: Callable[[], T], name: str | None = None) -> T:
+    async def _call(self, fn: Callable[[], T], name: str | None = None) -> T:
         """``fn()`` (which looks up the parts when it runs: a forked child's are new) in a worker thread."""
-        self.ready()
-        result: T = rt.offload(lambda: self.wire.translated(fn, name))
+        await self.ready()
+        result: T = await rt.offload(lambda: self.wire.translated(fn, name))
         return result
 
     def attempt(self, claim: Claim) -> Attempt:
         return Attempt(self, claim)
 
-    def release(self, claim: Claim) -> bool:
-        return self._call(lambda: self.holdings.release(claim.token))
+    async def release(self, claim: Claim) -> bool:
+        return await self._call(lambda: self.holdings.release(claim.token))
 
-    def renew(self, claims: Sequence[Claim]) -> list[bool]:
-        return self._call(lambda: self.holdings.still_held([c.token for c in claims]))
+    async def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        return await self._call(lambda: self.holdings.still_held([c.token for c in claims]))
 
-    def holds(self, claim: Claim) -> bool:
-        return self._call(lambda: self.holdings.holds(claim.token))
+    async def holds(self, claim: Claim) -> bool:
+        return await self._call(lambda: self.holdings.holds(claim.token))
 
-    def inspect(self, name: str) -> LockInfo | None:
-        return self._call(lambda: self.admin.inspect(name), name=name)
+    async def inspect(self, name: str) -> LockInfo | None:
+        return await self._call(lambda: self.admin.inspect(name), name=name)
 
-    def proclaim(self, claim: Claim, value: str) -> bool:
+    async def proclaim(self, claim: Claim, value: str) -> bool:
         data = layout.latch_data(value)
-        return self._call(lambda: self.holdings.proclaim(claim.token, data), name=claim.name)
+        return await self._call(lambda: self.holdings.proclaim(claim.token, data), name=claim.name)
 
-    def watch(self, name: str) -> SyncWatch:
-        self.ready()
+    async def watch(self, name: str) -> AsyncWatch:
+        await self.ready()
         watch = Watch(self, layout.lock_path(name, self.root))
-        watch.arm()
+        await watch.arm()
         return watch
 
-    def list(self, prefix: str) -> list[LockInfo]:
-        return self._call(lambda: self.admin.list_locks(prefix))
+    async def list(self, prefix: str) -> list[LockInfo]:
+        return await self._call(lambda: self.admin.list_locks(prefix))
 
-    def break_lock(self, name: str) -> bool:
-        return bool(self._call(lambda: self.admin.break_lock(name), name=name))
+    async def break_lock(self, name: str) -> bool:
+        return bool(await self._call(lambda: self.admin.break_lock(name), name=name))
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         if self._inherited:  # a forked child that opened no session: the one there is the parent's
             return
         self.session.stop()
         self.holdings.close()
-        rt.offload(self.session.release_client)
+        await rt.offload(self.session.release_client)

@@ -1,4 +1,3 @@
-# GENERATED from src/distlock/_async/backends/zookeeper/wire.py by scripts/gen_sync.py: edit that file, not this one.
 """The bounded request seam over kazoo: every ZooKeeper request of a store goes through ``Wire``.
 
 kazoo queues a request (``client.*_async``) and hands back an async result. This module
@@ -24,11 +23,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import AuthFailedError, ConnectionLoss, KazooException, NoAuthError, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from ...._core import timing
-from ...._core.text import seconds
-from ...._core.timing import monotonic
-from ...._errors import BackendError, LockError
-from ...._url import StoreConfig, scrub
+from ..._core import timing
+from ..._core.text import seconds
+from ..._core.timing import monotonic
+from ..._errors import BackendError, LockError
+from ..._url import StoreConfig, scrub
 
 T = TypeVar("T")
 

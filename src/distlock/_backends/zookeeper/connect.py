@@ -1,4 +1,3 @@
-# GENERATED from src/distlock/_async/backends/zookeeper/connect.py by scripts/gen_sync.py: edit that file, not this one.
 """Opening a store's ZooKeeper session: the URL options, a new kazoo client, or the caller's own one.
 
 ``options`` reads and checks the URL options (``root``, ``session_timeout``, ``connect_timeout``,
@@ -21,14 +20,14 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
-from ...._core import timing
-from ...._core import zookeeper_layout as layout
-from ...._core.text import seconds
-from ...._core.timing import monotonic
-from ...._errors import BackendError, ConfigError
-from ...._kazoo_handler import Handler
-from ...._tls import TlsOptions, one_line, pop_tls, verify_failure
-from ...._url import StoreConfig, scrub
+from ..._core import timing
+from ..._core.text import seconds
+from ..._core.timing import monotonic
+from ..._errors import BackendError, ConfigError
+from ..._tls import TlsOptions, one_line, pop_tls, verify_failure
+from ..._url import StoreConfig, scrub
+from . import layout
+from .handler import Handler
 from .session import LOST_ON, SessionLog
 
 

@@ -1,4 +1,4 @@
-# GENERATED from src/distlock/_async/backends/zookeeper/recipe.py by scripts/gen_sync.py: edit that file, not this one.
+# GENERATED from src/distlock/_backends/zookeeper/_async/recipe.py by scripts/gen_sync.py: edit that file, not this one.
 """The lock recipe: one acquire attempt, laid out exactly as Apache Curator lays out its locks.
 
 Curator's layering is the model: ``InterProcessMutex`` (reentrancy: the store's lock objects) ->
@@ -37,16 +37,16 @@ from kazoo.exceptions import SessionExpiredError
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from .... import _rt_sync as rt
-from ...._core import zookeeper_layout as layout
+from ...._sync.backend import SyncAttempt
 from ...._core.timing import monotonic
 from ...._core.types import Claim, Grant, Mode
 from ...._errors import BackendError
-from ...._kazoo_handler import on_event_thread
-from ...backend import SyncAttempt
-from .cleanup import Traces
-from .holdings import Held
-from .nodes import Entry
-from .wire import Stop
+from .. import layout
+from ..cleanup import Traces
+from ..handler import on_event_thread
+from ..holdings import Held
+from ..nodes import Entry
+from ..wire import Stop
 
 if TYPE_CHECKING:
     from . import Backend

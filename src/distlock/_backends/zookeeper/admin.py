@@ -1,7 +1,7 @@
 """``inspect``, ``list`` and ``break_lock``: reading and breaking locks from their nodes (blocking).
 
 A lock's state is its children: contenders (protected or marked children, ordered as Curator orders them:
-``_core/zookeeper_layout.py``) or, for a semaphore, ``leases`` and ``locks``. Holders are read from the
+``layout.py``) or, for a semaphore, ``leases`` and ``locks``. Holders are read from the
 children's data (owner, permits) and their czxid (the fence). An election's ``latch-`` nodes hold only the
 value (Curator's participant id), so their owner reads ``unknown:<child>``; their czxid is the term.
 ``list`` walks the tree under the root one level per round trip and skips subtrees this store's
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from kazoo.exceptions import NoAuthError, NoNodeError
 
-from ...._core import zookeeper_layout as layout
-from ...._core.types import HolderInfo, LockInfo
+from ..._core.types import HolderInfo, LockInfo
+from . import layout
 from .holdings import Holdings
 from .nodes import Nodes
 from .wire import Wire

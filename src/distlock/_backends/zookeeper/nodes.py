@@ -11,7 +11,7 @@ What makes them lock-safe lives here and nowhere else:
 * parents are container nodes where the server has them (3.5+; persistent before), created with the
   store's ACL; ``delete`` is retried over a connection loss (it is idempotent).
 
-The names and order of children are pure layout (``_core/zookeeper_layout.py``).
+The names and order of children are pure layout (``layout.py``).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from kazoo.exceptions import (
 from kazoo.protocol.serialization import Create2
 from kazoo.protocol.states import WatchedEvent
 
-from ...._core import zookeeper_layout as layout
-from ...._errors import BackendError
+from ..._errors import BackendError
+from . import layout
 from .wire import Wire
 
 log = logging.getLogger("distlock")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kazoo.exceptions import KazooException, NoAuthError, SessionExpiredError
 
-from ...._errors import LockError
+from ..._errors import LockError
 from .holdings import Holdings
 from .nodes import Entry, Nodes
 

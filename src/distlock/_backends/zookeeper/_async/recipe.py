@@ -36,16 +36,16 @@ from kazoo.exceptions import SessionExpiredError
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from .... import _rt_async as rt
-from ...._core import zookeeper_layout as layout
+from ...._async.backend import AsyncAttempt
 from ...._core.timing import monotonic
 from ...._core.types import Claim, Grant, Mode
 from ...._errors import BackendError
-from ...._kazoo_handler import on_event_thread
-from ...backend import AsyncAttempt
-from .cleanup import Traces
-from .holdings import Held
-from .nodes import Entry
-from .wire import Stop
+from .. import layout
+from ..cleanup import Traces
+from ..handler import on_event_thread
+from ..holdings import Held
+from ..nodes import Entry
+from ..wire import Stop
 
 if TYPE_CHECKING:
     from . import Backend
