@@ -113,7 +113,7 @@ class RawPutOwn(Lib):
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
-        from distlock._sync.backends.etcd.http import HTTPClient
+        from distlock._backends.etcd._sync.http import HTTPClient
 
         self.member = first_endpoint(url)
         self.client = HTTPClient(None)

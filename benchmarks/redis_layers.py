@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT / "src"))
 import redis  # noqa: E402
 
 import distlock  # noqa: E402
-from distlock._core import redis_calls as rc  # noqa: E402
-from distlock._core import redis_lua  # noqa: E402
+from distlock._backends.redis import calls as rc  # noqa: E402
+from distlock._backends.redis import lua as redis_lua  # noqa: E402
 from distlock._core.types import Claim, Grant, Mode  # noqa: E402
 
 SERVER_TIME = ("cmdstat_evalsha", "cmdstat_set")

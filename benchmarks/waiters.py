@@ -179,7 +179,7 @@ def _state_probe(family: str, url: str, name: str) -> Callable[[], dict[str, flo
         from kazoo.client import KazooClient
         from kazoo.exceptions import NoNodeError
 
-        from distlock._core import zookeeper_layout as layout
+        from distlock._backends.zookeeper import layout
 
         zk = KazooClient(hosts=url.split("://", 1)[1].split("/")[0])
         zk.start(timeout=10)
@@ -193,7 +193,7 @@ def _state_probe(family: str, url: str, name: str) -> Callable[[], dict[str, flo
 
         return read_zk
     if family == "etcd":
-        from distlock._core import etcd_keys
+        from distlock._backends.etcd import keys as etcd_keys
         from tools.servers.etcd import client_ports, post
 
         port = client_ports(url)[0]

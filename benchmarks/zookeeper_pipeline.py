@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
 import distlock  # noqa: E402
-from distlock._sync.backends.zookeeper import nodes  # noqa: E402
+from distlock._backends.zookeeper import nodes  # noqa: E402
 
 
 def one_after_the_other(self: Any, entry: Any, data: bytes) -> list[str]:

@@ -1,23 +1,33 @@
 #!/usr/bin/env python3
-"""Generate the sync code from the async code: ``_async/`` -> ``_sync/`` (package and tests).
+"""Generate the sync code from the async code: every ``_async/`` folder -> its ``_sync/`` twin (package and tests).
 
-The async side is the one source of truth (psycopg and httpcore do the same). The transformation is one rule,
-applied token by token with tokenize-rt's public API (the tokens keep their exact spacing):
+The async side is the one source of truth (psycopg and httpcore do the same). The sources are the ``.py`` files
+under any folder named ``_async`` in ``src/distlock`` and ``tests``: the lock layer (``src/distlock/_async/``),
+each backend's folder (``src/distlock/_backends/<name>/_async/``) and the tests (``tests/_async/``); each one's
+twin is the same path with that folder named ``_sync``. Everything outside those folders is never written:
+that is where a backend's hand-kept seam pair lives (``_backends/<name>/_driver_async.py`` /
+``_driver_sync.py``, next to the ``_async/`` folder that imports it), and where a module with no async code
+lives, once, imported by both sides. The transformation is one rule, applied token by token with
+tokenize-rt's public API (the tokens keep their exact spacing):
 
 * ``async`` and ``await`` are dropped, with the whitespace after them;
 * a name (or a string holding just a name) is renamed: first by ``RENAMES``; else a private name ending in
-  ``_async`` ends in ``_sync`` (the hand-kept runtime and driver pairs: ``_rt_async`` -> ``_rt_sync``); else a
-  class ``AsyncX`` becomes ``SyncX``.
+  ``_async`` ends in ``_sync`` (the folders themselves, and the hand-kept pairs: ``_rt_async`` ->
+  ``_rt_sync``, ``_driver_async`` -> ``_driver_sync``); else a class ``AsyncX`` becomes ``SyncX``.
 
 ``--check`` fails if a committed ``_sync`` file differs from what it would generate, if a ``_sync`` file has no
-async source, or if an entry of ``RENAMES`` is used nowhere (a stale entry hides a missing one); the test suite
-runs it, so the two sides cannot drift. A driver pair for a new backend needs no entry here: name its modules
-``_<name>_async.py`` / ``_<name>_sync.py``.
+async source, if a generated file is byte-for-byte its source (a module without async code lives once,
+outside ``_async/``; an ``__init__.py`` that is only a docstring is exempt), if a hand-kept ``_x_async.py``
+has no ``_x_sync.py`` next to it, or if an entry of ``RENAMES`` or ``COPIES_PENDING`` is used nowhere (a
+stale entry hides a missing one); the test suite runs it, so the two sides cannot drift. A driver pair for a
+new backend needs no entry here: name its modules ``_driver_async.py`` / ``_driver_sync.py`` in the
+backend's folder.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import sys
 from pathlib import Path
@@ -54,8 +64,46 @@ RENAMES = {
 }
 
 
+#: modules with no async code that still sit in an ``_async/`` folder, until their backend's folder moves to
+#: the layout above (each one must still be a copy: a stale entry fails the check)
+COPIES_PENDING = {
+    "src/distlock/_async/backends/sqlite/queries.py",
+}
+
+
+def _under(path: Path, tree: Path, folder: str) -> bool:
+    """Whether ``path`` (a file of ``tree``) is inside a folder named ``folder``."""
+    return folder in path.relative_to(tree).parent.parts
+
+
 def sources() -> list[Path]:
-    return sorted(p for tree in TREES for p in (tree / "_async").rglob("*.py"))
+    return sorted(p for tree in TREES for p in tree.rglob("*.py") if _under(p, tree, "_async"))
+
+
+def generated() -> list[Path]:
+    return sorted(p for tree in TREES for p in tree.rglob("*.py") if _under(p, tree, "_sync"))
+
+
+def pairs() -> list[str]:
+    """The hand-kept ``_x_async.py`` modules (outside the ``_async/`` folders) whose ``_x_sync.py`` is missing."""
+    missing = []
+    for tree in TREES:
+        for p in tree.rglob("_*_async.py"):
+            if not _under(p, tree, "_async") and not _under(p, tree, "_sync"):
+                twin = p.with_name(p.name[: -len("_async.py")] + "_sync.py")
+                if not twin.exists():
+                    missing.append(f"{p.relative_to(ROOT)}: a hand-kept async module without {twin.name} next to it")
+    return missing
+
+
+def docstring_only(src: Path) -> bool:
+    """An ``__init__.py`` whose body is at most a docstring (and ``from __future__`` imports)."""
+    body = ast.parse(src.read_text()).body
+    return src.name == "__init__.py" and all(
+        (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str))
+        or (isinstance(n, ast.ImportFrom) and n.module == "__future__")
+        for n in body
+    )
 
 
 def target(src: Path) -> Path:
@@ -108,10 +156,16 @@ def main() -> int:
     stale: list[str] = []
     expected: set[Path] = set()
     used: set[str] = set()
+    copies: set[str] = set()
     for src in sources():
         out = target(src)
         expected.add(out)
         text = generate(src, used)
+        if text.split("\n", 1)[1] == src.read_text() and not docstring_only(src):
+            name = str(src.relative_to(ROOT))
+            copies.add(name)
+            if name not in COPIES_PENDING:
+                stale.append(f"{name}: has no async code, so its sync twin would be a copy (move it out of _async/)")
         if args.check:
             if not out.exists() or out.read_text() != text:
                 old = out.read_text().splitlines() if out.exists() else []
@@ -120,18 +174,21 @@ def main() -> int:
         else:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(text)
-    for tree in TREES:
-        for extra in (tree / "_sync").rglob("*.py") if (tree / "_sync").exists() else []:
-            if extra not in expected:
-                if args.check:
-                    stale.append(f"{extra}: no async source (delete it)")
-                else:
-                    extra.unlink()
+    for extra in generated():
+        if extra not in expected:
+            if args.check:
+                stale.append(f"{extra}: no async source (delete it)")
+            else:
+                extra.unlink()
+    stale.extend(pairs())
     unused = sorted(set(RENAMES) - used)
     if unused:
         stale.append(f"RENAMES entries used nowhere (delete them): {', '.join(unused)}")
+    done = sorted(COPIES_PENDING - copies)
+    if done:
+        stale.append(f"COPIES_PENDING entries that are no copy (delete them): {', '.join(done)}")
     if stale:
-        print("sync code is out of date; run: python scripts/gen_sync.py", file=sys.stderr)
+        print("sync code is out of date (run: python scripts/gen_sync.py) or misplaced:", file=sys.stderr)
         print("\n".join(stale), file=sys.stderr)
         return 1
     return 0

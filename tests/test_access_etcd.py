@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 import distlock
-from distlock._core import etcd_keys as keys
+from distlock._backends.etcd import keys
 from tests.waiting import take_in_thread
 from tools.servers.etcd import EtcdCluster, endpoints, etcd_binary, etcd_cluster, etcdctl_binary
 

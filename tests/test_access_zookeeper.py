@@ -20,7 +20,7 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 
 import distlock
-from distlock._core import zookeeper_layout as layout
+from distlock._backends.zookeeper import layout
 from tools.servers.zookeeper import ZkEnsemble, available, zookeeper_ensemble
 
 pytestmark = pytest.mark.skipif(not available(), reason="ZooKeeper is not installed")

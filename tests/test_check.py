@@ -27,7 +27,7 @@ from tools.servers.proc import faketime_lib, netns_usable
 from tools.servers.redis import redis_binary
 
 ROOT = Path(__file__).resolve().parent.parent
-HAVE_REDIS_BACKEND = (ROOT / "src/distlock/_async/backends/redis").is_dir()  # the backend's folder
+HAVE_REDIS_BACKEND = (ROOT / "src/distlock/_backends/redis").is_dir()  # the backend's folder
 needs_redis_server = pytest.mark.skipif(redis_binary() is None, reason="redis-server is not installed")
 
 

@@ -23,6 +23,40 @@ def test_generated_sync_code_is_current() -> None:
     assert r.returncode == 0, r.stderr
 
 
+def test_gen_sync_converts_every_async_folder_and_refuses_copies_and_lone_seams(tmp_path: Path) -> None:
+    """The generator's layout rules, on a tree of its own: a backend folder's ``_async/`` is converted (its
+    import of the hand-kept ``_driver_async`` renamed), a source with no async code is refused (its twin would
+    be a copy), a docstring-only ``__init__.py`` is not, and a hand-kept ``_x_async.py`` needs its ``_x_sync.py``."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "gen_sync.py").write_text((ROOT / "scripts" / "gen_sync.py").read_text())
+    demo = tmp_path / "src" / "distlock" / "_backends" / "demo"
+    (demo / "_async" / "inner").mkdir(parents=True)
+    (tmp_path / "tests" / "_async").mkdir(parents=True)
+    (demo / "_async" / "__init__.py").write_text(
+        "from .. import _driver_async as drv\n\n\nasync def f() -> None:\n    await drv.call()\n"
+    )
+    (demo / "_async" / "plain.py").write_text("def g() -> int:\n    return 1\n")
+    (demo / "_async" / "inner" / "__init__.py").write_text('"""Only a docstring."""\n')
+    (demo / "_driver_async.py").write_text("async def call() -> None:\n    pass\n")
+    gen = [sys.executable, str(tmp_path / "scripts" / "gen_sync.py")]
+    subprocess.run(gen, capture_output=True, text=True, timeout=60)
+    assert (
+        (demo / "_sync" / "__init__.py")
+        .read_text()
+        .endswith("from .. import _driver_sync as drv\n\n\ndef f() -> None:\n    drv.call()\n")
+    )
+    r = subprocess.run([*gen, "--check"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "_backends/demo/_async/plain.py: has no async code" in r.stderr
+    assert "_backends/demo/_driver_async.py: a hand-kept async module without _driver_sync.py" in r.stderr
+    assert "inner/__init__.py" not in r.stderr and "_async/__init__.py" not in r.stderr
+    (demo / "_async" / "plain.py").rename(demo / "plain.py")
+    (demo / "_driver_sync.py").write_text("def call() -> None:\n    pass\n")
+    subprocess.run(gen, capture_output=True, text=True, timeout=60)  # deletes the twin of the moved module
+    r = subprocess.run([*gen, "--check"], capture_output=True, text=True, timeout=60)
+    assert "_backends/demo" not in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize(
     ("url", "backend", "hosts", "path"),
     [
@@ -108,13 +142,25 @@ def test_deadline_and_backoff_with_injected_clock() -> None:
     assert timing.validity(10.0, 1.0) == pytest.approx(10.0 - 1.0 - 0.102)
 
 
+#: the pure modules of the backends' folders (``_backends/<name>/``): held to the same rule as ``_core``
+PURE_BACKEND_MODULES = [
+    "_backends.redis.keys",
+    "_backends.redis.lua",
+    "_backends.redis.calls",
+    "_backends.etcd.keys",
+    "_backends.etcd.guard",
+    "_backends.zookeeper.layout",
+]
+
+
 def test_the_core_is_pure_no_io_no_threads_no_drivers() -> None:
-    """Every module of ``distlock._core`` imports with the modules that do I/O or concurrency blocked: the
-    layouts, scripts, grant rules and timing rules are plain functions of their inputs (docs/design.md)."""
+    """Every module of ``distlock._core``, and each backend's pure modules, import with the modules that do I/O
+    or concurrency blocked: the layouts, scripts, grant rules and timing rules are plain functions of their
+    inputs (docs/design.md)."""
     core = Path(arbiter.__file__).parent
     blocked = ["socket", "ssl", "select", "selectors", "sqlite3", "threading", "asyncio", "subprocess",
                "redis", "kazoo", "h11", "pymysql", "aiomysql", "psycopg", "urllib.request", "http.client"]  # fmt: skip
-    modules = sorted(p.stem for p in core.glob("*.py") if p.stem != "__init__")
+    modules = sorted("_core." + p.stem for p in core.glob("*.py") if p.stem != "__init__") + PURE_BACKEND_MODULES
     code = f"""
 import sys, types
 for name in {blocked!r}:
@@ -124,7 +170,7 @@ package.__path__ = [{str(core.parent)!r}]  # the package without its __init__ (w
 sys.modules["distlock"] = package
 import importlib
 for name in {modules!r}:
-    importlib.import_module("distlock._core." + name)
+    importlib.import_module("distlock." + name)
 print("imported", len({modules!r}))
 """
     r = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60)
@@ -144,7 +190,9 @@ print("imported", len({modules!r}))
 def test_a_packed_script_call_is_byte_for_byte_what_redis_py_sends(name: str, args: list[str | int]) -> None:
     from redis.connection import Encoder, PythonRespSerializer
 
-    from distlock._core import redis_calls, redis_keys, redis_lua
+    from distlock._backends.redis import calls as redis_calls
+    from distlock._backends.redis import keys as redis_keys
+    from distlock._backends.redis import lua as redis_lua
 
     pack = PythonRespSerializer(6000, Encoder("utf-8", "strict", False).encode).pack
     for cluster in (False, True):

@@ -5,6 +5,7 @@ Kill -9 of a holder process and SIGSTOP past the TTL run for etcd in ``tests/tes
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import threading
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import distlock
-from distlock._sync.backends.etcd import guard
+from distlock._backends.etcd._sync import guard
 from tools.servers.etcd import (
     EtcdCluster,
     client_ports,
@@ -298,6 +299,20 @@ def test_guard_makes_a_write_conditional_on_still_holding(etcd_url: str, name: s
         assert post(port, "/v3/kv/txn", txn).get("succeeded") is True
         lock.release()
         assert not post(port, "/v3/kv/txn", txn).get("succeeded")  # a stale holder's write is refused
+
+
+def test_guard_is_one_class_for_both_apis(etcd_url: str, name: str) -> None:
+    """``etcd_guard`` of an asyncio lock and of a threaded lock: the same ``EtcdGuard`` class (one public type)."""
+
+    async def async_guard() -> object:
+        async with distlock.connect_async(etcd_url) as store:
+            async with store.lock(name + "-a") as lock:
+                return distlock.etcd_guard(lock)
+
+    on_asyncio = asyncio.run(async_guard())
+    with distlock.connect(etcd_url) as store, store.lock(name) as lock:
+        threaded = distlock.etcd_guard(lock)
+    assert type(on_asyncio) is type(threaded), (type(on_asyncio), type(threaded))
 
 
 def test_unreachable_endpoint_is_a_bounded_backend_error() -> None:

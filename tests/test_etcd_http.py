@@ -1,4 +1,4 @@
-"""The etcd backend's HTTP/1.1 client (``backends/etcd/http.py``, sync twin) against a scripted HTTP server on loopback:
+"""The etcd backend's HTTP/1.1 client (``_backends/etcd/_async/http.py``, sync twin) against a scripted HTTP server on loopback:
 connection reuse, answers that close, a pooled connection the server dropped, chunked streams, garbage.
 
 The etcd suites exercise the same client against real etcd; these cover the framing and connection cases
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import h11
 import pytest
 
-from distlock._sync.backends.etcd.http import HTTPClient
+from distlock._backends.etcd._sync.http import HTTPClient
 
 #: what the server does with request ``i`` on connection ``n``: the parts of its answer (h11 events, or raw
 #: bytes), and whether the connection stays open afterwards

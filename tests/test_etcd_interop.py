@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import distlock
-from distlock._sync.backends.etcd import guard
+from distlock._backends.etcd._sync import guard
 from tools.servers.etcd import endpoints, etcdctl_binary
 
 ETCDCTL = etcdctl_binary()
@@ -131,7 +131,7 @@ def test_go_sees_one_key_per_contender_and_distlock_writes_nothing_else(etcd_url
     """What a Go contender reads of the queue ``NAME/`` is what it always was: one key per contender, on the
     contender's lease, ordered by create revision. distlock's owner record is the value of its own key (Go
     writes and reads no values) and nothing of it lies outside ``NAME/``."""
-    from distlock._core import etcd_keys as keys
+    from distlock._backends.etcd import keys
     from tools.servers.etcd import client_ports, post
 
     port = client_ports(etcd_url)[0]

@@ -1,8 +1,8 @@
-"""The etcd key layout and grant rule (``distlock._core.etcd_keys``): pure functions, no server."""
+"""The etcd key layout and grant rule (``distlock._backends.etcd.keys``): pure functions, no server."""
 
 from __future__ import annotations
 
-from distlock._core import etcd_keys as k
+from distlock._backends.etcd import keys as k
 from distlock._core.types import Mode
 
 

@@ -19,7 +19,7 @@ import pytest
 from kazoo.handlers.utils import selector_select
 from kazoo.protocol.states import Callback
 
-from distlock._kazoo_handler import Handler, on_event_thread
+from distlock._backends.zookeeper.handler import Handler, on_event_thread
 
 Select = Callable[..., tuple[list[Any], list[Any], list[Any]]]
 

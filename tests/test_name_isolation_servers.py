@@ -12,7 +12,7 @@ import redis
 
 import distlock
 from distlock import BackendError, ConfigError
-from distlock._core import redis_keys as rk
+from distlock._backends.redis import keys as rk
 
 #: every way a name reaches a backend: the lock kinds and the admin calls
 BUILDERS: dict[str, Callable[[distlock.Store, str], object]] = {

@@ -364,7 +364,7 @@ def test_wait_replicas_acquires_on_distlocks_own_connections(
     the lock path: through redis-py's pool they raced with the pool's reset when the sentinels announced a new
     master (a closed-socket ``ValueError`` out of ``acquire()``). So do inspections."""
     master, _replica = replicated
-    from distlock._sync.backends.redis import node as node_module
+    from distlock._backends.redis._sync import node as node_module
 
     def pooled(*args: Any) -> None:
         raise AssertionError("a call went through redis-py's pool")
@@ -461,7 +461,7 @@ def test_bad_url_options_are_config_errors(redis_url: str, query: str) -> None:
 def test_renewal_of_many_locks_is_one_round_trip_per_tick(
     store: distlock.Store, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from distlock._sync.backends.redis.wire import Wire
+    from distlock._backends.redis._sync.wire import Wire
 
     locks = [store.lock(f"{name}-{i}", ttl=30) for i in range(200)]
     for lock in locks:

@@ -17,7 +17,7 @@ from redis.exceptions import MovedError, ResponseError
 
 import distlock
 from distlock import BackendError, ConfigError
-from distlock._core import redis_keys as rk
+from distlock._backends.redis import keys as rk
 from tools.servers.redis_cluster import RedisCluster, redis_cluster
 
 #: names with no '}' (braces, unicode, separators): all keys must share the name's slot

@@ -16,11 +16,11 @@ import redis
 
 import distlock
 from distlock import QuorumError
+from distlock._backends.redis import keys as rk
+from distlock._backends.redis._sync.listener import Listener
+from distlock._backends.redis._sync.watch import RedisWatch
 from distlock._core import ids
-from distlock._core import redis_keys as rk
 from distlock._core.types import Claim, Mode
-from distlock._sync.backends.redis.listener import Listener
-from distlock._sync.backends.redis.watch import RedisWatch
 from tools.servers import redis as redis_srv
 from tools.servers.proc import ServerProc
 

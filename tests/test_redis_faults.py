@@ -15,7 +15,7 @@ import redis
 
 import distlock
 from distlock import _aconn
-from distlock._core import redis_keys as rk
+from distlock._backends.redis import keys as rk
 from distlock.checker.proxy import FaultProxy
 from tests.waiting import Waiter, take_in_thread, until
 from tools.servers.proc import ServerProc
@@ -301,7 +301,7 @@ def test_scripts_lost_by_the_server_are_loaded_again_on_distlocks_own_connection
         lock.release()
         with redis.Redis.from_url(redis_url) as raw:
             raw.script_flush()
-        from distlock._sync.backends.redis import node as node_module
+        from distlock._backends.redis._sync import node as node_module
 
         def pooled(*args: Any) -> None:
             raise AssertionError("the scripts were loaded through redis-py's pool")

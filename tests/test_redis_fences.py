@@ -15,9 +15,9 @@ from redis.cluster import RedisCluster as RedisClusterClient
 
 import distlock
 from distlock import ConfigError
-from distlock._core import redis_calls as rc
-from distlock._core import redis_keys as rk
-from distlock._core import redis_lua as lua
+from distlock._backends.redis import calls as rc
+from distlock._backends.redis import keys as rk
+from distlock._backends.redis import lua
 from tools.servers.proc import ServerProc
 from tools.servers.redis import DURABLE, redis_masters, redis_server, redlock_url, restart
 from tools.servers.redis_cluster import RedisCluster

@@ -15,10 +15,10 @@ import redis
 
 import distlock
 from distlock import BackendError
+from distlock._backends.redis import calls as rc
+from distlock._backends.redis import keys as rk
+from distlock._backends.redis import lua
 from distlock._core import ids
-from distlock._core import redis_calls as rc
-from distlock._core import redis_keys as rk
-from distlock._core import redis_lua as lua
 from distlock._core.timing import WAITER_TTL
 from distlock._core.types import Mode
 from tests.waiting import Waiter, until, wake_ups

@@ -15,14 +15,14 @@ import pytest
 import redis
 
 import distlock
-from distlock._core import redis_calls as rc
-from distlock._core import redis_lua as lua
+from distlock._backends.redis import calls as rc
+from distlock._backends.redis import lua
+from distlock._backends.redis._sync.attempt import Handed
+from distlock._backends.redis._sync.leases import Leases
+from distlock._backends.redis._sync.redlock import Backend as RedlockBackend
 from distlock._core.timing import WAITER_TTL, monotonic
 from distlock._core.types import Claim, Mode
 from distlock._rt_sync import Waker
-from distlock._sync.backends.redis.attempt import Handed
-from distlock._sync.backends.redis.leases import Leases
-from distlock._sync.backends.redis.redlock import Backend as RedlockBackend
 from tests.waiting import Waiter, until
 from tools.servers.proc import ServerProc
 from tools.servers.redis import redis_masters, redlock_url
@@ -260,7 +260,7 @@ def _queue_on(raw: redis.Redis, name: str, token: str, want: str) -> None:
 
 
 def _run(raw: redis.Redis, script: str, name: str, args: list[str]) -> Any:
-    from distlock._core import redis_keys as rk
+    from distlock._backends.redis import keys as rk
 
     return raw.eval(script, len(rk.keys(name)), *rk.keys(name), rk.channel(name), *args)
 

@@ -247,7 +247,7 @@ def test_even_number_of_masters_is_a_config_error(masters: list[ServerProc]) -> 
 
 # -- the fence rule alone (pure: no servers) ---------------------------------------------------------------
 def test_fence_rule_seeds_a_new_fleet_and_hands_out_the_next_fence() -> None:
-    from distlock._async.backends.redis.fences import Vote, plan
+    from distlock._backends.redis._async.fences import Vote, plan
 
     votes = [Vote(True, -1, None, False, c) for c in (0, 3, 1)]
     p = plan(votes, 2)
@@ -255,7 +255,7 @@ def test_fence_rule_seeds_a_new_fleet_and_hands_out_the_next_fence() -> None:
 
 
 def test_fence_rule_writes_the_largest_seeded_fence_back_and_reseeds_a_wiped_master() -> None:
-    from distlock._async.backends.redis.fences import Vote, plan
+    from distlock._backends.redis._async.fences import Vote, plan
 
     votes = [Vote(True, 7, None, True, 7), Vote(True, 5, None, True, 5), Vote(True, -1, None, False, 0)]
     p = plan(votes, 2)
@@ -266,7 +266,7 @@ def test_fence_rule_seeds_from_the_clock_when_too_few_answering_masters_are_seed
     """A majority answered but only one of them kept its counter (the other lost it: its counter part is its
     clock in microseconds): the round is not refused (locking would stop until every master answers); the
     fence is above both, written back to both."""
-    from distlock._async.backends.redis.fences import Vote, plan
+    from distlock._backends.redis._async.fences import Vote, plan
 
     clock = 1_780_000_000_000_000
     p = plan([Vote(True, 3, None, True, 3), None, Vote(True, -1, None, False, clock)], 2)
@@ -278,7 +278,7 @@ def test_fence_rule_seeds_from_the_clock_when_too_few_answering_masters_are_seed
 
 
 def test_fence_rule_reseeds_a_wiped_master_after_a_lost_round() -> None:
-    from distlock._async.backends.redis.fences import Vote, plan
+    from distlock._backends.redis._async.fences import Vote, plan
 
     votes = [Vote(False, -1, 0.2, True, 9), Vote(True, 8, None, True, 8), Vote(False, -1, 0.2, False, 0)]
     p = plan(votes, 2)

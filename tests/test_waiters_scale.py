@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 import distlock
-from distlock._core import etcd_keys as keys
+from distlock._backends.etcd import keys
+from distlock._backends.zookeeper import layout
 from distlock._core import ids
-from distlock._core import zookeeper_layout as layout
 from distlock._core.types import Claim, Mode
 
 WAITERS = 12
@@ -153,7 +153,7 @@ async def test_zookeeper_waiters_of_a_store_recheck_at_a_bounded_rate(
     """The wait slice (a waiter's re-check without a wake-up, the safety net under the watches) grows with the
     number of the store's waiters, so that together they re-check at most ``MAX_RECHECKS`` times a second
     (scaled down here: a 0.2 s slice, 10 re-checks a second; with 12 waiters, a 1.2 s slice)."""
-    from distlock._async.backends.zookeeper import recipe
+    from distlock._backends.zookeeper._async import recipe
 
     monkeypatch.setattr(recipe, "MAX_WAIT_SLICE", 0.2)
     monkeypatch.setattr(recipe, "MAX_RECHECKS", 10.0, raising=False)  # (raising: the test runs on the code before too)
@@ -290,7 +290,7 @@ def test_etcd_shared_watch_remembers_recent_deletes() -> None:
     with an older read knows to read its keys instead of trusting the record."""
     from types import SimpleNamespace
 
-    from distlock._async.backends.etcd.waits import _REMEMBER, _Feed
+    from distlock._backends.etcd._async.waits import _REMEMBER, _Feed
 
     member = ("127.0.0.1", 2379)
     feed = _Feed(SimpleNamespace(member=member, started=100))  # type: ignore[arg-type]
@@ -380,7 +380,7 @@ async def test_redis_fair_waiters_do_not_keep_a_connection_each(redis_url: str) 
     them. Before, every one stayed open (about 20 KB of server memory per waiting task)."""
     import redis
 
-    from distlock._async.backends.redis.wire import MAX_IDLE
+    from distlock._backends.redis._async.wire import MAX_IDLE
 
     probe = redis.Redis.from_url(redis_url)
     try:
@@ -495,8 +495,8 @@ def test_zookeeper_a_multi_delete_with_one_child_gone_deletes_the_others_one_by_
     """One child of the batch is already gone (its session ended, an operator deleted it): the server deletes
     none of the multi, and each attempt is then cleaned up alone; the others' children go, and nothing is
     reported as an error."""
-    from distlock._async.backends.zookeeper.cleanup import Traces
-    from distlock._async.backends.zookeeper.nodes import Entry
+    from distlock._backends.zookeeper.cleanup import Traces
+    from distlock._backends.zookeeper.nodes import Entry
 
     with distlock.connect(zookeeper_url) as store:
         backend: Any = store._backend  # type: ignore[attr-defined]

@@ -18,7 +18,7 @@ import pytest
 from kazoo.client import KazooClient
 
 import distlock
-from distlock._core import zookeeper_layout as layout
+from distlock._backends.zookeeper import layout
 from distlock._core.types import LeaderInfo, LockInfo
 from tests.test_zookeeper_curator import Peer, build_peer
 

@@ -23,9 +23,9 @@ from kazoo.exceptions import ConnectionLoss, NoAuthError, NoNodeError
 from kazoo.protocol.serialization import Create2, GetChildren
 
 import distlock
-from distlock._core import zookeeper_layout as layout
-from distlock._kazoo_handler import Handler
-from distlock._sync.backends.zookeeper import holdings as zk_holdings
+from distlock._backends.zookeeper import holdings as zk_holdings
+from distlock._backends.zookeeper import layout
+from distlock._backends.zookeeper.handler import Handler
 from distlock.checker.proxy import FaultProxy
 from tests.waiting import Waiter, take_in_thread, until
 from tools.servers.proc import free_port
@@ -549,7 +549,7 @@ def test_leader_killed_during_contention_never_grants_twice(ensemble: ZkEnsemble
 
 def test_release_wakes_one_waiter_not_the_herd(single: ZkEnsemble, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """F11: each waiter watches only its predecessor, so one release wakes one waiter."""
-    from distlock._sync.backends import zookeeper as zk
+    from distlock._backends.zookeeper import _sync as zk
 
     wakes: list[str] = []
     original = zk.Attempt.wake

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import distlock
-from distlock._core import zookeeper_layout as layout
+from distlock._backends.zookeeper import layout
 from distlock.checker.proxy import FaultProxy
 from tools.servers.zookeeper import ZkEnsemble, available
 

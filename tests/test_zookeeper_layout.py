@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from distlock._core import zookeeper_layout as z
+from distlock._backends.zookeeper import layout as z
 from distlock._core.types import Mode
 
 

@@ -1,4 +1,4 @@
-/* Redlock fences as distlock implements them (src/distlock/_async/backends/redis/fences.py, plan),
+/* Redlock fences as distlock implements them (src/distlock/_backends/redis/_async/fences.py, plan),
    over N = 3 masters, acquisitions one after another. Checked on every grant: fences strictly increase.
 
    Each master keeps one fence counter (not one per name) and a marker: the server run id the counter was

@@ -2,7 +2,7 @@
 
 The rest of the library derives its tables from these rows (``_url.py``: schemes, aliases, TLS schemes, default
 ports; ``_async/store.py``: which module to load and which extra to name when its driver is missing). Adding a
-backend is a folder under ``_async/backends/``, one row here and one conformance row in the tests (see
+backend is a folder ``_backends/<name>/``, one row here and one conformance row in the tests (see
 docs/design.md).
 """
 
@@ -16,7 +16,8 @@ class BackendRow:
     name: str
     #: URL schemes that select this backend (aliases included)
     schemes: tuple[str, ...]
-    #: the module under ``_async/backends/`` (``_sync/backends/`` on the sync side) that defines ``Backend``
+    #: the module (relative to the package) that defines the async ``Backend``: a backend folder's ``_async``
+    #: package, e.g. ``_backends.redis._async``; the sync side loads its generated twin (``module_of``)
     module: str
     #: the extra (``pip install python-distlock[<extra>]``) that installs the driver; None: standard library
     extra: str | None = None
@@ -31,23 +32,40 @@ class BackendRow:
 
 
 ROWS: tuple[BackendRow, ...] = (
-    BackendRow("memory", ("memory",), "sqlite"),
-    BackendRow("sqlite", ("sqlite",), "sqlite"),
+    BackendRow("memory", ("memory",), "_async.backends.sqlite"),
+    BackendRow("sqlite", ("sqlite",), "_async.backends.sqlite"),
     BackendRow(
         "redis",
         ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel"),
-        "redis",
+        "_backends.redis._async",
         "redis",
         ("redis",),
         6379,
         ("rediss", "rediss+sentinel"),
         (("redis+sentinel", 26379), ("rediss+sentinel", 26379)),
     ),
-    BackendRow("redlock", ("redlock", "redlocks"), "redlock", "redis", ("redis",), 6379, ("redlocks",)),
-    BackendRow("zookeeper", ("zookeeper", "zk"), "zookeeper", "zookeeper", ("kazoo",), 2181),
-    BackendRow("etcd", ("etcd", "etcds"), "etcd", "etcd", ("h11",), 2379, ("etcds",)),
-    BackendRow("mysql", ("mysql", "mariadb"), "mysql", "mysql", ("pymysql", "aiomysql"), 3306),
-    BackendRow("postgres", ("postgresql", "postgres"), "postgres", "postgres", ("psycopg", "psycopg_binary"), 5432),
+    BackendRow(
+        "redlock", ("redlock", "redlocks"), "_backends.redis._async.redlock", "redis", ("redis",), 6379, ("redlocks",)
+    ),
+    BackendRow("zookeeper", ("zookeeper", "zk"), "_backends.zookeeper._async", "zookeeper", ("kazoo",), 2181),
+    BackendRow("etcd", ("etcd", "etcds"), "_backends.etcd._async", "etcd", ("h11",), 2379, ("etcds",)),
+    BackendRow("mysql", ("mysql", "mariadb"), "_async.backends.mysql", "mysql", ("pymysql", "aiomysql"), 3306),
+    BackendRow(
+        "postgres",
+        ("postgresql", "postgres"),
+        "_async.backends.postgres",
+        "postgres",
+        ("psycopg", "psycopg_binary"),
+        5432,
+    ),
 )
 
 BY_NAME: dict[str, BackendRow] = {row.name: row for row in ROWS}
+
+
+def module_of(row: BackendRow, side: str) -> str:
+    """The full name of ``row``'s module on one side (``"_async"`` or ``"_sync"``): on the sync side, the twin
+    ``scripts/gen_sync.py`` generates, the same path with its last ``_async`` folder named ``_sync``."""
+    parts = row.module.split(".")
+    i = len(parts) - 1 - parts[::-1].index("_async")
+    return ".".join([__package__, *parts[:i], side, *parts[i + 1 :]])

@@ -6,21 +6,25 @@ the lock (the lock key's create revision), as etcd's Go ``Mutex.IsOwner()`` does
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._async.locks import AsyncLock
 from ._errors import ConfigError
 from ._sync.locks import Lock
 
+if TYPE_CHECKING:
+    from ._backends.etcd.guard import EtcdGuard
 
-def etcd_guard(lock: Lock | AsyncLock) -> Any:
-    """The guard of the calling owner's current holding of ``lock`` (a lock of an etcd store)."""
+
+def etcd_guard(lock: Lock | AsyncLock) -> EtcdGuard:
+    """The guard of the calling owner's current holding of ``lock`` (a lock of an etcd store): an ``EtcdGuard``,
+    one class for sync and async locks."""
     try:
         if isinstance(lock, AsyncLock):
-            from ._async.backends.etcd import guard as async_guard
+            from ._backends.etcd._async import guard as async_guard
 
             return async_guard(lock)
-        from ._sync.backends.etcd import guard as sync_guard
+        from ._backends.etcd._sync import guard as sync_guard
 
         return sync_guard(lock)
     except ModuleNotFoundError as exc:

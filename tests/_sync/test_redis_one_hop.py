@@ -14,7 +14,7 @@ from time import monotonic
 
 import distlock
 from distlock import _rt_sync as rt
-from distlock._core import redis_keys as rk
+from distlock._backends.redis import keys as rk
 from tests.concurrency_sync import run_all, sleep
 
 #: longer than the background reader's longest read (listener.COLD_SLICE): by then the waiter reads

@@ -26,7 +26,7 @@ from .._core.validate import check_timeout
 from .._dist import install_hint
 from .._errors import ConfigError, UnsupportedFeature
 from .._given import client_config
-from .._registry import BY_NAME
+from .._registry import BY_NAME, module_of
 from .._url import StoreConfig, parse_url
 from .acquirer import AsyncAcquirer
 from .backend import AsyncBackend
@@ -63,15 +63,16 @@ def _synchronized(
 def _backend_class(config: StoreConfig) -> type[AsyncBackend]:
     row = BY_NAME[config.backend]
     extra = row.extra
+    path = module_of(row, "_async")  # "_sync" in the generated twin
     try:
-        module = importlib.import_module(f"{__package__}.backends.{row.module}")
+        module = importlib.import_module(path)
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] in row.drivers and extra:
             raise ConfigError(
                 f"the {config.backend} backend needs its driver: {install_hint(extra)}",
                 backend=config.scheme,
             ) from None
-        if exc.name and exc.name.startswith(f"{__package__}.backends"):
+        if exc.name and (path == exc.name or path.startswith(f"{exc.name}.")):  # the backend's own module
             raise UnsupportedFeature(
                 f"the {config.backend} backend is not available in this version", backend=config.scheme
             ) from None

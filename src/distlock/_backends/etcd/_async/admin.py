@@ -1,0 +1,71 @@
+"""What ``inspect``, ``list`` and ``break_lock`` read of a lock's queue on etcd: everyone's keys, not ours.
+
+Owners come from the values of the keys (JSON written by distlock; an empty value is a Go ``Mutex`` or an
+``etcdctl lock``, shown as ``unknown:lease:<hex>``). Any other value is an election candidate's (distlock's,
+Go's ``Election``, ``etcdctl elect``): reported as the holder's ``value``, with the owner
+``unknown:lease:<hex>``. A user whose role does not cover the names gets a one-line error naming what it may
+not read.
+"""
+
+from __future__ import annotations
+
+from ...._core.types import HolderInfo, LockInfo
+from .. import keys
+from .gateway import Denied, Gateway, denied
+from .leases import Leases
+
+
+async def snapshot(gw: Gateway, name: str) -> tuple[list[keys.Contender], list[keys.Contender], dict[bytes, str]]:
+    """(queue, holders, key -> owner id) of one name: one range read of ``NAME/`` with the values."""
+    prefix = keys.lock_prefix(name)
+    try:
+        data = await gw.call("/v3/kv/range", keys.prefix_range(prefix, keys_only=False))
+    except Denied as exc:
+        raise denied(exc, name, gw.username, f"read {prefix.decode('utf-8', 'replace')!r}") from None
+    queue = keys.contenders(prefix, data.get("kvs") or [])
+    owners: dict[bytes, str] = {}
+    permits: int | None = None
+    for c in queue:
+        owner, n = keys.parse_owner(c.value) if c.value else (None, None)
+        if owner is not None:
+            owners[c.key] = owner
+        if c is queue[0]:
+            permits = n
+    return queue, keys.holders(queue, permits), owners
+
+
+async def inspect(gw: Gateway, leases: Leases, name: str) -> LockInfo | None:
+    queue, holders, owners = await snapshot(gw, name)
+    if not holders:
+        return None
+    infos = []
+    for h in holders:
+        ttl_left: float | None = None
+        if h.lease:
+            ttl_left = float(max(0, await leases.time_to_live(h.lease)))
+        owner = owners.get(h.key) or f"unknown:lease:{h.lease:x}"
+        infos.append(HolderInfo(owner, h.rev, h.mode.value, ttl_left, keys.election_value(h.value)))
+    return LockInfo(name, keys.kind_of(queue), tuple(infos), len(queue) - len(holders))
+
+
+async def list_held(gw: Gateway, leases: Leases, prefix: str) -> list[LockInfo]:
+    """Every held lock whose name starts with ``prefix``: one range read of the names, then each inspected."""
+    start = prefix.encode("utf-8")
+    op = keys.range_op(start or b"\x01", keys.prefix_end(start) if start else b"\x00")
+    try:
+        data = await gw.call("/v3/kv/range", op)
+    except Denied as exc:
+        raise denied(exc, None, gw.username, f"read the keys under {prefix!r}") from None
+    names: set[str] = set()
+    for kv in data.get("kvs") or []:
+        if not int(kv.get("lease") or 0):
+            continue
+        parsed = keys.split_key(keys.unb64(kv.get("key")))
+        if parsed is not None and parsed[0].startswith(prefix):
+            names.add(parsed[0])
+    out = []
+    for name in sorted(names):
+        info = await inspect(gw, leases, name)
+        if info is not None:
+            out.append(info)
+    return out

@@ -1,0 +1,290 @@
+# GENERATED from src/distlock/_backends/etcd/_async/__init__.py by scripts/gen_sync.py: edit that file, not this one.
+"""etcd v3 backend (``etcd://h1:2379,h2:2379``, ``etcds://`` for TLS): the layout of etcd's Go Mutex.
+
+Here: ``Backend``, the store's view: the holdings of this store (token -> key), release, renewal and the key
+check that goes with it, ``extend`` past a lease's TTL, an election leader's ``proclaim``, and ``guard``. The
+rest of the folder is mapped in ``distlock/_backends/etcd/__init__.py`` (docs/etcd.md has the whole design).
+
+The store's renewer keeps all held leases alive with one keepalive stream request per tick (a batch of
+lease ids), plus one read-only txn that checks the keys are still there (an admin ``etcdctl del`` is seen).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ...._sync.backend import SyncBackend, SyncPrefixWatch, SyncWatch
+from ...._sync.batch import Batched
+from ...._core.timing import monotonic
+from ...._core.types import Capabilities, Claim, LockInfo, Mode
+from ...._errors import BackendError, NotHeld, UnsupportedFeature
+from ...._url import StoreConfig
+from .. import keys
+from ..guard import EtcdGuard
+from . import admin
+from .gateway import FAST_TRY, Denied, Gateway, denied
+from .leases import Lease, Leases
+from .mutex import Attempt, Entry
+from .waits import Waits
+from .watch import PrefixWatch, Watch
+
+if TYPE_CHECKING:
+    from ...._sync.locks import Lock
+
+
+def guard(lock: Lock) -> EtcdGuard:
+    """The ``EtcdGuard`` of the calling owner's current holding of ``lock`` (an etcd store's lock)."""
+    backend = lock._core.backend
+    if not isinstance(backend, Backend):
+        raise UnsupportedFeature("guard() needs a lock of an etcd store", name=lock.name, backend=backend.scheme)
+    fence = lock.fence
+    if fence is None:
+        raise NotHeld("guard() of a lock this owner does not hold", name=lock.name, backend=backend.scheme)
+    return backend._guard_for(lock.name, fence)
+
+
+class _Drops(Batched[bytes, tuple[int, float], bool]):
+    """The clean-ups of a store's waiters that give up together (key -> its create revision and the clean-up's
+    budget): one txn for all the keys that came while the last one ran, instead of one delete each."""
+
+    def __init__(self, gw: Gateway) -> None:
+        super().__init__()
+        self._gw = gw
+
+    def run(self, items: list[tuple[bytes, tuple[int, float]]]) -> dict[bytes, bool]:
+        budget = min(op_timeout for _, (_, op_timeout) in items)
+        return self._gw.delete_all_if_created([(key, rev) for key, (rev, _) in items], op_timeout=budget)
+
+
+class Backend(SyncBackend):
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=True, elections=True)
+    fork_owned = True
+
+    def __init__(self, config: StoreConfig, gw: Gateway) -> None:
+        super().__init__(config)
+        self.gw = gw
+        self.leases = Leases(gw)
+        self.waits = Waits(gw)
+        self._guard = threading.Lock()
+        self._entries: dict[str, Entry] = {}
+        self._released: dict[str, None] = {}  # tokens released lately, oldest first
+        #: waiters' keys to delete when they give up, together (``drop_key``)
+        self._drops = _Drops(gw)
+
+    @classmethod
+    def open(cls, config: StoreConfig) -> Backend:
+        return cls(config, Gateway.open(config))
+
+    def name_refused(self, name: str) -> str | None:
+        return keys.name_refused(name)
+
+    def after_fork(self) -> None:
+        """The child's requests go on connections of its own and its keys on leases of its own; the parent's
+        keys, leases and streams are never touched from the child (its holdings were the parent's)."""
+        super().after_fork()
+        self.gw.client.after_fork()
+        self.leases.after_fork()
+        self.waits.after_fork()
+        self._guard = threading.Lock()
+        self._entries, self._released = {}, {}
+
+    def attempt(self, claim: Claim) -> Attempt:
+        return Attempt(self, claim)
+
+    def drop_key(self, key: bytes, rev: int, op_timeout: float) -> bool:
+        """Delete a waiter's key that still has create revision ``rev`` (an abandon); whether it did. The
+        store's waiters that give up together share one txn (``_Drops``)."""
+        try:
+            dropped: bool = self._drops(key, (rev, op_timeout), monotonic() + op_timeout)
+        except TimeoutError:
+            raise BackendError("etcd: the clean-up ran out of time", backend=self.scheme) from None
+        return dropped
+
+    # -- the holdings of this store ----------------------------------------------------------------------
+    def adopt(self, entry: Entry) -> None:
+        """A granted key (``mutex.py``) becomes a holding of this store until it is released."""
+        with self._guard:
+            self._entries[entry.token] = entry
+
+    def _entry(self, claim: Claim) -> Entry | None:
+        with self._guard:
+            return self._entries.get(claim.token)
+
+    def _guard_for(self, name: str, fence: int) -> EtcdGuard:
+        with self._guard:
+            for e in self._entries.values():
+                if e.name == name and e.rev == fence:
+                    return EtcdGuard(e.key, e.rev)
+        raise NotHeld("no current holding with this fence", name=name, backend=self.scheme)
+
+    def _relet(self, entry: Entry, ttl: float) -> None:
+        """Move a held key to a new, longer lease (``extend(ttl=...)`` beyond the lease's TTL).
+
+        A put on an existing key keeps its create revision, so the fence and the queue place stay.
+        """
+        new = self.leases.take(ttl)
+        old = entry.lease
+        if self._move(entry, new):
+            entry.lease = new
+            self.leases.revoke(old.id)
+        else:
+            self.leases.revoke(new.id)
+
+    def _move(self, entry: Entry, lease: Lease) -> bool:
+        """Put the held key on ``lease`` if it still has the holding's create revision; False if it has gone."""
+        data = self.gw.call(
+            "/v3/kv/txn",
+            {
+                "compare": [keys.create_is(entry.key, entry.rev)],
+                "success": [keys.put_op(entry.key, entry.value, lease.id)],
+            },
+        )
+        return bool(data.get("succeeded"))
+
+    # -- the backend interface ---------------------------------------------------------------------------
+    def lease_end(self, claim: Claim) -> float | None:
+        """The local end of the holding's own etcd lease: the send time of its last confirmed keepalive (or
+        grant) + the TTL the server granted - the drift margin. Tighter than the store's own count when a
+        pooled lease was confirmed before the acquire started."""
+        entry = self._entry(claim)
+        return None if entry is None else entry.lease.end()
+
+    def release(self, claim: Claim, op_timeout: float | None = None) -> bool:
+        """Delete the key if it is still this holding's, and keep its lease for the next claim; a key that
+        is gone already (lost, broken) takes its lease with it. ``op_timeout``: a clean-up's own budget."""
+        with self._guard:
+            entry = self._entries.get(claim.token)
+            if entry is None:
+                return False
+            entry.releasing = True  # a renewal racing with this release must not report the holding lost
+        try:
+            deleted = self.gw.delete_if_created(entry.key, entry.rev, op_timeout=op_timeout)
+        finally:
+            with self._guard:
+                self._entries.pop(claim.token, None)
+                # a renewal tick that picked this holding before the release finished must not call it lost
+                self._released[claim.token] = None
+                if len(self._released) > 256:
+                    del self._released[next(iter(self._released))]
+        if deleted:
+            self.leases.give_back(entry.lease)
+            return True
+        self.leases.revoke(entry.lease.id, op_timeout=op_timeout)
+        return False
+
+    def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        with self._guard:
+            released = [c.token in self._released for c in claims]
+        entries = [self._entry(c) for c in claims]
+        for c, e in zip(claims, entries, strict=True):
+            if e is not None and keys.lease_ttl_seconds(c.ttl) > e.lease.ttl:
+                self._relet(e, c.ttl)
+        live = [e for e in entries if e is not None]
+        if not live:
+            return released
+        sent, ttls = self.leases.renew(e.lease for e in live)
+        checks = [{"request_range": keys.range_op(e.key)} for e in live]
+        present: set[tuple[bytes, int]] = set()
+        for r in self.gw.txn_each(checks, try_timeout=FAST_TRY):
+            for kv in keys.kvs_of(r):
+                present.add((keys.unb64(kv.get("key")), int(kv.get("create_revision") or 0)))
+        out = []
+        for e, gone in zip(entries, released, strict=True):
+            ok = e is not None and (e.releasing or (ttls.get(e.lease.id, 0) > 0 and (e.key, e.rev) in present))
+            if ok and e is not None and ttls.get(e.lease.id, 0) > 0:
+                e.lease.confirm(sent, ttls[e.lease.id])
+            out.append(ok or gone)
+        self.leases.revoke_stale()
+        return out
+
+    def shorten(self, claim: Claim, ttl: float) -> bool:
+        """A lease's TTL is fixed when it is granted: grant a fresh one of ``ttl`` (whole seconds, rounded up;
+        the server raises it to its minimum), move the key to it with a put guarded by the key's create
+        revision (the fence, the queue place and the Go layout stay), and revoke the old lease. The new lease
+        is nobody's to keep alive, so the key goes when it runs out."""
+        with self._guard:
+            entry = self._entries.pop(claim.token, None)
+        if entry is None:
+            return False
+        new = self.leases.take(ttl, fresh=True)
+        # on an error the outcome is unknown: both leases are left to run out (nobody keeps them alive), as
+        # revoking either could delete the key before its time
+        moved = self._move(entry, new)
+        self.leases.revoke(entry.lease.id)  # its key moved to the new lease, or is gone
+        if not moved:
+            self.leases.revoke(new.id)
+        return moved
+
+    def holds(self, claim: Claim) -> bool:
+        entry = self._entry(claim)
+        if entry is None:
+            return False
+        data = self.gw.call("/v3/kv/range", keys.range_op(entry.key))
+        return any(int(kv.get("create_revision") or 0) == entry.rev for kv in data.get("kvs") or [])
+
+    def inspect(self, name: str) -> LockInfo | None:
+        return admin.inspect(self.gw, self.leases, name)
+
+    def proclaim(self, claim: Claim, value: str) -> bool:
+        """Go's ``Election.Proclaim``: put the new value on the leader's key and lease, if the key still has
+        the leadership's create revision (the term); the put keeps that revision."""
+        entry = self._entry(claim)
+        if entry is None:
+            return False
+        raw = value.encode("utf-8")
+        # what a later move to a longer lease (``_relet``) writes; set first, so it never writes the old value
+        entry.value = raw
+        try:
+            data = self.gw.call(
+                "/v3/kv/txn",
+                {
+                    "compare": [keys.create_is(entry.key, entry.rev)],
+                    "success": [keys.put_op(entry.key, raw, entry.lease.id)],
+                },
+            )
+        except Denied as exc:
+            raise denied(exc, claim.name, self.gw.username, f"write {entry.key.decode('utf-8', 'replace')!r}") from None
+        return bool(data.get("succeeded"))
+
+    def watch(self, name: str) -> SyncWatch:
+        try:
+            return Watch.open(self.gw, name)
+        except Denied as exc:
+            raise denied(exc, name, self.gw.username, f"watch {name + '/'!r}") from None
+
+    def watch_prefix(self, prefix: str) -> SyncPrefixWatch:
+        try:
+            return PrefixWatch.open(self.gw, prefix)
+        except Denied as exc:
+            raise denied(exc, None, self.gw.username, f"watch the keys under {prefix!r}") from None
+
+    def break_lock(self, name: str) -> bool:
+        _, holders, _ = admin.snapshot(self.gw, name)
+        if not holders:
+            return False
+        try:
+            self.gw.txn_each([keys.delete_op(h.key) for h in holders])
+        except Denied as exc:
+            raise denied(exc, name, self.gw.username, f"delete keys under {name + '/'!r}") from None
+        broken = {(h.key, h.rev) for h in holders}
+        with self._guard:
+            mine = [t for t, e in self._entries.items() if (e.key, e.rev) in broken]
+        for h in holders:
+            if h.lease:
+                self.leases.revoke(h.lease)  # the holder's keepalive now fails: it learns it lost the lock
+        for token in mine:
+            self.lost(token, "broken by an admin (break_lock)")
+        return True
+
+    def list(self, prefix: str) -> list[LockInfo]:
+        return admin.list_held(self.gw, self.leases, prefix)
+
+    def close(self) -> None:
+        self.waits.close()
+        self.leases.close()
+        self.gw.client.close()
+
+
+__all__ = ["Backend", "EtcdGuard", "guard"]

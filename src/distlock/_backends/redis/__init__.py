@@ -1,0 +1,36 @@
+"""The Redis family: a single node or a Redis Cluster (``redis://``, ``rediss://``, ``unix://``), Sentinel
+(``redis+sentinel://``) and Redlock over N independent masters (``redlock://``). Driver: redis-py.
+
+The folder, from the socket up:
+
+* ``keys.py``: the key layout of a name, the wake-up channel, the fence counter's keys (pure);
+* ``lua.py``: the scripts and their grant rule (pure);
+* ``calls.py``: requests and replies of the scripts: the pre-encoded ``EVALSHA`` of the hot path, the
+  decoded ``INSPECT`` reply (pure);
+* ``tls.py``: distlock's TLS URL options as redis-py's (no I/O);
+* ``_driver_async.py`` / ``_driver_sync.py``: the hand-kept driver seam pair, the only code that differs
+  between redis.asyncio and redis (connecting, pipelines, bounding and dropping a connection, the Redlock
+  fan-out);
+* ``_async/``: the backends, written once (``_sync/`` is generated from it by ``scripts/gen_sync.py``):
+
+  * ``__init__.py``: the single-node/cluster ``Backend``: options at open, acquire with its fence and
+    ``wait_replicas``, release, renewal batches, inspect/list/break;
+  * ``options.py``: the URL options, the URL for redis-py, and distlock's own client for
+    ``connect(client=...)``;
+  * ``node.py``: one server or cluster (``Node``): scripts by name, calls and batches in one round trip,
+    errors -> ``BackendError``;
+  * ``wire.py``: distlock's own request path (pre-encoded calls on a free list of connections);
+  * ``sentinel.py``: following a Sentinel failover at once (``SwitchWatch``);
+  * ``listener.py``: the one pub/sub connection per server and store that turns releases into wake-ups;
+  * ``attempt.py``: try / wait on the wake-up channel / abandon, single node and Redlock;
+  * ``watch.py``: an election observer's wake-up, on the same channel and listener;
+  * ``fences.py``: the fence counter (markers, connect-time checks, the Redlock seeding rule);
+  * ``leases.py``: what makes a release idempotent across retries;
+  * ``redlock.py``: the Redlock ``Backend`` (the registry's ``redlock`` row), on the same nodes, scripts
+    and attempts; ``masters.py``: the masters and the way of asking them all at once (majority,
+    deadlines, quorum errors).
+
+An acquire's path: ``Lock.acquire`` (``distlock/_async/locks.py``, ``acquirer.py``) -> ``_async/attempt.py``
+-> ``Backend`` (``_async/__init__.py``) -> ``node.py`` (the call, encoded by ``calls.py`` with ``keys.py`` and
+``lua.py``) -> ``wire.py`` -> ``_driver_async.py`` -> the socket.
+"""

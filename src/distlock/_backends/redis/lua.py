@@ -1,0 +1,575 @@
+"""The Lua scripts of the Redis backends (single node, Redis Cluster and each Redlock master). No I/O here.
+
+Every script gets the same ten KEYS (the layout of ``keys.py``, in the order of
+``distlock._backends.redis.keys.keys``) and ``ARGV[1]`` = the wake-up channel, so the scripts are
+cluster-correct and share one prelude; each script's header names the rest of its ARGV and its reply.
+Times are the server's ``TIME`` in milliseconds, the same clock that runs ``PX``. The grant rule is the one
+of ``distlock._core.arbiter``, written in Lua. ``calls.py`` packs the calls (``EVALSHA`` by
+``SHA``) and decodes the replies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from .keys import NOTICE
+
+#: the SHA1 of the acquire script of distlock 0.1.0 (per-name ``{N}:fence`` counters): if a server has it
+#: cached, an old client has been using that server (checked at connect by
+#: ``distlock._backends.redis._async.fences.check_server``)
+OLD_ACQUIRE_SHA = "a4624229ebf697be6b9ff040d73a51b94abf9126"
+
+
+#: the error every script raises, before it writes anything, when a key of the name holds another type
+WRONGTYPE = "DISTLOCK-WRONGTYPE"
+
+_PRELUDE = (
+    """
+local now = nil
+local now_us = nil
+local channel = ARGV[1]
+
+-- Before anything is written: a key of the name (or the counter) that holds another type than the one distlock
+-- keeps there was made by something else. Refuse the call then, with nothing written: Redis does not roll a
+-- script back, so a type error half-way would leave the writes made before it. One EXISTS counts the name's
+-- keys (`present`); the counter is looked at always; a free name's keys need nothing more (two commands: the
+-- hot path of an acquire), a simply held name's key and details are looked at, and the other seven only if
+-- more keys exist than those two (four commands: the hot path of a release).
+local present = redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[10])
+do
+  local shapes = {'string', 'zset', 'zset', 'hash', 'zset', 'zset', 'string', 'hash', 'hash', 'hash'}
+  local order = {8}
+  if present > 0 then order = {8, 1, 4, 2, 3, 5, 6, 7, 9, 10} end
+  local seen = 0
+  for n, i in ipairs(order) do
+    if n > 3 and seen >= present then break end
+    local t = redis.call('TYPE', KEYS[i])['ok']
+    if t ~= 'none' then
+      if t ~= shapes[i] then
+        return redis.error_reply('""" + WRONGTYPE + """ the key ' .. KEYS[i] .. ' holds a ' .. t .. ' where distlock keeps a ' .. shapes[i] .. ': something else than distlock made it; nothing was written (use another lock name, or remove that key)')
+      end
+      if i ~= 8 then seen = seen + 1 end
+    end
+  end
+end
+
+-- the server clock in ms (and in microseconds: now_us), read once per call and only where needed
+local function tick()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+end
+
+-- a counter value as Redis stores it: fences are server times in microseconds (16 digits), which Lua's own
+-- number-to-string conversion would print as 1.7e+15
+local function int(x)
+  return string.format('%d', x)
+end
+
+-- the next fence: the counter plus one, and on a node (`clocked`) never below the server clock in
+-- microseconds. A node's counter that was lost (flush, eviction, restart without persistence) or went back (a
+-- failover to a replica that had not received it, a restart from an older snapshot) starts again at the
+-- current time, above every fence handed out before, as long as the clock of the server that counts now is
+-- past the time of the last fence counted before the fault (docs/models/fence_counter.pml). One script runs
+-- at a time and takes more than a microsecond, so counting never outruns the clock. A Redlock master counts
+-- one up (the pushes of a hand-over from several masters must carry the same fence); its clock comes in
+-- through the client's seeding rule instead (docs/models/redlock_fence.pml, CLOCK).
+local function bump(clocked)
+  local n = redis.call('HINCRBY', KEYS[8], 'n', 1)
+  if clocked then
+    tick()
+    if n < now_us then
+      n = now_us
+      redis.call('HSET', KEYS[8], 'n', int(n))
+    end
+  end
+  return n
+end
+
+-- drop expired shared holders and waiters whose entry was not refreshed in time
+local function purge()
+  tick()
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now)
+  for _, m in ipairs(dead) do
+    redis.call('ZREM', KEYS[5], m)
+    redis.call('HDEL', KEYS[9], m)
+    redis.call('HDEL', KEYS[10], m)
+  end
+  if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now) end
+end
+
+-- forget a waiter's queue entry (order, deadline, hand-over record, reply channel)
+local function dequeue(member)
+  redis.call('ZREM', KEYS[5], member)
+  redis.call('ZREM', KEYS[6], member)
+  redis.call('HDEL', KEYS[9], member)
+  redis.call('HDEL', KEYS[10], member)
+end
+
+-- where a waiter's wake-up goes: its store's reply channel if its try gave one, else the name's channel
+local function reply_to(member)
+  return redis.call('HGET', KEYS[10], member) or channel
+end
+
+-- keep a key at least until `until_ms` (never shorten: other members may live longer)
+local function keep_until(key, until_ms)
+  tick()
+  local p = redis.call('PTTL', key)
+  if p == -1 or (p >= 0 and p < until_ms - now) then redis.call('PEXPIRE', key, until_ms - now) end
+end
+
+-- wake the first waiter (one wake-up per release, to its store only: no herd)
+local function wake_head()
+  local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
+  if head then
+    local bar = string.find(head, '|', 1, true)
+    redis.call('PUBLISH', reply_to(head), string.sub(head, bar + 1))
+  end
+end
+
+-- is this details record (or owner string) an election candidate's? (a 0x1F byte between owner and value)
+local function elected(record)
+  return record ~= nil and record ~= false and string.find(record, '\\31', 1, true) ~= nil
+end
+
+-- an election's leader or value may have changed: wake its observers (no waiter takes this for its turn)
+local function notice()
+  redis.call('PUBLISH', channel, '"""
+    + NOTICE
+    + """')
+end
+
+local function shared_set(mode)
+  if mode == 'read' then return KEYS[2] end
+  return KEYS[3]
+end
+
+local function fence_of(token)
+  local inf = redis.call('HGET', KEYS[4], token)
+  if not inf then return -1 end
+  local a = string.find(inf, '|', 1, true)
+  local b = string.find(inf, '|', a + 1, true)
+  return tonumber(string.sub(inf, a + 1, b - 1))
+end
+
+-- 0.1.0 kept a per-name counter {N}:fence: fold it into the counter (never hand out a fence below it), drop it
+local function absorb()
+  local old = redis.call('GET', KEYS[7])
+  if old then
+    if tonumber(old) > tonumber(redis.call('HGET', KEYS[8], 'n') or '0') then
+      redis.call('HSET', KEYS[8], 'n', old)
+    end
+    redis.call('DEL', KEYS[7])
+  end
+end
+
+-- is `token` a live holder in `mode`?
+local function holds(token, mode)
+  if mode == 'lock' or mode == 'write' then return redis.call('GET', KEYS[1]) == token end
+  tick()
+  local s = redis.call('ZSCORE', shared_set(mode), token)
+  return s ~= false and tonumber(s) > now
+end
+"""
+)
+
+ACQUIRE = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel, 2 token, 3 mode, 4 ttl ms, 5 permits, 6 fair (0/1), 7 owner (the claim's record: an
+--         election candidate's carries its value, and its grant wakes the name's observers),
+--       8 waiter entry ttl ms (0: do not queue on failure),
+--       9 marker: on a node the epoch this client saw ('' = none yet); on a Redlock master '@' + the run id
+--         of the server, which the client read on the very connection this request goes out on,
+--      10 hand-over stamp: '' = none; else (an exclusive claim that takes a direct hand-over) the client's
+--         send time of this very request, kept with its queue entry and echoed by the release that grants it
+--      11 (optional) reply channel: '' = none; else the channel the waiter's store reads its own wake-ups on
+--         (its subscription confirmed before this request was sent), kept with its queue entry
+-- Returns {1, fence, mark, counter} when held (a retry after a lost reply, or the confirmation of a
+--         hand-over, gets the same fence back, and an exclusive lease runs `ttl` from this request),
+--         {0, ms until the earliest holder's lease ends (-1 if unknown), mark, counter} otherwise;
+-- mark = the node's epoch, or on a Redlock master '1' (seeded: its fence counts) / '0' (not seeded:
+-- fence -1, the client re-seeds it; its counter part is then at least the server clock in microseconds).
+-- A node whose counter is gone starts it again from the clock with a new epoch (bump), which tells the
+-- client that saw the old epoch that its counter was lost.
+local token, mode = ARGV[2], ARGV[3]
+local ttl, permits, fair, owner, qttl = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7], tonumber(ARGV[8])
+local want, stamp, reply = ARGV[9], ARGV[10], ARGV[11] or ''
+local exclusive = (mode == 'lock' or mode == 'write')
+local member = mode .. '|' .. token
+local mark = redis.call('HGET', KEYS[8], 'e')
+local seeded = true
+local redlock = string.sub(want, 1, 1) == '@'
+if redlock then
+  seeded = (mark ~= false and want ~= '@' and mark == string.sub(want, 2))
+  if seeded then mark = '1' else mark = '0' end
+elseif not mark then
+  mark = token
+  redis.call('HSET', KEYS[8], 'e', mark)
+end
+local function next_fence()
+  if seeded then return bump(not redlock) end
+  return -1
+end
+local function counter()
+  local n = tonumber(redis.call('HGET', KEYS[8], 'n') or '0')
+  if not seeded then
+    tick()
+    if now_us > n then n = now_us end
+  end
+  return n
+end
+-- fast path: the name has no key at all (nobody holds or waits for it, no details left, no 0.1.0 counter to
+-- fold in: the prelude counted them). Any stale entry is dropped by the full path below. On a node the fence
+-- reads TIME once; nothing else here needs the clock.
+if exclusive and present == 0 then
+  local fence = next_fence()
+  redis.call('SET', KEYS[1], token, 'PX', ttl)
+  redis.call('HSET', KEYS[4], token, mode .. '|' .. int(fence) .. '|' .. owner)
+  redis.call('PEXPIRE', KEYS[4], ttl)
+  if elected(owner) then notice() end
+  if seeded then return {1, fence, mark, fence} end
+  return {1, fence, mark, counter()}
+end
+absorb()
+tick()
+purge()
+if holds(token, mode) then
+  if exclusive then
+    -- the try that finds a hand-over (or its own lost grant) confirms it: the lease runs from this request,
+    -- whose send the client counts from (a grant's own lease may end sooner: at the queue deadline)
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    keep_until(KEYS[4], now + ttl)
+  end
+  return {1, fence_of(token), mark, counter()}
+end
+local holder = redis.call('GET', KEYS[1])
+local nread = redis.call('ZCARD', KEYS[2])
+local nsem = redis.call('ZCARD', KEYS[3])
+local myseq = redis.call('ZSCORE', KEYS[5], member)
+local ahead
+if myseq then
+  ahead = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. myseq)
+else
+  ahead = redis.call('ZRANGE', KEYS[5], 0, -1)
+end
+local ok = (not holder)
+if exclusive then
+  ok = ok and nread == 0 and nsem == 0 and not (fair and #ahead > 0)
+elseif mode == 'semaphore' then
+  local waiting = 0
+  if fair then waiting = #ahead end
+  ok = ok and nread == 0 and nsem + waiting < permits
+else
+  ok = ok and nsem == 0
+  if ok and fair then
+    ok = #ahead == 0
+  elseif ok then
+    for _, m in ipairs(ahead) do
+      if string.sub(m, 1, 6) == 'write|' then ok = false break end
+    end
+  end
+end
+if ok then
+  local fence = next_fence()
+  local expires = now + ttl
+  if exclusive then
+    redis.call('SET', KEYS[1], token, 'PX', ttl)
+  else
+    redis.call('ZADD', shared_set(mode), expires, token)
+    keep_until(shared_set(mode), expires)
+  end
+  -- forget details of holders that died without releasing
+  if redis.call('HLEN', KEYS[4]) > nread + nsem + ((holder and 1) or 0) then
+    for _, tk in ipairs(redis.call('HKEYS', KEYS[4])) do
+      if tk ~= holder and not redis.call('ZSCORE', KEYS[2], tk) and not redis.call('ZSCORE', KEYS[3], tk) then
+        redis.call('HDEL', KEYS[4], tk)
+      end
+    end
+  end
+  redis.call('HSET', KEYS[4], token, mode .. '|' .. int(fence) .. '|' .. owner)
+  keep_until(KEYS[4], expires)
+  if myseq then dequeue(member) end
+  -- a shared grant may let the next waiter in too: pass the wake-up on
+  if not exclusive then wake_head() end
+  if elected(owner) then notice() end
+  return {1, fence, mark, counter()}
+end
+if qttl > 0 then
+  if not myseq then
+    local last = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
+    local seq = 1
+    if last[2] then seq = tonumber(last[2]) + 1 end
+    redis.call('ZADD', KEYS[5], seq, member)
+  end
+  redis.call('ZADD', KEYS[6], now + qttl, member)
+  keep_until(KEYS[5], now + qttl)
+  keep_until(KEYS[6], now + qttl)
+  if exclusive and stamp ~= '' then
+    redis.call('HSET', KEYS[9], member, stamp .. '|' .. ttl .. '|' .. want .. '|' .. owner)
+    keep_until(KEYS[9], now + qttl)
+  end
+  if reply ~= '' then
+    redis.call('HSET', KEYS[10], member, reply)
+    keep_until(KEYS[10], now + qttl)
+  else
+    redis.call('HDEL', KEYS[10], member)
+  end
+end
+local retry = -1
+if holder then
+  local p = redis.call('PTTL', KEYS[1])
+  if p >= 0 then retry = p end
+end
+for _, set in ipairs({KEYS[2], KEYS[3]}) do
+  local first = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')
+  if first[2] then
+    local d = tonumber(first[2]) - now
+    if retry < 0 or d < retry then retry = d end
+  end
+end
+return {0, retry, mark, counter()}
+"""
+)
+
+RELEASE = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel, 2 token, 3 mode, 4 (Redlock; optional) '@' + the server's run id as the releaser read it
+--       on the connection this request goes out on, 5 (optional) '0' when the claim is no election
+--       candidate's (its details record needs no read: nobody observes it).  Compare-and-delete: returns 1 if
+--       the token held a live lease; the token's own queue entry goes too (a Redlock holder may still be
+--       queued on a master that did not grant it).
+-- Direct hand-over: when an exclusive holding ends and the first live waiter is an exclusive one with a
+-- hand-over record, the name goes to that waiter in this step: the key holds its token with a lease capped
+-- at its queue deadline (a waiter that died in the queue loses the grant when its entry would have run out),
+-- its fence is counted, and the push "token|fence|stamp" tells it; it holds from then, counting its lease
+-- from the echoed stamp (the send of the try that queued it: before this grant). Otherwise the first waiter
+-- is woken to try. docs/models/redis_handover.pml checks the rule. On a Redlock master the hand-over also
+-- needs the counter seeded under the run id that both the waiter's try and this release were sent under
+-- (a master restarted since counts toward no fence: docs/models/redlock_fence.pml, HANDOVER).
+local token, mode, runwant = ARGV[2], ARGV[3], ARGV[4] or ''
+-- each call below costs about 1 us of the server's time: the hot path (nobody waits) makes four
+local record = nil
+if ARGV[5] ~= '0' then record = redis.call('HGET', KEYS[4], token) end
+local ok = 0
+local exclusive = (mode == 'lock' or mode == 'write')
+if exclusive then
+  if redis.call('GET', KEYS[1]) == token then
+    redis.call('DEL', KEYS[1])
+    ok = 1
+  end
+else
+  purge()
+  ok = redis.call('ZREM', shared_set(mode), token)
+end
+redis.call('HDEL', KEYS[4], token)
+local queued = redis.call('EXISTS', KEYS[5]) == 1
+if queued and redis.call('ZSCORE', KEYS[5], mode .. '|' .. token) then
+  dequeue(mode .. '|' .. token)
+  queued = redis.call('EXISTS', KEYS[5]) == 1
+end
+local function hand_over()
+  local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
+  if not head or redis.call('ZCARD', KEYS[2]) > 0 or redis.call('ZCARD', KEYS[3]) > 0 then return false end
+  local bar = string.find(head, '|', 1, true)
+  local hmode = string.sub(head, 1, bar - 1)
+  if hmode ~= 'lock' and hmode ~= 'write' then return false end
+  local rec = redis.call('HGET', KEYS[9], head)
+  local deadline = redis.call('ZSCORE', KEYS[6], head)
+  if not rec or not deadline then return false end
+  local a = string.find(rec, '|', 1, true)
+  local b = string.find(rec, '|', a + 1, true)
+  local c = string.find(rec, '|', b + 1, true)
+  local hstamp, httl, hwant, howner = string.sub(rec, 1, a - 1), tonumber(string.sub(rec, a + 1, b - 1)),
+    string.sub(rec, b + 1, c - 1), string.sub(rec, c + 1)
+  -- the waiter's store saw this counter's marker (or none yet: then any marker there is its first);
+  -- a counter that is gone or replaced is left to the waiter's own try (it learns the new epoch there)
+  local mark = redis.call('HGET', KEYS[8], 'e')
+  if string.sub(hwant, 1, 1) == '@' then
+    if hwant == '@' or hwant ~= runwant or mark ~= string.sub(hwant, 2) then return false end
+  elseif not mark or (hwant ~= '' and hwant ~= mark) then
+    return false
+  end
+  local px = math.min(httl, tonumber(deadline) - now)
+  if px <= 0 then return false end
+  local htoken = string.sub(head, bar + 1)
+  absorb()
+  local fence = int(bump(string.sub(hwant, 1, 1) ~= '@'))
+  local to = reply_to(head)
+  redis.call('SET', KEYS[1], htoken, 'PX', px)
+  redis.call('HSET', KEYS[4], htoken, hmode .. '|' .. fence .. '|' .. howner)
+  keep_until(KEYS[4], now + px)
+  dequeue(head)
+  redis.call('PUBLISH', to, htoken .. '|' .. fence .. '|' .. hstamp)
+  if elected(howner) then notice() end
+  return true
+end
+if ok == 1 and queued then
+  purge()
+  if not (exclusive and hand_over()) then wake_head() end
+end
+if ok == 1 and elected(record) then notice() end
+return ok
+"""
+)
+
+ABANDON = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel, 2 token, 3 mode.  Remove every trace of a failed or cancelled acquire: the queue
+-- entry, and a holding whose reply was lost (F10 in docs/safety.md). Passes a wake-up on if the name is free.
+local token, mode = ARGV[2], ARGV[3]
+local member = mode .. '|' .. token
+local record = redis.call('HGET', KEYS[4], token)
+purge()
+local gone = redis.call('ZREM', KEYS[5], member)
+redis.call('ZREM', KEYS[6], member)
+redis.call('HDEL', KEYS[9], member)
+redis.call('HDEL', KEYS[10], member)
+if mode == 'lock' or mode == 'write' then
+  if redis.call('GET', KEYS[1]) == token then
+    redis.call('DEL', KEYS[1])
+    gone = gone + 1
+    if elected(record) then notice() end
+  end
+else
+  gone = gone + redis.call('ZREM', shared_set(mode), token)
+end
+redis.call('HDEL', KEYS[4], token)
+absorb()
+if gone > 0 and not redis.call('GET', KEYS[1]) then wake_head() end
+return gone
+"""
+)
+
+RENEW = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel, 2 token, 3 mode, 4 ttl ms.  Extends a LIVE lease only (one that ran out may belong
+-- to someone else by now). Returns 1 if extended.
+local token, mode, ttl = ARGV[2], ARGV[3], tonumber(ARGV[4])
+tick()
+if not holds(token, mode) then return 0 end
+if mode == 'lock' or mode == 'write' then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+else
+  redis.call('ZADD', shared_set(mode), 'XX', now + ttl, token)
+  keep_until(shared_set(mode), now + ttl)
+end
+keep_until(KEYS[4], now + ttl)
+return 1
+"""
+)
+
+HOLDS = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel, 2 token, 3 mode.  Returns 1 if the token is a live holder.
+if holds(ARGV[2], ARGV[3]) then return 1 end
+return 0
+"""
+)
+
+INSPECT = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel.  Returns {exclusive holder value or '', its PTTL ms, readers {token, end, ...},
+--   permits {token, end, ...}, details {token, "mode|fence|owner", ...}, live waiters, now ms}
+tick()
+local holder = redis.call('GET', KEYS[1])
+return {
+  holder or '',
+  redis.call('PTTL', KEYS[1]),
+  redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES'),
+  redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf', 'WITHSCORES'),
+  redis.call('HGETALL', KEYS[4]),
+  redis.call('ZCOUNT', KEYS[6], '(' .. now, '+inf'),
+  now,
+}
+"""
+)
+
+BREAK = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel.  Admin force release of every holding (also a foreign one, e.g. a redis-py Lock);
+-- wakes every waiter. Returns the tokens that held it.
+tick()
+local out = {}
+local holder = redis.call('GET', KEYS[1])
+if holder then table.insert(out, holder) end
+for _, set in ipairs({KEYS[2], KEYS[3]}) do
+  for _, tk in ipairs(redis.call('ZRANGEBYSCORE', set, '(' .. now, '+inf')) do table.insert(out, tk) end
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+absorb()
+redis.call('PUBLISH', channel, '*')
+return out
+"""
+)
+
+FENCE_FLOOR = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel, 2 token, 3 floor, 4 mode, 5 fence, 6 run id.  Redlock: raise this master's counter to
+-- at least `floor` and mark it seeded under this run (the client sends a floor no lower than the counters
+-- of a majority of seeded masters, so every later majority, which shares a master with this write-back,
+-- counts above it); record `fence` as the holder's fence. Returns 1 if the token holds the name in `mode`.
+local token, floor, mode, fence, run = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
+absorb()
+if tonumber(redis.call('HGET', KEYS[8], 'n') or '0') < floor then redis.call('HSET', KEYS[8], 'n', ARGV[3]) end
+if run ~= '' then redis.call('HSET', KEYS[8], 'e', run) end
+local inf = redis.call('HGET', KEYS[4], token)
+if inf then
+  local a = string.find(inf, '|', 1, true)
+  local b = string.find(inf, '|', a + 1, true)
+  redis.call('HSET', KEYS[4], token, string.sub(inf, 1, a) .. fence .. string.sub(inf, b))
+end
+if holds(token, mode) then return 1 end
+return 0
+"""
+)
+
+PROCLAIM = (
+    _PRELUDE
+    + """
+-- ARGV: 1 channel, 2 token, 3 record (the owner id, 0x1F, the new value).  Elections: if the token still holds
+-- the exclusive key, make `record` the owner part of its details (mode and fence kept) and wake the observers.
+-- Returns 1, or 0 if the token does not hold the name. The holding (key, lease) and the fence counter are not
+-- touched: on Redlock the fence rule (FENCE_FLOOR, docs/models/redlock_fence.pml) does not see a proclaim.
+local token, record = ARGV[2], ARGV[3]
+if redis.call('GET', KEYS[1]) ~= token then return 0 end
+local inf = redis.call('HGET', KEYS[4], token)
+if inf then
+  local a = string.find(inf, '|', 1, true)
+  local b = string.find(inf, '|', a + 1, true)
+  redis.call('HSET', KEYS[4], token, string.sub(inf, 1, b) .. record)
+else
+  -- details always outlive the key they describe; should they be gone, keep the new ones no longer than it
+  redis.call('HSET', KEYS[4], token, 'lock|-1|' .. record)
+  tick()
+  keep_until(KEYS[4], now + math.max(1, redis.call('PTTL', KEYS[1])))
+end
+notice()
+return 1
+"""
+)
+
+SCRIPTS: dict[str, str] = {
+    "acquire": ACQUIRE,
+    "release": RELEASE,
+    "abandon": ABANDON,
+    "renew": RENEW,
+    "holds": HOLDS,
+    "inspect": INSPECT,
+    "break": BREAK,
+    "fence_floor": FENCE_FLOOR,
+    "proclaim": PROCLAIM,
+}
+
+SHA: dict[str, str] = {k: hashlib.sha1(v.encode()).hexdigest() for k, v in SCRIPTS.items()}

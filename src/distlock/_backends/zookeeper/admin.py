@@ -1,0 +1,140 @@
+"""``inspect``, ``list`` and ``break_lock``: reading and breaking locks from their nodes (blocking).
+
+A lock's state is its children: contenders (protected or marked children, ordered as Curator orders them:
+``layout.py``) or, for a semaphore, ``leases`` and ``locks``. Holders are read from the
+children's data (owner, permits) and their czxid (the fence). An election's ``latch-`` nodes hold only the
+value (Curator's participant id), so their owner reads ``unknown:<child>``; their czxid is the term.
+``list`` walks the tree under the root one level per round trip and skips subtrees this store's
+credentials may not read. ``break_lock`` deletes every holding node; a holding of this store among them
+is reported lost at once.
+"""
+
+from __future__ import annotations
+
+from kazoo.exceptions import NoAuthError, NoNodeError
+
+from ..._core.types import HolderInfo, LockInfo
+from . import layout
+from .holdings import Holdings
+from .nodes import Nodes
+from .wire import Wire
+
+#: listings of one ``inspect`` at most, when holders leave between a listing and the read of their data
+RELIST = 3
+
+
+def queued(children: list[str]) -> list[str]:
+    """The children of a lock or election path that queue (whoever created them): the rest (longer names'
+    paths, a semaphore's ``locks`` and ``leases``) is ignored."""
+    return layout.contenders(children)
+
+
+class Admin:
+    """The admin operations of one store."""
+
+    def __init__(self, wire: Wire, nodes: Nodes, holdings: Holdings, root: str) -> None:
+        self._wire = wire
+        self._nodes = nodes
+        self._holdings = holdings
+        self._root = root
+
+    def inspect(self, name: str) -> LockInfo | None:
+        return self._inspect_path(layout.lock_path(name, self._root), name)
+
+    def _inspect_path(self, path: str, name: str) -> LockInfo | None:
+        for _ in range(RELIST):
+            children = self._nodes.children(path)
+            if not children:
+                return None
+            contenders = queued(children)
+            if not contenders and (layout.SEM_LEASES in children or layout.SEM_LOCKS in children):
+                return self._inspect_semaphore(path, name)
+            if not contenders:
+                return None
+            held, waiters = layout.holders_of(contenders)
+            holders = self._holder_infos(path, held)
+            if holders:
+                kind = "rwlock" if any(layout.READ_MARK in c or layout.WRITE_MARK in c for c in contenders) else "lock"
+                return LockInfo(name, kind, tuple(h for h, _ in holders), waiters)
+            if not waiters:
+                return None
+            # The holder left between the listing and the read, and a waiter is next: read again rather than
+            # report a free lock (or no leader) that was never free.
+        return None
+
+    def _inspect_semaphore(self, path: str, name: str) -> LockInfo | None:
+        leases_path = f"{path}/{layout.SEM_LEASES}"
+        leases = sorted(
+            queued(self._nodes.children(leases_path)), key=lambda c: layout.sort_key(c, (layout.LEASE_MARK,))
+        )
+        lockers = queued(self._nodes.children(f"{path}/{layout.SEM_LOCKS}"))
+        infos = self._holder_infos(leases_path, leases)
+        permits = next((p for _, p in infos if p is not None), len(infos))
+        holders = [h for h, _ in infos][:permits]
+        if not holders:
+            return None
+        return LockInfo(name, "semaphore", tuple(holders), len(lockers))
+
+    def _holder_infos(self, parent: str, children: list[str]) -> list[tuple[HolderInfo, int | None]]:
+        w = self._wire
+        results = [(c, w.send(w.client.get_async, f"{parent}/{c}")) for c in children]
+        out: list[tuple[HolderInfo, int | None]] = []
+        for child, result in results:
+            try:
+                data, stat = w.get(result)
+            except NoNodeError:
+                continue
+            fence = int(stat.czxid)
+            if layout.is_latch(child):  # an election candidate (ours or Curator's LeaderLatch): data = the value
+                owner, value = layout.latch_holder(data, child)
+                out.append((HolderInfo(owner, fence, layout.mode_of_child(child), None, value), None))
+                continue
+            owner, permits = layout.parse_data(data, child)
+            out.append((HolderInfo(owner, fence, layout.mode_of_child(child), None), permits))
+        return out
+
+    def list_locks(self, prefix: str) -> list[LockInfo]:
+        """Walk the tree under the root (one level per round trip), report every held lock under ``prefix``.
+
+        Subtrees whose ACL does not let this client read them (another user's nodes under a shared root) are
+        skipped: a store lists what its credentials can see."""
+        w = self._wire
+        found: list[LockInfo] = []
+        level = [self._root]
+        while level:
+            results = [(p, w.send(w.client.get_children_async, p)) for p in level]
+            level = []
+            for path, result in results:
+                try:
+                    children: list[str] = w.get(result)
+                except NoNodeError:
+                    continue
+                except NoAuthError:
+                    if path == self._root:
+                        raise
+                    continue  # another user's subtree (its ACL does not let us read it): not ours to list
+                is_lock = bool(queued(children)) or (layout.SEM_LEASES in children and layout.SEM_LOCKS in children)
+                if is_lock and path != self._root:
+                    name = layout.name_of(path, self._root)
+                    # a semaphore's own ``locks``/``leases`` has queue nodes too, but is no name of its own
+                    if name.startswith(prefix) and layout.name_refused(name, self._root) is None:
+                        info = self._inspect_path(path, name)
+                        if info is not None:
+                            found.append(info)
+                # every other child is a path: a longer name's (also below a semaphore's ``locks``/``leases``)
+                level.extend(f"{path}/{c}" for c in children if not layout.is_contender(c))
+        return sorted(found, key=lambda i: i.name)
+
+    def break_lock(self, name: str) -> list[str]:
+        """Delete every holding node of ``name``; return the paths deleted."""
+        path = layout.lock_path(name, self._root)
+        contenders = queued(self._nodes.children(path))
+        if contenders:
+            held, _ = layout.holders_of(contenders)
+            victims = [f"{path}/{c}" for c in held]
+        else:
+            leases_path = f"{path}/{layout.SEM_LEASES}"
+            victims = [f"{leases_path}/{c}" for c in queued(self._nodes.children(leases_path))]
+        deleted = [v for v in victims if self._nodes.delete(v)]
+        self._holdings.lose_paths(deleted, "broken by an admin (break_lock)")
+        return deleted
