@@ -4,7 +4,7 @@ A lock's fence (``lock.fence``, ``election.term``) only protects data if the dat
 helpers do the compare for you, atomically with the write, in the stores data usually lives in:
 
 * **SQL**, through the connection (and the transaction) you already write with: ``check(conn, resource,
-  fence)`` records ``fence`` for ``resource`` in a small table (``distlock_fences``; ``create_table(conn)``
+  fence)`` records ``fence`` for ``resource`` in a small table (``distlock_resource_fences``; ``create_table(conn)``
   once) and raises ``StaleFence`` if a higher one is recorded. Run it in the transaction of the write it
   guards: the row it updates stays locked until that transaction ends, so a stale writer cannot slip in
   between the check and the commit. psycopg 3, PyMySQL and sqlite3 connections (with SQLAlchemy, the driver
@@ -56,8 +56,9 @@ __all__ = [
     "replace_file",
 ]
 
-#: the table ``check`` records fences in (``table=`` picks another)
-TABLE = "distlock_fences"
+#: the table ``check`` records fences in (``table=`` picks another); not ``distlock_fences``, which a SQL lock
+#: store in the same database keeps for its own counter
+TABLE = "distlock_resource_fences"
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?")
 
 
