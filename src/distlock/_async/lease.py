@@ -143,6 +143,8 @@ class Leases:
         return holding.span or holding.claim.ttl if session is None else session
 
     def session_deadline(self, claim: Claim) -> float:
+        """The backend's own count of when ``claim``'s holding ends (``lease_end``: ZooKeeper's session, etcd's
+        lease of the holding), +inf where it keeps none."""
         session = self._backend.lease_end(claim)
         return math.inf if session is None else session
 
