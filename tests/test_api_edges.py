@@ -1,4 +1,4 @@
-"""API paper cuts (issue: first use as a real package): each one a clear ConfigError, or the obvious behaviour."""
+"""API paper cuts of a first use as a real package: each one a clear ConfigError, or the obvious behaviour."""
 
 from __future__ import annotations
 

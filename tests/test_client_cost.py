@@ -1,4 +1,4 @@
-"""What the hot path no longer redoes per acquire (issue 17 item 5), and that the shortcuts stay correct.
+"""What the hot path no longer redoes per acquire, and that the shortcuts stay correct.
 
 Pure units, no server: the session-mode statements are built once per (name, mode, owner), and the two
 per-process values made once (the owner id's ``host:pid:`` prefix, the backoff's random generator) are made

@@ -1,4 +1,4 @@
-"""connect(client=...): a store on a driver client or pool the caller already has (issue 16).
+"""connect(client=...): a store on a driver client or pool the caller already has.
 
 Real servers. The store never closes a client it was given; Redis: the store's own connections are made
 from the client's parameters with distlock's timeouts and are closed by the store; ZooKeeper: the store

@@ -1,11 +1,11 @@
-"""etcd on gray links (issue 12): every member of the 3-member cluster behind its own FaultProxy.
+"""etcd on gray links (silent, half-open or slow): every member of the 3-member cluster behind its own FaultProxy.
 
 * a holder cut off by a silent partition is told ``lost`` before another client is granted the lock;
 * every keepalive delayed past the lease: ``lost`` at the local lease end, before the other client is granted;
 * ``acquire(timeout=...)`` on a frozen link comes back within the documented bound (sync and asyncio);
 * half-open pooled connections do not wedge other requests: a new acquire and the renewals go on;
 * ``lease_end`` of a holding on a pooled lease counts from that lease's last confirmation;
-* issue 20: churn over fresh names leaves no key behind; fences of a reused name go up.
+* churn over fresh names leaves no key behind; fences of a reused name go up.
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def test_lease_end_of_a_pooled_lease_counts_from_its_last_confirmation(etcd_url:
 
 
 def test_churn_leaves_no_key_and_fences_of_a_reused_name_go_up(etcd_url: str, name: str) -> None:
-    """Issue 20: fresh names taken and released leave no key (the fence is the key's create revision); a
+    """Fresh names taken and released leave no key (the fence is the key's create revision); a
     reused name's fence is above every fence handed out before."""
     port = client_ports(etcd_url)[0]
     fences: list[int] = []

@@ -1,4 +1,4 @@
-"""Fair waiters without a herd (issue 17, item 7): a release wakes one waiter of the name per process, and a
+"""Fair waiters without a herd: a release wakes one waiter of the name per process, and a
 waiter that leaves passes the wake-up on (``distlock._wakeup.Wakers``), so a hand-off costs a constant number of
 checks however many wait. Before, every release woke every waiter and each ran a transaction reading the whole
 queue: O(waiters) per hand-off (``benchmarks/waiters.py --fair`` measures the rates).

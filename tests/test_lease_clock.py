@@ -128,7 +128,7 @@ def test_grant_whose_reply_comes_after_its_lease_end_is_no_success(
 
 
 async def test_extend_in_flight_is_not_overwritten_by_a_renewal(redis_url: str, name: str) -> None:
-    """Finding 5: extend(ttl=30) is on its way when the renewer sends its own renewal with the old TTL (1.5 s),
+    """extend(ttl=30) is on its way when the renewer sends its own renewal with the old TTL (1.5 s),
     which the server applies last. A renewer that records the new TTL for the request that carried the old
     one believes in a lease far longer than the server's, and another client takes the lock while the holder
     is not told. Serialised, the renewal waits for extend() and then carries the new TTL."""
@@ -170,7 +170,7 @@ def test_extend_whose_answer_comes_after_the_lease_end_is_no_success(redis_url: 
 
 
 def test_slow_or_failing_callback_delays_no_renewal_and_no_other_lost() -> None:
-    """Finding 8: a sync on_lost callback used to run on the renewer's thread. A slow one delayed every other
+    """A sync on_lost callback used to run on the renewer's thread. A slow one delayed every other
     lock's renewal and lost signal; one raising SystemExit killed the renewer silently."""
     with distlock.connect("memory://") as store:
         slow = store.lock("slow", ttl=0.3, auto_renew=False, on_lost=lambda _lock: time.sleep(3))

@@ -1,4 +1,4 @@
-"""The API paper cuts a first real user hit (issue 16, finding 6), one test each. Those marked xfail(strict) need a
+"""The API paper cuts a first real user hit, one test each. Those marked xfail(strict) need a
 change in a file owned elsewhere (named in the reason); they turn into failures (XPASS) once it lands: drop the mark.
 """
 

@@ -69,11 +69,11 @@ def count_rows(db: str, url: str, prefix: str) -> dict[str, int]:
         conn.close()
 
 
-# -- issue 12: renewals serialised with acquires ---------------------------------------------------------
+# -- renewals serialised with acquires through the holder row --------------------------------------------
 def test_late_renewal_commit_never_leaves_two_live_holders(db: str, url: str, proxy: FaultProxy, name: str) -> None:
     """The holder's renewal is held by the link until after the lease end, when another store's acquire
-    finds the row expired. Before the fix (issue 12) the acquire's stale-row DELETE skipped a row a renewal
-    had just extended and inserted itself: two live holders in the table. MySQL/MariaDB renew in a
+    finds the row expired. In 0.1.0 the acquire's stale-row DELETE skipped a row a renewal had just extended
+    and inserted itself: two live holders in the table. MySQL/MariaDB renew in a
     transaction (UPDATE, then a COMMIT the link holds back: the acquire's DELETE waits for the row lock and
     sees the renewal won). PostgreSQL renews in one autocommit UPDATE (docs/models/sql_lease_statement.pml,
     RENEW_COMMIT_DELAYED): a late one finds the row expired or deleted, and the old holder is told."""
@@ -100,7 +100,7 @@ def test_late_renewal_commit_never_leaves_two_live_holders(db: str, url: str, pr
             lb.release()
 
 
-# -- issue 12: every call bounded ------------------------------------------------------------------------
+# -- every call bounded ---------------------------------------------------------------------------------
 CALL = 1.0  # call_timeout used below
 # acquire(timeout=T) on a silent link returns within T + BOUND: one call in flight (call_timeout) and the
 # clean-up (1 s, or libpq's 2 s minimum connect timeout for the fresh connection it needs), plus slack
@@ -212,7 +212,7 @@ def test_session_mode_half_open_pinned_connection_costs_only_its_own_lock(
         second.release()
 
 
-# -- issue 20: nothing of a free name stays; fences from one counter -------------------------------------
+# -- nothing of a free name stays; fences from one counter ----------------------------------------------
 def test_churn_over_fresh_names_leaves_no_row(db: str, url: str) -> None:
     prefix = fresh_prefix()
     u = with_options(url, table_prefix=prefix)
@@ -377,7 +377,7 @@ def test_mysql_schema_change_waiting_on_a_long_transaction_gives_up_on_the_serve
     admin.close()
 
 
-# -- issue 17: PostgreSQL's one-Query try ------------------------------------------------------------------
+# -- PostgreSQL's one-Query try -------------------------------------------------------------------------
 def test_pg_try_that_fails_midway_writes_nothing_and_its_connection_serves_on(postgres_url: str, name: str) -> None:
     """A try is three statements in one Query (one transaction). When it stops at its first one (the name's
     advisory lock, held by another session, past the try's wait for it), nothing of it stays (no holder or

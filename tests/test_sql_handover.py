@@ -1,4 +1,4 @@
-"""PostgreSQL lease mode: the direct hand-over (issue 17, item 1; ``docs/sql.md``, direct hand-over).
+"""PostgreSQL lease mode: the direct hand-over (``docs/sql.md``, direct hand-over).
 
 A release promotes the first queued exclusive waiter (a holder row whose lease end is the waiter's queue
 deadline, a fence drawn) and its NOTIFY names that waiter with the lease end as a stamp. The waiter holds on

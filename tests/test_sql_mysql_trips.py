@@ -1,4 +1,4 @@
-"""MySQL/MariaDB lease mode: what one try of the acquire sends (issue 17: hand-offs at the round-trip limit).
+"""MySQL/MariaDB lease mode: what one try of the acquire sends: two round trips, to keep a hand-off near the raw one.
 
 The try is one transaction on a pooled connection: the name's ``GET_LOCK`` goes in the same round trip as the
 read of its holders and queue (its answer and the clock carried in session variables), and the writes of the

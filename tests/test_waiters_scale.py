@@ -1,6 +1,6 @@
 """Waiters that always queue on the server (ZooKeeper, etcd) hand the lock down a chain without reading the whole
-queue at each wake-up: what a hand-off costs must not grow with the number of waiters (issue 17, item 7;
-``benchmarks/waiters.py`` measures the rates). Counted here through the store's backend (its test hooks:
+queue at each wake-up: what a hand-off costs must not grow with the number of waiters (``benchmarks/waiters.py``
+measures the rates). Counted here through the store's backend (its test hooks:
 ``wire.client`` for kazoo, ``gw`` for etcd), on real servers, with a dozen waiters.
 """
 

@@ -1,11 +1,11 @@
-"""ZooKeeper on gray links (issue 12): every member of the 3-node ensemble behind its own FaultProxy, frozen
+"""ZooKeeper on gray links (silent, half-open or slow): every member of the 3-node ensemble behind its own FaultProxy, frozen
 for a full partition of one client (kazoo would otherwise move to another member).
 
 * a holder that keeps sending requests into a frozen link is told ``lost`` before another client is
   granted the lock (kazoo counts every request it sends as a heartbeat and never goes SUSPENDED);
 * ``acquire(timeout=...)`` on a frozen link comes back within the documented bound (sync and asyncio);
 * ``lost_on=suspended`` (Curator's standard policy) reports loss as soon as kazoo suspends the connection;
-* issue 20: churn over fresh names leaves nothing once the container reaper ran; fences of a reused name go up.
+* churn over fresh names leaves nothing once the container reaper ran; fences of a reused name go up.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def keep_sending(store: distlock.Store, stop: threading.Event) -> threading.Thre
 def test_frozen_link_while_sending_is_lost_before_another_client_is_granted(
     proxies: list[FaultProxy], zookeeper_url: str, name: str
 ) -> None:
-    """Issue 12 finding 4: the holder keeps sending into a silent partition; ``lost`` must fire before the
+    """The holder keeps sending into a silent partition; ``lost`` must fire before the
     server expires its session and hands the lock to the next client."""
     stamps: dict[str, float] = {}
     stop = threading.Event()
@@ -196,7 +196,7 @@ def test_lost_on_suspended_reports_loss_when_kazoo_suspends(proxies: list[FaultP
 
 
 def test_churn_leaves_nothing_once_containers_are_reaped_and_fences_go_up(zookeeper_url: str, name: str) -> None:
-    """Issue 20: fresh names taken and released leave no znode once the server's container reaper ran (every
+    """Fresh names taken and released leave no znode once the server's container reaper ran (every
     second on the test servers); a reused name's fence (czxid) is above every fence before."""
     with distlock.connect(zookeeper_url) as store:
         fences = []
@@ -228,7 +228,7 @@ def test_churn_leaves_nothing_once_containers_are_reaped_and_fences_go_up(zookee
 
 
 def test_a_slow_on_lost_callback_does_not_delay_another_waiters_wake_up(zookeeper_url: str, name: str) -> None:
-    """Issue 12 finding 8: kazoo runs every watch callback on one thread. The backend's own callbacks there
+    """kazoo runs every watch callback on one thread. The backend's own callbacks there
     only signal, and user callbacks run on the store's callback thread: a holder whose lock is broken (its
     deletion watch fires) and whose on_lost sleeps must not hold up the wake-up of another waiter."""
     slow_started = threading.Event()

@@ -1,4 +1,4 @@
-/* Direct hand-over in SQL lease mode (issue 17 item 1), PostgreSQL's protocol (StatementOps, one clock
+/* Direct hand-over in SQL lease mode, PostgreSQL's protocol (AutocommitOps, one clock
    reading per transaction: now(), its start, taken BEFORE the name's advisory lock is granted).
 
    Today (unflagged) a release is one autocommit DELETE of the holder's row plus a NOTIFY; every waiter

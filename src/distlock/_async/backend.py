@@ -31,9 +31,12 @@ backend stores it with the holding (and reports it as ``HolderInfo.value``), and
 * ``watch(name)``                    a ``AsyncWatch`` that tells an observer when the name's holder or
                                       value may have changed (push where the backend has it).
 
-Backends with sessions instead of per-lock leases (ZooKeeper, etcd) set ``needs_renewal=False`` in their
-capabilities, tell the store when their session may end through ``lease_end(claim)``, and report a lost
-session by calling ``self.lost(token)`` from any thread.
+A backend with a session instead of per-lock leases (ZooKeeper) sets ``needs_renewal=False`` in its
+capabilities and tells the store when its session may end through ``lease_end(claim)``. A backend with leases
+may answer ``lease_end(claim)`` too, with its own count of the holding's lease where it can be tighter than the
+store's (etcd: the holding's own etcd lease, which may be a pooled one confirmed before the acquire started).
+Any backend reports a holding it learned is gone (a session expired, a lease revoked, a key deleted) by
+calling ``self.lost(token, reason)`` from any thread.
 
 Every network call a backend makes is bounded in time (connect, read, write, statement). ``renew`` may be
 cancelled by the store when the earliest lease in its batch runs out; a connection whose call timed out or
@@ -156,18 +159,20 @@ class AsyncBackend:
         self._loss_handler = handler
 
     def lease_end(self, claim: Claim) -> float | None:
-        """Session backends: the monotonic moment at which the session behind ``claim`` may already have
-        expired on the server, as far as this process can tell -- the send time of the last request the
-        server answered (ZooKeeper) or of the last keepalive it confirmed (etcd), plus the session TTL, minus
-        ``drift_margin``. The store's lease clock fires ``lost`` at that moment
-        whatever I/O is in flight, and reads it again when it wakes (it only ever moves forward).
-        ``None``: no session deadline; the holding's own lease (renewed by the store) governs.
+        """The backend's own count of when the holding of ``claim`` may already have ended on the server, as
+        far as this process can tell (monotonic), or ``None``. ZooKeeper: the session's end -- the send time of
+        the last request the server answered, plus the session timeout, minus ``drift_margin``. etcd: the end
+        of the holding's own etcd lease -- the send time of the last keepalive (or grant) the server confirmed,
+        plus the TTL it granted, minus ``drift_margin``; the store renews that lease, and this is tighter than
+        the store's count when a pooled lease was confirmed before the acquire started. The store's lease
+        clock fires ``lost`` at the earlier of this and its own lease end, whatever I/O is in flight, and reads
+        it again when it wakes (renewals move it forward). ``None``: the store's own count governs.
         """
         return None
 
     def lease_span(self, claim: Claim) -> float | None:
         """Session backends: the length of the session deadline ``lease_end`` counts (ZooKeeper's granted
-        session timeout), for the ``at_risk`` share; None: the holding's own lease (its TTL)."""
+        session timeout), for the ``at_risk`` share; None: the holding's own lease (its TTL; etcd's too)."""
         return None
 
     def lost(self, token: str, reason: str) -> None:

@@ -15,8 +15,11 @@ Two workers per store, so that a stuck round trip can never delay a ``lost``:
   be answered before that is given up (cancelled on asyncio; on threads the renewer stops waiting and the
   driver's own socket timeout ends the call), and only the holdings whose lease ran out meanwhile are lost.
 
-Session backends (ZooKeeper, etcd) have no per-holding lease: ``backend.lease_end(claim)`` says when the
-session may have expired on the server, and the clock reads it each time it wakes.
+ZooKeeper has no per-holding lease but a session: ``backend.lease_end(claim)`` says when the session may have
+expired on the server. etcd renews a lease per holding, as the other backends do, and its ``lease_end(claim)``
+is that etcd lease's own local end (tighter than the store's count when a pooled lease was confirmed before
+the acquire started). A holding is lost at the earlier of its own lease end and ``lease_end``, which the clock
+reads each time it wakes.
 
 Renewals and ``extend()`` of one holding are serialised (one round trip at a time per holding), and each
 records the TTL it actually sent. A request whose outcome is unknown (given up, cancelled) may still be
@@ -129,7 +132,8 @@ class Leases:
         return end
 
     def deadline(self, holding: Holding) -> float:
-        """When ``lost`` fires for this holding: its lease end, or its session's."""
+        """When ``lost`` fires for this holding: its lease end, or the backend's earlier count (ZooKeeper's
+        session, etcd's lease of the holding)."""
         session = self._backend.lease_end(holding.claim)
         return holding.expires_at if session is None else min(holding.expires_at, session)
 
@@ -139,6 +143,8 @@ class Leases:
         return holding.span or holding.claim.ttl if session is None else session
 
     def session_deadline(self, claim: Claim) -> float:
+        """The backend's own count of when ``claim``'s holding ends (``lease_end``: ZooKeeper's session, etcd's
+        lease of the holding), +inf where it keeps none."""
         session = self._backend.lease_end(claim)
         return math.inf if session is None else session
 

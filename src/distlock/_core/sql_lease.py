@@ -34,7 +34,9 @@ store raises the sequence above every fence a 0.1.0 row recorded (``seed``), the
 
 ``name_key`` is the hex SHA-256 of the UTF-8 name: names of any length are indexed without truncation.
 Times are seconds since the epoch read from the DATABASE's clock (never the client's), once per
-transaction, after the name's fence row is locked.
+transaction, when the statement that takes the name's lock starts, not once the lock is granted (MySQL/MariaDB:
+``NOW(6)`` in that statement, whose start it reads; PostgreSQL: ``now()``, the transaction's start;
+``sql_lease_statement.pml``, ONE_CLOCK).
 
 Atomicity: every acquire first takes the name's lock for the length of its transaction, a lock that
 leaves no row: PostgreSQL ``pg_advisory_xact_lock(a, b)`` (the two-integer key space, apart from the
@@ -44,11 +46,13 @@ hold no other named lock). So all decisions about one name are serialised by the
 itself is ``distlock._core.arbiter`` (the same rule as SQLite), made between that lock and the COMMIT.
 
 Renewals do not take that lock; they are serialised with acquires through the holder row itself: a
-renewal's ``UPDATE`` holds the row lock until its COMMIT, and an acquire that read the row as expired
+renewal's ``UPDATE`` holds the row lock until its COMMIT, and an acquire that finds the row expired
 deletes it with ``... AND expires_at <= now``, which waits for that lock and re-evaluates the condition on
-the committed row. If the DELETE removes fewer rows than the acquire saw expired, a renewal got there
-first: the acquire decides nothing and tries again (zero extra round trips; the protocol model checks
-that this, with the holder's own lease clock, keeps one live holder and tells the old holder first).
+the committed row. MySQL/MariaDB: if the DELETE removes fewer rows than the acquire saw expired, a renewal
+got there first: the acquire decides nothing and tries again (zero extra round trips; ``sql_lease.pml``,
+FIX_RECHECK, checks that this, with the holder's own lease clock, keeps one live holder and tells the old
+holder first). PostgreSQL: the guard of the try's INSERT, a statement after the DELETE, sees the renewed row
+live and inserts nothing (``sql_lease_statement.pml``).
 """
 
 from __future__ import annotations

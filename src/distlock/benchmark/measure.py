@@ -332,7 +332,8 @@ def tasks(url: str | None, seconds: float, ttl: float, n: int = 100) -> dict[str
     return asyncio.run(_tasks(url, seconds, ttl, n))
 
 
-#: the async per-operation cost the async path aims to stay within, relative to the sync path (issue 7)
+#: the async per-operation cost the async path aims to stay within, relative to the sync path (docs/bench.md,
+#: "Performance targets")
 ASYNC_COST_TARGET = 1.3
 
 
