@@ -1,4 +1,4 @@
-/* This is the protocol of PostgreSQL lease mode on every connection (StatementOps, a BatchOps in
+/* This is the protocol of PostgreSQL lease mode on every connection (AutocommitOps, a BatchOps in
    src/distlock/_core/sql_lease.py): the ONE_CLOCK design with BLIND (the first apply is sent without a
    read: one round trip for a free name; its answer carries the read made under the name's lock, for the
    next apply). Each apply is three statements in one transaction, sent as ONE simple-protocol Query (the
@@ -105,7 +105,7 @@
      ONE_CLOCK -DBLIND -DONE_SNAPSHOT -DRENEW_COMMIT_DELAYED ........... exclusion VIOLATED
        two statements (the lock; the DELETE and the guard in one snapshot) are enough when the guard also
        counts what the DELETE removed: the PostgreSQL release that hands the name over
-       (StatementOps.release_to_next; its promotion is the guarded INSERT here).
+       (AutocommitOps.release; its promotion is the guarded INSERT here).
    So each of the three is needed: the advisory lock (its own statement, first), the stale-row DELETE (it
    is the wait for an in-flight renewal) and the guard (in a statement after the DELETE, or counting what
    the DELETE removed); and the apply must compare with ONE clock reading (now()), or the table's exclusion
