@@ -100,7 +100,7 @@ def many_held(url: str, held: int) -> dict[str, float]:
         for lk in locks:
             assert lk.acquire(blocking=False)
         per_lock = (rss_kb() - base) * 1024 / held
-        claims = [h.claim for h in store._core.holdings()]
+        claims = [h.claim for h in store._acquirer.holdings()]
         started = time.monotonic()
         ok = store._backend.renew(claims)
         took = time.monotonic() - started

@@ -212,7 +212,7 @@ async def _run(
     assert cancelled == plan.hit, where
     # the client holds nothing: no holding on the object, nothing tracked or renewed by the store
     assert lock._held() == [], where
-    assert victim_store._core.holdings() == [], where
+    assert victim_store._acquirer.holdings() == [], where
     # the server agrees: only the holder (if it has not released yet), no waiter or queue entry left
     info = await _settled(other, name, 0 if holder_out else 1)
     assert (len(info.holders) if info else 0) == (0 if holder_out else 1), (where, info)
@@ -244,8 +244,8 @@ async def test_cancel_at_every_backend_await_point(
     if case.kind == "fair" and not (caps.fair or caps.always_fair):
         pytest.skip("this backend has no fair (FIFO) locks")
     other = await distlock.connect_async(backend_url)
-    proxy = _Backend(async_store._core.backend)
-    async_store._core.backend = proxy  # type: ignore[assignment]  # what the lock operations call
+    proxy = _Backend(async_store._acquirer.backend)
+    async_store._acquirer.backend = proxy  # type: ignore[assignment]  # what the lock operations call
     try:
         counter = iter(range(10_000))
         proxy.plan = _Plan()
@@ -268,5 +268,5 @@ async def test_cancel_at_every_backend_await_point(
                     break
         assert runs >= 3 * len(calls)
     finally:
-        async_store._core.backend = proxy._inner
+        async_store._acquirer.backend = proxy._inner
         await other.aclose()

@@ -228,7 +228,7 @@ def test_a_revoked_lease_loses_the_leadership_and_the_next_candidate_leads(etcd_
 
 def test_an_observer_whose_stream_broke_makes_a_new_one_before_it_wakes(etcd_url: str, name: str) -> None:
     with distlock.connect(etcd_url) as store:
-        watch = store._core.backend.watch(name)
+        watch = store._acquirer.backend.watch(name)
         el = store.election(name, ttl=10)
         try:
             started = time.monotonic()
@@ -262,7 +262,7 @@ def test_a_role_on_the_prefix_is_enough_for_elections(auth_cluster: EtcdCluster,
     with distlock.connect(url) as store, distlock.connect(url) as observer:
         el = store.election(el_name, ttl=5)
         assert el.campaign("a", timeout=5)
-        watch = observer._core.backend.watch(el_name)
+        watch = observer._acquirer.backend.watch(el_name)
         try:
             time.sleep(2.5)  # the observer's token has expired (it made no call meanwhile)
             el.proclaim("b")

@@ -214,12 +214,12 @@ def test_lost_callbacks_run_once_when_many_find_the_loss_at_once(name: str) -> N
         calls: list[object] = []
         lock = store.lock(name, ttl=5.0, on_lost=calls.append)
         assert lock.acquire()
-        holding = store._core.holdings()[0]
+        holding = store._acquirer.holdings()[0]
         start = threading.Barrier(8)
 
         def lose() -> None:
             start.wait()
-            store._core.lose(holding, "found by many")
+            store._acquirer.lose(holding, "found by many")
 
         threads = [threading.Thread(target=lose) for _ in range(8)]
         for t in threads:
@@ -303,7 +303,7 @@ def test_a_lock_lost_while_nobody_waited_on_it_shows_lost_when_asked(name: str) 
         lock = store.lock(name, ttl=0.3, auto_renew=False)
         assert lock.acquire()
         deadline = time.monotonic() + 5
-        while store._core.holdings() and time.monotonic() < deadline:  # until the clock loses it
+        while store._acquirer.holdings() and time.monotonic() < deadline:  # until the clock loses it
             time.sleep(0.02)
         assert lock.lost.is_set()
         with pytest.raises(distlock.LockLost):

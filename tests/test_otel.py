@@ -233,7 +233,7 @@ def test_a_failing_sink_never_breaks_a_lock(name: str, caplog: pytest.LogCapture
             raise RuntimeError("tracing down")
 
     with distlock.connect("memory://") as store:
-        store._core.events.add(Broken())
+        store._acquirer.events.add(Broken())
         with store.lock(name, ttl=5) as lock:
             assert lock.fence is not None
     assert any("sink failed" in r.getMessage() for r in caplog.records)

@@ -474,7 +474,7 @@ def test_renewal_of_many_locks_is_one_round_trip_per_tick(
         return real(wire, packs, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Wire, "call_many", counting)
-    results = store._backend.renew([h.claim for h in store._core.holdings()])  # what one tick sends
+    results = store._backend.renew([h.claim for h in store._acquirer.holdings()])  # what one tick sends
     assert results == [True] * 200
     assert sent == [200]  # 200 renewals, one write and 200 replies: one round trip
     monkeypatch.undo()

@@ -85,7 +85,7 @@ def _proclaim_later(el: distlock.Election, value: str, delay: float, at: list[fl
 
 def test_an_observer_is_woken_by_the_proclaim_itself(redis_url: str, name: str) -> None:
     with distlock.connect(redis_url) as store:
-        watch = store._core.backend.watch(name)
+        watch = store._acquirer.backend.watch(name)
         assert isinstance(watch, RedisWatch) and watch.armed()
         try:
             el = store.election(name, ttl=10)
@@ -158,7 +158,7 @@ def _claim(name: str, value: str) -> Claim:
 
 def test_redlock_proclaim_needs_a_majority_of_rewrites(masters: list[ServerProc], name: str) -> None:
     with distlock.connect(redis_srv.redlock_url(masters, "connect_timeout=0.5")) as store:
-        backend = store._core.backend
+        backend = store._acquirer.backend
         claim = _claim(name, "v1")
         grant = backend.attempt(claim).try_acquire()
         assert grant.acquired
@@ -189,7 +189,7 @@ def test_redlock_proclaim_needs_a_majority_of_rewrites(masters: list[ServerProc]
 
 def test_redlock_observer_is_woken_by_a_proclaim(redlock_url: str, name: str) -> None:
     with distlock.connect(redlock_url) as store:
-        backend = store._core.backend
+        backend = store._acquirer.backend
         watch = backend.watch(name)
         assert isinstance(watch, RedisWatch) and watch.armed()
         claim = _claim(name, "a")

@@ -173,7 +173,7 @@ def test_a_leader_whose_session_ends_is_lost_and_the_next_candidate_leads(zookee
         time.sleep(0.3)
         assert not won
 
-        client: KazooClient = leader._core.backend.wire.client  # type: ignore[attr-defined]
+        client: KazooClient = leader._acquirer.backend.wire.client  # type: ignore[attr-defined]
         if how == "expired":  # another client attaches to the session and closes it: the server expires it
             session_id, password = client.client_id
             thief = KazooClient(hosts=hosts_of(zookeeper_url), client_id=(session_id, password), timeout=4)

@@ -54,7 +54,7 @@ def kazoo(hosts: str, **kw: Any) -> KazooClient:
 
 
 def backend_of(lock: Any) -> Any:
-    return lock._core.backend
+    return lock._acquirer.backend
 
 
 def wait_for(cond: Any, timeout: float, step: float = 0.05) -> bool:

@@ -191,6 +191,6 @@ def instrument(
     if store is None:
         _events.add_global(sink)
         return Instrumentation(sink, None)
-    stream = store._core.events
+    stream = store._acquirer.events
     stream.add(sink)
     return Instrumentation(sink, stream)

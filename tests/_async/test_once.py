@@ -88,7 +88,7 @@ async def test_once_never_shortens_another_owners_holding(async_store: distlock.
     with pytest.raises(LockLost):
         async with async_store.once(name, at_most=10, at_least=AT_LEAST) as ran:
             assert ran
-            (holding,) = [h for h in async_store._core.holdings() if h.claim.name == name]
+            (holding,) = [h for h in async_store._acquirer.holdings() if h.claim.name == name]
             assert await async_store.break_lock(name)  # lost, and taken by another owner
             assert await theirs.acquire(timeout=5)
     # the backend's own step, given our stale claim: refused, and their lease is untouched

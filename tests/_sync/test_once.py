@@ -89,7 +89,7 @@ def test_once_never_shortens_another_owners_holding(sync_store: distlock.Store, 
     with pytest.raises(LockLost):
         with sync_store.once(name, at_most=10, at_least=AT_LEAST) as ran:
             assert ran
-            (holding,) = [h for h in sync_store._core.holdings() if h.claim.name == name]
+            (holding,) = [h for h in sync_store._acquirer.holdings() if h.claim.name == name]
             assert sync_store.break_lock(name)  # lost, and taken by another owner
             assert theirs.acquire(timeout=5)
     # the backend's own step, given our stale claim: refused, and their lease is untouched

@@ -66,17 +66,17 @@ class AsyncElection(_Scoped["AsyncElection"], LeaseView):
         on_lost: LostCallback | None = None,
     ) -> None:
         backend = store.scheme
-        self.name = store._core.check_name(name)
+        self.name = store._acquirer.check_name(name)
         self.ttl = check_ttl(ttl, name=name, backend=backend)
         self.timeout = check_timeout(timeout, name=name, backend=backend)
-        self._core = store._core
-        check_elections(self._core, self.name)
+        self._acquirer = store._acquirer
+        check_elections(self._acquirer, self.name)
         # Candidates queue in the backend's FIFO where it has one. Redlock has none (five masters' queues can
         # disagree on the order): there candidates of one store still queue locally in order, and candidates
         # of different processes are not ordered (docs/election.md).
-        caps = self._core.capabilities
+        caps = self._acquirer.capabilities
         self._fair = caps.fair or caps.always_fair
-        self._core.check_supported(self.name, Mode.EXCLUSIVE, self._fair)
+        self._acquirer.check_supported(self.name, Mode.EXCLUSIVE, self._fair)
         self._guard = threading.Lock()  # protects the fields below; never held across I/O
         self._holding: Holding | None = None  # read through _leading()
         self._inherited = False  # a forked child's copy of this object dropped its parent's leadership
@@ -86,15 +86,15 @@ class AsyncElection(_Scoped["AsyncElection"], LeaseView):
         self._idle_lost: rt.Event | None = None
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} on {self._core.scheme}>"
+        return f"<{type(self).__name__} {self.name!r} on {self._acquirer.scheme}>"
 
     # -- campaign ----------------------------------------------------------------------------------------
     async def campaign(self, value: str | None = None, timeout: float | None = None) -> bool:
         """Queue up as a candidate and block until leader (True) or ``timeout`` (False; the candidacy is
         withdrawn). Candidates lead in the order they campaigned. ``value`` (default: this process's owner
         id) is what ``Store.leader`` and observers see while this candidate leads."""
-        backend = self._core.scheme
-        owner = ids.owner_id(rt.owner_label(), self._core.client_name)
+        backend = self._acquirer.scheme
+        owner = ids.owner_id(rt.owner_label(), self._acquirer.client_name)
         value = owner if value is None else check_value(value, name=self.name, backend=backend)
         wait = check_timeout(timeout, name=self.name, backend=backend)
         with self._guard:
@@ -114,13 +114,13 @@ class AsyncElection(_Scoped["AsyncElection"], LeaseView):
                 fair=self._fair,
                 value=value,
             )
-            won = await self._core.acquire(claim, Deadline.after(wait))
+            won = await self._acquirer.acquire(claim, Deadline.after(wait))
             if won is None:
                 return False
             holding = won.holding(self, self._callbacks, True, self._risk_callbacks)
             with self._guard:
                 self._holding = holding
-            self._core.register(holding)
+            self._acquirer.register(holding)
             return True
         finally:
             with self._guard:
@@ -131,10 +131,10 @@ class AsyncElection(_Scoped["AsyncElection"], LeaseView):
         with self._guard:
             holding = self._leading()
         if holding is None:
-            raise NotHeld("not the leader", name=self.name, backend=self._core.scheme)
-        self._core.check_expiry(holding)
+            raise NotHeld("not the leader", name=self.name, backend=self._acquirer.scheme)
+        self._acquirer.check_expiry(holding)
         if holding.lost.is_set():
-            raise LockLost(f"leadership lost: {holding.lost_reason}", name=self.name, backend=self._core.scheme)
+            raise LockLost(f"leadership lost: {holding.lost_reason}", name=self.name, backend=self._acquirer.scheme)
         return holding
 
     async def is_leader(self) -> bool:
@@ -143,7 +143,7 @@ class AsyncElection(_Scoped["AsyncElection"], LeaseView):
             holding = self._leading()
         if holding is None:
             return False
-        return await self._core.still_held(holding)
+        return await self._acquirer.still_held(holding)
 
     @property
     def term(self) -> int | None:
@@ -166,9 +166,9 @@ class AsyncElection(_Scoped["AsyncElection"], LeaseView):
     async def proclaim(self, value: str) -> None:
         """Replace the leader's value, same term, atomically with a check of leadership. ``NotHeld`` if not
         leading; ``LockLost`` if leadership turned out to be lost."""
-        value = check_value(value, name=self.name, backend=self._core.scheme)
+        value = check_value(value, name=self.name, backend=self._acquirer.scheme)
         holding = self._current()
-        await self._core.proclaim(holding, value)
+        await self._acquirer.proclaim(holding, value)
 
     async def resign(self) -> None:
         """Give up leadership; the next candidate leads. ``NotHeld`` if not leading, ``LockLost`` if
@@ -177,19 +177,19 @@ class AsyncElection(_Scoped["AsyncElection"], LeaseView):
             holding = self._leading()
             if holding is None:
                 raise NotHeld(
-                    "resign() by a candidate that is not the leader", name=self.name, backend=self._core.scheme
+                    "resign() by a candidate that is not the leader", name=self.name, backend=self._acquirer.scheme
                 )
-        self._core.check_expiry(holding)
+        self._acquirer.check_expiry(holding)
         try:
-            released = await rt.shielded(self._core.release(holding))
+            released = await rt.shielded(self._acquirer.release(holding))
         finally:
             with self._guard:
                 if self._holding is holding:
                     self._holding = None
         if holding.lost.is_set() or not released:
             if not holding.lost.is_set():
-                self._core.lose(holding, "the leadership was gone when resign() reached the backend")
-            raise LockLost(f"lost before resign: {holding.lost_reason}", name=self.name, backend=self._core.scheme)
+                self._acquirer.lose(holding, "the leadership was gone when resign() reached the backend")
+            raise LockLost(f"lost before resign: {holding.lost_reason}", name=self.name, backend=self._acquirer.scheme)
 
     @property
     def lost(self) -> rt.Event:
@@ -197,7 +197,7 @@ class AsyncElection(_Scoped["AsyncElection"], LeaseView):
         with self._guard:
             leading = self._leading()
             if leading is not None:
-                return self._core.lost_event(leading)
+                return self._acquirer.lost_event(leading)
             if self._idle_lost is None:
                 self._idle_lost = rt.Event()
             return self._idle_lost

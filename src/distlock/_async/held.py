@@ -131,10 +131,10 @@ class Risk:
 
 class LeaseView:
     """The lease, known locally: what a lock or an election tells its holder with no I/O. The class that
-    mixes it in gives ``_core`` (the store's acquirer), ``name``, ``_risk_callbacks`` and ``_viewed()`` (the
+    mixes it in gives ``_acquirer`` (the store's acquirer), ``name``, ``_risk_callbacks`` and ``_viewed()`` (the
     calling owner's current holding, or None)."""
 
-    _core: AsyncAcquirer
+    _acquirer: AsyncAcquirer
     name: str
     _risk_callbacks: list[RiskCallback]
     _idle_risk: rt.Event | None = None
@@ -148,13 +148,13 @@ class LeaseView:
         moment ``lost`` fires unless a renewal moves it first (on ZooKeeper: the session's). None when not
         held."""
         holding = self._viewed()
-        return None if holding is None else self._core.leases.deadline(holding)
+        return None if holding is None else self._acquirer.leases.deadline(holding)
 
     @property
     def ttl_left(self) -> float | None:
         """Seconds until ``deadline`` (0.0 once lost); None when not held."""
         holding = self._viewed()
-        return None if holding is None else self._core.lease_left(holding)
+        return None if holding is None else self._acquirer.lease_left(holding)
 
     def check(self, margin: float = 0.0) -> float:
         """The seconds the current holding's lease has left, if more than ``margin``; else ``LockLost`` (and
@@ -162,15 +162,15 @@ class LeaseView:
         covers the effect (``lock.check(2.0)`` before a call that takes up to 2 s)."""
         holding = self._viewed()
         if holding is None:
-            raise NotHeld("not held by this owner", name=self.name, backend=self._core.scheme)
-        left = self._core.lease_left(holding)
+            raise NotHeld("not held by this owner", name=self.name, backend=self._acquirer.scheme)
+        left = self._acquirer.lease_left(holding)
         if holding.lost.is_set():
-            raise LockLost(f"lost: {holding.lost_reason}", name=self.name, backend=self._core.scheme)
+            raise LockLost(f"lost: {holding.lost_reason}", name=self.name, backend=self._acquirer.scheme)
         if left <= margin:
             raise LockLost(
                 f"{seconds(left)} of the lease left, not more than the margin of {seconds(margin)}",
                 name=self.name,
-                backend=self._core.scheme,
+                backend=self._acquirer.scheme,
             )
         return left
 
@@ -182,8 +182,8 @@ class LeaseView:
         code: ``TypeError``; call ``check()`` before each effect instead.)"""
         holding = self._viewed()
         if holding is None:
-            raise NotHeld("lease_timeout() needs the lock held by this owner", name=self.name, backend=self._core.scheme)
-        core = self._core
+            raise NotHeld("lease_timeout() needs the lock held by this owner", name=self.name, backend=self._acquirer.scheme)
+        core = self._acquirer
 
         def lost() -> Exception:
             return LockLost(

@@ -55,7 +55,7 @@ class _Scoped(rt.AsyncOnly, Generic[H]):
 
     name: str
     timeout: float | None
-    _core: AsyncAcquirer
+    _acquirer: AsyncAcquirer
     #: what ``AcquireTimeout`` says was not done in time
     _taken = "acquired"
 
@@ -68,7 +68,7 @@ class _Scoped(rt.AsyncOnly, Generic[H]):
     async def __aenter__(self) -> H:
         if not await self._take():
             waited = seconds(self.timeout or 0.0)
-            raise AcquireTimeout(f"not {self._taken} within {waited}", name=self.name, backend=self._core.scheme)
+            raise AcquireTimeout(f"not {self._taken} within {waited}", name=self.name, backend=self._acquirer.scheme)
         return self  # type: ignore[return-value]  # H: this object, typed as held while the block runs
 
     async def __aexit__(
@@ -121,7 +121,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         fair: bool = False,
     ) -> None:
         backend = store.scheme
-        self.name = store._core.check_name(name)
+        self.name = store._acquirer.check_name(name)
         self.ttl = check_ttl(ttl, name=name, backend=backend)
         self.timeout = check_timeout(timeout, name=name, backend=backend)
         self.permits = check_permits(permits, name=name, backend=backend)
@@ -129,8 +129,8 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         self.auto_renew = bool(auto_renew)
         self.reentrant = reentrant
         self.fair = bool(fair)
-        self._core = store._core  # the acquire loop and the holdings: every call below goes there
-        self._core.check_supported(self.name, mode, self.fair)
+        self._acquirer = store._acquirer  # the acquire loop and the holdings: every call below goes there
+        self._acquirer.check_supported(self.name, mode, self.fair)
         self._holds: dict[object, list[Holding]] = {}  # by owner, innermost last; read through _by_owner()
         self._gen = forks.generation()
         self._inherited = False  # a forked child's copy of this object dropped its parent's holdings
@@ -141,7 +141,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         self._idle_lost: rt.Event | None = None
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} {self.mode.value} on {self._core.scheme}>"
+        return f"<{type(self).__name__} {self.name!r} {self.mode.value} on {self._acquirer.scheme}>"
 
     # -- acquire ---------------------------------------------------------------------------------------
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
@@ -164,7 +164,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
                     raise LockError(
                         "already held by this owner (use store.rlock() for a reentrant lock)",
                         name=self.name,
-                        backend=self._core.scheme,
+                        backend=self._acquirer.scheme,
                     )
                 if not current.lost.is_set():
                     current.count += 1
@@ -173,32 +173,32 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
             raise LockLost(
                 f"cannot re-enter: the holding was lost ({mine[-1].lost_reason})",
                 name=self.name,
-                backend=self._core.scheme,
+                backend=self._acquirer.scheme,
             )
         claim = Claim(
             name=self.name,
             mode=self.mode,
             token=ids.new_token(),
-            owner=ids.owner_id(rt.owner_label(), self._core.client_name),
+            owner=ids.owner_id(rt.owner_label(), self._acquirer.client_name),
             ttl=self.ttl,
             permits=self.permits,
             fair=self.fair,
         )
-        won = await self._core.acquire(claim, Deadline.after(wait))
+        won = await self._acquirer.acquire(claim, Deadline.after(wait))
         if won is None:
             return False
         holding = won.holding(self, self._callbacks, self.auto_renew, self._risk_callbacks)
         with self._guard:
             self._by_owner().setdefault(key, []).append(holding)
             self._last = holding
-        self._core.register(holding)
+        self._acquirer.register(holding)
         return True
 
     def _wait_of(self, blocking: bool, timeout: float | None) -> float | None:
         """How long acquire() may wait: threading's rules (a timeout with blocking=False is an error)."""
         if blocking and timeout is None:  # the common call, acquire(): no limit, nothing to check
             return None
-        return _wait_of(blocking, timeout, name=self.name, backend=self._core.scheme)
+        return _wait_of(blocking, timeout, name=self.name, backend=self._acquirer.scheme)
 
     # -- release ---------------------------------------------------------------------------------------
     async def release(self) -> None:
@@ -207,23 +207,23 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         with self._guard:
             mine = self._by_owner().get(key)
             if not mine:
-                raise NotHeld("release() by an owner that does not hold it", name=self.name, backend=self._core.scheme)
+                raise NotHeld("release() by an owner that does not hold it", name=self.name, backend=self._acquirer.scheme)
             holding = mine[-1]
             if holding.count > 1:
                 holding.count -= 1
                 return
-        self._core.check_expiry(holding)
+        self._acquirer.check_expiry(holding)
         # The round trip and the bookkeeping run to completion even if the caller is cancelled: a half-done
         # release must not leave the lock looking free while it is held, or held while it is free.
         released = await rt.shielded(self._release_holding(holding))
         if holding.lost.is_set() or not released:
             if not holding.lost.is_set():
-                self._core.lose(holding, "the lease was gone when release() reached the backend")
-            raise LockLost(f"lost before release: {holding.lost_reason}", name=self.name, backend=self._core.scheme)
+                self._acquirer.lose(holding, "the lease was gone when release() reached the backend")
+            raise LockLost(f"lost before release: {holding.lost_reason}", name=self.name, backend=self._acquirer.scheme)
 
     async def _release_holding(self, holding: Holding) -> bool:
         try:
-            return await self._core.release(holding)
+            return await self._acquirer.release(holding)
         finally:
             self._forget(holding)
 
@@ -235,12 +235,12 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         way (an answer that comes after the lease end confirms nothing).
         """
         holding = self._own_holding()
-        new_ttl = self.ttl if ttl is None else check_ttl(ttl, name=self.name, backend=self._core.scheme)
-        await self._core.extend(holding, new_ttl)
+        new_ttl = self.ttl if ttl is None else check_ttl(ttl, name=self.name, backend=self._acquirer.scheme)
+        await self._acquirer.extend(holding, new_ttl)
 
     async def locked(self) -> bool:
         """Does anyone hold this name right now (asks the backend)?"""
-        info = await self._core.inspect(self.name)
+        info = await self._acquirer.inspect(self.name)
         return info is not None and bool(info.holders)
 
     async def owned(self) -> bool:
@@ -249,7 +249,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
             mine = self._by_owner().get(rt.owner_key())
         if not mine:
             return False
-        return await self._core.still_held(mine[-1])
+        return await self._acquirer.still_held(mine[-1])
 
     @property
     def fence(self) -> int | None:
@@ -265,7 +265,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
             mine = self._by_owner().get(rt.owner_key())
             holding = mine[-1] if mine else self._last
             if holding is not None:
-                return self._core.lost_event(holding)
+                return self._acquirer.lost_event(holding)
             if self._idle_lost is None:
                 self._idle_lost = rt.Event()
             return self._idle_lost
@@ -308,7 +308,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         with self._guard:
             mine = self._by_owner().get(rt.owner_key())
         if not mine:
-            raise NotHeld("not held by this owner", name=self.name, backend=self._core.scheme)
+            raise NotHeld("not held by this owner", name=self.name, backend=self._acquirer.scheme)
         return mine[-1]
 
     def _forget(self, holding: Holding) -> None:
@@ -353,10 +353,10 @@ class AsyncMultiLock(_Acquirable["AsyncHeldMultiLock"]):
     def __init__(self, store: AsyncStore, names: list[str], **options: Any) -> None:
         if isinstance(names, str) or not names:
             raise ConfigError("multilock needs a non-empty list of names", backend=store.scheme)
-        unique = sorted({store._core.check_name(n) for n in names})
+        unique = sorted({store._acquirer.check_name(n) for n in names})
         self.names = unique
         self.timeout = check_timeout(options.pop("timeout", None), backend=store.scheme)
-        self._core = store._core
+        self._acquirer = store._acquirer
         self._locks = [AsyncLock(store, n, timeout=self.timeout, **options) for n in unique]
         self.name = ",".join(unique)
 
@@ -364,7 +364,7 @@ class AsyncMultiLock(_Acquirable["AsyncHeldMultiLock"]):
         return f"<{type(self).__name__} {self.names!r}>"
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
-        deadline = Deadline.after(_wait_of(blocking, timeout, name=self.name, backend=self._core.scheme))
+        deadline = Deadline.after(_wait_of(blocking, timeout, name=self.name, backend=self._acquirer.scheme))
         taken: list[tuple[AsyncLock, Holding]] = []
         try:
             for lock in self._locks:

@@ -105,7 +105,7 @@ async def connect_async(url: str | None = None, *, client: object | None = None,
     client_name = _client_name(config)
     backend = await _backend_class(config).open(config)
     store = AsyncStore(backend, client_name)
-    store._core.loop_warned |= warned  # said once per store: not again at its first call
+    store._acquirer.loop_warned |= warned  # said once per store: not again at its first call
     return store
 
 
@@ -139,7 +139,7 @@ class AsyncStore(rt.AsyncOnly):
         #: the label of this store's holdings (``connect(..., client_name=...)``), None without one
         self.client_name = client_name
         #: what the lock objects call: the acquire loop and the holdings (test hook: ``_core.holdings()``)
-        self._core = AsyncAcquirer(backend, client_name)
+        self._acquirer = AsyncAcquirer(backend, client_name)
         self._gen = forks.generation()  # a forked child's copy never closes the connections (aclose)
 
     def __repr__(self) -> str:
@@ -300,22 +300,22 @@ class AsyncStore(rt.AsyncOnly):
 
     async def leader(self, name: str) -> LeaderInfo | None:
         """The current leader of the election ``name`` (value, owner, term, seconds left), or None."""
-        name = self._core.check_name(name)
-        check_elections(self._core, name)
-        return await leader(self._core, name)
+        name = self._acquirer.check_name(name)
+        check_elections(self._acquirer, name)
+        return await leader(self._acquirer, name)
 
     def observe(self, name: str, timeout: float | None = None) -> AsyncIterator[LeaderInfo | None]:
         """The current leader of ``name`` (None: no leader), then every change of leader or value, in order,
         until ``timeout`` seconds have passed (None: for ever). A lost leader is reported as None."""
-        name = self._core.check_name(name)
-        check_elections(self._core, name)
-        self._core.blocking()
-        return observe(self._core, name, check_timeout(timeout, name=name, backend=self.scheme))
+        name = self._acquirer.check_name(name)
+        check_elections(self._acquirer, name)
+        self._acquirer.blocking()
+        return observe(self._acquirer, name, check_timeout(timeout, name=name, backend=self.scheme))
 
     # -- admin -----------------------------------------------------------------------------------------
     async def inspect(self, name: str) -> LockInfo | None:
         """Who holds ``name`` now (owner ids, fences, seconds left), or None if nobody does."""
-        return await self._core.inspect(self._core.check_name(name))
+        return await self._acquirer.inspect(self._acquirer.check_name(name))
 
     async def check_fence(self, name: str, fence: int) -> bool:
         """Is ``fence`` still the fence of a current holding of ``name``? (Chubby's CheckSequencer: a resource
@@ -326,7 +326,7 @@ class AsyncStore(rt.AsyncOnly):
 
     async def list(self, prefix: str = "") -> list[LockInfo]:
         """Every held lock whose name starts with ``prefix``."""
-        self._core.blocking()
+        self._acquirer.blocking()
         return await self._backend.list(self._prefix(prefix))
 
     def watch_list(self, prefix: str = "", tick: float | None = None) -> AsyncIterator[Snapshot]:
@@ -334,7 +334,7 @@ class AsyncStore(rt.AsyncOnly):
         list --watch`` shows. Pushed where the backend can (etcd), else read again every half second; a change
         of seconds left alone is not a change. With ``tick``, the last snapshot is also repeated every
         ``tick`` seconds (``changed=False``), for a live countdown."""
-        self._core.blocking()
+        self._acquirer.blocking()
         return snapshots(self._backend, self._prefix(prefix), tick)
 
     def _prefix(self, prefix: str) -> str:
@@ -344,16 +344,16 @@ class AsyncStore(rt.AsyncOnly):
 
     async def break_lock(self, name: str) -> bool:
         """Admin force release of every holding of ``name``; holders see ``lost``. True if anything was held."""
-        self._core.blocking()
-        return await self._backend.break_lock(self._core.check_name(name))
+        self._acquirer.blocking()
+        return await self._backend.break_lock(self._acquirer.check_name(name))
 
     # -- lifecycle -------------------------------------------------------------------------------------
     async def aclose(self) -> None:
         """Release everything still held, stop the renewer, close the connection. Idempotent."""
-        if self._core.closed:
+        if self._acquirer.closed:
             return
-        self._core.blocking()  # (the sync side) closing waits on the backend too
-        await self._core.close()
+        self._acquirer.blocking()  # (the sync side) closing waits on the backend too
+        await self._acquirer.close()
         if self._gen != forks.generation() and not self._backend.fork_owned:
             # a forked child's copy whose connections may be the parent's too: closing one can speak on it (a TLS
             # close) or take it out of the parent's event loop: leave them to the parent and the exit

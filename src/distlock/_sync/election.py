@@ -67,17 +67,17 @@ class Election(_Scoped["Election"], LeaseView):
         on_lost: LostCallback | None = None,
     ) -> None:
         backend = store.scheme
-        self.name = store._core.check_name(name)
+        self.name = store._acquirer.check_name(name)
         self.ttl = check_ttl(ttl, name=name, backend=backend)
         self.timeout = check_timeout(timeout, name=name, backend=backend)
-        self._core = store._core
-        check_elections(self._core, self.name)
+        self._acquirer = store._acquirer
+        check_elections(self._acquirer, self.name)
         # Candidates queue in the backend's FIFO where it has one. Redlock has none (five masters' queues can
         # disagree on the order): there candidates of one store still queue locally in order, and candidates
         # of different processes are not ordered (docs/election.md).
-        caps = self._core.capabilities
+        caps = self._acquirer.capabilities
         self._fair = caps.fair or caps.always_fair
-        self._core.check_supported(self.name, Mode.EXCLUSIVE, self._fair)
+        self._acquirer.check_supported(self.name, Mode.EXCLUSIVE, self._fair)
         self._guard = threading.Lock()  # protects the fields below; never held across I/O
         self._holding: Holding | None = None  # read through _leading()
         self._inherited = False  # a forked child's copy of this object dropped its parent's leadership
@@ -87,15 +87,15 @@ class Election(_Scoped["Election"], LeaseView):
         self._idle_lost: rt.Event | None = None
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} on {self._core.scheme}>"
+        return f"<{type(self).__name__} {self.name!r} on {self._acquirer.scheme}>"
 
     # -- campaign ----------------------------------------------------------------------------------------
     def campaign(self, value: str | None = None, timeout: float | None = None) -> bool:
         """Queue up as a candidate and block until leader (True) or ``timeout`` (False; the candidacy is
         withdrawn). Candidates lead in the order they campaigned. ``value`` (default: this process's owner
         id) is what ``Store.leader`` and observers see while this candidate leads."""
-        backend = self._core.scheme
-        owner = ids.owner_id(rt.owner_label(), self._core.client_name)
+        backend = self._acquirer.scheme
+        owner = ids.owner_id(rt.owner_label(), self._acquirer.client_name)
         value = owner if value is None else check_value(value, name=self.name, backend=backend)
         wait = check_timeout(timeout, name=self.name, backend=backend)
         with self._guard:
@@ -115,13 +115,13 @@ class Election(_Scoped["Election"], LeaseView):
                 fair=self._fair,
                 value=value,
             )
-            won = self._core.acquire(claim, Deadline.after(wait))
+            won = self._acquirer.acquire(claim, Deadline.after(wait))
             if won is None:
                 return False
             holding = won.holding(self, self._callbacks, True, self._risk_callbacks)
             with self._guard:
                 self._holding = holding
-            self._core.register(holding)
+            self._acquirer.register(holding)
             return True
         finally:
             with self._guard:
@@ -132,10 +132,10 @@ class Election(_Scoped["Election"], LeaseView):
         with self._guard:
             holding = self._leading()
         if holding is None:
-            raise NotHeld("not the leader", name=self.name, backend=self._core.scheme)
-        self._core.check_expiry(holding)
+            raise NotHeld("not the leader", name=self.name, backend=self._acquirer.scheme)
+        self._acquirer.check_expiry(holding)
         if holding.lost.is_set():
-            raise LockLost(f"leadership lost: {holding.lost_reason}", name=self.name, backend=self._core.scheme)
+            raise LockLost(f"leadership lost: {holding.lost_reason}", name=self.name, backend=self._acquirer.scheme)
         return holding
 
     def is_leader(self) -> bool:
@@ -144,7 +144,7 @@ class Election(_Scoped["Election"], LeaseView):
             holding = self._leading()
         if holding is None:
             return False
-        return self._core.still_held(holding)
+        return self._acquirer.still_held(holding)
 
     @property
     def term(self) -> int | None:
@@ -167,9 +167,9 @@ class Election(_Scoped["Election"], LeaseView):
     def proclaim(self, value: str) -> None:
         """Replace the leader's value, same term, atomically with a check of leadership. ``NotHeld`` if not
         leading; ``LockLost`` if leadership turned out to be lost."""
-        value = check_value(value, name=self.name, backend=self._core.scheme)
+        value = check_value(value, name=self.name, backend=self._acquirer.scheme)
         holding = self._current()
-        self._core.proclaim(holding, value)
+        self._acquirer.proclaim(holding, value)
 
     def resign(self) -> None:
         """Give up leadership; the next candidate leads. ``NotHeld`` if not leading, ``LockLost`` if
@@ -178,19 +178,19 @@ class Election(_Scoped["Election"], LeaseView):
             holding = self._leading()
             if holding is None:
                 raise NotHeld(
-                    "resign() by a candidate that is not the leader", name=self.name, backend=self._core.scheme
+                    "resign() by a candidate that is not the leader", name=self.name, backend=self._acquirer.scheme
                 )
-        self._core.check_expiry(holding)
+        self._acquirer.check_expiry(holding)
         try:
-            released = rt.shielded(self._core.release(holding))
+            released = rt.shielded(self._acquirer.release(holding))
         finally:
             with self._guard:
                 if self._holding is holding:
                     self._holding = None
         if holding.lost.is_set() or not released:
             if not holding.lost.is_set():
-                self._core.lose(holding, "the leadership was gone when resign() reached the backend")
-            raise LockLost(f"lost before resign: {holding.lost_reason}", name=self.name, backend=self._core.scheme)
+                self._acquirer.lose(holding, "the leadership was gone when resign() reached the backend")
+            raise LockLost(f"lost before resign: {holding.lost_reason}", name=self.name, backend=self._acquirer.scheme)
 
     @property
     def lost(self) -> rt.Event:
@@ -198,7 +198,7 @@ class Election(_Scoped["Election"], LeaseView):
         with self._guard:
             leading = self._leading()
             if leading is not None:
-                return self._core.lost_event(leading)
+                return self._acquirer.lost_event(leading)
             if self._idle_lost is None:
                 self._idle_lost = rt.Event()
             return self._idle_lost

@@ -99,7 +99,7 @@ class Once(rt.SyncOnly):
         self, store: Store, name: str, *, at_most: float, at_least: float, keep_alive: bool = False
     ) -> None:
         scheme = store.scheme
-        self.name = store._core.check_name(name)
+        self.name = store._acquirer.check_name(name)
         self.at_most = check_ttl(at_most, name=self.name, backend=scheme)
         self.at_least = check_at_least(at_least, self.at_most, name=self.name, backend=scheme)
         self.keep_alive = bool(keep_alive)
@@ -143,7 +143,7 @@ class Once(rt.SyncOnly):
 
     def _finish(self, ran: Ran, lock: Lock, holding: Holding) -> None:
         """Release the holding, or leave it to end ``at_least`` after the start; ``LockLost`` if it was lost."""
-        core = self._store._core
+        core = self._store._acquirer
         left = self.at_least - (monotonic() - ran.started)
         if left > 0 and not core.leases.check(holding):
             try:

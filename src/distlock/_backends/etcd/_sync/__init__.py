@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 def guard(lock: Lock) -> EtcdGuard:
     """The ``EtcdGuard`` of the calling owner's current holding of ``lock`` (an etcd store's lock)."""
-    backend = lock._core.backend
+    backend = lock._acquirer.backend
     if not isinstance(backend, Backend):
         raise UnsupportedFeature("guard() needs a lock of an etcd store", name=lock.name, backend=backend.scheme)
     fence = lock.fence
