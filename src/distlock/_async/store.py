@@ -138,7 +138,7 @@ class AsyncStore(rt.AsyncOnly):
         self.capabilities = backend.capabilities
         #: the label of this store's holdings (``connect(..., client_name=...)``), None without one
         self.client_name = client_name
-        #: what the lock objects call: the acquire loop and the holdings (test hook: ``_core.holdings()``)
+        #: what the lock objects call: the acquire loop and the holdings (test hook: ``_acquirer.holdings()``)
         self._acquirer = AsyncAcquirer(backend, client_name)
         self._gen = forks.generation()  # a forked child's copy never closes the connections (aclose)
 

@@ -139,7 +139,7 @@ class Store(rt.SyncOnly):
         self.capabilities = backend.capabilities
         #: the label of this store's holdings (``connect(..., client_name=...)``), None without one
         self.client_name = client_name
-        #: what the lock objects call: the acquire loop and the holdings (test hook: ``_core.holdings()``)
+        #: what the lock objects call: the acquire loop and the holdings (test hook: ``_acquirer.holdings()``)
         self._acquirer = SyncAcquirer(backend, client_name)
         self._gen = forks.generation()  # a forked child's copy never closes the connections (aclose)
 
