@@ -63,7 +63,7 @@ def test_decide_read_write() -> None:
     d = k.decide(q, 4, Mode.READ, 1)
     assert not d.acquired and d.watch == (w,)  # a queued writer blocks later readers
     assert k.holders(q, None) == [r1, r2]
-    assert k.kind_of(q) == "rwlock"
+    assert k.queue_kind(q) == "rwlock"
 
 
 def test_decide_semaphore() -> None:
@@ -72,7 +72,7 @@ def test_decide_semaphore() -> None:
     d = k.decide(q, 3, Mode.SEMAPHORE, 2)
     assert not d.acquired and d.watch == (q[0], q[1])
     assert k.holders(q, 2) == q[:2]
-    assert k.kind_of(q) == "semaphore"
+    assert k.queue_kind(q) == "semaphore"
 
 
 def test_split_key_for_list() -> None:

@@ -67,7 +67,7 @@ def remove_global(sink: Sink) -> None:
         _global = tuple(s for s in _global if s is not sink)
 
 
-def kind_of(claim: Claim) -> str:
+def metric_kind(claim: Claim) -> str:
     """The kind a metric reports: the claim's mode (``lock``, ``read``, ``write``, ``semaphore``), or
     ``election`` for a candidate."""
     return "election" if claim.value is not None else claim.mode.value
@@ -148,7 +148,7 @@ class Acquiring:
         f = self._f
         if f is None:
             claim = self._claim
-            f = self._f = {"lock": claim.name, "backend": self._events.backend, "kind": kind_of(claim)}
+            f = self._f = {"lock": claim.name, "backend": self._events.backend, "kind": metric_kind(claim)}
             if self._events.client_name is not None:
                 f["client_name"] = self._events.client_name
         return f

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from .types import Claim, HolderInfo, LockInfo, Mode, kind_of
+from .types import Claim, HolderInfo, LockInfo, Mode, lock_kind
 
 
 @dataclass(frozen=True)
@@ -122,5 +122,5 @@ def lease_infos(
     kinds: dict[str, str] = {}
     for name, owner, mode, fence, expires in rows:
         by_name.setdefault(name, []).append(HolderInfo.of_record(owner, fence, mode, max(0.0, expires - now)))
-        kinds[name] = kind_of(mode)
+        kinds[name] = lock_kind(mode)
     return [LockInfo(n, kinds[n], tuple(hs), waiting(n)) for n, hs in sorted(by_name.items())]

@@ -33,7 +33,7 @@ class Mode(enum.StrEnum):
 _KINDS: dict[str, str] = {"lock": "lock", "read": "rwlock", "write": "rwlock", "semaphore": "semaphore"}
 
 
-def kind_of(mode: str) -> str:
+def lock_kind(mode: str) -> str:
     """The lock kind ``inspect`` reports for a holder in ``mode`` (a Mode or its value): read and write holders
     are an rwlock's; an unknown mode (another client's record) reads as a plain lock."""
     return _KINDS.get(str(mode), "lock")

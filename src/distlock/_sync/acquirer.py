@@ -192,7 +192,7 @@ class SyncAcquirer:
                         return None
                     self.events.debug(
                         "wait", "waiting for %r (next look within %s s)", claim.name, grant.retry_after,
-                        lock=claim.name, kind=events.kind_of(claim),
+                        lock=claim.name, kind=events.metric_kind(claim),
                     )  # fmt: skip
                     attempt.wait(grant, left)
                     late = deadline.expired()
@@ -238,7 +238,7 @@ class SyncAcquirer:
         name = holding.claim.name
         self.events.debug(
             "release", "released %r, fence %s%s", name, holding.fence, "" if ok else " (it had been lost)",
-            lock=name, kind=events.kind_of(holding.claim), fence=holding.fence, ok=ok,
+            lock=name, kind=events.metric_kind(holding.claim), fence=holding.fence, ok=ok,
             held_ms=held_ms,
         )  # fmt: skip
 
@@ -366,7 +366,7 @@ class SyncAcquirer:
         self._forget(holding)
         name = holding.claim.name
         self.events.warning(
-            "lost", "lock %r lost: %s", name, reason, lock=name, kind=events.kind_of(holding.claim),
+            "lost", "lock %r lost: %s", name, reason, lock=name, kind=events.metric_kind(holding.claim),
             fence=holding.fence, reason=reason, cause=cause, held_ms=self._ended(holding),
         )  # fmt: skip
         for cb in list(holding.callbacks):
@@ -379,14 +379,14 @@ class SyncAcquirer:
         if not on:
             holding.risk.clear()
             self.events.debug("safe", "lock %r renewed: no longer at risk", holding.claim.name,
-                              lock=holding.claim.name, kind=events.kind_of(holding.claim))  # fmt: skip
+                              lock=holding.claim.name, kind=events.metric_kind(holding.claim))  # fmt: skip
             return
         holding.risk.set()
         name = holding.claim.name
         left = round(self.lease_left(holding), 3)
         self.events.warning(
             "at-risk", "lock %r at risk: %.1fs of its lease left and no renewal confirmed", name, left,
-            lock=name, kind=events.kind_of(holding.claim), fence=holding.fence, left_s=left,
+            lock=name, kind=events.metric_kind(holding.claim), fence=holding.fence, left_s=left,
         )  # fmt: skip
         for cb in list(holding.risk_callbacks):
             self._dispatcher.run_callback(cb, holding.lock)

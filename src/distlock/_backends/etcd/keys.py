@@ -220,7 +220,7 @@ def holders(queue: Sequence[Contender], permits: int | None) -> list[Contender]:
     return [first]
 
 
-def kind_of(queue: Sequence[Contender]) -> str:
+def queue_kind(queue: Sequence[Contender]) -> str:
     modes = {c.mode for c in queue}
     if modes & {Mode.READ, Mode.WRITE}:
         return "rwlock"

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..._core.types import Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
+from ..._core.types import Claim, Grant, HolderInfo, LockInfo, Mode, lock_kind
 from .keys import NKEYS, NODE_COUNTER, channel, keys
 from .lua import SHA
 
@@ -102,7 +102,7 @@ class Snapshot:
         hs = self.holders()
         if not hs:
             return None
-        return LockInfo(name, kind_of(hs[0][1].mode), tuple(h for _, h in hs), self.waiters)
+        return LockInfo(name, lock_kind(hs[0][1].mode), tuple(h for _, h in hs), self.waiters)
 
 
 def _pairs(flat: list[object]) -> list[tuple[str, str]]:

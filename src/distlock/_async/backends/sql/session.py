@@ -21,7 +21,7 @@ from ...._core import forks
 from ...._core import sql_session as ss
 from ...._core import sql_stmt as st
 from ...._core.timing import Budget, monotonic
-from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
+from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, lock_kind
 from ...._errors import BackendError
 from ...._url import StoreConfig, scrub
 from ...backend import AsyncAttempt
@@ -280,7 +280,7 @@ class SessionMode(SqlBase):
             mine = ours.get(n, {})
             holders = [*mine.values(), *(v for k, v in foreign.get(n, {}).items() if k not in mine)]
             modes = {x.mode for x in holders}
-            kind = kind_of(Mode.READ) if modes & {"read", "write"} else "lock"
+            kind = lock_kind(Mode.READ) if modes & {"read", "write"} else "lock"
             out.append(LockInfo(n, kind, tuple(holders), None))
         return out
 

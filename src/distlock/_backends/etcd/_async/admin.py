@@ -45,7 +45,7 @@ async def inspect(gw: Gateway, leases: Leases, name: str) -> LockInfo | None:
             ttl_left = float(max(0, await leases.time_to_live(h.lease)))
         owner = owners.get(h.key) or f"unknown:lease:{h.lease:x}"
         infos.append(HolderInfo(owner, h.rev, h.mode.value, ttl_left, keys.election_value(h.value)))
-    return LockInfo(name, keys.kind_of(queue), tuple(infos), len(queue) - len(holders))
+    return LockInfo(name, keys.queue_kind(queue), tuple(infos), len(queue) - len(holders))
 
 
 async def list_held(gw: Gateway, leases: Leases, prefix: str) -> list[LockInfo]:

@@ -48,7 +48,7 @@ from typing import Any
 
 from ...._async.backend import AsyncBackend, AsyncWatch
 from ...._core.timing import WAITER_TTL, monotonic, validity
-from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
+from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, lock_kind
 from ...._errors import ConfigError, QuorumError
 from ...._tls import one_line
 from ...._url import StoreConfig, scrub
@@ -328,7 +328,7 @@ class Backend(AsyncBackend):
                 )
         if not holders:
             return None
-        return LockInfo(name, kind_of(holders[0].mode), tuple(holders), waiters)
+        return LockInfo(name, lock_kind(holders[0].mode), tuple(holders), waiters)
 
     async def inspect(self, name: str) -> LockInfo | None:
         results = await self._snapshots([name])

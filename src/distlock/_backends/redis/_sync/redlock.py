@@ -49,7 +49,7 @@ from typing import Any
 
 from ...._sync.backend import SyncBackend, SyncWatch
 from ...._core.timing import WAITER_TTL, monotonic, validity
-from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, kind_of
+from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, lock_kind
 from ...._errors import ConfigError, QuorumError
 from ...._tls import one_line
 from ...._url import StoreConfig, scrub
@@ -329,7 +329,7 @@ class Backend(SyncBackend):
                 )
         if not holders:
             return None
-        return LockInfo(name, kind_of(holders[0].mode), tuple(holders), waiters)
+        return LockInfo(name, lock_kind(holders[0].mode), tuple(holders), waiters)
 
     def inspect(self, name: str) -> LockInfo | None:
         results = self._snapshots([name])
