@@ -98,6 +98,20 @@ def test_redis_still_names_its_connections(redis_url: str, name: str) -> None:
         assert store.inspect(name).holders[0].client_name == "web-1"  # type: ignore[union-attr]
 
 
+def test_a_given_redis_client_s_name_labels_the_store(redis_url: str, name: str) -> None:
+    given = redis.Redis.from_url(redis_url, client_name="web-7")
+    unusable = redis.Redis.from_url(redis_url, client_name="web:7")  # a fine Redis name, not a label (":")
+    try:
+        with distlock.connect(client=given) as store, store.lock(name, ttl=5):
+            assert store.client_name == "web-7"
+            assert store.inspect(name).holders[0].client_name == "web-7"  # type: ignore[union-attr]
+        with distlock.connect(client=unusable) as store:
+            assert store.client_name is None  # the store still opens: the name only cannot label it
+    finally:
+        given.close()
+        unusable.close()
+
+
 # -- name templates (pure) -------------------------------------------------------------------------------------
 
 

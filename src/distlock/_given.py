@@ -46,6 +46,15 @@ def _type_name(client: object) -> str:
     return f"{type(client).__module__}.{type(client).__qualname__}"
 
 
+def given_client_name(client: object) -> str | None:
+    """The client name a given redis-py client or pool was made with (its connections' CLIENT SETNAME), which
+    the store takes as its label when none is given; None for other clients."""
+    pool: Any = getattr(client, "connection_pool", client)
+    kwargs: dict[str, Any] = dict(getattr(pool, "connection_kwargs", {}) or {})
+    name = kwargs.get("client_name")
+    return str(name) if name else None
+
+
 def _url_of(client: object, backend: str) -> str:
     """A URL naming where the client points (for ``repr`` and messages; never a password)."""
     if backend == "redis":

@@ -8,6 +8,7 @@ Written once for both sides: this file is the async source, ``_sync/store.py`` i
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect as _inspect
@@ -25,7 +26,7 @@ from .._core.types import LeaderInfo, LockInfo, Mode
 from .._core.validate import check_timeout
 from .._dist import install_hint
 from .._errors import ConfigError, UnsupportedFeature
-from .._given import client_config
+from .._given import client_config, given_client_name
 from .._registry import BY_NAME, module_of
 from .._url import StoreConfig, parse_url
 from .acquirer import AsyncAcquirer
@@ -116,6 +117,12 @@ def _client_name(config: StoreConfig) -> str | None:
     given = config.params.get("client_name") if redis else config.pop("client_name")
     if given is not None:
         return ids.check_client_name(given, backend=config.scheme)
+    client = getattr(config, "client", None)
+    if redis and client is not None and (own := given_client_name(client)) is not None:
+        # connect(client=...): the name the caller's redis-py client carries (its CLIENT SETNAME) labels the
+        # store too, if it can (one with a ":" or "@" cannot: the store's connections keep it all the same)
+        with contextlib.suppress(ConfigError):
+            return ids.check_client_name(own, backend=config.scheme)
     env = os.environ.get(ids.CLIENT_NAME_ENV)
     if not env:
         return None
