@@ -4,7 +4,9 @@
 The folder, from the socket up:
 
 * ``keys.py``: the key layout of a name, the wake-up channel, the fence counter's keys (pure);
-* ``lua.py``: the scripts and their grant rule (pure);
+* ``lua/``: the scripts and their grant rule, by name with their SHA1s (pure; ``prelude.py`` the helpers
+  every script starts with, ``locks.py`` a holding's life, ``admin.py`` inspect, break and an election's
+  proclaim);
 * ``calls.py``: requests and replies of the scripts: the pre-encoded ``EVALSHA`` of the hot path, the
   decoded ``INSPECT`` reply (pure);
 * ``tls.py``: distlock's TLS URL options as redis-py's (no I/O);
@@ -32,5 +34,5 @@ The folder, from the socket up:
 
 An acquire's path: ``Lock.acquire`` (``distlock/_async/locks.py``, ``acquirer.py``) -> ``_async/attempt.py``
 -> ``Backend`` (``_async/__init__.py``) -> ``node.py`` (the call, encoded by ``calls.py`` with ``keys.py`` and
-``lua.py``) -> ``wire.py`` -> ``_driver_async.py`` -> the socket.
+``lua/``) -> ``wire.py`` -> ``_driver_async.py`` -> the socket.
 """
