@@ -150,6 +150,7 @@ PURE_BACKEND_MODULES = [
     "_backends.redis.lua.locks",
     "_backends.redis.lua.admin",
     "_backends.redis.calls",
+    "_backends.redis.waiters",
     "_backends.etcd.keys",
     "_backends.etcd.guard",
     "_backends.zookeeper.layout",
