@@ -146,7 +146,11 @@ def test_deadline_and_backoff_with_injected_clock() -> None:
 PURE_BACKEND_MODULES = [
     "_backends.redis.keys",
     "_backends.redis.lua",
+    "_backends.redis.lua.prelude",
+    "_backends.redis.lua.locks",
+    "_backends.redis.lua.admin",
     "_backends.redis.calls",
+    "_backends.redis.waiters",
     "_backends.etcd.keys",
     "_backends.etcd.guard",
     "_backends.zookeeper.layout",

@@ -130,7 +130,7 @@ def test_the_waiting_thread_reads_the_masters_pushes_itself(
     masters: list[ServerProc], raws: list[redis.Redis], name: str
 ) -> None:
     """The threaded waiter holds the read role of every master's pub/sub connection while it waits and reads
-    the hand-over pushes itself (``listener.Group``): no push passes through a master's reader thread
+    the hand-over pushes itself (``group.Group``): no push passes through a master's reader thread
     (one thread hop per push less; before, all five came that way)."""
     url = redlock_url(masters)
     with distlock.connect(url) as a, distlock.connect(url) as b:

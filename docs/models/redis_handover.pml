@@ -1,4 +1,4 @@
-/* Redis direct hand-over (src/distlock/_backends/redis/lua.py RELEASE/ACQUIRE, _backends/redis/_async/attempt.py):
+/* Redis direct hand-over (src/distlock/_backends/redis/lua/locks.py RELEASE/ACQUIRE, _backends/redis/_async/attempt.py):
    one exclusive name. H holds it and releases once; W is queued (its queue deadline qd = the server's time
    when it last ran W's try + QTTL, refreshed by each of W's failed tries); C is any other client, which takes
    the name whenever the server sees it free. Time is one shared tick counter (the server's expiry and the

@@ -4,7 +4,11 @@
 The folder, from the socket up:
 
 * ``keys.py``: the key layout of a name, the wake-up channel, the fence counter's keys (pure);
-* ``lua.py``: the scripts and their grant rule (pure);
+* ``lua/``: the scripts and their grant rule, by name with their SHA1s (pure; ``prelude.py`` the helpers
+  every script starts with, ``locks.py`` a holding's life, ``admin.py`` inspect, break and an election's
+  proclaim);
+* ``waiters.py``: who waits on which wake-up channel and which message wakes whom (the routing of the
+  pub/sub listener; pure);
 * ``calls.py``: requests and replies of the scripts: the pre-encoded ``EVALSHA`` of the hot path, the
   decoded ``INSPECT`` reply (pure);
 * ``tls.py``: distlock's TLS URL options as redis-py's (no I/O);
@@ -21,7 +25,11 @@ The folder, from the socket up:
     errors -> ``BackendError``;
   * ``wire.py``: distlock's own request path (pre-encoded calls on a free list of connections);
   * ``sentinel.py``: following a Sentinel failover at once (``SwitchWatch``);
-  * ``listener.py``: the one pub/sub connection per server and store that turns releases into wake-ups;
+  * ``listener.py``: the one pub/sub connection per server and store that turns releases into wake-ups:
+    who reads it when (the read role of the waiters, the background reader), what a failed read does, the
+    move after a failover; on ``subscriptions.py``: the connection and what is subscribed on it (linger,
+    generations, re-subscribing everything), and the dispatch of a message through ``waiters.py``;
+  * ``group.py``: a Redlock store's listeners, one per master, read together by its waiting threads;
   * ``attempt.py``: try / wait on the wake-up channel / abandon, single node and Redlock;
   * ``watch.py``: an election observer's wake-up, on the same channel and listener;
   * ``fences.py``: the fence counter (markers, connect-time checks, the Redlock seeding rule);
@@ -32,5 +40,5 @@ The folder, from the socket up:
 
 An acquire's path: ``Lock.acquire`` (``distlock/_async/locks.py``, ``acquirer.py``) -> ``_async/attempt.py``
 -> ``Backend`` (``_async/__init__.py``) -> ``node.py`` (the call, encoded by ``calls.py`` with ``keys.py`` and
-``lua.py``) -> ``wire.py`` -> ``_driver_async.py`` -> the socket.
+``lua/``) -> ``wire.py`` -> ``_driver_async.py`` -> the socket.
 """

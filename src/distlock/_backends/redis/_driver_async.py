@@ -4,7 +4,8 @@ Only what differs between redis-py's two clients lives here, and nothing else: c
 or a pipeline, bounding and dropping a connection of distlock's own request path, and fanning calls out to
 several servers with one deadline (Redlock: tasks here, a thread pool and one-thread send-all-then-read-all
 there). The logic written against these names is written once, in the backend's folder
-(``_async/`` next to this module: the backends, the request path ``wire.py``, the pub/sub listener ``listener.py``).
+(``_async/`` next to this module: the backends, the request path ``wire.py``, the pub/sub listener ``listener.py`` and its
+``subscriptions.py``).
 """
 
 from __future__ import annotations

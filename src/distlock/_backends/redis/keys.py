@@ -67,7 +67,7 @@ default share the database), would be someone else's key: such names are refused
 else than distlock) is refused by every script before it writes anything (``DISTLOCK-WRONGTYPE``).
 
 Every script gets the same ten KEYS (the eight above in their order, then ``{N}:qa`` and ``{N}:qw``: ``keys``), and the wake-up channel
-(``channel``) as ``ARGV[1]``: ``lua.py`` holds the scripts, ``calls.py`` packs the calls
+(``channel``) as ``ARGV[1]``: ``lua/`` holds the scripts, ``calls.py`` packs the calls
 and decodes the replies.
 """
 

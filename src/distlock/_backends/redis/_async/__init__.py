@@ -1,6 +1,6 @@
 """Single Redis node: ``redis://``, ``rediss://`` (TLS), ``unix:///path.sock``. Driver: redis-py.
 
-Every operation is one Lua script call, one round trip (``_backends/redis/lua.py`` has the scripts and the grant
+Every operation is one Lua script call, one round trip (``_backends/redis/lua/`` has the scripts and the grant
 rule, ``_backends/redis/keys.py`` the key layout). A plain ``lock(name)`` is the redis-py layout: key = the name, value = the
 token, ``PX`` = the lease, so a redis-py ``Lock(name)`` and a distlock lock exclude each other. The fence
 comes from the store's one counter (one per hash slot on a cluster) in the same script; nothing of a name

@@ -2,7 +2,7 @@
 connect-time checks that protect it, and the Redlock rule that seeds it on a majority of masters.
 
 The counter's keys and the marker's meaning are in ``_backends/redis/keys.py``; the scripts that count are in
-``_backends/redis/lua.py``. Here:
+``_backends/redis/lua/``. Here:
 
 * ``Markers``: the marker each counter showed this store. A counter that went missing (flush, eviction,
   restart without persistence) comes back with another marker: the store logs that once per loss. The counter

@@ -114,7 +114,7 @@ class Attempt(SyncAttempt):
                 self._waker = rt.Waker()
             listener.watch(self._channel, self.claim.token, self._waker.notify, SUBSCRIBE_TIMEOUT)
             if listener.live(self._channel) is not None:
-                # the confirmation woke us too (see ``Listener._dispatch``): the caller's re-check covers it
+                # the confirmation woke us too (see ``Subscriptions._dispatch``): the caller's re-check covers it
                 self._waker.take()
                 return
         # through the listener: this thread (task) reads the pub/sub connection itself while it waits, so the
@@ -235,7 +235,7 @@ class RedlockAttempt(SyncAttempt):
             if self._covered([n.listener.live(self._channel) for n in nodes]):
                 waker.take()  # the confirmations woke us too: the caller's re-check covers them
                 return
-        # a waiting thread reads the masters' pushes itself where it can (``listener.Group``)
+        # a waiting thread reads the masters' pushes itself where it can (``group.Group``)
         self.backend.masters.listeners.wait(
             self._waker, wait_slice(grant.retry_after, None, timeout, MAX_WAIT_SLICE)
         )

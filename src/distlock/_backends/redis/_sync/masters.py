@@ -16,7 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ...._errors import BackendError, QuorumError
 from .. import _driver_sync as drv
 from .. import calls as rc
-from .listener import Group
+from .group import Group
 from .node import Node
 from .wire import Restarted
 

@@ -1,7 +1,7 @@
 # GENERATED from src/distlock/_backends/redis/_async/redlock.py by scripts/gen_sync.py: edit that file, not this one.
 """Redlock over N independent Redis masters: ``redlock://h1:6379,h2:6379,h3:6379[/db]`` (TLS: ``redlocks://``).
 
-The algorithm of the Redis docs and the seeds, on the single-node scripts of ``_backends/redis/lua.py`` (same
+The algorithm of the Redis docs and the seeds, on the single-node scripts of ``_backends/redis/lua/`` (same
 key and token on every master, so each master alone looks like the single-node layout):
 
 * acquire: the acquire script is sent to every master in parallel, with a per-master deadline far below

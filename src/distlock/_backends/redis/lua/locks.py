@@ -1,184 +1,15 @@
-"""The Lua scripts of the Redis backends (single node, Redis Cluster and each Redlock master). No I/O here.
-
-Every script gets the same ten KEYS (the layout of ``keys.py``, in the order of
-``distlock._backends.redis.keys.keys``) and ``ARGV[1]`` = the wake-up channel, so the scripts are
-cluster-correct and share one prelude; each script's header names the rest of its ARGV and its reply.
-Times are the server's ``TIME`` in milliseconds, the same clock that runs ``PX``. The grant rule is the one
-of ``distlock._core.arbiter``, written in Lua. ``calls.py`` packs the calls (``EVALSHA`` by
-``SHA``) and decodes the replies.
+"""The scripts of a holding's life on one Redis server, a Redis Cluster or a Redlock master: ``ACQUIRE`` (with its
+queue entry and the grant rule of ``distlock._core.arbiter``), ``RELEASE`` (with the direct hand-over to the first
+waiter), ``ABANDON``, ``RENEW``, ``HOLDS`` and Redlock's ``FENCE_FLOOR`` (the seeding of a master's fence
+counter). Each starts with the shared ``PRELUDE``; its header names its ARGV and its reply. No I/O here.
 """
 
 from __future__ import annotations
 
-import hashlib
-
-from .keys import NOTICE
-
-#: the SHA1 of the acquire script of distlock 0.1.0 (per-name ``{N}:fence`` counters): if a server has it
-#: cached, an old client has been using that server (checked at connect by
-#: ``distlock._backends.redis._async.fences.check_server``)
-OLD_ACQUIRE_SHA = "a4624229ebf697be6b9ff040d73a51b94abf9126"
-
-
-#: the error every script raises, before it writes anything, when a key of the name holds another type
-WRONGTYPE = "DISTLOCK-WRONGTYPE"
-
-_PRELUDE = (
-    """
-local now = nil
-local now_us = nil
-local channel = ARGV[1]
-
--- Before anything is written: a key of the name (or the counter) that holds another type than the one distlock
--- keeps there was made by something else. Refuse the call then, with nothing written: Redis does not roll a
--- script back, so a type error half-way would leave the writes made before it. One EXISTS counts the name's
--- keys (`present`); the counter is looked at always; a free name's keys need nothing more (two commands: the
--- hot path of an acquire), a simply held name's key and details are looked at, and the other seven only if
--- more keys exist than those two (four commands: the hot path of a release).
-local present = redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[10])
-do
-  local shapes = {'string', 'zset', 'zset', 'hash', 'zset', 'zset', 'string', 'hash', 'hash', 'hash'}
-  local order = {8}
-  if present > 0 then order = {8, 1, 4, 2, 3, 5, 6, 7, 9, 10} end
-  local seen = 0
-  for n, i in ipairs(order) do
-    if n > 3 and seen >= present then break end
-    local t = redis.call('TYPE', KEYS[i])['ok']
-    if t ~= 'none' then
-      if t ~= shapes[i] then
-        return redis.error_reply('""" + WRONGTYPE + """ the key ' .. KEYS[i] .. ' holds a ' .. t .. ' where distlock keeps a ' .. shapes[i] .. ': something else than distlock made it; nothing was written (use another lock name, or remove that key)')
-      end
-      if i ~= 8 then seen = seen + 1 end
-    end
-  end
-end
-
--- the server clock in ms (and in microseconds: now_us), read once per call and only where needed
-local function tick()
-  if not now then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-end
-
--- a counter value as Redis stores it: fences are server times in microseconds (16 digits), which Lua's own
--- number-to-string conversion would print as 1.7e+15
-local function int(x)
-  return string.format('%d', x)
-end
-
--- the next fence: the counter plus one, and on a node (`clocked`) never below the server clock in
--- microseconds. A node's counter that was lost (flush, eviction, restart without persistence) or went back (a
--- failover to a replica that had not received it, a restart from an older snapshot) starts again at the
--- current time, above every fence handed out before, as long as the clock of the server that counts now is
--- past the time of the last fence counted before the fault (docs/models/fence_counter.pml). One script runs
--- at a time and takes more than a microsecond, so counting never outruns the clock. A Redlock master counts
--- one up (the pushes of a hand-over from several masters must carry the same fence); its clock comes in
--- through the client's seeding rule instead (docs/models/redlock_fence.pml, CLOCK).
-local function bump(clocked)
-  local n = redis.call('HINCRBY', KEYS[8], 'n', 1)
-  if clocked then
-    tick()
-    if n < now_us then
-      n = now_us
-      redis.call('HSET', KEYS[8], 'n', int(n))
-    end
-  end
-  return n
-end
-
--- drop expired shared holders and waiters whose entry was not refreshed in time
-local function purge()
-  tick()
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  local dead = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now)
-  for _, m in ipairs(dead) do
-    redis.call('ZREM', KEYS[5], m)
-    redis.call('HDEL', KEYS[9], m)
-    redis.call('HDEL', KEYS[10], m)
-  end
-  if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now) end
-end
-
--- forget a waiter's queue entry (order, deadline, hand-over record, reply channel)
-local function dequeue(member)
-  redis.call('ZREM', KEYS[5], member)
-  redis.call('ZREM', KEYS[6], member)
-  redis.call('HDEL', KEYS[9], member)
-  redis.call('HDEL', KEYS[10], member)
-end
-
--- where a waiter's wake-up goes: its store's reply channel if its try gave one, else the name's channel
-local function reply_to(member)
-  return redis.call('HGET', KEYS[10], member) or channel
-end
-
--- keep a key at least until `until_ms` (never shorten: other members may live longer)
-local function keep_until(key, until_ms)
-  tick()
-  local p = redis.call('PTTL', key)
-  if p == -1 or (p >= 0 and p < until_ms - now) then redis.call('PEXPIRE', key, until_ms - now) end
-end
-
--- wake the first waiter (one wake-up per release, to its store only: no herd)
-local function wake_head()
-  local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
-  if head then
-    local bar = string.find(head, '|', 1, true)
-    redis.call('PUBLISH', reply_to(head), string.sub(head, bar + 1))
-  end
-end
-
--- is this details record (or owner string) an election candidate's? (a 0x1F byte between owner and value)
-local function elected(record)
-  return record ~= nil and record ~= false and string.find(record, '\\31', 1, true) ~= nil
-end
-
--- an election's leader or value may have changed: wake its observers (no waiter takes this for its turn)
-local function notice()
-  redis.call('PUBLISH', channel, '"""
-    + NOTICE
-    + """')
-end
-
-local function shared_set(mode)
-  if mode == 'read' then return KEYS[2] end
-  return KEYS[3]
-end
-
-local function fence_of(token)
-  local inf = redis.call('HGET', KEYS[4], token)
-  if not inf then return -1 end
-  local a = string.find(inf, '|', 1, true)
-  local b = string.find(inf, '|', a + 1, true)
-  return tonumber(string.sub(inf, a + 1, b - 1))
-end
-
--- 0.1.0 kept a per-name counter {N}:fence: fold it into the counter (never hand out a fence below it), drop it
-local function absorb()
-  local old = redis.call('GET', KEYS[7])
-  if old then
-    if tonumber(old) > tonumber(redis.call('HGET', KEYS[8], 'n') or '0') then
-      redis.call('HSET', KEYS[8], 'n', old)
-    end
-    redis.call('DEL', KEYS[7])
-  end
-end
-
--- is `token` a live holder in `mode`?
-local function holds(token, mode)
-  if mode == 'lock' or mode == 'write' then return redis.call('GET', KEYS[1]) == token end
-  tick()
-  local s = redis.call('ZSCORE', shared_set(mode), token)
-  return s ~= false and tonumber(s) > now
-end
-"""
-)
+from .prelude import PRELUDE
 
 ACQUIRE = (
-    _PRELUDE
+    PRELUDE
     + """
 -- ARGV: 1 channel, 2 token, 3 mode, 4 ttl ms, 5 permits, 6 fair (0/1), 7 owner (the claim's record: an
 --         election candidate's carries its value, and its grant wakes the name's observers),
@@ -337,7 +168,7 @@ return {0, retry, mark, counter()}
 )
 
 RELEASE = (
-    _PRELUDE
+    PRELUDE
     + """
 -- ARGV: 1 channel, 2 token, 3 mode, 4 (Redlock; optional) '@' + the server's run id as the releaser read it
 --       on the connection this request goes out on, 5 (optional) '0' when the claim is no election
@@ -419,7 +250,7 @@ return ok
 )
 
 ABANDON = (
-    _PRELUDE
+    PRELUDE
     + """
 -- ARGV: 1 channel, 2 token, 3 mode.  Remove every trace of a failed or cancelled acquire: the queue
 -- entry, and a holding whose reply was lost (F10 in docs/safety.md). Passes a wake-up on if the name is free.
@@ -448,7 +279,7 @@ return gone
 )
 
 RENEW = (
-    _PRELUDE
+    PRELUDE
     + """
 -- ARGV: 1 channel, 2 token, 3 mode, 4 ttl ms.  Extends a LIVE lease only (one that ran out may belong
 -- to someone else by now). Returns 1 if extended.
@@ -467,7 +298,7 @@ return 1
 )
 
 HOLDS = (
-    _PRELUDE
+    PRELUDE
     + """
 -- ARGV: 1 channel, 2 token, 3 mode.  Returns 1 if the token is a live holder.
 if holds(ARGV[2], ARGV[3]) then return 1 end
@@ -475,46 +306,8 @@ return 0
 """
 )
 
-INSPECT = (
-    _PRELUDE
-    + """
--- ARGV: 1 channel.  Returns {exclusive holder value or '', its PTTL ms, readers {token, end, ...},
---   permits {token, end, ...}, details {token, "mode|fence|owner", ...}, live waiters, now ms}
-tick()
-local holder = redis.call('GET', KEYS[1])
-return {
-  holder or '',
-  redis.call('PTTL', KEYS[1]),
-  redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES'),
-  redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf', 'WITHSCORES'),
-  redis.call('HGETALL', KEYS[4]),
-  redis.call('ZCOUNT', KEYS[6], '(' .. now, '+inf'),
-  now,
-}
-"""
-)
-
-BREAK = (
-    _PRELUDE
-    + """
--- ARGV: 1 channel.  Admin force release of every holding (also a foreign one, e.g. a redis-py Lock);
--- wakes every waiter. Returns the tokens that held it.
-tick()
-local out = {}
-local holder = redis.call('GET', KEYS[1])
-if holder then table.insert(out, holder) end
-for _, set in ipairs({KEYS[2], KEYS[3]}) do
-  for _, tk in ipairs(redis.call('ZRANGEBYSCORE', set, '(' .. now, '+inf')) do table.insert(out, tk) end
-end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-absorb()
-redis.call('PUBLISH', channel, '*')
-return out
-"""
-)
-
 FENCE_FLOOR = (
-    _PRELUDE
+    PRELUDE
     + """
 -- ARGV: 1 channel, 2 token, 3 floor, 4 mode, 5 fence, 6 run id.  Redlock: raise this master's counter to
 -- at least `floor` and mark it seeded under this run (the client sends a floor no lower than the counters
@@ -534,42 +327,3 @@ if holds(token, mode) then return 1 end
 return 0
 """
 )
-
-PROCLAIM = (
-    _PRELUDE
-    + """
--- ARGV: 1 channel, 2 token, 3 record (the owner id, 0x1F, the new value).  Elections: if the token still holds
--- the exclusive key, make `record` the owner part of its details (mode and fence kept) and wake the observers.
--- Returns 1, or 0 if the token does not hold the name. The holding (key, lease) and the fence counter are not
--- touched: on Redlock the fence rule (FENCE_FLOOR, docs/models/redlock_fence.pml) does not see a proclaim.
-local token, record = ARGV[2], ARGV[3]
-if redis.call('GET', KEYS[1]) ~= token then return 0 end
-local inf = redis.call('HGET', KEYS[4], token)
-if inf then
-  local a = string.find(inf, '|', 1, true)
-  local b = string.find(inf, '|', a + 1, true)
-  redis.call('HSET', KEYS[4], token, string.sub(inf, 1, b) .. record)
-else
-  -- details always outlive the key they describe; should they be gone, keep the new ones no longer than it
-  redis.call('HSET', KEYS[4], token, 'lock|-1|' .. record)
-  tick()
-  keep_until(KEYS[4], now + math.max(1, redis.call('PTTL', KEYS[1])))
-end
-notice()
-return 1
-"""
-)
-
-SCRIPTS: dict[str, str] = {
-    "acquire": ACQUIRE,
-    "release": RELEASE,
-    "abandon": ABANDON,
-    "renew": RENEW,
-    "holds": HOLDS,
-    "inspect": INSPECT,
-    "break": BREAK,
-    "fence_floor": FENCE_FLOOR,
-    "proclaim": PROCLAIM,
-}
-
-SHA: dict[str, str] = {k: hashlib.sha1(v.encode()).hexdigest() for k, v in SCRIPTS.items()}

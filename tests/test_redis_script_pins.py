@@ -1,0 +1,40 @@
+"""The Redis scripts' texts are pinned by their SHA1s.
+
+A script's text is its identity on a server: clients call it by its SHA (``EVALSHA``), servers cache it under
+that SHA, and a client of another version that sends the same text shares the cached script. A change of one
+byte (a helper of the prelude, a comment, the split of the scripts over modules) is a new script: the pins say
+so here, where the change is made on purpose (update the pin, and say in the changelog that the scripts
+changed), and not on a server."""
+
+from __future__ import annotations
+
+import hashlib
+
+from distlock._backends.redis import lua
+
+#: the SHA1 of every script's text, as distlock sends it
+PINNED = {
+    "acquire": "157bee47dc9b498c470a63c26e61b3c504c8c822",
+    "release": "0d7a4a3fbcec14ad52bdeecfd01308b31c9a7735",
+    "abandon": "3a9bed4436076b0c89c302a1764f23c643282b3e",
+    "renew": "6a462550658fbbd8ef27035c8b991060f1ae3491",
+    "holds": "781c7aae270630c075bc313bb2e0cb30d7445c3c",
+    "inspect": "98ac7ab218d62cf1527dcc10d6c2fc4c0a9adf8b",
+    "break": "7edc7fc87ca2aef0a8baaf50e058260a80237ee1",
+    "fence_floor": "afb984140f09acfcad525e505ba47ce72cbc11e2",
+    "proclaim": "48086ef52c966f527894175f2ec4625bc7625b56",
+}
+
+
+def test_every_script_text_is_the_pinned_one() -> None:
+    assert {k: hashlib.sha1(v.encode()).hexdigest() for k, v in lua.SCRIPTS.items()} == PINNED
+    assert lua.SHA == PINNED  # what the calls name is what the texts hash to
+    # the concatenation too: no script moved to another name
+    assert (
+        hashlib.sha1("".join(lua.SCRIPTS.values()).encode()).hexdigest() == "29ae289d3599073b4c8db363e123b788c8d039a1"
+    )
+
+
+def test_every_script_starts_with_the_one_prelude() -> None:
+    assert all(text.startswith(lua.prelude.PRELUDE) for text in lua.SCRIPTS.values())
+    assert lua.WRONGTYPE in lua.prelude.PRELUDE
