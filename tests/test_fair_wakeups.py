@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import distlock
-from distlock._async.backends import sqlite as sqlite_backend
+from distlock._backends.sqlite import _async as sqlite_backend
 from distlock._core import arbiter, ids
 from distlock._core.arbiter import Held, Queued
 from distlock._core.timing import WAITER_TTL

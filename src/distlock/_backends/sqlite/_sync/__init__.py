@@ -1,4 +1,4 @@
-# GENERATED from src/distlock/_async/backends/sqlite/__init__.py by scripts/gen_sync.py: edit that file, not this one.
+# GENERATED from src/distlock/_backends/sqlite/_async/__init__.py by scripts/gen_sync.py: edit that file, not this one.
 """Embedded backends: ``sqlite://`` (a file, correct across processes on one host) and ``memory://``.
 
 Every operation is one short ``BEGIN IMMEDIATE`` transaction (the database write lock is taken up front,
@@ -30,18 +30,19 @@ from typing import Any, TypeVar
 
 from .... import _hostdir
 from .... import _rt_sync as rt
-from ...._core import arbiter, forks, procs
+from ...._sync.backend import SyncAttempt, SyncBackend, SyncWatch
+from ...._core import arbiter, forks
 from ...._core.timing import LEASE_WAIT_SLICE, WAITER_TTL, Backoff, monotonic, wait_slice
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError
 from ...._url import StoreConfig
 from ...._wakeup import WakeDir, Wakers, WakeSocket
-from ...backend import SyncAttempt, SyncBackend, SyncWatch
-from . import queries as sql
+from .. import procs
+from .. import queries as sql
 
 T = TypeVar("T")
 
-#: this process and the judge of other processes on the host (``_core.procs``)
+#: this process and the judge of other processes on the host (``procs``)
 _LOCAL = procs.Local()
 
 #: how long a fork waits for the SQLite work other threads have in flight (``_hold_for_fork``)
@@ -549,7 +550,7 @@ class Backend(SyncBackend):
 
     def _reclaim(self, conn: sqlite3.Connection, name: str) -> bool:
         """Inside the acquire's transaction: delete the holdings of ``name`` whose process has provably ended
-        on this host (``_core.procs``: a ``kill -9``, a crash). The write lock is held, so of two acquirers
+        on this host (``procs``: a ``kill -9``, a crash). The write lock is held, so of two acquirers
         that both find the same dead holder, the second finds its rows gone. True if any went."""
         if self._procs is None:
             return False
