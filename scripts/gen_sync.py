@@ -66,9 +66,7 @@ RENAMES = {
 
 #: modules with no async code that still sit in an ``_async/`` folder, until their backend's folder moves to
 #: the layout above (each one must still be a copy: a stale entry fails the check)
-COPIES_PENDING = {
-    "src/distlock/_async/backends/sqlite/queries.py",
-}
+COPIES_PENDING: set[str] = set()
 
 
 def _under(path: Path, tree: Path, folder: str) -> bool:

@@ -154,6 +154,7 @@ PURE_BACKEND_MODULES = [
     "_backends.etcd.keys",
     "_backends.etcd.guard",
     "_backends.zookeeper.layout",
+    "_backends.sqlite.procs",
 ]
 
 

@@ -148,7 +148,7 @@ def test_status_names_the_store_and_the_cli_says_when_it_is_not_the_hosts(env: P
 #: started as root (the interpreter lives in root's home), it drops to nobody before it opens the default store
 HOLD_AS_NOBODY = """
 import os, sys
-import distlock, distlock._sync.backends.sqlite
+import distlock, distlock._backends.sqlite._sync
 os.setgroups([]); os.setgid(65534); os.setuid(65534)
 with distlock.connect() as s:
     print(s.lock("shared", ttl=30).acquire(timeout=float(sys.argv[1])), flush=True)

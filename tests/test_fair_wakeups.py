@@ -3,8 +3,8 @@ waiter that leaves passes the wake-up on (``distlock._wakeup.Wakers``), so a han
 checks however many wait. Before, every release woke every waiter and each ran a transaction reading the whole
 queue: O(waiters) per hand-off (``benchmarks/waiters.py --fair`` measures the rates).
 
-Counted here through the SQLite store's backend (its ``_try_acquire`` and ``_keep``), on real SQLite files, and
-through the PostgreSQL lease store's operations (``acquire``, ``keep``) on a real server. There waiters register
+Counted here through the stores' operations (``ops.acquire``, ``ops.keep``): SQLite's on real SQLite files, and
+the PostgreSQL lease store's on a real server. There waiters register
 before their first try, so the store's order need not be the queue's: a try's answer gives the waiter its place
 in the server's queue, and a wake-up goes to the store's waiter with the lowest place (``Wakers.place``).
 """
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import distlock
-from distlock._async.backends import sqlite as sqlite_backend
+from distlock._backends.sqlite._async import attempt as sqlite_attempt
 from distlock._core import arbiter, ids
 from distlock._core.arbiter import Held, Queued
 from distlock._core.timing import WAITER_TTL
@@ -144,7 +144,7 @@ async def test_sqlite_fair_hand_offs_cost_a_constant_number_of_checks(db: Path) 
     every release woke every waiter this chain took WAITERS * (WAITERS + 1) / 2 checks (300 here)."""
     async with await distlock.connect_async(f"sqlite:///{db}") as store:
         name = f"fair-{uuid.uuid4().hex[:8]}"
-        tries, switch = _count_calls(store._backend, "_try_acquire")  # type: ignore[attr-defined]
+        tries, switch = _count_calls(store._backend.ops, "acquire")  # type: ignore[attr-defined]
         order = await _fair_chain(store, name, switch)
     assert order == list(range(WAITERS))  # FIFO
     assert tries[0] <= 3 * WAITERS, tries
@@ -240,7 +240,7 @@ async def test_sqlite_reader_batch_all_get_in_one_check_each(db: Path) -> None:
         for i in range(readers + writers):
             tasks.append(asyncio.create_task(one(i < readers)))
             await _queued(store, name, i + 1)
-        tries, switch = _count_calls(store._backend, "_try_acquire")  # type: ignore[attr-defined]
+        tries, switch = _count_calls(store._backend.ops, "acquire")  # type: ignore[attr-defined]
         switch(True)
         await writer.release()
         loop = asyncio.get_running_loop()
@@ -282,7 +282,7 @@ async def test_sqlite_fair_waiters_behind_the_first_of_their_process_only_keep_t
     """While the lock is held, only the earliest fair waiter of the process re-checks the queue at each wait
     slice; the ones behind it push their queue entries' deadlines on (one UPDATE) and are woken in turn. Before,
     each of N waiters read the whole queue at every slice."""
-    monkeypatch.setattr(sqlite_backend, "LEASE_WAIT_SLICE", 0.05)  # slices pass quickly; the counts tell
+    monkeypatch.setattr(sqlite_attempt, "LEASE_WAIT_SLICE", 0.05)  # slices pass quickly; the counts tell
     async with await distlock.connect_async(f"sqlite:///{db}") as store:
         name = f"fair-{uuid.uuid4().hex[:8]}"
         backend: Any = store._backend  # type: ignore[attr-defined]
@@ -290,7 +290,7 @@ async def test_sqlite_fair_waiters_behind_the_first_of_their_process_only_keep_t
         assert await holder.acquire(timeout=30)
         tries: dict[str, int] = {}
         keeps = [0]
-        plain_try, plain_keep = backend._try_acquire, backend._keep
+        plain_try, plain_keep = backend.ops.acquire, backend.ops.keep
 
         def counted_try(claim: Any, *args: Any) -> Any:
             tries[claim.token] = tries.get(claim.token, 0) + 1
@@ -300,7 +300,7 @@ async def test_sqlite_fair_waiters_behind_the_first_of_their_process_only_keep_t
             keeps[0] += 1
             return plain_keep(claim)
 
-        backend._try_acquire, backend._keep = counted_try, counted_keep
+        backend.ops.acquire, backend.ops.keep = counted_try, counted_keep
         order: list[int] = []
         tasks = await _line_up(store, name, 8, order)
         first, *others = list(tries)
@@ -592,9 +592,7 @@ async def test_the_late_look_sends_nothing_where_a_try_locks_the_name(
         grant = await attempt.try_acquire()
         assert not grant.acquired
         await attempt.wait(grant, 0.2)
-        tries, switch = (
-            _count_calls(target, "_try_acquire") if backend == "sqlite" else _count_calls(target.ops, "acquire")
-        )
+        tries, switch = _count_calls(target.ops, "acquire")
         switch(True)
         assert not (await attempt.try_late()).acquired
         switch(False)

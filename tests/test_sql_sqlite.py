@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import distlock
-from distlock._sync.backends.sqlite import queries as sql
+from distlock._backends.sqlite import queries as sql
 
 
 def rows(path: Path) -> dict[str, int]:

@@ -1,7 +1,7 @@
 """SQLite frees the holdings of a local process that provably ended (``kill -9``) at the next acquire, for every
 kind of lock, with a higher fence; a waiter gets in at its next re-check, not at the TTL. A live holder, a holder
 of another boot or pid namespace, and a row with no recorded process are never freed early. The judgement
-itself (``_core.procs``) is unit-tested on an injected ``/proc``: a reused pid, a zombie, doubt."""
+itself (``distlock/_backends/sqlite/procs.py``) is unit-tested on an injected ``/proc``: a reused pid, a zombie, doubt."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import distlock
-from distlock._core import procs
+from distlock._backends.sqlite import procs
 
 linux_proc = pytest.mark.skipif(procs.identity(procs.LinuxProc(), os.getpid()) is None, reason="needs Linux /proc")
 

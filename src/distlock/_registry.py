@@ -32,8 +32,8 @@ class BackendRow:
 
 
 ROWS: tuple[BackendRow, ...] = (
-    BackendRow("memory", ("memory",), "_async.backends.sqlite"),
-    BackendRow("sqlite", ("sqlite",), "_async.backends.sqlite"),
+    BackendRow("memory", ("memory",), "_backends.sqlite._async"),
+    BackendRow("sqlite", ("sqlite",), "_backends.sqlite._async"),
     BackendRow(
         "redis",
         ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel"),

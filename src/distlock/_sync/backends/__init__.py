@@ -1,2 +1,3 @@
 # GENERATED from src/distlock/_async/backends/__init__.py by scripts/gen_sync.py: edit that file, not this one.
-"""Backends, one module each (see ``backend.py`` for the contract)."""
+"""The SQL backends (MySQL, PostgreSQL, their shared lease tables), not yet in ``_backends/<name>/`` (see
+``backend.py`` for the contract)."""

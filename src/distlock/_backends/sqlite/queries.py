@@ -3,7 +3,7 @@
 Schema (created on first use, idempotent)::
 
     distlock_holders(token PK, name, owner, mode, fence, expires_at REAL unix seconds, acquired_at,
-                     proc NULL)  -- the holder process (``_core.procs``), NULL where it cannot be told
+                     proc NULL)  -- the holder process (``procs.py``), NULL where it cannot be told
     distlock_queue(seq INTEGER PK AUTOINCREMENT, token UNIQUE, name, mode, expires_at)   -- waiters
     distlock_counter(id = 1, fence, reserved) -- the one fence counter of the store (every name)
     distlock_fences(name PK, fence)           -- 0.1.0's per-name fences: emptied at the upgrade; a trigger
@@ -27,8 +27,8 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
-from ...._core.arbiter import Held, Queued
-from ...._core.types import Claim, Mode
+from ..._core.arbiter import Held, Queued
+from ..._core.types import Claim, Mode
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS distlock_holders (

@@ -1,0 +1,96 @@
+"""Embedded backends: ``sqlite://`` (a file, correct across processes on one host) and ``memory://``.
+
+Every operation is one short ``BEGIN IMMEDIATE`` transaction (the database write lock is taken up front,
+so no two processes can both see a free lock and both take it), in WAL mode with a busy timeout. The
+grant rule is ``distlock._core.arbiter``. Expiry uses the wall clock (``time.time()``): every process
+on the host shares it. Schema (created on first use, idempotent): see ``queries.py``.
+
+``Backend`` (the registry's entry) opens a store (``db.Db``) and answers the backend contract with the
+folder's parts (the map is the folder's ``__init__.py``): ``attempt.py`` for acquisitions and observers, and
+every operation (``ops.Ops``) through ``calls.call``. ``memory://`` is the same code on one in-memory database
+per process and side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from .... import _rt_async as rt
+from ...._async.backend import AsyncBackend, AsyncWatch
+from ...._core.types import Capabilities, Claim, LockInfo, Mode
+from ...._url import StoreConfig
+from ...._wakeup import WakeDir
+from ..db import Db
+from ..ops import Ops
+from .attempt import Attempt, Watch
+from .calls import call
+from .ears import PROCESS
+
+
+class Backend(AsyncBackend):
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True)
+    fork_owned = True
+
+    def __init__(self, config: StoreConfig, db: Db) -> None:
+        super().__init__(config)
+        self.db = db
+        self.in_process = not db.owns
+        self.ops = Ops(db, PROCESS, WakeDir(db.key, db.shared) if db.owns else None)
+
+    @property
+    def db_key(self) -> str:
+        """The database: the file's resolved path (``distlock status`` shows it), or ``memory:PID``."""
+        return self.db.key
+
+    @classmethod
+    async def open(cls, config: StoreConfig) -> Backend:
+        busy = config.pop_float("busy_timeout", 10.0)
+        config.reject_unknown()
+        if config.backend == "memory":
+            return cls(config, Db.memory(PROCESS, config.scheme))
+        path = Path(config.path).expanduser()
+        return cls(config, await rt.offload(Db.open_file, PROCESS, config.scheme, path, busy))
+
+    def after_fork(self) -> None:
+        """The connection is the parent's: ``Db.after_fork``."""
+        super().after_fork()
+        self.db.after_fork()
+
+    def attempt(self, claim: Claim) -> Attempt:
+        return Attempt(self, claim)
+
+    async def release(self, claim: Claim) -> bool:
+        return await call(self.db, self.ops.release, claim)
+
+    async def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        return await call(self.db, self.ops.renew, claims)
+
+    async def holds(self, claim: Claim) -> bool:
+        return await call(self.db, self.ops.holds, claim)
+
+    async def shorten(self, claim: Claim, ttl: float) -> bool:
+        return await call(self.db, self.ops.shorten, claim, ttl)
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        found = await call(self.db, self.ops.inspect, [name])
+        return found[0] if found else None
+
+    async def list(self, prefix: str) -> list[LockInfo]:
+        return await call(self.db, self.ops.inspect, None, prefix)
+
+    async def proclaim(self, claim: Claim, value: str) -> bool:
+        return await call(self.db, self.ops.proclaim, claim, value)
+
+    async def watch(self, name: str) -> AsyncWatch:
+        return Watch(self, name)
+
+    async def break_lock(self, name: str) -> bool:
+        tokens = await call(self.db, self.ops.break_lock, name)
+        for token in tokens:
+            self.lost(token, "broken by an admin (break_lock)")
+        return bool(tokens)
+
+    async def aclose(self) -> None:
+        if self.db.owns:
+            await rt.offload(self.db.locked, self.db.close)
