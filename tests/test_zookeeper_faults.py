@@ -726,7 +726,7 @@ def test_an_abandon_that_cannot_wait_for_its_step_deletes_in_the_background(sing
             return [c for c in client.get_children(path) if client.exists(f"{path}/{c}").ephemeralOwner == session]
 
         assert len(b_nodes()) == 1
-        with attempt.step_guard:  # a step of it still running (a try cancelled in flight)
+        with attempt.step_mutex:  # a step of it still running (a try cancelled in flight)
             attempt.abandon()
             assert wait_for(lambda: b_nodes() == [], 1.0), "the child was left in the queue"
         holder.release()

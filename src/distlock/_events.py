@@ -51,19 +51,19 @@ class Sink(Protocol):
 
 
 _global: tuple[Sink, ...] = ()
-_global_guard = threading.Lock()
+_global_mutex = threading.Lock()
 
 
 def add_global(sink: Sink) -> None:
     """Let ``sink`` receive the events of every store of this process, existing and future."""
     global _global
-    with _global_guard:
+    with _global_mutex:
         _global = (*_global, sink)
 
 
 def remove_global(sink: Sink) -> None:
     global _global
-    with _global_guard:
+    with _global_mutex:
         _global = tuple(s for s in _global if s is not sink)
 
 
@@ -81,14 +81,14 @@ class Events:
         #: the store's client name: a field of every event when set (``client_name``)
         self.client_name = client_name
         self._sinks: tuple[Sink, ...] = ()
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
 
     def add(self, sink: Sink) -> None:
-        with self._guard:
+        with self._mutex:
             self._sinks = (*self._sinks, sink)
 
     def remove(self, sink: Sink) -> None:
-        with self._guard:
+        with self._mutex:
             self._sinks = tuple(s for s in self._sinks if s is not sink)
 
     def sinks(self) -> tuple[Sink, ...]:

@@ -64,10 +64,10 @@ class Waker:
     def __init__(self) -> None:
         self._event = threading.Event()
         self._fired = False
-        self._guard = threading.Lock()  # the flag is read and reset in one step (a notify never goes missing)
+        self._mutex = threading.Lock()  # the flag is read and reset in one step (a notify never goes missing)
 
     def notify(self) -> None:
-        with self._guard:
+        with self._mutex:
             self._fired = True
         self._event.set()
 
@@ -79,7 +79,7 @@ class Waker:
         # clear first, then read the flag: a notify in between leaves the event set, so at worst the next
         # wait returns at once (as after a kick)
         self._event.clear()
-        with self._guard:
+        with self._mutex:
             fired, self._fired = self._fired, False
         return fired
 
@@ -100,13 +100,13 @@ class Dispatcher:
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[tuple[Callable[..., object], tuple[Any, ...]] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
 
     def call(self, fn: Callable[[], object]) -> None:
         fn()
 
     def run_callback(self, cb: Callable[..., object], *args: Any) -> None:
-        with self._guard:
+        with self._mutex:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="distlock-callbacks", daemon=True)
                 self._thread.start()
@@ -122,7 +122,7 @@ class Dispatcher:
 
     def close(self) -> None:
         """Let queued callbacks run, then end the thread (not waited for: a callback may be slow)."""
-        with self._guard:
+        with self._mutex:
             if self._thread is not None:
                 self._queue.put(None)
 

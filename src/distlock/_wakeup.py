@@ -38,7 +38,7 @@ class Notifiable(Protocol):
 
 class Wakers(Generic[K]):
     """The wakers of the attempts waiting in this process, per key (a name): a release in this process wakes
-    them at once, without a round trip. Thread-safe; ``notify`` runs outside the guard.
+    them at once, without a round trip. Thread-safe; ``notify`` runs outside the mutex.
 
     One wake-up, one waiter: ``wake`` notifies only the earliest-registered waiter of the key (plus every
     observer), and a waiter that leaves while first (granted, given up, timed out, cancelled) passes a wake-up
@@ -58,7 +58,7 @@ class Wakers(Generic[K]):
     """
 
     def __init__(self) -> None:
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         #: waiters in registration order (a dict keeps it, and removes in O(1))
         self._waiting: dict[K, dict[Notifiable, None]] = {}
         #: observers (election watchers): every wake-up is theirs, they take no turn
@@ -71,7 +71,7 @@ class Wakers(Generic[K]):
         """A forked child has none of the parent's waiters (their threads and tasks are not there): a waiter
         of the parent left first in a line would take every wake-up meant for the child's own. And a guard of
         its own (a thread of the parent may have held this one at the fork)."""
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._waiting = {}
         self._observers = {}
         self._places = {}
@@ -79,7 +79,7 @@ class Wakers(Generic[K]):
     def watch(self, key: K, waker: Notifiable, *, every: bool = False, queued: bool = False) -> None:
         """Register ``waker``: a waiter (woken in turn), with ``every`` an observer (woken each time), with
         ``queued`` a waiter whose turn follows its place in the server's queue (see ``place``)."""
-        with self._guard:
+        with self._mutex:
             if every:
                 self._observers.setdefault(key, set()).add(waker)
             elif queued:
@@ -91,7 +91,7 @@ class Wakers(Generic[K]):
         """A ``queued`` waiter's place in the server's queue (None: not queued there, woken every time).
         If it held the turn and no longer does, the new head of this process gets a wake-up."""
         nxt: Notifiable | None = None
-        with self._guard:
+        with self._mutex:
             places = self._places.get(key)
             if places is None or waker not in places:
                 return
@@ -105,7 +105,7 @@ class Wakers(Generic[K]):
 
     def head(self, key: K) -> Notifiable | None:
         """The placed waiter of ``key`` with the lowest place (the one a wake-up goes to), or None."""
-        with self._guard:
+        with self._mutex:
             places = self._places.get(key)
             return None if places is None else _head(places)
 
@@ -113,7 +113,7 @@ class Wakers(Generic[K]):
         """Unregister ``waker``. A waiter that leaves with the turn passes it on, unless ``pass_on`` is off (an
         exclusive grant: nobody else can be granted until its release, which wakes the next anyway)."""
         nxt: Notifiable | None = None
-        with self._guard:
+        with self._mutex:
             line = self._waiting.get(key)
             if line is not None and waker in line:
                 first = next(iter(line)) is waker
@@ -140,11 +140,11 @@ class Wakers(Generic[K]):
 
     def first(self, key: K) -> Notifiable | None:
         """The waiter a wake-up of ``key`` goes to now (None if nobody waits)."""
-        with self._guard:
+        with self._mutex:
             return next(iter(self._waiting.get(key, ())), None)
 
     def wake(self, key: K) -> None:
-        with self._guard:
+        with self._mutex:
             line = self._waiting.get(key)
             targets = [next(iter(line))] if line else []
             targets.extend(self._observers.get(key, ()))
@@ -158,19 +158,19 @@ class Wakers(Generic[K]):
     def wake_observers(self, key: K) -> None:
         """Wake only the observers of ``key``: the name changed hands, but no waiter can get it now (a release
         granted it to a waiter directly)."""
-        with self._guard:
+        with self._mutex:
             targets = list(self._observers.get(key, ()))
         for waker in targets:
             waker.notify()
 
     def __bool__(self) -> bool:
         """Whether anyone waits at all."""
-        with self._guard:
+        with self._mutex:
             return bool(self._waiting or self._observers or self._places)
 
 
 def _head(places: dict[Notifiable, int | None]) -> Notifiable | None:
-    """The placed waiter with the lowest place (O(waiters of one name in this process), under the guard)."""
+    """The placed waiter with the lowest place (O(waiters of one name in this process), under the mutex)."""
     best: tuple[int, Notifiable] | None = None
     for waker, at in places.items():
         if at is not None and (best is None or at < best[0]):

@@ -88,7 +88,7 @@ class AsyncAcquirer:
         self.events = events.Events(backend.scheme, client_name)
         # released at a normal exit (``rt``); at_risk reported by ``risk``
         self.leases = Leases(backend, self.lose, self.events, self, risk=self.risk)
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._lines = Lines()  # blocking exclusive claims of this store wait here first (``lines.py``)
         self._dispatcher = rt.Dispatcher()
         self._forks = forks.generation()  # the process the dispatcher belongs to (its thread, its event loop)
@@ -98,9 +98,9 @@ class AsyncAcquirer:
         forks.track(self)
 
     def after_fork(self) -> None:
-        """In a forked child: a guard of its own (a thread of the parent may have held this one), and none of
+        """In a forked child: a mutex of its own (a thread of the parent may have held this one), and none of
         the parent's waiters in the local lines."""
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._lines.after_fork()
 
     def blocking(self) -> None:
@@ -244,7 +244,7 @@ class AsyncAcquirer:
     def _ended(self, holding: Holding) -> float | None:
         """How long ``holding`` was held (ms), the first time it ends (release or loss); None after that,
         so that a metric of locks held counts each holding down once."""
-        with self._guard:
+        with self._mutex:
             if holding.ended:
                 return None
             holding.ended = True
@@ -357,7 +357,7 @@ class AsyncAcquirer:
         """Mark a holding lost: set its event, stop renewing it, call the callbacks once, off the critical path.
 
         ``reason`` says why in words; ``cause`` is one of the few codes in ``_events`` (a metric attribute)."""
-        with self._guard:  # the clock, the renewer, a driver thread and the caller may all find it at once
+        with self._mutex:  # the clock, the renewer, a driver thread and the caller may all find it at once
             if holding.lost_reason:
                 return
             holding.lost_reason = reason or "lost"

@@ -29,7 +29,7 @@ class Batched(Generic[K, V, R]):
     what a run is; it bounds the run itself."""
 
     def __init__(self) -> None:
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._turn = rt.Mutex()
         self._waiting: dict[K, V] = {}  # items no run has taken yet
         self._answered: dict[K, R] = {}  # answers a run got for other callers, until they come for them
@@ -38,7 +38,7 @@ class Batched(Generic[K, V, R]):
 
     def after_fork(self) -> None:
         """In a forked child: none of the parent's callers or runs (a run of the parent's may hold the turn)."""
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._turn = rt.Mutex()
         self._waiting, self._answered, self._gone = {}, {}, set()
 
@@ -47,16 +47,16 @@ class Batched(Generic[K, V, R]):
         raise NotImplementedError
 
     async def __call__(self, key: K, item: V, deadline: float | None) -> R:
-        with self._guard:
+        with self._mutex:
             self._waiting[key] = item
         if not await rt.acquire_within(self._turn, None if deadline is None else deadline - monotonic()):
-            with self._guard:
+            with self._mutex:
                 if self._waiting.pop(key, None) is None:  # a run has it: drop what it answers for us
                     if self._answered.pop(key, None) is None:
                         self._gone.add(key)
             raise TimeoutError("no turn before the deadline")
         try:
-            with self._guard:
+            with self._mutex:
                 if key in self._answered:  # a run made while we waited took ours
                     return self._answered.pop(key)
                 items = list(self._waiting.items())
@@ -64,13 +64,13 @@ class Batched(Generic[K, V, R]):
             try:
                 answers = await self.run(items)
             except BaseException:
-                with self._guard:
+                with self._mutex:
                     for k, v in items:
                         if k != key and k not in self._gone:
                             self._waiting.setdefault(k, v)
                     self._gone.difference_update(k for k, _ in items)
                 raise
-            with self._guard:
+            with self._mutex:
                 for k, r in answers.items():
                     if k == key:
                         continue

@@ -41,7 +41,7 @@ class Lost:
 
     ``set`` (the clock's thread, the renewer's, a driver's) may race ``event`` (the caller's): ``set``
     writes the flag before it reads the event, ``event`` publishes the event before it reads the flag, so
-    whichever of the two comes second sets the event. Two callers making the event at once take a guard."""
+    whichever of the two comes second sets the event. Two callers making the event at once take a mutex."""
 
     __slots__ = ("_event", "_set")
     _making = threading.Lock()

@@ -134,7 +134,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         self._holds: dict[object, list[Holding]] = {}  # by owner, innermost last; read through _by_owner()
         self._gen = forks.generation()
         self._inherited = False  # a forked child's copy of this object dropped its parent's holdings
-        self._guard = threading.Lock()  # protects _holds; never held across I/O
+        self._mutex = threading.Lock()  # protects _holds; never held across I/O
         self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
         self._risk_callbacks: list[RiskCallback] = []
         self._last: Holding | None = None
@@ -148,7 +148,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         """Acquire; True on success, False if not acquired in time (``blocking=False``: one attempt)."""
         wait = self._wait_of(blocking, timeout)
         key = rt.owner_key()
-        with self._guard:
+        with self._mutex:
             mine = self._by_owner().get(key)
             if mine and not self.reentrant and self.mode is not Mode.SEMAPHORE and mine[-1].lost.is_set():
                 # The holding was lost: this owner holds nothing, so it may take the lock again (the lost
@@ -188,7 +188,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         if won is None:
             return False
         holding = won.holding(self, self._callbacks, self.auto_renew, self._risk_callbacks)
-        with self._guard:
+        with self._mutex:
             self._by_owner().setdefault(key, []).append(holding)
             self._last = holding
         self._acquirer.register(holding)
@@ -204,7 +204,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
     async def release(self) -> None:
         """Release this owner's holding. ``NotHeld`` if it holds nothing, ``LockLost`` if it was lost."""
         key = rt.owner_key()
-        with self._guard:
+        with self._mutex:
             mine = self._by_owner().get(key)
             if not mine:
                 raise NotHeld("release() by an owner that does not hold it", name=self.name, backend=self._acquirer.scheme)
@@ -245,7 +245,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
 
     async def owned(self) -> bool:
         """Does this owner still hold it? Checked with the backend; a negative answer sets ``lost``."""
-        with self._guard:
+        with self._mutex:
             mine = self._by_owner().get(rt.owner_key())
         if not mine:
             return False
@@ -254,14 +254,14 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
     @property
     def fence(self) -> int | None:
         """The fencing token of this owner's current holding (strictly increasing per name), else None."""
-        with self._guard:
+        with self._mutex:
             mine = self._by_owner().get(rt.owner_key())
         return mine[-1].fence if mine else None
 
     @property
     def lost(self) -> rt.Event:
         """Set when this owner's holding (or, outside an owner, the latest holding) is lost."""
-        with self._guard:
+        with self._mutex:
             mine = self._by_owner().get(rt.owner_key())
             holding = mine[-1] if mine else self._last
             if holding is not None:
@@ -276,7 +276,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         return callback
 
     def _by_owner(self) -> dict[object, list[Holding]]:
-        """The holdings by owner (under the guard). In a forked child none of its parent's: they are dropped
+        """The holdings by owner (under the mutex). In a forked child none of its parent's: they are dropped
         here, with no word to the backend (``forks``), so the child neither releases, renews nor reports them,
         and an owner of the child (its thread has the forking thread's id) starts with nothing held."""
         if self._gen != forks.generation():
@@ -289,7 +289,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
     def _inherited_only(self) -> bool:
         """This owner holds nothing here, and this object dropped the holdings of the process that forked this
         one: a ``with`` block the parent entered is ending in the child."""
-        with self._guard:
+        with self._mutex:
             mine = self._by_owner().get(rt.owner_key())  # first: it is what notices the fork
             return self._inherited and not mine
 
@@ -300,19 +300,19 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
 
     def _viewed(self) -> Holding | None:
         """This owner's current holding (``LeaseView``), lost or not; None if it holds nothing here."""
-        with self._guard:
+        with self._mutex:
             mine = self._by_owner().get(rt.owner_key())
         return mine[-1] if mine else None
 
     def _own_holding(self) -> Holding:
-        with self._guard:
+        with self._mutex:
             mine = self._by_owner().get(rt.owner_key())
         if not mine:
             raise NotHeld("not held by this owner", name=self.name, backend=self._acquirer.scheme)
         return mine[-1]
 
     def _forget(self, holding: Holding) -> None:
-        with self._guard:
+        with self._mutex:
             for key, mine in list(self._by_owner().items()):
                 if holding in mine:
                     mine.remove(holding)
@@ -320,7 +320,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
                         del self._by_owner()[key]
 
     def _held(self) -> list[Holding]:
-        with self._guard:
+        with self._mutex:
             return [h for mine in self._by_owner().values() for h in mine]
 
 

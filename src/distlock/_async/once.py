@@ -105,7 +105,7 @@ class AsyncOnce(rt.AsyncOnly):
         self._store = store
         AsyncLock(store, self.name)  # refused at build, as every lock object is (a closed store)
         self._runs: dict[object, list[tuple[AsyncRan, AsyncLock]]] = {}  # per owner: its entries, innermost last
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} at_most={self.at_most:g} at_least={self.at_least:g}>"
@@ -116,7 +116,7 @@ class AsyncOnce(rt.AsyncOnly):
         lock = AsyncLock(self._store, self.name, ttl=self.at_most, auto_renew=self.keep_alive)
         holding = lock._own_holding() if await lock.acquire(blocking=False) else None
         ran = AsyncRan(self.name, holding, started, lock.lost)  # a skip's lost: the idle event, never set
-        with self._guard:
+        with self._mutex:
             self._runs.setdefault(rt.owner_key(), []).append((ran, lock))
         return ran
 
@@ -124,7 +124,7 @@ class AsyncOnce(rt.AsyncOnly):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         key = rt.owner_key()
-        with self._guard:
+        with self._mutex:
             mine = self._runs[key]
             ran, lock = mine.pop()
             if not mine:

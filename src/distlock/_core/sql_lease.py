@@ -51,7 +51,7 @@ deletes it with ``... AND expires_at <= now``, which waits for that lock and re-
 the committed row. MySQL/MariaDB: if the DELETE removes fewer rows than the acquire saw expired, a renewal
 got there first: the acquire decides nothing and tries again (zero extra round trips; ``sql_lease.pml``,
 FIX_RECHECK, checks that this, with the holder's own lease clock, keeps one live holder and tells the old
-holder first). PostgreSQL: the guard of the try's INSERT, a statement after the DELETE, sees the renewed row
+holder first). PostgreSQL: the mutex of the try's INSERT, a statement after the DELETE, sees the renewed row
 live and inserts nothing (``sql_lease_statement.pml``).
 """
 

@@ -117,7 +117,7 @@ class AutocommitOps(LeaseOps):
         """One try, one ``batch`` answered by a read of the name (rows of kind 0: holders with their fences,
         1: queue entries with their seq, 2: the clock and whether the name's lock was granted), as THREE
         statements in one transaction (the fewest the model allows: the lock alone and first, the DELETEs,
-        then the guard in a later statement than the DELETEs): the name's advisory lock;
+        then the mutex in a later statement than the DELETEs): the name's advisory lock;
         both stale-row DELETEs; and one statement of the guarded INSERT, the queue bookkeeping (data-modifying
         CTEs, which see ``ins``'s RETURNING, never each other's writes in the table), the new leader's
         NOTIFY, and the answer's read (the statement's snapshot, plus what ``ins`` and ``iq`` returned)."""

@@ -78,7 +78,7 @@ class Election(_Scoped["Election"], LeaseView):
         caps = self._acquirer.capabilities
         self._fair = caps.fair or caps.always_fair
         self._acquirer.check_supported(self.name, Mode.EXCLUSIVE, self._fair)
-        self._guard = threading.Lock()  # protects the fields below; never held across I/O
+        self._mutex = threading.Lock()  # protects the fields below; never held across I/O
         self._holding: Holding | None = None  # read through _leading()
         self._inherited = False  # a forked child's copy of this object dropped its parent's leadership
         self._campaigning = False
@@ -98,7 +98,7 @@ class Election(_Scoped["Election"], LeaseView):
         owner = ids.owner_id(rt.owner_label(), self._acquirer.client_name)
         value = owner if value is None else check_value(value, name=self.name, backend=backend)
         wait = check_timeout(timeout, name=self.name, backend=backend)
-        with self._guard:
+        with self._mutex:
             if self._campaigning:
                 raise LockError("this election object is already campaigning", name=self.name, backend=backend)
             leading = self._leading()
@@ -119,17 +119,17 @@ class Election(_Scoped["Election"], LeaseView):
             if won is None:
                 return False
             holding = won.holding(self, self._callbacks, True, self._risk_callbacks)
-            with self._guard:
+            with self._mutex:
                 self._holding = holding
             self._acquirer.register(holding)
             return True
         finally:
-            with self._guard:
+            with self._mutex:
                 self._campaigning = False
 
     # -- while leading -----------------------------------------------------------------------------------
     def _current(self) -> Holding:
-        with self._guard:
+        with self._mutex:
             holding = self._leading()
         if holding is None:
             raise NotHeld("not the leader", name=self.name, backend=self._acquirer.scheme)
@@ -140,7 +140,7 @@ class Election(_Scoped["Election"], LeaseView):
 
     def is_leader(self) -> bool:
         """Checked with the backend; a negative answer sets ``lost``."""
-        with self._guard:
+        with self._mutex:
             holding = self._leading()
         if holding is None:
             return False
@@ -151,7 +151,7 @@ class Election(_Scoped["Election"], LeaseView):
         """The fence of the current leadership (None when not leading): strictly increasing over every
         leadership of the name. Pass it with every write the leader makes, and have the resource refuse a
         term lower than one it has seen."""
-        with self._guard:
+        with self._mutex:
             holding = self._leading()
         if holding is None or holding.lost.is_set():
             return None
@@ -160,7 +160,7 @@ class Election(_Scoped["Election"], LeaseView):
     @property
     def value(self) -> str | None:
         """The value this candidate leads with (None when not leading)."""
-        with self._guard:
+        with self._mutex:
             holding = self._leading()
         return None if holding is None or holding.lost.is_set() else holding.claim.value
 
@@ -174,7 +174,7 @@ class Election(_Scoped["Election"], LeaseView):
     def resign(self) -> None:
         """Give up leadership; the next candidate leads. ``NotHeld`` if not leading, ``LockLost`` if
         leadership was lost before (the value is gone either way)."""
-        with self._guard:
+        with self._mutex:
             holding = self._leading()
             if holding is None:
                 raise NotHeld(
@@ -184,7 +184,7 @@ class Election(_Scoped["Election"], LeaseView):
         try:
             released = rt.shielded(self._acquirer.release(holding))
         finally:
-            with self._guard:
+            with self._mutex:
                 if self._holding is holding:
                     self._holding = None
         if holding.lost.is_set() or not released:
@@ -195,7 +195,7 @@ class Election(_Scoped["Election"], LeaseView):
     @property
     def lost(self) -> rt.Event:
         """Set when the current (or, when not leading, the last) leadership is lost."""
-        with self._guard:
+        with self._mutex:
             leading = self._leading()
             if leading is not None:
                 return self._acquirer.lost_event(leading)
@@ -213,11 +213,11 @@ class Election(_Scoped["Election"], LeaseView):
 
     def _viewed(self) -> Holding | None:
         """The current leadership (``LeaseView``), lost or not; None when not leading."""
-        with self._guard:
+        with self._mutex:
             return self._leading()
 
     def _leading(self) -> Holding | None:
-        """The current leadership (under the guard); in a forked child never its parent's, which is dropped
+        """The current leadership (under the mutex); in a forked child never its parent's, which is dropped
         here with no word to the backend (``forks``): the child neither resigns, renews nor reports it."""
         holding = self._holding
         if holding is not None and holding.gen != forks.generation():
@@ -226,7 +226,7 @@ class Election(_Scoped["Election"], LeaseView):
         return holding
 
     def _give_back(self) -> None:
-        with self._guard:
+        with self._mutex:
             leading = self._leading()  # first: it is what notices the fork
             inherited_only = self._inherited and leading is None
         if inherited_only:

@@ -78,10 +78,10 @@ class Holding:
     lost: Lost = field(default_factory=Lost)
     risk: Risk = field(default_factory=Risk)
     lost_reason: str = ""
-    busy: bool = False  # a renewal or extend() round trip of this holding is in flight (under Leases._guard)
+    busy: bool = False  # a renewal or extend() round trip of this holding is in flight (under Leases._mutex)
     unresolved_ttl: float = math.inf  # smallest TTL of a request of ours whose outcome is unknown
     since: float = field(default_factory=monotonic)  # when it was granted (the hold time's start)
-    ended: bool = False  # released or lost, as far as the hold metrics go (under the acquirer's guard)
+    ended: bool = False  # released or lost, as far as the hold metrics go (under the acquirer's mutex)
     #: the fork generation it was granted in: a forked child never releases, renews or reports it (``forks``)
     gen: int = field(default_factory=forks.generation)
 
@@ -90,7 +90,7 @@ class Leases:
     """Every live holding of one store: when each ends, its renewal, and its loss.
 
     ``lose(holding, reason)`` is the store's: it sets the event and runs the callbacks. It is called from
-    the clock's worker, the renewer's worker, or the caller's task/thread (``check``), never while a guard
+    the clock's worker, the renewer's worker, or the caller's task/thread (``check``), never while a mutex
     here is held.
     """
 
@@ -117,7 +117,7 @@ class Leases:
         self._holds: dict[str, Holding] = {}  # by token; read through _current()
         self._gen = forks.generation()
         forks.track(self)
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._closing = False
         self._clock = _Worker(self._clock_loop, f"distlock-lease-clock-{name}")
         self._renewer = _Worker(self._renew_loop, f"distlock-renewer-{name}")
@@ -151,11 +151,11 @@ class Leases:
 
     # -- the set of holdings ----------------------------------------------------------------------------
     def after_fork(self) -> None:
-        """In a forked child: a guard of its own (a worker of the parent may have held it at the fork)."""
-        self._guard = threading.Lock()
+        """In a forked child: a mutex of its own (a worker of the parent may have held it at the fork)."""
+        self._mutex = threading.Lock()
 
     def _current(self) -> dict[str, Holding]:
-        """The holdings by token (under the guard). In a forked child none of the parent's: they are dropped
+        """The holdings by token (under the mutex). In a forked child none of the parent's: they are dropped
         here, with no word to the backend, so the child's workers (started anew when it takes a lock of its own)
         neither renew them -- a dead parent's lock would live on -- nor report them lost."""
         if self._gen != forks.generation():
@@ -164,7 +164,7 @@ class Leases:
         return self._holds
 
     def add(self, holding: Holding) -> None:
-        with self._guard:
+        with self._mutex:
             held = self._current()
             held[holding.claim.token] = holding
             if len(held) == 1 and self._holder is not None:
@@ -175,7 +175,7 @@ class Leases:
             self._renewer.ensure(min(end, holding.renew_at) if holding.auto_renew else end)
 
     def discard(self, holding: Holding) -> None:
-        with self._guard:
+        with self._mutex:
             held = self._current()
             if held.get(holding.claim.token) is holding:
                 del held[holding.claim.token]
@@ -183,26 +183,26 @@ class Leases:
                     rt.drop_at_exit(self._holder)
 
     def tracks(self, holding: Holding) -> bool:
-        with self._guard:
+        with self._mutex:
             return self._current().get(holding.claim.token) is holding
 
     def count(self) -> int:
-        with self._guard:
+        with self._mutex:
             return len(self._current())
 
     def snapshot(self) -> list[Holding]:
-        with self._guard:
+        with self._mutex:
             return list(self._current().values())
 
     def find(self, token: str) -> Holding | None:
-        with self._guard:
+        with self._mutex:
             return self._current().get(token)
 
     def expire(self, holding: Holding) -> None:
         """Lose ``holding`` now if it is still held and its lease ran out: a reader of its ``lost`` event asks
         (``Clocked``). A released holding is not held, and its lease end says nothing any more."""
         if holding.lost.is_set() or monotonic() < self.deadline(holding):
-            return  # the common answer, without the guard: a reader may ask in a loop
+            return  # the common answer, without the mutex: a reader may ask in a loop
         if self.tracks(holding):
             self.check(holding)
 
@@ -232,7 +232,7 @@ class Leases:
     # -- one round trip at a time per holding ------------------------------------------------------------
     def claim_io(self, holding: Holding) -> bool:
         """Mark a round trip of ``holding`` in flight; False if one already is."""
-        with self._guard:
+        with self._mutex:
             if holding.busy:
                 return False
             holding.busy = True
@@ -240,7 +240,7 @@ class Leases:
 
     def end_io(self, holding: Holding, sent: float, ttl: float, confirmed: bool | None) -> None:
         """A round trip sent at ``sent`` with ``ttl`` ended: True confirmed, False refused, None unknown."""
-        with self._guard:
+        with self._mutex:
             holding.busy = False
             if confirmed is None:
                 holding.unresolved_ttl = min(holding.unresolved_ttl, ttl)
@@ -264,7 +264,7 @@ class Leases:
         """
         while not self.claim_io(holding):
             if monotonic() >= self.deadline(holding):
-                with self._guard:
+                with self._mutex:
                     holding.busy = True
                 return
             rt.sleep(0.002)
@@ -387,26 +387,26 @@ class _Worker:
         self._task: rt.Background | None = None
         self._wake_at: float | None = None  # None: awake (between two sleeps)
         self._earliest = math.inf  # asked for while awake
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         forks.track(self)
 
     def after_fork(self) -> None:
-        """In a forked child: no worker (the parent's thread or task is not there) and a guard of its own (the
+        """In a forked child: no worker (the parent's thread or task is not there) and a mutex of its own (the
         worker may have held it at the fork); the next ``ensure`` starts one."""
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._task = None
         self._waker = None
         self._wake_at = None
 
     def ensure(self, at: float) -> None:
-        # The common case, without the guard: the loop sleeps and wakes by ``at`` anyway (a sleep is at most
+        # The common case, without the mutex: the loop sleeps and wakes by ``at`` anyway (a sleep is at most
         # ``Leases.TICK``), and whatever it is asked to watch is in the store's holdings before this call,
         # where its next look finds it. A stale read (of a sleep that has just ended) is as good: the loop
         # looks at the holdings only after it clears ``_wake_at``, and the holding was added before the read.
         wake_at, task = self._wake_at, self._task
         if wake_at is not None and wake_at <= at and task is not None and task.alive():
             return
-        with self._guard:
+        with self._mutex:
             if self._task is None or not self._task.alive():
                 self._waker = rt.Waker()
                 self._wake_at = None
@@ -419,13 +419,13 @@ class _Worker:
             self.wake()
 
     def wake(self) -> None:
-        with self._guard:
+        with self._mutex:
             waker = self._waker
         if waker is not None:
             waker.notify()
 
     def sleep_until(self, at: float) -> None:
-        with self._guard:
+        with self._mutex:
             at = min(at, self._earliest)
             self._earliest = math.inf
             self._wake_at = at
@@ -434,7 +434,7 @@ class _Worker:
         try:
             waker.wait(max(0.0, at - monotonic()))
         finally:
-            with self._guard:
+            with self._mutex:
                 self._wake_at = None
 
     def stop(self) -> None:

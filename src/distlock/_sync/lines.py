@@ -25,13 +25,13 @@ class Lines:
     first in line is never woken through the line)."""
 
     def __init__(self) -> None:
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._lines: dict[tuple[str, Mode], list[object]] = {}
 
     def after_fork(self) -> None:
         """In a forked child: none of the parent's waiters (one left first in a line would keep the child's
-        waiters behind it until their deadlines), and a guard of its own."""
-        self._guard = threading.Lock()
+        waiters behind it until their deadlines), and a mutex of its own."""
+        self._mutex = threading.Lock()
         self._lines = {}
 
     @staticmethod
@@ -49,14 +49,14 @@ class Lines:
         (whichever way) lets the next one go."""
         key = (claim.name, claim.mode)
         place: object
-        with self._guard:
+        with self._mutex:
             line = self._lines.setdefault(key, [])
             place = rt.Waker() if line else object()
             line.append(place)
         try:
             if isinstance(place, rt.Waker):
                 while True:
-                    with self._guard:
+                    with self._mutex:
                         if self._lines[key][0] is place:
                             break
                     left = deadline.remaining()
@@ -65,7 +65,7 @@ class Lines:
                     place.wait(left)
             return run()
         finally:
-            with self._guard:
+            with self._mutex:
                 line = self._lines[key]
                 was_first = line[0] is place
                 line.remove(place)

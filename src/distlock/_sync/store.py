@@ -267,11 +267,11 @@ class Store(rt.SyncOnly):
             # one lock object per name while a call of it runs (its frame keeps it alive), so that an rlock
             # re-enters and a second call of one owner finds its own holding; none kept for names no call uses
             live: weakref.WeakValueDictionary[str, Lock] = weakref.WeakValueDictionary()
-            guard = threading.Lock()
+            mutex = threading.Lock()
 
             def lock_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Lock:
                 key = names.name_of(args, kwargs)
-                with guard:
+                with mutex:
                     lock = live.get(key)
                     if lock is None:
                         lock = live[key] = make(key, **lock_options)

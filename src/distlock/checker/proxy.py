@@ -65,7 +65,7 @@ class FaultProxy:
         self._thawed = asyncio.Event()  # set: forwarding; clear: frozen (created on the proxy's loop below)
         self._delay = 0.0
         self._rules: list[_Rule] = []
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
 
     # -- life cycle ------------------------------------------------------------------------------------
     def start(self) -> Self:
@@ -149,7 +149,7 @@ class FaultProxy:
         if direction not in (UP, DOWN):
             raise ValueError(f"direction must be {UP!r} or {DOWN!r}")
         rule = _Rule(pattern, seconds, direction)
-        with self._guard:
+        with self._mutex:
             self._rules.append(rule)
         return rule.hit
 
@@ -157,14 +157,14 @@ class FaultProxy:
         """The link goes silent for ``seconds`` right before the next ``pattern``: the bytes of its chunk before
         it are forwarded, the rest held. The event is set once those bytes were forwarded."""
         hit = self.delay_next(pattern, seconds, direction)
-        with self._guard:
+        with self._mutex:
             self._rules[-1].split = True
         return hit
 
     def heal(self) -> None:
         """End freeze, delays and pending rules (connections made half-open stay dead)."""
         self._delay = 0.0
-        with self._guard:
+        with self._mutex:
             self._rules.clear()
         self._loop.call_soon_threadsafe(self._thawed.set)
 
@@ -195,7 +195,7 @@ class FaultProxy:
                 w.close()
 
     def _rule_for(self, chunk: bytes, direction: str) -> _Rule | None:
-        with self._guard:
+        with self._mutex:
             for rule in self._rules:
                 if rule.direction == direction and rule.pattern in chunk:
                     self._rules.remove(rule)

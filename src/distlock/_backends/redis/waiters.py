@@ -3,7 +3,7 @@
 The store's pub/sub ``Listener`` (``_async/listener.py``) reads the messages; this registry decides whom each
 one wakes. It exists apart so that the routing rule (a waiter takes its own token or ``*``, an observer takes
 every message, a hand-over is kept for its waiter's next try) is plain data and functions, the same for both
-sides and testable without a server. The listener holds its guard around every call: its reader and the
+sides and testable without a server. The listener holds its mutex around every call: its reader and the
 waiters' threads share these maps on the threaded side.
 """
 

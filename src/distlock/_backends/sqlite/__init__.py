@@ -16,7 +16,7 @@ The folder, from the lock down to the file (each module calls only those below i
   place, release, renew, shorten, proclaim, abandon, inspect / list, break);
 * ``reclaim.py``: freeing, inside an acquire, the holdings of a local process that provably ended;
 * ``procs.py``: which local process holds, and whether it is provably gone (pure, ``/proc`` injected);
-* ``db.py``: a store's connection, its guard, its transactions and errors, a forked child's own connection;
+* ``db.py``: a store's connection, its mutex, its transactions and errors, a forked child's own connection;
 * ``process.py``: one side's process-wide state: the waiters and wake sockets per name, the in-memory
   database, the fork hooks;
 * ``queries.py``: the schema and one function per statement (the store-wide fence counter).

@@ -1,5 +1,5 @@
 """One store's connection to its database and its transactions: opening a file (WAL, busy timeout, the
-host-wide store's link check) or joining the side's in-memory database, the guard that lets one thread at a
+host-wide store's link check) or joining the side's in-memory database, the mutex that lets one thread at a
 time use the connection, one ``BEGIN IMMEDIATE`` transaction per operation, SQLite errors as
 ``BackendError``, and a forked child's own connection.
 
@@ -40,7 +40,7 @@ def connect_file(path: Path, busy: float, shared: bool) -> sqlite3.Connection:
 
 
 class Db:
-    """A store's connection (``None`` in a forked child until first use), its guard, and its database's key
+    """A store's connection (``None`` in a forked child until first use), its mutex, and its database's key
     (the file's resolved path, or ``memory:PID``)."""
 
     def __init__(
@@ -90,7 +90,7 @@ class Db:
     def after_fork(self) -> None:
         """SQLite's rule for a forked child: never use a connection opened before the fork (its file locks and
         their bookkeeping are the parent's), open its own. The inherited one is closed if no transaction was
-        open at the fork (the guard was free): POSIX file locks belong to a process, so closing it releases
+        open at the fork (the mutex was free): POSIX file locks belong to a process, so closing it releases
         none of the parent's, and the parent's shared lock refuses the exclusive one a checkpoint on close
         would need; closing it also clears SQLite's per-file bookkeeping, which a connection of the child's
         would otherwise share. One a thread of the parent was using at the fork is left as it is
@@ -113,13 +113,13 @@ class Db:
         self.guard = threading.Lock()
 
     def _ready(self) -> None:
-        """Before the guard is taken: a forked child's copy of a memory:// store joins the child's in-memory
-        database and its guard (shared by every memory:// store of the side)."""
+        """Before the mutex is taken: a forked child's copy of a memory:// store joins the child's in-memory
+        database and its mutex (shared by every memory:// store of the side)."""
         if self.conn is None and not self.owns:
             self.conn, self.guard = self.process.memory_db()
 
     def _db(self) -> sqlite3.Connection:
-        """The connection (under the guard): a forked child opens its own file connection here, on first use."""
+        """The connection (under the mutex): a forked child opens its own file connection here, on first use."""
         conn = self.conn
         if conn is None:
             conn = self.conn = connect_file(Path(self.key), self.busy, self.shared)
@@ -127,7 +127,7 @@ class Db:
         return conn
 
     def read(self) -> tuple[sqlite3.Connection, float]:
-        """The connection and the time, for a read outside a transaction (under the guard)."""
+        """The connection and the time, for a read outside a transaction (under the mutex)."""
         return self._db(), self.clock()
 
     def inline(self, fn: Callable[..., T], *args: Any) -> list[T]:
@@ -152,7 +152,7 @@ class Db:
             self.guard.release()
 
     def locked(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn`` under the guard, waiting for it (and, inside ``fn``, for the write lock)."""
+        """Run ``fn`` under the mutex, waiting for it (and, inside ``fn``, for the write lock)."""
         self._ready()
         with self.guard:
             try:
@@ -161,7 +161,7 @@ class Db:
                 raise BackendError(f"SQLite: {exc}", backend=self.scheme) from exc
 
     def tx(self, body: Callable[[sqlite3.Connection, float], T]) -> T:
-        """Run ``body(conn, now)`` in one BEGIN IMMEDIATE transaction (caller holds the guard). A body that
+        """Run ``body(conn, now)`` in one BEGIN IMMEDIATE transaction (caller holds the mutex). A body that
         hands out the first fence of a new block (``NeedsSync``) runs again with ``synchronous=FULL``: the
         level cannot change inside a transaction."""
         try:
@@ -188,7 +188,7 @@ class Db:
         return result
 
     def close(self) -> None:
-        """Under the guard (``locked``): a file store's connection."""
+        """Under the mutex (``locked``): a file store's connection."""
         conn, self.conn = self.conn, None
         if conn is not None:
             conn.close()

@@ -34,7 +34,7 @@ E = TypeVar("E")
 
 
 class Guarded(Protocol):
-    """A store's connection (``db.Db``): the guard a fork takes, read at the fork (a child makes a new one)."""
+    """A store's connection (``db.Db``): the mutex a fork takes, read at the fork (a child makes a new one)."""
 
     guard: threading.Lock
 
@@ -74,7 +74,7 @@ class Process(Generic[E]):
             )
 
     def own(self) -> None:
-        """In a forked child, once: a guard of its own, none of the parent's wake sockets (each is bound to a
+        """In a forked child, once: a mutex of its own, none of the parent's wake sockets (each is bound to a
         path the parent's waiters read: never closed here, which would unlink it), and no in-memory database
         (the copy of the parent's holds the parent's holdings, which nobody in the child holds; and a thread
         of the parent may have been inside it). The child makes its own on first use."""

@@ -63,7 +63,7 @@ class Cleanup:
         self._holdings = holdings
         #: budget of the clean-up after a failed acquire (what is left is deleted later, or expires)
         self.budget = min(op_timeout, 2.0)
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self.deferred: list[Leftover] = []
         self._running = False
 
@@ -131,7 +131,7 @@ class Cleanup:
     # -- deletions put off until the session answers again -----------------------------------------------
     def defer(self, items: list[Leftover]) -> None:
         """Remember nodes an abandon could not delete (connection down); deleted once the session is back."""
-        with self._guard:
+        with self._mutex:
             self.deferred.extend(items)
 
     def put_off(self, items: list[Leftover]) -> None:
@@ -143,12 +143,12 @@ class Cleanup:
 
     def clear(self) -> None:
         """A new session: the old session's nodes are gone with it."""
-        with self._guard:
+        with self._mutex:
             self.deferred.clear()
 
     def start(self) -> None:
         """The server answers again with this session: delete what was put off (in a thread of its own)."""
-        with self._guard:
+        with self._mutex:
             if not self.deferred or self._running:
                 return
             self._running = True
@@ -156,7 +156,7 @@ class Cleanup:
 
     def _run(self) -> None:
         try:
-            with self._guard:
+            with self._mutex:
                 items, self.deferred = self.deferred, []
             for parent, child, uid in items:
                 try:
@@ -170,5 +170,5 @@ class Cleanup:
                     log.warning("could not delete an abandoned lock node under %s: %s", parent, exc)
                     self.defer([(parent, child, uid)])
         finally:
-            with self._guard:
+            with self._mutex:
                 self._running = False

@@ -38,14 +38,14 @@ class Holdings:
         self._wire = wire
         self._nodes = nodes
         self._on_lost = on_lost
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._held: dict[str, Held] = {}
         self._unwatched: list[Held] = []
         self._sweep_timer: threading.Timer | None = None
         self._closing = False
 
     def hold(self, held: Held) -> None:
-        with self._guard:
+        with self._mutex:
             self._held[held.token] = held
             self._unwatched.append(held)
             if self._sweep_timer is not None or self._closing:
@@ -55,20 +55,20 @@ class Holdings:
         timer.start()
 
     def unhold(self, token: str) -> Held | None:
-        with self._guard:
+        with self._mutex:
             return self._held.pop(token, None)
 
     def close(self) -> None:
         """The store closes: no more watches are armed."""
         self._closing = True
-        with self._guard:
+        with self._mutex:
             sweep, self._sweep_timer = self._sweep_timer, None
         if sweep is not None:
             sweep.cancel()
 
     def _sweep(self) -> None:
         """Arm the deletion watch of every holding still held (batched: one timer per ``WATCH_AFTER``)."""
-        with self._guard:
+        with self._mutex:
             batch, self._unwatched = self._unwatched, []
             self._sweep_timer = None
             batch = [h for h in batch if self._held.get(h.token) is h]
@@ -111,7 +111,7 @@ class Holdings:
 
     def lose_all(self, reason: str) -> list[Held]:
         """Report every holding lost; the ones not lost before."""
-        with self._guard:
+        with self._mutex:
             holdings = [h for h in self._held.values() if not h.lost]
         for held in holdings:
             self._lose(held, reason)
@@ -119,20 +119,20 @@ class Holdings:
 
     def lose_paths(self, paths: Sequence[str], reason: str) -> None:
         """Our holdings among the deleted ``paths`` are lost (an admin's ``break_lock`` through this store)."""
-        with self._guard:
+        with self._mutex:
             ours = [h for h in self._held.values() if h.path in paths]
         for h in ours:
             self._lose(h, reason)
 
     def holding(self) -> bool:
         """Is something held and not yet reported lost?"""
-        with self._guard:
+        with self._mutex:
             return any(not h.lost for h in self._held.values())
 
     def drop_stale(self) -> None:
         """After a reconnect: delete nodes of holdings already reported lost (the session survived)."""
         w = self._wire
-        with self._guard:
+        with self._mutex:
             stale = [h for h in self._held.values() if h.lost]
         for held in stale:
             try:

@@ -163,12 +163,12 @@ class SessionMode(SqlBase):
         return ss.session_acquired(self.dialect, sets, self.fast_session)
 
     def _pin(self, conn: Any, claim: Claim, conn_id: int) -> None:
-        with self._guard:
+        with self._mutex:
             self._pinned[claim.token] = Pinned(conn, claim, conn_id, ttl=claim.ttl)
             self._own_conn_ids.add(conn_id)
 
     def _unpin(self, token: str) -> Pinned | None:
-        with self._guard:
+        with self._mutex:
             return self._pinned.pop(token, None)
 
     async def _check(self, pinned: Pinned, ttl: float) -> bool:
@@ -206,7 +206,7 @@ class SessionMode(SqlBase):
         return SessionAttempt(self, claim)
 
     async def _release(self, claim: Claim) -> bool:
-        with self._guard:
+        with self._mutex:
             pinned = self._pinned.get(claim.token)
         if pinned is None:
             return False
@@ -228,7 +228,7 @@ class SessionMode(SqlBase):
     async def renew(self, claims: Sequence[Claim]) -> list[bool]:
         out: list[bool] = []
         for claim in claims:
-            with self._guard:
+            with self._mutex:
                 pinned = self._pinned.get(claim.token)
                 releasing = claim.token in self._releasing
             if releasing:  # its owner is releasing it right now: release() tells the outcome
@@ -250,7 +250,7 @@ class SessionMode(SqlBase):
         return out
 
     async def holds(self, claim: Claim) -> bool:
-        with self._guard:
+        with self._mutex:
             pinned = self._pinned.get(claim.token)
         if pinned is None:
             return False
@@ -296,7 +296,7 @@ class SessionMode(SqlBase):
         if not rows:
             return False
         holders = {int(row[5]) for row in rows if row[5] is not None}
-        with self._guard:
+        with self._mutex:
             mine = [t for t, p in self._pinned.items() if p.claim.name == name and p.conn_id in holders]
         for token in mine:
             pinned = self._unpin(token)
@@ -312,7 +312,7 @@ class SessionMode(SqlBase):
 
     async def aclose(self) -> None:
         await super().aclose()
-        with self._guard:
+        with self._mutex:
             pinned, self._pinned = list(self._pinned.values()), {}
         for p in pinned:
             await self._close_quietly(p.conn)

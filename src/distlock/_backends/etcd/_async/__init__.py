@@ -66,7 +66,7 @@ class Backend(AsyncBackend):
         self.gw = gw
         self.leases = Leases(gw)
         self.waits = Waits(gw)
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._entries: dict[str, Entry] = {}
         self._released: dict[str, None] = {}  # tokens released lately, oldest first
         #: waiters' keys to delete when they give up, together (``drop_key``)
@@ -86,7 +86,7 @@ class Backend(AsyncBackend):
         self.gw.client.after_fork()
         self.leases.after_fork()
         self.waits.after_fork()
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._entries, self._released = {}, {}
 
     def attempt(self, claim: Claim) -> Attempt:
@@ -104,15 +104,15 @@ class Backend(AsyncBackend):
     # -- the holdings of this store ----------------------------------------------------------------------
     def adopt(self, entry: Entry) -> None:
         """A granted key (``mutex.py``) becomes a holding of this store until it is released."""
-        with self._guard:
+        with self._mutex:
             self._entries[entry.token] = entry
 
     def _entry(self, claim: Claim) -> Entry | None:
-        with self._guard:
+        with self._mutex:
             return self._entries.get(claim.token)
 
     def _guard_for(self, name: str, fence: int) -> EtcdGuard:
-        with self._guard:
+        with self._mutex:
             for e in self._entries.values():
                 if e.name == name and e.rev == fence:
                     return EtcdGuard(e.key, e.rev)
@@ -153,7 +153,7 @@ class Backend(AsyncBackend):
     async def release(self, claim: Claim, op_timeout: float | None = None) -> bool:
         """Delete the key if it is still this holding's, and keep its lease for the next claim; a key that
         is gone already (lost, broken) takes its lease with it. ``op_timeout``: a clean-up's own budget."""
-        with self._guard:
+        with self._mutex:
             entry = self._entries.get(claim.token)
             if entry is None:
                 return False
@@ -161,7 +161,7 @@ class Backend(AsyncBackend):
         try:
             deleted = await self.gw.delete_if_created(entry.key, entry.rev, op_timeout=op_timeout)
         finally:
-            with self._guard:
+            with self._mutex:
                 self._entries.pop(claim.token, None)
                 # a renewal tick that picked this holding before the release finished must not call it lost
                 self._released[claim.token] = None
@@ -174,7 +174,7 @@ class Backend(AsyncBackend):
         return False
 
     async def renew(self, claims: Sequence[Claim]) -> list[bool]:
-        with self._guard:
+        with self._mutex:
             released = [c.token in self._released for c in claims]
         entries = [self._entry(c) for c in claims]
         for c, e in zip(claims, entries, strict=True):
@@ -203,7 +203,7 @@ class Backend(AsyncBackend):
         the server raises it to its minimum), move the key to it with a put guarded by the key's create
         revision (the fence, the queue place and the Go layout stay), and revoke the old lease. The new lease
         is nobody's to keep alive, so the key goes when it runs out."""
-        with self._guard:
+        with self._mutex:
             entry = self._entries.pop(claim.token, None)
         if entry is None:
             return False
@@ -268,7 +268,7 @@ class Backend(AsyncBackend):
         except Denied as exc:
             raise denied(exc, name, self.gw.username, f"delete keys under {name + '/'!r}") from None
         broken = {(h.key, h.rev) for h in holders}
-        with self._guard:
+        with self._mutex:
             mine = [t for t, e in self._entries.items() if (e.key, e.rev) in broken]
         for h in holders:
             if h.lease:

@@ -145,7 +145,7 @@ class HTTPClient:
         self._tls = tls
         self._idle: dict[Member, list[_Link]] = {}
         self._requests: dict[tuple[object, ...], h11.Request] = {}
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._closed = False
 
     def after_fork(self) -> None:
@@ -154,18 +154,18 @@ class HTTPClient:
         speaks on the socket); the child opens its own."""
         forks.abandon(self._idle)
         self._idle = {}
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
 
     # -- connections ---------------------------------------------------------------------------------
     def _take(self, member: Member) -> _Link | None:
-        with self._guard:
+        with self._mutex:
             idle = self._idle.get(member)
             return idle.pop() if idle else None
 
     def _flush(self, member: Member) -> None:
         """Close every idle connection to ``member``: one of them went silent (a half-open link, a frozen
         path), and the others were opened no later than it was; new connections are made as needed."""
-        with self._guard:
+        with self._mutex:
             idle = self._idle.pop(member, [])
         for link in idle:
             link.close()
@@ -173,7 +173,7 @@ class HTTPClient:
     def _release(self, member: Member, link: _Link) -> None:
         """Back to the pool if h11 says the connection can carry another request, else closed."""
         if link.next_cycle():
-            with self._guard:
+            with self._mutex:
                 idle = self._idle.setdefault(member, [])
                 if not self._closed and len(idle) < _MAX_IDLE:
                     idle.append(link)
@@ -184,7 +184,7 @@ class HTTPClient:
         return await etcdio.Conn.open(member[0], member[1], self._tls, deadline)
 
     async def aclose(self) -> None:
-        with self._guard:
+        with self._mutex:
             self._closed = True
             conns = [c for idle in self._idle.values() for c in idle]
             self._idle.clear()

@@ -65,7 +65,7 @@ class Leases:
 
     def __init__(self, gw: Gateway) -> None:
         self.gw = gw
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._pool: dict[int, list[Lease]] = {}
         self._stale: list[int] = []  # lease ids dropped from the pool, to revoke
         self._waiting: dict[int, Lease] = {}  # the leases of this store's waiters, while they wait
@@ -75,7 +75,7 @@ class Leases:
         """The free leases of the pool are the parent's: a child that put its keys on one would share it with
         the parent, which may revoke it or let it run out; and the parent's stale ones are its to revoke. The
         child grants its own (and never revokes one of the parent's)."""
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._pool, self._stale, self._waiting = {}, [], {}
         self._refreshing = rt.Mutex()
 
@@ -122,7 +122,7 @@ class Leases:
     def waiting(self, lease: Lease, on: bool) -> None:
         """A waiter starts (``on``) or stops waiting on ``lease``: while it waits, the other waiters'
         keepalives (``refresh_waiting``) take it along."""
-        with self._guard:
+        with self._mutex:
             if on:
                 self._waiting[lease.id] = lease
             else:
@@ -137,7 +137,7 @@ class Leases:
             now = monotonic()
             if lease.due() > now:
                 return True  # a request of another waiter kept it alive meanwhile
-            with self._guard:
+            with self._mutex:
                 others = [
                     other
                     for other in self._waiting.values()
@@ -173,7 +173,7 @@ class Leases:
         now = monotonic()
         enough = max(ttl * 2.0 / 3.0, 0.5)
         refresh: Lease | None = None
-        with self._guard:
+        with self._mutex:
             pool = self._pool.get(want, [])
             while pool and not fresh:
                 lease = pool.pop()
@@ -194,7 +194,7 @@ class Leases:
     def give_back(self, lease: Lease) -> None:
         """A lease whose key is gone, for the next claim with its TTL."""
         want = lease.ttl
-        with self._guard:
+        with self._mutex:
             pool = self._pool.setdefault(want, [])
             if len(pool) < _POOL_SIZE:
                 pool.append(lease)
@@ -205,7 +205,7 @@ class Leases:
         """One keepalive for the held leases and every free one in the pool (they ride along, so they stay
         fresh for the next acquire): the send time and id -> TTL (0: gone). The free ones are confirmed here
         and the dead ones dropped; the held ones are the caller's to confirm."""
-        with self._guard:
+        with self._mutex:
             pooled = [lease for pool in self._pool.values() for lease in pool]
         sent = monotonic()
         ttls = await self.keepalive(sorted({lease.id for lease in held} | {lease.id for lease in pooled}))
@@ -216,21 +216,21 @@ class Leases:
             else:
                 dead.add(lease.id)
         if dead:
-            with self._guard:
+            with self._mutex:
                 for pool in self._pool.values():
                     pool[:] = [lease for lease in pool if lease.id not in dead]
         return sent, ttls
 
     async def revoke_stale(self) -> None:
         """Revoke the leases dropped from the pool (they hold no key; revoking beats waiting for the TTL)."""
-        with self._guard:
+        with self._mutex:
             stale, self._stale = self._stale, []
         for lease in stale:
             await self.revoke(lease, op_timeout=min(1.0, self.gw.op_timeout))
 
     async def aclose(self) -> None:
         """Revoke the free leases (they would expire by themselves: close() does not wait long for this)."""
-        with self._guard:
+        with self._mutex:
             pooled = [lease.id for pool in self._pool.values() for lease in pool] + self._stale
             self._pool.clear()
             self._stale = []

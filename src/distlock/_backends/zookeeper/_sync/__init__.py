@@ -88,8 +88,8 @@ class _Abandons(Batched[str, Attempt, None]):
         with contextlib.ExitStack() as steps, b.wire.bounded(end, None):
             ready = []
             for attempt in attempts:
-                if attempt.step_guard.acquire(timeout=max(0.0, end - monotonic())):
-                    steps.callback(attempt.step_guard.release)
+                if attempt.step_mutex.acquire(timeout=max(0.0, end - monotonic())):
+                    steps.callback(attempt.step_mutex.release)
                     ready.append(attempt.traces)
                 else:  # still in a step at the end of the budget: left to the background clean-up
                     b.cleanup.put_off(attempt.traces.leftovers())
@@ -104,7 +104,7 @@ class Backend(SyncBackend):
         super().__init__(config)
         self.root = opts.root
         self._opts = opts
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         #: connection changes seen so far (``changed``)
         self.epoch = 0
         self._waiting: set[Wakes] = set()  # attempts and watches that look again on any change of the connection
@@ -145,7 +145,7 @@ class Backend(SyncBackend):
         stopped or closed); the child opens a session of its own on first use (``_own_session``)."""
         super().after_fork()
         forks.abandon(self.wire, self.session, self.holdings, self.cleanup)
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._waiting = set()
         self._opening = threading.Lock()
         self._inherited = True
@@ -199,16 +199,16 @@ class Backend(SyncBackend):
 
     # -- attempts waiting for a change of the connection -----------------------------------------------
     def watch_session(self, attempt: Wakes) -> None:
-        with self._guard:
+        with self._mutex:
             self._waiting.add(attempt)
 
     def unwatch_session(self, attempt: Wakes) -> None:
-        with self._guard:
+        with self._mutex:
             self._waiting.discard(attempt)
 
     def waiting(self) -> int:
         """How many attempts and watches of this store wait (for the recipe's wait slice)."""
-        with self._guard:
+        with self._mutex:
             return len(self._waiting)
 
     # -- the session's events (SessionEvents; kazoo's threads or the liveness thread) --------------------
@@ -232,7 +232,7 @@ class Backend(SyncBackend):
         # a waiter's watches may be gone with a connection change (kazoo sets none again on a new connection):
         # a waiter compares this epoch with the one its watch on its own child was set in
         self.epoch += 1
-        with self._guard:
+        with self._mutex:
             waiting = list(self._waiting)
         for attempt in waiting:
             attempt.wake()

@@ -92,7 +92,7 @@ class Attempt(SyncAttempt):
         # was set), and the path of an own child whose deletion that watch told (see _step_locked)
         self._own_watch: tuple[str, int] | None = None
         self._own_gone: str | None = None
-        self._step_guard = threading.Lock()  # one blocking step at a time: abandon waits for a running try
+        self._step_mutex = threading.Lock()  # one blocking step at a time: abandon waits for a running try
         self._waker: rt.Waker | None = None
         self._deadline: float | None = None  # the acquire's deadline, learned from wait()
         self._abort = threading.Event()  # asyncio: the task waiting for the step was cancelled
@@ -156,7 +156,7 @@ class Attempt(SyncAttempt):
     # -- blocking steps --------------------------------------------------------------------------------
     def _step(self) -> Grant:
         wire = self.backend.wire
-        with self._step_guard, wire.bounded(self._deadline, self._abort):
+        with self._step_mutex, wire.bounded(self._deadline, self._abort):
             try:
                 return wire.translated(self._step_or_requeue, self.claim.name)
             except Stop as stop:
@@ -295,6 +295,6 @@ class Attempt(SyncAttempt):
         return self._traces
 
     @property
-    def step_guard(self) -> threading.Lock:
+    def step_mutex(self) -> threading.Lock:
         """Held while a blocking step of this attempt runs: its clean-up waits for it (``Backend.abandons``)."""
-        return self._step_guard
+        return self._step_mutex

@@ -68,7 +68,7 @@ class MyConn:
     holding's renewal and its release; a close while a call runs)."""
 
     conn: my.Connection
-    guard: rt.Mutex = field(default_factory=rt.Mutex)
+    mutex: rt.Mutex = field(default_factory=rt.Mutex)
     wait_timeout: int | None = None  # session mode: the idle timeout last set on this connection
 
 
@@ -163,13 +163,13 @@ class MyDriver(SqlDriver):
 
     def close(self, conn: Any) -> None:
         c: MyConn = conn
-        if not rt.acquire_within(c.guard, 0):  # a call is still running on it: end that call
+        if not rt.acquire_within(c.mutex, 0):  # a call is still running on it: end that call
             my.cut(c.conn)
             return  # that call fails now; the connection is dropped with it
         try:
             my.close(c.conn)
         finally:
-            c.guard.release()
+            c.mutex.release()
 
     def driver_error(self, exc: BaseException) -> bool:
         return isinstance(exc, pymysql.err.MySQLError)
@@ -189,7 +189,7 @@ class MyDriver(SqlDriver):
     ) -> Any:
         c: MyConn = conn
         try:
-            with c.guard:
+            with c.mutex:
                 return my.call(c.conn, deadline, self._drive, c, script, tx, lead)
         finally:
             script.close()
@@ -274,7 +274,7 @@ class MyDriver(SqlDriver):
     # -- single statements on a dedicated connection (session mode) -----------------------------------------
     def session_call(self, conn: Any, stmt: st.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
         c: MyConn = conn
-        with c.guard:
+        with c.mutex:
             try:
                 return my.call(c.conn, self.store._deadline(wait), result_sets, c.conn, stmt.sql, stmt.params)
             except pymysql.err.OperationalError as exc:

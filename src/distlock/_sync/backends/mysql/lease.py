@@ -106,7 +106,7 @@ class MyLeaseMode(LeaseMode):
     # -- lease-mode wake-ups: the companion GET_LOCK ("bell") ------------------------------------------------
     def _ring(self, call: Callable[..., Any], *args: Any) -> None:
         """Have the bell worker make ``call`` after the calls asked for before it; nobody waits for it."""
-        with self._guard:
+        with self._mutex:
             if self._closed:  # the store is closing: its bell connection goes, and the companions with it
                 return
             self._bell_queue.append((call, args))
@@ -177,7 +177,7 @@ class MyLeaseMode(LeaseMode):
         return True  # the first queued waiter of a name waits on its bell (``_lease_wait``)
 
     def _granted(self, claim: Claim, key: str) -> None:
-        with self._guard:
+        with self._mutex:
             carried = claim.token in self._carried
         if not carried:  # else its waiter's bell wait kept the bell: it is the holding's already
             self._ring(self._bell_hold, claim.token, key)
@@ -186,7 +186,7 @@ class MyLeaseMode(LeaseMode):
         """A holding whose bell its waiter's bell wait kept: the release and the bell's let-go in ONE round
         trip on that connection (``TxOps.release_ringing``), where the pooled release and the bell worker's
         let-go after it are two, one after the other, and a hop to the worker. Otherwise the usual way."""
-        with self._guard:
+        with self._mutex:
             carried = self._carried.pop(claim.token, None)
         if carried is None:
             return super()._release(claim)
@@ -222,7 +222,7 @@ class MyLeaseMode(LeaseMode):
     def _forget_bells(self, tokens: Sequence[str]) -> None:
         self._ending.update(tokens)
         self._ring(self._bell_drop, list(tokens))  # after any hold of theirs still queued: none stays behind
-        with self._guard:
+        with self._mutex:
             carried = [c for c in (self._carried.pop(t, None) for t in tokens) if c is not None]
         for conn, companion in carried:
             self._ring(self._drop_carried, conn, companion)
@@ -276,7 +276,7 @@ class MyLeaseMode(LeaseMode):
             attempt.settled = True
             if rang == 1 and tried is not None and tried.acquired and _keeps_bell(attempt.claim):
                 # the new holding keeps the bell its wait was granted: on this connection, until it lets go
-                with self._guard:
+                with self._mutex:
                     self._carried[attempt.claim.token] = (conn, sn.bell_name(attempt.key))
             else:
                 self._give_back_dedicated(conn)
@@ -293,7 +293,7 @@ class MyLeaseMode(LeaseMode):
         # the calls still queued are dropped (the companions go with the connection); one running ends within
         # BELL_TIMEOUT
         self._bell_queue.clear()
-        with self._guard:
+        with self._mutex:
             worker, waker = self._bell_worker, self._bell_waker
         if worker is not None and waker is not None:
             waker.notify()
@@ -302,7 +302,7 @@ class MyLeaseMode(LeaseMode):
         self._bells.clear()
         if bell is not None:
             self._close_quietly(bell)
-        with self._guard:
+        with self._mutex:
             carried, self._carried = list(self._carried.values()), {}
         for conn, _ in carried:  # their bells go with them
             self._close_quietly(conn)

@@ -94,8 +94,8 @@ class SqlBase(SyncBackend):
         # transaction) is refused as busy, with time left for its answer; a wait as long as the call raced
         # the client's own deadline, and the try then failed as a call that timed out
         self.ops.name_wait = self.call_timeout / 2
-        # one guard for the pool, the idle dedicated connections and the modes' maps of holdings
-        self._guard = threading.Lock()
+        # one mutex for the pool, the idle dedicated connections and the modes' maps of holdings
+        self._mutex = threading.Lock()
         self._idle: list[Any] = []
         self._open = 0  # pool connections open (idle or borrowed)
         self._pool_waiters: list[rt.Waker] = []
@@ -108,7 +108,7 @@ class SqlBase(SyncBackend):
         the driver's goodbye on the parent's socket); the child opens its own as it needs them."""
         super().after_fork()
         forks.abandon(self._idle, self._dedicated_idle)
-        self._guard = threading.Lock()
+        self._mutex = threading.Lock()
         self._idle = []
         self._open = 0
         self._pool_waiters = []
@@ -153,7 +153,7 @@ class SqlBase(SyncBackend):
         connections instead of opening one per concurrent caller (each connect costs a TLS/SCRAM handshake,
         and libpq computes SCRAM on the calling thread: the event loop on the async side)."""
         while True:
-            with self._guard:
+            with self._mutex:
                 if self._idle:
                     return self._idle.pop()
                 if self._open < MAX_POOL:
@@ -162,7 +162,7 @@ class SqlBase(SyncBackend):
                 waker = rt.Waker()
                 self._pool_waiters.append(waker)
             waker.wait(0.05)
-            with self._guard:
+            with self._mutex:
                 if waker in self._pool_waiters:
                     self._pool_waiters.remove(waker)
         try:
@@ -174,14 +174,14 @@ class SqlBase(SyncBackend):
             raise
 
     def _forget_conn(self) -> None:
-        with self._guard:
+        with self._mutex:
             self._open -= 1
             waiters, self._pool_waiters = self._pool_waiters[:1], self._pool_waiters[1:]
         for w in waiters:
             w.notify()
 
     def _give_back(self, conn: Any) -> None:
-        with self._guard:
+        with self._mutex:
             closed = self._closed
             waiters: list[rt.Waker] = []
             if not closed:
@@ -194,7 +194,7 @@ class SqlBase(SyncBackend):
             w.notify()
 
     def _purge_idle(self) -> None:
-        with self._guard:
+        with self._mutex:
             idle, self._idle = self._idle, []
             self._open -= len(idle)
             waiters, self._pool_waiters = self._pool_waiters[: len(idle)], self._pool_waiters[len(idle) :]
@@ -248,13 +248,13 @@ class SqlBase(SyncBackend):
     def _borrow_dedicated(self) -> Any:
         """A connection outside the bounded pool (a waiter's server-side wait, a session-mode holding):
         calls that block for seconds must not starve the short transactions of connections."""
-        with self._guard:
+        with self._mutex:
             if self._dedicated_idle:
                 return self._dedicated_idle.pop()
         return self.driver.connect()
 
     def _give_back_dedicated(self, conn: Any) -> None:
-        with self._guard:
+        with self._mutex:
             if not self._closed and len(self._dedicated_idle) < MAX_IDLE:
                 self._dedicated_idle.append(conn)
                 return
@@ -288,23 +288,23 @@ class SqlBase(SyncBackend):
     def _adopt(self, conn: Any) -> None:
         """A connection the driver opened while probing the server joins the pool (opening costs no extra
         connect)."""
-        with self._guard:
+        with self._mutex:
             self._open += 1
         self._give_back(conn)
 
     # -- the backend interface: what both modes do alike ------------------------------------------------------
     def release(self, claim: Claim) -> bool:
         # A renewal racing with this release must not report the holding lost: mark it as being released.
-        with self._guard:
+        with self._mutex:
             self._releasing.add(claim.token)
         try:
             return self._release(claim)
         finally:
-            with self._guard:
+            with self._mutex:
                 self._releasing.discard(claim.token)
 
     def close(self) -> None:
-        with self._guard:
+        with self._mutex:
             self._closed = True
             idle, self._idle = self._idle, []
             idle += self._dedicated_idle

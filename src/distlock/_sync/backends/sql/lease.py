@@ -134,17 +134,17 @@ class LeaseMode(SqlBase):
         """Keep the queue entry of a waiting ``token`` alive; False if it ran out. The store's waiters that
         only keep their place share one UPDATE: a call within a slice of the last batch that kept this token
         returns at once, any other runs a batch for every such waiter not kept in the last half slice."""
-        with self._guard:
+        with self._mutex:
             self._keeping.setdefault(token, None)
         with self._keep_io:
-            with self._guard:
+            with self._mutex:
                 last = self._keeping.get(token, None)
                 if last is not None and monotonic() - last < LEASE_WAIT_SLICE:
                     return last > 0
                 due = [t for t, at in self._keeping.items() if at is None or monotonic() - at >= LEASE_WAIT_SLICE / 2]
             sent = monotonic()
             alive: dict[str, float] = self._tx(lambda: self.ops.keep(due), tx=self._in_tx("keep"))
-            with self._guard:
+            with self._mutex:
                 for t in due:
                     if t in self._keeping:
                         self._keeping[t] = sent if t in alive else -sent  # negative: found gone
@@ -164,21 +164,21 @@ class LeaseMode(SqlBase):
     def kept_stamp(self, token: str) -> tuple[float, float] | None:
         """The deadline the last batch wrote on ``token``'s entry and when that batch was sent, once: like a
         refused try's, what a hand-over's stamp is compared with (``LeaseAttempt._handed_over``)."""
-        with self._guard:
+        with self._mutex:
             return self._kept.pop(token, None)
 
     def unkeep(self, token: str) -> None:
-        with self._guard:
+        with self._mutex:
             self._keeping.pop(token, None)
             self._kept.pop(token, None)
 
     # -- direct hand-over (``AutocommitOps.release``) -------------------------------------------------------
     def expect_handover(self, token: str, waker: rt.Waker) -> None:
-        with self._guard:
+        with self._mutex:
             self._handing[sn.token_digest(token)] = (token, waker)
 
     def forget_handover(self, token: str) -> None:
-        with self._guard:
+        with self._mutex:
             if self._handing.pop(sn.token_digest(token), None) is not None:
                 self._handed.pop(token, None)
 
@@ -187,7 +187,7 @@ class LeaseMode(SqlBase):
         the hand-over for its next try and wake it; wake the name's observers; not the other waiters, none of
         which can get the name before the new holder lets go (its release wakes them; if it died, its row ends
         at its queue deadline, and they look again at their wait slice)."""
-        with self._guard:
+        with self._mutex:
             waiting = self._handing.get(handed.digest)
             if waiting is not None:
                 self._handed[waiting[0]] = handed
@@ -196,7 +196,7 @@ class LeaseMode(SqlBase):
         self.wakers.wake_observers(key)
 
     def take_handover(self, token: str) -> sn.HandOver | None:
-        with self._guard:
+        with self._mutex:
             return self._handed.pop(token, None)
 
     def _granted(self, claim: Claim, key: str) -> None:
@@ -269,7 +269,7 @@ class LeaseMode(SqlBase):
                 if attempt:
                     raise
         self._maybe_sweep()
-        with self._guard:
+        with self._mutex:
             result = [ok or c.token in self._releasing for c, ok in zip(claims, result, strict=True)]
         gone = [c.token for c, ok in zip(claims, result, strict=True) if not ok]
         if gone:
