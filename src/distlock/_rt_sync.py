@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
 import queue
 import select
 import socket
-import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ._core import exits, forks, timing
 from ._core.text import seconds
@@ -240,61 +236,3 @@ def _release_at_exit(holders: list[ExitHolder]) -> None:
 _exit = exits.AtExit[ExitHolder](_release_at_exit)
 #: a store's acquirer holds something (its first holding) / nothing any more: see ``_release_at_exit``
 hold_at_exit, drop_at_exit = _exit.hold, _exit.drop
-
-
-# -- guiding the wrong form ---------------------------------------------------------------------------------
-class SyncOnly:
-    """Base of the sync side's context managers (the twin of the asyncio side's ``AsyncOnly``):
-    ``async with`` (instead of ``with``) fails with one line that says which form to use. Hidden from type
-    checkers, which keep reporting ``async with`` on these objects as the error it is."""
-
-    if not TYPE_CHECKING:
-
-        def __aenter__(self) -> NoReturn:
-            raise TypeError(
-                f"`async with` on a sync {type(self).__name__}: this is a sync store: use `with` "
-                "(or distlock.connect_async() for an asyncio store)"
-            )
-
-        def __aexit__(self, *exc: object) -> None:  # never reached: Python asks for it before __aenter__
-            return None
-
-
-_DISTLOCK = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-class LeaseTimeout:
-    """The asyncio side's ``lock.lease_timeout()``: a thread cannot be cancelled at an await, so here it is
-    refused in one line that names what to do instead."""
-
-    def __init__(self, *_: Any) -> None:
-        raise TypeError(
-            "lease_timeout() is for asyncio (it cancels the block at the lease end); in sync code call "
-            "lock.check(margin) before each side effect, fence your writes, or run a process under `distlock run`"
-        )
-
-
-def blocks_event_loop() -> bool:
-    """True, after a warning, if this thread is running an asyncio event loop: a sync store's call made there
-    blocks every task of the loop until it returns. One C call when there is no loop."""
-    if asyncio._get_running_loop() is None:
-        return False
-    level, frame = 2, sys._getframe(1)
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(_DISTLOCK):  # point at the caller
-        level, frame = level + 1, frame.f_back
-    warnings.warn(
-        "a sync distlock store was called on a running asyncio event loop: the call blocks every task of the "
-        "loop until it returns; in async code use `await distlock.connect_async(...)`, or run the sync call "
-        "in a thread (`await asyncio.to_thread(...)`)",
-        RuntimeWarning,
-        stacklevel=level,
-    )
-    return True
-
-
-F = TypeVar("F")
-
-
-def opener(fn: F) -> F:
-    """``connect``: a plain call (the asyncio side's ``connect_async`` also makes an async context manager)."""
-    return fn

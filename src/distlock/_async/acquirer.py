@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from .. import _events as events
+from .. import _idiom_async as idiom
 from .. import _rt_async as rt
 from .._core import forks, ids
 from .._core.timing import CLEANUP, Budget, Deadline, monotonic, renew_interval
@@ -107,7 +108,7 @@ class AsyncAcquirer:
         """Before each call that waits on the backend: a sync store called on a running asyncio event loop
         blocks every task of that loop, so that is warned about, once per store. One check on the hot path."""
         if not self.loop_warned:
-            self.loop_warned = rt.blocks_event_loop()
+            self.loop_warned = idiom.blocks_event_loop()
 
     def check_name(self, name: object) -> str:
         """``name`` if this store can take it: the checks of every backend, then the backend's own layout (a

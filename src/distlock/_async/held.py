@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .. import _idiom_async as idiom
 from .. import _rt_async as rt
 from .._core.text import seconds
 from .._errors import LockLost, NotHeld
@@ -174,7 +175,7 @@ class LeaseView:
             )
         return left
 
-    def lease_timeout(self) -> rt.LeaseTimeout:
+    def lease_timeout(self) -> idiom.LeaseTimeout:
         """asyncio: ``async with lock.lease_timeout():`` runs the block as ``asyncio.timeout()`` does, with the
         current holding's local lease end as its moment: when the holding is lost (the lease ran out before a
         renewal, a renewal was refused, the backend reported it) the block is cancelled at its next ``await``
@@ -192,7 +193,7 @@ class LeaseView:
                 backend=core.scheme,
             )
 
-        return rt.LeaseTimeout(holding, lambda: core.lease_left(holding), core.lost_event(holding), lost)
+        return idiom.LeaseTimeout(holding, lambda: core.lease_left(holding), core.lost_event(holding), lost)
 
     @property
     def at_risk(self) -> rt.Event:

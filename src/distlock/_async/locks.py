@@ -14,6 +14,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .. import _idiom_async as idiom
 from .. import _rt_async as rt
 from .._core import forks, ids
 from .._core.text import seconds
@@ -44,7 +45,7 @@ def _wait_of(blocking: bool, timeout: float | None, *, name: str, backend: str) 
     return check_timeout(timeout, name=name, backend=backend)
 
 
-class _Scoped(rt.AsyncOnly, Generic[H]):
+class _Scoped(idiom.AsyncOnly, Generic[H]):
     """``with lock:`` / ``async with lock:`` for every lock object (and for an election: ``_take`` campaigns,
     ``_give_back`` resigns).
 

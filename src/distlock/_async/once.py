@@ -25,6 +25,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .. import _idiom_async as idiom
 from .. import _rt_async as rt
 from .._core import forks
 from .._core.text import seconds
@@ -86,7 +87,7 @@ class AsyncRan:
         return f"<{type(self).__name__} {self.name!r} {'ran, fence ' + str(self.fence) if self else 'skipped'}>"
 
 
-class AsyncOnce(rt.AsyncOnly):
+class AsyncOnce(idiom.AsyncOnly):
     """``store.once(name, at_most, at_least)``: ``with`` (``async with``) gives a ``Ran``; the job runs if it is
     true.
 

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from .. import _idiom_async as idiom
 from .. import _rt_async as rt
 from .._core import forks, ids, template
 from .._core.types import LeaderInfo, LockInfo, Mode
@@ -82,7 +83,7 @@ def _backend_class(config: StoreConfig) -> type[AsyncBackend]:
     return cls
 
 
-@rt.opener
+@idiom.opener
 async def connect_async(url: str | None = None, *, client: object | None = None, **options: Any) -> AsyncStore:
     """Open a store. ``url=None``: ``$DISTLOCK_URL``, else the host's SQLite store (docs/sqlite.md).
 
@@ -101,7 +102,7 @@ async def connect_async(url: str | None = None, *, client: object | None = None,
     holdings, which every ``inspect``, ``distlock status`` and ``list`` shows next to the owner id, and the
     log events and metrics carry. On Redis it is also the connections' CLIENT SETNAME, as in redis-py.
     """
-    warned = rt.blocks_event_loop()  # (the sync side) opening blocks a running event loop too
+    warned = idiom.blocks_event_loop()  # (the sync side) opening blocks a running event loop too
     config = parse_url(url, options) if client is None else client_config(client, url, options)
     client_name = _client_name(config)
     backend = await _backend_class(config).open(config)
@@ -132,7 +133,7 @@ def _client_name(config: StoreConfig) -> str | None:
     return name
 
 
-class AsyncStore(rt.AsyncOnly):
+class AsyncStore(idiom.AsyncOnly):
     """A connection to one backend and the factory of lock objects. Thread-safe; one per process is the norm.
 
     Use as a context manager, or call ``aclose``: that releases what is still held and stops the

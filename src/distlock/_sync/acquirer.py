@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from .. import _events as events
+from .. import _idiom_sync as idiom
 from .. import _rt_sync as rt
 from .._core import forks, ids
 from .._core.timing import CLEANUP, Budget, Deadline, monotonic, renew_interval
@@ -108,7 +109,7 @@ class SyncAcquirer:
         """Before each call that waits on the backend: a sync store called on a running asyncio event loop
         blocks every task of that loop, so that is warned about, once per store. One check on the hot path."""
         if not self.loop_warned:
-            self.loop_warned = rt.blocks_event_loop()
+            self.loop_warned = idiom.blocks_event_loop()
 
     def check_name(self, name: object) -> str:
         """``name`` if this store can take it: the checks of every backend, then the backend's own layout (a

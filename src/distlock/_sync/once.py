@@ -26,6 +26,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .. import _idiom_sync as idiom
 from .. import _rt_sync as rt
 from .._core import forks
 from .._core.text import seconds
@@ -87,7 +88,7 @@ class Ran:
         return f"<{type(self).__name__} {self.name!r} {'ran, fence ' + str(self.fence) if self else 'skipped'}>"
 
 
-class Once(rt.SyncOnly):
+class Once(idiom.SyncOnly):
     """``store.once(name, at_most, at_least)``: ``with`` (``async with``) gives a ``Ran``; the job runs if it is
     true.
 
