@@ -14,7 +14,8 @@ import logging
 
 from . import fencing
 from ._async.election import AsyncElection
-from ._async.locks import AsyncLock, AsyncMultiLock, AsyncReadWriteLock, AsyncSemaphore
+from ._async.locks import AsyncLock, AsyncReadWriteLock, AsyncSemaphore
+from ._async.multilock import AsyncMultiLock
 from ._async.once import AsyncOnce, AsyncRan
 from ._async.store import AsyncStore, connect_async
 from ._core.types import HolderInfo, LeaderInfo, LockInfo
@@ -30,7 +31,8 @@ from ._errors import (
     UnsupportedFeature,
 )
 from ._sync.election import Election
-from ._sync.locks import Lock, MultiLock, ReadWriteLock, Semaphore
+from ._sync.locks import Lock, ReadWriteLock, Semaphore
+from ._sync.multilock import MultiLock
 from ._sync.once import Once, Ran
 from ._sync.store import Store, connect
 from .guards import etcd_guard

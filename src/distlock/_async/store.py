@@ -34,7 +34,8 @@ from .acquirer import AsyncAcquirer
 from .backend import AsyncBackend
 from .election import AsyncElection, check_elections, leader, observe
 from .listing import Snapshot, snapshots
-from .locks import AsyncLock, AsyncMultiLock, AsyncReadWriteLock, AsyncSemaphore, LostCallback
+from .locks import AsyncLock, AsyncReadWriteLock, AsyncSemaphore, LostCallback
+from .multilock import AsyncMultiLock
 from .once import AsyncOnce, at_most_once
 
 log = logging.getLogger("distlock")

@@ -35,7 +35,8 @@ from .acquirer import SyncAcquirer
 from .backend import SyncBackend
 from .election import Election, check_elections, leader, observe
 from .listing import Snapshot, snapshots
-from .locks import Lock, MultiLock, ReadWriteLock, Semaphore, LostCallback
+from .locks import Lock, ReadWriteLock, Semaphore, LostCallback
+from .multilock import MultiLock
 from .once import Once, at_most_once
 
 log = logging.getLogger("distlock")

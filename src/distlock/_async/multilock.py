@@ -1,0 +1,123 @@
+"""A multi-lock: all of several names or none, acquired in one global order (sorted names), so that two
+multi-locks over overlapping names cannot deadlock. Built from one ``AsyncLock`` per name (``locks.py``)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from .. import _rt_async as rt
+from .._core.timing import Deadline
+from .._core.validate import check_timeout
+from .._errors import ConfigError, LockError
+from .lease import Holding
+from .locks import AsyncLock, LostCallback, _Acquirable, _wait_of
+
+if TYPE_CHECKING:
+    from .store import AsyncStore
+
+log = logging.getLogger("distlock")
+
+
+class AsyncMultiLock(_Acquirable["AsyncHeldMultiLock"]):
+    """All of several locks or none, acquired in one global order (sorted names), so no deadlock."""
+
+    def __init__(self, store: AsyncStore, names: list[str], **options: Any) -> None:
+        if isinstance(names, str) or not names:
+            raise ConfigError("multilock needs a non-empty list of names", backend=store.scheme)
+        unique = sorted({store._acquirer.check_name(n) for n in names})
+        self.names = unique
+        self.timeout = check_timeout(options.pop("timeout", None), backend=store.scheme)
+        self._acquirer = store._acquirer
+        self._locks = [AsyncLock(store, n, timeout=self.timeout, **options) for n in unique]
+        self.name = ",".join(unique)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.names!r}>"
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        deadline = Deadline.after(_wait_of(blocking, timeout, name=self.name, backend=self._acquirer.scheme))
+        taken: list[tuple[AsyncLock, Holding]] = []
+        try:
+            for lock in self._locks:
+                left = deadline.remaining()
+                if not await lock.acquire(blocking=left is None or left > 0, timeout=left):
+                    await self._release_all(taken)
+                    return False
+                taken.append((lock, lock._own_holding()))
+        except BaseException:
+            # Holdings, not lock objects: the shield runs in another task, which owns nothing itself.
+            await rt.shielded(self._release_all(taken))
+            raise
+        return True
+
+    async def _release_all(self, taken: list[tuple[AsyncLock, Holding]]) -> None:
+        for lock, holding in reversed(taken):
+            try:
+                await lock._release_holding(holding)
+            except LockError as err:
+                log.warning("multilock: releasing %r after a failed acquire: %s", lock.name, err)
+
+    async def _give_back(self) -> None:
+        if all(lock._inherited_only() for lock in self._locks):
+            return  # entered by the process that forked this one (see AsyncLock._give_back)
+        await self.release()
+
+    async def release(self) -> None:
+        """Release every name; ``LockLost`` (after releasing the rest) if any of them was lost."""
+        first_error: LockError | None = None
+        for lock in reversed(self._locks):
+            try:
+                await lock.release()
+            except LockError as err:
+                first_error = first_error or err
+        if first_error is not None:
+            raise first_error
+
+    async def extend(self, ttl: float | None = None) -> None:
+        for lock in self._locks:
+            await lock.extend(ttl)
+
+    async def locked(self) -> bool:
+        for lock in self._locks:
+            if await lock.locked():
+                return True
+        return False
+
+    async def owned(self) -> bool:
+        for lock in self._locks:
+            if not await lock.owned():
+                return False
+        return True
+
+    @property
+    def fences(self) -> dict[str, int | None]:
+        """Per-name fencing tokens of the current holding: guard each resource with its own name's fence."""
+        return {lock.name: lock.fence for lock in self._locks}
+
+    @property
+    def fence(self) -> int | None:
+        """The largest per-name fence (use ``fences`` to guard resources by name)."""
+        values = [f for f in self.fences.values() if f is not None]
+        return max(values) if values else None
+
+    @property
+    def lost(self) -> rt.Event:
+        """The lost event of the first name whose holding is lost (else of the first name)."""
+        for lock in self._locks:
+            if lock.lost.is_set():
+                return lock.lost
+        return self._locks[0].lost
+
+    def on_lost(self, callback: LostCallback) -> LostCallback:
+        for lock in self._locks:
+            lock.on_lost(callback)
+        return callback
+
+
+if TYPE_CHECKING:
+    # What ``async with multilock as held:`` gives, for type checkers (see ``locks.py``): ``fence`` an ``int``.
+
+    class AsyncHeldMultiLock(AsyncMultiLock):
+        @property
+        def fence(self) -> int: ...
