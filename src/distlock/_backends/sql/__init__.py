@@ -2,15 +2,15 @@
 statements and the lock algorithm, over a driver object each dialect's folder supplies.
 
 One mode class per mode, picked once from the URL when the store opens (each dialect's ``Backend``), and
-opened with that dialect's driver object, which the mode holds (``self.driver``). The folder, from the lock
-down to the statements (each module calls only those below it):
+opened with that dialect's driver object, which the mode holds (``self.driver``). The folder, from the modes
+down to the statements:
 
 * ``_async/``: the modes, written once (``_sync/`` is generated from it by ``scripts/gen_sync.py``):
 
+  * ``rowlock.py``: ``RowLockMode``, ``mode=session&session_lock=row`` (MySQL): the session mode with a row
+    lock held in an open transaction;
   * ``session.py``: ``SessionMode``, ``mode=session``: the database's own lock on a connection pinned to the
     holding;
-  * ``rowlock.py``: ``RowLockMode``, ``mode=session&session_lock=row`` (MySQL): the same, with a row lock
-    held in an open transaction;
   * ``lease.py``: ``LeaseMode``, ``mode=lease`` (default): holdings are rows of lease tables with an expiry;
     the dialects add their protocol and push (``PgLeaseMode``, ``MyLeaseMode``);
   * ``lease_attempt.py``: ``LeaseAttempt``, one lease-mode waiter's tries, waits and clean-up;

@@ -10,7 +10,7 @@ Session mode (``?mode=session``): ``GET_LOCK(name)`` on a connection pinned to t
 than 64 characters map to ``~`` + base64url(SHA-256(name)) (see ``sql/names.py``'s ``get_lock_name``). The
 connection's ``wait_timeout`` (whole seconds, the TTL rounded up) is the lease. Only exclusive kinds
 (lock, rlock, multilock): ``GET_LOCK`` has no shared mode. With ``session_lock=row``, a row lock held in
-an open transaction instead (``sql/rowlock.py``; MariaDB >= 10.5), which also gives rwlocks.
+an open transaction instead (``sql/_async/rowlock.py``; MariaDB >= 10.5), which also gives rwlocks.
 
 ``driver.py`` is the driver under every mode (bounded calls, error classification): the mode object, whose
 algorithm is in ``_backends/sql/``, holds a ``MyDriver``.

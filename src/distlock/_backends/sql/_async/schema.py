@@ -1,8 +1,8 @@
 """Creating the tables when a store opens, and the upgrade from 0.1.0's layout.
 
-Every statement comes from ``sql/lease.py`` (the shared tables, the session mode's records) or from
-the mode (``SqlBase._mode_schema``); the driver says how to list what exists (``existing_tables_sql``)
-and whether the DDL needs a guard (``schema_guard_sql``).
+Every statement comes from ``sql/lease.py`` (the shared tables), ``sql/session.py`` (the session mode's
+records) or from the mode (``SqlBase._mode_schema``); the driver says how to list what exists
+(``existing_tables_sql``) and whether the DDL needs a guard (``schema_guard_sql``).
 """
 
 from __future__ import annotations

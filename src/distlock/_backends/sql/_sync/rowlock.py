@@ -4,7 +4,7 @@
 The pinned connection keeps a transaction open holding ``SELECT ... FOR UPDATE`` (exclusive, writers) or
 ``LOCK IN SHARE MODE`` (readers) on the name's row of ``<prefix>_rows``, so a plain ``SELECT ... FOR UPDATE`` of
 another application on that row excludes the lock and the other way round. Everything but the statements
-is the session mode's (``session.py``); the statements are in ``sql/lease.py`` (``row_*``).
+is the session mode's (``session.py``); the statements are in ``sql/session.py`` (``row_*``).
 Needs MariaDB >= 10.5 (sequences and ``RETURNING``).
 """
 

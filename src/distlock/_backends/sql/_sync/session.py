@@ -2,7 +2,7 @@
 """The connection-bound mode (``mode=session``, F13 in docs/safety.md): the database's own lock, held by a
 connection pinned to the holding.
 
-MySQL ``GET_LOCK`` or PostgreSQL advisory locks (the statements are in ``sql/lease.py``; MySQL's
+MySQL ``GET_LOCK`` or PostgreSQL advisory locks (the statements are in ``sql/session.py``; MySQL's
 row-lock variant is ``rowlock.py``). The server's idle timeout of the pinned connection is the lease: the
 renewer's check every ttl/3 keeps it alive, a holder that stops renewing (or dies) loses it, and a
 dropped connection is seen by the next renewal (``lost``). Fences come from the fence counter table, and
