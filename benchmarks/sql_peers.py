@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
 from benchmarks._measure import Distlock, Lib, Pair  # noqa: E402
-from distlock._core import sql_names as sn  # noqa: E402
+from distlock._backends.sql import names as sn  # noqa: E402
 from distlock._url import parse_url  # noqa: E402
 
 

@@ -12,7 +12,9 @@ import sys
 
 import pytest
 
-from distlock._core import ids, sql_dialects, sql_session, timing
+from distlock._backends.sql import dialects as sql_dialects
+from distlock._backends.sql import session as sql_session
+from distlock._core import ids, timing
 from distlock._core.types import Claim, Mode
 
 DIALECTS = [sql_dialects.mysql("distlock"), sql_dialects.postgres("distlock")]

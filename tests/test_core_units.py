@@ -155,6 +155,13 @@ PURE_BACKEND_MODULES = [
     "_backends.etcd.guard",
     "_backends.zookeeper.layout",
     "_backends.sqlite.procs",
+    "_backends.sql.stmt",
+    "_backends.sql.names",
+    "_backends.sql.dialects",
+    "_backends.sql.lease",
+    "_backends.sql.lease_tx",
+    "_backends.sql.lease_autocommit",
+    "_backends.sql.session",
 ]
 
 

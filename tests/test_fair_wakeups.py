@@ -491,8 +491,8 @@ async def test_sql_lease_a_waiter_whose_entry_vanishes_while_it_keeps_its_place_
     """Fault: the queue entry of a waiter that only keeps its place is deleted under it (what an expiry or an
     operator does). Its next keep finds the entry gone, it runs a full try and joins again at the back, and
     every waiter still gets the lock: the middle one now last."""
-    from distlock._core import sql_names as sn
-    from distlock._core import sql_stmt as st
+    from distlock._backends.sql import names as sn
+    from distlock._backends.sql import stmt as st
 
     async with await distlock.connect_async(request.getfixturevalue(f"{sql}_url")) as store:
         name = f"fair-{uuid.uuid4().hex[:8]}"

@@ -1,4 +1,4 @@
-"""The asyncio MySQL driver (aiomysql, through ``distlock._mysql_async``) on a real server: every call is
+"""The asyncio MySQL driver (aiomysql, through ``distlock._backends.mysql._driver_async``) on a real server: every call is
 bounded, a cancelled or timed-out call leaves no connection that could answer a later call, and none of
 aiomysql's habits that the sync side (PyMySQL) does not share (``SHOW WARNINGS`` round trips,
 ``asyncio.wait_for`` in its connect) is used.
@@ -18,7 +18,7 @@ import pymysql.err
 import pytest
 
 import distlock
-from distlock import _mysql_async as my
+from distlock._backends.mysql import _driver_async as my
 from distlock._url import parse_url
 from tests.waiting import cancel_takes
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from distlock._backends.etcd import keys as ek
 from distlock._backends.redis import keys as rk
 from distlock._backends.redis._async.node import same_slot
+from distlock._backends.sql import names as sn
 from distlock._backends.zookeeper import layout as zl
-from distlock._core import sql_names as sn
 from distlock._core.types import Mode
 from distlock._core.validate import check_name
 from distlock._errors import ConfigError

@@ -201,7 +201,7 @@ def test_redis_cluster_refuses_the_per_slot_counters_and_key_shapes(redis_cluste
 def test_mysql_session_refuses_the_get_lock_name_of_a_long_name_and_the_companion_locks(mysql_url: str) -> None:
     """``~`` + base64url(SHA-256) is what a name longer than 64 characters locks: as a name of its own it shared
     that name's lock. ``distlock-bell:...`` are the lease mode's companion locks on the same server."""
-    from distlock._core import sql_names as sn
+    from distlock._backends.sql import names as sn
 
     long = "n-" + uuid.uuid4().hex * 3
     with distlock.connect(f"{mysql_url}?mode=session") as store:

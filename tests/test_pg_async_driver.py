@@ -1,7 +1,7 @@
-"""The PostgreSQL driver seam (``distlock._pg_async.guarded`` and its threaded twin) on a real server: a call
-past its deadline ends at once as a lost connection, also when its answer came as the deadline did; a cancelled
-call ends at once too; and on asyncio the deadline costs no watchdog entry per call (one timer of the
-connection on the event loop: ``distlock._aconn``).
+"""The PostgreSQL driver seam (``guarded`` of ``distlock._backends.postgres._driver_async`` and its threaded
+twin) on a real server: a call past its deadline ends at once as a lost connection, also when its answer came
+as the deadline did; a cancelled call ends at once too; and on asyncio the deadline costs no watchdog entry per
+call (one timer of the connection on the event loop: ``distlock._aconn``).
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from distlock import _pg_async as pg
-from distlock import _pg_sync, _sqlwatch
-from distlock._async.backends.postgres.query import numbered, run_batch
-from distlock._core import sql_stmt as st
-from distlock._sync.backends.postgres.query import run_batch as sync_run_batch
+from distlock._backends.postgres import _driver_async as pg
+from distlock._backends.postgres import _driver_sync as pg_sync
+from distlock._backends.postgres._async.query import numbered, run_batch
+from distlock._backends.postgres._sync.query import run_batch as sync_run_batch
+from distlock._backends.sql import stmt as st
+from distlock._backends.sql import watchdog
 from tests.waiting import cancel_takes
 
 
@@ -58,7 +59,7 @@ async def test_a_call_bound_needs_no_watchdog_entry_per_call(
         raise AssertionError("a watchdog entry for an asyncio call")
 
     conn = await _connect(postgres_url)
-    monkeypatch.setattr(_sqlwatch.WATCHDOG, "add", add)
+    monkeypatch.setattr(watchdog.WATCHDOG, "add", add)
     loop: Any = asyncio.get_running_loop()
     before = len([h for h in loop._scheduled if not h.cancelled()])
     try:
@@ -96,8 +97,8 @@ def test_a_threaded_call_that_ends_after_its_deadline_fails_even_if_it_had_its_a
 
     try:
         with pytest.raises(psycopg.OperationalError, match="timed out"):
-            _pg_sync.guarded(conn, time.monotonic() + 0.1, answered_late)
-        assert _pg_sync.guarded(conn, None, lambda: "no bound") == "no bound"
+            pg_sync.guarded(conn, time.monotonic() + 0.1, answered_late)
+        assert pg_sync.guarded(conn, None, lambda: "no bound") == "no bound"
     finally:
         conn.close()
 

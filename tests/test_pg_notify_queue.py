@@ -23,7 +23,7 @@ from collections.abc import Iterator
 import pytest
 
 import distlock
-from distlock._sync.backends.postgres import driver as sync_driver
+from distlock._backends.postgres._sync import driver as sync_driver
 from tools.servers import postgres as pg_srv
 from tools.servers.proc import LOOPBACK, ServerProc
 

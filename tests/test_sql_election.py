@@ -13,8 +13,8 @@ import pytest
 import distlock
 from distlock import ConfigError, UnsupportedFeature
 from distlock._async.backend import AsyncWatch
+from distlock._backends.postgres._sync import lease as pg_lease
 from distlock._sync.backend import SyncWatch
-from distlock._sync.backends.postgres import lease as pg_lease
 
 
 @pytest.mark.parametrize("which", ["mysql", "postgres"])

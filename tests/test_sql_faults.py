@@ -18,7 +18,7 @@ import pymysql
 import pytest
 
 import distlock
-from distlock._core import sql_names as sn
+from distlock._backends.sql import names as sn
 from tools.servers.mysql import start_mariadb
 from tools.servers.postgres import start_postgres, stop_postgres
 from tools.servers.proc import ServerProc, free_port, workdir

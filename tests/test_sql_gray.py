@@ -21,9 +21,9 @@ from collections.abc import Iterator
 import pytest
 
 import distlock
-from distlock._core import sql_dialects as sd
-from distlock._core import sql_lease as sq
-from distlock._core import sql_names as sn
+from distlock._backends.sql import dialects as sd
+from distlock._backends.sql import lease as sq
+from distlock._backends.sql import names as sn
 from distlock.checker.proxy import FaultProxy
 from tests.test_sql_faults import one, raw_conn
 
@@ -313,7 +313,7 @@ def test_mysql_without_sequences_draws_fences_from_an_auto_increment_ticket(
 ) -> None:
     """MySQL servers without SEQUENCE (MySQL 8, MariaDB < 10.5): the lease-mode fence is an AUTO_INCREMENT
     ticket whose row is deleted in the same batch; a 0.1.0 fence raises the counter. Simulated on MariaDB."""
-    from distlock._sync.backends.mysql import driver as sync_mysql_driver
+    from distlock._backends.mysql._sync import driver as sync_mysql_driver
 
     monkeypatch.setattr(sync_mysql_driver, "has_sequences", lambda version: False)
     prefix = fresh_prefix()

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 
 import distlock
+from distlock._backends.sql import lease_autocommit as ac
+from distlock._backends.sql import names as sn
+from distlock._backends.sql import stmt as st
 from distlock._core import ids
-from distlock._core import sql_lease_autocommit as ac
-from distlock._core import sql_names as sn
-from distlock._core import sql_stmt as st
 from distlock._core.timing import WAITER_TTL
 from distlock._core.types import Claim, Mode
 from tests.test_fair_wakeups import _queued
@@ -338,7 +338,7 @@ def test_a_waiter_giving_up_while_it_is_promoted_leaves_no_row(postgres_url: str
 
     import psycopg
 
-    from distlock._core.sql_dialects import postgres
+    from distlock._backends.sql.dialects import postgres
     from distlock._core.types import Claim, Mode
 
     prefix = "distlock"

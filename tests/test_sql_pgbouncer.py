@@ -21,9 +21,9 @@ import psycopg
 import pytest
 
 import distlock
-from distlock._core.sql_lease_autocommit import AutocommitOps
-from distlock._core.sql_names import name_key
-from distlock._core.sql_stmt import Result
+from distlock._backends.sql.lease_autocommit import AutocommitOps
+from distlock._backends.sql.names import name_key
+from distlock._backends.sql.stmt import Result
 from distlock._core.types import Claim, Mode
 from tools.servers.pgbouncer import available, pgbouncer, url
 from tools.servers.proc import ServerProc

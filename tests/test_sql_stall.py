@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 import distlock
-from distlock._core import sql_dialects as sd
-from distlock._core import sql_lease as sq
-from distlock._core import sql_names as sn
+from distlock._backends.sql import dialects as sd
+from distlock._backends.sql import lease as sq
+from distlock._backends.sql import names as sn
 from distlock.checker.proxy import FaultProxy
 from tests.test_sql_faults import raw_conn
 from tests.test_sql_gray import via, with_options

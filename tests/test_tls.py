@@ -294,7 +294,7 @@ async def test_a_mysql_connection_over_tls_ends_at_once_when_cut_or_closed(mysql
     import asyncio
     import ssl
 
-    from distlock import _mysql_async as my
+    from distlock._backends.mysql import _driver_async as my
     from distlock._url import parse_url
     from distlock.checker.proxy import FaultProxy
 

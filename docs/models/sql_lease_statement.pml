@@ -1,5 +1,5 @@
 /* This is the protocol of PostgreSQL lease mode on every connection (AutocommitOps in
-   src/distlock/_core/sql_lease_autocommit.py): the ONE_CLOCK design with BLIND (the first apply is sent without a
+   src/distlock/_backends/sql/lease_autocommit.py): the ONE_CLOCK design with BLIND (the first apply is sent without a
    read: one round trip for a free name; its answer carries the read made under the name's lock, for the
    next apply). Each apply is three statements in one transaction, sent as ONE simple-protocol Query (the
    server reads it whole before it takes the lock, so a client that goes silent mid-send holds nothing; the

@@ -1,5 +1,5 @@
 /* ZooKeeper: the waiter next in line holds on its turn with no request
-   (src/distlock/_async/backends/zookeeper/recipe.py, _step_locked; nodes.py, recheck).
+   (src/distlock/_backends/zookeeper/_async/recipe.py, _step_locked; nodes.py, recheck).
 
    W waits, next in line: its own child O and the one child ahead of it, A (the holder's). When W started to
    wait it set, in one round trip on its connection, a watch on O and then one on A, and recorded the

@@ -1,6 +1,7 @@
 """What distlock sets on its own asyncio connections: the deadline of a call, kept by one timer per connection
-(the MySQL, Redis and PostgreSQL drivers: ``_mysql_async.py``, ``_backends/redis/_driver_async.py``, ``_pg_async.py``), and the
-size of a socket read (MySQL, Redis, and etcd's ``_backends/etcd/_driver_async.py``; psycopg reads through libpq).
+(the MySQL, Redis and PostgreSQL drivers: ``_driver_async.py`` of ``_backends/mysql/``, ``redis/`` and
+``postgres/``), and the size of a socket read (MySQL, Redis, and etcd's ``_backends/etcd/_driver_async.py``;
+psycopg reads through libpq).
 
 **The deadline.** ``asyncio.timeout`` around every call puts a timer into the event loop's heap and cancels it
 after nearly every call (and looks up the running loop and task several times); here a connection keeps one

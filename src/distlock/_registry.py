@@ -49,11 +49,11 @@ ROWS: tuple[BackendRow, ...] = (
     ),
     BackendRow("zookeeper", ("zookeeper", "zk"), "_backends.zookeeper._async", "zookeeper", ("kazoo",), 2181),
     BackendRow("etcd", ("etcd", "etcds"), "_backends.etcd._async", "etcd", ("h11",), 2379, ("etcds",)),
-    BackendRow("mysql", ("mysql", "mariadb"), "_async.backends.mysql", "mysql", ("pymysql", "aiomysql"), 3306),
+    BackendRow("mysql", ("mysql", "mariadb"), "_backends.mysql._async", "mysql", ("pymysql", "aiomysql"), 3306),
     BackendRow(
         "postgres",
         ("postgresql", "postgres"),
-        "_async.backends.postgres",
+        "_backends.postgres._async",
         "postgres",
         ("psycopg", "psycopg_binary"),
         5432,

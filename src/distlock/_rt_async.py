@@ -325,9 +325,9 @@ async def shielded(aw: Coroutine[Any, Any, T], on_cancel: Callable[[], object] |
     Used for clean-up that must not be cut in half: removing a queued entry after a failed acquire, and
     the release round trip (a half-done release would leave the lock looking free while it is held); and
     for a driver call that a cancellation must end by other means than its own (``on_cancel``: psycopg,
-    ``_pg_async.guarded``). ``aw`` runs as a task of its own that refuses cancellation and that the caller
-    awaits directly: the caller's cancellation waits for the task's end (one loop turn after it, where
-    ``asyncio.shield`` took three).
+    ``guarded`` of ``_backends/postgres/_driver_async.py``). ``aw`` runs as a task of its own that refuses
+    cancellation and that the caller awaits directly: the caller's cancellation waits for the task's end (one
+    loop turn after it, where ``asyncio.shield`` took three).
     """
     task: _Unstoppable[T] = _Unstoppable(aw, on_cancel)
     try:

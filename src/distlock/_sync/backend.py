@@ -1,7 +1,7 @@
 # GENERATED from src/distlock/_async/backend.py by scripts/gen_sync.py: edit that file, not this one.
 """What a backend is: a few atomic, single-attempt operations. Everything else is written once above it.
 
-A backend lives in its folder ``_backends/<name>/`` (the SQL ones still in ``_async/backends/<name>/``), whose
+A backend lives in its folder ``_backends/<name>/`` (MySQL and PostgreSQL share ``_backends/sql/``), whose
 async package exports ``class Backend(AsyncBackend)`` with an ``AsyncAttempt`` subclass for its acquisitions, has
 one row in ``_registry.py``, and is turned into its sync twin by ``scripts/gen_sync.py`` (docs/design.md).
 The lock objects (``locks.py``) and the store (``store.py``) do blocking with deadlines, reentrancy,

@@ -1,0 +1,318 @@
+"""The connection-bound mode (``mode=session``, F13 in docs/safety.md): the database's own lock, held by a
+connection pinned to the holding.
+
+MySQL ``GET_LOCK`` or PostgreSQL advisory locks (the statements are in ``sql/session.py``; MySQL's
+row-lock variant is ``rowlock.py``). The server's idle timeout of the pinned connection is the lease: the
+renewer's check every ttl/3 keeps it alive, a holder that stops renewing (or dies) loses it, and a
+dropped connection is seen by the next renewal (``lost``). Fences come from the fence counter table, and
+a record per holding says who holds what (``inspect``); a connection holding a lock without a record of
+ours (another application's plain lock) shows as ``<db>:connection:<id>``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .... import _rt_async as rt
+from ...._async.backend import AsyncAttempt
+from ...._core import forks
+from ...._core.timing import Budget, monotonic
+from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, lock_kind
+from ...._errors import BackendError
+from ...._url import StoreConfig, scrub
+from .. import session as ss
+from .. import stmt as st
+from .base import CLEANUP_TIMEOUT, RENEW_SHARE, SqlBase
+from .driver import SESSION_WAIT_SLICE, Sets, SqlDriver, StaleConnection
+
+log = logging.getLogger("distlock")
+
+
+@dataclass
+class Pinned:
+    """The connection that holds one claim's lock, and what is known about it."""
+
+    conn: Any
+    claim: Claim
+    conn_id: int
+    ttl: float = 0.0
+
+
+class SessionAttempt(AsyncAttempt):
+    backend: SessionMode
+
+    def __init__(self, backend: SessionMode, claim: Claim) -> None:
+        super().__init__(backend, claim)
+        self.conn: Any = None
+        self.taken: tuple[int, int] | None = None  # (fence, connection id) once the server granted it
+
+    async def _go(self, wait: float | None) -> None:
+        b = self.backend
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = await b._borrow_dedicated()
+            try:
+                self.taken = await b._session_acquire(self.conn, self.claim, wait)
+                return
+            except StaleConnection as exc:  # a pooled connection the server had closed: nothing was held
+                conn, self.conn = self.conn, None
+                await b._close_quietly(conn)
+                if attempt:
+                    raise b._error("database error", exc) from exc
+
+    async def try_acquire(self) -> Grant:
+        if self.taken is None:
+            await self._go(None)
+        if self.taken is None:
+            return Grant(False)
+        fence, conn_id = self.taken
+        conn, self.conn = self.conn, None
+        self.backend._pin(conn, self.claim, conn_id)
+        return Grant(True, fence=fence)
+
+    async def wait(self, grant: Grant, timeout: float | None) -> None:
+        slice_ = SESSION_WAIT_SLICE if timeout is None else min(timeout, SESSION_WAIT_SLICE)
+        if slice_ > 0:
+            await self._go(slice_)
+
+    async def abandon(self) -> None:
+        b = self.backend
+        conn, self.conn = self.conn, None
+        pinned = b._unpin(self.claim.token)
+        closed = [c for c in (conn, None if pinned is None else pinned.conn) if c is not None]
+        for c in closed:  # closing the connection drops whatever it holds or waits for ...
+            await b._close_quietly(c)
+        if closed:  # ... once the server has ended its session, a moment later: wait for that
+            await b._until_let_go(self.claim)
+
+
+class SessionMode(SqlBase):
+    """``mode=session``: connection-bound locks; the driver gives ``session_call`` and ``kill_sql``."""
+
+    pins_connections = True
+
+    def __init__(self, config: StoreConfig, driver: type[SqlDriver]) -> None:
+        super().__init__(config, driver)
+        self.capabilities = Capabilities(modes=self.driver.session_modes, fair=False, needs_renewal=True)
+        self._pinned: dict[str, Pinned] = {}
+        self._own_conn_ids: set[int] = set()  # connections this store has held locks on
+
+    def after_fork(self) -> None:
+        """The parent's holdings live on the sessions they are pinned to: the child must never unlock, check
+        or close those (a closed session lets go of the parent's locks)."""
+        super().after_fork()
+        forks.abandon(self._pinned)
+        self._pinned = {}
+        self._own_conn_ids = set()
+
+    # -- the statements (``rowlock.py`` gives others) --------------------------------------------------------
+    def _open_cleanup(self) -> st.Stmt | None:
+        return ss.session_cleanup(self.dialect, self.prefix, self.fast_session)
+
+    async def _acquire_call(self, conn: Any, claim: Claim, wait: float | None, change: float | None) -> Sets:
+        stmt = ss.session_acquire(self.dialect, self.prefix, claim, wait, change, self.fast_session)
+        return await self.driver.session_call(conn, stmt, wait or 0.0)
+
+    def _unlock_stmt(self, claim: Claim) -> st.Stmt:
+        return ss.session_unlock(self.dialect, claim)
+
+    def _check_stmt(self, claim: Claim, change: float | None) -> st.Stmt:
+        return ss.session_check(self.dialect, claim, change)
+
+    async def _holder_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
+        """(name, owner, mode, fence, record's connection id, holding connection id, its lock mode) of the
+        names' live holders."""
+        stmt = ss.session_holders(self.dialect, self.prefix, names, prefix, self.fast_session)
+        r: st.Result = await self._tx(lambda: st.single(stmt), tx=False)
+        return r.rows
+
+    # -- holdings ----------------------------------------------------------------------------------------------
+    async def _until_let_go(self, claim: Claim) -> None:
+        """Wait until no connection holds ``claim``'s lock under its record (at most ``CLEANUP_TIMEOUT``).
+
+        A closed connection's locks go when the server notices the close and ends the session, a few ms
+        later (more on a loaded server): an acquire that was cancelled or failed with a connection in an
+        unknown state returns only once the name is free of it, so it leaves nothing behind. Best effort:
+        the server frees the lock by itself in any case, this only keeps the caller from seeing it."""
+        owner = claim.owner[:255]
+        budget = Budget(CLEANUP_TIMEOUT)  # as any clean-up: a server that does not answer costs at most this
+        while budget.end is not None and monotonic() < budget.end:
+            try:
+                with budget:
+                    rows = await self._holder_rows([claim.name], "")
+            except BackendError:
+                return
+            if not any(str(r[1]) == owner and r[4] is not None and r[5] is not None and int(r[4]) == int(r[5])
+                       for r in rows):  # fmt: skip
+                return
+            await rt.sleep(0.01)
+
+    async def _session_acquire(self, conn: Any, claim: Claim, wait: float | None) -> tuple[int, int] | None:
+        change = self.driver.timeout_change(conn, claim.ttl)
+        try:
+            sets = await self._acquire_call(conn, claim, wait, change)
+        except StaleConnection:
+            raise
+        except BaseException as exc:
+            if self._db_error(exc):
+                raise self._error("database error", exc) from exc
+            raise
+        return ss.session_acquired(self.dialect, sets, self.fast_session)
+
+    def _pin(self, conn: Any, claim: Claim, conn_id: int) -> None:
+        with self._mutex:
+            self._pinned[claim.token] = Pinned(conn, claim, conn_id, ttl=claim.ttl)
+            self._own_conn_ids.add(conn_id)
+
+    def _unpin(self, token: str) -> Pinned | None:
+        with self._mutex:
+            return self._pinned.pop(token, None)
+
+    async def _check(self, pinned: Pinned, ttl: float) -> bool:
+        try:
+            change = self.driver.timeout_change(pinned.conn, ttl)
+            sets = await self.driver.session_call(pinned.conn, self._check_stmt(pinned.claim, change))
+        except Exception as exc:  # the connection is gone: so is the lock
+            if not self._db_error(exc):
+                raise
+            log.debug("session check of %r failed: %s", pinned.claim.name, scrub(str(exc), self.config.password))
+            return False
+        pinned.ttl = ttl
+        return bool(sets and sets[-1] and sets[-1][0][0])
+
+    def _lose(self, claim: Claim, pinned: Pinned, why: str) -> None:
+        """The lock lives and dies with its connection. Unpin it and tell the store now, whether or not it
+        still waits for this renewal's answer (the sync renewer may have stopped waiting)."""
+        if self._unpin(claim.token) is pinned and claim.token not in self._releasing:
+            self.lost(claim.token, f"connection-bound lock lost: {why}")
+
+    async def _kill(self, conn_ids: Sequence[int]) -> None:
+        """Break: end the connections that hold a lock, from the server side."""
+        for cid in conn_ids:
+            stmt = st.Stmt(self.driver.kill_sql, (int(cid),))
+            try:
+                await self._tx(lambda stmt=stmt: st.single(stmt), tx=False)  # type: ignore[misc]
+            except BackendError as exc:
+                log.debug("could not end connection %s: %s", cid, exc)
+
+    # -- the backend interface -------------------------------------------------------------------------
+    def name_refused(self, name: str) -> str | None:
+        return self.driver.lock_name_refused(name)
+
+    def attempt(self, claim: Claim) -> AsyncAttempt:
+        return SessionAttempt(self, claim)
+
+    async def _release(self, claim: Claim) -> bool:
+        with self._mutex:
+            pinned = self._pinned.get(claim.token)
+        if pinned is None:
+            return False
+        ok = False
+        try:
+            sets = await self.driver.session_call(pinned.conn, self._unlock_stmt(claim))
+            ok = bool(sets and sets[-1] and sets[-1][0][0])
+        except Exception as exc:  # a dead connection: the lock went with it
+            if not self._db_error(exc):
+                raise
+        finally:
+            self._unpin(claim.token)
+        if ok:
+            await self._give_back_dedicated(pinned.conn)
+        else:
+            await self._close_quietly(pinned.conn)
+        return ok
+
+    async def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        out: list[bool] = []
+        for claim in claims:
+            with self._mutex:
+                pinned = self._pinned.get(claim.token)
+                releasing = claim.token in self._releasing
+            if releasing:  # its owner is releasing it right now: release() tells the outcome
+                out.append(True)
+                continue
+            ok = False
+            if pinned is not None:
+                try:
+                    with Budget(RENEW_SHARE * claim.ttl):  # a silent pinned connection: this holding is lost
+                        ok = await self._check(pinned, claim.ttl)
+                except BaseException:  # cancelled mid-check: the connection is closed, and the lock with it
+                    self._lose(claim, pinned, "its connection's check was cancelled")
+                    await self._close_quietly(pinned.conn)
+                    raise
+            if not ok and pinned is not None and claim.token not in self._releasing:
+                self._lose(claim, pinned, "its connection failed, timed out or no longer holds the lock")
+                await self._close_quietly(pinned.conn)
+            out.append(ok or claim.token in self._releasing)
+        return out
+
+    async def holds(self, claim: Claim) -> bool:
+        with self._mutex:
+            pinned = self._pinned.get(claim.token)
+        if pinned is None:
+            return False
+        try:
+            return await self._check(pinned, pinned.ttl)
+        except Exception as exc:  # a dead connection holds nothing
+            if not self._db_error(exc):
+                raise
+            return False
+
+    async def _inspect(self, names: Sequence[str] | None, prefix: str) -> list[LockInfo]:
+        """Live holders: records whose connection still holds the lock; a connection holding it without
+        a record of its own (another application's plain lock) shows as ``<db>:connection:<id>``."""
+        rows = await self._holder_rows(names, prefix)
+        ours: dict[str, dict[int, HolderInfo]] = {}
+        foreign: dict[str, dict[int, HolderInfo]] = {}
+        for name, owner, mode, fence, conn_id, holder, holder_mode in rows:
+            n, h = str(name), int(holder)
+            if conn_id is not None and int(conn_id) == h:
+                ours.setdefault(n, {})[h] = HolderInfo(str(owner), int(fence), str(mode), None)
+            else:
+                shared = str(holder_mode).lower().startswith("share")
+                label = f"{self.dialect.name}:connection:{h}"
+                foreign.setdefault(n, {})[h] = HolderInfo(label, None, "read" if shared else "lock", None)
+        out = []
+        for n in sorted(set(ours) | set(foreign)):
+            mine = ours.get(n, {})
+            holders = [*mine.values(), *(v for k, v in foreign.get(n, {}).items() if k not in mine)]
+            modes = {x.mode for x in holders}
+            kind = lock_kind(Mode.READ) if modes & {"read", "write"} else "lock"
+            out.append(LockInfo(n, kind, tuple(holders), None))
+        return out
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        infos = await self._inspect([name], "")
+        return infos[0] if infos else None
+
+    async def list(self, prefix: str) -> list[LockInfo]:
+        return await self._inspect(None, prefix)
+
+    async def break_lock(self, name: str) -> bool:
+        rows = await self._holder_rows([name], "")
+        if not rows:
+            return False
+        holders = {int(row[5]) for row in rows if row[5] is not None}
+        with self._mutex:
+            mine = [t for t, p in self._pinned.items() if p.claim.name == name and p.conn_id in holders]
+        for token in mine:
+            pinned = self._unpin(token)
+            if pinned is not None:
+                await self._close_quietly(pinned.conn)
+                self.lost(token, "broken by an admin (break_lock)")
+        await self._kill(sorted(holders))
+        for _ in range(100):  # a terminated session lets go of its locks a moment later
+            if not await self._holder_rows([name], ""):
+                break
+            await rt.sleep(0.02)
+        return True
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        with self._mutex:
+            pinned, self._pinned = list(self._pinned.values()), {}
+        for p in pinned:
+            await self._close_quietly(p.conn)

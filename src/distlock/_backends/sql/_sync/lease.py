@@ -1,0 +1,313 @@
+# GENERATED from src/distlock/_backends/sql/_async/lease.py by scripts/gen_sync.py: edit that file, not this one.
+"""The lease-table mode (the default, ``mode=lease``): holdings are rows with an expiry, on the database's clock.
+
+``LeaseMode`` runs the statements of its dialect's protocol (``ops``: ``sql/lease_tx.py``'s ``TxOps`` on
+MySQL/MariaDB, ``sql/lease_autocommit.py``'s ``AutocommitOps`` on PostgreSQL; the dialects' subclasses,
+``mysql/lease.py`` and ``postgres/lease.py``, pick it and add their push). Each operation is one short
+transaction on a pooled connection (or autocommit statements); the acquire locks the name first, so it and
+the takeover of an expired holding are atomic. Renewal of every held lease of the store is one transaction
+per tick, which also sweeps long-expired rows now and then. Waiters (``lease_attempt.py``) watch the name
+locally (a release in this process wakes them at once) and the dialect adds a push from other processes
+(``_lease_wait``: PostgreSQL LISTEN/NOTIFY, MySQL a companion ``GET_LOCK``), with a re-check at the holder's
+expiry at the latest.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+
+from .... import _rt_sync as rt
+from ...._sync.backend import SyncAttempt, SyncWatch
+from ...._sync.batch import Batched
+from ...._core.timing import (
+    LEASE_WAIT_SLICE,
+    Budget,
+    monotonic,
+)
+from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
+from ...._errors import BackendError, ConfigError
+from ...._url import StoreConfig
+from ...._wakeup import Wakers
+from .. import lease as sq
+from .. import lease_autocommit as ac
+from .. import lease_tx as tx
+from .. import names as sn
+from .base import RENEW_SHARE, SqlBase
+from .driver import SqlDriver
+from .lease_attempt import LeaseAttempt
+
+log = logging.getLogger("distlock")
+
+#: renewals also sweep long-expired rows (and 0.1.0's fence rows), at most this often
+SWEEP_EVERY = 30.0
+
+
+class _Watch(SyncWatch):
+    """An observer is woken where the name's waiters are: by this store's own changes at once, and by the
+    dialect's push from other processes (PostgreSQL NOTIFY on grants of election claims, proclaims and
+    releases). MySQL's bell only rings when a holder lets go, so an observer there reads again every
+    ``POLL`` seconds (``_observe_slice``)."""
+
+    def __init__(self, backend: LeaseMode, key: str) -> None:
+        self._backend = backend
+        self._key = key
+        self._waker: rt.Waker | None = rt.Waker()
+        backend.wakers.watch(key, self._waker, every=True)  # an observer takes every wake-up, not a turn
+
+    def wait(self, timeout: float) -> None:
+        if self._waker is not None:
+            self._waker.wait(min(timeout, self._backend._observe_slice()))
+
+    def close(self) -> None:
+        if self._waker is not None:
+            self._backend.wakers.unwatch(self._key, self._waker)
+            self._waker = None
+
+
+class _Abandons(Batched[str, tuple[Claim, str], bool]):
+    """The clean-ups of a store's settled claims (token -> the claim and its name key) that give up together:
+    one transaction for all that came while the last one ran. A thousand waiters timing out at once each
+    waited for one of the store's few pool connections, past their deadlines."""
+
+    def __init__(self, backend: LeaseMode) -> None:
+        super().__init__()
+        self._backend = backend
+
+    def run(self, items: list[tuple[str, tuple[Claim, str]]]) -> dict[str, bool]:
+        b = self._backend
+        claims = [item for _, item in items]
+        found: dict[str, bool] = b._tx(lambda: b.ops.abandon_settled(claims), tx=b._in_tx("abandon"))
+        return found
+
+
+class LeaseMode(SqlBase):
+    """Lease rows; the dialect gives the push that wakes waiters (``_lease_wait`` and the hooks below)."""
+
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True)
+    #: the lease protocol the dialect runs (its subclass sets ``protocol``)
+    ops: tx.TxOps | ac.AutocommitOps
+
+    def __init__(self, config: StoreConfig, driver: type[SqlDriver]) -> None:
+        super().__init__(config, driver)
+        self._swept = monotonic()
+        #: the attempts of this store waiting for a name (key: its name key), woken by its own releases at once
+        self.wakers: Wakers[str] = Wakers()
+        #: waiters that only keep their place (``keep_queued``): token -> when a batch last kept it alive
+        #: (monotonic; negative: it found the entry gone; None: not kept yet)
+        self._keeping: dict[str, float | None] = {}
+        #: the deadline a batch wrote on a kept entry, and the batch's send time (``kept_stamp``)
+        self._kept: dict[str, tuple[float, float]] = {}
+        self._keep_io = rt.Mutex()
+        #: settled claims giving up (``abandon_settled``), together
+        self._abandons = _Abandons(self)
+        #: waiters a release may hand the name to: the digest a hand-over names them by -> (token, waker)
+        self._handing: dict[str, tuple[str, rt.Waker]] = {}
+        #: hand-overs received and not yet taken: token -> the hand-over
+        self._handed: dict[str, sn.HandOver] = {}
+
+    def after_fork(self) -> None:
+        """The parent's waiters, kept entries and hand-overs are not the child's (the wakers forget theirs)."""
+        super().after_fork()
+        self._keeping, self._kept = {}, {}
+        self._keep_io = rt.Mutex()
+        self._handing, self._handed = {}, {}
+
+    def _in_tx(self, operation: str) -> bool:
+        """Does ``operation``'s script need the driver's BEGIN/COMMIT (see ``LeaseOps.own_tx``)?"""
+        return operation not in self.ops.own_tx
+
+    # -- wake-up hooks (the dialect) --------------------------------------------------------------------------
+    def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
+        raise NotImplementedError
+
+    def _pushed(self) -> bool:
+        """Whether releases in other processes wake this store's waiters now (PostgreSQL: LISTEN is on)."""
+        return False
+
+    #: a release elsewhere wakes this store's first queued waiter wherever it waits (PostgreSQL: the listener
+    #: wakes it through ``wakers``), not only while it waits on the dialect's own push (MySQL's bell)
+    push_wakes_head_anywhere = False
+
+    def keep_queued(self, token: str) -> bool:
+        """Keep the queue entry of a waiting ``token`` alive; False if it ran out. The store's waiters that
+        only keep their place share one UPDATE: a call within a slice of the last batch that kept this token
+        returns at once, any other runs a batch for every such waiter not kept in the last half slice."""
+        with self._mutex:
+            self._keeping.setdefault(token, None)
+        with self._keep_io:
+            with self._mutex:
+                last = self._keeping.get(token, None)
+                if last is not None and monotonic() - last < LEASE_WAIT_SLICE:
+                    return last > 0
+                due = [t for t, at in self._keeping.items() if at is None or monotonic() - at >= LEASE_WAIT_SLICE / 2]
+            sent = monotonic()
+            alive: dict[str, float] = self._tx(lambda: self.ops.keep(due), tx=self._in_tx("keep"))
+            with self._mutex:
+                for t in due:
+                    if t in self._keeping:
+                        self._keeping[t] = sent if t in alive else -sent  # negative: found gone
+                        if t in alive:
+                            self._kept[t] = (alive[t], sent)
+        return token in alive
+
+    def abandon_settled(self, claim: Claim, key: str) -> bool:
+        """Clean up after a claim whose last try was answered (the protocol's ``abandon_settled``); True if
+        something of it was deleted. The store's claims that give up together share one transaction (``_Abandons``)."""
+        try:
+            found: bool = self._abandons(claim.token, (claim, key), self._deadline())
+        except TimeoutError:
+            raise BackendError(f"database call timed out ({self.describe()})", backend=self.scheme) from None
+        return found
+
+    def kept_stamp(self, token: str) -> tuple[float, float] | None:
+        """The deadline the last batch wrote on ``token``'s entry and when that batch was sent, once: like a
+        refused try's, what a hand-over's stamp is compared with (``LeaseAttempt._handed_over``)."""
+        with self._mutex:
+            return self._kept.pop(token, None)
+
+    def unkeep(self, token: str) -> None:
+        with self._mutex:
+            self._keeping.pop(token, None)
+            self._kept.pop(token, None)
+
+    # -- direct hand-over (``AutocommitOps.release``) -------------------------------------------------------
+    def expect_handover(self, token: str, waker: rt.Waker) -> None:
+        with self._mutex:
+            self._handing[sn.token_digest(token)] = (token, waker)
+
+    def forget_handover(self, token: str) -> None:
+        with self._mutex:
+            if self._handing.pop(sn.token_digest(token), None) is not None:
+                self._handed.pop(token, None)
+
+    def _handed_on(self, key: str, handed: sn.HandOver) -> None:
+        """A release (ours, or another process's NOTIFY) granted ``key`` to a waiter: if it is one of ours, keep
+        the hand-over for its next try and wake it; wake the name's observers; not the other waiters, none of
+        which can get the name before the new holder lets go (its release wakes them; if it died, its row ends
+        at its queue deadline, and they look again at their wait slice)."""
+        with self._mutex:
+            waiting = self._handing.get(handed.digest)
+            if waiting is not None:
+                self._handed[waiting[0]] = handed
+        if waiting is not None:
+            waiting[1].notify()
+        self.wakers.wake_observers(key)
+
+    def take_handover(self, token: str) -> sn.HandOver | None:
+        with self._mutex:
+            return self._handed.pop(token, None)
+
+    def _granted(self, claim: Claim, key: str) -> None:
+        """After a grant (MySQL takes the companion lock here; an election's grant wakes local observers)."""
+        if claim.value is not None:
+            self.wakers.wake(key)
+
+    def _released(self, tokens: Sequence[str], key: str) -> None:
+        """After a release/abandon/break: wake the local waiters (and ring the bell)."""
+        self.wakers.wake(key)
+
+    def _forget_bells(self, tokens: Sequence[str]) -> None:
+        """Holdings that ran out keep no companion lock (MySQL)."""
+
+    # -- the backend interface -------------------------------------------------------------------------
+    def attempt(self, claim: Claim) -> SyncAttempt:
+        self._check_record(claim.name, claim.record if claim.value is not None else None)
+        return LeaseAttempt(self, claim)
+
+    def _check_record(self, name: str, record: str | None) -> None:
+        if record is not None and self.dialect.name != "postgres" and len(record) > sq.OWNER_CHARS:
+            raise ConfigError(
+                f"the owner id and election value take {len(record)} characters; the MySQL lease table keeps "
+                f"{sq.OWNER_CHARS} (use a shorter value)",
+                name=name,
+                backend=self.scheme,
+            )
+
+    def proclaim(self, claim: Claim, value: str) -> bool:
+        record = replace(claim, value=value).record
+        self._check_record(claim.name, record)
+        key = sn.name_key(claim.name)
+        ok: bool = self._tx(lambda: self.ops.proclaim(claim, key, record))
+        if ok:
+            self.wakers.wake(key)
+        return ok
+
+    def watch(self, name: str) -> SyncWatch:
+        watch = _Watch(self, sn.name_key(name))
+        self._arm_push()
+        return watch
+
+    def _arm_push(self) -> None:
+        """Before an observer's first read: make sure the dialect's push is on (PostgreSQL: LISTEN)."""
+
+    def _observe_slice(self) -> float:
+        """How long an observer may wait before it reads again: the dialect's push says (see ``_Watch``)."""
+        return SyncWatch.POLL
+
+    def _release(self, claim: Claim) -> bool:
+        key = sn.name_key(claim.name)
+        ok, handed = self._tx(lambda: self.ops.release(claim, key), tx=False)
+        if handed is None:
+            self._released([claim.token], key)
+        else:
+            self._handed_on(key, handed)
+        return bool(ok)
+
+    def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        if not claims:
+            return []
+        share = RENEW_SHARE * min(c.ttl for c in claims)
+        result: list[bool] = []
+        for attempt in range(2):
+            try:
+                with Budget(share):  # a silent connection costs one try; the second runs on a fresh one
+                    result = self._tx(lambda: self.ops.renew(claims), tx=self._in_tx("renew"))
+                break
+            except BackendError:
+                if attempt:
+                    raise
+        self._maybe_sweep()
+        with self._mutex:
+            result = [ok or c.token in self._releasing for c, ok in zip(claims, result, strict=True)]
+        gone = [c.token for c, ok in zip(claims, result, strict=True) if not ok]
+        if gone:
+            self._forget_bells(gone)
+        return result
+
+    def _maybe_sweep(self) -> None:
+        """Every SWEEP_EVERY seconds, from the renewer: remove expired rows and free names' rows."""
+        if monotonic() - self._swept < SWEEP_EVERY:
+            return
+        self._swept = monotonic()
+        try:
+            self._tx(lambda: self.ops.sweep())
+        except BackendError as exc:
+            log.debug("sweep failed: %s", exc)
+
+    def holds(self, claim: Claim) -> bool:
+        ok: bool = self._tx(lambda: self.ops.holds(claim), tx=False)
+        return ok
+
+    def shorten(self, claim: Claim, ttl: float) -> bool:
+        # the renewal statement is the guarded step: our token, a live lease only, expires_at on the server's clock
+        short = [replace(claim, ttl=ttl)]
+        (ok,) = self._tx(lambda: self.ops.renew(short), tx=self._in_tx("renew"))
+        self._forget_bells([claim.token])  # MySQL: waiters then look again and wait for the row's end
+        return bool(ok)
+
+    def inspect(self, name: str) -> LockInfo | None:
+        infos = self._tx(lambda: self.ops.inspect([name]), tx=False)
+        return infos[0] if infos else None
+
+    def list(self, prefix: str) -> list[LockInfo]:
+        infos: list[LockInfo] = self._tx(lambda: self.ops.inspect(None, prefix), tx=False)
+        return infos
+
+    def break_lock(self, name: str) -> bool:
+        tokens: list[str] = self._tx(lambda: self.ops.break_lock(name), tx=self._in_tx("break_lock"))
+        self._released(tokens, sn.name_key(name))
+        for token in tokens:
+            self.lost(token, "broken by an admin (break_lock)")
+        return bool(tokens)

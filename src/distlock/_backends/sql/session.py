@@ -1,0 +1,278 @@
+"""SQL of the connection-bound (session) mode of MySQL/MariaDB and PostgreSQL, and of MySQL's row-lock variant.
+
+No I/O: statements only (the backend classes are ``_async/session.py`` and ``rowlock.py``).
+The lease-table mode's statements are in ``lease*.py``, the statement machinery in ``stmt.py``; the
+dialects in ``dialects.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+
+from ..._core.types import Claim, Mode
+from .dialects import Dialect
+from .names import advisory_key, get_lock_name, name_filter, name_key
+from .stmt import Stmt, to_int
+
+# -- connection-bound (session) mode ---------------------------------------------------------------------
+# One round trip per acquire: take the lock and, only if it was taken, draw a fence and record this
+# connection as a holder, so inspect() can tell a live holder (the recorded connection still holds the
+# lock) from a stale record.
+#
+# Fast layout (PostgreSQL; MariaDB >= 10.5): fences from one global SEQUENCE ``<prefix>_fence_seq`` (never
+# goes down, survives restarts: a global counter is increasing per name too), holder records in
+# ``<prefix>_session_holders`` keyed by connection id, an UNLOGGED table (PostgreSQL) / a non-transactional
+# Aria table (MariaDB): no redo log on the lock path; records of connection-bound locks need not survive a
+# restart, the locks do not either. One statement: ``INSERT/REPLACE ... SELECT ... WHERE <lock taken>
+# RETURNING fence``.
+#
+# Portable layout (MySQL without sequences or RETURNING): the fence row of ``<prefix>_fences`` is bumped and
+# carries the last holder's lock key, owner, mode and connection id; a multi-statement
+# (``GET_LOCK``; conditional upsert; ``SELECT LAST_INSERT_ID()``).
+
+
+def session_schema(dialect: Dialect, p: str, fast: bool) -> tuple[str, ...]:
+    if not fast:
+        return ()
+    cols = (
+        "conn_id BIGINT NOT NULL PRIMARY KEY, name_key CHAR(64) NOT NULL, name TEXT NOT NULL, "
+        "lock_key VARCHAR(64) NOT NULL, owner VARCHAR(255) NOT NULL, mode VARCHAR(16) NOT NULL, "
+        "fence BIGINT NOT NULL"
+    )
+    if dialect.name == "mysql":
+        return (
+            f"CREATE SEQUENCE IF NOT EXISTS {p}_fence_seq",
+            f"CREATE TABLE IF NOT EXISTS {p}_session_holders ({cols}, KEY {p}_session_holders_name (name_key)) "
+            "ENGINE=Aria TRANSACTIONAL=0 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+        )
+    return (
+        f"CREATE SEQUENCE IF NOT EXISTS {p}_fence_seq",
+        f"CREATE UNLOGGED TABLE IF NOT EXISTS {p}_session_holders ({cols})",
+        f"CREATE INDEX IF NOT EXISTS {p}_session_holders_name ON {p}_session_holders (name_key)",
+    )
+
+
+def session_lock_key(dialect: Dialect, name: str) -> str:
+    """What the server locks: the GET_LOCK name (MySQL) or the advisory key as text (PostgreSQL)."""
+    return get_lock_name(name) if dialect.name == "mysql" else str(advisory_key(name))
+
+
+# The statements below depend on the name, mode and owner of a claim, never on its token: a holder that takes
+# the same lock again (the common loop) gets the very same Stmt back instead of hashing the name twice and
+# formatting the SQL again. Stmt is frozen, so sharing it is safe; the cache is bounded.
+_CACHE = 1024
+
+
+def session_acquire(
+    dialect: Dialect, p: str, claim: Claim, wait: float | None, idle_timeout: float | None, fast: bool
+) -> Stmt:
+    """Try (``wait=None``) or wait up to ``wait`` seconds for the lock; the answer is read by
+    ``session_acquired``. ``idle_timeout``: set the connection's idle timeout (the session lease) too."""
+    return _session_acquire(dialect, p, claim.name, claim.mode, claim.owner, wait, idle_timeout, fast)
+
+
+@lru_cache(maxsize=_CACHE)
+def _session_acquire(
+    dialect: Dialect, p: str, name: str, mode: Mode, owner: str, wait: float | None, idle_timeout: float | None,
+    fast: bool,
+) -> Stmt:  # fmt: skip
+    key = session_lock_key(dialect, name)
+    owner = owner[:255]
+    nk = name_key(name)
+    if dialect.name == "mysql":
+        prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
+        secs = 0 if wait is None else wait
+        if fast:
+            record = (
+                f"REPLACE INTO {p}_session_holders (conn_id, name_key, name, lock_key, owner, mode, fence) "
+                f"SELECT CONNECTION_ID(), %s, %s, %s, %s, %s, NEXTVAL({p}_fence_seq) FROM DUAL "
+            )
+            if wait is None:  # GET_LOCK(name, 0) never blocks: one statement
+                return Stmt(
+                    f"{prefix}{record}WHERE GET_LOCK(%s, 0) = 1 RETURNING fence, conn_id",
+                    (nk, name, key, owner, mode.value, key),
+                )
+            # a blocking GET_LOCK must not run inside the REPLACE: that would hold the holder table's lock
+            return Stmt(
+                f"{prefix}SELECT GET_LOCK(%s, %s); {record}WHERE IS_USED_LOCK(%s) = CONNECTION_ID() "
+                "RETURNING fence, conn_id",
+                (key, secs, nk, name, key, owner, mode.value, key),
+            )
+        return Stmt(
+            f"{prefix}SELECT GET_LOCK(%s, %s); "
+            f"INSERT INTO {p}_fences (name_key, name, fence, lock_key, owner, mode, conn_id) "
+            "SELECT %s, %s, LAST_INSERT_ID(1), %s, %s, %s, CONNECTION_ID() FROM DUAL "
+            "WHERE IS_USED_LOCK(%s) = CONNECTION_ID() "
+            "ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1), lock_key = VALUES(lock_key), "
+            "owner = VALUES(owner), mode = VALUES(mode), conn_id = VALUES(conn_id); "
+            "SELECT LAST_INSERT_ID(), CONNECTION_ID()",
+            (key, secs, nk, name, key, owner, mode.value, key),
+        )
+    shared = "_shared" if mode is Mode.READ else ""
+    ms = "0" if idle_timeout is None else str(max(1, math.ceil(idle_timeout * 1000)))
+    if wait is None:
+        lock = f"pg_try_advisory_lock{shared}(%s::bigint) AS got"
+        args: tuple[object, ...] = (ms, int(key))
+    else:
+        lock = f"set_config('lock_timeout', %s, false) AS lt, (pg_advisory_lock{shared}(%s::bigint))::text = '' AS got"
+        args = (ms, f"{max(1, int(wait * 1000))}ms", int(key))
+    return Stmt(
+        f"WITH l AS (SELECT set_config('idle_session_timeout', %s, false) AS it, {lock}) "
+        f"INSERT INTO {p}_session_holders AS h (conn_id, name_key, name, lock_key, owner, mode, fence) "
+        f"SELECT pg_backend_pid(), %s, %s, %s, %s, %s, nextval('{p}_fence_seq') FROM l WHERE l.got "
+        "ON CONFLICT (conn_id) DO UPDATE SET name_key = EXCLUDED.name_key, name = EXCLUDED.name, "
+        "lock_key = EXCLUDED.lock_key, owner = EXCLUDED.owner, mode = EXCLUDED.mode, fence = EXCLUDED.fence "
+        "RETURNING h.fence, h.conn_id",
+        (*args, nk, name, key, owner, mode.value),
+    )
+
+
+def session_acquired(
+    dialect: Dialect, sets: Sequence[Sequence[tuple[object, ...]]], fast: bool
+) -> tuple[int, int] | None:
+    """(fence, connection id) from the result sets of ``session_acquire``, or None if not taken."""
+    if dialect.name == "mysql" and not fast:
+        # result sets: GET_LOCK's, then (LAST_INSERT_ID(), CONNECTION_ID()); SET and INSERT return none
+        if len(sets) < 2 or not sets[0] or sets[0][0][0] != 1:
+            return None
+    if not sets or not sets[-1]:
+        return None
+    fence, conn_id = sets[-1][0]
+    return to_int(fence), to_int(conn_id)
+
+
+def session_unlock(dialect: Dialect, claim: Claim) -> Stmt:
+    return _session_unlock(dialect, claim.name, claim.mode)
+
+
+@lru_cache(maxsize=_CACHE)
+def _session_unlock(dialect: Dialect, name: str, mode: Mode) -> Stmt:
+    key = session_lock_key(dialect, name)
+    if dialect.name == "mysql":
+        return Stmt("SELECT RELEASE_LOCK(%s)", (key,))
+    shared = "_shared" if mode is Mode.READ else ""
+    return Stmt(f"SELECT pg_advisory_unlock{shared}(%s::bigint)", (int(key),))
+
+
+def _pg_key_match(alias: str, key_sql: str) -> str:
+    return (
+        f"{alias}.locktype = 'advisory' AND {alias}.granted AND {alias}.objsubid = 1 "
+        f"AND {alias}.classid::bigint = (({key_sql} >> 32) & 4294967295) "
+        f"AND {alias}.objid::bigint = ({key_sql} & 4294967295)"
+    )
+
+
+def session_check(dialect: Dialect, claim: Claim, idle_timeout: float | None) -> Stmt:
+    """Does this very connection still hold the lock? (Also renews its idle timeout, the session lease.)"""
+    return _session_check(dialect, claim.name, idle_timeout)
+
+
+@lru_cache(maxsize=_CACHE)
+def _session_check(dialect: Dialect, name: str, idle_timeout: float | None) -> Stmt:
+    key = session_lock_key(dialect, name)
+    if dialect.name == "mysql":
+        prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
+        return Stmt(f"{prefix}SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (key,))
+    ms = "0" if idle_timeout is None else str(max(1, math.ceil(idle_timeout * 1000)))
+    return Stmt(
+        "SELECT set_config('idle_session_timeout', %s, false) IS NOT NULL AND EXISTS (SELECT 1 FROM pg_locks l "
+        f"WHERE l.pid = pg_backend_pid() AND {_pg_key_match('l', '%s::bigint')})",
+        (ms, int(key), int(key)),
+    )
+
+
+def session_holders(dialect: Dialect, p: str, names: Sequence[str] | None, prefix: str, fast: bool) -> Stmt:
+    """Rows (name, owner, mode, fence, recorded conn id, holding conn id, holding mode) of held names."""
+    table = f"{p}_session_holders" if fast else f"{p}_fences"
+    where, args = name_filter(names, prefix, "f")
+    if dialect.name == "mysql":
+        return Stmt(
+            "SELECT f.name, f.owner, f.mode, f.fence, f.conn_id, IS_USED_LOCK(f.lock_key), 'lock' "
+            f"FROM {table} f WHERE {where} AND f.lock_key IS NOT NULL AND IS_USED_LOCK(f.lock_key) IS NOT NULL "
+            "ORDER BY f.name",
+            args,
+        )
+    # every connection that holds the key: ours show their record, others (another application) their pid
+    return Stmt(
+        "SELECT f.name, f.owner, f.mode, f.fence, f.conn_id, l.pid, l.mode "
+        f"FROM {table} f JOIN pg_locks l ON {_pg_key_match('l', 'f.lock_key::bigint')} "
+        f"WHERE {where} ORDER BY f.name, l.pid",
+        args,
+    )
+
+
+def session_cleanup(dialect: Dialect, p: str, fast: bool) -> Stmt | None:
+    """Delete holder records of connections that no longer hold their lock (run at open and close)."""
+    if not fast:
+        return None
+    if dialect.name == "mysql":
+        return Stmt(
+            f"DELETE FROM {p}_session_holders WHERE IS_USED_LOCK(lock_key) IS NULL OR IS_USED_LOCK(lock_key) <> conn_id"
+        )
+    return Stmt(
+        f"DELETE FROM {p}_session_holders h WHERE NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = h.conn_id "
+        f"AND {_pg_key_match('l', 'h.lock_key::bigint')})"
+    )
+
+
+# -- MySQL/MariaDB row-lock variant of the session mode (``session_lock=row``) -------------------------------
+# The seeds' ``SELECT ... FOR UPDATE``: the holder keeps a transaction open on its pinned connection with a
+# row lock on the name's row of ``<prefix>_rows`` (``LOCK IN SHARE MODE`` for rwlock readers); ROLLBACK
+# releases it, and so does the server when the connection ends (crash, kill, ``wait_timeout``). InnoDB
+# queues a new shared request behind a waiting exclusive one, so waiting writers are not starved.
+ROW_MARK = "row"
+
+
+def row_schema(p: str) -> tuple[str, ...]:
+    return (
+        f"CREATE TABLE IF NOT EXISTS {p}_rows (name_key CHAR(64) NOT NULL PRIMARY KEY, name TEXT NOT NULL) "
+        "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+    )
+
+
+def row_acquire(p: str, claim: Claim, wait: float | None, idle_timeout: float | None) -> Stmt:
+    """One round trip: open the transaction, lock the name's row (``FOR UPDATE NOWAIT`` / ``WAIT n``), then
+    record the holder only if the row was locked. The last result set is empty when the name has no row
+    yet (create it with ``row_create`` and try again); a lock that was not granted is an error, which
+    the backend turns into "not acquired" after a ROLLBACK."""
+    prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
+    how = "LOCK IN SHARE MODE" if claim.mode is Mode.READ else "FOR UPDATE"
+    limit = "NOWAIT" if wait is None else f"WAIT {max(1, math.ceil(wait))}"
+    nk = name_key(claim.name)
+    return Stmt(
+        f"{prefix}SET @distlock_row = 0; START TRANSACTION; "
+        f"SELECT @distlock_row := 1 FROM {p}_rows WHERE name_key = %s {how} {limit}; "
+        f"REPLACE INTO {p}_session_holders (conn_id, name_key, name, lock_key, owner, mode, fence) "
+        f"SELECT CONNECTION_ID(), %s, %s, '{ROW_MARK}', %s, %s, NEXTVAL({p}_fence_seq) FROM DUAL "
+        "WHERE @distlock_row = 1 RETURNING fence, conn_id",
+        (nk, nk, claim.name, claim.owner[:255], claim.mode.value),
+    )
+
+
+def row_create(p: str, name: str) -> Stmt:
+    return Stmt(f"ROLLBACK; INSERT IGNORE INTO {p}_rows (name_key, name) VALUES (%s, %s)", (name_key(name), name))
+
+
+def row_unlock(p: str) -> Stmt:
+    """Answers whether the transaction (and so the row lock) was still there, then ends it."""
+    return Stmt("SELECT @@in_transaction; ROLLBACK")
+
+
+def row_check(idle_timeout: float | None) -> Stmt:
+    prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
+    return Stmt(f"{prefix}SELECT @@in_transaction")
+
+
+def row_holders(p: str, names: Sequence[str] | None, prefix: str) -> Stmt:
+    """The columns of ``session_holders`` and whether the record's connection is inside a transaction now
+    (the holder keeps its transaction open until it releases; a connection's next acquire replaces its
+    record). Needs the PROCESS privilege to see other users' transactions."""
+    where, args = name_filter(names, prefix, "f")
+    return Stmt(
+        "SELECT f.name, f.owner, f.mode, f.fence, f.conn_id, f.conn_id, f.mode, "
+        "f.conn_id IN (SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX) "
+        f"FROM {p}_session_holders f WHERE {where} AND f.lock_key = '{ROW_MARK}' ORDER BY f.name, f.fence",
+        args,
+    )
