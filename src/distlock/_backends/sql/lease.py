@@ -67,6 +67,10 @@ from .dialects import Dialect
 from .names import HandOver, name_filter, name_key
 from .stmt import Result, Stmt, to_float, to_int
 
+#: what a try near its caller's deadline keeps for its answer's way back (a WAN's round trip, a loaded client)
+#: beside its wait on the server for the name's lock
+ANSWER_TIME = 0.25
+
 #: holder rows of this layout; 0.1.0's have none (``upgrade`` gives them 1)
 LAYOUT = 2
 #: the owner column's size on MySQL/MariaDB (``VARCHAR(255)``): an election's owner id and value must fit
@@ -98,10 +102,10 @@ class LeaseOps:
 
     def wait_for_name(self) -> float:
         """How long this try waits on the server for the name's lock: ``name_wait``, or half of what the call
-        has left of its caller's deadline (``timing.Budget``) where that is less: a wait past it would turn a
-        busy name into a call cut off at the deadline."""
+        has left of its caller's deadline (``timing.Budget``) beyond ``ANSWER_TIME`` where that is less: a wait
+        past it would turn a busy name into a call cut off at the deadline."""
         left = bound(None)
-        return self.name_wait if left is None else min(self.name_wait, left / 2)
+        return self.name_wait if left is None else min(self.name_wait, max(0.0, left - ANSWER_TIME) / 2)
 
     #: the operations whose script runs without the driver's BEGIN/COMMIT (it is one batch that makes its
     #: own transaction, or statements that each stand alone)
