@@ -27,8 +27,9 @@ from .._core import forks, ids
 from .._core.timing import CLEANUP, Budget, Deadline, monotonic, renew_interval
 from .._core.types import Claim, Grant, LockInfo, Mode
 from .._core.validate import check_name
-from .._errors import ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
+from .._errors import ConfigError, LockError, NotHeld, UnsupportedFeature
 from .backend import AsyncAttempt, AsyncBackend
+from .holder_calls import HolderCalls
 from .lease import Holding, Leases
 from .lines import Lines
 
@@ -78,7 +79,7 @@ async def _abandon(attempt: AsyncAttempt) -> None:
         await rt.shielded(attempt.abandon())
 
 
-class AsyncAcquirer:
+class AsyncAcquirer(HolderCalls):
     def __init__(self, backend: AsyncBackend, client_name: str | None = None) -> None:
         self.backend = backend
         self.scheme = backend.scheme
@@ -261,98 +262,9 @@ class AsyncAcquirer:
         if holding.gen == forks.generation():
             self.leases.check(holding)
 
-    async def extend(self, holding: Holding, ttl: float) -> None:
-        """Renew ``holding`` now with ``ttl`` (which later renewals keep). ``LockLost`` if the lease had
-        already run out, was refused, or ran out while the request was on its way (an answer that comes
-        after the lease end confirms nothing)."""
-        self.ours(holding)
-        self.blocking()
-        leases = self.leases
-        if leases.check(holding):
-            raise self._lost_error(holding)
-        await leases.wait_io(holding)  # one round trip at a time per holding: the renewer's, or ours
-        claim = replace(holding.claim, ttl=ttl)
-        sent = monotonic()
-        try:
-            ok = (await self.backend.renew([claim]))[0]
-        except BaseException:
-            leases.end_io(holding, sent, ttl, None)  # it may still reach the server
-            raise
-        if ok:
-            holding.claim = claim  # before end_io: the next renewal must carry the new TTL
-        leases.end_io(holding, sent, ttl, ok)
-        if not ok and not holding.lost.is_set():
-            self.lose(holding, "extend() found the lease gone", events.REFUSED)
-        if leases.check(holding):
-            raise self._lost_error(holding)
-
-    async def shorten(self, holding: Holding, ttl: float) -> None:
-        """Leave ``holding``'s lease to end ``ttl`` seconds from now instead of releasing it (an at-most-once
-        run that ended before ``at_least``), then forget it here: no renewal, no ``lost`` at the old end.
-
-        One round trip of the holding at a time (a renewal racing it could lengthen the lease again).
-        ``UnsupportedFeature``: the backend has no lease to shorten; nothing was sent and the holding is as
-        before. ``LockLost``: the lease was gone, or the answer came after its end. Any other error: the
-        outcome is unknown, so the holding is forgotten and its lease ends by itself."""
-        self.ours(holding)
-        leases = self.leases
-        await leases.wait_io(holding)
-        sent = monotonic()
-        try:
-            ok = await rt.shielded(self.backend.shorten(holding.claim, ttl))
-        except UnsupportedFeature:
-            leases.end_io(holding, sent, holding.claim.ttl, False)  # nothing was sent: only frees the I/O turn
-            raise
-        except BaseException:
-            self._forget(holding)
-            self._released(holding, False, ends=True)  # no longer this process's either way
-            raise
-        if ok and not leases.check(holding):  # an answer after the old lease end confirms nothing
-            self._forget(holding)
-            self._released(holding, True, ends=True)  # this process's holding ends here (events, metrics)
-            return
-        leases.end_io(holding, sent, holding.claim.ttl, False)
-        if not holding.lost.is_set():
-            self.lose(holding, "the lease was gone when the job ended", events.REFUSED)
-        raise self._lost_error(holding)
-
-    async def still_held(self, holding: Holding) -> bool:
-        """Checked with the backend; a negative answer (or one after the lease end) loses the holding."""
-        if holding.gen != forks.generation():
-            return False  # a forked child's copy of its parent's holding (``ours``)
-        self.check_expiry(holding)
-        if holding.lost.is_set():
-            return False
-        self.blocking()
-        if await self.backend.holds(holding.claim):
-            return not self.leases.check(holding)  # a "yes" that came after the lease end is no yes
-        self.lose(holding, "the backend no longer lists this holder")
-        return False
-
     async def inspect(self, name: str) -> LockInfo | None:
         self.blocking()
         return await self.backend.inspect(name)
-
-    async def proclaim(self, holding: Holding, value: str) -> None:
-        """An election leader's new value, stored atomically with a check that ``holding`` still leads;
-        ``LockLost`` (and the holding lost) if it does not, or if the answer came after the lease end."""
-        self.ours(holding)
-        self.blocking()
-        await self.leases.wait_io(holding)  # not concurrently with a renewal of the same holding
-        sent = monotonic()
-        try:
-            ok = await self.backend.proclaim(holding.claim, value)
-        finally:  # a proclaim confirms no lease (it does not extend it): it only frees the holding's I/O turn
-            self.leases.end_io(holding, sent, holding.claim.ttl, False)
-        if ok:
-            holding.claim = replace(holding.claim, value=value)
-        elif not holding.lost.is_set():
-            self.lose(holding, "proclaim() found the leadership gone")
-        if self.leases.check(holding):
-            raise self._lost_error(holding)
-
-    def _lost_error(self, holding: Holding) -> LockLost:
-        return LockLost(f"lost: {holding.lost_reason}", name=holding.claim.name, backend=self.scheme)
 
     def lose(self, holding: Holding, reason: str, cause: str = events.GONE) -> None:
         """Mark a holding lost: set its event, stop renewing it, call the callbacks once, off the critical path.
