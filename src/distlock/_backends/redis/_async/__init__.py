@@ -49,7 +49,7 @@ from ...._url import StoreConfig
 from .. import calls as rc
 from .attempt import Attempt
 from .leases import Leases, shorten_by_renewal
-from .node import Node
+from .node import Node, connect_node
 from .options import GIVEN_CLUSTER, cluster_option, driver_url, fence_counter, reject_unknown, timeouts
 from .watch import RedisWatch
 
@@ -83,14 +83,14 @@ class Backend(AsyncBackend):
         if client is not None and cluster:
             raise ConfigError(GIVEN_CLUSTER, backend=config.scheme)
         args = (url, config.scheme, config.password, connect_timeout, socket_timeout)
-        node = await Node.connect(*args, "server", cluster=bool(cluster), counter=counter, given=client)
+        node = await connect_node(*args, "server", cluster=bool(cluster), counter=counter, given=client)
         try:
             await node.ping()
             if cluster is None and await node.is_cluster():  # auto: a cluster node was given as the seed
                 if client is not None:
                     raise ConfigError(GIVEN_CLUSTER, backend=config.scheme)
                 await node.aclose()
-                node = await Node.connect(*args, "cluster", cluster=True, counter=counter)
+                node = await connect_node(*args, "cluster", cluster=True, counter=counter)
                 await node.ping()
         except BaseException:
             await node.aclose()

@@ -72,48 +72,6 @@ class Node:
         self.sentinel = pool is not None
         self.switches = SwitchWatch(pool, self.follow) if pool is not None else None
 
-    @classmethod
-    async def connect(
-        cls,
-        url: str,
-        scheme: str,
-        secret: str | None,
-        connect_timeout: float,
-        socket_timeout: float,
-        label: str,
-        cluster: bool = False,
-        counter: str = rk.NODE_COUNTER,
-        given: object | None = None,
-    ) -> Node:
-        """A node on a client made from ``url``, or (``given``: the caller's redis-py client or pool, see
-        ``connect(client=...)``) on distlock's own client with the given one's connection parameters."""
-        client: drv.AnyClient
-        if given is not None:
-            try:
-                client = derive(given, connect_timeout, socket_timeout)
-            except ValueError as exc:
-                raise ConfigError(str(exc), backend=scheme) from None
-            secret = secret or client.connection_pool.connection_kwargs.get("password")
-            return cls(client, scheme, secret, label, socket_timeout, counter)
-        if cluster and urlsplit(url).path.strip("/") not in ("", "0"):
-            raise ConfigError("Redis Cluster has only database 0 (drop /N from the URL)", backend=scheme)
-        try:
-            if cluster:
-                client = await options.connect_cluster(
-                    url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout
-                )
-            else:
-                client = options.connect(url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout)
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(scrub(f"bad Redis URL option: {exc}", secret), backend=scheme) from None
-        except RedisError as exc:
-            raise BackendError(scrub(f"Redis {label}: cannot connect: {exc}", secret), backend=scheme) from exc
-        try:
-            return cls(client, scheme, secret, label, socket_timeout, counter)
-        except ConfigError:
-            await drv.close(client)
-            raise
-
     async def follow(self) -> None:
         """Sentinel announced a new master: the pool drops its idle connections to the old one (redis-py does
         that when the address it reads differs), distlock's own request path stops using its connections
@@ -391,6 +349,47 @@ class Node:
 SLOT_REFUSAL = (
     "on Redis Cluster a lock name may not contain '}': its keys {name}:... would not share the hash slot of the name"
 )
+
+
+async def connect_node(
+    url: str,
+    scheme: str,
+    secret: str | None,
+    connect_timeout: float,
+    socket_timeout: float,
+    label: str,
+    cluster: bool = False,
+    counter: str = rk.NODE_COUNTER,
+    given: object | None = None,
+) -> Node:
+    """A ``Node`` on a client made from ``url``, or (``given``: the caller's redis-py client or pool, see
+    ``connect(client=...)``) on distlock's own client with the given one's connection parameters."""
+    client: drv.AnyClient
+    if given is not None:
+        try:
+            client = derive(given, connect_timeout, socket_timeout)
+        except ValueError as exc:
+            raise ConfigError(str(exc), backend=scheme) from None
+        secret = secret or client.connection_pool.connection_kwargs.get("password")
+        return Node(client, scheme, secret, label, socket_timeout, counter)
+    if cluster and urlsplit(url).path.strip("/") not in ("", "0"):
+        raise ConfigError("Redis Cluster has only database 0 (drop /N from the URL)", backend=scheme)
+    try:
+        if cluster:
+            client = await options.connect_cluster(
+                url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout
+            )
+        else:
+            client = options.connect(url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(scrub(f"bad Redis URL option: {exc}", secret), backend=scheme) from None
+    except RedisError as exc:
+        raise BackendError(scrub(f"Redis {label}: cannot connect: {exc}", secret), backend=scheme) from exc
+    try:
+        return Node(client, scheme, secret, label, socket_timeout, counter)
+    except ConfigError:
+        await drv.close(client)
+        raise
 
 
 def same_slot(name: str) -> bool:

@@ -58,7 +58,7 @@ from .attempt import Handed, RedlockAttempt
 from .fences import Vote, plan
 from .leases import Leases, shorten_by_renewal
 from .masters import Masters
-from .node import Node
+from .node import Node, connect_node
 from .options import driver_url, fence_counter, reject_unknown
 from .watch import RedisWatch
 
@@ -90,7 +90,7 @@ class Backend(SyncBackend):
         urls = [driver_url(config, host) for host in config.hosts]
         reject_unknown(config)
         nodes = [
-            Node.connect(
+            connect_node(
                 url, config.scheme, config.password, connect_timeout, socket_timeout, f"{h}:{p}", counter=counter
             )
             for url, (h, p) in zip(urls, config.hosts, strict=True)
