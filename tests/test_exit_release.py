@@ -147,3 +147,10 @@ def test_an_in_memory_store_has_nothing_to_release_at_exit() -> None:
     )  # its database is closed at exit before the release could run: nothing to release, nothing logged
     r = subprocess.run([sys.executable, "-X", "dev", "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def test_an_exit_that_releases_closes_the_connections_too_and_never_crashes(mysql_url: str) -> None:
+    """The exit's release closes the store's connections as well: left open to the interpreter's teardown (with
+    the driver's watchdog thread on them), about 1 exit in 8 ended in a segmentation fault on MySQL."""
+    for _ in range(16):
+        run_and_exit(mysql_url)  # asserts the exit code is 0

@@ -95,6 +95,7 @@ class SyncAcquirer(HolderCalls):
         self._lines = Lines()  # blocking exclusive claims of this store wait here first (``lines.py``)
         self._dispatcher = rt.Dispatcher()
         self._forks = forks.generation()  # the process the dispatcher belongs to (its thread, its event loop)
+        self._born = self._forks  # the process the store (and its connections) was opened in
         self.closed = False
         self.loop_warned = rt.IS_ASYNC  # the asyncio side is meant to run on the loop: nothing to check
         backend.set_loss_handler(self.backend_lost)
@@ -322,6 +323,14 @@ class SyncAcquirer(HolderCalls):
         """What the exit would release: this process's holdings (a forked child's own only, ``forks``); none of
         a database that ends with the process."""
         return 0 if self.closed or self.backend.in_process else self.leases.count()
+
+    def close_at_exit(self) -> None:
+        """A normal interpreter exit's release (``rt``): what is held, then the backend's connections too, so
+        that no connection, and no driver thread watching one, is left to the interpreter's teardown (a crash
+        at exit was seen on MySQL when they were)."""
+        self.close()
+        if self._born == forks.generation() or self.backend.fork_owned:  # a forked child's copy: the parent's
+            self.backend.close()
 
     def close(self) -> None:
         """Release everything still held and stop the lease clock (the store then closes the backend)."""
