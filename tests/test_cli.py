@@ -137,3 +137,24 @@ def test_init_checks_the_url_and_says_what_it_did(url: str) -> None:
     bad = cli("postgresql://admin:hunter2-pw@127.0.0.1:1/db?connect_timeout=1", "init")
     assert bad.returncode == 69
     assert bad.stderr.count("\n") == 1 and "hunter2-pw" not in bad.stderr, bad.stderr
+
+
+def test_run_permits_takes_a_semaphore_permit(url: str) -> None:
+    # two permits of "pool" are held by the library; `run --permits 3` gets the third, the fourth waits in vain
+    with distlock.connect(url) as store:
+        sem = store.semaphore("pool", permits=3, ttl=30)
+        with sem, sem:
+            r = cli(url, "run", "-n", "--permits", "3", "pool", "--", sys.executable, "-c",
+                    "import os; print(os.environ['DISTLOCK_FENCE'])")  # fmt: skip
+            assert r.returncode == 0, r.stderr
+            assert int(r.stdout) >= 1
+            with sem:  # all three taken now
+                r = cli(url, "run", "-n", "--permits", "3", "pool", "--", "true")
+                assert r.returncode == 75, r.stderr
+                assert "held by another owner" in r.stderr
+        # every permit given back: the name is free for any kind again
+        assert cli(url, "run", "-n", "pool", "--", "true").returncode == 0
+    for bad in (("--permits", "0"), ("--permits", "2", "-s"), ("--permits", "2", "-x"), ("--once", "--permits", "2")):
+        r = cli(url, "run", *bad, "pool", "--", "true")
+        assert r.returncode == 2, (bad, r.stderr)
+        assert r.stderr.strip().count("\n") == 0 and "--permits" in r.stderr, r.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import distlock
-from distlock import _rt_sync
+from distlock import _exits
 from tools.servers.redis import redis_server
 
 #: takes a lock, a read lock and a semaphore permit (ttl=60), says so, and ends normally when stdin closes
@@ -74,7 +74,7 @@ def test_an_exit_with_a_server_that_does_not_answer_is_bounded() -> None:
             took = time.monotonic() - start
         finally:
             srv.resume()
-        assert took < _rt_sync.EXIT_BUDGET + 10, took
+        assert took < _exits.EXIT_BUDGET + 10, took
 
 
 FORK = """

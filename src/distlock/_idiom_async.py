@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
@@ -137,3 +137,14 @@ def opener(fn: Callable[P, Coroutine[Any, Any, S]]) -> Callable[P, Opening[S]]:
         return Opening(fn(*args, **kwargs))
 
     return opening
+
+
+#: what ``election.lead(fn)`` runs while leading: ``async def fn(election)``
+LeaderWork = Callable[[Any], Awaitable[object]]
+
+
+def leading_scope(election: Any) -> LeaseTimeout:
+    """The scope ``election.lead(fn)`` runs ``fn`` in: cancelled at the loss of the leadership, then
+    ``LockLost`` (``lease_timeout()``)."""
+    lease_timeout: LeaseTimeout = election.lease_timeout()
+    return lease_timeout

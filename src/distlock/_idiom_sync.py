@@ -7,9 +7,11 @@ line (``LeaseTimeout``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 
@@ -69,3 +71,13 @@ F = TypeVar("F")
 def opener(fn: F) -> F:
     """``connect``: a plain call (the asyncio side's ``connect_async`` also makes an async context manager)."""
     return fn
+
+
+#: what ``election.lead(fn)`` runs while leading: ``def fn(election)``
+LeaderWork = Callable[[Any], object]
+
+
+def leading_scope(election: Any) -> contextlib.nullcontext[None]:
+    """``election.lead(fn)``'s scope on this side: a thread cannot be cancelled, so ``fn`` runs to its end and
+    is told of a loss by ``election.lost`` (or ``election.check()``, which raises ``LockLost``)."""
+    return contextlib.nullcontext()

@@ -477,3 +477,4 @@ async def test_synchronized_template_locks_the_name_of_each_call(async_store: di
         async_store.synchronized(name + "/{order}")(f)
     with pytest.raises(ConfigError, match="positional field"):
         async_store.synchronized(name + "/{}")(f)
+

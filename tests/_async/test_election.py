@@ -175,3 +175,53 @@ async def test_election_with_block_campaigns_and_resigns(async_store: distlock.A
         info = await async_store.leader(name)
         assert info is not None and info.term == el.term and info.value  # this process's owner id
     assert await async_store.leader(name) is None
+
+async def test_election_lead_runs_each_term_campaigns_again_after_a_loss_and_gives_the_leadership_back(
+    async_store: distlock.AsyncStore, name: str
+) -> None:
+    election = async_store.election(name, ttl=10)
+    calls: list[str] = []
+    terms: list[int] = []
+    seen: list[distlock.LeaderInfo | None] = []
+
+    class Done(Exception):
+        pass
+
+    async def work(el: distlock.AsyncElection) -> None:
+        assert el.term is not None
+        terms.append(el.term)
+        info = await async_store.leader(name)
+        assert info is not None and info.term == el.term and info.value == "me"
+        if len(terms) == 1:
+            assert await async_store.break_lock(name)  # taken away: the term ends lost, and lead() campaigns again
+            end = monotonic() + 30
+            while not el.lost.is_set():
+                assert monotonic() < end, "the broken leadership was never lost"
+                await sleep(0.05)
+            await sleep(0.05)  # asyncio: cancelled here (LockLost); threads: told by lost, and return
+            return
+        end = monotonic() + 30
+        while not any(i is not None and i.term == el.term for i in seen):  # on_new_leader saw this term
+            assert monotonic() < end, f"on_new_leader never reported term {el.term}: {seen}"
+            await sleep(0.05)
+        raise Done
+
+    with pytest.raises(Done):
+        await election.lead(
+            work,
+            value="me",
+            on_started=lambda el: calls.append(f"started {el.term}"),
+            on_stopped=lambda el: calls.append("stopped"),
+            on_new_leader=seen.append,
+        )
+    assert len(terms) == 2 and terms[1] > terms[0]
+    assert calls == [f"started {terms[0]}", "stopped", f"started {terms[1]}", "stopped"]
+    assert await async_store.leader(name) is None  # the failing term resigned on the way out
+
+    async def one_term(el: distlock.AsyncElection) -> None:
+        assert await el.is_leader()
+
+    assert await election.lead(one_term, requeue=False) == 1
+    assert await async_store.leader(name) is None
+    with pytest.raises(ConfigError):
+        await election.lead("not a function", requeue=False)  # type: ignore[arg-type]

@@ -478,3 +478,4 @@ def test_synchronized_template_locks_the_name_of_each_call(sync_store: distlock.
         sync_store.synchronized(name + "/{order}")(f)
     with pytest.raises(ConfigError, match="positional field"):
         sync_store.synchronized(name + "/{}")(f)
+

@@ -176,3 +176,53 @@ def test_election_with_block_campaigns_and_resigns(sync_store: distlock.Store, n
         info = sync_store.leader(name)
         assert info is not None and info.term == el.term and info.value  # this process's owner id
     assert sync_store.leader(name) is None
+
+def test_election_lead_runs_each_term_campaigns_again_after_a_loss_and_gives_the_leadership_back(
+    sync_store: distlock.Store, name: str
+) -> None:
+    election = sync_store.election(name, ttl=10)
+    calls: list[str] = []
+    terms: list[int] = []
+    seen: list[distlock.LeaderInfo | None] = []
+
+    class Done(Exception):
+        pass
+
+    def work(el: distlock.Election) -> None:
+        assert el.term is not None
+        terms.append(el.term)
+        info = sync_store.leader(name)
+        assert info is not None and info.term == el.term and info.value == "me"
+        if len(terms) == 1:
+            assert sync_store.break_lock(name)  # taken away: the term ends lost, and lead() campaigns again
+            end = monotonic() + 30
+            while not el.lost.is_set():
+                assert monotonic() < end, "the broken leadership was never lost"
+                sleep(0.05)
+            sleep(0.05)  # asyncio: cancelled here (LockLost); threads: told by lost, and return
+            return
+        end = monotonic() + 30
+        while not any(i is not None and i.term == el.term for i in seen):  # on_new_leader saw this term
+            assert monotonic() < end, f"on_new_leader never reported term {el.term}: {seen}"
+            sleep(0.05)
+        raise Done
+
+    with pytest.raises(Done):
+        election.lead(
+            work,
+            value="me",
+            on_started=lambda el: calls.append(f"started {el.term}"),
+            on_stopped=lambda el: calls.append("stopped"),
+            on_new_leader=seen.append,
+        )
+    assert len(terms) == 2 and terms[1] > terms[0]
+    assert calls == [f"started {terms[0]}", "stopped", f"started {terms[1]}", "stopped"]
+    assert sync_store.leader(name) is None  # the failing term resigned on the way out
+
+    def one_term(el: distlock.Election) -> None:
+        assert el.is_leader()
+
+    assert election.lead(one_term, requeue=False) == 1
+    assert sync_store.leader(name) is None
+    with pytest.raises(ConfigError):
+        election.lead("not a function", requeue=False)  # type: ignore[arg-type]

@@ -10,8 +10,9 @@ from .. import _rt_async as rt
 from .._core.timing import Deadline
 from .._core.validate import check_timeout
 from .._errors import ConfigError, LockError
+from .held import LostCallback
 from .lease import Holding
-from .locks import AsyncLock, LostCallback, _Acquirable, _wait_of
+from .locks import AsyncLock, _Acquirable, _wait_of
 
 if TYPE_CHECKING:
     from .store import AsyncStore

@@ -32,8 +32,9 @@ from .._core.text import seconds
 from .._core.timing import monotonic
 from .._core.validate import check_ttl
 from .._errors import ConfigError, LockError, LockLost, UnsupportedFeature
+from .held import LostCallback
 from .lease import Holding
-from .locks import AsyncLock, LostCallback
+from .locks import AsyncLock
 
 if TYPE_CHECKING:
     from .store import AsyncStore

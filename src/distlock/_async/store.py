@@ -33,8 +33,9 @@ from .._url import StoreConfig, parse_url
 from .acquirer import AsyncAcquirer
 from .backend import AsyncBackend
 from .election import AsyncElection, check_elections, leader, observe
+from .held import LostCallback
 from .listing import Snapshot, snapshots
-from .locks import AsyncLock, AsyncReadWriteLock, AsyncSemaphore, LostCallback
+from .locks import AsyncLock, AsyncReadWriteLock, AsyncSemaphore
 from .multilock import AsyncMultiLock
 from .once import AsyncOnce, at_most_once
 

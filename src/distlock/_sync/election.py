@@ -19,15 +19,18 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from .. import _idiom_sync as idiom
 from .. import _rt_sync as rt
 from .._core import forks, ids
 from .._core.timing import Deadline
 from .._core.types import Claim, LeaderInfo, Mode
 from .._core.validate import check_timeout, check_ttl, check_value
-from .._errors import LockError, LockLost, NotHeld, UnsupportedFeature
-from .held import LeaseView, RiskCallback
+from .._errors import ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
+from . import leading
+from .held import LeaseView, LostCallback, RiskCallback
+from .leading import ElectionCallback, LeaderCallback
 from .lease import Holding
-from .locks import LostCallback, _Scoped
+from .locks import _Scoped
 
 if TYPE_CHECKING:
     from .acquirer import SyncAcquirer
@@ -84,7 +87,6 @@ class Election(_Scoped["Election"], LeaseView):
         self._campaigning = False
         self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
         self._risk_callbacks: list[RiskCallback] = []
-        self._idle_lost: rt.Event | None = None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} on {self._acquirer.scheme}>"
@@ -192,21 +194,47 @@ class Election(_Scoped["Election"], LeaseView):
                 self._acquirer.lose(holding, "the leadership was gone when resign() reached the backend")
             raise LockLost(f"lost before resign: {holding.lost_reason}", name=self.name, backend=self._acquirer.scheme)
 
+    def lead(
+        self,
+        fn: idiom.LeaderWork,
+        *,
+        requeue: bool = True,
+        value: str | None = None,
+        on_started: ElectionCallback | None = None,
+        on_stopped: ElectionCallback | None = None,
+        on_new_leader: LeaderCallback | None = None,
+    ) -> int:
+        """The leader loop of a service: campaign (waiting for ever, and out backend errors), call
+        ``on_started(election)`` and ``fn(election)`` while leading, then give the leadership back and call
+        ``on_stopped(election)``; with ``requeue`` (the default) campaign again, for ever; without, return
+        after one term. Returns the number of terms led.
+
+        On asyncio ``fn`` is ``async def`` and runs inside ``lease_timeout()``: it is cancelled when the
+        leadership is lost, and the loop goes on. In sync code ``fn`` is a plain function that cannot be
+        cancelled: it must watch ``election.lost`` (or call ``election.check()``, which raises ``LockLost``) and
+        return. An exception from ``fn`` or a callback resigns and propagates; cancelling the task (or
+        Ctrl-C) withdraws the candidacy or resigns on the way out. ``on_new_leader(info)`` is called with each
+        new leader (a ``LeaderInfo``, or None for none), this candidate included, from a worker of its own."""
+        if not callable(fn):
+            raise ConfigError(f"lead() takes a function, not {fn!r}", name=self.name, backend=self._acquirer.scheme)
+        return leading.lead(
+            self,
+            fn,
+            requeue=requeue,
+            value=value,
+            on_started=on_started,
+            on_stopped=on_stopped,
+            on_new_leader=on_new_leader,
+        )
+
+    def _observe(self, timeout: float | None) -> Iterator[LeaderInfo | None]:
+        return observe(self._acquirer, self.name, timeout)
+
     @property
     def lost(self) -> rt.Event:
         """Set when the current (or, when not leading, the last) leadership is lost."""
         with self._mutex:
-            leading = self._leading()
-            if leading is not None:
-                return self._acquirer.lost_event(leading)
-            if self._idle_lost is None:
-                self._idle_lost = rt.Event()
-            return self._idle_lost
-
-    def on_lost(self, callback: LostCallback) -> LostCallback:
-        """Register ``callback(election)``, called once per lost leadership, off the critical path."""
-        self._callbacks.append(callback)
-        return callback
+            return self._lost_event(self._leading())
 
     def _take(self) -> bool:
         return self.campaign(timeout=self.timeout)

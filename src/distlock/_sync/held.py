@@ -32,17 +32,18 @@ if TYPE_CHECKING:
 #: timeout), so the holder hears of the trouble half a lease before ``lost``
 AT_RISK_SHARE = 0.5
 
+LostCallback = Callable[[Any], object]
 RiskCallback = Callable[[Any], object]
 
 
-class Lost:
-    """A holding's ``lost`` signal: a flag, and the event a caller waits on, made only when someone asks for
-    it (``event``). Most holdings are released without anyone waiting on their loss, and an event is the
-    dearest part of a new holding (a lock and a condition, about 1.6 us of the 18 us an uncontended acquire
-    + release costs the lock layer on the project's VM).
+class Flag:
+    """A flag, and the event a caller waits on, made only when someone asks for it (``_event_of``): most
+    holdings are released without anyone waiting on their loss or risk, and an event is the dearest part of
+    a new holding (a lock and a condition, about 1.6 us of the 18 us an uncontended acquire + release costs
+    the lock layer on the project's VM).
 
-    ``set`` (the clock's thread, the renewer's, a driver's) may race ``event`` (the caller's): ``set``
-    writes the flag before it reads the event, ``event`` publishes the event before it reads the flag, so
+    ``set`` (the clock's thread, the renewer's, a driver's) may race ``_event_of`` (the caller's): ``set``
+    writes the flag before it reads the event, ``_event_of`` publishes the event before it reads the flag, so
     whichever of the two comes second sets the event. Two callers making the event at once take a mutex."""
 
     __slots__ = ("_event", "_set")
@@ -50,7 +51,7 @@ class Lost:
 
     def __init__(self) -> None:
         self._set = False
-        self._event: Clocked | None = None
+        self._event: rt.Event | None = None
 
     def is_set(self) -> bool:
         return self._set
@@ -61,18 +62,27 @@ class Lost:
         if event is not None:
             event.set()
 
-    def event(self, expire: Callable[[], object]) -> rt.Event:
-        """The event that is set when the holding is lost (already set if it was); ``expire`` loses the
-        holding now if its lease end has passed (``Leases.expire``), for the event's ``is_set()``."""
+    def _event_of(self, make: Callable[[], rt.Event]) -> rt.Event:
         event = self._event
         if event is None:
-            with Lost._making:
+            with Flag._making:
                 event = self._event
                 if event is None:
-                    event = self._event = Clocked(expire)
+                    event = self._event = make()
             if self._set:
                 event.set()
         return event
+
+
+class Lost(Flag):
+    """A holding's ``lost`` signal; its event is true to the lease clock (``Clocked``)."""
+
+    __slots__ = ()
+
+    def event(self, expire: Callable[[], object]) -> rt.Event:
+        """The event that is set when the holding is lost (already set if it was); ``expire`` loses the
+        holding now if its lease end has passed (``Leases.expire``), for the event's ``is_set()``."""
+        return self._event_of(lambda: Clocked(expire))
 
 
 class Clocked(rt.Event):
@@ -93,25 +103,10 @@ class Clocked(rt.Event):
         return super().is_set()
 
 
-class Risk:
-    """A holding's ``at_risk`` flag, and the event a caller waits on, made only when asked for (as ``Lost``).
-    Set and cleared by the lease clock's worker only."""
+class Risk(Flag):
+    """A holding's ``at_risk`` flag and its event. Set and cleared by the lease clock's worker only."""
 
-    __slots__ = ("_event", "_set")
-    _making = threading.Lock()
-
-    def __init__(self) -> None:
-        self._set = False
-        self._event: rt.Event | None = None
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def set(self) -> None:
-        self._set = True
-        event = self._event
-        if event is not None:
-            event.set()
+    __slots__ = ()
 
     def clear(self) -> None:
         self._set = False
@@ -120,26 +115,34 @@ class Risk:
             event.clear()
 
     def event(self) -> rt.Event:
-        event = self._event
-        if event is None:
-            with Risk._making:
-                event = self._event
-                if event is None:
-                    event = self._event = rt.Event()
-            if self._set:
-                event.set()
-        return event
+        return self._event_of(rt.Event)
 
 
 class LeaseView:
     """The lease, known locally: what a lock or an election tells its holder with no I/O. The class that
-    mixes it in gives ``_acquirer`` (the store's acquirer), ``name``, ``_risk_callbacks`` and ``_viewed()`` (the
-    calling owner's current holding, or None)."""
+    mixes it in gives ``_acquirer`` (the store's acquirer), ``name``, ``_callbacks`` and ``_risk_callbacks``
+    (for ``on_lost`` and ``on_at_risk``) and ``_viewed()`` (the calling owner's current holding, or None)."""
 
     _acquirer: SyncAcquirer
     name: str
+    _callbacks: list[LostCallback]
     _risk_callbacks: list[RiskCallback]
-    _idle_risk: rt.Event | None = None
+    _idle: rt.Event | None = None
+
+    def _idle_event(self) -> rt.Event:
+        """What ``lost`` and ``at_risk`` give with nothing held: an event of this object that nothing sets."""
+        if self._idle is None:
+            self._idle = rt.Event()
+        return self._idle
+
+    def _lost_event(self, holding: Holding | None) -> rt.Event:
+        return self._idle_event() if holding is None else self._acquirer.lost_event(holding)
+
+    def on_lost(self, callback: LostCallback) -> LostCallback:
+        """Register ``callback(lock)`` (``callback(election)`` on an election), called once per lost holding,
+        off the critical path."""
+        self._callbacks.append(callback)
+        return callback
 
     def _viewed(self) -> Holding | None:
         raise NotImplementedError
@@ -184,7 +187,9 @@ class LeaseView:
         code: ``TypeError``; call ``check()`` before each effect instead.)"""
         holding = self._viewed()
         if holding is None:
-            raise NotHeld("lease_timeout() needs the lock held by this owner", name=self.name, backend=self._acquirer.scheme)
+            raise NotHeld(
+                "lease_timeout() needs the lock held by this owner", name=self.name, backend=self._acquirer.scheme
+            )
         core = self._acquirer
 
         def lost() -> Exception:
@@ -201,11 +206,7 @@ class LeaseView:
         """Set while the current holding is at risk (less than ``AT_RISK_SHARE`` of its lease left with no
         renewal confirmed: ``lost`` comes next unless one is); cleared when a renewal succeeds."""
         holding = self._viewed()
-        if holding is not None:
-            return holding.risk.event()
-        if self._idle_risk is None:
-            self._idle_risk = rt.Event()
-        return self._idle_risk
+        return self._idle_event() if holding is None else holding.risk.event()
 
     def on_at_risk(self, callback: RiskCallback) -> RiskCallback:
         """Register ``callback(lock)``, called (off the critical path) each time a holding becomes at risk."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -23,7 +22,7 @@ from .._core.timing import Deadline
 from .._core.types import Claim, Mode
 from .._core.validate import check_permits, check_timeout, check_ttl
 from .._errors import AcquireTimeout, ConfigError, LockError, LockLost, NotHeld
-from .held import LeaseView, RiskCallback
+from .held import LeaseView, LostCallback, RiskCallback
 from .lease import Holding
 
 if TYPE_CHECKING:
@@ -31,8 +30,6 @@ if TYPE_CHECKING:
     from .store import Store
 
 log = logging.getLogger("distlock")
-
-LostCallback = Callable[[Any], object]
 
 #: what ``with`` / ``async with`` gives: the object itself, typed as held (its ``fence`` an ``int``; a type only)
 H = TypeVar("H")
@@ -140,7 +137,6 @@ class Lock(_Acquirable["HeldLock"], LeaseView):
         self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
         self._risk_callbacks: list[RiskCallback] = []
         self._last: Holding | None = None
-        self._idle_lost: rt.Event | None = None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} {self.mode.value} on {self._acquirer.scheme}>"
@@ -209,7 +205,9 @@ class Lock(_Acquirable["HeldLock"], LeaseView):
         with self._mutex:
             mine = self._by_owner().get(key)
             if not mine:
-                raise NotHeld("release() by an owner that does not hold it", name=self.name, backend=self._acquirer.scheme)
+                raise NotHeld(
+                    "release() by an owner that does not hold it", name=self.name, backend=self._acquirer.scheme
+                )
             holding = mine[-1]
             if holding.count > 1:
                 holding.count -= 1
@@ -254,6 +252,15 @@ class Lock(_Acquirable["HeldLock"], LeaseView):
         return self._acquirer.still_held(mine[-1])
 
     @property
+    def hold_count(self) -> int:
+        """How many times the calling owner holds this lock now, with no I/O: an ``rlock``'s re-entry count,
+        1 for a held mutex or side of a read-write lock, the permits it holds of a semaphore; 0 when it holds
+        nothing. A lost holding still counts until its ``release()`` (``lost`` tells it apart)."""
+        with self._mutex:
+            mine = self._by_owner().get(rt.owner_key())
+        return sum(holding.count for holding in mine) if mine else 0
+
+    @property
     def fence(self) -> int | None:
         """The fencing token of this owner's current holding (strictly increasing per name), else None."""
         with self._mutex:
@@ -265,17 +272,7 @@ class Lock(_Acquirable["HeldLock"], LeaseView):
         """Set when this owner's holding (or, outside an owner, the latest holding) is lost."""
         with self._mutex:
             mine = self._by_owner().get(rt.owner_key())
-            holding = mine[-1] if mine else self._last
-            if holding is not None:
-                return self._acquirer.lost_event(holding)
-            if self._idle_lost is None:
-                self._idle_lost = rt.Event()
-            return self._idle_lost
-
-    def on_lost(self, callback: LostCallback) -> LostCallback:
-        """Register ``callback(lock)``, called once per lost holding, off the critical path."""
-        self._callbacks.append(callback)
-        return callback
+            return self._lost_event(mine[-1] if mine else self._last)
 
     def _by_owner(self) -> dict[object, list[Holding]]:
         """The holdings by owner (under the mutex). In a forked child none of its parent's: they are dropped

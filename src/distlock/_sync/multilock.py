@@ -11,8 +11,9 @@ from .. import _rt_sync as rt
 from .._core.timing import Deadline
 from .._core.validate import check_timeout
 from .._errors import ConfigError, LockError
+from .held import LostCallback
 from .lease import Holding
-from .locks import Lock, LostCallback, _Acquirable, _wait_of
+from .locks import Lock, _Acquirable, _wait_of
 
 if TYPE_CHECKING:
     from .store import Store

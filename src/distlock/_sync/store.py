@@ -34,8 +34,9 @@ from .._url import StoreConfig, parse_url
 from .acquirer import SyncAcquirer
 from .backend import SyncBackend
 from .election import Election, check_elections, leader, observe
+from .held import LostCallback
 from .listing import Snapshot, snapshots
-from .locks import Lock, ReadWriteLock, Semaphore, LostCallback
+from .locks import Lock, ReadWriteLock, Semaphore
 from .multilock import MultiLock
 from .once import Once, at_most_once
 

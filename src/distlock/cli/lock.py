@@ -11,6 +11,8 @@ Both share flock(1)'s options (``lock_options``), their checks, and the way a st
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import math
 import shlex
 import signal
@@ -60,11 +62,86 @@ def _raise_on_stop_signals() -> Iterator[None]:
             signal.signal(s, h)
 
 
-def _lock_for(store: Store, name: str, ttl: float, mode: str | None) -> Any:
-    if mode is None:
-        return store.lock(name, ttl=ttl)
-    rw = store.rwlock(name, ttl=ttl)
-    return rw.read if mode == "shared" else rw.write
+@dataclasses.dataclass(frozen=True)
+class Flock:
+    """flock(1)'s options plus the lease, as ``run`` and ``hold`` take them (``lock_options``): one place
+    for their checks (``check``), the wait they allow (``deadline``), the lock they name and its acquire."""
+
+    nonblock: bool
+    timeout: float | None
+    conflict_code: int
+    shared: bool
+    exclusive: bool
+    legacy_mode: str | None
+    ttl: float
+    permits: int | None
+
+    def check(self, name: str) -> None:
+        """One-line usage errors, before anything connects."""
+        if name.startswith("-"):
+            raise Abort(f"NAME {name!r} starts with '-': options go before NAME", EXIT_USAGE)
+        _seconds(self.ttl, "--ttl")
+        _seconds(self.timeout, "--timeout", zero_ok=True)
+        if self.nonblock and self.timeout is not None:
+            raise Abort("-n/--nonblock and -w/--timeout exclude each other", EXIT_USAGE)
+        if not 0 <= self.conflict_code <= 255:
+            raise Abort("-E/--conflict-exit-code must be 0-255", EXIT_USAGE)
+        if self.shared and self.exclusive:
+            raise Abort("-s/--shared and -x/--exclusive exclude each other", EXIT_USAGE)
+        if self.permits is not None:
+            if self.permits < 1:
+                raise Abort("--permits must be 1 or more", EXIT_USAGE)
+            if self.mode is not None:
+                raise Abort("--permits takes a permit of semaphore(NAME): no -s or -x with it", EXIT_USAGE)
+
+    @property
+    def mode(self) -> str | None:
+        """None for the mutex lock(NAME); "shared" or "exclusive" for a side of rwlock(NAME)."""
+        if self.shared or self.legacy_mode == "read":
+            return "shared"
+        if self.exclusive or self.legacy_mode == "write":
+            return "exclusive"
+        return None
+
+    @contextlib.contextmanager
+    def held(self, url: str | None, name: str) -> Iterator[Any]:
+        """The lock NAME, held: the store connected and the lock taken within -n / -w (``Abort`` if not), a stop
+        signal raising ``Interrupted`` until the block ends; the store closed after it."""
+        deadline = _deadline(self.nonblock, self.timeout)
+        with _open(url, deadline) as store:
+            lock = self.lock_for(store, name)
+            with _raise_on_stop_signals():
+                self.acquire(store, lock, name, deadline)
+                yield lock
+
+    def lock_for(self, store: Store, name: str) -> Any:
+        if self.permits is not None:
+            return store.semaphore(name, permits=self.permits, ttl=self.ttl)
+        if self.mode is None:
+            return store.lock(name, ttl=self.ttl)
+        rw = store.rwlock(name, ttl=self.ttl)
+        return rw.read if self.mode == "shared" else rw.write
+
+    def acquire(self, store: Store, lock: Any, name: str, deadline: Deadline) -> None:
+        """Take ``lock`` within ``deadline`` (one try with -n), saying so with -v; ``Abort`` with -E's code if
+        it was not acquired."""
+        timeout = None if deadline.at is None else deadline.at - deadline.start
+        verbose = feedback.verbosity()
+        if verbose:
+            feedback.say(feedback.store_line(store))
+        began = monotonic()
+        with Budget(until=deadline.calls_end()):  # what connecting left of it
+            if self.nonblock:
+                ok = lock.acquire(blocking=False)
+            else:
+                inspect = functools.partial(store.inspect, name)
+                with feedback.waiting(verbose, f"{name!r}", inspect, feedback.lock_holders, timeout):
+                    ok = lock.acquire(timeout=deadline.remaining())
+        if not ok:
+            why = "is held by another owner" if self.nonblock else f"not acquired within {seconds(timeout or 0)}"
+            raise Abort(f"lock {name!r} {why}", self.conflict_code)
+        if verbose:
+            feedback.say(f"acquired {name!r} (fence {lock.fence}) after {seconds(monotonic() - began)}")
 
 
 def _deadline(nonblock: bool, timeout: float | None) -> Deadline:
@@ -79,48 +156,26 @@ def _open(url: str | None, deadline: Deadline) -> Store:
         return connect(url)
 
 
-def _acquire(store: Store, lock: Any, name: str, nonblock: bool, deadline: Deadline, conflict_code: int) -> None:
-    timeout = None if deadline.at is None else deadline.at - deadline.start
-    verbose = feedback.verbosity()
-    if verbose:
-        feedback.say(feedback.store_line(store))
-    began = monotonic()
-    with Budget(until=deadline.calls_end()):  # what connecting left of it
-        if nonblock:
-            ok = lock.acquire(blocking=False)
-        else:
-            with feedback.waiting(verbose, f"{name!r}", lambda: store.inspect(name), feedback.lock_holders, timeout):
-                ok = lock.acquire(timeout=deadline.remaining())
-    if not ok:
-        why = "is held by another owner" if nonblock else f"not acquired within {seconds(timeout or 0)}"
-        raise Abort(f"lock {name!r} {why}", conflict_code)
-    if verbose:
-        feedback.say(f"acquired {name!r} (fence {lock.fence}) after {seconds(monotonic() - began)}")
-
-
-def _check_common(name: str, ttl: float, timeout: float | None, nonblock: bool, conflict_code: int) -> None:
-    if name.startswith("-"):
-        raise Abort(f"NAME {name!r} starts with '-': options go before NAME", EXIT_USAGE)
-    _seconds(ttl, "--ttl")
-    _seconds(timeout, "--timeout", zero_ok=True)
-    if nonblock and timeout is not None:
-        raise Abort("-n/--nonblock and -w/--timeout exclude each other", EXIT_USAGE)
-    if not 0 <= conflict_code <= 255:
-        raise Abort("-E/--conflict-exit-code must be 0-255", EXIT_USAGE)
-
-
-def _mode(shared: bool, exclusive: bool, legacy: str | None) -> str | None:
-    if shared and exclusive:
-        raise Abort("-s/--shared and -x/--exclusive exclude each other", EXIT_USAGE)
-    if shared or legacy == "read":
-        return "shared"
-    if exclusive or legacy == "write":
-        return "exclusive"
-    return None
-
-
 def lock_options(f: Any) -> Any:
-    """The options ``run`` and ``hold`` share (flock(1)'s, plus the lease)."""
+    """The options ``run`` and ``hold`` share (flock(1)'s, plus the lease), handed to the command as one
+    ``flock: Flock`` argument."""
+
+    @functools.wraps(f)
+    def command(
+        *args: Any,
+        nonblock: bool,
+        timeout: float | None,
+        conflict_code: int,
+        shared: bool,
+        exclusive: bool,
+        legacy_mode: str | None,
+        ttl: float,
+        permits: int | None,
+        **kwargs: Any,
+    ) -> Any:
+        flock = Flock(nonblock, timeout, conflict_code, shared, exclusive, legacy_mode, ttl, permits)
+        return f(*args, flock=flock, **kwargs)
+
     for opt in reversed(
         [
             click.option("-n", "--nonblock", is_flag=True, help="One try: fail at once if the lock is held."),
@@ -151,6 +206,13 @@ def lock_options(f: Any) -> Any:
                 is_flag=True,
                 help="Exclusive: the write side of rwlock(NAME) (excludes -s holders).",
             ),
+            click.option(
+                "--permits",
+                type=int,
+                default=None,
+                metavar="N",
+                help="A permit of semaphore(NAME): at most N holders at once (like `consul lock -n N`).",
+            ),
             click.option("--read", "legacy_mode", flag_value="read", hidden=True),
             click.option("--write", "legacy_mode", flag_value="write", hidden=True),
             click.option(
@@ -163,8 +225,8 @@ def lock_options(f: Any) -> Any:
             ),
         ]
     ):
-        f = opt(f)
-    return f
+        command = opt(command)
+    return command
 
 
 @click.command(
@@ -206,13 +268,7 @@ def lock_options(f: Any) -> Any:
 def run(
     ctx: click.Context,
     name: str,
-    nonblock: bool,
-    timeout: float | None,
-    conflict_code: int,
-    shared: bool,
-    exclusive: bool,
-    legacy_mode: str | None,
-    ttl: float,
+    flock: Flock,
     shell: str | None,
     kill_after: float,
     once: bool,
@@ -234,20 +290,19 @@ def run(
     """
     obj = ctx.obj
     with one_line_errors(obj["debug"]):
-        _check_common(name, ttl, timeout, nonblock, conflict_code)
+        flock.check(name)
         _seconds(kill_after, "--kill-after", zero_ok=True)
-        mode = _mode(shared, exclusive, legacy_mode)
         argv = _command_line(shell, cmd)
         if once or at_most is not None or at_least is not None:
             given = ctx.get_parameter_source("conflict_code") is not click.core.ParameterSource.DEFAULT
-            run_once = _OnceRun(name, at_most, at_least, conflict_code if given else 0)
+            run_once = _OnceRun(name, at_most, at_least, flock.conflict_code if given else 0)
             if ctx.get_parameter_source("ttl") is not click.core.ParameterSource.DEFAULT:
                 raise Abort("--once takes its lease from --at-most, not --ttl", EXIT_USAGE)
-            sys.exit(run_once.run(obj["url"], run_once.check(once, mode, timeout, argv), kill_after))
+            sys.exit(run_once.run(obj["url"], run_once.check(once, flock, argv), kill_after))
         if argv is None:
-            _hold(obj["url"], name, ttl, mode, nonblock, timeout, conflict_code)
+            _hold(obj["url"], name, flock)
             return
-        sys.exit(_run(obj["url"], name, ttl, mode, nonblock, timeout, conflict_code, argv, kill_after))
+        sys.exit(_run(obj["url"], name, flock, argv, kill_after))
 
 
 def _command_line(shell: str | None, cmd: tuple[str, ...]) -> list[str] | None:
@@ -265,28 +320,14 @@ def _command_line(shell: str | None, cmd: tuple[str, ...]) -> list[str] | None:
     return list(cmd) if cmd else None
 
 
-def _run(
-    url: str | None,
-    name: str,
-    ttl: float,
-    mode: str | None,
-    nonblock: bool,
-    timeout: float | None,
-    conflict_code: int,
-    argv: list[str],
-    kill_after: float,
-) -> int:
-    deadline = _deadline(nonblock, timeout)
-    with _open(url, deadline) as store:
-        lock = _lock_for(store, name, ttl, mode)
-        with _raise_on_stop_signals():
-            _acquire(store, lock, name, nonblock, deadline, conflict_code)
-            try:
-                return supervise(lock, name, argv, kill_after)
-            finally:
-                with contextlib.suppress(LockError):
-                    if lock.owned():
-                        lock.release()
+def _run(url: str | None, name: str, flock: Flock, argv: list[str], kill_after: float) -> int:
+    with flock.held(url, name) as lock:
+        try:
+            return supervise(lock, name, argv, kill_after)
+        finally:
+            with contextlib.suppress(LockError):
+                if lock.owned():
+                    lock.release()
 
 
 class _OnceRun:
@@ -298,12 +339,12 @@ class _OnceRun:
         self.at_least = 0.0 if at_least is None else at_least
         self.skip_code = skip_code
 
-    def check(self, once: bool, mode: str | None, timeout: float | None, argv: list[str] | None) -> list[str]:
+    def check(self, once: bool, flock: Flock, argv: list[str] | None) -> list[str]:
         """The options' checks (one-line usage errors); CMD's argv."""
         if not once:
             raise Abort("--at-most and --at-least go with --once", EXIT_USAGE)
-        if mode is not None or timeout is not None:
-            raise Abort("--once never waits and takes the mutex: no -w, -s or -x with it", EXIT_USAGE)
+        if flock.mode is not None or flock.timeout is not None or flock.permits is not None:
+            raise Abort("--once never waits and takes the mutex: no -w, -s, -x or --permits with it", EXIT_USAGE)
         if argv is None:
             raise Abort("--once needs a CMD to run", EXIT_USAGE)
         _seconds(self.at_most, "--at-most")
@@ -332,13 +373,7 @@ class _OnceRun:
 def hold(
     obj: dict[str, Any],
     name: str,
-    nonblock: bool,
-    timeout: float | None,
-    conflict_code: int,
-    shared: bool,
-    exclusive: bool,
-    legacy_mode: str | None,
-    ttl: float,
+    flock: Flock,
     extra: tuple[str, ...],
 ) -> None:
     """Take the lock NAME, print "NAME FENCE" on one line, and hold it (renewing) until SIGINT, SIGTERM or SIGHUP;
@@ -349,30 +384,24 @@ def hold(
             cmd = shlex.join(extra[1:] if extra[0] == "--" else extra)
             raise Abort(f"hold takes no command; to run one under the lock: distlock run {shlex.quote(name)} -- {cmd}",
                         EXIT_USAGE)  # fmt: skip
-        _check_common(name, ttl, timeout, nonblock, conflict_code)
-        _hold(obj["url"], name, ttl, _mode(shared, exclusive, legacy_mode), nonblock, timeout, conflict_code)
+        flock.check(name)
+        _hold(obj["url"], name, flock)
 
 
-def _hold(
-    url: str | None, name: str, ttl: float, mode: str | None, nonblock: bool, timeout: float | None, conflict: int
-) -> None:
-    deadline = _deadline(nonblock, timeout)
-    with _open(url, deadline) as store:
-        lock = _lock_for(store, name, ttl, mode)
-        with _raise_on_stop_signals():
-            _acquire(store, lock, name, nonblock, deadline, conflict)
-            try:
-                click.echo(f"{name} {lock.fence}")
-                sys.stdout.flush()
-                while not lock.lost.wait(0.2):
-                    pass
-            except Interrupted:
-                with contextlib.suppress(LockError):
-                    lock.release()
-                return
+def _hold(url: str | None, name: str, flock: Flock) -> None:
+    with flock.held(url, name) as lock:
+        try:
+            click.echo(f"{name} {lock.fence}")
+            sys.stdout.flush()
+            while not lock.lost.wait(0.2):
+                pass
+        except Interrupted:
             with contextlib.suppress(LockError):
                 lock.release()
-            raise Abort(f"lock {name!r} was lost", EXIT_LOST)
+            return
+        with contextlib.suppress(LockError):
+            lock.release()
+        raise Abort(f"lock {name!r} was lost", EXIT_LOST)
 
 
 COMMANDS = [run, hold]

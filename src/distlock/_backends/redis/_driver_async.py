@@ -1,20 +1,18 @@
 """The asyncio side of the Redis driver seam (``redis.asyncio``); ``_driver_sync.py`` is its twin.
 
 Only what differs between redis-py's two clients lives here, and nothing else: connecting, running a command
-or a pipeline, bounding and dropping a connection of distlock's own request path, and fanning calls out to
-several servers with one deadline (Redlock: tasks here, a thread pool and one-thread send-all-then-read-all
-there). The logic written against these names is written once, in the backend's folder
-(``_async/`` next to this module: the backends, the request path ``wire.py``, the pub/sub listener ``listener.py`` and its
-``subscriptions.py``).
+or a pipeline, bounding and dropping a connection of distlock's own request path (Redlock's fan-out to several
+servers with one deadline is the pair ``_fanout_async.py`` / ``_fanout_sync.py``). The logic written against
+these names is written once, in the backend's folder (``_async/`` next to this module: the backends, the
+request path ``wire.py``, the pub/sub listener ``listener.py`` and its ``subscriptions.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis.asyncio as redis_driver
@@ -196,53 +194,3 @@ def abort_tls(conn: Any) -> None:
     writer = getattr(conn, "_writer", None)
     if writer is not None and writer.get_extra_info("sslcontext") is not None:
         writer.transport.abort()
-
-
-async def scatter(
-    wires: Sequence[Any],
-    packed: bytes | Sequence[bytes],
-    timeout: float,
-    fanout: Fanout,
-    expects: Sequence[str | None] | None = None,
-) -> list[Any]:
-    """The same pre-encoded request to several servers, concurrently, with one deadline. Each result is the
-    reply, or the exception (``TimeoutError`` if none came in time); a wire whose reply is still due when
-    the deadline passes is cancelled, and closes that connection."""
-    packs = [packed] * len(wires) if isinstance(packed, bytes) else list(packed)
-    exp = list(expects) if expects is not None else [None] * len(wires)
-    calls = [functools.partial(w.call, p, None, None, e) for w, p, e in zip(wires, packs, exp, strict=True)]
-    out = await fanout.gather(calls, timeout)
-    recheck_cancel()
-    return out
-
-
-class Fanout:
-    """Run one call per server concurrently with a common deadline (Redlock's parallel requests)."""
-
-    def __init__(self, width: int) -> None:
-        self.width = width
-
-    async def gather(self, calls: Sequence[Callable[[], Awaitable[Any]]], timeout: float) -> list[Any]:
-        """Each call's result, or the exception it raised, or ``TimeoutError`` if it did not finish in time."""
-        tasks = [asyncio.ensure_future(c()) for c in calls]
-        try:
-            done, pending = await asyncio.wait(tasks, timeout=timeout)
-        except BaseException:
-            for t in tasks:
-                t.cancel()
-            raise
-        for t in pending:
-            t.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=1.0)
-        out: list[Any] = []
-        for t in tasks:
-            if t in done and not t.cancelled():
-                exc = t.exception()
-                out.append(exc if exc is not None else t.result())
-            else:
-                out.append(TimeoutError(f"no reply within {seconds(timeout)}"))
-        return out
-
-    def close(self) -> None:
-        pass

@@ -13,7 +13,7 @@ from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ...._errors import BackendError, QuorumError
-from .. import _driver_async as drv
+from .. import _fanout_async as fan
 from .. import calls as rc
 from .group import Group
 from .node import Node
@@ -29,7 +29,7 @@ class Masters:
         self.quorum = len(nodes) // 2 + 1
         self.node_timeout = node_timeout
         self.scheme = scheme
-        self.fanout = drv.Fanout(len(nodes))
+        self.fanout = fan.Fanout(len(nodes))
         #: their wake-up listeners, read together by the store's waiting threads (``attempt.RedlockAttempt``)
         self.listeners = Group([n.listener for n in nodes])
 
@@ -62,7 +62,7 @@ class Masters:
             packed: bytes | list[bytes] = rc.packed_call(script, name, *first, counter=self.counter)
         else:
             packed = [rc.packed_call(script, name, *a, counter=self.counter) for a in each]
-        results = await drv.scatter([n.plain_wire for n in nodes], packed, timeout, self.fanout, expects)
+        results = await fan.scatter([n.plain_wire for n in nodes], packed, timeout, self.fanout, expects)
         out: list[Any] = []
         for n, r, args in zip(nodes, results, each, strict=True):
             if isinstance(r, NoScriptError):
