@@ -19,13 +19,18 @@ import redis.asyncio as redis_driver
 from redis.asyncio.retry import Retry as Retry  # redis-py 8.2 warns at each connect given redis.retry's
 from redis.asyncio.sentinel import Sentinel as Sentinel
 from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
 
 from ... import _aconn
 from ..._core import timing
 from ..._core.text import seconds
-from .calls import BROKEN as BROKEN  # the same errors on both sides
 
 log = logging.getLogger("distlock")
+
+#: what a connection that broke or was closed under a read raises: redis-py's errors and the socket's, and from
+#: its parsers the socket they dropped (the pure-Python one: ValueError / AttributeError; hiredis's: TypeError,
+#: a socket of None)
+BROKEN = (RedisError, OSError, RuntimeError, ValueError, AttributeError, TypeError)
 
 Client = redis_driver.Redis
 ClusterClient = redis_driver.RedisCluster

@@ -15,12 +15,16 @@ from typing import Any
 
 import redis as redis_driver
 from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
 from redis.retry import Retry as Retry  # the retry policy of this client's connections (see the asyncio twin)
 from redis.sentinel import Sentinel as Sentinel
 
-from .calls import BROKEN as BROKEN  # the same errors on both sides
-
 log = logging.getLogger("distlock")
+
+#: what a connection that broke or was closed under a read raises: redis-py's errors and the socket's, and from
+#: its parsers the socket they dropped (the pure-Python one: ValueError / AttributeError; hiredis's: TypeError,
+#: a socket of None)
+BROKEN = (RedisError, OSError, RuntimeError, ValueError, AttributeError, TypeError)
 
 Client = redis_driver.Redis
 ClusterClient = redis_driver.RedisCluster

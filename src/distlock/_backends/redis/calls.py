@@ -10,16 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import RedisError
-
 from ..._core.types import Claim, Grant, HolderInfo, LockInfo, Mode, lock_kind
 from .keys import NKEYS, NODE_COUNTER, channel, keys
 from .lua import SHA
-
-#: what a connection that broke or was closed under a read raises: redis-py's errors and the socket's, and from
-#: its parsers the socket they dropped (the pure-Python one: ValueError / AttributeError; hiredis's: TypeError,
-#: a socket of None)
-BROKEN = (RedisError, OSError, RuntimeError, ValueError, AttributeError, TypeError)
 
 
 # -- pre-encoded calls (the hot path of the single-node backend) --------------------------------------------
