@@ -108,3 +108,42 @@ def test_bad_usage_is_one_line(tmp_path: Path) -> None:
     for args in (["elect", "svc"], ["elect", "--listen", "svc", "extra"], ["elect", "--ttl", "0", "svc", "v"]):
         out = cli(url, *args)
         assert out.returncode == 2 and out.stderr.strip().count("\n") == 0, (args, out.stderr)
+
+
+def test_requeue_campaigns_again_after_a_loss_and_restarts_the_command(tmp_path: Path) -> None:
+    url = _url(tmp_path)
+    # each run of CMD prints its term and waits; the third run ends by itself with code 5
+    child = (
+        "import os, sys, time\n"
+        "print('up', os.environ['DISTLOCK_TERM'], flush=True)\n"
+        f"runs = open({str(tmp_path / 'runs')!r}, 'a+'); runs.write('x'); runs.flush(); runs.seek(0)\n"
+        "sys.exit(5) if len(runs.read()) >= 3 else time.sleep(120)\n"
+    )
+    with subprocess.Popen(
+        distlock_cmd(url, "elect", "--requeue", "--ttl", "2", "svc", "A", PY, "-c", child),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        terms = []
+        for _ in range(2):
+            word, term = proc.stdout.readline().split()
+            assert word == "up"
+            terms.append(int(term))
+            with distlock.connect(url) as store:  # taken away: CMD is stopped, elect campaigns and leads again
+                assert store.break_lock("svc")
+        word, term = proc.stdout.readline().split()
+        terms.append(int(term))
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 5, err  # the third run ended by itself: elect exits with its code
+    assert terms == sorted(set(terms)), terms  # a new, higher term each time
+    assert err.count("campaigning again") == 2, err
+    assert cli(url, "leader", "svc").stdout.strip() == "-"  # resigned at the end
+
+
+def test_requeue_needs_a_command_and_no_wait_limit(tmp_path: Path) -> None:
+    url = _url(tmp_path)
+    for args in (("elect", "--requeue", "svc", "A"), ("elect", "--requeue", "-w", "5", "svc", "A", "--", "true")):
+        r = cli(url, *args)
+        assert r.returncode == 2 and "--requeue" in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr

@@ -34,6 +34,7 @@ log = logging.getLogger("distlock")
 EXPIRED = "expired"  # the local lease (or session) ran out before a renewal confirmed it
 REFUSED = "refused"  # a renewal or extend() was refused: the lease was gone or taken on the server
 REPORTED = "reported"  # the backend reported it: a watch saw it deleted, a session expired, a connection failed
+CAPPED = "max_hold"  # held for the lock's max_hold: given up however renewals went
 GONE = "gone"  # release(), resign(), proclaim() or owned() found it no longer held
 
 

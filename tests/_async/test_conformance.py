@@ -478,3 +478,21 @@ async def test_synchronized_template_locks_the_name_of_each_call(async_store: di
     with pytest.raises(ConfigError, match="positional field"):
         async_store.synchronized(name + "/{}")(f)
 
+
+
+async def test_max_hold_caps_a_holding_however_renewals_go_and_frees_it_for_the_next_owner(
+    async_store: distlock.AsyncStore, name: str
+) -> None:
+    with pytest.raises(ConfigError):
+        async_store.lock(name, max_hold=0)
+    capped = async_store.lock(name, ttl=10, max_hold=1.0)
+    waiter = async_store.lock(name, ttl=10)
+    assert await capped.acquire()
+    # renewed every ttl/3 as always, but lost at the cap and released there: without the cap the waiter would
+    # wait for ever, without the release for the 10 s TTL after the last renewal
+    assert await waiter.acquire(timeout=8)
+    assert capped.lost.is_set()  # told before the next owner got it
+    with pytest.raises(LockLost, match="max_hold"):
+        await capped.release()
+    await waiter.release()
+    assert capped.hold_count == 0

@@ -479,3 +479,21 @@ def test_synchronized_template_locks_the_name_of_each_call(sync_store: distlock.
     with pytest.raises(ConfigError, match="positional field"):
         sync_store.synchronized(name + "/{}")(f)
 
+
+
+def test_max_hold_caps_a_holding_however_renewals_go_and_frees_it_for_the_next_owner(
+    sync_store: distlock.Store, name: str
+) -> None:
+    with pytest.raises(ConfigError):
+        sync_store.lock(name, max_hold=0)
+    capped = sync_store.lock(name, ttl=10, max_hold=1.0)
+    waiter = sync_store.lock(name, ttl=10)
+    assert capped.acquire()
+    # renewed every ttl/3 as always, but lost at the cap and released there: without the cap the waiter would
+    # wait for ever, without the release for the 10 s TTL after the last renewal
+    assert waiter.acquire(timeout=8)
+    assert capped.lost.is_set()  # told before the next owner got it
+    with pytest.raises(LockLost, match="max_hold"):
+        capped.release()
+    waiter.release()
+    assert capped.hold_count == 0

@@ -15,6 +15,7 @@ off the critical path).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -53,8 +54,10 @@ class Acquired(NamedTuple):
         callbacks: list[Callable[[Any], object]],
         auto_renew: bool,
         risk_callbacks: list[Callable[[Any], object]],
+        max_hold: float | None = None,
     ) -> Holding:
-        """The holding this grant starts for ``lock`` (a lock or an election: what ``on_lost`` callbacks get)."""
+        """The holding this grant starts for ``lock`` (a lock or an election: what ``on_lost`` callbacks get);
+        ``max_hold`` caps it, counted from when the winning request was sent (never later than the grant)."""
         # a grant with a shorter validity (Redlock's; a Redis hand-over's, capped at the queue deadline) is
         # renewed within a third of it, not of the TTL, and is at risk with half of it left
         span = min(self.claim.ttl, self.grant.valid_for or self.claim.ttl)
@@ -68,6 +71,7 @@ class Acquired(NamedTuple):
             auto_renew=auto_renew,
             risk_callbacks=risk_callbacks,
             span=span,
+            cap=math.inf if max_hold is None else self.sent + max_hold,
         )
 
 

@@ -73,6 +73,8 @@ class Holding:
     risk_callbacks: list[RiskCallback] = field(default_factory=list)
     #: the length of the lease its local end counts (the TTL; a shorter first grant's validity)
     span: float = 0.0
+    #: the lock's ``max_hold`` as a moment (monotonic): lost then, renewals or not; +inf without one
+    cap: float = math.inf
     count: int = 1
     lost: Lost = field(default_factory=Lost)
     risk: Risk = field(default_factory=Risk)
@@ -118,6 +120,7 @@ class Leases:
         forks.track(self)
         self._mutex = threading.Lock()
         self._closing = False
+        self._releasing: list[rt.Background] = []  # releases of holdings lost at their max_hold cap
         self._clock = _Worker(self._clock_loop, f"distlock-lease-clock-{name}")
         self._renewer = _Worker(self._renew_loop, f"distlock-renewer-{name}")
 
@@ -133,7 +136,11 @@ class Leases:
 
     def deadline(self, holding: Holding) -> float:
         """When ``lost`` fires for this holding: its lease end, or the backend's earlier count (ZooKeeper's
-        session, etcd's lease of the holding)."""
+        session, etcd's lease of the holding), or its ``max_hold`` cap."""
+        return min(self._lease_deadline(holding), holding.cap)
+
+    def _lease_deadline(self, holding: Holding) -> float:
+        """The lease's own end (the cap aside): what renewals move, and what ``at_risk`` counts down to."""
         session = self._backend.lease_end(holding.claim)
         return holding.expires_at if session is None else min(holding.expires_at, session)
 
@@ -220,8 +227,28 @@ class Leases:
     def check(self, holding: Holding) -> bool:
         """Lose ``holding`` now if its lease ran out (the clock may not have woken yet). True if lost."""
         if not holding.lost.is_set() and monotonic() >= self.deadline(holding):
-            self._lose(holding, self._why(holding), events.EXPIRED)
+            self._ran_out(holding)
         return holding.lost.is_set()
+
+    def _ran_out(self, holding: Holding) -> None:
+        """Lose a holding whose deadline passed. At its ``max_hold`` cap its lease is still good on the server:
+        once ``lost`` is set, the holding is released there too (off the clock's worker, which does no I/O), so
+        the next owner need not wait out its TTL; a release that fails leaves it to the TTL."""
+        capped = monotonic() < self._lease_deadline(holding)
+        if not capped:
+            self._lose(holding, self._why(holding), events.EXPIRED)
+            return
+        self._lose(holding, "held for the lock's max_hold: given up, renewals or not", events.CAPPED)
+        if holding.gen == forks.generation():
+            worker = rt.Background(lambda: self._release_capped(holding), "distlock-max-hold-release")
+            # kept until done (the event loop holds only a weak reference to a task)
+            self._releasing = [w for w in self._releasing if w.alive()] + [worker]
+
+    async def _release_capped(self, holding: Holding) -> None:
+        try:
+            await self._backend.release(holding.claim)
+        except Exception as err:  # noqa: BLE001 - the lease's TTL frees it then
+            log.warning("could not release %r at its max_hold (%s): it ends with its TTL", holding.claim.name, err)
 
     def _why(self, holding: Holding) -> str:
         if self._renews:
@@ -278,10 +305,11 @@ class Leases:
                     continue
                 end = self.deadline(h)
                 if now >= end:
-                    self._lose(h, self._why(h), events.EXPIRED)
+                    self._ran_out(h)
                     continue
                 wake = min(wake, end)
-                risky = end - AT_RISK_SHARE * self.span(h)  # at risk from here (the end moves on renewals)
+                # at risk from here (the lease's end moves on renewals; a max_hold cap is no risk, but the plan)
+                risky = self._lease_deadline(h) - AT_RISK_SHARE * self.span(h)
                 if now < risky:
                     wake = min(wake, risky)
                 if (now >= risky) != h.risk.is_set() and self._risk is not None:
@@ -350,7 +378,7 @@ class Leases:
             now = monotonic()
             for h in batch:  # an answer that came after the lease end confirms nothing
                 if not h.lost.is_set() and now >= self.deadline(h):
-                    self._lose(h, self._why(h), events.EXPIRED)
+                    self._ran_out(h)
         self._clock.wake()  # deadlines moved
 
     def _failed(

@@ -19,7 +19,7 @@ from .._core import forks, ids
 from .._core.text import seconds
 from .._core.timing import Deadline
 from .._core.types import Claim, Mode
-from .._core.validate import check_permits, check_timeout, check_ttl
+from .._core.validate import check_max_hold, check_permits, check_timeout, check_ttl
 from .._errors import AcquireTimeout, ConfigError, LockError, LockLost, NotHeld
 from .held import LeaseView, LostCallback, RiskCallback
 from .lease import Holding
@@ -117,10 +117,13 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         reentrant: bool = False,
         permits: int = 1,
         fair: bool = False,
+        max_hold: float | None = None,
     ) -> None:
         backend = store.scheme
         self.name = store._acquirer.check_name(name)
         self.ttl = check_ttl(ttl, name=name, backend=backend)
+        #: a lease cap: each holding is lost (and released) this long after its grant, renewals or not
+        self.max_hold = check_max_hold(max_hold, name=name, backend=backend)
         self.timeout = check_timeout(timeout, name=name, backend=backend)
         self.permits = check_permits(permits, name=name, backend=backend)
         self.mode = mode
@@ -184,7 +187,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         won = await self._acquirer.acquire(claim, Deadline.after(wait))
         if won is None:
             return False
-        holding = won.holding(self, self._callbacks, self.auto_renew, self._risk_callbacks)
+        holding = won.holding(self, self._callbacks, self.auto_renew, self._risk_callbacks, self.max_hold)
         with self._mutex:
             self._by_owner().setdefault(key, []).append(holding)
             self._last = holding

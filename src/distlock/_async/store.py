@@ -165,9 +165,13 @@ class AsyncStore(idiom.AsyncOnly):
         on_lost: LostCallback | None = None,
         *,
         fair: bool = False,
+        max_hold: float | None = None,
     ) -> AsyncLock:
-        """A mutex. Re-acquiring it from the owner that holds it raises ``LockError`` (use ``rlock``)."""
-        return AsyncLock(self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair)
+        """A mutex. Re-acquiring it from the owner that holds it raises ``LockError`` (use ``rlock``).
+        ``max_hold`` (every kind): a lease cap, each holding lost and released that long after its grant."""
+        return AsyncLock(
+            self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair, max_hold=max_hold
+        )
 
     def rlock(
         self,
@@ -178,11 +182,13 @@ class AsyncStore(idiom.AsyncOnly):
         on_lost: LostCallback | None = None,
         *,
         fair: bool = False,
+        max_hold: float | None = None,
     ) -> AsyncLock:
         """A reentrant mutex: counted per owner (thread, or asyncio task on the async side)."""
         return AsyncLock(
-            self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, reentrant=True, fair=fair
-        )
+            self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, reentrant=True, fair=fair,
+            max_hold=max_hold,
+        )  # fmt: skip
 
     def rwlock(
         self,
@@ -193,10 +199,11 @@ class AsyncStore(idiom.AsyncOnly):
         on_lost: LostCallback | None = None,
         *,
         fair: bool = False,
+        max_hold: float | None = None,
     ) -> AsyncReadWriteLock:
         """A read-write lock: ``rw.read`` (shared) and ``rw.write`` (exclusive); writers are not starved."""
         return AsyncReadWriteLock(
-            self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair
+            self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair, max_hold=max_hold
         )
 
     def semaphore(
@@ -209,6 +216,7 @@ class AsyncStore(idiom.AsyncOnly):
         on_lost: LostCallback | None = None,
         *,
         fair: bool = False,
+        max_hold: float | None = None,
     ) -> AsyncSemaphore:
         """At most ``permits`` holders at once; each permit is its own lease."""
         return AsyncSemaphore(
@@ -221,6 +229,7 @@ class AsyncStore(idiom.AsyncOnly):
             auto_renew=auto_renew,
             on_lost=on_lost,
             fair=fair,
+            max_hold=max_hold,
         )
 
     def multilock(
@@ -232,11 +241,13 @@ class AsyncStore(idiom.AsyncOnly):
         on_lost: LostCallback | None = None,
         *,
         fair: bool = False,
+        max_hold: float | None = None,
     ) -> AsyncMultiLock:
         """All of ``names`` or none, taken in sorted order so two multilocks cannot deadlock."""
         return AsyncMultiLock(
-            self, list(names), ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair
-        )
+            self, list(names), ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair,
+            max_hold=max_hold,
+        )  # fmt: skip
 
     def synchronized(self, name: str, **lock_options: Any) -> Callable[[F], F]:
         """Decorator: run the function while holding ``store.lock(name, **lock_options)``.

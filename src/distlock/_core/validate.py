@@ -58,6 +58,11 @@ def check_ttl(value: object, what: str = "ttl", *, name: str | None = None, back
     return f
 
 
+def check_max_hold(value: object, *, name: str | None = None, backend: str | None = None) -> float | None:
+    """``None`` (no cap) or a lease cap in seconds: positive, finite, at least ``MIN_TTL``."""
+    return None if value is None else check_ttl(value, "max_hold", name=name, backend=backend)
+
+
 def check_timeout(value: object, *, name: str | None = None, backend: str | None = None) -> float | None:
     """``None`` (wait forever) or a finite number >= 0 (0 = one attempt)."""
     if value is None:

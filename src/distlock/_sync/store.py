@@ -166,9 +166,13 @@ class Store(idiom.SyncOnly):
         on_lost: LostCallback | None = None,
         *,
         fair: bool = False,
+        max_hold: float | None = None,
     ) -> Lock:
-        """A mutex. Re-acquiring it from the owner that holds it raises ``LockError`` (use ``rlock``)."""
-        return Lock(self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair)
+        """A mutex. Re-acquiring it from the owner that holds it raises ``LockError`` (use ``rlock``).
+        ``max_hold`` (every kind): a lease cap, each holding lost and released that long after its grant."""
+        return Lock(
+            self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair, max_hold=max_hold
+        )
 
     def rlock(
         self,
@@ -179,11 +183,13 @@ class Store(idiom.SyncOnly):
         on_lost: LostCallback | None = None,
         *,
         fair: bool = False,
+        max_hold: float | None = None,
     ) -> Lock:
         """A reentrant mutex: counted per owner (thread, or asyncio task on the async side)."""
         return Lock(
-            self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, reentrant=True, fair=fair
-        )
+            self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, reentrant=True, fair=fair,
+            max_hold=max_hold,
+        )  # fmt: skip
 
     def rwlock(
         self,
@@ -194,10 +200,11 @@ class Store(idiom.SyncOnly):
         on_lost: LostCallback | None = None,
         *,
         fair: bool = False,
+        max_hold: float | None = None,
     ) -> ReadWriteLock:
         """A read-write lock: ``rw.read`` (shared) and ``rw.write`` (exclusive); writers are not starved."""
         return ReadWriteLock(
-            self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair
+            self, name, ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair, max_hold=max_hold
         )
 
     def semaphore(
@@ -210,6 +217,7 @@ class Store(idiom.SyncOnly):
         on_lost: LostCallback | None = None,
         *,
         fair: bool = False,
+        max_hold: float | None = None,
     ) -> Semaphore:
         """At most ``permits`` holders at once; each permit is its own lease."""
         return Semaphore(
@@ -222,6 +230,7 @@ class Store(idiom.SyncOnly):
             auto_renew=auto_renew,
             on_lost=on_lost,
             fair=fair,
+            max_hold=max_hold,
         )
 
     def multilock(
@@ -233,11 +242,13 @@ class Store(idiom.SyncOnly):
         on_lost: LostCallback | None = None,
         *,
         fair: bool = False,
+        max_hold: float | None = None,
     ) -> MultiLock:
         """All of ``names`` or none, taken in sorted order so two multilocks cannot deadlock."""
         return MultiLock(
-            self, list(names), ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair
-        )
+            self, list(names), ttl=ttl, timeout=timeout, auto_renew=auto_renew, on_lost=on_lost, fair=fair,
+            max_hold=max_hold,
+        )  # fmt: skip
 
     def synchronized(self, name: str, **lock_options: Any) -> Callable[[F], F]:
         """Decorator: run the function while holding ``store.lock(name, **lock_options)``.

@@ -53,6 +53,10 @@ def _line(name: str, info: LeaderInfo | None, as_json: bool) -> str:
 )  # fmt: skip
 @click.option("-c", "--command", "shell", default=None, metavar="'SHELL CMD'", help="Run a shell string (sh -c).")
 @click.option(
+    "--requeue", is_flag=True,
+    help="After a loss of leadership, campaign again and run CMD again (for ever); exit when CMD itself ends.",
+)  # fmt: skip
+@click.option(
     "--kill-after", type=float, default=5.0, show_default=True, metavar="S",
     help="On loss of leadership: SIGTERM to CMD, then SIGKILL after S seconds.",
 )  # fmt: skip
@@ -67,6 +71,7 @@ def elect(
     timeout: float | None,
     conflict_code: int,
     shell: str | None,
+    requeue: bool,
     kill_after: float,
     name: str,
     args: tuple[str, ...],
@@ -77,6 +82,8 @@ def elect(
     fence) and DISTLOCK_VALUE; on loss of leadership it gets SIGTERM, then SIGKILL after --kill-after, and
     elect exits 70. With no CMD: print "NAME TERM" once leader and lead until SIGINT/SIGTERM/SIGHUP (then
     resign, exit 0). ``elect --listen NAME``: print the leader ("TERM VALUE", "-" for none) and every change.
+    With --requeue: a loss of leadership stops CMD as above, then elect campaigns again and starts CMD again when
+    it leads (Curator's LeaderSelector with autoRequeue); it ends when CMD ends by itself, with CMD's code.
     Exit codes: CMD's own; 75 (or -E CODE) not leader within -w; 70 lost; 2 usage; 69 backend unreachable.
     """
     with one_line_errors(obj["debug"]):
@@ -94,6 +101,10 @@ def elect(
             raise Abort("elect needs NAME and VALUE (or --listen NAME)", EXIT_USAGE)
         value, rest = args[0], args[1:]
         argv = _command_line(shell, rest)
+        if requeue:
+            if argv is None or timeout is not None:
+                raise Abort("--requeue needs a CMD and campaigns for ever: no -w with it", EXIT_USAGE)
+            sys.exit(_lead_again(obj["url"], name, value, ttl, argv, kill_after))
         sys.exit(_lead(obj["url"], name, value, ttl, timeout, conflict_code, argv, kill_after))
 
 
@@ -133,6 +144,40 @@ def _lead(
                 with contextlib.suppress(LockError):
                     if election.is_leader():
                         election.resign()
+
+
+class _Ended(Exception):
+    """CMD ended by itself while leading: ``elect --requeue`` exits with its code."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _lead_again(url: str | None, name: str, value: str, ttl: float, argv: list[str], kill_after: float) -> int:
+    """``elect --requeue``: CMD under each leadership (``election.lead``), campaigning again after each loss."""
+    with _open(url, _deadline(False, None)) as store, _raise_on_stop_signals():
+        election = store.election(name, ttl=ttl)
+        verbose = feedback.verbosity()
+
+        def term(el: Any) -> None:
+            if verbose:
+                feedback.say(f"leader of {name!r} (term {el.term})")
+            env = {"DISTLOCK_NAME": name, "DISTLOCK_TERM": str(el.term), "DISTLOCK_VALUE": value}
+            try:
+                code = supervise(el, name, argv, kill_after, env=env, what="leadership of")
+            except Abort as lost:
+                if lost.code != EXIT_LOST:
+                    raise
+                click.echo(f"distlock: {lost}; campaigning again", err=True)
+                return
+            raise _Ended(code)
+
+        try:
+            election.lead(term, value=value)
+        except _Ended as ended:
+            return ended.code
+    raise AssertionError("lead() with requeue returns only by an exception")  # pragma: no cover
 
 
 def _hold(election: Any, name: str) -> int:
