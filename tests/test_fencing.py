@@ -359,3 +359,33 @@ def test_asgi_middleware_refuses_a_stale_caller(tmp_path: Path, fences: tuple[in
 
     assert asyncio.run(main()) == [200, 409, 200]
     assert len(reached) == 2
+
+
+def test_a_fence_read_wrong_is_refused_in_one_line_and_writes_nothing(tmp_path: Path, redis_url: str) -> None:
+    conn = sqlite3.connect(":memory:")
+    fencing.create_table(conn)
+    client = redis.Redis.from_url(redis_url)
+    key = f"k-{uuid.uuid4().hex}"
+    target = tmp_path / "data"
+    for bad in (True, 2.5, None, -1, "12a", ""):
+        with pytest.raises(distlock.ConfigError, match="fence must be"):
+            fencing.check(conn, "r", bad)  # type: ignore[arg-type]
+        with pytest.raises(distlock.ConfigError, match="fence must be"):
+            fencing.redis_set(client, key, b"v", bad)  # type: ignore[arg-type]
+        with pytest.raises(distlock.ConfigError, match="fence must be"):
+            fencing.replace_file(target, b"v", bad)  # type: ignore[arg-type]
+        with pytest.raises(distlock.ConfigError, match="fence must be"):
+            fencing.header("r", bad)  # type: ignore[arg-type]
+    assert conn.execute(f"SELECT COUNT(*) FROM {fencing.TABLE}").fetchone() == (0,)
+    assert client.exists(key, fencing.fence_key(key)) == 0 and not target.exists()
+    # the fence as $DISTLOCK_FENCE carries it, a decimal string, is the fence
+    fencing.check(conn, "r", "7")  # type: ignore[arg-type]
+    with pytest.raises(distlock.StaleFence):
+        fencing.check(conn, "r", 6)
+    # RedisFences records with redis_set's script, without a data key
+    shared = fencing.RedisFences(client, prefix=f"{key}:")
+    shared.record("res", 5)
+    with pytest.raises(distlock.StaleFence):
+        shared.record("res", 4)
+    assert client.get(f"{key}:res") == b"5"
+    client.delete(f"{key}:res")

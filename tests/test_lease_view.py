@@ -55,6 +55,14 @@ def test_deadline_ttl_left_and_check_follow_the_lease(url: str) -> None:
         assert lock.deadline is None
 
 
+def test_check_refuses_a_margin_that_is_not_seconds(url: str) -> None:
+    with distlock.connect(url) as store, store.lock("view/m", ttl=TTL) as lock:
+        for bad in (-1, float("nan"), float("inf"), True, "2"):
+            with pytest.raises(distlock.ConfigError, match="margin"):
+                lock.check(bad)  # type: ignore[arg-type]
+        assert lock.check(0.5) > 0.5
+
+
 def test_at_risk_comes_half_a_lease_before_lost_and_a_renewal_clears_it(url: str) -> None:
     with distlock.connect(url) as store:
         lock = store.lock("view/risk", ttl=TTL, auto_renew=False)

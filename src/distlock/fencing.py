@@ -102,6 +102,16 @@ def _statements(dialect: str, table: str, resource: str, fence: int) -> list[tup
     ]
 
 
+def _fence(value: object) -> int:
+    """A fence as the lock gave it (an int >= 0; its decimal string, as ``$DISTLOCK_FENCE`` carries it), else a
+    one-line ``ConfigError``: a fence read wrong (``True``, ``2.5``, ``None``) must not be written as another."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"fence must be the lock's fence (an int >= 0, e.g. lock.fence), not {value!r}")
+    return value
+
+
 def _judge(resource: str, fence: int, row: Any) -> None:
     seen = None if row is None else int(row[0])
     if seen != fence:
@@ -128,35 +138,39 @@ def check(conn: Any, resource: str, fence: int, *, table: str = TABLE) -> None:
     """Record ``fence`` for ``resource`` in the caller's current transaction, or raise ``StaleFence`` if the
     resource has seen a higher one (nothing is changed then; rolling back is the caller's). Call it in the
     transaction of the write it guards, before that write."""
+    fence = _fence(fence)
     dialect, raw = _dialect(conn)
     cur = raw.cursor()
     try:
-        for sql, params in _statements(dialect, table, resource, int(fence)):
+        for sql, params in _statements(dialect, table, resource, fence):
             cur.execute(sql, params)
         row = cur.fetchone()
     finally:
         cur.close()
-    _judge(resource, int(fence), row)
+    _judge(resource, fence, row)
 
 
 async def check_async(conn: Any, resource: str, fence: int, *, table: str = TABLE) -> None:
     """``check`` on an asyncio connection (psycopg ``AsyncConnection``, aiomysql)."""
+    fence = _fence(fence)
     dialect, raw = _dialect(conn)
     async with raw.cursor() as cur:
-        for sql, params in _statements(dialect, table, resource, int(fence)):
+        for sql, params in _statements(dialect, table, resource, fence):
             await cur.execute(sql, params)
         row = await cur.fetchone()
-    _judge(resource, int(fence), row)
+    _judge(resource, fence, row)
 
 
 # -- Redis --------------------------------------------------------------------------------------------------
-#: KEYS: the data key, its fence key; ARGV: fence, value, field ('' for a plain SET). The highest fence seen,
-#: or -1 if this one was recorded and the value written.
+#: KEYS: the data key and its fence key (``redis_set``), or the fence key alone (``RedisFences``: record only);
+#: ARGV: fence, value, field ('' for a plain SET). The highest fence seen, or -1 if this one was recorded (and
+#: the value written).
 _REDIS_SCRIPT = """
-local seen = tonumber(redis.call('GET', KEYS[2]) or '-1')
-local fence = tonumber(ARGV[1])
-if fence < seen then return seen end
-redis.call('SET', KEYS[2], ARGV[1])
+local at = KEYS[#KEYS]
+local seen = tonumber(redis.call('GET', at) or '-1')
+if tonumber(ARGV[1]) < seen then return seen end
+redis.call('SET', at, ARGV[1])
+if #KEYS == 1 then return -1 end
 if ARGV[3] == '' then redis.call('SET', KEYS[1], ARGV[2]) else redis.call('HSET', KEYS[1], ARGV[3], ARGV[2]) end
 return -1
 """
@@ -177,7 +191,7 @@ def fence_key(key: str) -> str:
 
 
 def _redis_args(key: str, value: bytes | str, fence: int, field: str | None, where: str | None) -> tuple[Any, ...]:
-    return (_REDIS_SCRIPT, 2, key, where or fence_key(key), int(fence), value, field or "")
+    return (_REDIS_SCRIPT, 2, key, where or fence_key(key), _fence(fence), value, field or "")
 
 
 def _redis_judge(key: str, fence: int, seen: Any) -> None:
@@ -211,6 +225,7 @@ def replace_file(path: str | os.PathLike[str], data: bytes | str, fence: int) ->
     ``flock`` across NFS clients is not reliable."""
     import fcntl  # POSIX only
 
+    fence = _fence(fence)
     target = Path(path)
     payload = data.encode() if isinstance(data, str) else data
     fd = os.open(f"{target}.fence", os.O_RDWR | os.O_CREAT, 0o644)
@@ -218,9 +233,9 @@ def replace_file(path: str | os.PathLike[str], data: bytes | str, fence: int) ->
         fcntl.flock(fd, fcntl.LOCK_EX)
         seen_text = os.pread(fd, 64, 0).decode().strip()
         seen = int(seen_text) if seen_text else -1
-        if int(fence) < seen:
+        if fence < seen:
             raise StaleFence(f"file {str(target)!r} has seen fence {seen}: this writer's fence {fence} is stale")
-        record = str(int(fence)).encode()
+        record = str(fence).encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, record, 0)
         os.fsync(fd)
@@ -251,7 +266,7 @@ HEADER = "Distlock-Fence"
 def header(name: str, fence: int) -> tuple[str, str]:
     """The header a holder sends with each request to a fenced service (``FencedASGI``, ``fenced_wsgi``):
     ``requests.post(url, headers=dict([fencing.header(lock.name, lock.fence)]))``."""
-    return HEADER, f"{int(fence)} {quote(name, safe='')}"
+    return HEADER, f"{_fence(fence)} {quote(name, safe='')}"
 
 
 def _parse(value: str) -> tuple[str, int] | None:
@@ -282,21 +297,15 @@ class SqlFences:
 
 
 class RedisFences:
-    """The highest fence per resource, in Redis (``redis.Redis``): one script per record."""
-
-    _SCRIPT = """
-local seen = tonumber(redis.call('GET', KEYS[1]) or '-1')
-if tonumber(ARGV[1]) < seen then return seen end
-redis.call('SET', KEYS[1], ARGV[1])
-return -1
-"""
+    """The highest fence per resource, in Redis (``redis.Redis``): one script per record (``redis_set``'s,
+    with no data key)."""
 
     def __init__(self, client: Any, prefix: str = "distlock-fence:") -> None:
         self._client = client
         self._prefix = prefix
 
     def record(self, resource: str, fence: int) -> None:
-        _redis_judge(resource, fence, self._client.eval(self._SCRIPT, 1, self._prefix + resource, int(fence)))
+        _redis_judge(resource, fence, self._client.eval(_REDIS_SCRIPT, 1, self._prefix + resource, _fence(fence)))
 
 
 class Fences(Protocol):

@@ -13,6 +13,7 @@ before each side effect.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _idiom_async as idiom
 from .. import _rt_async as rt
 from .._core.text import seconds
-from .._errors import LockLost, NotHeld
+from .._errors import ConfigError, LockLost, NotHeld
 
 if TYPE_CHECKING:
     from .acquirer import AsyncAcquirer
@@ -164,6 +165,12 @@ class LeaseView:
         """The seconds the current holding's lease has left, if more than ``margin``; else ``LockLost`` (and
         ``NotHeld`` when nothing is held). No I/O: call it right before each side effect, with a margin that
         covers the effect (``lock.check(2.0)`` before a call that takes up to 2 s)."""
+        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < math.inf:
+            raise ConfigError(
+                f"check(margin) takes the seconds an effect needs (>= 0, finite), not {margin!r}",
+                name=self.name,
+                backend=self._acquirer.scheme,
+            )
         holding = self._viewed()
         if holding is None:
             raise NotHeld("not held by this owner", name=self.name, backend=self._acquirer.scheme)
