@@ -283,3 +283,21 @@ def test_fence_rule_reseeds_a_wiped_master_after_a_lost_round() -> None:
     votes = [Vote(False, -1, 0.2, True, 9), Vote(True, 8, None, True, 8), Vote(False, -1, 0.2, False, 0)]
     p = plan(votes, 2)
     assert (p.fence, p.floor, p.todo) == (None, 9, [2])
+
+
+def test_inspect_says_it_cannot_tell_when_the_silent_masters_may_hold_the_majority(
+    masters: list[ServerProc], name: str
+) -> None:
+    with distlock.connect(redlock_url(masters)) as store:
+        lock = store.lock(name, ttl=30)
+        assert lock.acquire()
+        for s in masters[:2]:  # the holding now lives on masters 2, 3, 4 only: still a majority
+            r = raw(s)
+            r.delete(name, "{" + name + "}:i")
+            r.close()
+        assert store.inspect(name) is not None  # every master answers: 3 of 5 list it
+        masters[2].kill()
+        masters[3].kill()
+        # 0, 1 and 4 answer, and only 4 lists the holder: with 2 and 3 it may still hold a majority
+        with pytest.raises(QuorumError, match="cannot tell"):
+            store.inspect(name)

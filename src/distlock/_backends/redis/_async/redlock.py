@@ -307,12 +307,22 @@ class Backend(AsyncBackend):
             for token, h in s.holders():
                 seen.setdefault(token, []).append(h)
         holders = []
+        silent = len(self.masters.nodes) - len(snaps)  # masters that did not answer (fewer than a majority)
         for views in seen.values():
             fences = [v.fence for v in views if v.fence is not None]
             if not fences:
                 continue  # every grant carries a fence: this one's acquire has not written it yet
             fence = max(fences)
             views = [v for v in views if v.fence == fence]
+            if len(views) < self.masters.quorum <= len(views) + silent:
+                # it may hold a majority with the silent masters: "free" would be a guess, and a wrong one
+                # lets an admin or a script act on a held name
+                raise QuorumError(
+                    f"cannot tell whether it is held: {len(views)} answering master(s) list a holder and "
+                    f"{silent} did not answer (a majority of {self.masters.quorum} decides)",
+                    name=name,
+                    backend=self.masters.scheme,
+                )
             if len(views) >= self.masters.quorum:
                 lefts = [v.ttl_left for v in views if v.ttl_left is not None]
                 value = Counter(v.value for v in views).most_common(1)[0][0]
