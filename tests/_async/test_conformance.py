@@ -187,7 +187,7 @@ async def test_rwlock_readers_share_writers_exclude(async_store: distlock.AsyncS
     rw2 = async_store.rwlock(name, ttl=10)
     assert await rw1.read.acquire()
     assert await rw2.read.acquire(blocking=False)
-    assert not await rw2.write.acquire(timeout=0.2)
+    assert not await async_store.rwlock(name, ttl=10).write.acquire(timeout=0.2)  # (rw2's own: an upgrade)
     await rw1.read.release()
     await rw2.read.release()
     assert await rw1.write.acquire(timeout=5)
@@ -223,6 +223,51 @@ async def test_rwlock_waiting_writer_is_not_starved(async_store: distlock.AsyncS
 
     await run_all(first_reader, writer, late_reader)
     assert order == ["writer", "reader"]
+
+
+async def test_rwlock_is_reentrant_refuses_an_upgrade_and_downgrades_without_letting_a_writer_in(
+    async_store: distlock.AsyncStore, name: str
+) -> None:
+    rw = async_store.rwlock(name, ttl=10)
+    assert await rw.read.acquire()
+    assert await rw.read.acquire(blocking=False) and rw.read.hold_count == 2  # reentrant per owner
+    with pytest.raises(LockError, match="upgrade"):
+        await rw.write.acquire(blocking=False)  # two readers upgrading would wait for each other for ever
+    await rw.read.release()
+    await rw.read.release()
+    if not async_store.capabilities.downgrade:
+        async with rw.write:
+            with pytest.raises(UnsupportedFeature, match="downgrade"):
+                await rw.read.acquire(blocking=False)
+        return
+    events: list[str] = []
+
+    async def downgrader() -> None:
+        assert await rw.write.acquire()
+        assert await rw.write.acquire(blocking=False) and rw.write.hold_count == 2
+        events.append("write")
+        await sleep(0.5)  # the other writer queues meanwhile
+        assert await rw.read.acquire(blocking=False)  # granted at once, the queued writer notwithstanding
+        fence = rw.read.fence
+        await rw.write.release()
+        await rw.write.release()  # downgraded: the read lock alone is held now
+        assert rw.write.hold_count == 0 and rw.read.fence == fence
+        await sleep(0.7)
+        assert events == ["write"], events  # the writer is still kept out by the read lock
+        late = async_store.rwlock(name, ttl=10).read
+        assert not await late.acquire(blocking=False)  # and a queued writer blocks new readers, as always
+        events.append("read released")
+        await rw.read.release()
+
+    async def writer() -> None:
+        await sleep(0.2)
+        other = async_store.rwlock(name, ttl=10).write
+        assert await other.acquire(timeout=30)
+        events.append("other writer")
+        await other.release()
+
+    await run_all(downgrader, writer)
+    assert events == ["write", "read released", "other writer"]
 
 
 def refuses_semaphores(store: distlock.AsyncStore, name: str) -> bool:

@@ -188,7 +188,7 @@ def test_rwlock_readers_share_writers_exclude(sync_store: distlock.Store, name: 
     rw2 = sync_store.rwlock(name, ttl=10)
     assert rw1.read.acquire()
     assert rw2.read.acquire(blocking=False)
-    assert not rw2.write.acquire(timeout=0.2)
+    assert not sync_store.rwlock(name, ttl=10).write.acquire(timeout=0.2)  # (rw2's own: an upgrade)
     rw1.read.release()
     rw2.read.release()
     assert rw1.write.acquire(timeout=5)
@@ -224,6 +224,51 @@ def test_rwlock_waiting_writer_is_not_starved(sync_store: distlock.Store, name: 
 
     run_all(first_reader, writer, late_reader)
     assert order == ["writer", "reader"]
+
+
+def test_rwlock_is_reentrant_refuses_an_upgrade_and_downgrades_without_letting_a_writer_in(
+    sync_store: distlock.Store, name: str
+) -> None:
+    rw = sync_store.rwlock(name, ttl=10)
+    assert rw.read.acquire()
+    assert rw.read.acquire(blocking=False) and rw.read.hold_count == 2  # reentrant per owner
+    with pytest.raises(LockError, match="upgrade"):
+        rw.write.acquire(blocking=False)  # two readers upgrading would wait for each other for ever
+    rw.read.release()
+    rw.read.release()
+    if not sync_store.capabilities.downgrade:
+        with rw.write:
+            with pytest.raises(UnsupportedFeature, match="downgrade"):
+                rw.read.acquire(blocking=False)
+        return
+    events: list[str] = []
+
+    def downgrader() -> None:
+        assert rw.write.acquire()
+        assert rw.write.acquire(blocking=False) and rw.write.hold_count == 2
+        events.append("write")
+        sleep(0.5)  # the other writer queues meanwhile
+        assert rw.read.acquire(blocking=False)  # granted at once, the queued writer notwithstanding
+        fence = rw.read.fence
+        rw.write.release()
+        rw.write.release()  # downgraded: the read lock alone is held now
+        assert rw.write.hold_count == 0 and rw.read.fence == fence
+        sleep(0.7)
+        assert events == ["write"], events  # the writer is still kept out by the read lock
+        late = sync_store.rwlock(name, ttl=10).read
+        assert not late.acquire(blocking=False)  # and a queued writer blocks new readers, as always
+        events.append("read released")
+        rw.read.release()
+
+    def writer() -> None:
+        sleep(0.2)
+        other = sync_store.rwlock(name, ttl=10).write
+        assert other.acquire(timeout=30)
+        events.append("other writer")
+        other.release()
+
+    run_all(downgrader, writer)
+    assert events == ["write", "read released", "other writer"]
 
 
 def refuses_semaphores(store: distlock.Store, name: str) -> bool:

@@ -20,7 +20,7 @@ from .._core.text import seconds
 from .._core.timing import Deadline
 from .._core.types import Claim, Mode
 from .._core.validate import check_max_hold, check_permits, check_timeout, check_ttl
-from .._errors import AcquireTimeout, ConfigError, LockError, LockLost, NotHeld
+from .._errors import AcquireTimeout, ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
 from .held import LeaseView, LostCallback, RiskCallback
 from .lease import Holding
 
@@ -104,6 +104,9 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
     waits forever. ``with lock:`` acquires within the object's ``timeout`` or raises ``AcquireTimeout``.
     """
 
+    #: the other side of a read-write lock (``rw.read`` <-> ``rw.write``); None for every other kind
+    _sibling: AsyncLock | None = None
+
     def __init__(
         self,
         store: AsyncStore,
@@ -183,6 +186,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
             ttl=self.ttl,
             permits=self.permits,
             fair=self.fair,
+            companion=None if self._sibling is None else self._companion(key),
         )
         won = await self._acquirer.acquire(claim, Deadline.after(wait))
         if won is None:
@@ -193,6 +197,38 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
             self._last = holding
         self._acquirer.register(holding)
         return True
+
+    def _companion(self, key: object) -> str | None:
+        """A side of a read-write lock, asked by an owner that holds the other side: the token of its write
+        holding when it takes the read (a downgrade: granted at once, ``Claim.companion``); ``LockError`` at
+        once when it holds the read and asks for the write (an upgrade: two readers doing it at once would
+        wait for each other for ever)."""
+        assert self._sibling is not None
+        theirs = self._sibling._live_holding(key)
+        if theirs is None:
+            return None
+        scheme = self._acquirer.scheme
+        if self.mode is Mode.WRITE:
+            raise LockError(
+                "read-to-write upgrade refused: release the read lock first (two readers upgrading at once "
+                "would wait for each other for ever)",
+                name=self.name,
+                backend=scheme,
+            )
+        if not self._acquirer.capabilities.downgrade:
+            raise UnsupportedFeature(
+                f"taking the read lock while holding the write lock (a downgrade) is not supported on {scheme} "
+                "yet: release the write lock first",
+                name=self.name,
+                backend=scheme,
+            )
+        return theirs.claim.token
+
+    def _live_holding(self, key: object) -> Holding | None:
+        """This owner's current holding, if it is not lost."""
+        with self._mutex:
+            mine = self._by_owner().get(key)
+        return mine[-1] if mine and not mine[-1].lost.is_set() else None
 
     def _wait_of(self, blocking: bool, timeout: float | None) -> float | None:
         """How long acquire() may wait: threading's rules (a timeout with blocking=False is an error)."""
@@ -336,13 +372,16 @@ class AsyncSemaphore(AsyncLock):
 class AsyncReadWriteLock:
     """``rw.read`` and ``rw.write`` are lock objects on one name: many readers or one writer.
 
-    A waiting writer blocks new readers, so a stream of readers cannot starve it.
+    A waiting writer blocks new readers, so a stream of readers cannot starve it. Both sides are reentrant per
+    owner. The write holder may take the read lock (granted at once), and so downgrade by releasing the write
+    lock; a reader asking for the write lock is refused at once (``LockError``): release the read first.
     """
 
     def __init__(self, store: AsyncStore, name: str, **options: Any) -> None:
         self.name = name
-        self.read = AsyncLock(store, name, mode=Mode.READ, **options)
-        self.write = AsyncLock(store, name, mode=Mode.WRITE, **options)
+        self.read = AsyncLock(store, name, mode=Mode.READ, reentrant=True, **options)
+        self.write = AsyncLock(store, name, mode=Mode.WRITE, reentrant=True, **options)
+        self.read._sibling, self.write._sibling = self.write, self.read
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

@@ -14,7 +14,9 @@ them when ``c`` is not queued):
 * EXCLUSIVE / WRITE: no holder at all; and, if ``c.fair``, nobody ahead.
 * SEMAPHORE: fewer than ``c.permits`` holders; if fair, holders + ahead < permits.
 * READ: every holder is a reader; and no WRITE waiter ahead (writers are not starved: a queued writer
-  blocks new readers); if fair, nobody ahead at all.
+  blocks new readers); if fair, nobody ahead at all. A READ claim whose ``companion`` is the live WRITE
+  holding of its own owner (a downgrade) is granted at once: that holding excludes everyone else, and the
+  read it takes keeps writers out after the write is released (they need no holder at all).
 
 Who queues: a claim that failed and is fair, and every WRITE claim that failed (so readers can see it).
 """
@@ -47,11 +49,19 @@ def live(entries: Iterable[Held], now: float) -> list[Held]:
 
 
 def may_acquire(
-    mode: Mode, token: str, permits: int, fair: bool, holders: Sequence[Held], queue: Sequence[Queued]
+    mode: Mode,
+    token: str,
+    permits: int,
+    fair: bool,
+    holders: Sequence[Held],
+    queue: Sequence[Queued],
+    companion: str | None = None,
 ) -> bool:
     """``holders`` and ``queue`` must already be filtered to live entries (not expired)."""
     if any(h.token == token for h in holders):
         return True
+    if companion is not None and any(h.token == companion and h.mode is Mode.WRITE for h in holders):
+        return True  # a downgrade (READ only: the lock layer sets it on no other claim)
     mine = next((q.seq for q in queue if q.token == token), None)
     ahead = [q for q in queue if q.token != token and (mine is None or q.seq < mine)]
     if mode in (Mode.EXCLUSIVE, Mode.WRITE):
@@ -108,7 +118,7 @@ def decide(claim: Claim, holders: Sequence[Held], queue: Sequence[Queued], now: 
     server databases do not (one more statement on the wire per refused try)."""
     if any(h.token == claim.token for h in holders):
         return Decision(ours=True)
-    if may_acquire(claim.mode, claim.token, claim.permits, claim.fair, holders, queue):
+    if may_acquire(claim.mode, claim.token, claim.permits, claim.fair, holders, queue, claim.companion):
         return Decision(grant=True)
     return Decision(enqueue=register_all or should_queue(claim.mode, claim.fair), retry_after=retry_after(holders, now))
 

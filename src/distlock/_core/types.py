@@ -55,6 +55,9 @@ class Claim:
     permits: int = 1
     fair: bool = False
     value: str | None = None  # an election candidate's value (``store.election``); None for a lock
+    #: a READ claim taken by the owner of the name's WRITE holding: that holding's token (a downgrade). The
+    #: write holding excludes everyone else, so the backend grants the read at once, whoever waits
+    companion: str | None = None
 
     @property
     def record(self) -> str:
@@ -199,3 +202,4 @@ class Capabilities:
     always_fair: bool = False  # FIFO whatever the option says (ZooKeeper, etcd)
     needs_renewal: bool = True  # leases that the store's renewer must extend (False: sessions)
     elections: bool = False  # store.election(): claims carry a value, and proclaim() and watch() work
+    downgrade: bool = False  # a write holder may take the read lock of its name (``Claim.companion``)

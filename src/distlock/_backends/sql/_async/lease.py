@@ -84,7 +84,7 @@ class _Abandons(Batched[str, tuple[Claim, str], bool]):
 class LeaseMode(SqlBase):
     """Lease rows; the dialect gives the push that wakes waiters (``_lease_wait`` and the hooks below)."""
 
-    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True)
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True, downgrade=True)
     #: the lease protocol the dialect runs (its subclass sets ``protocol``)
     ops: tx.TxOps | ac.AutocommitOps
 

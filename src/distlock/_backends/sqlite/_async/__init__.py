@@ -29,7 +29,7 @@ from .ears import PROCESS
 
 
 class Backend(AsyncBackend):
-    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True)
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True, downgrade=True)
     fork_owned = True
 
     def __init__(self, config: StoreConfig, db: Db) -> None:
