@@ -124,6 +124,11 @@ def test_grant_rule() -> None:
     assert not may(S, "a", 2, True, [H("b", S)], [Q("x", S, 1), Q("a", S, 2)])  # fair: x is ahead
     assert not may(E, "a", 1, True, [], [Q("x", E, 1), Q("a", E, 2)])
     assert may(E, "a", 1, True, [], [Q("a", E, 1), Q("x", E, 2)])
+    # a downgrade: the read of the write holder's owner, at once, whoever waits; no one else's write will do
+    assert may(R, "r", 1, True, [H("w", W)], [Q("x", W, 1)], companion="w")
+    assert not may(R, "r", 1, False, [H("w", W)], [], companion="other")
+    assert not may(R, "r", 1, False, [H("w", W)], [])
+    assert not may(W, "x", 1, False, [H("r", R)], [])  # and the read it took keeps writers out afterwards
     assert arbiter.live([Held("a", E, 5.0), Held("b", E, 50.0)], now=10.0) == [Held("b", E, 50.0)]
     assert arbiter.retry_after([Held("a", E, 15.0), Held("b", E, 12.0)], now=10.0) == 2.0
 
