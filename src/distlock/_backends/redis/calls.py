@@ -142,12 +142,14 @@ def acquire_args(
     marker: str = "",
     stamp: str = "",
     reply: str = "",
+    companion: str | None = None,
 ) -> list[str]:
     """``stamp``: '' (no direct hand-over), or ``stamp_of`` the request's send time (an exclusive claim
     that takes a hand-over: the release that grants it echoes the stamp, see ``handed_over``).
     ``reply``: '' or the waiter's reply channel (``reply_channel``), whose
-    subscription was confirmed before this request is sent: its wake-ups go there, to its store only."""
-    return [
+    subscription was confirmed before this request is sent: its wake-ups go there, to its store only.
+    ``companion``: a read claim's own write holding's token (a downgrade, ``Claim.companion``): sent only then."""
+    args = [
         token,
         mode.value,
         str(ms(ttl)),
@@ -159,6 +161,7 @@ def acquire_args(
         stamp,
         reply,
     ]
+    return args if companion is None else [*args, companion]
 
 
 def stamp_of(sent: float) -> str:

@@ -55,7 +55,7 @@ from .watch import RedisWatch
 
 
 class Backend(AsyncBackend):
-    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True)
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True, downgrade=True)
 
     def __init__(self, config: StoreConfig, node: Node, wait_replicas: int, wait_timeout_ms: int) -> None:
         super().__init__(config)
@@ -137,6 +137,7 @@ class Backend(AsyncBackend):
             node.fences.marker(claim.name),
             rc.stamp_of(sent) if self.takes_handover(claim) else "",
             reply,
+            claim.companion,
         )
         if not self.wait_replicas:
             reply = await node.script("acquire", claim.name, *args, timeout=node.budget(claim.ttl))

@@ -67,7 +67,11 @@ SPLIT_RETRY = 0.01
 
 class Backend(AsyncBackend):
     capabilities = Capabilities(
-        modes=frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE}), fair=False, needs_renewal=True, elections=True
+        modes=frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE}),
+        fair=False,
+        needs_renewal=True,
+        elections=True,
+        downgrade=True,
     )
 
     def __init__(self, config: StoreConfig, nodes: list[Node], node_timeout: float) -> None:
@@ -138,6 +142,7 @@ class Backend(AsyncBackend):
                 rc.REDLOCK + run,
                 stamp,
                 "" if replies is None else replies[i],
+                claim.companion,
             )
             for i, run in enumerate(runs)
         ]

@@ -56,7 +56,7 @@ from .watch import RedisWatch
 
 
 class Backend(SyncBackend):
-    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True)
+    capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True, downgrade=True)
 
     def __init__(self, config: StoreConfig, node: Node, wait_replicas: int, wait_timeout_ms: int) -> None:
         super().__init__(config)
@@ -138,6 +138,7 @@ class Backend(SyncBackend):
             node.fences.marker(claim.name),
             rc.stamp_of(sent) if self.takes_handover(claim) else "",
             reply,
+            claim.companion,
         )
         if not self.wait_replicas:
             reply = node.script("acquire", claim.name, *args, timeout=node.budget(claim.ttl))

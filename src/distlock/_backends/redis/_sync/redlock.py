@@ -68,7 +68,11 @@ SPLIT_RETRY = 0.01
 
 class Backend(SyncBackend):
     capabilities = Capabilities(
-        modes=frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE}), fair=False, needs_renewal=True, elections=True
+        modes=frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE}),
+        fair=False,
+        needs_renewal=True,
+        elections=True,
+        downgrade=True,
     )
 
     def __init__(self, config: StoreConfig, nodes: list[Node], node_timeout: float) -> None:
@@ -139,6 +143,7 @@ class Backend(SyncBackend):
                 rc.REDLOCK + run,
                 stamp,
                 "" if replies is None else replies[i],
+                claim.companion,
             )
             for i, run in enumerate(runs)
         ]

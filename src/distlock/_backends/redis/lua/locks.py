@@ -20,6 +20,9 @@ ACQUIRE = (
 --         send time of this very request, kept with its queue entry and echoed by the release that grants it
 --      11 (optional) reply channel: '' = none; else the channel the waiter's store reads its own wake-ups on
 --         (its subscription confirmed before this request was sent), kept with its queue entry
+--      12 (optional) a read claim's companion: the token of its owner's write holding (a downgrade). While
+--         that token holds the name, the read is granted at once whoever waits: the write excludes everyone
+--         else, and the read it leaves keeps writers out after the write's release (they need no reader)
 -- Returns {1, fence, mark, counter} when held (a retry after a lost reply, or the confirmation of a
 --         hand-over, gets the same fence back, and an exclusive lease runs `ttl` from this request),
 --         {0, ms until the earliest holder's lease ends (-1 if unknown), mark, counter} otherwise;
@@ -29,7 +32,7 @@ ACQUIRE = (
 -- client that saw the old epoch that its counter was lost.
 local token, mode = ARGV[2], ARGV[3]
 local ttl, permits, fair, owner, qttl = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7], tonumber(ARGV[8])
-local want, stamp, reply = ARGV[9], ARGV[10], ARGV[11] or ''
+local want, stamp, reply, companion = ARGV[9], ARGV[10], ARGV[11] or '', ARGV[12] or ''
 local exclusive = (mode == 'lock' or mode == 'write')
 local member = mode .. '|' .. token
 local mark = redis.call('HGET', KEYS[8], 'e')
@@ -95,6 +98,8 @@ elseif mode == 'semaphore' then
   local waiting = 0
   if fair then waiting = #ahead end
   ok = ok and nread == 0 and nsem + waiting < permits
+elseif companion ~= '' and holder == companion then
+  ok = true
 else
   ok = ok and nsem == 0
   if ok and fair then
