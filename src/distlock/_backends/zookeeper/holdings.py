@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.exceptions import KazooException, NoNodeError, SessionExpiredError
@@ -29,6 +29,11 @@ class Held:
     token: str  # the claim's
     path: str  # the znode that is the holding (mutex/read/write child, or the semaphore lease)
     lost: bool = False
+    #: a read taken by the write holder of its name (a downgrade): the write holding's token
+    companion: str | None = None
+    #: nodes whose deletion waits for this holding's release: a downgraded write's node, kept in its place in
+    #: the queue so that no writer queued behind it gets in while this read holds (``release``)
+    keeps: list[str] = field(default_factory=list)
 
 
 class Holdings:
@@ -141,11 +146,28 @@ class Holdings:
                 pass
 
     # -- the backend operations (blocking) -------------------------------------------------------------
+    def path_of(self, token: str) -> str | None:
+        """The node of a live holding of this store (a downgrade's read looks for its write's)."""
+        with self._mutex:
+            held = self._held.get(token)
+        return None if held is None or held.lost else held.path
+
     def release(self, token: str) -> bool:
         held = self.unhold(token)
         if held is None:
             return False
+        with self._mutex:
+            under = next((h for h in self._held.values() if h.companion == token and not h.lost), None)
+            if under is not None:
+                under.keeps.append(held.path)
+        if under is not None:
+            # A downgrade: the write's node stays where it is in the queue until the read taken under it is
+            # released. A writer queued behind it (ahead of the read) would hold once it went, the read
+            # notwithstanding: under the recipe's order a later node never holds, and this read does.
+            return self._nodes.exists(held.path) and not held.lost
         existed = self._nodes.delete(held.path)
+        for kept in held.keeps:
+            self._nodes.delete(kept)
         return existed and not held.lost
 
     def proclaim(self, token: str, data: bytes) -> bool:

@@ -261,13 +261,17 @@ def standard_verdict(ordered: list[str], ours: str, max_leases: int = 1) -> Verd
     return Verdict(False, ordered[index - max_leases])
 
 
-def read_verdict(ordered: list[str], ours: str) -> Verdict:
-    """Read lock (Curator's readLockPredicate): in unless a write (or mutex) child precedes ours.
+def read_verdict(ordered: list[str], ours: str, own_writer: str | None = None) -> Verdict:
+    """Read lock (Curator's readLockPredicate): in unless a write (or mutex) child precedes ours; in at once
+    while ``own_writer``, the write child of the same owner, is there (a downgrade: Curator's "the write lock is
+    owned by the current thread").
 
     Curator watches the FIRST preceding writer; we watch the nearest one: the grant rule is the same, and
     readers queued behind a later writer are not woken when an earlier writer leaves.
     """
     last_writer: str | None = None
+    if own_writer is not None and own_writer in ordered and ours in ordered:
+        return Verdict(True)
     for child in ordered:
         if child == ours:
             return Verdict(True) if last_writer is None else Verdict(False, last_writer)
@@ -276,9 +280,9 @@ def read_verdict(ordered: list[str], ours: str) -> Verdict:
     raise NodeGone(ours)
 
 
-def verdict(mode: Mode, ordered: list[str], ours: str) -> Verdict:
+def verdict(mode: Mode, ordered: list[str], ours: str, own_writer: str | None = None) -> Verdict:
     if mode is Mode.READ:
-        return read_verdict(ordered, ours)
+        return read_verdict(ordered, ours, own_writer)
     return standard_verdict(ordered, ours, 1)
 
 

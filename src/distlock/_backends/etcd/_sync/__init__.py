@@ -59,7 +59,9 @@ class _Drops(Batched[bytes, tuple[int, float], bool]):
 
 
 class Backend(SyncBackend):
-    capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=True, elections=True)
+    capabilities = Capabilities(
+        modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=True, elections=True, downgrade=True
+    )
     fork_owned = True
 
     def __init__(self, config: StoreConfig, gw: Gateway) -> None:
@@ -112,6 +114,11 @@ class Backend(SyncBackend):
         with self._mutex:
             return self._entries.get(claim.token)
 
+    def entry_of(self, token: str | None) -> Entry | None:
+        """The key of a live holding of this store (a downgrade's read looks for its write's)."""
+        with self._mutex:
+            return None if token is None else self._entries.get(token)
+
     def _guard_for(self, name: str, fence: int) -> EtcdGuard:
         with self._mutex:
             for e in self._entries.values():
@@ -159,20 +166,43 @@ class Backend(SyncBackend):
             if entry is None:
                 return False
             entry.releasing = True  # a renewal racing with this release must not report the holding lost
+            under = next((e for e in self._entries.values() if e.companion == claim.token), None)
+        if under is not None:
+            return self._release_under(entry, under)
         try:
             deleted = self.gw.delete_if_created(entry.key, entry.rev, op_timeout=op_timeout)
         finally:
-            with self._mutex:
-                self._entries.pop(claim.token, None)
-                # a renewal tick that picked this holding before the release finished must not call it lost
-                self._released[claim.token] = None
-                if len(self._released) > 256:
-                    del self._released[next(iter(self._released))]
-        if deleted:
+            self._forget(claim.token)
+        if deleted and not entry.keeps:
             self.leases.give_back(entry.lease)
             return True
+        # (a downgrade's read: the write key it kept is on this lease and goes with it)
         self.leases.revoke(entry.lease.id, op_timeout=op_timeout)
-        return False
+        return deleted
+
+    def _forget(self, token: str) -> None:
+        with self._mutex:
+            self._entries.pop(token, None)
+            # a renewal tick that picked this holding before the release finished must not call it lost
+            self._released[token] = None
+            if len(self._released) > 256:
+                del self._released[next(iter(self._released))]
+
+    def _release_under(self, entry: Entry, under: Entry) -> bool:
+        """Release a write holding that a read of the same owner was taken under (a downgrade): its key stays in
+        its place in the queue, moved onto the read's lease, until that read's release. A writer queued behind
+        it (ahead of the read) would hold once it went, the read notwithstanding: under the queue's order a
+        later key never holds, and this read does."""
+        try:
+            moved = self._move(entry, under.lease)
+        finally:
+            self._forget(entry.token)
+        if moved:
+            under.keeps.append((entry.key, entry.rev))
+            self.leases.give_back(entry.lease)
+        else:
+            self.leases.revoke(entry.lease.id)
+        return moved
 
     def renew(self, claims: Sequence[Claim]) -> list[bool]:
         with self._mutex:

@@ -25,7 +25,7 @@ reply was lost (F10). A granted key is handed to the backend (``__init__.py``), 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .... import _rt_sync as rt
@@ -58,6 +58,11 @@ class Entry:
     value: bytes  # what the key holds: the owner record, or an election candidate's value (proclaim replaces it)
     token: str = ""
     releasing: bool = False
+    #: a read taken by the write holder of its name (a downgrade): the write holding's token
+    companion: str | None = None
+    #: keys (key, create revision) on this entry's lease that go with its release: a downgraded write's key,
+    #: kept in its place in the queue so that no writer queued behind it gets in while this read holds
+    keeps: list[tuple[bytes, int]] = field(default_factory=list)
 
 
 class Attempt(SyncAttempt):
@@ -122,8 +127,11 @@ class Attempt(SyncAttempt):
                 self._drop()
                 entry, header_rev, queue = self._enqueue()
         decision = keys.decide(queue, entry.rev, claim.mode, claim.permits)
+        if not decision.acquired and claim.companion is not None and self._under_own_writer(queue):
+            decision = keys.Decision(True)
         if decision.acquired:
             entry.token = claim.token
+            entry.companion = claim.companion
             self.backend.adopt(entry)
             self._granted = True
             self._entry = None
@@ -132,6 +140,20 @@ class Attempt(SyncAttempt):
         self._watch = decision.watch
         self._since = header_rev + 1
         return Grant(False)
+
+    def _under_own_writer(self, queue: list[keys.Contender]) -> bool:
+        """A downgrade: whether this owner's write holding (``claim.companion``) is still in the queue, read after
+        our key was put (a tail read may not reach back to it: then the whole queue). It holds the name then,
+        so our read may hold too, at once, whoever waits behind it."""
+        own = self.backend.entry_of(self.claim.companion)
+        if own is None:
+            return False
+        if not any(c.key == own.key and c.rev == own.rev for c in queue):
+            data = self.backend.gw.call(
+                "/v3/kv/range", keys.prefix_range(self._prefix), op_timeout=self._budget()
+            )
+            queue = keys.contenders(self._prefix, data.get("kvs") or [])
+        return any(c.key == own.key and c.rev == own.rev for c in queue)
 
     def _queue(self, kvs: list[dict[str, Any]]) -> list[keys.Contender]:
         """The contenders of a queue read; a tail read that cannot be trusted alone (``tail_contenders``) is

@@ -70,6 +70,9 @@ class Attempt(AsyncAttempt):
         queue = f"{self.path}/{layout.SEM_LOCKS}" if self._semaphore else self.path
         mark = layout.MUTEX_MARK if self._semaphore else layout.mark_of(claim.mode, claim.value)
         self._order = Mode.EXCLUSIVE if self._semaphore else claim.mode
+        # a downgrade: the child of this owner's write holding, which lets our read in at once (``read_verdict``)
+        own = None if claim.companion is None else backend.holdings.path_of(claim.companion)
+        self._own_writer = None if own is None else own.rsplit("/", 1)[1]
         # An election candidate is a LeaderLatch node: it holds the value alone (what Curator's peers read as
         # the participant id), so the owner record has no place on it.
         if claim.value is not None:
@@ -227,7 +230,7 @@ class Attempt(AsyncAttempt):
             if verdict is None:
                 try:
                     ordered = layout.sort_children(layout.contenders(children))
-                    verdict = layout.verdict(self._order, ordered, name)
+                    verdict = layout.verdict(self._order, ordered, name, self._own_writer)
                 except layout.NodeGone:  # our child vanished (session expired, admin): queue again, fresh name
                     node.renew()
                     continue
@@ -286,7 +289,7 @@ class Attempt(AsyncAttempt):
 
     def _grant(self, path: str, czxid: int) -> Grant:
         self._traces.granted = path
-        self.backend.holdings.hold(Held(self.claim.token, path))
+        self.backend.holdings.hold(Held(self.claim.token, path, companion=self.claim.companion))
         return Grant(True, fence=czxid)
 
     @property

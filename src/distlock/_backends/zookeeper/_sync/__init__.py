@@ -97,7 +97,9 @@ class _Abandons(Batched[str, Attempt, None]):
 
 
 class Backend(SyncBackend):
-    capabilities = Capabilities(modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=False, elections=True)
+    capabilities = Capabilities(
+        modes=frozenset(Mode), fair=True, always_fair=True, needs_renewal=False, elections=True, downgrade=True
+    )
     fork_owned = True
 
     def __init__(self, config: StoreConfig, link: connect.Link, opts: connect.Options) -> None:
