@@ -239,10 +239,15 @@ class Leases:
             self._lose(holding, self._why(holding), events.EXPIRED)
             return
         self._lose(holding, "held for the lock's max_hold: given up, renewals or not", events.CAPPED)
-        if holding.gen == forks.generation():
+        if holding.gen != forks.generation():
+            return
+        try:
             worker = rt.Background(lambda: self._release_capped(holding), "distlock-max-hold-release")
-            # kept until done (the event loop holds only a weak reference to a task)
-            self._releasing = [w for w in self._releasing if w.alive()] + [worker]
+        except RuntimeError:  # asyncio, asked from a thread with no running loop (a lost event read there)
+            log.warning("%r reached its max_hold off the event loop: it ends with its TTL", holding.claim.name)
+            return
+        # kept until done (the event loop holds only a weak reference to a task)
+        self._releasing = [w for w in self._releasing if w.alive()] + [worker]
 
     async def _release_capped(self, holding: Holding) -> None:
         try:
