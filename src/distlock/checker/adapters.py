@@ -50,8 +50,9 @@ class DistlockLock:
             return self.store.election(self.name, ttl=self.ttl, on_lost=on_lost)
         return self.store.lock(self.name, ttl=self.ttl, on_lost=on_lost)
 
-    def prepare(self, op_id: str, report: LostReport) -> None:
-        """The next acquire is operation ``op_id``; ``report(op_id, t)`` when its ``lost`` fires."""
+    def prepare(self, op_id: str, report: LostReport, risk: LostReport | None = None) -> None:
+        """The next acquire is operation ``op_id``; ``report(op_id, t)`` when its ``lost`` fires, and
+        ``risk(op_id, t)`` each time it becomes at risk (``on_at_risk``)."""
         if op_id == self._prepared:
             return
         self._prepared = op_id
@@ -61,6 +62,17 @@ class DistlockLock:
 
         self._op = op_id
         self.lock = self._make(fired if self.watch_lost else None)
+        if risk is not None:
+            self.lock.on_at_risk(lambda _lock: risk(op_id, time.monotonic()))
+
+    def scoped(self, fn: Callable[[], bool]) -> bool:
+        """``fn()`` (an access to a data sink) if the local lease has time left: ``lock.check()`` right before
+        it, as sync code should before each side effect. False, without running it, when the lease is over."""
+        try:
+            self.lock.check()
+        except NotHeld:  # LockLost included
+            return False
+        return fn()
 
     def lost_event(self) -> Any:
         return self.lock.lost if self.watch_lost else None
@@ -150,6 +162,25 @@ class AsyncDistlockLock(DistlockLock):
 
     def lost_event(self) -> Any:
         return self._lost_flag if self.watch_lost else None  # the async lock's own event is the loop's
+
+    def scoped(self, fn: Callable[[], bool]) -> bool:
+        """``fn()`` as the body of ``async with lock.lease_timeout():`` in the task that holds the lock: the
+        block is cancelled at the local lease end (and refused on entry once the lease is over). The access
+        itself is a blocking call, run in a thread the block awaits; one that had started when the block was
+        cancelled is waited for (it may have been accepted: the resource's own record says), so the sink's
+        connection is never used by two threads at once."""
+        held = self.lock._target
+
+        async def body() -> bool:
+            started: asyncio.Future[bool] | None = None
+            try:
+                async with held.lease_timeout():
+                    started = asyncio.get_running_loop().run_in_executor(None, fn)
+                    return await asyncio.shield(started)
+            except NotHeld:  # LockLost included
+                return False if started is None else await started
+
+        return bool(self._call(body))
 
     def close(self) -> None:
         try:

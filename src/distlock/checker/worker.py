@@ -45,6 +45,7 @@ from .adapters import AsyncDistlockLock, DistlockLock
 from .broken import BROKEN, CheckedLock
 from .history import FORKED_CHILD
 from .resource import FencedOutcome, FencedRegister, UnfencedSet
+from .sinks import SinkSpec, Writers
 
 #: algorithms that run distlock's own lock (``ignore-lost``: a user who never looks at ``lost``; ``election``:
 #: the workers campaign in a leader election and the leader writes with its term as the fence)
@@ -71,6 +72,7 @@ class Spec:
     hold: float
     workdir: str
     api: str = "sync"  # or "async": distlock's lock through the asyncio API (AsyncDistlockLock)
+    sinks: SinkSpec | None = None  # the data sinks each holding writes to (``--sink``), and their writers
 
 
 #: an error report's text is cut to this many characters (see ``Events``)
@@ -246,8 +248,10 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
     workdir = Path(spec.workdir)
     unfenced = UnfencedSet(workdir / "unfenced.txt")
     fenced = FencedRegister(workdir / "fenced.db")
+    writers: Writers | None = None
     try:
         lock = make_lock(spec)
+        writers = Writers(spec.sinks) if spec.sinks is not None else None
     except Exception as err:  # noqa: BLE001 - reported to the parent, which shows it in one line
         events.put({"kind": "error", "worker": index, "error": f"{type(err).__name__}: {err}"})
         states[index] = DONE
@@ -260,12 +264,20 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
     def report_lost(op_id: str, t: float) -> None:
         events.put({"kind": "lost", "worker": index, "op": op_id, "t": t})
 
+    def report_risk(op_id: str, t: float) -> None:
+        events.put({"kind": "at_risk", "worker": index, "op": op_id, "t": t})
+
+    def to_sinks(kind: str, op_id: str, fence: int | None) -> dict[str, str]:
+        if writers is None or not isinstance(lock, DistlockLock):
+            return {}
+        return writers.access(kind, index, op_id, fence, lock.scoped)
+
     try:
         while time.monotonic() < end.value:
             states[index] = WAITING
             op_id = f"{index}.{seq}"
             if isinstance(lock, DistlockLock):
-                lock.prepare(op_id, report_lost)
+                lock.prepare(op_id, report_lost, report_risk if writers is not None else None)
             t_start = time.monotonic()
             try:
                 got = lock.acquire(timeout=end.value - t_start)
@@ -282,6 +294,7 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
             events.put({"kind": "grant", "worker": index, "op": op_id, "t_acq": t_acq})
             read = fenced.read(fence) if fence is not None else None
             items = unfenced.read()
+            to_sinks("read", op_id, fence)
             states[index] = HOLD_SLEEP
             time.sleep(random.uniform(spec.hold / 2, spec.hold))
             if linger is not None and linger[index] == FORK and isinstance(lock, DistlockLock):
@@ -291,6 +304,7 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
             elif linger is not None:
                 _linger(index, lock, states, linger)
             states[index] = HOLDING
+            sunk = to_sinks("write", op_id, fence)
             unfenced.write([*items, op_id], tag=str(index))
             fenced_result = _write_fenced(fenced, fence, read)
             t_rel = time.monotonic()
@@ -313,11 +327,14 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
                     "t_done": t_done,
                     "told": not clean,
                     "fenced": fenced_result,
+                    **({"sinks": sunk} if sunk else {}),
                 }
             )
     finally:
         states[index] = DONE
         fenced.close()
+        if writers is not None:
+            writers.close()
         # reported before closing the store: the history is complete here, and a store that is slow to close
         # must not hold up the verdict (the parent waits a bounded time for the process, then kills it)
         events.put({"kind": "exit", "worker": index})
