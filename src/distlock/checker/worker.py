@@ -21,6 +21,9 @@ With ``--api async`` the worker drives the asyncio API instead (``AsyncDistlockL
 and the same faults, through the async store and its own drivers (aiomysql, psycopg's ``AsyncConnection``,
 redis-py's asyncio client...), whose renewals then run as tasks.
 
+With ``--sink`` each holding also reads every data sink right after the grant and writes it at the end of its
+critical section, once per writer (``sinks.Writers``): the figures come from what the resources accepted.
+
 The worker writes to the resources blindly, without first asking whether it still holds the lock: a process
 that was paused between its check and its write would write anyway, and showing what the resources do then
 is the point of the check.
