@@ -50,12 +50,13 @@ def test_sinks_on_sqlite_under_pause(tmp_path: Path) -> None:
 
 
 @needs_redis_server
-def test_sinks_on_redis_under_pause_through_the_asyncio_api(tmp_path: Path, redis_url: str) -> None:
-    """The Redis under test is the Redis sink; the scoped writer is an ``async with lock.lease_timeout():`` body,
-    refused on entry once the lease is over (before, the body ran after a pause and its write was accepted)."""
+def test_sinks_on_redis_under_pause_through_the_asyncio_api(tmp_path: Path, redis_url: str, mysql_url: str) -> None:
+    """The Redis under test is the Redis sink, MariaDB the SQL sink (``--sql-sink``); the scoped writer is an
+    ``async with lock.lease_timeout():`` body, refused on entry once the lease is over (before, the body ran after
+    a pause and its write was accepted)."""
     code, report, output = check(tmp_path, "--seconds", "5", "--faults", "pause", "--sink", "sql,redis",
-                                 "--sink", "file", "--api", "async", url=redis_url)  # fmt: skip
-    assert report["sink_stores"]["redis"] == redis_url
+                                 "--sink", "file", "--sql-sink", mysql_url, "--api", "async", url=redis_url)  # fmt: skip
+    assert report["sink_stores"]["redis"] == redis_url and report["sink_stores"]["sql"].startswith("mysql://")
     assert_fenced_and_scoped_hold_and_unfenced_is_caught(code, report, output)
 
 
@@ -86,6 +87,8 @@ def test_freeze_on_redis_tells_at_risk_before_lost_and_no_stale_write_lands(tmp_
         (("--sink", "sql,disk"), "unknown --sink 'disk'"),
         (("--sink", "sql", "--writer", "blind"), "unknown --writer 'blind'"),
         (("--sink", "file", "--algorithm", "lockfile"), "--sink writes under distlock's own lock"),
+        (("--sink", "file", "--sql-sink", "postgres"), "add --sink sql"),
+        (("--sink", "sql", "--sql-sink", "redis://127.0.0.1:1"), "the sql sink writes to SQLite, PostgreSQL or MySQL"),
     ],
 )
 def test_bad_sink_options_are_one_line_errors(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
@@ -165,10 +168,10 @@ def test_a_fenced_stale_write_fails_the_run_and_an_unfenced_one_is_reported() ->
 def test_at_risk_after_lost_or_never_fails_under_freeze_and_half_open_only() -> None:
     a, b = op(0, "a", 5, 1.0, 3.0, {}), op(1, "b", 6, 4.0, 5.0, {})
     freeze = [{"kind": "freeze", "t": 1.2, "worker": 0, "landed": True}]
-    good = at_risk_figures([a, b], [], {"a": 2.0}, {"a": 1.5}, freeze)
+    good = at_risk_figures([a, b], [], {"a": 2.0}, {"a": [1.1, 1.5]}, freeze)  # at risk, renewed, at risk again
     assert good == {"freeze": {"lost": 1, "before": 1, "after": 0, "never": 0, "min_ms": 500.0, "median_ms": 500.0,
                                "judged": True}}  # fmt: skip
-    assert at_risk_figures([a, b], [], {"a": 2.0}, {"a": 2.1}, freeze)["freeze"]["after"] == 1
+    assert at_risk_figures([a, b], [], {"a": 2.0}, {"a": [2.1]}, freeze)["freeze"]["after"] == 1
     report = analyse([a, b], freeze, ["a", "b"], ttl=1.0, run_end=6.0, lost={"a": 2.0}, sink_logs={}, at_risk={})
     assert report["ok"] is False and any("at_risk" in v for v in report["safety_violations"])
     # under pause both timers fire at once when the process resumes: reported, not judged

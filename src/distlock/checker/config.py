@@ -38,6 +38,7 @@ class CheckConfig:
     api: str = "sync"  # "async": the workers drive distlock's asyncio API
     sinks: tuple[str, ...] = ()  # the data sinks each holding writes to (``--sink``)
     writers: tuple[str, ...] = WRITERS  # how it writes to them (``--writer``)
+    sql_sink: str | None = None  # the sql sink's database: a URL, or postgres/mysql (started for the run)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -66,6 +67,8 @@ def validate(cfg: CheckConfig) -> None:
     for w in cfg.writers:
         if w not in WRITERS:
             raise ConfigError(f"unknown --writer {w!r}; choose from {', '.join(WRITERS)}")
+    if cfg.sql_sink is not None and "sql" not in cfg.sinks:
+        raise ConfigError("--sql-sink says where the sql sink writes: add --sink sql")
     if cfg.sinks and cfg.algorithm not in DISTLOCK_ALGORITHMS:
         raise ConfigError(f"--sink writes under distlock's own lock (its fence and lease); not {cfg.algorithm}")
     url = cfg.url or ""

@@ -263,10 +263,15 @@ def sink_figures(
 
 
 def at_risk_figures(
-    ops: Sequence[Op], grants: Sequence[Op], lost: dict[str, float], at_risk: dict[str, float], faults: Sequence[Fault]
+    ops: Sequence[Op],
+    grants: Sequence[Op],
+    lost: dict[str, float],
+    at_risk: Mapping[str, Sequence[float]],
+    faults: Sequence[Fault],
 ) -> dict[str, Any]:
     """Per fault that hit the holding ("none": lost without one): the holdings lost, how many were told
-    ``at_risk`` before ``lost``, after it, or never, and how long before ``lost`` it came (min and median, ms)."""
+    ``at_risk`` before ``lost``, only after it, or never, and how long before ``lost`` the last ``at_risk`` before
+    it came (min and median, ms; a holding can be at risk, renewed, and at risk again)."""
     holdings = _holdings(ops, grants)
     groups: dict[str, dict[str, Any]] = {}
     leads: dict[str, list[float]] = {}
@@ -274,14 +279,15 @@ def at_risk_figures(
         fault = fault_of(holdings.get(op_id), faults)
         g = groups.setdefault(fault, {"lost": 0, "before": 0, "after": 0, "never": 0})
         g["lost"] += 1
-        t_risk = at_risk.get(op_id)
-        if t_risk is None:
-            g["never"] += 1
-        elif t_risk <= t_lost:
+        times = at_risk.get(op_id, ())
+        first = max((t for t in times if t <= t_lost), default=None)
+        if first is not None:
             g["before"] += 1
-            leads.setdefault(fault, []).append(t_lost - t_risk)
-        else:
+            leads.setdefault(fault, []).append(t_lost - first)
+        elif times:
             g["after"] += 1
+        else:
+            g["never"] += 1
     for fault, g in groups.items():
         got = sorted(leads.get(fault, []))
         g["min_ms"] = round(got[0] * 1000, 1) if got else None
@@ -301,7 +307,7 @@ def analyse(
     grants: Sequence[Op] = (),
     lost: dict[str, float] | None = None,
     sink_logs: Mapping[str, Mapping[str, Sequence[Op]]] | None = None,
-    at_risk: dict[str, float] | None = None,
+    at_risk: Mapping[str, Sequence[float]] | None = None,
 ) -> dict[str, Any]:
     """The report of one run: counts, timings, verdicts. Layout documented in docs/checker.md. With ``sink_logs``
     (``--sink``), the data sinks' figures and the at_risk figures too."""

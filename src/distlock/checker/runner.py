@@ -35,7 +35,7 @@ from .history import analyse
 from .injector import MAX_RESPAWNS, Injector
 from .resource import FencedRegister, UnfencedSet
 from .servers import spawned
-from .sinks import SinkSpec, open_sink
+from .sinks import SinkSpec, open_sink, sql_dialect
 from .worker import DISTLOCK_ALGORITHMS, Spec, run_worker
 
 
@@ -67,14 +67,20 @@ def _cleanup(cfg: CheckConfig, name: str, workdir: str, sinks: SinkSpec | None =
 
 
 def _sink_spec(cfg: CheckConfig, workdir: str, run: str, stack: contextlib.ExitStack) -> SinkSpec | None:
-    """Where the data sinks of ``--sink`` live: the SQL server under test (else an SQLite file of the run), the
-    Redis under test when it is one plain server (else one started for the run), files in the run's directory."""
+    """Where the data sinks of ``--sink`` live: the SQL server under test (else an SQLite file of the run; or
+    ``--sql-sink``: a URL, or a server started for the run), the Redis under test when it is one plain server
+    (else one started for the run), files in the run's directory."""
     if not cfg.sinks:
         return None
     from .._url import parse_url
 
     under_test = parse_url(cfg.url)
     sql_url = (cfg.url or "") if under_test.backend in ("postgres", "mysql") else f"sqlite:///{workdir}/sink.db"
+    if cfg.sql_sink in ("postgres", "mysql"):
+        sql_url = stack.enter_context(spawned(cfg.sql_sink)).url
+    elif cfg.sql_sink is not None:
+        sql_url = cfg.sql_sink
+        sql_dialect(sql_url)  # a one-line ConfigError for a URL of another kind
     redis_url = None
     if "redis" in cfg.sinks:
         if under_test.scheme == "redis" and len(under_test.hosts) == 1 and not under_test.params:

@@ -197,6 +197,13 @@ def _with_options(url: str, options: tuple[str, ...]) -> str:
     help=f"How holders write to the sinks: {', '.join(WRITERS)} (default: all three).",
 )
 @click.option(
+    "--sql-sink",
+    default=None,
+    metavar="URL|postgres|mysql",
+    help="Where --sink sql writes: a database URL, or a server started for the run (default: the SQL server "
+    "under test, else an SQLite file).",
+)
+@click.option(
     "--election",
     is_flag=True,
     help="Check leader election: the workers campaign, the leader writes with its term (= --algorithm election).",
@@ -231,6 +238,7 @@ def check(
     api: str,
     sinks: tuple[str, ...],
     writers: tuple[str, ...],
+    sql_sink: str | None,
     election: bool,
     spawn: str | None,
     volatile: bool,
@@ -270,6 +278,7 @@ def check(
             api=api,
             sinks=sink_list,
             writers=writer_list,
+            sql_sink=sql_sink,
             extra={"url": shown},
         )
         console.print(
