@@ -169,8 +169,11 @@ def test_at_risk_after_lost_or_never_fails_under_freeze_and_half_open_only() -> 
     a, b = op(0, "a", 5, 1.0, 3.0, {}), op(1, "b", 6, 4.0, 5.0, {})
     freeze = [{"kind": "freeze", "t": 1.2, "worker": 0, "landed": True}]
     good = at_risk_figures([a, b], [], {"a": 2.0}, {"a": [1.1, 1.5]}, freeze)  # at risk, renewed, at risk again
-    assert good == {"freeze": {"lost": 1, "before": 1, "after": 0, "never": 0, "min_ms": 500.0, "median_ms": 500.0,
-                               "judged": True}}  # fmt: skip
+    assert good == {"freeze": {"lost": 1, "before": 1, "after": 0, "never": 0, "in_release": 0, "min_ms": 500.0,
+                               "median_ms": 500.0, "judged": True}}  # fmt: skip
+    # lost only inside release() (its answer never came): nobody relied on the holding any more, not judged
+    late = at_risk_figures([a, b], [], {"a": 3.5}, {}, freeze)["freeze"]
+    assert late["in_release"] == 1 and late["lost"] == 0 and late["never"] == 0
     assert at_risk_figures([a, b], [], {"a": 2.0}, {"a": [2.1]}, freeze)["freeze"]["after"] == 1
     report = analyse([a, b], freeze, ["a", "b"], ttl=1.0, run_end=6.0, lost={"a": 2.0}, sink_logs={}, at_risk={})
     assert report["ok"] is False and any("at_risk" in v for v in report["safety_violations"])

@@ -269,15 +269,21 @@ def at_risk_figures(
     at_risk: Mapping[str, Sequence[float]],
     faults: Sequence[Fault],
 ) -> dict[str, Any]:
-    """Per fault that hit the holding ("none": lost without one): the holdings lost, how many were told
-    ``at_risk`` before ``lost``, only after it, or never, and how long before ``lost`` the last ``at_risk`` before
-    it came (min and median, ms; a holding can be at risk, renewed, and at risk again)."""
+    """Per fault that hit the holding ("none": lost without one): the holdings lost while their holder relied on
+    them, how many were told ``at_risk`` before ``lost``, only after it, or never, and how long before ``lost`` the
+    last ``at_risk`` before it came (min and median, ms; a holding can be at risk, renewed, and at risk again).
+    ``in_release``: holdings lost only once ``release()`` had been called (a release whose answer never came),
+    not judged: nobody relied on them any more."""
     holdings = _holdings(ops, grants)
     groups: dict[str, dict[str, Any]] = {}
     leads: dict[str, list[float]] = {}
     for op_id, t_lost in lost.items():
-        fault = fault_of(holdings.get(op_id), faults)
-        g = groups.setdefault(fault, {"lost": 0, "before": 0, "after": 0, "never": 0})
+        holding = holdings.get(op_id)
+        fault = fault_of(holding, faults)
+        g = groups.setdefault(fault, {"lost": 0, "before": 0, "after": 0, "never": 0, "in_release": 0})
+        if holding is not None and t_lost > holding[2]:
+            g["in_release"] += 1  # lost once release() had been called: the holder no longer relied on it
+            continue
         g["lost"] += 1
         times = at_risk.get(op_id, ())
         first = max((t for t in times if t <= t_lost), default=None)

@@ -132,12 +132,12 @@ def render_sinks(report: dict[str, Any]) -> Table:
 def render_at_risk(report: dict[str, Any]) -> Table:
     """When ``at_risk`` came before ``lost``, per fault that hit the holding (judged under freeze, half-open)."""
     table = Table(title="at_risk before lost (per fault)", title_justify="left")
-    for col in ("fault", "lost", "at_risk first", "after", "never", "min ms", "median ms", "verdict"):
+    for col in ("fault", "lost", "at_risk first", "after", "never", "min ms", "median ms", "in release", "verdict"):
         table.add_column(col, justify="left" if col in ("fault", "verdict") else "right")
     for fault, g in report["at_risk"].items():
         ok = not (g["after"] or g["never"])
         table.add_row(fault, str(g["lost"]), str(g["before"]), str(g["after"]), str(g["never"]), _ms(g["min_ms"]),
-                      _ms(g["median_ms"]), _verdict(ok) if g["judged"] else "")  # fmt: skip
+                      _ms(g["median_ms"]), str(g["in_release"]), _verdict(ok) if g["judged"] else "")  # fmt: skip
     return table
 
 
