@@ -124,6 +124,8 @@ def render_sinks(report: dict[str, Any]) -> Table:
                     verdict = "[yellow]caught (expected)[/]" if stale else ""
                 else:
                     verdict = _verdict(stale == 0)
+                if fig["errors"]:
+                    verdict += f" ({fig['errors']} failed)"
                 table.add_row(sink, writer, fault, str(per["writes"]), str(stale), str(per["stale_refused"]),
                               verdict if fault == "all" else "")  # fmt: skip
     return table
@@ -297,7 +299,8 @@ def check(
         console.print(render(report))
         if "sinks" in report:
             console.print(render_sinks(report))
-            console.print(render_at_risk(report))
+            if report["at_risk"]:  # (no holding was lost: nothing to say)
+                console.print(render_at_risk(report))
         for v in report["safety_violations"]:
             console.print(f"[bold red]safety violation:[/] {v}")
         for v in report["liveness_failures"]:
