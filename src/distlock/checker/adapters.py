@@ -29,6 +29,9 @@ class DistlockLock:
     ``campaign()`` (the operation id as the value), the fence is the leader's ``term``, release is
     ``resign()``; everything else, and every fault, is the same."""
 
+    #: which API the lock is driven through (``AsyncDistlockLock``: "async")
+    api = "sync"
+
     def __init__(self, url: str | None, name: str, ttl: float, watch_lost: bool = True, election: bool = False) -> None:
         self.store: Any = self._open(url)
         self.name = name
@@ -138,6 +141,13 @@ class AsyncDistlockLock(DistlockLock):
 
         self._loop.run_until_complete(serve())
 
+    api = "async"
+
+    def run(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` (awaited if it returns a coroutine) in the loop's one task, the one that holds the lock (the
+        data sinks' accesses go there: ``lease_timeout()`` belongs to the holding task); its result here."""
+        return self._call(fn)
+
     def _call(self, fn: Callable[[], Any]) -> Any:
         """``fn()`` (awaited if it returns a coroutine) in the loop's one task; its result or exception here."""
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -162,25 +172,6 @@ class AsyncDistlockLock(DistlockLock):
 
     def lost_event(self) -> Any:
         return self._lost_flag if self.watch_lost else None  # the async lock's own event is the loop's
-
-    def scoped(self, fn: Callable[[], bool]) -> bool:
-        """``fn()`` as the body of ``async with lock.lease_timeout():`` in the task that holds the lock: the
-        block is cancelled at the local lease end (and refused on entry once the lease is over). The access
-        itself is a blocking call, run in a thread the block awaits; one that had started when the block was
-        cancelled is waited for (it may have been accepted: the resource's own record says), so the sink's
-        connection is never used by two threads at once."""
-        held = self.lock._target
-
-        async def body() -> bool:
-            started: asyncio.Future[bool] | None = None
-            try:
-                async with held.lease_timeout():
-                    started = asyncio.get_running_loop().run_in_executor(None, fn)
-                    return await asyncio.shield(started)
-            except NotHeld:  # LockLost included
-                return False if started is None else await started
-
-        return bool(self._call(body))
 
     def close(self) -> None:
         try:

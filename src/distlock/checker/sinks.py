@@ -38,6 +38,7 @@ server that is frozen while the data is reachable is the dangerous case.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import json
@@ -45,12 +46,13 @@ import os
 import re
 import sqlite3
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import fencing
-from .._errors import ConfigError, StaleFence
+from .._errors import ConfigError, NotHeld, StaleFence
 
 SINKS = ("sql", "redis", "file")
 WRITERS = ("unfenced", "fenced", "scoped")
@@ -89,11 +91,19 @@ class Sink:
         """Every access ``resource`` accepted, in the order it accepted them."""
         raise NotImplementedError
 
+    async def aaccess(self, resource: str, rec: Record, fence: int | None) -> bool:
+        """``access`` from an event loop (``--api async``): the sink's asyncio client where it has one (and the
+        ``fencing`` helpers' async twins), else the blocking call in a thread."""
+        return await asyncio.to_thread(self.access, resource, rec, fence)
+
     def cleanup(self, resources: list[str]) -> None:
         """Remove what the run left on a server that outlives it."""
 
     def close(self) -> None:
         pass
+
+    async def aclose(self) -> None:
+        self.close()
 
 
 # -- SQL ------------------------------------------------------------------------------------------------------
@@ -119,6 +129,7 @@ class SqlSink(Sink):
         self.dialect = sql_dialect(url)
         self.p = "?" if self.dialect == "sqlite" else "%s"
         self._conn: Any = None
+        self._aconn: Any = None
 
     def _connect(self) -> Any:
         from .._url import parse_url
@@ -157,7 +168,7 @@ class SqlSink(Sink):
             cur = conn.cursor()
             rows: list[Any] = []
             for sql, params in statements:
-                cur.execute(sql, tuple(rows[0][0] if v is N else v for v in params))
+                cur.execute(sql, _bound(params, rows))
                 rows = list(cur.fetchall()) if cur.description else []
             cur.close()
             conn.execute("COMMIT") if self.dialect == "sqlite" else conn.commit()
@@ -186,21 +197,68 @@ class SqlSink(Sink):
             ]
         )  # fmt: skip
 
-    def access(self, resource: str, rec: Record, fence: int | None) -> bool:
+    def _logged(self, resource: str, rec: Record) -> list[tuple[str, tuple[Any, ...]]]:
+        """An access: the resource's counter bumped (its row lock orders the transactions), its record logged."""
         p = self.p
+        return [
+            (f"UPDATE {DATA} SET n = n + 1 WHERE res = {p}", (resource,)),
+            (f"SELECT n FROM {DATA} WHERE res = {p}", (resource,)),
+            (f"INSERT INTO {LOG} (res, n, kind, worker, op, fence, t) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p})",
+             (resource, N, rec["kind"], rec["worker"], rec["op"], rec["fence"], rec["t"])),
+        ]  # fmt: skip
+
+    def access(self, resource: str, rec: Record, fence: int | None) -> bool:
         try:
-            self._run(
-                [
-                    (f"UPDATE {DATA} SET n = n + 1 WHERE res = {p}", (resource,)),
-                    (f"SELECT n FROM {DATA} WHERE res = {p}", (resource,)),
-                    (f"INSERT INTO {LOG} (res, n, kind, worker, op, fence, t) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p})",
-                     (resource, N, rec["kind"], rec["worker"], rec["op"], rec["fence"], rec["t"])),
-                ],
-                None if fence is None else (resource, fence),
-            )  # fmt: skip
+            self._run(self._logged(resource, rec), None if fence is None else (resource, fence))
         except StaleFence:
             return False
         return True
+
+    async def aaccess(self, resource: str, rec: Record, fence: int | None) -> bool:
+        if self.dialect == "sqlite":  # no asyncio driver for SQLite here: the blocking call in a thread
+            return await super().aaccess(resource, rec, fence)
+        conn = self._aconn = self._aconn or await self._aconnect()
+        try:
+            if fence is not None:
+                await fencing.check_async(conn, resource, fence)
+            rows: list[Any] = []
+            async with conn.cursor() as cur:
+                for sql, params in self._logged(resource, rec):
+                    await cur.execute(sql, _bound(params, rows))
+                    rows = list(await cur.fetchall()) if cur.description else []
+            await conn.commit()
+        except StaleFence:
+            await conn.rollback()
+            return False
+        except BaseException:
+            await self.aclose()  # (cancelled by lease_timeout() mid-transaction, too: never reused)
+            raise
+        return True
+
+    async def _aconnect(self) -> Any:
+        from .._url import parse_url
+
+        cfg = parse_url(self.url)
+        host, port = cfg.hosts[0]
+        if self.dialect == "postgres":
+            import psycopg
+
+            return await psycopg.AsyncConnection.connect(host=host, port=port, user=cfg.username,
+                                                         password=cfg.password, dbname=cfg.path.strip("/") or None,
+                                                         connect_timeout=10)  # fmt: skip
+        import aiomysql
+
+        return await aiomysql.connect(host=host, port=port, user=cfg.username or "root", password=cfg.password or "",
+                                      db=cfg.path.strip("/") or None, connect_timeout=10)  # fmt: skip
+
+    async def aclose(self) -> None:
+        conn, self._aconn = self._aconn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                done = conn.close()  # psycopg: a coroutine; aiomysql: closes at once
+                if asyncio.iscoroutine(done):
+                    await done
+        self.close()
 
     def accepted(self, resource: str) -> list[Record]:
         p = self.p
@@ -220,6 +278,11 @@ class SqlSink(Sink):
                 conn.close()
 
 
+def _bound(params: tuple[Any, ...], rows: list[Any]) -> tuple[Any, ...]:
+    """``params`` with ``N`` replaced by the first column the statement before returned."""
+    return tuple(rows[0][0] if v is N else v for v in params)
+
+
 def sqlite_path(url: str) -> str:
     from .._url import parse_url
 
@@ -234,11 +297,21 @@ class _Logged:
     def __init__(self, client: Any, log: str, entry: str) -> None:
         self._client, self._log, self._entry = client, log, entry
 
-    def eval(self, *args: Any) -> Any:
+    def _pipe(self, args: tuple[Any, ...]) -> Any:
         pipe = self._client.pipeline(transaction=True)
         pipe.eval(*args)
         pipe.rpush(self._log, self._entry)
-        return pipe.execute()[0]
+        return pipe
+
+    def eval(self, *args: Any) -> Any:
+        return self._pipe(args).execute()[0]
+
+
+class _AsyncLogged(_Logged):
+    """``_Logged`` on a ``redis.asyncio`` client, for ``fencing.redis_set_async``."""
+
+    async def eval(self, *args: Any) -> Any:
+        return (await self._pipe(args).execute())[0]
 
 
 class RedisSink(Sink):
@@ -247,6 +320,7 @@ class RedisSink(Sink):
     def __init__(self, url: str) -> None:
         self.url = url
         self._client: Any = None
+        self._aclient: Any = None
 
     def _db(self) -> Any:
         if self._client is None:
@@ -259,22 +333,52 @@ class RedisSink(Sink):
     def _keys(resource: str) -> tuple[str, str]:
         return f"{resource}:data", f"{resource}:log"
 
-    def access(self, resource: str, rec: Record, fence: int | None) -> bool:
-        data, log = self._keys(resource)
+    @classmethod
+    def _plan(cls, client: Any, resource: str, rec: Record) -> tuple[str, str, str, Any]:
+        """(data key, its field for this access, the entry, the unfenced write: a MULTI of HSET and RPUSH)."""
+        data, log = cls._keys(resource)
         entry = json.dumps(rec, sort_keys=True)
         field = f"{rec['op']}:{rec['kind']}"
+        pipe = client.pipeline(transaction=True)
+        pipe.hset(data, field, entry)
+        pipe.rpush(log, entry)
+        return data, field, entry, pipe
+
+    def access(self, resource: str, rec: Record, fence: int | None) -> bool:
         client = self._db()
-        if fence is None:
-            pipe = client.pipeline(transaction=True)
-            pipe.hset(data, field, entry)
-            pipe.rpush(log, entry)
-            pipe.execute()
-            return True
+        data, field, entry, blind = self._plan(client, resource, rec)
         try:
-            fencing.redis_set(_Logged(client, log, entry), data, entry, fence, field=field)
+            if fence is None:
+                blind.execute()
+            else:
+                fencing.redis_set(_Logged(client, self._keys(resource)[1], entry), data, entry, fence, field=field)
         except StaleFence:
             return False
         return True
+
+    async def aaccess(self, resource: str, rec: Record, fence: int | None) -> bool:
+        if self._aclient is None:
+            import redis.asyncio
+
+            self._aclient = redis.asyncio.Redis.from_url(self.url, socket_timeout=10, socket_connect_timeout=10)
+        client = self._aclient
+        data, field, entry, blind = self._plan(client, resource, rec)
+        try:
+            if fence is None:
+                await blind.execute()
+            else:
+                logged = _AsyncLogged(client, self._keys(resource)[1], entry)
+                await fencing.redis_set_async(logged, data, entry, fence, field=field)
+        except StaleFence:
+            return False
+        return True
+
+    async def aclose(self) -> None:
+        client, self._aclient = self._aclient, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+        self.close()
 
     def accepted(self, resource: str) -> list[Record]:
         data, log = self._keys(resource)
@@ -348,39 +452,81 @@ class Writers:
         self.spec = spec
         self.sinks = [open_sink(k, spec) for k in spec.sinks]
 
-    def access(self, kind: str, worker: int, op: str, fence: int | None, scoped: Any) -> dict[str, str]:
-        """One access of ``kind`` to every sink by every writer; ``scoped(fn)`` runs ``fn`` under the lease
-        (False, without running it, when the lease is over). Returns ``"sink/writer" -> outcome``: accepted,
-        refused (by the resource's fence check or by the lease), n/a (a fenced writer with no fence), error."""
-        out: dict[str, str] = {}
+    def _each(self) -> Iterator[tuple[str, str, Sink, str]]:
+        """("sink/writer", writer, sink, resource) for every access a holding makes."""
         for writer in self.spec.writers:
-            resource = self.spec.resource(writer)
             for sink in self.sinks:
-                key = f"{sink.kind}/{writer}"
+                yield f"{sink.kind}/{writer}", writer, sink, self.spec.resource(writer)
 
-                def put(sink: Sink = sink, resource: str = resource, use: int | None = None) -> bool:
-                    rec = {"kind": kind, "worker": worker, "op": op, "fence": fence, "t": time.monotonic()}
-                    return sink.access(resource, rec, use)
+    def access(self, kind: str, worker: int, op: str, fence: int | None, lock: Any) -> dict[str, str]:
+        """One access of ``kind`` to every sink by every writer, guarded for the scoped writer by ``lock`` (the
+        worker's ``adapters.DistlockLock``; through the asyncio API, made on its event loop by the task that
+        holds the lock). Returns ``"sink/writer" -> outcome``: accepted, refused (by the resource's fence
+        check, or by the lease), n/a (a fenced writer with no fence), error."""
+        if lock.api == "async":
+            held = lock.lock._target
+            return dict(lock.run(lambda: self._aaccess(kind, worker, op, fence, held)))
+        out: dict[str, str] = {}
+        for key, writer, sink, resource in self._each():
+            if writer == "fenced" and fence is None:
+                out[key] = "n/a"
+                continue
 
-                try:
-                    if writer == "fenced":
-                        if fence is None:
-                            out[key] = "n/a"
-                            continue
-                        ok = put(use=fence)
-                    elif writer == "scoped":
-                        ok = bool(scoped(put))
-                    else:
-                        ok = put()
-                except Exception as err:  # noqa: BLE001 - a sink that failed: reported, the run goes on
-                    out[key] = f"error: {type(err).__name__}: {err}"[:100]
-                    continue
-                out[key] = "accepted" if ok else "refused"
+            def put(sink: Sink = sink, resource: str = resource, writer: str = writer) -> bool:
+                return sink.access(resource, _record(kind, worker, op, fence), fence if writer == "fenced" else None)
+
+            out[key] = _outcome(put, lock.scoped if writer == "scoped" else None)
         return out
 
-    def close(self) -> None:
+    async def _aaccess(self, kind: str, worker: int, op: str, fence: int | None, held: Any) -> dict[str, str]:
+        """``access`` through the asyncio API: the scoped writer's access is the body of
+        ``async with lock.lease_timeout():`` (cancelled at the local lease end, refused on entry after it)."""
+        out: dict[str, str] = {}
+        for key, writer, sink, resource in self._each():
+            if writer == "fenced" and fence is None:
+                out[key] = "n/a"
+                continue
+            use = fence if writer == "fenced" else None
+            try:
+                if writer == "scoped":
+                    async with held.lease_timeout():
+                        ok = await sink.aaccess(resource, _record(kind, worker, op, fence), use)
+                else:
+                    ok = await sink.aaccess(resource, _record(kind, worker, op, fence), use)
+            except NotHeld:  # LockLost included: lease_timeout() refused or cancelled the access
+                ok = False
+            except Exception as err:  # noqa: BLE001 - a sink that failed: reported, the run goes on
+                out[key] = _failed(err)
+                continue
+            out[key] = "accepted" if ok else "refused"
+        return out
+
+    def close(self, lock: Any = None) -> None:
+        if getattr(lock, "api", "sync") == "async":
+            lock.run(self._aclose)
         for sink in self.sinks:
             sink.close()
+
+    async def _aclose(self) -> None:
+        for sink in self.sinks:
+            await sink.aclose()
+
+
+def _record(kind: str, worker: int, op: str, fence: int | None) -> Record:
+    """One access's record, timed right before it goes out."""
+    return {"kind": kind, "worker": worker, "op": op, "fence": fence, "t": time.monotonic()}
+
+
+def _failed(err: BaseException) -> str:
+    return f"error: {type(err).__name__}: {err}"[:100]
+
+
+def _outcome(access: Callable[[], bool], guard: Callable[[Callable[[], bool]], bool] | None) -> str:
+    """How one access went: ``guard(access)`` (the scoped writer's lease check) or ``access()``."""
+    try:
+        return "accepted" if (guard(access) if guard is not None else access()) else "refused"
+    except Exception as err:  # noqa: BLE001 - a sink that failed: reported, the run goes on
+        return _failed(err)
 
 
 __all__ = ["SINKS", "WRITERS", "FileSink", "RedisSink", "SinkSpec", "SqlSink", "Writers", "open_sink"]

@@ -32,6 +32,7 @@ is the point of the check.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -273,7 +274,7 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
     def to_sinks(kind: str, op_id: str, fence: int | None) -> dict[str, str]:
         if writers is None or not isinstance(lock, DistlockLock):
             return {}
-        return writers.access(kind, index, op_id, fence, lock.scoped)
+        return writers.access(kind, index, op_id, fence, lock)
 
     try:
         while time.monotonic() < end.value:
@@ -336,12 +337,13 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
     finally:
         states[index] = DONE
         fenced.close()
-        if writers is not None:
-            writers.close()
         # reported before closing the store: the history is complete here, and a store that is slow to close
         # must not hold up the verdict (the parent waits a bounded time for the process, then kills it)
         events.put({"kind": "exit", "worker": index})
         try:
+            if writers is not None:
+                with contextlib.suppress(Exception):  # a sink that fails to close must not keep the store open
+                    writers.close(lock)
             lock.close()
         except LockError:
             pass
