@@ -114,6 +114,8 @@ class AsyncDistlockLock(DistlockLock):
     ``on_lost`` callbacks run on that loop while the worker's own thread sleeps in its critical section. A
     paused or killed worker stops its loop with it, as the threads of a sync worker."""
 
+    api = "async"
+
     def __init__(self, url: str | None, name: str, ttl: float, watch_lost: bool = True, election: bool = False) -> None:
         self._loop = asyncio.new_event_loop()
         self._jobs: asyncio.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None] | None = None
@@ -140,8 +142,6 @@ class AsyncDistlockLock(DistlockLock):
                     fut.set_result(result)
 
         self._loop.run_until_complete(serve())
-
-    api = "async"
 
     def run(self, fn: Callable[[], Any]) -> Any:
         """``fn()`` (awaited if it returns a coroutine) in the loop's one task, the one that holds the lock (the
