@@ -44,7 +44,8 @@ class LeaseTimeout(AsyncOnly):
     """``async with lock.lease_timeout():`` (``held.LeaseView``): ``asyncio.timeout()`` whose moment is the
     holding's local lease end. The block is cancelled when the holding is lost (its lease ran out, a renewal
     was refused, the backend reported it) and then raises ``LockLost``; a renewal moves the end, so a block
-    that outlives its TTL while renewals go through runs on.
+    that outlives its TTL while renewals go through runs on. Entered on a holding already lost, it raises
+    ``LockLost`` at once, before the block runs.
 
     A watcher task waits on the holding's ``lost`` event until its current lease end, reads the end again
     (a renewal may have moved it) and, once the holding is lost, reschedules the timeout to now."""
@@ -58,6 +59,11 @@ class LeaseTimeout(AsyncOnly):
         self._watcher: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> None:
+        # a holding already lost (or whose lease end has passed unnoticed: a process resumed after a pause) is
+        # refused here: the watcher would only cancel the block at its first await, after the block's first
+        # call had gone out (a request sent is a write made)
+        if self._left() <= 0:
+            raise self._error()
         await self._timeout.__aenter__()
         loop = asyncio.get_running_loop()
         self._watcher = loop.create_task(self._watch(), context=timing.unbudgeted())

@@ -5,6 +5,8 @@ Layout (one concept per module):
 * ``resource`` -- the two shared resources the workers update under the lock: an unfenced set (a file that
   loses updates when two holders overlap) and a fenced register (an SQLite file that rejects fences lower than
   the highest it has seen). Neither is protected by anything but the lock under test.
+* ``sinks`` -- the data sinks of ``--sink`` (SQL, a Redis key, a file) and their writers (unfenced, fenced with
+  the ``fencing`` helpers, scoped by the local lease): each resource logs the accesses it accepted, in order.
 * ``broken`` -- known-broken locks (the seed documents' wrong examples) that the checker must catch.
 * ``worker`` -- the worker process loop.
 * ``history`` -- pure analysis of the recorded history: overlaps, fences, told late, liveness, verdicts.

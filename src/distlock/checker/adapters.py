@@ -29,6 +29,9 @@ class DistlockLock:
     ``campaign()`` (the operation id as the value), the fence is the leader's ``term``, release is
     ``resign()``; everything else, and every fault, is the same."""
 
+    #: which API the lock is driven through (``AsyncDistlockLock``: "async")
+    api = "sync"
+
     def __init__(self, url: str | None, name: str, ttl: float, watch_lost: bool = True, election: bool = False) -> None:
         self.store: Any = self._open(url)
         self.name = name
@@ -50,8 +53,9 @@ class DistlockLock:
             return self.store.election(self.name, ttl=self.ttl, on_lost=on_lost)
         return self.store.lock(self.name, ttl=self.ttl, on_lost=on_lost)
 
-    def prepare(self, op_id: str, report: LostReport) -> None:
-        """The next acquire is operation ``op_id``; ``report(op_id, t)`` when its ``lost`` fires."""
+    def prepare(self, op_id: str, report: LostReport, risk: LostReport | None = None) -> None:
+        """The next acquire is operation ``op_id``; ``report(op_id, t)`` when its ``lost`` fires, and
+        ``risk(op_id, t)`` each time it becomes at risk (``on_at_risk``)."""
         if op_id == self._prepared:
             return
         self._prepared = op_id
@@ -61,6 +65,17 @@ class DistlockLock:
 
         self._op = op_id
         self.lock = self._make(fired if self.watch_lost else None)
+        if risk is not None:
+            self.lock.on_at_risk(lambda _lock: risk(op_id, time.monotonic()))
+
+    def scoped(self, fn: Callable[[], bool]) -> bool:
+        """``fn()`` (an access to a data sink) if the local lease has time left: ``lock.check()`` right before
+        it, as sync code should before each side effect. False, without running it, when the lease is over."""
+        try:
+            self.lock.check()
+        except NotHeld:  # LockLost included
+            return False
+        return fn()
 
     def lost_event(self) -> Any:
         return self.lock.lost if self.watch_lost else None
@@ -99,6 +114,8 @@ class AsyncDistlockLock(DistlockLock):
     ``on_lost`` callbacks run on that loop while the worker's own thread sleeps in its critical section. A
     paused or killed worker stops its loop with it, as the threads of a sync worker."""
 
+    api = "async"
+
     def __init__(self, url: str | None, name: str, ttl: float, watch_lost: bool = True, election: bool = False) -> None:
         self._loop = asyncio.new_event_loop()
         self._jobs: asyncio.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None] | None = None
@@ -125,6 +142,11 @@ class AsyncDistlockLock(DistlockLock):
                     fut.set_result(result)
 
         self._loop.run_until_complete(serve())
+
+    def run(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` (awaited if it returns a coroutine) in the loop's one task, the one that holds the lock (the
+        data sinks' accesses go there: ``lease_timeout()`` belongs to the holding task); its result here."""
+        return self._call(fn)
 
     def _call(self, fn: Callable[[], Any]) -> Any:
         """``fn()`` (awaited if it returns a coroutine) in the loop's one task; its result or exception here."""

@@ -61,6 +61,7 @@ class Tally:
     ops: list[dict[str, Any]] = field(default_factory=list)
     grants: list[dict[str, Any]] = field(default_factory=list)
     lost: dict[str, float] = field(default_factory=dict)  # op id -> when its holder was first told
+    at_risk: dict[str, list[float]] = field(default_factory=dict)  # op id -> each time its holding became at risk
     errors: list[str] = field(default_factory=list)
     faults: list[dict[str, Any]] = field(default_factory=list)
     exited: set[int] = field(default_factory=set)
@@ -74,6 +75,8 @@ class Tally:
             self.grants.append(ev)
         elif kind == "lost":
             self.lost.setdefault(ev["op"], ev["t"])
+        elif kind == "at_risk":
+            self.at_risk.setdefault(ev["op"], []).append(ev["t"])
         elif kind == "error":
             self.errors.append(f"worker {ev['worker']}: {ev['error']}")
         elif kind == "exit":
@@ -85,8 +88,15 @@ class Tally:
         """Every operation, grant, loss and fault as one JSON line each, in time order, then the final state
         of the unfenced resource."""
         lost_recs = [{"kind": "lost", "op": k, "t": t} for k, t in self.lost.items()]
+        risk_recs = [{"kind": "at_risk", "op": k, "t": t} for k, times in self.at_risk.items() for t in times]
         with path.open("w") as fh:
-            recs = [*self.ops, *self.grants, *lost_recs, *({**f, "kind": f"fault-{f['kind']}"} for f in self.faults)]
+            recs = [
+                *self.ops,
+                *self.grants,
+                *lost_recs,
+                *risk_recs,
+                *({**f, "kind": f"fault-{f['kind']}"} for f in self.faults),
+            ]
             for rec in sorted(recs, key=_when):
                 fh.write(json.dumps(rec, sort_keys=True) + "\n")
             fh.write(json.dumps({"kind": "final-unfenced", "items": final}) + "\n")

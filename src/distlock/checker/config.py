@@ -15,6 +15,7 @@ from .._errors import ConfigError
 from .broken import BROKEN
 from .gray import GRAY_FAULTS, link_hosts
 from .servers import SERVER_FAULTS, Spawned
+from .sinks import SINKS, WRITERS
 from .worker import DISTLOCK_ALGORITHMS
 
 FAULTS = ("kill", "pause", "server-restart", "leader-kill", "failover", "partition", "clock-skew", "fork", *GRAY_FAULTS)
@@ -35,6 +36,9 @@ class CheckConfig:
     server: Spawned | None = None  # the deployment --spawn started (server faults need one)
     history: Path | None = None  # write every operation and fault as JSON lines here
     api: str = "sync"  # "async": the workers drive distlock's asyncio API
+    sinks: tuple[str, ...] = ()  # the data sinks each holding writes to (``--sink``)
+    writers: tuple[str, ...] = WRITERS  # how it writes to them (``--writer``)
+    sql_sink: str | None = None  # the sql sink's database: a URL, or postgres/mysql (started for the run)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -57,6 +61,16 @@ def validate(cfg: CheckConfig) -> None:
         raise ConfigError(f"unknown --api {cfg.api!r}; choose from {', '.join(APIS)}")
     if cfg.api == "async" and cfg.algorithm not in DISTLOCK_ALGORITHMS:
         raise ConfigError(f"--api async drives distlock's own lock; the {cfg.algorithm} baseline has no asyncio API")
+    for s in cfg.sinks:
+        if s not in SINKS:
+            raise ConfigError(f"unknown --sink {s!r}; choose from {', '.join(SINKS)} or all")
+    for w in cfg.writers:
+        if w not in WRITERS:
+            raise ConfigError(f"unknown --writer {w!r}; choose from {', '.join(WRITERS)}")
+    if cfg.sql_sink is not None and "sql" not in cfg.sinks:
+        raise ConfigError("--sql-sink says where the sql sink writes: add --sink sql")
+    if cfg.sinks and cfg.algorithm not in DISTLOCK_ALGORITHMS:
+        raise ConfigError(f"--sink writes under distlock's own lock (its fence and lease); not {cfg.algorithm}")
     url = cfg.url or ""
     if cfg.algorithm in BROKEN and BROKEN[cfg.algorithm][1] and not url.startswith(("redis://", "rediss://")):
         raise ConfigError(f"--algorithm {cfg.algorithm} needs a redis:// URL (or --spawn)")

@@ -34,6 +34,8 @@ from .gray import GRAY_FAULTS, Links
 from .history import analyse
 from .injector import MAX_RESPAWNS, Injector
 from .resource import FencedRegister, UnfencedSet
+from .servers import spawned
+from .sinks import SinkSpec, open_sink, sql_dialect
 from .worker import DISTLOCK_ALGORITHMS, Spec, run_worker
 
 
@@ -50,7 +52,8 @@ def _warm_up(cfg: CheckConfig, name: str) -> None:
             lock.release()
 
 
-def _cleanup(cfg: CheckConfig, name: str, workdir: str) -> None:
+def _cleanup(cfg: CheckConfig, name: str, workdir: str, sinks: SinkSpec | None = None) -> None:
+    _cleanup_sinks(sinks)
     with contextlib.suppress(Exception):
         if cfg.algorithm in DISTLOCK_ALGORITHMS:
             from .._sync.store import connect
@@ -63,14 +66,73 @@ def _cleanup(cfg: CheckConfig, name: str, workdir: str) -> None:
             lock.close()
 
 
+def _sink_spec(cfg: CheckConfig, workdir: str, run: str, stack: contextlib.ExitStack) -> SinkSpec | None:
+    """Where the data sinks of ``--sink`` live: the SQL server under test (else an SQLite file of the run; or
+    ``--sql-sink``: a URL, or a server started for the run), the Redis under test when it is one plain server
+    (else one started for the run), files in the run's directory."""
+    if not cfg.sinks:
+        return None
+    from .._url import parse_url
+
+    under_test = parse_url(cfg.url)
+    sql_url = (cfg.url or "") if under_test.backend in ("postgres", "mysql") else f"sqlite:///{workdir}/sink.db"
+    if cfg.sql_sink in ("postgres", "mysql"):
+        sql_url = stack.enter_context(spawned(cfg.sql_sink)).url
+    elif cfg.sql_sink is not None:
+        sql_url = cfg.sql_sink
+        sql_dialect(sql_url)  # a one-line ConfigError for a URL of another kind
+    redis_url = None
+    if "redis" in cfg.sinks:
+        if under_test.scheme == "redis" and len(under_test.hosts) == 1 and not under_test.params:
+            redis_url = cfg.url
+        else:
+            redis_url = stack.enter_context(spawned("redis")).url
+    spec = SinkSpec(cfg.sinks, cfg.writers, sql_url, redis_url, workdir, run)
+    for kind in cfg.sinks:
+        sink = open_sink(kind, spec)
+        try:
+            sink.create([spec.resource(w) for w in cfg.writers])
+        except Exception as err:  # one line, exit 2
+            raise ConfigError(f"--sink {kind}: could not set up the resource: {type(err).__name__}: {err}") from err
+        finally:
+            sink.close()
+    return spec
+
+
+def _read_sinks(spec: SinkSpec) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """What each resource accepted, in its order (the parent reads it after the workers have stopped)."""
+    logs: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for kind in spec.sinks:
+        sink = open_sink(kind, spec)
+        try:
+            logs[kind] = {w: sink.accepted(spec.resource(w)) for w in spec.writers}
+        finally:
+            sink.close()
+    return logs
+
+
+def _cleanup_sinks(spec: SinkSpec | None) -> None:
+    if spec is None:
+        return
+    for kind in spec.sinks:
+        with contextlib.suppress(Exception):
+            sink = open_sink(kind, spec)
+            try:
+                sink.cleanup([spec.resource(w) for w in spec.writers])
+            finally:
+                sink.close()
+
+
 def run_check(cfg: CheckConfig, progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     validate(cfg)
-    name = f"distlock-check/{secrets.token_hex(6)}"
-    with tempfile.TemporaryDirectory(prefix="distlock-check-") as workdir:
+    tag = secrets.token_hex(6)
+    name = f"distlock-check/{tag}"
+    with tempfile.TemporaryDirectory(prefix="distlock-check-") as workdir, contextlib.ExitStack() as stack:
         unfenced = UnfencedSet(Path(workdir) / "unfenced.txt")
         unfenced.create()
         FencedRegister(Path(workdir) / "fenced.db").create()
-        spec = Spec(cfg.url, cfg.algorithm, name, cfg.ttl, cfg.hold, workdir, api=cfg.api)
+        sinks = _sink_spec(cfg, workdir, tag, stack)
+        spec = Spec(cfg.url, cfg.algorithm, name, cfg.ttl, cfg.hold, workdir, api=cfg.api, sinks=sinks)
         if cfg.server is not None:
             cfg.server.focus = name
         _warm_up(cfg, name)
@@ -78,7 +140,7 @@ def run_check(cfg: CheckConfig, progress: Callable[[dict[str, Any]], None] | Non
             report = _run(cfg, spec, unfenced, progress)
         finally:
             # best effort and bounded: a store that hangs must not hang the verdict
-            cleaner = threading.Thread(target=_cleanup, args=(cfg, name, workdir), daemon=True)
+            cleaner = threading.Thread(target=_cleanup, args=(cfg, name, workdir, sinks), daemon=True)
             cleaner.start()
             cleaner.join(15.0)
     return report
@@ -160,6 +222,7 @@ def _run(
     if cfg.history is not None:
         tally.write_history(cfg.history, final)
     lease = lease_of(cfg)
+    sink_logs = _read_sinks(spec.sinks) if spec.sinks is not None else None
     report = analyse(
         tally.ops,
         tally.faults,
@@ -169,6 +232,8 @@ def _run(
         errors=errors,
         grants=tally.grants,
         lost=tally.lost,
+        sink_logs=sink_logs,
+        at_risk=tally.at_risk,
     )
     report_head: dict[str, Any] = {
         "version": 1,
@@ -181,8 +246,17 @@ def _run(
         "faults_requested": list(cfg.faults),
         "faults_skipped": skipped,
         "workers_started": len(procs),
+        **({} if spec.sinks is None else {"sink_stores": _sink_stores(spec.sinks), "writers": list(cfg.writers)}),
     }
     return {**report_head, **cfg.extra, **report}
+
+
+def _sink_stores(spec: SinkSpec) -> dict[str, str]:
+    """Where each sink wrote, for the report (passwords redacted)."""
+    from .._url import redact
+
+    where = {"sql": redact(spec.sql_url), "redis": redact(spec.redis_url or ""), "file": spec.directory}
+    return {k: where[k] for k in spec.sinks}
 
 
 # the command line imports these from here; LockError is re-exported as before

@@ -21,6 +21,9 @@ With ``--api async`` the worker drives the asyncio API instead (``AsyncDistlockL
 and the same faults, through the async store and its own drivers (aiomysql, psycopg's ``AsyncConnection``,
 redis-py's asyncio client...), whose renewals then run as tasks.
 
+With ``--sink`` each holding also reads every data sink right after the grant and writes it at the end of its
+critical section, once per writer (``sinks.Writers``): the figures come from what the resources accepted.
+
 The worker writes to the resources blindly, without first asking whether it still holds the lock: a process
 that was paused between its check and its write would write anyway, and showing what the resources do then
 is the point of the check.
@@ -29,6 +32,7 @@ is the point of the check.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -45,6 +49,7 @@ from .adapters import AsyncDistlockLock, DistlockLock
 from .broken import BROKEN, CheckedLock
 from .history import FORKED_CHILD
 from .resource import FencedOutcome, FencedRegister, UnfencedSet
+from .sinks import SinkSpec, Writers
 
 #: algorithms that run distlock's own lock (``ignore-lost``: a user who never looks at ``lost``; ``election``:
 #: the workers campaign in a leader election and the leader writes with its term as the fence)
@@ -71,6 +76,7 @@ class Spec:
     hold: float
     workdir: str
     api: str = "sync"  # or "async": distlock's lock through the asyncio API (AsyncDistlockLock)
+    sinks: SinkSpec | None = None  # the data sinks each holding writes to (``--sink``), and their writers
 
 
 #: an error report's text is cut to this many characters (see ``Events``)
@@ -246,8 +252,10 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
     workdir = Path(spec.workdir)
     unfenced = UnfencedSet(workdir / "unfenced.txt")
     fenced = FencedRegister(workdir / "fenced.db")
+    writers: Writers | None = None
     try:
         lock = make_lock(spec)
+        writers = Writers(spec.sinks) if spec.sinks is not None else None
     except Exception as err:  # noqa: BLE001 - reported to the parent, which shows it in one line
         events.put({"kind": "error", "worker": index, "error": f"{type(err).__name__}: {err}"})
         states[index] = DONE
@@ -260,12 +268,20 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
     def report_lost(op_id: str, t: float) -> None:
         events.put({"kind": "lost", "worker": index, "op": op_id, "t": t})
 
+    def report_risk(op_id: str, t: float) -> None:
+        events.put({"kind": "at_risk", "worker": index, "op": op_id, "t": t})
+
+    def to_sinks(kind: str, op_id: str, fence: int | None) -> dict[str, str]:
+        if writers is None or not isinstance(lock, DistlockLock):
+            return {}
+        return writers.access(kind, index, op_id, fence, lock)
+
     try:
         while time.monotonic() < end.value:
             states[index] = WAITING
             op_id = f"{index}.{seq}"
             if isinstance(lock, DistlockLock):
-                lock.prepare(op_id, report_lost)
+                lock.prepare(op_id, report_lost, report_risk if writers is not None else None)
             t_start = time.monotonic()
             try:
                 got = lock.acquire(timeout=end.value - t_start)
@@ -282,6 +298,7 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
             events.put({"kind": "grant", "worker": index, "op": op_id, "t_acq": t_acq})
             read = fenced.read(fence) if fence is not None else None
             items = unfenced.read()
+            to_sinks("read", op_id, fence)
             states[index] = HOLD_SLEEP
             time.sleep(random.uniform(spec.hold / 2, spec.hold))
             if linger is not None and linger[index] == FORK and isinstance(lock, DistlockLock):
@@ -291,6 +308,7 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
             elif linger is not None:
                 _linger(index, lock, states, linger)
             states[index] = HOLDING
+            sunk = to_sinks("write", op_id, fence)
             unfenced.write([*items, op_id], tag=str(index))
             fenced_result = _write_fenced(fenced, fence, read)
             t_rel = time.monotonic()
@@ -313,6 +331,7 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
                     "t_done": t_done,
                     "told": not clean,
                     "fenced": fenced_result,
+                    **({"sinks": sunk} if sunk else {}),
                 }
             )
     finally:
@@ -322,6 +341,9 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
         # must not hold up the verdict (the parent waits a bounded time for the process, then kills it)
         events.put({"kind": "exit", "worker": index})
         try:
+            if writers is not None:
+                with contextlib.suppress(Exception):  # a sink that fails to close must not keep the store open
+                    writers.close(lock)
             lock.close()
         except LockError:
             pass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from .._errors import ConfigError
 from .._url import redact
 from ..checker.runner import ALGORITHMS, APIS, FAULTS, CheckConfig, run_check
 from ..checker.servers import FAMILIES, spawned
+from ..checker.sinks import SINKS, WRITERS
 from . import default_url, file_option, one_line_errors
 
 
@@ -91,6 +93,56 @@ def render(report: dict[str, Any]) -> Table:
     return table
 
 
+def _choice(flag: str, choices: tuple[str, ...], default: str, help: str) -> Callable[[Any], Any]:
+    """An option taking one of ``choices``, its default shown in ``--help``."""
+    return click.option(flag, type=click.Choice(choices), default=default, show_default=True, help=help)
+
+
+def _names(given: tuple[str, ...], known: tuple[str, ...], flag: str) -> tuple[str, ...]:
+    """Repeated and comma-separated names of ``flag``, in the order of ``known`` (``all``: every one)."""
+    asked = {n.strip() for g in given for n in g.split(",") if n.strip()}
+    if "all" in asked:
+        return known
+    unknown = sorted(asked - set(known))
+    if unknown:
+        raise ConfigError(f"unknown {flag} {unknown[0]!r}; choose from {', '.join(known)} or all")
+    return tuple(n for n in known if n in asked)
+
+
+def render_sinks(report: dict[str, Any]) -> Table:
+    """The data sinks' table: per sink and writer, the writes, the stale ones accepted and refused, by fault;
+    then when ``at_risk`` came before ``lost``, by fault."""
+    table = Table(title="data sinks (--sink): stale writes accepted", title_justify="left")
+    for col in ("sink", "writer", "fault", "writes", "stale accepted", "refused", "verdict"):
+        table.add_column(col, justify="right" if col in ("writes", "stale accepted", "refused") else "left")
+    for sink, writers in report["sinks"].items():
+        for writer, fig in writers.items():
+            rows = [("all", fig)] + [(f, per) for f, per in sorted(fig["by_fault"].items()) if f != "none"]
+            for fault, per in rows:
+                stale = per["stale_accepted"]
+                if writer == "unfenced":
+                    verdict = "[yellow]caught (expected)[/]" if stale else ""
+                else:
+                    verdict = _verdict(stale == 0)
+                if fig["errors"]:
+                    verdict += f" ({fig['errors']} failed)"
+                table.add_row(sink, writer, fault, str(per["writes"]), str(stale), str(per["stale_refused"]),
+                              verdict if fault == "all" else "")  # fmt: skip
+    return table
+
+
+def render_at_risk(report: dict[str, Any]) -> Table:
+    """When ``at_risk`` came before ``lost``, per fault that hit the holding (judged under freeze, half-open)."""
+    table = Table(title="at_risk before lost (per fault)", title_justify="left")
+    for col in ("fault", "lost", "at_risk first", "after", "never", "min ms", "median ms", "in release", "verdict"):
+        table.add_column(col, justify="left" if col in ("fault", "verdict") else "right")
+    for fault, g in report["at_risk"].items():
+        ok = not (g["after"] or g["never"])
+        table.add_row(fault, str(g["lost"]), str(g["before"]), str(g["after"]), str(g["never"]), _ms(g["min_ms"]),
+                      _ms(g["median_ms"]), str(g["in_release"]), _verdict(ok) if g["judged"] else "")  # fmt: skip
+    return table
+
+
 def _with_options(url: str, options: tuple[str, ...]) -> str:
     for opt in options:
         key, eq, _value = opt.partition("=")
@@ -120,19 +172,38 @@ def _with_options(url: str, options: tuple[str, ...]) -> str:
     metavar="KEY=VALUE",
     help="Add a URL option to the store checked, also with --spawn (e.g. mode=session for postgres/mysql).",
 )
-@click.option(
+@_choice(
     "--algorithm",
-    type=click.Choice(ALGORITHMS),
-    default="distlock",
-    show_default=True,
-    help="distlock's lock, its leader election, or a known-broken baseline the checker must catch.",
+    ALGORITHMS,
+    "distlock",
+    "distlock's lock, its leader election, or a known-broken baseline the checker must catch.",
+)
+@_choice(
+    "--api",
+    APIS,
+    "sync",
+    "Which of distlock's APIs the workers drive: the threaded one, or asyncio (its own drivers and tasks).",
 )
 @click.option(
-    "--api",
-    type=click.Choice(APIS),
-    default="sync",
-    show_default=True,
-    help="Which of distlock's APIs the workers drive: the threaded one, or asyncio (its own drivers and tasks).",
+    "--sink",
+    "sinks",
+    multiple=True,
+    metavar="SINK[,SINK]",
+    help=f"Each holding also writes to real data: {', '.join(SINKS)} (several allowed, or all); stale writes counted.",
+)
+@click.option(
+    "--writer",
+    "writers",
+    multiple=True,
+    metavar="MODE[,MODE]",
+    help=f"How holders write to the sinks: {', '.join(WRITERS)} (default: all three).",
+)
+@click.option(
+    "--sql-sink",
+    default=None,
+    metavar="URL|postgres|mysql",
+    help="Where --sink sql writes: a database URL, or a server started for the run (default: the SQL server "
+    "under test, else an SQLite file).",
 )
 @click.option(
     "--election",
@@ -167,6 +238,9 @@ def check(
     url_options: tuple[str, ...],
     algorithm: str,
     api: str,
+    sinks: tuple[str, ...],
+    writers: tuple[str, ...],
+    sql_sink: str | None,
     election: bool,
     spawn: str | None,
     volatile: bool,
@@ -180,6 +254,8 @@ def check(
         unknown = [f for f in fault_list if f not in FAULTS]
         if unknown:  # before any server is started
             raise ConfigError(f"unknown fault {unknown[0]!r}; choose from {', '.join(FAULTS)}")
+        sink_list = _names(sinks, SINKS, "--sink")
+        writer_list = _names(writers, WRITERS, "--writer") if writers else WRITERS
         if election:
             if algorithm not in ("distlock", "election"):
                 raise click.UsageError("--election and --algorithm exclude each other")
@@ -202,6 +278,9 @@ def check(
             server=server,
             history=history,
             api=api,
+            sinks=sink_list,
+            writers=writer_list,
+            sql_sink=sql_sink,
             extra={"url": shown},
         )
         console.print(
@@ -218,6 +297,10 @@ def check(
         if report.get("faults_skipped"):
             console.print(f"[yellow]note:[/] {report['faults_skipped']}")
         console.print(render(report))
+        if "sinks" in report:
+            console.print(render_sinks(report))
+            if report["at_risk"]:  # (no holding was lost: nothing to say)
+                console.print(render_at_risk(report))
         for v in report["safety_violations"]:
             console.print(f"[bold red]safety violation:[/] {v}")
         for v in report["liveness_failures"]:
