@@ -1,0 +1,76 @@
+"""Count-down latches of the SQLite and ``memory://`` stores: one row per latch in a table of its own, which no
+lock query reads (so a latch and a lock of one name never meet), created on the first latch call::
+
+    distlock_latches(name PK, round, initial, count, expires_at REAL NULL)
+        -- a latch: count > 0, expires_at NULL; its done marker: count = 0, expires_at = when it goes
+
+Each step is one ``BEGIN IMMEDIATE`` transaction (``Db.tx``) that first deletes every done marker whose time
+is up (of any name: nothing stays of a latch once its marker has expired and the file's latches are used
+again). The count-down that reaches 0 wakes the name's latch watchers where its waiters listen (in this
+process by waker, in others by datagram), under a wake-up key no lock name can have (it starts with NUL).
+No async code: both sides import it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..._core.latch import LatchState
+from .ops import Ops
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS distlock_latches (
+    name TEXT PRIMARY KEY,
+    round TEXT NOT NULL,
+    initial INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    expires_at REAL
+)
+"""
+
+
+def wake_name(name: str) -> str:
+    """The wake-up key of the latch ``name``: a NUL byte first, which no lock name has."""
+    return "\x00latch\x00" + name
+
+
+def _purge(conn: sqlite3.Connection, now: float) -> None:
+    conn.execute(SCHEMA)
+    conn.execute("DELETE FROM distlock_latches WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,))
+
+
+def _row(conn: sqlite3.Connection, name: str) -> LatchState | None:
+    row = conn.execute("SELECT round, initial, count FROM distlock_latches WHERE name = ?", (name,)).fetchone()
+    return None if row is None else LatchState(str(row[0]), int(row[1]), int(row[2]))
+
+
+def open_latch(ops: Ops, name: str, count: int | None, round_id: str) -> LatchState | None:
+    def body(conn: sqlite3.Connection, now: float) -> LatchState | None:
+        _purge(conn, now)
+        state = _row(conn, name)
+        if state is None and count is not None:
+            conn.execute(
+                "INSERT INTO distlock_latches (name, round, initial, count) VALUES (?, ?, ?, ?)",
+                (name, round_id, count, count),
+            )
+            state = LatchState(round_id, count, count)
+        return state
+
+    return ops.db.tx(body)
+
+
+def count_down(ops: Ops, name: str, round_id: str, linger: float) -> int:
+    def body(conn: sqlite3.Connection, now: float) -> int | None:
+        _purge(conn, now)
+        state = _row(conn, name)
+        if state is None or state.round != round_id or state.count <= 0:
+            return None  # at zero already, gone, or another round: nothing to take off
+        left = state.count - 1
+        expires = now + linger if left == 0 else None
+        conn.execute("UPDATE distlock_latches SET count = ?, expires_at = ? WHERE name = ?", (left, expires, name))
+        return left
+
+    left = ops.db.tx(body)
+    if left == 0:
+        ops.wake(wake_name(name))
+    return left or 0
