@@ -6,7 +6,16 @@ import pytest
 
 import distlock
 from distlock import ConfigError, UnsupportedFeature
-from distlock._core.latch import MAX_COUNT, LatchState, check_count, check_linger, mismatch, seen_count
+from distlock._core.latch import (
+    MAX_COUNT,
+    RECENT,
+    LatchState,
+    check_count,
+    check_linger,
+    mismatch,
+    recent_after,
+    seen_count,
+)
 
 
 def test_counts_and_lingers_are_checked_before_anything_is_sent() -> None:
@@ -49,3 +58,11 @@ def test_redlock_refuses_latches_in_one_line(redlock_url: str) -> None:
         with pytest.raises(UnsupportedFeature) as err:
             store.latch("n", count=2)
         assert "Redlock" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_record_keeps_the_ids_of_the_last_count_downs_only() -> None:
+    recent = ""
+    for i in range(RECENT + 5):
+        recent = recent_after(recent, f"{i:032x}")
+    kept = recent.split()
+    assert len(kept) == RECENT and kept[-1] == f"{RECENT + 4:032x}" and kept[0] == f"{5:032x}"

@@ -157,3 +157,19 @@ def test_latch_a_waiter_is_woken_promptly_at_zero(sync_store: distlock.Store, na
 
     woke, _ = run_all(waiter, counter)
     assert woke - zero_at[0] < 5.0
+
+
+def test_latch_a_count_down_sent_again_after_a_lost_reply_counts_once(
+    sync_store: distlock.Store, name: str
+) -> None:
+    latch = sync_store.latch(name, count=3)
+    assert latch.count() == 3
+    backend = sync_store._backend
+    round_id = latch._round
+    assert round_id is not None
+    # what a driver's resend of one count-down looks like to the server: the same step id twice
+    assert backend.latch_count_down(name, round_id, "a" * 32, 60.0) == 2
+    assert backend.latch_count_down(name, round_id, "a" * 32, 60.0) == 2
+    assert backend.latch_count_down(name, round_id, "b" * 32, 60.0) == 1
+    assert backend.latch_count_down(name, "another-round", "c" * 32, 60.0) == 0  # not its round
+    assert latch.count() == 1

@@ -29,9 +29,11 @@ defaults, whose ``latch_refused`` reason ``store.latch`` raises as ``Unsupported
 
 * ``latch_open(name, count, round_id)`` the record of ``name``; with a ``count``, first created with it (and the
                                       new ``round`` id) unless one exists. An expired done marker is absent.
-* ``latch_count_down(name, round_id, linger)``  one off the record if it is still of ``round_id`` and above 0; the
-                                      step that reaches 0 leaves the done marker for ``linger`` seconds and
-                                      wakes the name's latch watchers. The count after (0: gone, or another round).
+* ``latch_count_down(name, round_id, step, linger)``  one off the record if it is still of ``round_id`` and
+                                      above 0; the step that reaches 0 leaves the done marker for ``linger``
+                                      seconds and wakes the name's latch watchers. The count after (0: gone, or
+                                      another round). ``step`` is the call's own id: a request sent again after
+                                      a lost reply must not count twice (the record keeps the last steps' ids).
 * ``latch_watch(name)``             a ``AsyncWatch`` woken when the latch reaches zero (push where the
                                       backend has it; default: a short poll), armed before it is returned.
 
@@ -248,7 +250,7 @@ class AsyncBackend:
     async def latch_open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
         raise UnsupportedFeature(self.latch_refused() or "no latches", name=name, backend=self.scheme)
 
-    async def latch_count_down(self, name: str, round_id: str, linger: float) -> int:
+    async def latch_count_down(self, name: str, round_id: str, step: str, linger: float) -> int:
         raise UnsupportedFeature(self.latch_refused() or "no latches", name=name, backend=self.scheme)
 
     async def latch_watch(self, name: str) -> AsyncWatch:

@@ -24,6 +24,16 @@ LINGER = 60.0
 MAX_COUNT = 2**62
 
 
+#: how many of the last count-downs' ids a latch record keeps: a count-down sent again after a lost reply finds
+#: its own id there and takes nothing off a second time
+RECENT = 16
+
+
+def recent_after(recent: str, step: str) -> str:
+    """The record's ``recent`` ids (space-separated) after the count-down ``step``: the last ``RECENT`` kept."""
+    return " ".join([*recent.split()[-(RECENT - 1) :], step])
+
+
 @dataclass(frozen=True)
 class LatchState:
     """One latch record as a backend read it."""

@@ -85,7 +85,7 @@ class Latch:
         if round_id is None:
             return 0
         self._acquirer.blocking()
-        return self._backend.latch_count_down(self.name, round_id, self.linger)
+        return self._backend.latch_count_down(self.name, round_id, ids.new_token(), self.linger)
 
     def count(self) -> int:
         """The count now: 0 once this object's round reached zero (or is gone)."""

@@ -1,8 +1,9 @@
 """Count-down latches of the SQLite and ``memory://`` stores: one row per latch in a table of its own, which no
 lock query reads (so a latch and a lock of one name never meet), created on the first latch call::
 
-    distlock_latches(name PK, round, initial, count, expires_at REAL NULL)
-        -- a latch: count > 0, expires_at NULL; its done marker: count = 0, expires_at = when it goes
+    distlock_latches(name PK, round, initial, count, expires_at REAL NULL, recent)
+        -- a latch: count > 0, expires_at NULL; its done marker: count = 0, expires_at = when it goes;
+        -- recent: the ids of the last count-downs (``_core/latch.py``), so that one is never counted twice
 
 Each step is one ``BEGIN IMMEDIATE`` transaction (``Db.tx``) that first deletes every done marker whose time
 is up (of any name: nothing stays of a latch once its marker has expired and the file's latches are used
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..._core.latch import LatchState
+from ..._core.latch import LatchState, recent_after
 from .ops import Ops
 
 SCHEMA = """
@@ -24,7 +25,8 @@ CREATE TABLE IF NOT EXISTS distlock_latches (
     round TEXT NOT NULL,
     initial INTEGER NOT NULL,
     count INTEGER NOT NULL,
-    expires_at REAL
+    expires_at REAL,
+    recent TEXT NOT NULL DEFAULT ''
 )
 """
 
@@ -59,18 +61,23 @@ def open_latch(ops: Ops, name: str, count: int | None, round_id: str) -> LatchSt
     return ops.db.tx(body)
 
 
-def count_down(ops: Ops, name: str, round_id: str, linger: float) -> int:
-    def body(conn: sqlite3.Connection, now: float) -> int | None:
+def count_down(ops: Ops, name: str, round_id: str, step: str, linger: float) -> int:
+    def body(conn: sqlite3.Connection, now: float) -> tuple[int, bool]:
         _purge(conn, now)
-        state = _row(conn, name)
-        if state is None or state.round != round_id or state.count <= 0:
-            return None  # at zero already, gone, or another round: nothing to take off
-        left = state.count - 1
+        row = conn.execute("SELECT round, count, recent FROM distlock_latches WHERE name = ?", (name,)).fetchone()
+        if row is None or row[0] != round_id:
+            return 0, False  # gone, or another round: nothing to take off
+        if step in row[2].split() or row[1] <= 0:
+            return max(0, int(row[1])), False  # counted already, or at zero: the count stands
+        left = int(row[1]) - 1
         expires = now + linger if left == 0 else None
-        conn.execute("UPDATE distlock_latches SET count = ?, expires_at = ? WHERE name = ?", (left, expires, name))
-        return left
+        conn.execute(
+            "UPDATE distlock_latches SET count = ?, expires_at = ?, recent = ? WHERE name = ?",
+            (left, expires, recent_after(row[2], step), name),
+        )
+        return left, left == 0
 
-    left = ops.db.tx(body)
-    if left == 0:
+    left, reached = ops.db.tx(body)
+    if reached:
         ops.wake(wake_name(name))
-    return left or 0
+    return left

@@ -242,8 +242,8 @@ class Backend(AsyncBackend):
     async def latch_open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
         return await latch.open_latch(self.node, name, count, round_id)
 
-    async def latch_count_down(self, name: str, round_id: str, linger: float) -> int:
-        return await latch.count_down(self.node, name, round_id, linger)
+    async def latch_count_down(self, name: str, round_id: str, step: str, linger: float) -> int:
+        return await latch.count_down(self.node, name, round_id, step, linger)
 
     async def latch_watch(self, name: str) -> AsyncWatch:
         return await latch.watch(self.node, name)

@@ -30,10 +30,10 @@ async def open_latch(node: Node, name: str, count: int | None, round_id: str) ->
     return LatchState(round_of, int(initial), int(left))
 
 
-async def count_down(node: Node, name: str, round_id: str, linger: float) -> int:
+async def count_down(node: Node, name: str, round_id: str, step: str, linger: float) -> int:
     node.check_slot(name)
     key = rk.latch_key(name)
-    (reply,) = await node.run([("EVAL", lua.COUNT_DOWN, 1, key, key, round_id, ms(linger))], "latch")
+    (reply,) = await node.run([("EVAL", lua.COUNT_DOWN, 1, key, key, round_id, step, ms(linger))], "latch")
     return int(reply)
 
 

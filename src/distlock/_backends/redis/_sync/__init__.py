@@ -243,8 +243,8 @@ class Backend(SyncBackend):
     def latch_open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
         return latch.open_latch(self.node, name, count, round_id)
 
-    def latch_count_down(self, name: str, round_id: str, linger: float) -> int:
-        return latch.count_down(self.node, name, round_id, linger)
+    def latch_count_down(self, name: str, round_id: str, step: str, linger: float) -> int:
+        return latch.count_down(self.node, name, round_id, step, linger)
 
     def latch_watch(self, name: str) -> SyncWatch:
         return latch.watch(self.node, name)

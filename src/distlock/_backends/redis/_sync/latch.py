@@ -31,10 +31,10 @@ def open_latch(node: Node, name: str, count: int | None, round_id: str) -> Latch
     return LatchState(round_of, int(initial), int(left))
 
 
-def count_down(node: Node, name: str, round_id: str, linger: float) -> int:
+def count_down(node: Node, name: str, round_id: str, step: str, linger: float) -> int:
     node.check_slot(name)
     key = rk.latch_key(name)
-    (reply,) = node.run([("EVAL", lua.COUNT_DOWN, 1, key, key, round_id, ms(linger))], "latch")
+    (reply,) = node.run([("EVAL", lua.COUNT_DOWN, 1, key, key, round_id, step, ms(linger))], "latch")
     return int(reply)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
+from ...._core.latch import RECENT
 from .prelude import WRONGTYPE
 
 _GUARD = (
@@ -36,17 +37,29 @@ return redis.call('HMGET', KEYS[1], 'round', 'initial', 'count')
 """
 )
 
-#: ARGV: channel, round id, linger (ms). Reply: the count after (0 also when the latch is gone, at zero or of
-#: another round: nothing is taken off then). The step that reaches 0 lets the key expire after the linger
-#: (the done marker) and publishes on the channel.
+
+#: ARGV: channel, round id, step id (32 hex characters), linger (ms). Reply: the count after (0 also when the
+#: latch is gone, at zero or of another round: nothing is taken off then; a step already counted: the count
+#: now). The step that reaches 0 lets the key expire after the linger (the done marker) and publishes on the
+#: channel.
 COUNT_DOWN = (
     _GUARD
     + """
-local v = redis.call('HMGET', KEYS[1], 'round', 'count')
-if v[1] ~= ARGV[2] or tonumber(v[2]) == nil or tonumber(v[2]) <= 0 then return 0 end
-local n = redis.call('HINCRBY', KEYS[1], 'count', -1)
+local v = redis.call('HMGET', KEYS[1], 'round', 'count', 'recent')
+local n = tonumber(v[2])
+if v[1] ~= ARGV[2] or n == nil then return 0 end
+local recent = v[3] or ''
+if string.find(recent, ARGV[3], 1, true) then return n end
+if n <= 0 then return 0 end
+n = redis.call('HINCRBY', KEYS[1], 'count', -1)
+recent = recent .. ARGV[3] .. ' '
+local keep = """
+    + str(RECENT * 33)
+    + """
+if #recent > keep then recent = string.sub(recent, #recent - keep + 1) end
+redis.call('HSET', KEYS[1], 'recent', recent)
 if n == 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
   redis.call('PUBLISH', ARGV[1], '0')
 end
 return n

@@ -99,8 +99,8 @@ class Backend(AsyncBackend):
     async def latch_open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
         return await call(self.db, latch.open_latch, self.ops, name, count, round_id)
 
-    async def latch_count_down(self, name: str, round_id: str, linger: float) -> int:
-        return await call(self.db, latch.count_down, self.ops, name, round_id, linger)
+    async def latch_count_down(self, name: str, round_id: str, step: str, linger: float) -> int:
+        return await call(self.db, latch.count_down, self.ops, name, round_id, step, linger)
 
     async def latch_watch(self, name: str) -> AsyncWatch:
         return Watch(self, latch.wake_name(name))

@@ -100,8 +100,8 @@ class Backend(SyncBackend):
     def latch_open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
         return call(self.db, latch.open_latch, self.ops, name, count, round_id)
 
-    def latch_count_down(self, name: str, round_id: str, linger: float) -> int:
-        return call(self.db, latch.count_down, self.ops, name, round_id, linger)
+    def latch_count_down(self, name: str, round_id: str, step: str, linger: float) -> int:
+        return call(self.db, latch.count_down, self.ops, name, round_id, step, linger)
 
     def latch_watch(self, name: str) -> SyncWatch:
         return Watch(self, latch.wake_name(name))
