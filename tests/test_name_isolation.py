@@ -17,6 +17,7 @@ from distlock._backends.etcd import keys as ek
 from distlock._backends.redis import keys as rk
 from distlock._backends.redis._async.node import same_slot
 from distlock._backends.sql import names as sn
+from distlock._backends.zookeeper import latch as zlatch
 from distlock._backends.zookeeper import layout as zl
 from distlock._core.types import Mode
 from distlock._core.validate import check_name
@@ -118,6 +119,9 @@ ZK_NAMES = built(
     "/zookeeper/NAME",
     "/NAME",
     "NAME/-",
+    "/distlock%latches/NAME",
+    "/distlock%latches",
+    "NAME%2F%25",
 )
 
 
@@ -152,6 +156,11 @@ def test_zookeeper_no_znode_of_one_name_is_the_other_s_or_counted_by_it(a: str, 
         assert node != root and node != "/zookeeper" and not node.startswith("/zookeeper/")
     # list walks the tree and reads the name back from the path
     assert zl.lock_path(zl.name_of(pa, root), root) == pa
+    # a latch's znode is no other latch's, and no lock's node of any name is at or below the latches' parent
+    la, lb, parent = zlatch.latch_path(a, root), zlatch.latch_path(b, root), zlatch.latches_root(root)
+    assert la != lb and la.rpartition("/")[0] == parent
+    for node in mine | theirs:
+        assert node != parent and not node.startswith(parent + "/"), (a, b, node)
 
 
 @PROPERTY
