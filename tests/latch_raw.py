@@ -56,4 +56,16 @@ def left_of(store: distlock.Store | distlock.AsyncStore, url: str, name: str) ->
         finally:
             zk.stop()
             zk.close()
+    if scheme in ("etcd", "etcds"):
+        import base64
+        import json
+        import urllib.request
+
+        host = url.split("://", 1)[1].split("/")[0].split("?")[0].split(",")[0]
+        body = json.dumps({"key": base64.b64encode(b"\x00").decode(), "range_end": base64.b64encode(b"\x00").decode()})
+        req = urllib.request.Request(f"http://{host}/v3/kv/range", body.encode(), {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            kvs = json.loads(resp.read()).get("kvs") or []
+        found = [base64.b64decode(kv["key"]).decode("utf-8", "replace") for kv in kvs]
+        return [k for k in found if name in k]
     raise AssertionError(f"no raw reader for {scheme}")

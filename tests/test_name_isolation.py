@@ -80,6 +80,12 @@ def test_etcd_no_key_of_one_name_is_read_as_the_other_s(a: str, b: str, lease: i
         # ... list reads it back as a's, and it is not the store's own (the 0.1 owner records start with NUL)
         assert ek.split_key(key) == (a, mode)
         assert not key.startswith(b"\x00")
+    # a latch's key is in no lock's range (a Go Mutex counts every key under NAME/), and no latch's key is the
+    # prefix of another's (a waiter watches its key as a prefix)
+    la, lb = ek.latch_key(a), ek.latch_key(b)
+    assert not la.startswith(ek.lock_prefix(a)) and not la.startswith(ek.lock_prefix(b))
+    assert not lb.startswith(la) and not la.startswith(lb)
+    assert ek.split_key(la) is None  # list reads no lock out of it
 
 
 @PROPERTY
