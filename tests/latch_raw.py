@@ -68,4 +68,40 @@ def left_of(store: distlock.Store | distlock.AsyncStore, url: str, name: str) ->
             kvs = json.loads(resp.read()).get("kvs") or []
         found = [base64.b64decode(kv["key"]).decode("utf-8", "replace") for kv in kvs]
         return [k for k in found if name in k]
+    if scheme in ("mysql", "mariadb", "postgres", "postgresql"):
+        import hashlib
+
+        key = hashlib.sha256(name.encode()).hexdigest()
+        tables = ("distlock_latches", "distlock_holders", "distlock_queue")
+        return [f"{t}:{r}" for t in tables for r in _sql_rows(url, t, key)]
     raise AssertionError(f"no raw reader for {scheme}")
+
+
+def _sql_rows(url: str, table: str, key: str) -> list[str]:
+    """The name keys of ``table``'s rows with the key ``key`` (none if the table does not exist)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme.startswith("postgres"):
+        import psycopg
+
+        with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
+            exists = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
+            if exists is None or exists[0] is None:
+                return []
+            return [str(r[0]) for r in conn.execute(f"SELECT name_key FROM {table} WHERE name_key = %s", (key,))]
+    import pymysql
+
+    conn = pymysql.connect(
+        host=parts.hostname, port=parts.port or 3306, user=parts.username, password=parts.password or "",
+        database=parts.path.lstrip("/"),
+    )  # fmt: skip
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW TABLES LIKE %s", (table,))
+            if not cur.fetchall():
+                return []
+            cur.execute(f"SELECT name_key FROM {table} WHERE name_key = %s", (key,))
+            return [str(r[0]) for r in cur.fetchall()]
+    finally:
+        conn.close()
