@@ -29,6 +29,7 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError
 
 from ..._core.latch import LatchState, recent_after
+from ..._errors import BackendError
 from . import layout
 from .nodes import Nodes
 from .wire import Wire
@@ -47,8 +48,14 @@ def latch_path(name: str, root: str = layout.DEFAULT_ROOT) -> str:
     return latches_root(root) + "/" + path[1:].replace("%", "%25").replace("/", "%2F")
 
 
-def _decode(data: bytes) -> dict[str, Any]:
-    return dict(json.loads(data.decode("utf-8")))
+def _decode(data: bytes) -> dict[str, Any] | None:
+    """The latch record a node holds; None for data distlock did not write."""
+    try:
+        record = json.loads(data.decode("utf-8"))
+    except ValueError:
+        return None
+    ok = isinstance(record, dict) and all(k in record for k in ("round", "initial", "count"))
+    return record if ok else None
 
 
 def _state(record: dict[str, Any]) -> LatchState:
@@ -73,7 +80,13 @@ class Latches:
             data, stat = w.get(w.send(w.client.get_async, path))
         except NoNodeError:
             return None
-        return _decode(data), stat
+        record = _decode(data)
+        if record is None:
+            raise BackendError(
+                f"the znode {path} holds no distlock latch: something else made it; remove it or use another name",
+                backend=w.scheme,
+            )
+        return record, stat
 
     def _drop(self, path: str, version: int) -> None:
         """Delete an expired marker, unless it changed since it was read."""
@@ -84,12 +97,20 @@ class Latches:
             pass
 
     def sweep(self) -> None:
-        """Delete every expired done marker under the store's latch root."""
+        """Delete every expired done marker under the store's latch root (the reads sent back to back: one
+        round trip for them all, as ZooKeeper answers a session's requests in order)."""
         parent = latches_root(self._root)
-        for child in self._nodes.children(parent):
-            found = self._read(f"{parent}/{child}")
-            if found is not None and _expired(*found):
-                self._drop(f"{parent}/{child}", found[1].version)
+        w = self._wire
+        paths = [f"{parent}/{child}" for child in self._nodes.children(parent)]
+        sent = [w.send(w.client.get_async, path) for path in paths]
+        for path, result in zip(paths, sent, strict=True):
+            try:
+                data, stat = w.get(result)
+            except NoNodeError:
+                continue
+            record = _decode(data)
+            if record is not None and _expired(record, stat):
+                self._drop(path, stat.version)
 
     def open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
         path = latch_path(name, self._root)
