@@ -10,8 +10,9 @@ and a lock of one name never meet)::
 Each step is one transaction: a count-down reads the row ``FOR UPDATE`` and writes it back; the one that
 reaches 0 writes ``expires_at`` = now + linger (the done marker) and, on PostgreSQL, a NOTIFY on the store's
 wake-up channel whose payload is ``latch:<name key>`` (no lock's key: those are plain hex), delivered at
-commit. Every creation or join first deletes the expired markers of every name (``SWEEP``): nothing of a
-latch stays once its marker has expired and the store's latches are used again.
+commit. Every creation first deletes the expired markers of every name: nothing of a latch stays once its
+marker has expired and a latch of the store is created again. A read (``count=None``) writes nothing: an
+expired marker it meets still says "at zero", which is what it stood for.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def _state(row: tuple[object, ...]) -> LatchState:
 def open_latch(
     dialect: Dialect, p: str, key: str, name: str, count: int | None, round_id: str
 ) -> Generator[Stmt, Result, LatchState | None]:
-    yield Stmt(f"DELETE FROM {p}_latches WHERE expires_at IS NOT NULL AND expires_at <= {dialect.now}")
+    if count is not None:  # a creation (rare) sweeps; a waiter's read writes nothing
+        yield Stmt(f"DELETE FROM {p}_latches WHERE expires_at IS NOT NULL AND expires_at <= {dialect.now}")
     select = Stmt(f"SELECT round, initial, count FROM {p}_latches WHERE name_key = %s", (key,))
     found = yield select
     if found.rows or count is None:

@@ -5,9 +5,9 @@ lock query reads (so a latch and a lock of one name never meet), created on the 
         -- a latch: count > 0, expires_at NULL; its done marker: count = 0, expires_at = when it goes;
         -- recent: the ids of the last count-downs (``_core/latch.py``), so that one is never counted twice
 
-Each step is one ``BEGIN IMMEDIATE`` transaction (``Db.tx``) that first deletes every done marker whose time
-is up (of any name: nothing stays of a latch once its marker has expired and the file's latches are used
-again). The count-down that reaches 0 wakes the name's latch watchers where its waiters listen (in this
+Each creation and count-down is one ``BEGIN IMMEDIATE`` transaction (``Db.tx``) that first deletes every done
+marker whose time is up (of any name: nothing stays of a latch once its marker has expired and the file's
+latches are used again); a read is a plain read. The count-down that reaches 0 wakes the name's latch watchers where its waiters listen (in this
 process by waker, in others by datagram), under a wake-up key no lock name can have (it starts with NUL).
 No async code: both sides import it.
 """
@@ -47,6 +47,15 @@ def _row(conn: sqlite3.Connection, name: str) -> LatchState | None:
 
 
 def open_latch(ops: Ops, name: str, count: int | None, round_id: str) -> LatchState | None:
+    if count is None:  # a read (a waiter's, often): no write transaction; an expired marker still says "zero"
+        conn, _now = ops.db.read()
+        try:
+            return _row(conn, name)
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return None  # no latch was ever made in this database
+            raise
+
     def body(conn: sqlite3.Connection, now: float) -> LatchState | None:
         _purge(conn, now)
         state = _row(conn, name)
