@@ -105,6 +105,8 @@ class AsyncLatch:
         with Budget(until=deadline.calls_end()):
             if await self.count() == 0:
                 return True
+            if deadline.expired():
+                return False  # ``wait(0)``: one look, no watch to set up
             watch = await self._backend.latch_watch(self.name)
             try:
                 while True:

@@ -106,6 +106,8 @@ class Latch:
         with Budget(until=deadline.calls_end()):
             if self.count() == 0:
                 return True
+            if deadline.expired():
+                return False  # ``wait(0)``: one look, no watch to set up
             watch = self._backend.latch_watch(self.name)
             try:
                 while True:
