@@ -20,8 +20,9 @@ from .._errors import ConfigError
 
 #: how long the done marker of a latch that reached zero stays on the server by default (seconds)
 LINGER = 60.0
-#: the largest count a latch may start with (every backend stores it as a 64-bit integer)
-MAX_COUNT = 2**62
+#: the largest count a latch may start with: well inside what every backend counts exactly (Redis's Lua
+#: numbers are doubles, exact to 2**53)
+MAX_COUNT = 2**31 - 1
 
 
 #: how many of the last count-downs' ids a latch record keeps: a count-down sent again after a lost reply finds
