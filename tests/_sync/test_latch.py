@@ -141,6 +141,24 @@ def test_latch_keeps_its_count_when_its_creator_is_killed(
     assert latch.wait(timeout=5)
 
 
+def test_latch_counted_down_by_other_processes_releases_the_waiters(
+    sync_store: distlock.Store, backend_url: str, name: str
+) -> None:
+    if sync_store.scheme == "memory":
+        pytest.skip("memory:// lives in one process")
+    latch = sync_store.latch(name, count=3)
+    assert latch.count() == 3
+    children = [spawn("latch", backend_url, name, "3") for _ in range(3)]
+    try:
+        counted = sorted(int(read_line(child, "COUNTED")) for child in children)
+    finally:
+        for child in children:
+            child.send_signal(signal.SIGKILL)
+            child.communicate(timeout=30)
+    assert counted == [0, 1, 2]  # each process took one off, none twice, none below 0
+    assert latch.wait(timeout=5) and sync_store.latch(name).wait(timeout=5)
+
+
 def test_latch_a_waiter_is_woken_promptly_at_zero(sync_store: distlock.Store, name: str) -> None:
     latch = sync_store.latch(name, count=1)
     zero_at = [0.0]
