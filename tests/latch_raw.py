@@ -25,14 +25,8 @@ def left_of(store: distlock.Store | distlock.AsyncStore, url: str, name: str) ->
             return out
 
         return db.locked(rows)
-    if scheme in ("redis", "rediss"):
-        import redis
-
-        client = redis.Redis.from_url(url.split("?")[0])
-        try:
-            return [k.decode() for k in client.scan_iter(match="*" + name + "*")]
-        finally:
-            client.close()
+    if scheme in ("redis", "rediss", "redis+sentinel"):
+        return _redis_keys(url, name, cluster=bool(getattr(backend.node, "cluster", False)))
     if scheme in ("zookeeper", "zk"):
         from kazoo.client import KazooClient
 
@@ -75,6 +69,33 @@ def left_of(store: distlock.Store | distlock.AsyncStore, url: str, name: str) ->
         tables = ("distlock_latches", "distlock_holders", "distlock_queue")
         return [f"{t}:{r}" for t in tables for r in _sql_rows(url, t, key)]
     raise AssertionError(f"no raw reader for {scheme}")
+
+
+def _redis_keys(url: str, name: str, cluster: bool) -> list[str]:
+    """The keys containing ``name`` on a Redis server, on every master of a cluster, or on a Sentinel's master."""
+    import redis
+    from redis.cluster import RedisCluster
+    from redis.sentinel import Sentinel
+
+    from distlock._url import parse_url
+
+    pattern = "*" + name + "*"
+    if url.startswith("redis+sentinel"):
+        config = parse_url(url)
+        service = config.path.strip("/").split("/")[0]
+        client: redis.Redis = Sentinel(config.hosts).master_for(service)
+    elif cluster:
+        nodes = RedisCluster.from_url(url.split("?")[0])
+        try:
+            return [k.decode() for k in nodes.scan_iter(match=pattern)]
+        finally:
+            nodes.close()
+    else:
+        client = redis.Redis.from_url(url.split("?")[0])
+    try:
+        return [k.decode() for k in client.scan_iter(match=pattern)]
+    finally:
+        client.close()
 
 
 def _sql_rows(url: str, table: str, key: str) -> list[str]:
