@@ -52,6 +52,7 @@ RENAMES = {
     "AsyncReadWriteLock": "ReadWriteLock",
     "AsyncMultiLock": "MultiLock",
     "AsyncElection": "Election",
+    "AsyncLatch": "Latch",
     "AsyncOnce": "Once",
     "AsyncRan": "Ran",
     "AsyncHeldLock": "HeldLock",

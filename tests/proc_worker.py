@@ -2,6 +2,8 @@
 
 Modes:
   counter URL NAME N WORKDIR ID  -- N times: acquire, read-modify-write WORKDIR/counter, log (start, end, fence)
+  latch URL NAME COUNT           -- create the latch NAME with COUNT, count down once, print "COUNTED <n>", then
+                                    sleep until killed
   hold URL NAME TTL WORKDIR      -- acquire, print "ACQUIRED <fence>", wait until WORKDIR/stop exists, then print
                                     "LOST <0|1>" and "RELEASE <ok|LockLost|NotHeld>" and exit
 Lines go to stdout, flushed, so the test can follow along.
@@ -54,10 +56,19 @@ def hold(url: str, name: str, ttl: float, workdir: Path) -> None:
         print(f"RELEASE {outcome}", flush=True)
 
 
+def latch(url: str, name: str, count: int) -> None:
+    store = distlock.connect(url)
+    print(f"COUNTED {store.latch(name, count=count).count_down()}", flush=True)
+    while True:
+        time.sleep(1)
+
+
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
     if mode == "counter":
         counter(args[0], args[1], int(args[2]), Path(args[3]), args[4])
+    elif mode == "latch":
+        latch(args[0], args[1], int(args[2]))
     elif mode == "hold":
         hold(args[0], args[1], float(args[2]), Path(args[3]))
     else:

@@ -154,6 +154,7 @@ PURE_BACKEND_MODULES = [
     "_backends.redis.lua.prelude",
     "_backends.redis.lua.locks",
     "_backends.redis.lua.admin",
+    "_backends.redis.lua.latch",
     "_backends.redis.calls",
     "_backends.redis.waiters",
     "_backends.etcd.keys",
@@ -167,6 +168,7 @@ PURE_BACKEND_MODULES = [
     "_backends.sql.lease_tx",
     "_backends.sql.lease_autocommit",
     "_backends.sql.session",
+    "_backends.sql.latch",
 ]
 
 

@@ -157,6 +157,28 @@ def test_acquire_on_a_silent_link_before_the_first_try_returns_by_the_deadline(
     assert took < BOUND, f"acquire(timeout={T:g}) with its first try unanswered took {took:.1f} s"
 
 
+def test_latch_wait_on_a_link_that_goes_silent_returns_by_the_deadline(
+    url: str, proxies: list[FaultProxy], name: str
+) -> None:
+    if url.startswith("redlock"):
+        pytest.skip("no latches on Redlock")
+    with distlock.connect(url) as other, distlock.connect(through(url, proxies)) as store:
+        assert other.latch(name, count=1).count() == 1
+        latch = store.latch(name)
+        assert latch.count() == 1  # joined through the proxies
+        threading.Timer(0.5, freeze, args=(proxies,)).start()  # while it waits
+        started = time.monotonic()
+        try:
+            assert latch.wait(timeout=T) is False
+        except distlock.BackendError:
+            pass  # the read in flight got no answer by the deadline: said so, in time
+        took = time.monotonic() - started
+        for p in proxies:
+            p.heal()
+        other.latch(name).count_down()
+    assert took < BOUND, f"latch.wait(timeout={T:g}) on a link gone silent took {took:.1f} s"
+
+
 # -- the command line: connect and acquire within -w / -n ---------------------------------------------------
 def run_cli(url: str, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()

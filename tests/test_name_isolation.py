@@ -17,6 +17,7 @@ from distlock._backends.etcd import keys as ek
 from distlock._backends.redis import keys as rk
 from distlock._backends.redis._async.node import same_slot
 from distlock._backends.sql import names as sn
+from distlock._backends.zookeeper import latch as zlatch
 from distlock._backends.zookeeper import layout as zl
 from distlock._core.types import Mode
 from distlock._core.validate import check_name
@@ -79,6 +80,12 @@ def test_etcd_no_key_of_one_name_is_read_as_the_other_s(a: str, b: str, lease: i
         # ... list reads it back as a's, and it is not the store's own (the 0.1 owner records start with NUL)
         assert ek.split_key(key) == (a, mode)
         assert not key.startswith(b"\x00")
+    # a latch's key is in no lock's range (a Go Mutex counts every key under NAME/), and no latch's key is the
+    # prefix of another's (a waiter watches its key as a prefix)
+    la, lb = ek.latch_key(a), ek.latch_key(b)
+    assert not la.startswith(ek.lock_prefix(a)) and not la.startswith(ek.lock_prefix(b))
+    assert not lb.startswith(la) and not la.startswith(lb)
+    assert ek.split_key(la) is None  # list reads no lock out of it
 
 
 @PROPERTY
@@ -118,6 +125,9 @@ ZK_NAMES = built(
     "/zookeeper/NAME",
     "/NAME",
     "NAME/-",
+    "/distlock%latches/NAME",
+    "/distlock%latches",
+    "NAME%2F%25",
 )
 
 
@@ -152,6 +162,11 @@ def test_zookeeper_no_znode_of_one_name_is_the_other_s_or_counted_by_it(a: str, 
         assert node != root and node != "/zookeeper" and not node.startswith("/zookeeper/")
     # list walks the tree and reads the name back from the path
     assert zl.lock_path(zl.name_of(pa, root), root) == pa
+    # a latch's znode is no other latch's, and no lock's node of any name is at or below the latches' parent
+    la, lb, parent = zlatch.latch_path(a, root), zlatch.latch_path(b, root), zlatch.latches_root(root)
+    assert la != lb and la.rpartition("/")[0] == parent
+    for node in mine | theirs:
+        assert node != parent and not node.startswith(parent + "/"), (a, b, node)
 
 
 @PROPERTY
@@ -180,7 +195,7 @@ def test_zookeeper_the_reported_names_are_refused_and_curator_paths_stay() -> No
 # -- Redis -----------------------------------------------------------------------------------------------
 COUNTERS = st.sampled_from([rk.NODE_COUNTER, "app/fences", "tenant:{a}:fences", "{x}:r", "{x}:fences"])
 REDIS_NAMES = built(
-    *("{NAME}:" + suffix for suffix in (*rk.SUFFIXES, "wake", "x")),
+    *("{NAME}:" + suffix for suffix in (*rk.SUFFIXES, rk.LATCH_SUFFIX, "wake", "x")),
     "NAME:{12}",
     "distlock:fences:{NAME}",
     "distlock:fences",
@@ -219,6 +234,13 @@ def test_redis_no_key_of_one_name_is_the_other_s_or_a_counter(a: str, b: str, cl
     assert rk.channel(a) != rk.channel(b)
     assert rk.reply_channel(rk.channel(a), "0a1b") not in (rk.channel(b), rk.reply_channel(rk.channel(b), "0a1b"))
     assert rk.name_of_info_key(rk.keys(a)[3]) == a
+    # a latch's key is no lock's key (of either name) and no other latch's, in the slot of its name's keys,
+    # and its channel is no lock's channel
+    latch_a, latch_b = rk.latch_key(a), rk.latch_key(b)
+    assert latch_a != latch_b and latch_a not in mine | theirs and latch_b not in mine
+    assert latch_a not in {counter, rk.NODE_COUNTER, a, b}
+    assert not cluster or rk.slot_of(latch_a) == rk.slot_of(rk.keys(a)[1])
+    assert latch_a not in (rk.channel(a), rk.channel(b), rk.reply_channel(rk.channel(b), "0a1b"))
 
 
 @PROPERTY
@@ -226,14 +248,14 @@ def test_redis_no_key_of_one_name_is_the_other_s_or_a_counter(a: str, b: str, cl
 def test_redis_a_refused_name_is_another_name_s_key_or_a_counter(name: str, counter: str) -> None:
     assume(rk.check_counter(counter, False) is None and rk.name_refused(name, counter) is not None)
     owner = name[1 : name.rindex("}")] if name.startswith("{") else None
-    is_key = owner is not None and name in _own_keys(owner, False, counter)
+    is_key = owner is not None and (name in _own_keys(owner, False, counter) or name == rk.latch_key(owner))
     slot_counters = {rk.counter_key(str(i), True, c) for c in (counter, rk.NODE_COUNTER) for i in range(64)}
     is_counter = name in (counter, rk.NODE_COUNTER) or re.fullmatch(r".*:\{[0-9]+\}", name) is not None
     assert is_key or is_counter or name in slot_counters, name
 
 
 def test_redis_the_reported_names_are_refused_and_the_redis_py_key_stays() -> None:
-    for name in ("{job}:i", "{job}:q", "{job}:r", "{job}:qd", "{job}:fence", rk.NODE_COUNTER):
+    for name in ("{job}:i", "{job}:q", "{job}:r", "{job}:qd", "{job}:fence", "{job}:latch", rk.NODE_COUNTER):
         assert rk.name_refused(name) is not None, name
     assert rk.name_refused(rk.counter_key("job", True)) is not None  # distlock:fences:{<tag>} of a slot
     assert rk.name_refused("app/fences", "app/fences") is not None  # ?fence_counter=app/fences

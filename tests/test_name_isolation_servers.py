@@ -22,6 +22,7 @@ BUILDERS: dict[str, Callable[[distlock.Store, str], object]] = {
     "semaphore": lambda s, n: s.semaphore(n, permits=2),
     "multilock": lambda s, n: s.multilock(["plain-" + uuid.uuid4().hex[:8], n]),
     "election": lambda s, n: s.election(n),
+    "latch": lambda s, n: s.latch(n, count=1),
     "once": lambda s, n: s.once(n),
     "at_most_once": lambda s, n: s.at_most_once(n),
     "inspect": lambda s, n: s.inspect(n),

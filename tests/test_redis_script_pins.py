@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 
 from distlock._backends.redis import lua
+from distlock._backends.redis.lua import latch as latch_lua
 
 #: the SHA1 of every script's text, as distlock sends it
 PINNED = {
@@ -33,6 +34,19 @@ def test_every_script_text_is_the_pinned_one() -> None:
     assert (
         hashlib.sha1("".join(lua.SCRIPTS.values()).encode()).hexdigest() == "4cf65c0248a88477d337a7117bf520932c3d6e62"
     )
+
+
+#: the count-down latch's two scripts (``lua/latch.py``: one key of their own, no prelude, sent by ``EVAL``)
+LATCH_PINNED = {
+    "latch_open": "091f763b0174379ea54d6061bb37d7f9bfaa4631",
+    "latch_count_down": "4cdea9674d9eaf3ded7edabf4e1c32c9568bf162",
+}
+
+
+def test_the_latch_scripts_are_the_pinned_ones_and_touch_only_their_key() -> None:
+    assert latch_lua.SHA == LATCH_PINNED
+    for text in latch_lua.SCRIPTS.values():
+        assert "KEYS[2]" not in text and lua.WRONGTYPE in text
 
 
 def test_every_script_starts_with_the_one_prelude() -> None:

@@ -14,6 +14,7 @@ import logging
 
 from . import fencing
 from ._async.election import AsyncElection
+from ._async.latch import AsyncLatch
 from ._async.locks import AsyncLock, AsyncReadWriteLock, AsyncSemaphore
 from ._async.multilock import AsyncMultiLock
 from ._async.once import AsyncOnce, AsyncRan
@@ -31,6 +32,7 @@ from ._errors import (
     UnsupportedFeature,
 )
 from ._sync.election import Election
+from ._sync.latch import Latch
 from ._sync.locks import Lock, ReadWriteLock, Semaphore
 from ._sync.multilock import MultiLock
 from ._sync.once import Once, Ran
@@ -45,6 +47,7 @@ logging.getLogger("distlock").addHandler(logging.NullHandler())
 __all__ = [
     "AcquireTimeout",
     "AsyncElection",
+    "AsyncLatch",
     "AsyncLock",
     "AsyncMultiLock",
     "AsyncOnce",
@@ -56,6 +59,7 @@ __all__ = [
     "ConfigError",
     "Election",
     "HolderInfo",
+    "Latch",
     "LeaderInfo",
     "Lock",
     "LockError",

@@ -24,6 +24,20 @@ renewal, the lost signal and bookkeeping; a backend only answers:
 * ``watch_prefix(prefix)``          a ``AsyncPrefixWatch`` that tells ``distlock list --watch`` when the
                                       held locks under a prefix may have changed (default: a short poll).
 
+Count-down latches (``latch.py``, the record's rules in ``_core/latch.py``) take three more calls, each one
+atomic step on the latch's own record, kept apart from every lock's keys; a backend without them keeps the
+defaults, whose ``latch_refused`` reason ``store.latch`` raises as ``UnsupportedFeature``:
+
+* ``latch_open(name, count, round_id)`` the record of ``name``; with a ``count``, first created with it (and the
+                                      new ``round`` id) unless one exists. An expired done marker is absent.
+* ``latch_count_down(name, round_id, step, linger)``  one off the record if it is still of ``round_id`` and
+                                      above 0; the step that reaches 0 leaves the done marker for ``linger``
+                                      seconds and wakes the name's latch watchers. The count after (0: gone, or
+                                      another round). ``step`` is the call's own id: a request sent again after
+                                      a lost reply must not count twice (the record keeps the last steps' ids).
+* ``latch_watch(name)``             a ``AsyncWatch`` woken when the latch reaches zero (push where the
+                                      backend has it; default: a short poll), armed before it is returned.
+
 Elections (``capabilities.elections``, ``election.py``) are exclusive fair claims that carry a ``value``: the
 backend stores it with the holding (and reports it as ``HolderInfo.value``), and answers two more calls:
 
@@ -50,6 +64,7 @@ from collections.abc import Callable, Sequence
 
 from .. import _rt_sync as rt
 from .._core import forks
+from .._core.latch import LatchState
 from .._core.timing import monotonic
 from .._core.types import Capabilities, Claim, Grant, LockInfo
 from .._errors import UnsupportedFeature
@@ -227,6 +242,20 @@ class SyncBackend:
 
     def break_lock(self, name: str) -> bool:
         raise NotImplementedError
+
+    # -- count-down latches (see the module docstring) ---------------------------------------------------
+    def latch_refused(self) -> str | None:
+        """Why this backend has no count-down latches (a one-line reason), or None when it has them."""
+        return "count-down latches are not supported on this backend"
+
+    def latch_open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
+        raise UnsupportedFeature(self.latch_refused() or "no latches", name=name, backend=self.scheme)
+
+    def latch_count_down(self, name: str, round_id: str, step: str, linger: float) -> int:
+        raise UnsupportedFeature(self.latch_refused() or "no latches", name=name, backend=self.scheme)
+
+    def latch_watch(self, name: str) -> SyncWatch:
+        return SyncWatch()
 
     def close(self) -> None:
         raise NotImplementedError

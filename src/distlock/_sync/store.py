@@ -35,6 +35,7 @@ from .acquirer import SyncAcquirer
 from .backend import SyncBackend
 from .election import Election, check_elections, leader, observe
 from .held import LostCallback
+from .latch import Latch
 from .listing import Snapshot, snapshots
 from .locks import Lock, ReadWriteLock, Semaphore
 from .multilock import MultiLock
@@ -319,6 +320,13 @@ class Store(idiom.SyncOnly):
         """A candidate in the leader election ``name`` (docs/election.md): ``campaign()``, ``proclaim()``,
         ``resign()``, ``is_leader()``, ``term``, ``lost``; ``with election:`` campaigns and resigns."""
         return Election(self, name, ttl=ttl, timeout=timeout, on_lost=on_lost)
+
+    def latch(self, name: str, count: int | None = None, *, linger: float = 60.0) -> Latch:
+        """A count-down latch on the server (docs/getting-started.md): ``count_down()``, ``wait(timeout)``,
+        ``count()``. ``count=N`` creates it with N at the first call unless it exists (with another count:
+        ``ConfigError``); ``count=None`` joins an existing one. Once at zero, a marker stays ``linger`` seconds
+        so that late creators and waiters see it done, then nothing of it is left."""
+        return Latch(self, name, count, linger=linger)
 
     def leader(self, name: str) -> LeaderInfo | None:
         """The current leader of the election ``name`` (value, owner, term, seconds left), or None."""

@@ -36,7 +36,8 @@ Names kept apart (``name_refused``): the keys of a lock ``P/read``, ``P/write`` 
 apart (Go's Mutex writes an empty value, so not even the owner record says which). Such a name is refused.
 Every other key ``K/[marker/]<hex>`` parses as a contender of exactly one name (what precedes its last one or
 two segments), so two other names never share a key and the reader of one never counts the other's. The
-store's own keys (the 0.1 owner records) start with a NUL byte, which no name contains.
+store's own keys (the 0.1 owner records, and the count-down latches' ``\x00distlock/latch/NAME\x00``) start with a
+NUL byte, which no name contains.
 """
 
 from __future__ import annotations
@@ -96,6 +97,16 @@ def name_refused(name: str) -> str | None:
             f"semaphore {parent!r} ({parent}/{last}/<lease>); choose another last segment"
         )
     return None
+
+
+#: the prefix of every count-down latch's key (``_async/latch.py``): a NUL byte first, like the store's own keys
+LATCH_PREFIX = b"\x00distlock/latch/"
+
+
+def latch_key(name: str) -> bytes:
+    """The key of the count-down latch ``name``: in no lock's range (NUL first), and no other latch's prefix
+    (NUL last: no name has one)."""
+    return LATCH_PREFIX + name.encode("utf-8") + b"\x00"
 
 
 def lock_prefix(name: str) -> bytes:

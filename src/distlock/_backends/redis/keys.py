@@ -36,6 +36,14 @@ name is held or waited on: the last release (or lease end) removes them all::
                             waits on a name subscribes to both; with one shared channel, each release woke
                             every process waiting on the name to read a message meant for one
 
+A count-down latch of the name ``N`` (``store.latch``) has a key and a channel of its own, in the slot of the
+name's keys, which no lock script touches::
+
+    {N}:latch       hash    round, initial, count: the latch while its count is above 0; at 0 the done
+                            marker, which expires ``linger`` seconds later (PEXPIRE)
+    {N}:latch       channel the count-down that reaches 0 publishes there (channels and keys are apart in Redis;
+                            a lock's channels end in ``:wake`` or ``:wake:<id>``)
+
 Fences come from one counter that does not grow with the names (the 8th key, ``counter_key``):
 
     C                         hash  on a single node (and on each Redlock master): one per database
@@ -120,8 +128,10 @@ def slot_tag(slot: int) -> str:
 
 #: the suffixes of a name's keys after its hash tag (``{N}:r``, ...: ``keys``)
 SUFFIXES = ("r", "p", "i", "q", "qd", "fence", "qa", "qw")
+#: the suffix of a name's count-down latch (``latch_key``): refused as a lock name's tail like the others
+LATCH_SUFFIX = "latch"
 #: a key of some name N other than N itself: ``{N}:<suffix>``
-_NAME_KEY = re.compile(r"\{.+\}:(?:" + "|".join(SUFFIXES) + ")", re.S)
+_NAME_KEY = re.compile(r"\{.+\}:(?:" + "|".join((*SUFFIXES, LATCH_SUFFIX)) + ")", re.S)
 
 
 def _counter_shaped(name: str, counter: str) -> bool:
@@ -180,6 +190,11 @@ def keys(name: str, cluster: bool = False, counter: str = NODE_COUNTER) -> list[
         tag + ":qa",
         tag + ":qw",
     ]
+
+
+def latch_key(name: str) -> str:
+    """The key of the count-down latch ``name`` (and the channel its count-down to zero publishes on)."""
+    return "{" + name + "}:" + LATCH_SUFFIX
 
 
 def channel(name: str) -> str:

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING
 
 from ...._async.backend import AsyncBackend, AsyncPrefixWatch, AsyncWatch
 from ...._async.batch import Batched
+from ...._core.latch import LatchState
 from ...._core.timing import monotonic
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._errors import BackendError, NotHeld, UnsupportedFeature
 from ...._url import StoreConfig
 from .. import keys
 from ..guard import EtcdGuard
-from . import admin
+from . import admin, latch
 from .gateway import FAST_TRY, Denied, Gateway, denied
 from .leases import Lease, Leases
 from .mutex import Attempt, Entry
@@ -306,6 +307,18 @@ class Backend(AsyncBackend):
         for token in mine:
             self.lost(token, "broken by an admin (break_lock)")
         return True
+
+    def latch_refused(self) -> str | None:
+        return None
+
+    async def latch_open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
+        return await latch.open_latch(self.gw, name, count, round_id)
+
+    async def latch_count_down(self, name: str, round_id: str, step: str, linger: float) -> int:
+        return await latch.count_down(self.gw, name, round_id, step, linger)
+
+    async def latch_watch(self, name: str) -> AsyncWatch:
+        return await latch.watch(self.gw, name)
 
     async def list(self, prefix: str) -> list[LockInfo]:
         return await admin.list_held(self.gw, self.leases, prefix)

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING
 
 from ...._sync.backend import SyncBackend, SyncPrefixWatch, SyncWatch
 from ...._sync.batch import Batched
+from ...._core.latch import LatchState
 from ...._core.timing import monotonic
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._errors import BackendError, NotHeld, UnsupportedFeature
 from ...._url import StoreConfig
 from .. import keys
 from ..guard import EtcdGuard
-from . import admin
+from . import admin, latch
 from .gateway import FAST_TRY, Denied, Gateway, denied
 from .leases import Lease, Leases
 from .mutex import Attempt, Entry
@@ -307,6 +308,18 @@ class Backend(SyncBackend):
         for token in mine:
             self.lost(token, "broken by an admin (break_lock)")
         return True
+
+    def latch_refused(self) -> str | None:
+        return None
+
+    def latch_open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
+        return latch.open_latch(self.gw, name, count, round_id)
+
+    def latch_count_down(self, name: str, round_id: str, step: str, linger: float) -> int:
+        return latch.count_down(self.gw, name, round_id, step, linger)
+
+    def latch_watch(self, name: str) -> SyncWatch:
+        return latch.watch(self.gw, name)
 
     def list(self, prefix: str) -> list[LockInfo]:
         return admin.list_held(self.gw, self.leases, prefix)

@@ -41,12 +41,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ...._async.backend import AsyncBackend, AsyncWatch
+from ...._core.latch import LatchState
 from ...._core.timing import WAITER_TTL, monotonic
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError, ConfigError
 from ...._given import given
 from ...._url import StoreConfig
 from .. import calls as rc
+from . import latch
 from .attempt import Attempt
 from .leases import Leases, shorten_by_renewal
 from .node import Node, connect_node
@@ -234,6 +236,18 @@ class Backend(AsyncBackend):
             self.leases.forget(token)
             self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)
+
+    def latch_refused(self) -> str | None:
+        return None
+
+    async def latch_open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
+        return await latch.open_latch(self.node, name, count, round_id)
+
+    async def latch_count_down(self, name: str, round_id: str, step: str, linger: float) -> int:
+        return await latch.count_down(self.node, name, round_id, step, linger)
+
+    async def latch_watch(self, name: str) -> AsyncWatch:
+        return await latch.watch(self.node, name)
 
     async def aclose(self) -> None:
         await self.node.aclose()

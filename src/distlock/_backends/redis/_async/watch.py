@@ -37,10 +37,12 @@ class RedisWatch(AsyncWatch):
     #: the longest wait while armed: a lease that runs out publishes nothing (see the module docstring)
     SLICE = 1.0
 
-    def __init__(self, listeners: Sequence[Listener], quorum: int, name: str, fan: Fan | None = None) -> None:
+    def __init__(
+        self, listeners: Sequence[Listener], quorum: int, name: str, fan: Fan | None = None, *, channel: str = ""
+    ) -> None:
         self._listeners = list(listeners)
         self._quorum = quorum
-        self._channel = rk.channel(name)
+        self._channel = channel or rk.channel(name)  # ``channel``: another than the name's (a latch's)
         self._key = "observer-" + ids.new_token()  # a key of its own among the channel's observers
         self._fan = fan
         self._waker: rt.Waker | None = None

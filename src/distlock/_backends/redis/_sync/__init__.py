@@ -42,12 +42,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ...._sync.backend import SyncBackend, SyncWatch
+from ...._core.latch import LatchState
 from ...._core.timing import WAITER_TTL, monotonic
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError, ConfigError
 from ...._given import given
 from ...._url import StoreConfig
 from .. import calls as rc
+from . import latch
 from .attempt import Attempt
 from .leases import Leases, shorten_by_renewal
 from .node import Node, connect_node
@@ -235,6 +237,18 @@ class Backend(SyncBackend):
             self.leases.forget(token)
             self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)
+
+    def latch_refused(self) -> str | None:
+        return None
+
+    def latch_open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
+        return latch.open_latch(self.node, name, count, round_id)
+
+    def latch_count_down(self, name: str, round_id: str, step: str, linger: float) -> int:
+        return latch.count_down(self.node, name, round_id, step, linger)
+
+    def latch_watch(self, name: str) -> SyncWatch:
+        return latch.watch(self.node, name)
 
     def close(self) -> None:
         self.node.close()

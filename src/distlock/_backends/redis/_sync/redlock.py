@@ -377,5 +377,11 @@ class Backend(SyncBackend):
             self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)
 
+    def latch_refused(self) -> str | None:
+        return (
+            "count-down latches are not supported on Redlock: a count kept on a majority of masters cannot be "
+            "taken off exactly once when a reply is lost; use one Redis server, Sentinel or a cluster"
+        )
+
     def close(self) -> None:
         self.masters.close()

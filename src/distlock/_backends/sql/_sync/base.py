@@ -23,6 +23,7 @@ from typing import Any, Self, TypeVar
 from .... import _rt_sync as rt
 from ...._sync.backend import SyncBackend
 from ...._core import forks
+from ...._core.latch import LatchState
 from ...._core.timing import Budget, budget_end, monotonic
 from ...._core.types import Claim
 from ...._errors import BackendError, ConfigError
@@ -30,6 +31,7 @@ from ...._url import StoreConfig, scrub
 from .. import lease as sq
 from .. import names as sn
 from .. import stmt as st
+from . import latch
 from .driver import RetryableError, SqlDriver, StaleConnection
 from .schema import ensure_schema
 
@@ -114,6 +116,22 @@ class SqlBase(SyncBackend):
         self._pool_waiters = []
         self._dedicated_idle = []
         self._releasing = set()
+
+    # -- count-down latches (``sql/latch.py``; every mode) ------------------------------------------------------
+    def latch_refused(self) -> str | None:
+        return None
+
+    def latch_open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
+        return latch.open_latch(self, name, count, round_id)
+
+    def latch_count_down(self, name: str, round_id: str, step: str, linger: float) -> int:
+        left, wake = latch.count_down(self, name, round_id, step, linger)
+        if wake is not None:
+            self._latch_woken(wake)
+        return left
+
+    def _latch_woken(self, key: str) -> None:
+        """A latch of this store reached zero: wake its waiters here (the lease mode's local wakers)."""
 
     # -- mode hooks ------------------------------------------------------------------------------------------
     def _mode_schema(self) -> Sequence[str]:

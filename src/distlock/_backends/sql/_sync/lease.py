@@ -30,6 +30,7 @@ from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
 from ...._errors import BackendError, ConfigError
 from ...._url import StoreConfig
 from ...._wakeup import Wakers
+from .. import latch as sl
 from .. import lease as sq
 from .. import lease_autocommit as ac
 from .. import lease_tx as tx
@@ -238,6 +239,16 @@ class LeaseMode(SqlBase):
         watch = _Watch(self, sn.name_key(name))
         self._arm_push()
         return watch
+
+    def latch_watch(self, name: str) -> SyncWatch:
+        """A latch's waiters are woken where a name's observers are: this store's own count-down to zero at
+        once, another process's by the dialect's push (PostgreSQL's NOTIFY), else a poll."""
+        watch = _Watch(self, sl.wake_key(sn.name_key(name)))
+        self._arm_push()
+        return watch
+
+    def _latch_woken(self, key: str) -> None:
+        self.wakers.wake(key)
 
     def _arm_push(self) -> None:
         """Before an observer's first read: make sure the dialect's push is on (PostgreSQL: LISTEN)."""

@@ -18,9 +18,11 @@ from pathlib import Path
 
 from .... import _rt_async as rt
 from ...._async.backend import AsyncBackend, AsyncWatch
+from ...._core.latch import LatchState
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._url import StoreConfig
 from ...._wakeup import WakeDir
+from .. import latch
 from ..db import Db
 from ..ops import Ops
 from .attempt import Attempt, Watch
@@ -90,6 +92,18 @@ class Backend(AsyncBackend):
         for token in tokens:
             self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)
+
+    def latch_refused(self) -> str | None:
+        return None
+
+    async def latch_open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
+        return await call(self.db, latch.open_latch, self.ops, name, count, round_id)
+
+    async def latch_count_down(self, name: str, round_id: str, step: str, linger: float) -> int:
+        return await call(self.db, latch.count_down, self.ops, name, round_id, step, linger)
+
+    async def latch_watch(self, name: str) -> AsyncWatch:
+        return Watch(self, latch.wake_name(name))
 
     async def aclose(self) -> None:
         if self.db.owns:

@@ -19,9 +19,11 @@ from pathlib import Path
 
 from .... import _rt_sync as rt
 from ...._sync.backend import SyncBackend, SyncWatch
+from ...._core.latch import LatchState
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._url import StoreConfig
 from ...._wakeup import WakeDir
+from .. import latch
 from ..db import Db
 from ..ops import Ops
 from .attempt import Attempt, Watch
@@ -91,6 +93,18 @@ class Backend(SyncBackend):
         for token in tokens:
             self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)
+
+    def latch_refused(self) -> str | None:
+        return None
+
+    def latch_open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
+        return call(self.db, latch.open_latch, self.ops, name, count, round_id)
+
+    def latch_count_down(self, name: str, round_id: str, step: str, linger: float) -> int:
+        return call(self.db, latch.count_down, self.ops, name, round_id, step, linger)
+
+    def latch_watch(self, name: str) -> SyncWatch:
+        return Watch(self, latch.wake_name(name))
 
     def close(self) -> None:
         if self.db.owns:

@@ -39,6 +39,7 @@ from .... import _rt_async as rt
 from ...._async.backend import AsyncBackend, AsyncWatch
 from ...._async.batch import Batched
 from ...._core import forks
+from ...._core.latch import LatchState
 from ...._core.timing import monotonic
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._errors import BackendError
@@ -48,11 +49,12 @@ from .. import connect, layout
 from ..admin import Admin
 from ..cleanup import Cleanup
 from ..holdings import Holdings
+from ..latch import Latches, latch_path
 from ..nodes import Nodes
 from ..session import Session
 from ..wire import Wire
 from .recipe import Attempt
-from .watch import Watch
+from .watch import LatchWatch, Watch
 
 __all__ = ["Attempt", "Backend"]
 
@@ -122,6 +124,7 @@ class Backend(AsyncBackend):
         self.cleanup = Cleanup(self.nodes, self.holdings, self._opts.op_timeout)
         self.abandons = _Abandons(self)
         self.admin = Admin(self.wire, self.nodes, self.holdings, self.root)
+        self.latches = Latches(self.wire, self.nodes, self.root)
         opts = self._opts
         self.session = Session(
             self.wire,
@@ -275,6 +278,21 @@ class Backend(AsyncBackend):
 
     async def break_lock(self, name: str) -> bool:
         return bool(await self._call(lambda: self.admin.break_lock(name), name=name))
+
+    def latch_refused(self) -> str | None:
+        return None
+
+    async def latch_open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
+        return await self._call(lambda: self.latches.open(name, count, round_id), name=name)
+
+    async def latch_count_down(self, name: str, round_id: str, step: str, linger: float) -> int:
+        return await self._call(lambda: self.latches.count_down(name, round_id, step, linger), name=name)
+
+    async def latch_watch(self, name: str) -> AsyncWatch:
+        await self.ready()
+        watch = LatchWatch(self, latch_path(name, self.root))
+        await watch.arm()
+        return watch
 
     async def aclose(self) -> None:
         if self._inherited:  # a forked child that opened no session: the one there is the parent's

@@ -94,3 +94,13 @@ class Watch(SyncWatch):
     def close(self) -> None:
         self._closed = True
         self._backend.unwatch_session(self)
+
+
+class LatchWatch(Watch):
+    """A count-down latch's waiters: a data watch on the latch's znode (any count-down, its deletion). A data
+    read, so a missing node leaves no watch: then the latch is gone, which wakes the waiter at once."""
+
+    def _arm(self) -> None:
+        self._stale = False
+        if not self._backend.nodes.watch_exists(self._path, self.wake):
+            self.wake()

@@ -1,0 +1,45 @@
+# GENERATED from src/distlock/_backends/redis/_async/latch.py by scripts/gen_sync.py: edit that file, not this one.
+"""Count-down latches on one Redis server, a Sentinel's master or a cluster: each step is one ``EVAL`` of a
+script of ``lua/latch.py`` on the latch's own key (``keys.latch_key``, in the slot of the name's keys), and
+waiters are woken through the store's pub/sub ``Listener`` on the latch's channel (a ``RedisWatch``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...._sync.backend import SyncWatch
+from ...._core.latch import LatchState
+from .. import keys as rk
+from ..calls import ms
+from ..lua import latch as lua
+from .node import Node
+from .watch import RedisWatch
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def open_latch(node: Node, name: str, count: int | None, round_id: str) -> LatchState | None:
+    node.check_slot(name)
+    key = rk.latch_key(name)
+    (reply,) = node.run([("EVAL", lua.OPEN, 1, key, "" if count is None else count, round_id)], "latch")
+    if not reply or reply[0] is None:
+        return None
+    round_of, initial, left = (_text(v) for v in reply)
+    return LatchState(round_of, int(initial), int(left))
+
+
+def count_down(node: Node, name: str, round_id: str, step: str, linger: float) -> int:
+    node.check_slot(name)
+    key = rk.latch_key(name)
+    (reply,) = node.run([("EVAL", lua.COUNT_DOWN, 1, key, key, round_id, step, ms(linger))], "latch")
+    return int(reply)
+
+
+def watch(node: Node, name: str) -> SyncWatch:
+    node.check_slot(name)
+    waiter = RedisWatch([node.listener], 1, name, channel=rk.latch_key(name))
+    waiter.arm()
+    return waiter
