@@ -24,7 +24,7 @@ from .._core.timing import Deadline
 from .._core.types import Claim, LeaderInfo, Mode
 from .._core.validate import check_timeout, check_ttl, check_value
 from .._errors import LockError, LockLost, NotHeld, UnsupportedFeature
-from .held import LeaseView, RiskCallback
+from .held import LeaseView, RevokeCallback, RiskCallback
 from .lease import Holding
 from .locks import LostCallback, _Scoped
 
@@ -83,6 +83,7 @@ class AsyncElection(_Scoped["AsyncElection"], LeaseView):
         self._campaigning = False
         self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
         self._risk_callbacks: list[RiskCallback] = []
+        self._revoke_callbacks: list[RevokeCallback] = []
         self._idle_lost: rt.Event | None = None
 
     def __repr__(self) -> str:
