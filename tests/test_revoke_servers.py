@@ -1,0 +1,101 @@
+"""Revocation leaves nothing per free name, on the servers themselves: a request for a free name writes nothing,
+and a request goes with the holding it was made to (its release, or the end of its lease), in the name's own
+keys (Redis: a field of the name's details hash; ZooKeeper: the holder node's data). tests/_async/test_revoke.py
+checks what a holder sees on every backend."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+from kazoo.client import KazooClient
+
+import distlock
+from distlock._backends.zookeeper import layout
+
+
+@pytest.fixture
+def name() -> str:
+    return f"rv-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def raw(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url, socket_timeout=5)
+    yield client
+    client.close()
+
+
+def keys_with(client: redis.Redis, text: str) -> list[str]:
+    return sorted(k.decode() for k in client.scan_iter(match="*" + text + "*", count=1000))
+
+
+def test_redis_a_request_lives_in_the_name_s_details_and_goes_with_the_release(
+    redis_url: str, raw: redis.Redis, name: str
+) -> None:
+    with distlock.connect(redis_url) as store:
+        assert store.request_release(name, "x") is False
+        assert keys_with(raw, name) == []  # a free name: nothing written
+        lock = store.lock(name, ttl=10)
+        assert lock.acquire(timeout=5)
+        assert store.request_release(name, "x") is True
+        assert keys_with(raw, name) == sorted([name, "{" + name + "}:i"])  # no key of its own
+        fields = sorted(f.decode() for f in raw.hkeys("{" + name + "}:i"))
+        assert len(fields) == 2 and fields[1] == fields[0] + "!r"
+        lock.release()
+        assert keys_with(raw, name) == []
+
+
+def test_redis_a_request_goes_with_a_lease_that_ran_out(redis_url: str, raw: redis.Redis, name: str) -> None:
+    with distlock.connect(redis_url) as store:
+        lock = store.lock(name, ttl=0.5, auto_renew=False)
+        assert lock.acquire(timeout=5)
+        assert store.request_release(name, "x") is True
+        deadline = time.monotonic() + 10
+        while keys_with(raw, name) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert keys_with(raw, name) == []
+        assert lock.lost.wait(5)
+
+
+def test_redis_a_semaphore_holder_s_request_outlives_another_grant(redis_url: str, name: str) -> None:
+    """A grant next to a live holder forgets the details of holders that died: never a live one's request."""
+    with distlock.connect(redis_url) as store:
+        a = store.semaphore(name, permits=3, ttl=3)
+        assert a.acquire(timeout=5)
+        assert store.request_release(name, "x") is True
+        b = store.semaphore(name, permits=3, ttl=3)
+        assert b.acquire(timeout=5)  # before a's next renewal reads its request
+        assert a.revoke_requested.wait(10)
+        assert not b.revoke_requested.wait(2)
+        a.release()
+        b.release()
+
+
+def test_zookeeper_a_request_writes_nothing_for_a_free_name_and_goes_with_the_node(
+    zookeeper_url: str, name: str
+) -> None:
+    hosts = zookeeper_url.split("://", 1)[1].split("?", 1)[0].split("/", 1)[0]
+    zk = KazooClient(hosts=hosts, timeout=10)
+    zk.start(10)
+    try:
+        with distlock.connect(zookeeper_url) as store:
+            path = layout.lock_path(name)
+            assert store.request_release(name, "x") is False
+            assert zk.exists(path) is None  # not even the lock's parent
+            lock = store.lock(name)
+            assert lock.acquire(timeout=5)
+            assert store.request_release(name, "why") is True
+            (child,) = zk.get_children(path)
+            data, _ = zk.get(f"{path}/{child}")
+            assert layout.revoke_reason(data) == "why"
+            info = store.inspect(name)
+            assert info is not None and not info.holders[0].owner.startswith("foreign:")  # owner kept
+            lock.release()
+            assert zk.get_children(path) == [] if zk.exists(path) else True
+    finally:
+        zk.stop()
+        zk.close()
