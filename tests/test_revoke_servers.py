@@ -5,9 +5,11 @@ checks what a holder sees on every backend."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -99,3 +101,28 @@ def test_zookeeper_a_request_writes_nothing_for_a_free_name_and_goes_with_the_no
     finally:
         zk.stop()
         zk.close()
+
+
+def test_sqlite_a_file_made_before_release_requests_gets_the_column(tmp_path: Path) -> None:
+    """A table of an earlier version (no ``revoke`` column, not even ``proc``) keeps working: the column is
+    added at connect, and a holder there is asked, and hears of it, with its next renewal."""
+    path = tmp_path / "locks.db"
+    conn = sqlite3.connect(str(path))
+    conn.executescript(
+        """CREATE TABLE distlock_holders (token TEXT PRIMARY KEY, name TEXT NOT NULL, owner TEXT NOT NULL,
+               mode TEXT NOT NULL, fence INTEGER NOT NULL, expires_at REAL NOT NULL, acquired_at REAL NOT NULL);
+           INSERT INTO distlock_holders VALUES ('t', 'old', 'h:1:x', 'lock', 7, 1e12, 0);"""
+    )
+    conn.close()
+    with distlock.connect(f"sqlite:///{path}") as s:
+        assert s.request_release("old", "the old row") is True  # a row of the old table is asked too
+        lock = s.lock("new", ttl=1.5)
+        assert lock.acquire(timeout=5)
+        assert s.request_release("new", "r") is True
+        assert lock.revoke_requested.wait(10) and lock.revoke_reason == "r"
+        lock.release()
+        assert s.request_release("new") is False
+    conn = sqlite3.connect(str(path))
+    assert "revoke" in {row[1] for row in conn.execute("PRAGMA table_info(distlock_holders)")}
+    assert conn.execute("SELECT count(*) FROM distlock_holders WHERE name = 'new'").fetchone() == (0,)
+    conn.close()

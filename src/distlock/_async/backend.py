@@ -62,6 +62,18 @@ from .._errors import UnsupportedFeature
 from .._url import StoreConfig
 
 
+def told(backend: AsyncBackend, claims: Sequence[Claim], renewed: Sequence[tuple[bool, str | None]]) -> list[bool]:
+    """Renewal results that carry the release request made to each holder ("<id>|<reason>", or None, as the SQL
+    backends keep it): the requests are told (``AsyncBackend.revoked``), the results returned."""
+    out = []
+    for claim, (ok, asked) in zip(claims, renewed, strict=True):
+        if ok and asked:
+            request, _, reason = asked.partition("|")
+            backend.revoked(claim.token, request, reason)
+        out.append(ok)
+    return out
+
+
 class AsyncAttempt:
     """State of one acquisition from the first try to success or abandonment."""
 
