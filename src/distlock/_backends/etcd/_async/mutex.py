@@ -57,6 +57,9 @@ class Entry:
     value: bytes  # what the key holds: the owner record, or an election candidate's value (proclaim replaces it)
     token: str = ""
     releasing: bool = False
+    #: the key's mod revision as the holder last wrote or read it (its grant, its proclaim, a request already
+    #: told): a later one is someone else's write, a release request (``Backend.renew`` reads it)
+    mod: int = 0
 
 
 class Attempt(AsyncAttempt):
