@@ -10,12 +10,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from kazoo.client import KazooClient
 
 import distlock
+import distlock._url
 from distlock._backends.zookeeper import layout
 
 
@@ -126,3 +128,62 @@ def test_sqlite_a_file_made_before_release_requests_gets_the_column(tmp_path: Pa
     assert "revoke" in {row[1] for row in conn.execute("PRAGMA table_info(distlock_holders)")}
     assert conn.execute("SELECT count(*) FROM distlock_holders WHERE name = 'new'").fetchone() == (0,)
     conn.close()
+
+
+@pytest.mark.parametrize("db", ["mysql", "postgres"])
+def test_sql_a_holders_table_made_before_release_requests_gets_the_column(
+    db: str, request: pytest.FixtureRequest, name: str
+) -> None:
+    """A lease table of an earlier version (no ``asked`` column) keeps working: the column is added when a
+    store opens, a request goes into the holder's row, its renewal reads it back, and the row's release
+    takes it away."""
+    url = str(request.getfixturevalue(f"{db}_url"))
+    prefix = f"rv{uuid.uuid4().hex[:8]}"
+    url = f"{url}{'&' if '?' in url else '?'}table_prefix={prefix}"
+    with distlock.connect(url) as store:
+        assert store.lock(name).acquire(timeout=5)  # tables made; this holder's row is older than the column
+    conn = raw_conn(db, url)
+    try:
+        run(conn, f"ALTER TABLE {prefix}_holders DROP COLUMN asked")
+        with distlock.connect(url) as store:
+            lock = store.lock(name, ttl=1.5)
+            assert lock.acquire(timeout=5)
+            assert store.request_release(name, "r") is True
+            assert lock.revoke_requested.wait(10) and lock.revoke_reason == "r"
+            lock.release()
+            assert store.request_release(name) is False
+        columns = rows(conn, f"SELECT * FROM {prefix}_holders WHERE 1 = 0", described=True)
+        assert "asked" in columns
+    finally:
+        conn.close()
+
+
+def raw_conn(db: str, url: str) -> Any:
+    cfg = distlock._url.parse_url(url)
+    host, port = cfg.hosts[0]
+    dbname = cfg.path.lstrip("/")
+    if db == "mysql":
+        import pymysql
+
+        return pymysql.connect(
+            host=host, port=port, user=cfg.username, password=cfg.password, database=dbname, autocommit=True
+        )
+    import psycopg
+
+    return psycopg.connect(
+        host=host, port=port, user=cfg.username, password=cfg.password, dbname=dbname, autocommit=True
+    )
+
+
+def run(conn: Any, sql: str) -> None:
+    cur = conn.cursor()
+    cur.execute(sql)
+    cur.close()
+
+
+def rows(conn: Any, sql: str, described: bool = False) -> list[Any]:
+    cur = conn.cursor()
+    cur.execute(sql)
+    out = [d[0] for d in cur.description] if described else list(cur.fetchall())
+    cur.close()
+    return out
