@@ -187,3 +187,12 @@ def rows(conn: Any, sql: str, described: bool = False) -> list[Any]:
     out = [d[0] for d in cur.description] if described else list(cur.fetchall())
     cur.close()
     return out
+
+
+@pytest.mark.parametrize("db", ["mysql", "postgres"])
+def test_sql_session_mode_refuses_a_release_request_in_one_line(db: str, request: pytest.FixtureRequest) -> None:
+    url = str(request.getfixturevalue(f"{db}_url"))
+    with distlock.connect(f"{url}{'&' if '?' in url else '?'}mode=session") as store:
+        with pytest.raises(distlock.UnsupportedFeature) as err:
+            store.request_release("anything", "x")
+        assert "\n" not in str(err.value) and "mode=lease" in str(err.value)

@@ -43,7 +43,7 @@ async def _wait(event: object, bound: float = BOUND) -> bool:
     return bool(event.is_set())  # type: ignore[attr-defined]
 
 
-async def test_the_holder_gets_the_request_and_its_reason_once(
+async def test_revoke_the_holder_gets_the_request_and_its_reason_once(
     async_store: distlock.AsyncStore, backend_url: str, name: str
 ) -> None:
     lock = async_store.lock(name, ttl=TTL)
@@ -66,7 +66,7 @@ async def test_the_holder_gets_the_request_and_its_reason_once(
         await _close(asker, async_store)
 
 
-async def test_a_request_for_a_free_name_is_false_and_leaves_nothing(
+async def test_revoke_a_request_for_a_free_name_is_false_and_leaves_nothing(
     async_store: distlock.AsyncStore, name: str
 ) -> None:
     assert await async_store.request_release(name, "anyone?") is False
@@ -78,7 +78,7 @@ async def test_a_request_for_a_free_name_is_false_and_leaves_nothing(
     await lock.release()
 
 
-async def test_the_next_holder_does_not_see_the_previous_holder_s_request(
+async def test_revoke_the_next_holder_does_not_see_the_previous_holder_s_request(
     async_store: distlock.AsyncStore, backend_url: str, name: str
 ) -> None:
     first = async_store.lock(name, ttl=TTL)
@@ -101,7 +101,7 @@ async def test_the_next_holder_does_not_see_the_previous_holder_s_request(
         await _close(asker, async_store)
 
 
-async def test_every_holder_of_a_shared_lock_is_asked(
+async def test_revoke_every_holder_of_a_shared_lock_is_asked(
     async_store: distlock.AsyncStore, backend_url: str, name: str
 ) -> None:
     try:
@@ -126,7 +126,7 @@ async def test_every_holder_of_a_shared_lock_is_asked(
         await _close(asker, async_store)
 
 
-async def test_an_election_leader_is_asked(async_store: distlock.AsyncStore, backend_url: str, name: str) -> None:
+async def test_revoke_an_election_leader_is_asked(async_store: distlock.AsyncStore, backend_url: str, name: str) -> None:
     if not async_store.capabilities.elections:
         pytest.skip("no elections on this backend")
     election = async_store.election(name, ttl=TTL)

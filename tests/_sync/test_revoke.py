@@ -44,7 +44,7 @@ def _wait(event: object, bound: float = BOUND) -> bool:
     return bool(event.is_set())  # type: ignore[attr-defined]
 
 
-def test_the_holder_gets_the_request_and_its_reason_once(
+def test_revoke_the_holder_gets_the_request_and_its_reason_once(
     sync_store: distlock.Store, backend_url: str, name: str
 ) -> None:
     lock = sync_store.lock(name, ttl=TTL)
@@ -67,7 +67,7 @@ def test_the_holder_gets_the_request_and_its_reason_once(
         _close(asker, sync_store)
 
 
-def test_a_request_for_a_free_name_is_false_and_leaves_nothing(
+def test_revoke_a_request_for_a_free_name_is_false_and_leaves_nothing(
     sync_store: distlock.Store, name: str
 ) -> None:
     assert sync_store.request_release(name, "anyone?") is False
@@ -79,7 +79,7 @@ def test_a_request_for_a_free_name_is_false_and_leaves_nothing(
     lock.release()
 
 
-def test_the_next_holder_does_not_see_the_previous_holder_s_request(
+def test_revoke_the_next_holder_does_not_see_the_previous_holder_s_request(
     sync_store: distlock.Store, backend_url: str, name: str
 ) -> None:
     first = sync_store.lock(name, ttl=TTL)
@@ -102,7 +102,7 @@ def test_the_next_holder_does_not_see_the_previous_holder_s_request(
         _close(asker, sync_store)
 
 
-def test_every_holder_of_a_shared_lock_is_asked(
+def test_revoke_every_holder_of_a_shared_lock_is_asked(
     sync_store: distlock.Store, backend_url: str, name: str
 ) -> None:
     try:
@@ -127,7 +127,7 @@ def test_every_holder_of_a_shared_lock_is_asked(
         _close(asker, sync_store)
 
 
-def test_an_election_leader_is_asked(sync_store: distlock.Store, backend_url: str, name: str) -> None:
+def test_revoke_an_election_leader_is_asked(sync_store: distlock.Store, backend_url: str, name: str) -> None:
     if not sync_store.capabilities.elections:
         pytest.skip("no elections on this backend")
     election = sync_store.election(name, ttl=TTL)

@@ -21,7 +21,7 @@ from ...._async.backend import AsyncAttempt
 from ...._core import forks
 from ...._core.timing import Budget, monotonic
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, lock_kind
-from ...._errors import BackendError
+from ...._errors import BackendError, UnsupportedFeature
 from ...._url import StoreConfig, scrub
 from .. import session as ss
 from .. import stmt as st
@@ -248,6 +248,14 @@ class SessionMode(SqlBase):
                 await self._close_quietly(pinned.conn)
             out.append(ok or claim.token in self._releasing)
         return out
+
+    async def request_release(self, name: str, reason: str) -> bool:
+        raise UnsupportedFeature(
+            "release requests need the lease tables (mode=lease, the default): a connection-bound lock has no "
+            "row of its own to carry one",
+            name=name,
+            backend=self.scheme,
+        )
 
     async def holds(self, claim: Claim) -> bool:
         with self._mutex:
