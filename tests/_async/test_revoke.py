@@ -148,3 +148,27 @@ async def test_revoke_an_election_leader_is_asked(async_store: distlock.AsyncSto
         assert len(told) == 1
     finally:
         await _close(asker, async_store)
+
+
+async def test_revoke_a_multilock_hears_a_request_to_any_of_its_names(
+    async_store: distlock.AsyncStore, backend_url: str, name: str
+) -> None:
+    multi = async_store.multilock([name + "-a", name + "-b"], ttl=TTL)
+    told: list[str] = []
+    multi.on_revoke(told.append)
+    assert await multi.acquire(timeout=10)
+    asker = await _asker(async_store, backend_url)
+    try:
+        assert not multi.revoke_requested.is_set() and multi.revoke_reason is None
+        assert await asker.request_release(name + "-b", "b please") is True
+        end = monotonic() + BOUND
+        while not multi.revoke_requested.is_set() and monotonic() < end:
+            await sleep(0.02)
+        assert multi.revoke_reason == "b please"
+        end = monotonic() + BOUND
+        while not told and monotonic() < end:
+            await sleep(0.02)
+        assert told == ["b please"]
+        await multi.release()
+    finally:
+        await _close(asker, async_store)

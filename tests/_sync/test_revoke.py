@@ -149,3 +149,27 @@ def test_revoke_an_election_leader_is_asked(sync_store: distlock.Store, backend_
         assert len(told) == 1
     finally:
         _close(asker, sync_store)
+
+
+def test_revoke_a_multilock_hears_a_request_to_any_of_its_names(
+    sync_store: distlock.Store, backend_url: str, name: str
+) -> None:
+    multi = sync_store.multilock([name + "-a", name + "-b"], ttl=TTL)
+    told: list[str] = []
+    multi.on_revoke(told.append)
+    assert multi.acquire(timeout=10)
+    asker = _asker(sync_store, backend_url)
+    try:
+        assert not multi.revoke_requested.is_set() and multi.revoke_reason is None
+        assert asker.request_release(name + "-b", "b please") is True
+        end = monotonic() + BOUND
+        while not multi.revoke_requested.is_set() and monotonic() < end:
+            sleep(0.02)
+        assert multi.revoke_reason == "b please"
+        end = monotonic() + BOUND
+        while not told and monotonic() < end:
+            sleep(0.02)
+        assert told == ["b please"]
+        multi.release()
+    finally:
+        _close(asker, sync_store)
