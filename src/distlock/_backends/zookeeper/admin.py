@@ -156,6 +156,8 @@ class Admin:
                     if i >= permits:
                         continue  # a lease past the permits waits: it holds nothing yet
                 new = layout.revoke_data(data, child, reason)
+                if new is None:
+                    continue
                 writes.append((p, w.send(w.client.set_async, p, new, int(stat.version))))
             paths = []
             for p, result in writes:

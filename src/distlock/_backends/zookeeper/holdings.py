@@ -125,7 +125,7 @@ class Holdings:
     # -- release requests ------------------------------------------------------------------------------
     def _read(self, held: Held, data: bytes | None, version: int) -> None:
         """The holding's node as its watch read it: a release request in it is told."""
-        if not layout.is_latch(held.path):
+        if not layout.is_latch(held.path.rpartition("/")[2]):  # the node's own name (a lock name may hold "latch-")
             reason = layout.revoke_reason(data)
             if reason is not None:
                 self._revoked(held, version, reason)

@@ -392,10 +392,11 @@ def revoke_reason(data: bytes | None) -> str | None:
     return reason if isinstance(reason, str) else None
 
 
-def revoke_data(data: bytes | None, child: str, reason: str) -> bytes:
+def revoke_data(data: bytes | None, child: str, reason: str) -> bytes | None:
     """A holder node's data with a release request in it: an election leader's value unchanged (the new
     version is the request), a distlock owner record with ``"revoke": reason`` added, and Curator's
-    ``__REVOKE__`` on any other node."""
+    ``__REVOKE__`` on any other lock node. None for another client's semaphore lease: Curator's semaphore
+    has no revocation, and its lease's data is its own."""
     if is_latch(child):
         return data or b""
     try:
@@ -405,4 +406,6 @@ def revoke_data(data: bytes | None, child: str, reason: str) -> bytes:
     if isinstance(body, dict) and isinstance(body.get("owner"), str):
         body["revoke"] = reason
         return json.dumps(body, separators=(",", ":")).encode()
+    if LEASE_MARK in child:
+        return None
     return REVOKE_MESSAGE
