@@ -196,3 +196,14 @@ def test_sql_session_mode_refuses_a_release_request_in_one_line(db: str, request
         with pytest.raises(distlock.UnsupportedFeature) as err:
             store.request_release("anything", "x")
         assert "\n" not in str(err.value) and "mode=lease" in str(err.value)
+
+
+def test_zookeeper_a_lock_whose_name_holds_latch_gets_its_reason(zookeeper_url: str, name: str) -> None:
+    """A node is an election's by its own name, not by its path: a lock named ``...latch-...`` is a lock."""
+    with distlock.connect(zookeeper_url) as store:
+        lock = store.lock(f"{name}-latch-x")
+        assert lock.acquire(timeout=5)
+        assert store.request_release(f"{name}-latch-x", "mine") is True
+        assert lock.revoke_requested.wait(10)
+        assert lock.revoke_reason == "mine"
+        lock.release()
