@@ -14,6 +14,7 @@ only then.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -35,6 +36,8 @@ from .watch import PrefixWatch, Watch
 
 if TYPE_CHECKING:
     from ...._sync.locks import Lock
+
+log = logging.getLogger("distlock")
 
 
 def guard(lock: Lock) -> EtcdGuard:
@@ -198,7 +201,10 @@ class Backend(SyncBackend):
                 written[key] = int(kv.get("mod_revision") or 0)
         asked = [e for e in live if written.get(e.key, 0) > max(e.rev, e.mod) and (e.key, e.rev) in present]
         if asked:
-            self._asked(asked)
+            try:
+                self._asked(asked)
+            except (BackendError, Denied) as exc:  # a request never costs a holding: the next renewal reads again
+                log.debug("etcd: could not read a release request: %s", exc)
         out = []
         for e, gone in zip(entries, released, strict=True):
             ok = e is not None and (e.releasing or (ttls.get(e.lease.id, 0) > 0 and (e.key, e.rev) in present))
