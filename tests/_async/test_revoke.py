@@ -172,3 +172,19 @@ async def test_revoke_a_multilock_hears_a_request_to_any_of_its_names(
         await multi.release()
     finally:
         await _close(asker, async_store)
+
+
+async def test_revoke_a_holder_that_does_not_auto_renew_hears_at_its_extend(
+    async_store: distlock.AsyncStore, backend_url: str, name: str
+) -> None:
+    lock = async_store.lock(name, ttl=30, auto_renew=False)
+    assert await lock.acquire(timeout=10)
+    asker = await _asker(async_store, backend_url)
+    try:
+        assert await asker.request_release(name, "extend me not") is True
+        await lock.extend()
+        assert await _wait(lock.revoke_requested)
+        assert lock.revoke_reason == "extend me not"
+        await lock.release()
+    finally:
+        await _close(asker, async_store)

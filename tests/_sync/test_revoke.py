@@ -173,3 +173,19 @@ def test_revoke_a_multilock_hears_a_request_to_any_of_its_names(
         multi.release()
     finally:
         _close(asker, sync_store)
+
+
+def test_revoke_a_holder_that_does_not_auto_renew_hears_at_its_extend(
+    sync_store: distlock.Store, backend_url: str, name: str
+) -> None:
+    lock = sync_store.lock(name, ttl=30, auto_renew=False)
+    assert lock.acquire(timeout=10)
+    asker = _asker(sync_store, backend_url)
+    try:
+        assert asker.request_release(name, "extend me not") is True
+        lock.extend()
+        assert _wait(lock.revoke_requested)
+        assert lock.revoke_reason == "extend me not"
+        lock.release()
+    finally:
+        _close(asker, sync_store)
