@@ -236,7 +236,8 @@ class LeaseView:
     def revoke_requested(self) -> rt.Event:
         """Set once someone asked the current holding's holder to release it (``Store.request_release``, or
         Curator's ``Revoker`` on ZooKeeper): a request, not a loss -- the lock is still held until the holder
-        releases it. A new holding starts with it clear. docs/usage.md says how soon a request arrives."""
+        releases it. A new holding starts with it clear. How soon a request arrives: docs/getting-started.md,
+        "Revocation"."""
         holding = self._viewed()
         if holding is not None:
             return holding.revoke.event()

@@ -359,7 +359,7 @@ class Store(idiom.SyncOnly):
 
     def request_release(self, name: str, reason: str = "") -> bool:
         """Ask the current holder(s) of ``name`` to release it: each holding's ``revoke_requested`` is set and
-        its ``on_revoke`` callbacks get ``reason`` (docs/usage.md, "Revocation", says how soon per backend).
+        its ``on_revoke`` callbacks get ``reason`` (how soon, per backend: docs/getting-started.md, "Revocation").
         The holder decides; nothing is released or broken here. True if there was a holder to ask; False (and
         nothing written) if ``name`` is free."""
         name = self._acquirer.check_name(name)
