@@ -105,7 +105,7 @@ ROWS: tuple[Row, ...] = (
         "mysql_session",
         on="mysql",
         options="mode=session",
-        unsupported=("rwlock", "timed_out_acquire_leaves_nothing_behind", "-write]", "test_election", "test_revoke"),
+        unsupported=("rwlock", "timed_out_acquire_leaves_nothing_behind", "-write]", "test_election"),
     ),
     # opt-in (time budget): tests/test_sql_faults.py covers this variant in the default run
     Row(
@@ -114,17 +114,11 @@ ROWS: tuple[Row, ...] = (
         options="mode=session&session_lock=row",
         weaker=True,
         opt_in=True,
-        unsupported=("test_election", "test_revoke"),
+        unsupported=("test_election",),
     ),
     Row("postgres", url=_of("postgres_servers")),
     # elections need the lease tables' queue (UnsupportedFeature: tests/test_sql_election.py checks it)
-    Row(
-        "postgres_session",
-        on="postgres",
-        options="mode=session",
-        weaker=True,
-        unsupported=("test_election", "test_revoke"),  # release requests: the lease tables only
-    ),
+    Row("postgres_session", on="postgres", options="mode=session", weaker=True, unsupported=("test_election",)),
 )
 BY_NAME = {row.name: row for row in ROWS}
 

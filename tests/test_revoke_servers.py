@@ -189,13 +189,51 @@ def rows(conn: Any, sql: str, described: bool = False) -> list[Any]:
     return out
 
 
-@pytest.mark.parametrize("db", ["mysql", "postgres"])
-def test_sql_session_mode_refuses_a_release_request_in_one_line(db: str, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize(("db", "options"), [("mysql", "mode=session"), ("postgres", "mode=session"),
+                                          ("mysql", "mode=session&session_lock=row")])
+def test_sql_session_mode_holder_records_made_before_release_requests_get_the_column(
+    db: str, options: str, request: pytest.FixtureRequest, name: str
+) -> None:
+    """Session mode keeps a release request in the holder record of the connection that holds the lock (its
+    check every ttl/3 reads it back); a records table of an earlier version gets the column when a store
+    opens. A request for a name nobody holds writes nothing, even where a released holder's record stays."""
     url = str(request.getfixturevalue(f"{db}_url"))
-    with distlock.connect(f"{url}{'&' if '?' in url else '?'}mode=session") as store:
-        with pytest.raises(distlock.UnsupportedFeature) as err:
-            store.request_release("anything", "x")
-        assert "\n" not in str(err.value) and "mode=lease" in str(err.value)
+    prefix = f"rs{uuid.uuid4().hex[:8]}"
+    url = f"{url}{'&' if '?' in url else '?'}table_prefix={prefix}&{options}"
+    with distlock.connect(url):
+        pass  # tables made
+    conn = raw_conn(db, url)
+    try:
+        run(conn, f"ALTER TABLE {prefix}_session_holders DROP COLUMN asked")
+        with distlock.connect(url) as store, distlock.connect(url) as asker:
+            lock = store.lock(name, ttl=1.5)
+            assert lock.acquire(timeout=5)
+            assert asker.request_release(name, "r") is True
+            assert lock.revoke_requested.wait(10) and lock.revoke_reason == "r"
+            lock.release()
+            assert asker.request_release(name) is False
+            again = store.lock(name, ttl=1.5)
+            assert again.acquire(timeout=5)
+            assert not again.revoke_requested.wait(1.5)  # the connection's next holding starts clean
+            again.release()
+        assert "asked" in rows(conn, f"SELECT * FROM {prefix}_session_holders WHERE 1 = 0", described=True)
+    finally:
+        conn.close()
+
+
+def test_mysql_row_lock_holder_record_outlives_another_store_s_open(mysql_url: str, name: str) -> None:
+    """The open's clean-up judged every holder record by GET_LOCK, which a row-lock holder never takes: any
+    store that opened deleted the records of the live row-lock holders, and ``inspect`` said free."""
+    url = f"{mysql_url}{'&' if '?' in mysql_url else '?'}mode=session&session_lock=row"
+    with distlock.connect(url) as store:
+        lock = store.lock(name, ttl=5)
+        assert lock.acquire(timeout=5)
+        with distlock.connect(url) as other:
+            info = other.inspect(name)
+            assert info is not None and len(info.holders) == 1
+            assert other.request_release(name, "x") is True
+        lock.release()
+
 
 
 def test_zookeeper_a_lock_whose_name_holds_latch_gets_its_reason(zookeeper_url: str, name: str) -> None:

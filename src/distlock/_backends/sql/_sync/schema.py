@@ -38,18 +38,18 @@ def ensure_schema(b: SqlBase) -> None:
     if b.driver.existing_tables_sql is not None:
         found: st.Result = b._tx(lambda: st.single(st.Stmt(str(b.driver.existing_tables_sql))), tx=False)
         existing = {str(row[0]).lower() for row in found.rows}
-    old_holders = old_queue = no_reply = no_asked = False
-    holders, queue = f"{b.prefix}_holders", f"{b.prefix}_queue"
+    old_holders = old_queue = no_reply = no_asked = no_session_asked = False
+    holders, queue, records = f"{b.prefix}_holders", f"{b.prefix}_queue", f"{b.prefix}_session_holders"
     # compared in lower case: PostgreSQL folds the unquoted names of a prefix with capitals to it
-    held, queued = holders.lower(), queue.lower()
+    held, queued, recorded = holders.lower(), queue.lower(), records.lower()
     if held in existing:
         col: st.Result = b._tx(
             lambda: st.single(
                 st.Stmt(
                     "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = "
-                    f"{b.driver.schema_sql} AND lower(table_name) IN (%s, %s) "
+                    f"{b.driver.schema_sql} AND lower(table_name) IN (%s, %s, %s) "
                     "AND column_name IN ('layout', 'owner', 'reply', 'asked')",
-                    (held, queued),
+                    (held, queued, recorded),
                 )
             ),
             tx=False,
@@ -59,6 +59,7 @@ def ensure_schema(b: SqlBase) -> None:
         old_queue = b.ops.handover and queued in existing and (queued, "owner") not in found_cols
         no_reply = b.ops.replies and queued in existing and (queued, "reply") not in found_cols
         no_asked = (held, "asked") not in found_cols
+        no_session_asked = b.fast_session and recorded in existing and (recorded, "asked") not in found_cols
 
     def script() -> Generator[st.Stmt, st.Result, None]:
         if b.driver.schema_guard_sql is not None:
@@ -91,6 +92,10 @@ def ensure_schema(b: SqlBase) -> None:
         b, holders, "asked", "request_release() is refused here, and holders hear of no release request"
     ):
         b.ops.asks = False
+    if no_session_asked and not _add_queue_column(
+        b, records, "asked", "request_release() is refused in session mode, and its holders hear of none"
+    ):
+        b.session_asks = False
     deadline = monotonic() + 2.0
     try:
         while monotonic() < deadline:  # the rows 0.1.0 left, one per name it ever locked
