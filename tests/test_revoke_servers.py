@@ -130,30 +130,43 @@ def test_sqlite_a_file_made_before_release_requests_gets_the_column(tmp_path: Pa
     conn.close()
 
 
-@pytest.mark.parametrize("db", ["mysql", "postgres"])
-def test_sql_a_holders_table_made_before_release_requests_gets_the_column(
-    db: str, request: pytest.FixtureRequest, name: str
+@pytest.mark.parametrize(
+    ("db", "options", "table"),
+    [
+        ("mysql", "", "holders"),
+        ("postgres", "", "holders"),
+        ("mysql", "&mode=session", "session_holders"),
+        ("postgres", "&mode=session", "session_holders"),
+        ("mysql", "&mode=session&session_lock=row", "session_holders"),
+    ],
+)
+def test_sql_a_table_made_before_release_requests_gets_the_column(
+    db: str, options: str, table: str, request: pytest.FixtureRequest, name: str
 ) -> None:
-    """A lease table of an earlier version (no ``asked`` column) keeps working: the column is added when a
-    store opens, a request goes into the holder's row, its renewal reads it back, and the row's release
-    takes it away."""
+    """A table of an earlier version (no ``asked`` column: the lease mode's holder rows, the session mode's
+    holder records) keeps working: the column is added when a store opens, a request goes into the holder's
+    row or record, its renewal (the session check) reads it back, and a free name gets nothing. In session
+    mode a released holder's record stays, and the connection's next holding starts clean."""
     url = str(request.getfixturevalue(f"{db}_url"))
     prefix = f"rv{uuid.uuid4().hex[:8]}"
-    url = f"{url}{'&' if '?' in url else '?'}table_prefix={prefix}"
-    with distlock.connect(url) as store:
-        assert store.lock(name).acquire(timeout=5)  # tables made; this holder's row is older than the column
+    url = f"{url}{'&' if '?' in url else '?'}table_prefix={prefix}{options}"
+    with distlock.connect(url):
+        pass  # tables made
     conn = raw_conn(db, url)
     try:
-        run(conn, f"ALTER TABLE {prefix}_holders DROP COLUMN asked")
-        with distlock.connect(url) as store:
+        run(conn, f"ALTER TABLE {prefix}_{table} DROP COLUMN asked")
+        with distlock.connect(url) as store, distlock.connect(url) as asker:
             lock = store.lock(name, ttl=1.5)
             assert lock.acquire(timeout=5)
-            assert store.request_release(name, "r") is True
+            assert asker.request_release(name, "r") is True
             assert lock.revoke_requested.wait(10) and lock.revoke_reason == "r"
             lock.release()
-            assert store.request_release(name) is False
-        columns = rows(conn, f"SELECT * FROM {prefix}_holders WHERE 1 = 0", described=True)
-        assert "asked" in columns
+            assert asker.request_release(name) is False
+            again = store.lock(name, ttl=1.5)
+            assert again.acquire(timeout=5)
+            assert not again.revoke_requested.wait(1.5)
+            again.release()
+        assert "asked" in rows(conn, f"SELECT * FROM {prefix}_{table} WHERE 1 = 0", described=True)
     finally:
         conn.close()
 
@@ -187,38 +200,6 @@ def rows(conn: Any, sql: str, described: bool = False) -> list[Any]:
     out = [d[0] for d in cur.description] if described else list(cur.fetchall())
     cur.close()
     return out
-
-
-@pytest.mark.parametrize(("db", "options"), [("mysql", "mode=session"), ("postgres", "mode=session"),
-                                          ("mysql", "mode=session&session_lock=row")])
-def test_sql_session_mode_holder_records_made_before_release_requests_get_the_column(
-    db: str, options: str, request: pytest.FixtureRequest, name: str
-) -> None:
-    """Session mode keeps a release request in the holder record of the connection that holds the lock (its
-    check every ttl/3 reads it back); a records table of an earlier version gets the column when a store
-    opens. A request for a name nobody holds writes nothing, even where a released holder's record stays."""
-    url = str(request.getfixturevalue(f"{db}_url"))
-    prefix = f"rs{uuid.uuid4().hex[:8]}"
-    url = f"{url}{'&' if '?' in url else '?'}table_prefix={prefix}&{options}"
-    with distlock.connect(url):
-        pass  # tables made
-    conn = raw_conn(db, url)
-    try:
-        run(conn, f"ALTER TABLE {prefix}_session_holders DROP COLUMN asked")
-        with distlock.connect(url) as store, distlock.connect(url) as asker:
-            lock = store.lock(name, ttl=1.5)
-            assert lock.acquire(timeout=5)
-            assert asker.request_release(name, "r") is True
-            assert lock.revoke_requested.wait(10) and lock.revoke_reason == "r"
-            lock.release()
-            assert asker.request_release(name) is False
-            again = store.lock(name, ttl=1.5)
-            assert again.acquire(timeout=5)
-            assert not again.revoke_requested.wait(1.5)  # the connection's next holding starts clean
-            again.release()
-        assert "asked" in rows(conn, f"SELECT * FROM {prefix}_session_holders WHERE 1 = 0", described=True)
-    finally:
-        conn.close()
 
 
 def test_mysql_row_lock_holder_record_outlives_another_store_s_open(mysql_url: str, name: str) -> None:
