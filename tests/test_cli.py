@@ -88,6 +88,19 @@ def test_status_list_release_json(url: str) -> None:
     assert st == {"name": "app/one", "held": False, "kind": None, "waiters": 0, "holders": []}
 
 
+def test_request_release_asks_the_holder_and_says_when_nobody_holds(url: str) -> None:
+    with distlock.connect(url) as store:
+        lock = store.lock("app/asked", ttl=1.5)
+        assert lock.acquire()
+        r = cli(url, "request-release", "app/asked", "--reason", "deploy")
+        assert r.returncode == 0 and "asked" in r.stdout, r.stderr
+        assert lock.revoke_requested.wait(10) and lock.revoke_reason == "deploy"
+        assert lock.owned()  # asked, not broken
+        lock.release()
+    r = cli(url, "request-release", "app/asked")
+    assert r.returncode == 1 and "not held" in r.stdout
+
+
 def test_lost_lock_sends_sigterm_to_child(url: str, tmp_path: Path) -> None:
     marker = tmp_path / "got-term"
     child = (

@@ -27,6 +27,7 @@ BUILDERS: dict[str, Callable[[distlock.Store, str], object]] = {
     "at_most_once": lambda s, n: s.at_most_once(n),
     "inspect": lambda s, n: s.inspect(n),
     "break_lock": lambda s, n: s.break_lock(n),
+    "request_release": lambda s, n: s.request_release(n),
 }
 
 

@@ -6,6 +6,7 @@ docs/operations.md is run and scraped once; nothing imports OpenTelemetry unless
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import subprocess
 import sys
@@ -169,6 +170,24 @@ def test_losses_are_counted_by_reason(url: str, name: str, telemetry: Telemetry)
     assert count == 2 and total > 0.25  # the unrenewed one was held for most of its 0.3 s lease
     assert telemetry.histogram("distlock.lock.hold.duration", **{OUTCOME: "released"})[0] == 0
     assert telemetry.value("distlock.lock.held") == 0
+
+
+def test_release_requests_are_counted_once_each_and_logged(
+    url: str, name: str, telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    scheme = url.split(":", 1)[0]
+    caplog.set_level(logging.INFO, logger="distlock")
+    with distlock.connect(url) as store:
+        distlock.otel.instrument(store, meter_provider=telemetry.meters, spans=False)
+        lock = store.lock(name, ttl=0.6)
+        assert lock.acquire(timeout=5)
+        assert store.request_release(name, "drain")
+        assert lock.revoke_requested.wait(10)
+        time.sleep(0.5)  # more renewals carry the same request: still one
+        lock.release()
+    assert telemetry.value("distlock.lock.revoke_requests", **{BACKEND: scheme, KIND: "lock"}) == 1
+    (record,) = [r for r in caplog.records if getattr(r, "event", None) == "revoke-requested"]
+    assert record.levelno == logging.INFO and record.reason == "drain" and record.lock == name  # type: ignore[attr-defined]
 
 
 def test_the_lock_name_is_an_attribute_only_when_asked_for(sqlite_url: str, name: str, telemetry: Telemetry) -> None:

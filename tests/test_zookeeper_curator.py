@@ -259,3 +259,48 @@ def test_mixed_contention_shared_counter(
     assert {who for _, _, who in spans} == {"py", "java"}
     for (_s1, e1, w1), (s2, _e2, w2) in itertools.pairwise(spans):
         assert e1 <= s2, f"{w1} and {w2} held the lock at once"
+
+
+def _wait_for(check: Callable[[], bool], bound: float = 20.0) -> bool:
+    end = time.monotonic() + bound
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def test_curator_revoker_asks_a_distlock_holder(store: distlock.Store, peer: Peer, path: str) -> None:
+    """Curator's ``Revoker.attemptRevoke`` on the distlock holder's node: the holder sees a request (no reason:
+    Curator's message carries none), and keeps the lock until it releases it."""
+    lock = store.lock(path)
+    told: list[str] = []
+    lock.on_revoke(told.append)
+    assert lock.acquire(timeout=10)
+    participants = peer.cmd("participants").split()
+    assert participants[0] == "OK" and len(participants) == 2, participants
+    assert peer.cmd(f"revoke {participants[1]}") == "OK revoked"
+    assert lock.revoke_requested.wait(20)
+    assert lock.revoke_reason == ""
+    assert _wait_for(lambda: told == [""])
+    assert lock.owned()
+    assert peer.cmd("acquire mutex 300") == "OK false"  # a request takes nothing away
+    lock.release()
+    assert peer.cmd("acquire mutex 10000") == "OK true"
+    assert peer.cmd("release mutex") == "OK released"
+
+
+def test_request_release_runs_a_revocable_curator_holder_s_listener(
+    store: distlock.Store, peer: Peer, path: str
+) -> None:
+    """distlock's ``request_release`` on a Curator holder's node writes Curator's ``__REVOKE__``: the listener
+    of a mutex made revocable runs (the reason cannot ride on Curator's wire)."""
+    assert peer.cmd("revocable") == "OK revocable"
+    assert peer.cmd("acquire mutex 10000") == "OK true"
+    assert peer.cmd("revoked") == "OK 0"
+    assert store.request_release(path, "maintenance") is True
+    assert _wait_for(lambda: peer.cmd("revoked") == "OK 1")
+    assert not store.lock(path).acquire(blocking=False)  # the Curator holder still holds it
+    assert peer.cmd("release mutex") == "OK released"
+    assert store.request_release(path) is False  # nobody to ask now
+    assert store.inspect(path) is None

@@ -1,7 +1,8 @@
 """The events of a lock's life: the one place they are emitted, to the log and to any sinks (``distlock.otel``).
 
 Log records go to the ``distlock`` logger: DEBUG for each step (``wait``, ``grant``, ``timeout``, ``error``,
-``renew``, ``release``, ``safe``), WARNING for a loss (``lost``), a holding at risk of one (``at-risk``) and a
+``renew``, ``release``, ``safe``), INFO for a release request a holder got (``revoke-requested``), WARNING for
+a loss (``lost``), a holding at risk of one (``at-risk``) and a
 failed renewal round trip (``renew-failed``). Every
 record carries structured fields in ``extra`` for handlers and formatters that read them: ``event``, ``lock``
 (the name), ``backend`` (the URL scheme: never the URL, so never a credential), ``client_name`` (the store's,
@@ -104,6 +105,11 @@ class Events:
         self._common(fields)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(message, *args, extra={"event": event, **fields})
+        self._tell(event, fields)
+
+    def info(self, event: str, message: str, *args: object, **fields: Any) -> None:
+        self._common(fields)
+        log.info(message, *args, extra={"event": event, **fields})
         self._tell(event, fields)
 
     def warning(self, event: str, message: str, *args: object, exc_info: bool = False, **fields: Any) -> None:

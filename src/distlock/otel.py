@@ -85,6 +85,11 @@ class _Instruments:
             description="Holdings found at risk: half their lease left with no renewal confirmed (lost comes next "
             "unless one is)",
         )
+        self.revoke_requests = meter.create_counter(
+            "distlock.lock.revoke_requests",
+            unit="{request}",
+            description="Release requests (request_release, or Curator's Revoker) the holders of this process got",
+        )
         self.renewals = meter.create_counter(
             "distlock.lock.renewals",
             unit="{round_trip}",
@@ -124,6 +129,8 @@ class _Instruments:
                 self.held.add(-1, lock)
         elif event == "at-risk":
             self.at_risk.add(1, self._lock(f))
+        elif event == "revoke-requested":
+            self.revoke_requests.add(1, self._lock(f))
         elif event in ("renew", "renew-failed"):
             attributes = {BACKEND: f["backend"], OUTCOME: "ok" if event == "renew" else "error"}
             if "client_name" in f:

@@ -16,6 +16,10 @@
 //   latch-leader              getLeader(): whether a leader was found, and its id     -> OK <true|false> <id>
 //   latch-participants        getParticipants(): the ids in order, leader first       -> OK <id> <id> ...
 //   latch-close               close the latch (leave the election)                    -> OK closed
+//   revocable                 mutex.makeRevocable(listener) (before its acquire)      -> OK revocable
+//   revoked                   how many times the listener ran so far                  -> OK <n>
+//   participants              mutex.getParticipantNodes(): the node paths, holder first -> OK <path> <path> ...
+//   revoke <node path>        Revoker.attemptRevoke(client, path)                     -> OK revoked
 //   quit
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -26,6 +30,7 @@ import java.nio.file.Paths;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayDeque;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
@@ -36,6 +41,7 @@ import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public class CuratorPeer {
@@ -53,6 +59,7 @@ public class CuratorPeer {
         InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, path);
         ArrayDeque<Lease> leases = new ArrayDeque<>();
         LeaderLatch latch = null;
+        AtomicInteger revocations = new AtomicInteger();
         System.out.println("READY");
         System.out.flush();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -129,6 +136,25 @@ public class CuratorPeer {
                     case "latch-close":
                         latch.close();
                         reply("OK closed");
+                        break;
+                    case "revocable":
+                        mutex.makeRevocable(m -> revocations.incrementAndGet());
+                        reply("OK revocable");
+                        break;
+                    case "revoked":
+                        reply("OK " + revocations.get());
+                        break;
+                    case "participants": {
+                        StringBuilder paths = new StringBuilder("OK");
+                        for (String p : mutex.getParticipantNodes()) {
+                            paths.append(' ').append(p);
+                        }
+                        reply(paths.toString());
+                        break;
+                    }
+                    case "revoke":
+                        Revoker.attemptRevoke(client, w[1]);
+                        reply("OK revoked");
                         break;
                     case "quit":
                         client.close();

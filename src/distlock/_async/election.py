@@ -26,7 +26,7 @@ from .._core.types import Claim, LeaderInfo, Mode
 from .._core.validate import check_timeout, check_ttl, check_value
 from .._errors import ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
 from . import leading
-from .held import LeaseView, LostCallback, RiskCallback
+from .held import LeaseView, LostCallback, RevokeCallback, RiskCallback
 from .leading import ElectionCallback, LeaderCallback
 from .lease import Holding
 from .locks import _Scoped
@@ -86,6 +86,7 @@ class AsyncElection(_Scoped["AsyncElection"], LeaseView):
         self._campaigning = False
         self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
         self._risk_callbacks: list[RiskCallback] = []
+        self._revoke_callbacks: list[RevokeCallback] = []
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} on {self._acquirer.scheme}>"

@@ -5,7 +5,9 @@
   ``AT_RISK_SHARE`` of a holding's lease is left (a renewal failed or is still unanswered; on a session
   backend, the server has not answered for half its timeout), cleared when a renewal moves the end again.
 * ``LeaseView``: the part of a lock's and an election's API that reads them: ``deadline``, ``ttl_left``,
-  ``check(margin)``, ``at_risk`` and ``on_at_risk``. Written once for both.
+  ``check(margin)``, ``at_risk`` and ``on_at_risk``, and the revocation requests (``revoke_requested``,
+  ``revoke_reason``, ``on_revoke``: someone asked the holder to let go, ``Store.request_release``). Written
+  once for both.
 
 None of it does I/O: each reads the lease clock's figures (``lease.py``), so a holder may call them right
 before each side effect.
@@ -34,6 +36,8 @@ AT_RISK_SHARE = 0.5
 
 LostCallback = Callable[[Any], object]
 RiskCallback = Callable[[Any], object]
+#: ``on_revoke`` callbacks get the request's reason ("" when none was given, e.g. Curator's ``Revoker``)
+RevokeCallback = Callable[[str], object]
 
 
 class Flag:
@@ -118,6 +122,20 @@ class Risk(Flag):
         return self._event_of(rt.Event)
 
 
+class Revoke(Risk):
+    """A holding's revocation flag (someone asked its holder to release it: ``Store.request_release``), its
+    event (made only when asked for, as ``Risk``'s), and the last request's reason and identity. Set only, never
+    cleared: a new holding has a new one. ``seen`` is the backend's identity of the last request told (a
+    request a renewal carries back again and again is told once)."""
+
+    __slots__ = ("reason", "seen")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reason: str | None = None
+        self.seen = ""
+
+
 class LeaseView:
     """The lease, known locally: what a lock or an election tells its holder with no I/O. The class that
     mixes it in gives ``_acquirer`` (the store's acquirer), ``name``, ``_callbacks`` and ``_risk_callbacks``
@@ -127,10 +145,12 @@ class LeaseView:
     name: str
     _callbacks: list[LostCallback]
     _risk_callbacks: list[RiskCallback]
+    _revoke_callbacks: list[RevokeCallback]
     _idle: rt.Event | None = None
 
     def _idle_event(self) -> rt.Event:
-        """What ``lost`` and ``at_risk`` give with nothing held: an event of this object that nothing sets."""
+        """What ``lost``, ``at_risk`` and ``revoke_requested`` give with nothing held: an event of this object
+        that nothing sets."""
         if self._idle is None:
             self._idle = rt.Event()
         return self._idle
@@ -217,4 +237,25 @@ class LeaseView:
     def on_at_risk(self, callback: RiskCallback) -> RiskCallback:
         """Register ``callback(lock)``, called (off the critical path) each time a holding becomes at risk."""
         self._risk_callbacks.append(callback)
+        return callback
+
+    @property
+    def revoke_requested(self) -> rt.Event:
+        """Set once someone asked the current holding's holder to release it (``Store.request_release``, or
+        Curator's ``Revoker`` on ZooKeeper): a request, not a loss -- the lock is still held until the holder
+        releases it. A new holding starts with it clear. How soon a request arrives: docs/getting-started.md,
+        "Revocation"."""
+        holding = self._viewed()
+        return self._idle_event() if holding is None else holding.revoke.event()
+
+    @property
+    def revoke_reason(self) -> str | None:
+        """The reason of the last release request the current holding got ("" if none was given), else None."""
+        holding = self._viewed()
+        return None if holding is None else holding.revoke.reason
+
+    def on_revoke(self, callback: RevokeCallback) -> RevokeCallback:
+        """Register ``callback(reason)``, called (off the critical path, as ``on_at_risk``'s) once per release
+        request a holding of this object gets. The holder decides what to do: nothing is released for it."""
+        self._revoke_callbacks.append(callback)
         return callback

@@ -43,7 +43,7 @@ from .._core.timing import lease_end, monotonic, renew_interval
 from .._core.types import Claim, Grant
 from .._errors import LockError
 from .backend import AsyncBackend
-from .held import AT_RISK_SHARE, Lost, Risk, RiskCallback
+from .held import AT_RISK_SHARE, Lost, Revoke, Risk, RiskCallback
 
 if TYPE_CHECKING:
     from .election import AsyncElection
@@ -78,6 +78,8 @@ class Holding:
     count: int = 1
     lost: Lost = field(default_factory=Lost)
     risk: Risk = field(default_factory=Risk)
+    #: release requests (``Store.request_release``) this holding got
+    revoke: Revoke = field(default_factory=Revoke)
     lost_reason: str = ""
     busy: bool = False  # a renewal or extend() round trip of this holding is in flight (under Leases._mutex)
     unresolved_ttl: float = math.inf  # smallest TTL of a request of ours whose outcome is unknown

@@ -107,3 +107,25 @@ def check_value(value: object, *, name: str | None = None, backend: str | None =
             f"an election value is {size} bytes; the limit is {MAX_VALUE_BYTES}", name=name, backend=backend
         )
     return value
+
+
+#: Largest release request reason accepted (characters): a line for a log, not a payload
+MAX_REASON_CHARS = 1024
+
+
+def check_reason(reason: object, *, name: str | None = None, backend: str | None = None) -> str:
+    """A release request's reason (``request_release``): text without NUL or surrogates, at most
+    ``MAX_REASON_CHARS`` characters."""
+    if not isinstance(reason, str):
+        raise ConfigError(f"a release reason must be a str, not {type(reason).__name__}", name=name, backend=backend)
+    if len(reason) > MAX_REASON_CHARS:
+        raise ConfigError(
+            f"a release reason is {len(reason)} characters; the limit is {MAX_REASON_CHARS}", name=name, backend=backend
+        )
+    if "\x00" in reason:
+        raise ConfigError("a release reason must not contain a NUL byte", name=name, backend=backend)
+    try:
+        reason.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError("a release reason is not valid UTF-8 text (lone surrogate)", name=name, backend=backend) from None
+    return reason

@@ -103,6 +103,7 @@ class SyncAcquirer(HolderCalls):
         self.closed = False
         self.loop_warned = rt.IS_ASYNC  # the asyncio side is meant to run on the loop: nothing to check
         backend.set_loss_handler(self.backend_lost)
+        backend.set_revoke_handler(self.backend_revoked)
         forks.track(self)
 
     def after_fork(self) -> None:
@@ -308,6 +309,29 @@ class SyncAcquirer(HolderCalls):
         )  # fmt: skip
         for cb in list(holding.risk_callbacks):
             self._dispatcher.run_callback(cb, holding.lock)
+
+    def backend_revoked(self, token: str, request: str, reason: str) -> None:
+        """The backend's report that a holding got a release request (from any thread)."""
+        holding = self.leases.find(token)
+        if holding is not None:
+            self._dispatcher.call(lambda: self.revoke(holding, request, reason))
+
+    def revoke(self, holding: Holding, request: str, reason: str) -> None:
+        """Someone asked ``holding``'s holder to release it: set its event, say so and call the lock's
+        ``on_revoke`` callbacks (off the critical path, as ``risk`` does), once per request."""
+        with self._mutex:
+            if holding.lost_reason or holding.revoke.seen == request:
+                return
+            holding.revoke.seen = request
+            holding.revoke.reason = reason
+        holding.revoke.set()
+        name = holding.claim.name
+        self.events.info(
+            "revoke-requested", "lock %r: its release was requested%s", name, f" ({reason})" if reason else "",
+            lock=name, kind=events.metric_kind(holding.claim), fence=holding.fence, reason=reason,
+        )  # fmt: skip
+        for cb in list(getattr(holding.lock, "_revoke_callbacks", ())):
+            self._dispatcher.run_callback(cb, reason)
 
     def lease_left(self, holding: Holding) -> float:
         """Seconds until ``holding``'s local lease end (``Leases.left``): no I/O."""

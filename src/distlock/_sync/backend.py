@@ -53,6 +53,13 @@ store's (etcd: the holding's own etcd lease, which may be a pooled one confirmed
 Any backend reports a holding it learned is gone (a session expired, a lease revoked, a key deleted) by
 calling ``self.lost(token, reason)`` from any thread.
 
+Revocation: ``request_release(name, reason)`` asks the current holders of a name to let go (it writes a request
+next to each holding, never releases anything; False, and nothing written, when nobody holds it). A holder
+learns of a request pushed (a watch) or carried back by its renewal's reply, and tells the store with
+``self.revoked(token, request, reason)`` from any thread; ``request`` identifies the request, so the same
+request read again (each renewal returns it until the holding ends) is told once. The record goes with the
+holding (deleted by its release, or ends with its lease) and lives in the name's own keys.
+
 Every network call a backend makes is bounded in time (connect, read, write, statement). ``renew`` may be
 cancelled by the store when the earliest lease in its batch runs out; a connection whose call timed out or
 was cancelled is closed, never reused (its reply may still arrive and would be read as the next call's).
@@ -69,6 +76,18 @@ from .._core.timing import monotonic
 from .._core.types import Capabilities, Claim, Grant, LockInfo
 from .._errors import UnsupportedFeature
 from .._url import StoreConfig
+
+
+def told(backend: SyncBackend, claims: Sequence[Claim], renewed: Sequence[tuple[bool, str | None]]) -> list[bool]:
+    """Renewal results that carry the release request made to each holder ("<id>|<reason>", or None, as the SQL
+    backends keep it): the requests are told (``AsyncBackend.revoked``), the results returned."""
+    out = []
+    for claim, (ok, asked) in zip(claims, renewed, strict=True):
+        if ok and asked:
+            request, _, reason = asked.partition("|")
+            backend.revoked(claim.token, request, reason)
+        out.append(ok)
+    return out
 
 
 class SyncAttempt:
@@ -156,6 +175,7 @@ class SyncBackend:
         self.config = config
         self.scheme = config.scheme
         self._loss_handler: Callable[[str, str], None] | None = None
+        self._revoke_handler: Callable[[str, str, str], None] | None = None
         forks.track(self)
 
     def after_fork(self) -> None:
@@ -173,6 +193,14 @@ class SyncBackend:
     # -- called by the store -------------------------------------------------------------------------
     def set_loss_handler(self, handler: Callable[[str, str], None]) -> None:
         self._loss_handler = handler
+
+    def set_revoke_handler(self, handler: Callable[[str, str, str], None]) -> None:
+        self._revoke_handler = handler
+
+    def revoked(self, token: str, request: str, reason: str) -> None:
+        """A holding got a release request (``request`` identifies it, ``reason`` is its text). Any thread."""
+        if self._revoke_handler is not None:
+            self._revoke_handler(token, request, reason)
 
     def lease_end(self, claim: Claim) -> float | None:
         """The backend's own count of when the holding of ``claim`` may already have ended on the server, as
@@ -256,6 +284,11 @@ class SyncBackend:
 
     def latch_watch(self, name: str) -> SyncWatch:
         return SyncWatch()
+
+    def request_release(self, name: str, reason: str) -> bool:
+        """Ask every current holder of ``name`` to release it (a request next to each holding); True if there
+        was a holder to ask. Writes nothing for a free name; releases nothing."""
+        raise UnsupportedFeature("release requests are not supported here", name=name, backend=self.scheme)
 
     def close(self) -> None:
         raise NotImplementedError

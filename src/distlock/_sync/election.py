@@ -27,7 +27,7 @@ from .._core.types import Claim, LeaderInfo, Mode
 from .._core.validate import check_timeout, check_ttl, check_value
 from .._errors import ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
 from . import leading
-from .held import LeaseView, LostCallback, RiskCallback
+from .held import LeaseView, LostCallback, RevokeCallback, RiskCallback
 from .leading import ElectionCallback, LeaderCallback
 from .lease import Holding
 from .locks import _Scoped
@@ -87,6 +87,7 @@ class Election(_Scoped["Election"], LeaseView):
         self._campaigning = False
         self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
         self._risk_callbacks: list[RiskCallback] = []
+        self._revoke_callbacks: list[RevokeCallback] = []
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} on {self._acquirer.scheme}>"

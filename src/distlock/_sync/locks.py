@@ -22,7 +22,7 @@ from .._core.timing import Deadline
 from .._core.types import Claim, Mode
 from .._core.validate import check_max_hold, check_permits, check_timeout, check_ttl
 from .._errors import AcquireTimeout, ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
-from .held import LeaseView, LostCallback, RiskCallback
+from .held import LeaseView, LostCallback, RevokeCallback, RiskCallback
 from .lease import Holding
 
 if TYPE_CHECKING:
@@ -142,6 +142,7 @@ class Lock(_Acquirable["HeldLock"], LeaseView):
         self._mutex = threading.Lock()  # protects _holds; never held across I/O
         self._callbacks: list[LostCallback] = [on_lost] if on_lost is not None else []
         self._risk_callbacks: list[RiskCallback] = []
+        self._revoke_callbacks: list[RevokeCallback] = []
         self._last: Holding | None = None
 
     def __repr__(self) -> str:

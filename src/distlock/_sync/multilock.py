@@ -11,7 +11,7 @@ from .. import _rt_sync as rt
 from .._core.timing import Deadline
 from .._core.validate import check_timeout
 from .._errors import ConfigError, LockError
-from .held import LostCallback
+from .held import LostCallback, RevokeCallback
 from .lease import Holding
 from .locks import Lock, _Acquirable, _wait_of
 
@@ -114,6 +114,29 @@ class MultiLock(_Acquirable["HeldMultiLock"]):
     def on_lost(self, callback: LostCallback) -> LostCallback:
         for lock in self._locks:
             lock.on_lost(callback)
+        return callback
+
+    @property
+    def revoke_requested(self) -> rt.Event:
+        """The release-request event of the first name whose holding was asked to let go (else of the first
+        name's holding): read it again to see a request to another name, or use ``on_revoke``."""
+        for lock in self._locks:
+            if lock.revoke_requested.is_set():
+                return lock.revoke_requested
+        return self._locks[0].revoke_requested
+
+    @property
+    def revoke_reason(self) -> str | None:
+        """The reason of the release request to the first name whose holding was asked, else None."""
+        for lock in self._locks:
+            if lock.revoke_requested.is_set():
+                return lock.revoke_reason
+        return None
+
+    def on_revoke(self, callback: RevokeCallback) -> RevokeCallback:
+        """``callback(reason)`` once per release request to the holding of any of the names."""
+        for lock in self._locks:
+            lock.on_revoke(callback)
         return callback
 
 

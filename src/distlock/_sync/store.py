@@ -25,7 +25,7 @@ from .. import _idiom_sync as idiom
 from .. import _rt_sync as rt
 from .._core import forks, ids, template
 from .._core.types import LeaderInfo, LockInfo, Mode
-from .._core.validate import check_timeout
+from .._core.validate import check_reason, check_timeout
 from .._dist import install_hint
 from .._errors import ConfigError, UnsupportedFeature
 from .._given import client_config, given_client_name
@@ -376,6 +376,16 @@ class Store(idiom.SyncOnly):
         """Admin force release of every holding of ``name``; holders see ``lost``. True if anything was held."""
         self._acquirer.blocking()
         return self._backend.break_lock(self._acquirer.check_name(name))
+
+    def request_release(self, name: str, reason: str = "") -> bool:
+        """Ask the current holder(s) of ``name`` to release it: each holding's ``revoke_requested`` is set and
+        its ``on_revoke`` callbacks get ``reason`` (how soon, per backend: docs/getting-started.md, "Revocation").
+        The holder decides; nothing is released or broken here. True if there was a holder to ask; False (and
+        nothing written) if ``name`` is free."""
+        name = self._acquirer.check_name(name)
+        reason = check_reason(reason, name=name, backend=self.scheme)
+        self._acquirer.blocking()
+        return self._backend.request_release(name, reason)
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -1,4 +1,5 @@
-"""``status``, ``list`` and ``release``: the admin commands that look at locks and break them.
+"""``status``, ``list``, ``release`` and ``request-release``: the admin commands that look at locks, break them,
+or ask their holders to let go.
 
 ``--json`` layouts (stable; documented in docs/cli.md):
 
@@ -88,4 +89,17 @@ def release(obj: dict[str, Any], name: str, force: bool) -> None:
         click.echo(f"{name}: released" if broke else f"{name}: was not held")
 
 
-COMMANDS = [status, list_, release]
+@click.command(name="request-release")
+@click.argument("name")
+@click.option("--reason", default="", help="What the holders' on_revoke callbacks and revoke_reason get.")
+@click.pass_obj
+def request_release(obj: dict[str, Any], name: str, reason: str) -> None:
+    """Ask the holders of NAME to release it; they decide (nothing is broken). Exit 1 if nobody holds it."""
+    with one_line_errors(obj["debug"]), connect(obj["url"]) as store:
+        asked = store.request_release(name, reason)
+    click.echo(f"{name}: its holders were asked to release it" if asked else f"{name}: not held, nobody asked")
+    if not asked:
+        sys.exit(1)
+
+
+COMMANDS = [status, list_, release, request_release]

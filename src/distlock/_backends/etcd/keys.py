@@ -143,6 +143,41 @@ def parse_owner(raw: bytes) -> tuple[str | None, int | None]:
         return None, None
 
 
+# -- release requests ------------------------------------------------------------------------------------
+def revoke_value(raw: bytes, reason: str) -> bytes | None:
+    """A holder key's value with a release request in it: a distlock owner record with ``"revoke": reason``
+    added, an election candidate's value unchanged (the put's new mod revision is the request: no room for a
+    reason), or None for an empty value (Go's ``Mutex``, ``etcdctl lock``: nobody there reads a request)."""
+    if not raw:
+        return None
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "owner" in body:
+        body["revoke"] = reason
+        return json.dumps(body, separators=(",", ":")).encode()
+    return raw
+
+
+def revoke_reason(raw: bytes) -> str | None:
+    """The reason of the release request a holder key's value carries (see ``revoke_value``): the owner
+    record's ``revoke``; "" for an election value (its change is the request); None if none."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return "" if raw else None
+    if isinstance(body, dict) and "owner" in body:
+        reason = body.get("revoke")
+        return reason if isinstance(reason, str) else None
+    return "" if raw else None
+
+
+def mod_is(key: bytes, mod: int) -> dict[str, object]:
+    """The compare ``ModRevision(key) == mod``: nobody wrote the key since it was read."""
+    return {"key": b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": str(mod)}
+
+
 # -- contenders ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Contender:

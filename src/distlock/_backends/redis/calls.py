@@ -127,6 +127,15 @@ def decode_inspect(reply: list[object]) -> Snapshot:
     )
 
 
+def renew_reply(reply: object) -> tuple[bool, tuple[str, str] | None]:
+    """A RENEW reply: (extended, the release request made to the holder as (id, reason), or None). An
+    extended holding with a request pending answers the request's record instead of 1."""
+    if isinstance(reply, (bytes, str)) and _s(reply).startswith("revoke|"):
+        _, _, request, reason = _s(reply).split("|", 3)
+        return True, (request, reason)
+    return int(reply) == 1, None  # type: ignore[call-overload]
+
+
 #: ``acquire_args(..., marker=REDLOCK + run_id)``: a Redlock master (seeded = its marker holds its run id)
 REDLOCK = "@"
 

@@ -10,7 +10,9 @@ name is held or waited on: the last release (or lease end) removes them all::
     {N}:p           zset    semaphore:      token -> lease end (ms, server clock)
     {N}:i           hash    holder details: token -> "mode|fence|owner" (for inspect and fences); the owner
                             part is the claim's record: an election leader's has its value after the owner id
-                            and a 0x1F byte (``Claim.record``), which ``proclaim`` rewrites in place
+                            and a 0x1F byte (``Claim.record``), which ``proclaim`` rewrites in place.
+                            A release request to a holder is the field "<token>!r" -> "revoke|-1|<id>|<reason>"
+                            (no token ends in "!r"), which the holder's renewal returns and its release deletes
     {N}:q           zset    waiters:        "mode|token" -> arrival sequence (FIFO order)
     {N}:qd          zset    waiter leases:  "mode|token" -> deadline (ms); a waiter that stops
                             refreshing its entry drops out (F12 in docs/safety.md)

@@ -46,7 +46,7 @@ def _mysql_schema(p: str) -> tuple[str, ...]:
         f"CREATE TABLE IF NOT EXISTS {p}_holders (token VARCHAR(64) NOT NULL PRIMARY KEY, "
         "name_key CHAR(64) NOT NULL, name TEXT NOT NULL, owner VARCHAR(255) NOT NULL, mode VARCHAR(16) NOT NULL, "
         f"fence BIGINT NOT NULL, expires_at DOUBLE NOT NULL, acquired_at DOUBLE NOT NULL, layout SMALLINT NOT NULL, "
-        f"KEY {p}_holders_name (name_key)) {opts}",
+        f"asked TEXT NULL, KEY {p}_holders_name (name_key)) {opts}",
         f"CREATE TABLE IF NOT EXISTS {p}_queue (seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
         "token VARCHAR(64) NOT NULL UNIQUE, name_key CHAR(64) NOT NULL, name TEXT NOT NULL, "
         f"mode VARCHAR(16) NOT NULL, expires_at DOUBLE NOT NULL, KEY {p}_queue_name (name_key, seq)) {opts}",
@@ -59,7 +59,8 @@ def _pg_schema(p: str) -> tuple[str, ...]:
         f"fence BIGINT NOT NULL, {_SESSION_COLUMNS})",
         f"CREATE TABLE IF NOT EXISTS {p}_holders (token VARCHAR(64) PRIMARY KEY, name_key CHAR(64) NOT NULL, "
         "name TEXT NOT NULL, owner TEXT NOT NULL, mode VARCHAR(16) NOT NULL, fence BIGINT NOT NULL, "
-        "expires_at DOUBLE PRECISION NOT NULL, acquired_at DOUBLE PRECISION NOT NULL, layout SMALLINT NOT NULL)",
+        "expires_at DOUBLE PRECISION NOT NULL, acquired_at DOUBLE PRECISION NOT NULL, layout SMALLINT NOT NULL, "
+        "asked TEXT NULL)",
         f"CREATE INDEX IF NOT EXISTS {p}_holders_name ON {p}_holders (name_key)",
         f"CREATE SEQUENCE IF NOT EXISTS {p}_fence_seq",
         f"CREATE TABLE IF NOT EXISTS {p}_queue (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "

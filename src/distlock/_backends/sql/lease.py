@@ -22,7 +22,10 @@ Lease-table schema (created on first use, idempotent; ``distlock`` is the ``tabl
                                                                         at the upgrade (kept for the session
                                                                         mode's portable layout)
     distlock_holders(token PK, name_key, name, owner, mode, fence, expires_at DOUBLE, acquired_at DOUBLE,
-                     layout SMALLINT NOT NULL)  -- no default: a 0.1.0 client's INSERT fails (mixed fleet)
+                     layout SMALLINT NOT NULL,  -- no default: a 0.1.0 client's INSERT fails (mixed fleet)
+                     asked TEXT NULL)  -- a release request to this holder, "<id>|<reason>" (``ask``): the
+                                          renewal reads it back; it goes with the row. Added at open to
+                                          tables made before it (``schema.py``)
     distlock_queue  (seq auto PK, token UNIQUE, name_key, name, mode, expires_at DOUBLE,    -- waiters
                      owner TEXT NULL)  -- PostgreSQL: the record a release's hand-over copies
     distlock_fence_seq                         -- SEQUENCE: every fence of every name (MySQL without
@@ -115,6 +118,9 @@ class LeaseOps:
     #: the queue rows carry their store's reply channel (``AutocommitOps``)
     replies = False
     reply: str | None = None
+    #: the holders table has the ``asked`` column (release requests); False where the store's role could not
+    #: add it to an older table (``schema.py``)
+    asks = True
     #: PostgreSQL: until this moment (monotonic) the statements wake nobody, because the server refused a
     #: NOTIFY (its notification queue is full: ``mute``)
     muted_until = float("-inf")
@@ -197,6 +203,20 @@ class LeaseOps:
             f"WHERE m.token = %s), 9223372036854775807) ORDER BY q.seq LIMIT {int(k)})"
         )
         return [ahead, own], [key, *tp, claim.token, claim.token, claim.token, *(() if expired else tp)]
+
+    def ask(self, name: str, request: str) -> Generator[Stmt, Result, bool]:
+        """A release request ("<id>|<reason>") into the row of every live holder of ``name``; whether there
+        was one. Nothing is written for a free name; the request goes with the row (release, expiry)."""
+        r = yield Stmt(
+            f"UPDATE {self.p}_holders SET asked = %s WHERE name_key = %s AND expires_at > {self.d.now}",
+            (request, name_key(name)),
+        )
+        return r.rowcount > 0
+
+    def _asked_column(self) -> str:
+        """What a renewal reads back beside each live token: the release request made to it (a table this
+        store could not give the column reads NULL)."""
+        return "asked" if self.asks else "NULL"
 
     def proclaim(self, claim: Claim, key: str, record: str) -> Generator[Stmt, Result, bool]:
         """An election leader's new owner record, if its lease is still live (the row lock orders it with an

@@ -312,22 +312,23 @@ class AutocommitOps(LeaseOps):
             found |= {str(t) for kind, t in late.rows if kind == 2}
         return {t: t in found for t in tokens}
 
-    def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[bool]]:
-        """One autocommit UPDATE per distinct TTL (normally one), returning the tokens it extended."""
+    def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[tuple[bool, str | None]]]:
+        """One autocommit UPDATE per distinct TTL (normally one), returning the tokens it extended and the
+        release request made to each (``ask``)."""
         p = self.p
         by_ttl: dict[float, list[str]] = {}
         for c in claims:
             by_ttl.setdefault(c.ttl, []).append(c.token)
-        alive: set[str] = set()
+        alive: dict[str, str | None] = {}
         for ttl, tokens in by_ttl.items():
             marks = ", ".join(["%s"] * len(tokens))
             r = yield Stmt(
                 f"UPDATE {p}_holders SET expires_at = {self.NOW} + %s WHERE token IN ({marks}) "
-                f"AND expires_at > {self.NOW} RETURNING token",
+                f"AND expires_at > {self.NOW} RETURNING token, {self._asked_column()}",
                 (ttl, *tokens),
             )
-            alive.update(str(row[0]) for row in r.rows)
-        return [c.token in alive for c in claims]
+            alive.update((str(row[0]), None if row[1] is None else str(row[1])) for row in r.rows)
+        return [(c.token in alive, alive.get(c.token)) for c in claims]
 
     def keep(self, tokens: Sequence[str]) -> Generator[Stmt, Result, dict[str, float]]:
         """One autocommit UPDATE for all the waiters of a store that only keep their place (the deadline each

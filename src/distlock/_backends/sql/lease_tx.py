@@ -197,8 +197,9 @@ class TxOps(LeaseOps):
         )
         return bool(to_int(r.rows[0][0]))
 
-    def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[bool]]:
-        """Extend every live lease in ``claims``: one UPDATE per distinct TTL (normally one), one SELECT."""
+    def renew(self, claims: Sequence[Claim]) -> Generator[Stmt, Result, list[tuple[bool, str | None]]]:
+        """Extend every live lease in ``claims``: one UPDATE per distinct TTL (normally one), one SELECT, which
+        also reads back the release request made to each (``ask``)."""
         p = self.p
         now = yield from self.now()
         by_ttl: dict[float, list[str]] = {}
@@ -213,10 +214,12 @@ class TxOps(LeaseOps):
         tokens = [c.token for c in claims]
         marks = ", ".join(["%s"] * len(tokens))
         r = yield Stmt(
-            f"SELECT token FROM {p}_holders WHERE token IN ({marks}) AND expires_at > %s", (*tokens, now), last=True
+            f"SELECT token, {self._asked_column()} FROM {p}_holders WHERE token IN ({marks}) AND expires_at > %s",
+            (*tokens, now),
+            last=True,
         )
-        alive = {str(row[0]) for row in r.rows}
-        return [c.token in alive for c in claims]
+        alive = {str(row[0]): None if row[1] is None else str(row[1]) for row in r.rows}
+        return [(c.token in alive, alive.get(c.token)) for c in claims]
 
     def keep(self, tokens: Sequence[str]) -> Generator[Stmt, Result, dict[str, float]]:
         """Extend the live queue entries of ``tokens`` by ``WAITER_TTL`` (the waiters that only keep their

@@ -39,7 +39,7 @@ def session_schema(dialect: Dialect, p: str, fast: bool) -> tuple[str, ...]:
     cols = (
         "conn_id BIGINT NOT NULL PRIMARY KEY, name_key CHAR(64) NOT NULL, name TEXT NOT NULL, "
         "lock_key VARCHAR(64) NOT NULL, owner VARCHAR(255) NOT NULL, mode VARCHAR(16) NOT NULL, "
-        "fence BIGINT NOT NULL"
+        "fence BIGINT NOT NULL, asked TEXT NULL"
     )
     if dialect.name == "mysql":
         return (
@@ -123,8 +123,8 @@ def _session_acquire(
         f"INSERT INTO {p}_session_holders AS h (conn_id, name_key, name, lock_key, owner, mode, fence) "
         f"SELECT pg_backend_pid(), %s, %s, %s, %s, %s, nextval('{p}_fence_seq') FROM l WHERE l.got "
         "ON CONFLICT (conn_id) DO UPDATE SET name_key = EXCLUDED.name_key, name = EXCLUDED.name, "
-        "lock_key = EXCLUDED.lock_key, owner = EXCLUDED.owner, mode = EXCLUDED.mode, fence = EXCLUDED.fence "
-        "RETURNING h.fence, h.conn_id",
+        "lock_key = EXCLUDED.lock_key, owner = EXCLUDED.owner, mode = EXCLUDED.mode, fence = EXCLUDED.fence, "
+        "asked = NULL RETURNING h.fence, h.conn_id",
         (*args, nk, name, key, owner, mode.value),
     )
 
@@ -164,22 +164,51 @@ def _pg_key_match(alias: str, key_sql: str) -> str:
     )
 
 
-def session_check(dialect: Dialect, claim: Claim, idle_timeout: float | None) -> Stmt:
-    """Does this very connection still hold the lock? (Also renews its idle timeout, the session lease.)"""
-    return _session_check(dialect, claim.name, idle_timeout)
+def session_check(dialect: Dialect, claim: Claim, idle_timeout: float | None, asked_in: str | None = None) -> Stmt:
+    """Does this very connection still hold the lock? (Also renews its idle timeout, the session lease.) With
+    ``asked_in`` (the fast layout's ``<prefix>_session_holders``), a second column: the release request made
+    to this connection's holding (``session_ask``), read in the same statement."""
+    return _session_check(dialect, claim.name, idle_timeout, asked_in)
+
+
+def _asked(dialect: Dialect, asked_in: str | None) -> str:
+    """The release request of this connection's holder record, as a second column (or nothing)."""
+    if asked_in is None:
+        return ""
+    me = "CONNECTION_ID()" if dialect.name == "mysql" else "pg_backend_pid()"
+    return f", (SELECT a.asked FROM {asked_in} a WHERE a.conn_id = {me})"
 
 
 @lru_cache(maxsize=_CACHE)
-def _session_check(dialect: Dialect, name: str, idle_timeout: float | None) -> Stmt:
+def _session_check(dialect: Dialect, name: str, idle_timeout: float | None, asked_in: str | None) -> Stmt:
     key = session_lock_key(dialect, name)
     if dialect.name == "mysql":
         prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
-        return Stmt(f"{prefix}SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (key,))
+        return Stmt(f"{prefix}SELECT IS_USED_LOCK(%s) = CONNECTION_ID(){_asked(dialect, asked_in)}", (key,))
     ms = "0" if idle_timeout is None else str(max(1, math.ceil(idle_timeout * 1000)))
     return Stmt(
         "SELECT set_config('idle_session_timeout', %s, false) IS NOT NULL AND EXISTS (SELECT 1 FROM pg_locks l "
-        f"WHERE l.pid = pg_backend_pid() AND {_pg_key_match('l', '%s::bigint')})",
+        f"WHERE l.pid = pg_backend_pid() AND {_pg_key_match('l', '%s::bigint')}){_asked(dialect, asked_in)}",
         (ms, int(key), int(key)),
+    )
+
+
+def session_ask(dialect: Dialect, p: str, name: str, request: str) -> Stmt:
+    """A release request ("<id>|<reason>") into the holder record of every connection that holds ``name``'s
+    lock now (the fast layout); a record whose connection let go is not written. The record's connection
+    reads it back with its next check; its next acquire, or the clean-up of records whose connection holds
+    nothing, clears it."""
+    key = session_lock_key(dialect, name)
+    if dialect.name == "mysql":
+        return Stmt(
+            f"UPDATE {p}_session_holders SET asked = %s WHERE name_key = %s AND lock_key = %s "
+            "AND IS_USED_LOCK(lock_key) = conn_id",
+            (request, name_key(name), key),
+        )
+    return Stmt(
+        f"UPDATE {p}_session_holders h SET asked = %s WHERE h.name_key = %s AND h.lock_key = %s AND EXISTS "
+        f"(SELECT 1 FROM pg_locks l WHERE l.pid = h.conn_id AND {_pg_key_match('l', 'h.lock_key::bigint')})",
+        (request, name_key(name), key),
     )
 
 
@@ -208,8 +237,11 @@ def session_cleanup(dialect: Dialect, p: str, fast: bool) -> Stmt | None:
     if not fast:
         return None
     if dialect.name == "mysql":
+        # a row-lock holder's record (``ROW_MARK``) takes no GET_LOCK: it goes once its connection is gone
         return Stmt(
-            f"DELETE FROM {p}_session_holders WHERE IS_USED_LOCK(lock_key) IS NULL OR IS_USED_LOCK(lock_key) <> conn_id"
+            f"DELETE FROM {p}_session_holders WHERE (lock_key <> '{ROW_MARK}' AND (IS_USED_LOCK(lock_key) IS NULL "
+            f"OR IS_USED_LOCK(lock_key) <> conn_id)) OR (lock_key = '{ROW_MARK}' AND conn_id NOT IN "
+            "(SELECT ID FROM information_schema.PROCESSLIST))"
         )
     return Stmt(
         f"DELETE FROM {p}_session_holders h WHERE NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = h.conn_id "
@@ -260,9 +292,21 @@ def row_unlock(p: str) -> Stmt:
     return Stmt("SELECT @@in_transaction; ROLLBACK")
 
 
-def row_check(idle_timeout: float | None) -> Stmt:
+def row_check(idle_timeout: float | None, p: str | None = None) -> Stmt:
+    """Is the transaction (and so the row lock) still open; with ``p``, the release request made to this
+    connection's holding too (``row_ask``)."""
     prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
-    return Stmt(f"{prefix}SELECT @@in_transaction")
+    asked = "" if p is None else f", (SELECT a.asked FROM {p}_session_holders a WHERE a.conn_id = CONNECTION_ID())"
+    return Stmt(f"{prefix}SELECT @@in_transaction{asked}")
+
+
+def row_ask(p: str, name: str, request: str) -> Stmt:
+    """``session_ask`` for the row-lock variant: a holder record whose connection is inside a transaction now."""
+    return Stmt(
+        f"UPDATE {p}_session_holders SET asked = %s WHERE name_key = %s AND lock_key = '{ROW_MARK}' "
+        "AND conn_id IN (SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX)",
+        (request, name_key(name)),
+    )
 
 
 def row_holders(p: str, names: Sequence[str] | None, prefix: str) -> Stmt:

@@ -115,9 +115,17 @@ class Ops:
         self.wake(claim.name)
         return ok
 
-    def renew(self, claims: Sequence[Claim]) -> list[bool]:
-        def body(conn: sqlite3.Connection, now: float) -> list[bool]:
-            return [sql.extend(conn, c.token, now, c.ttl) for c in claims]
+    def renew(self, claims: Sequence[Claim]) -> list[tuple[bool, str | None]]:
+        """Each lease extended (a live one only), with the release request made to its holder, if any."""
+
+        def body(conn: sqlite3.Connection, now: float) -> list[tuple[bool, str | None]]:
+            return [sql.extend_asked(conn, c.token, now, c.ttl) for c in claims]
+
+        return self.db.tx(body)
+
+    def request_release(self, name: str, request: str) -> bool:
+        def body(conn: sqlite3.Connection, now: float) -> bool:
+            return sql.ask(conn, name, now, request) > 0
 
         return self.db.tx(body)
 

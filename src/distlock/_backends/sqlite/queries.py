@@ -3,7 +3,8 @@
 Schema (created on first use, idempotent)::
 
     distlock_holders(token PK, name, owner, mode, fence, expires_at REAL unix seconds, acquired_at,
-                     proc NULL)  -- the holder process (``procs.py``), NULL where it cannot be told
+                     proc NULL,  -- the holder process (``procs.py``), NULL where it cannot be told
+                     revoke NULL)  -- a release request to this holder, "<id>|<reason>" (``ask``)
     distlock_queue(seq INTEGER PK AUTOINCREMENT, token UNIQUE, name, mode, expires_at)   -- waiters
     distlock_counter(id = 1, fence, reserved) -- the one fence counter of the store (every name)
     distlock_fences(name PK, fence)           -- 0.1.0's per-name fences: emptied at the upgrade; a trigger
@@ -39,7 +40,8 @@ CREATE TABLE IF NOT EXISTS distlock_holders (
     fence INTEGER NOT NULL,
     expires_at REAL NOT NULL,
     acquired_at REAL NOT NULL,
-    proc TEXT
+    proc TEXT,
+    revoke TEXT
 );
 CREATE INDEX IF NOT EXISTS distlock_holders_name ON distlock_holders(name);
 CREATE TABLE IF NOT EXISTS distlock_queue (
@@ -99,6 +101,7 @@ def create_schema(conn: sqlite3.Connection) -> None:
         for stmt in _statements(SCHEMA):
             conn.execute(stmt)
         _add_proc_column(conn)
+        _add_revoke_column(conn)
     except BaseException:
         conn.execute("ROLLBACK")
         raise
@@ -112,6 +115,14 @@ def _add_proc_column(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(distlock_holders)")}
     if "proc" not in columns:
         conn.execute("ALTER TABLE distlock_holders ADD COLUMN proc TEXT")
+
+
+def _add_revoke_column(conn: sqlite3.Connection) -> None:
+    """A file made before release requests gets their column, as ``proc`` (nullable: a row of a client that
+    predates it has no request, and that client never reads one)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(distlock_holders)")}
+    if "revoke" not in columns:
+        conn.execute("ALTER TABLE distlock_holders ADD COLUMN revoke TEXT")
 
 
 def _statements(script: str) -> list[str]:
@@ -240,6 +251,24 @@ def extend(conn: sqlite3.Connection, token: str, now: float, ttl: float, disown:
         (now + ttl, token, now),
     )
     return cur.rowcount == 1
+
+
+def extend_asked(conn: sqlite3.Connection, token: str, now: float, ttl: float) -> tuple[bool, str | None]:
+    """``extend`` that also reads back the release request made to the holder ("<id>|<reason>"), if any: the
+    renewal carries it, in the same statement."""
+    row = conn.execute(
+        "UPDATE distlock_holders SET expires_at = ? WHERE token = ? AND expires_at > ? RETURNING revoke",
+        (now + ttl, token, now),
+    ).fetchone()
+    return (False, None) if row is None else (True, row[0])
+
+
+def ask(conn: sqlite3.Connection, name: str, now: float, request: str) -> int:
+    """A release request ("<id>|<reason>") to every live holder of ``name``, in its own row (it goes with the
+    row); how many there were."""
+    return conn.execute(
+        "UPDATE distlock_holders SET revoke = ? WHERE name = ? AND expires_at > ?", (request, name, now)
+    ).rowcount
 
 
 def set_owner(conn: sqlite3.Connection, token: str, record: str, now: float) -> bool:

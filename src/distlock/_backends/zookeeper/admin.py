@@ -6,12 +6,14 @@ children's data (owner, permits) and their czxid (the fence). An election's ``la
 value (Curator's participant id), so their owner reads ``unknown:<child>``; their czxid is the term.
 ``list`` walks the tree under the root one level per round trip and skips subtrees this store's
 credentials may not read. ``break_lock`` deletes every holding node; a holding of this store among them
-is reported lost at once.
+is reported lost at once. ``request_release`` writes a release request into every holding node's data
+(``layout.revoke_data``; a compare-and-set on the version it read, so it never overwrites a change it did
+not see) and deletes nothing.
 """
 
 from __future__ import annotations
 
-from kazoo.exceptions import NoAuthError, NoNodeError
+from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
 
 from ..._core.types import HolderInfo, LockInfo
 from . import layout
@@ -124,6 +126,51 @@ class Admin:
                 # every other child is a path: a longer name's (also below a semaphore's ``locks``/``leases``)
                 level.extend(f"{path}/{c}" for c in children if not layout.is_contender(c))
         return sorted(found, key=lambda i: i.name)
+
+    def request_release(self, name: str, reason: str) -> bool:
+        """Write a release request into the data of every node that holds ``name`` (a semaphore's first
+        ``permits`` leases); True if there was one. Nothing is written for a free name."""
+        path = layout.lock_path(name, self._root)
+        contenders = queued(self._nodes.children(path))
+        if contenders:
+            held, _ = layout.holders_of(contenders)
+            paths = [f"{path}/{c}" for c in held]
+        else:
+            leases_path = f"{path}/{layout.SEM_LEASES}"
+            leases = queued(self._nodes.children(leases_path))
+            paths = [f"{leases_path}/{c}" for c in sorted(leases, key=lambda c: layout.sort_key(c, (layout.LEASE_MARK,)))]
+        w = self._wire
+        asked = False
+        for _ in range(RELIST):  # a node whose data changed between the read and the write is read again
+            reads = [(p, w.send(w.client.get_async, p)) for p in paths]
+            writes = []
+            permits: int | None = None
+            for i, (p, result) in enumerate(reads):
+                try:
+                    data, stat = w.get(result)
+                except NoNodeError:
+                    continue
+                child = p.rpartition("/")[2]
+                if layout.LEASE_MARK in child and not layout.is_latch(child):
+                    permits = permits or layout.parse_data(data, child)[1] or len(reads)
+                    if i >= permits:
+                        continue  # a lease past the permits waits: it holds nothing yet
+                new = layout.revoke_data(data, child, reason)
+                if new is None:
+                    continue
+                writes.append((p, w.send(w.client.set_async, p, new, int(stat.version))))
+            paths = []
+            for p, result in writes:
+                try:
+                    w.get(result)
+                    asked = True
+                except NoNodeError:
+                    continue
+                except BadVersionError:
+                    paths.append(p)
+            if not paths:
+                break
+        return asked
 
     def break_lock(self, name: str) -> list[str]:
         """Delete every holding node of ``name``; return the paths deleted."""

@@ -4,6 +4,10 @@ A holding is the node that grants the lock (a mutex/read/write child, or a semap
 its claim's token. It is reported lost (``AsyncBackend.lost``, once) when the node is deleted by anyone
 else (a watch on it, armed only once it has lived ``WATCH_AFTER``, so short holds never pay the request),
 when the session is gone or may be (``lose_all``, from the session's events) or when an admin broke it.
+The same watch tells a release request (``layout.revoke_reason``: ours, or Curator's ``__REVOKE__``): each
+change of the node's data re-arms it with a read of the data, and a request found there is told
+(``AsyncBackend.revoked``) with the node's version as its identity. A request made before the watch is armed
+is read by the arming read itself, so a holding hears of a request at most ``WATCH_AFTER`` after its grant.
 ``release`` / ``holds`` / ``still_held`` are the backend operations on a holding.
 """
 
@@ -17,6 +21,7 @@ from typing import Any
 from kazoo.exceptions import KazooException, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import EventType, WatchedEvent
 
+from . import layout
 from .nodes import Nodes
 from .wire import Wire
 
@@ -34,15 +39,27 @@ class Held:
     #: nodes whose deletion waits for this holding's release: a downgraded write's node, kept in its place in
     #: the queue so that no writer queued behind it gets in while this read holds (``release``)
     keeps: list[str] = field(default_factory=list)
+    #: an election leader's node: the data version its own ``proclaim`` last got back (a later one it did not
+    #: write is a release request), proclaims in flight, and the highest version its watch read
+    version: int = 0
+    proclaiming: int = 0
+    read_version: int = 0
 
 
 class Holdings:
     """The holdings of one store, by token. Thread-safe; kazoo's callbacks only record or signal."""
 
-    def __init__(self, wire: Wire, nodes: Nodes, on_lost: Callable[[str, str], None]) -> None:
+    def __init__(
+        self,
+        wire: Wire,
+        nodes: Nodes,
+        on_lost: Callable[[str, str], None],
+        on_revoke: Callable[[str, str, str], None] | None = None,
+    ) -> None:
         self._wire = wire
         self._nodes = nodes
         self._on_lost = on_lost
+        self._on_revoke = on_revoke
         self._mutex = threading.Lock()
         self._held: dict[str, Held] = {}
         self._unwatched: list[Held] = []
@@ -95,17 +112,39 @@ class Holdings:
         def on_reply(result: Any) -> None:
             w.on_reply(result)
             try:
-                result.get_nowait()
+                data, stat = result.get_nowait()
             except NoNodeError:
                 if self._held.get(held.token) is held:
                     self._lose(held, "the lock node is gone")
+                return
             except Exception:  # noqa: BLE001 - connection trouble: the session events cover it
                 return
+            if self._held.get(held.token) is held and not held.lost:
+                self._read(held, data, int(stat.version))
 
         try:
             w.send(w.client.get_async, held.path, watch=on_event).rawlink(on_reply)
         except KazooException:
             pass
+
+    # -- release requests ------------------------------------------------------------------------------
+    def _read(self, held: Held, data: bytes | None, version: int) -> None:
+        """The holding's node as its watch read it: a release request in it is told."""
+        if not layout.is_latch(held.path.rpartition("/")[2]):  # the node's own name (a lock name may hold "latch-")
+            reason = layout.revoke_reason(data)
+            if reason is not None:
+                self._revoked(held, version, reason)
+            return
+        # an election leader's node holds its value alone: a version its own proclaim did not write is a request
+        with self._mutex:
+            held.read_version = max(held.read_version, version)
+            asked = held.proclaiming == 0 and version > held.version
+        if asked:
+            self._revoked(held, version, "")
+
+    def _revoked(self, held: Held, version: int, reason: str) -> None:
+        if self._on_revoke is not None:
+            self._on_revoke(held.token, f"v{version}", reason)
 
     # -- loss ------------------------------------------------------------------------------------------
     def _lose(self, held: Held, reason: str) -> None:
@@ -181,10 +220,22 @@ class Holdings:
         held = self._held.get(token)
         if held is None or held.lost:
             return False
+        with self._mutex:
+            held.proclaiming += 1
+        stat = None
         try:
-            w.get(w.send(w.client.set_async, held.path, data))
+            stat = w.get(w.send(w.client.set_async, held.path, data))
         except (NoNodeError, SessionExpiredError):
             return False
+        finally:
+            with self._mutex:
+                held.proclaiming -= 1
+                if stat is not None:
+                    held.version = max(held.version, int(stat.version))
+                # a version the watch read while the proclaim was out, past the proclaim's own: a request
+                asked = stat is not None and held.proclaiming == 0 and held.read_version > held.version
+        if asked:
+            self._revoked(held, held.read_version, "")
         return True
 
     def holds(self, token: str) -> bool:

@@ -22,6 +22,16 @@ Children of a lock path (what Curator creates, protected with a per-attempt UUID
     ``[_c_<id>-]<marker><seq>``, whoever created it); any other child is the path of a longer name (the lock
     ``<path>/x`` of the name ``NAME/x``) or a semaphore's ``locks`` / ``leases``, and no reader counts it.
 
+Release requests (``Store.request_release``; Curator's ``Revoker``)
+    Curator asks a holder to let go by setting its node's data to ``__REVOKE__``; a holder that made its lock
+    revocable watches its own node and runs its listener when it reads exactly those bytes. A distlock holder
+    reads them as a request too (no reason: Curator's wire has no place for one). distlock's own request keeps
+    the owner record of a distlock node and adds the reason to it (``"revoke": reason``), and sets
+    ``__REVOKE__`` on any other node (Curator's), so that a revocable Curator holder's listener fires. An
+    election leader's node holds only its value, so a request there rewrites the same bytes: the new version
+    is the request (without a reason), told apart from the leader's own ``proclaim`` by the version that
+    proclaim got back.
+
 Names kept apart (``name_refused``)
     Two names never share a path (above), and every reader counts only contender-shaped children of its own
     path, ``<path>/locks`` and ``<path>/leases``. So a name collides with another only where its path IS one
@@ -364,3 +374,42 @@ def parse_data(data: bytes | None, child: str) -> tuple[str, int | None]:
         pass
     text = (data or b"").decode("utf-8", errors="replace")[:64] or "?"
     return f"foreign:{text}:{child}", None
+
+
+# -- release requests ----------------------------------------------------------------------------------------
+#: Curator's revocation message (``LockInternals.REVOKE_MESSAGE``), compared byte for byte
+REVOKE_MESSAGE = b"__REVOKE__"
+
+
+def revoke_reason(data: bytes | None) -> str | None:
+    """The reason of the release request a lock node's data carries ("" for Curator's, which has none), or
+    None if it carries none."""
+    if data == REVOKE_MESSAGE:
+        return ""
+    if not data or not data.startswith(b"{"):
+        return None
+    try:
+        body = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    reason = body.get("revoke") if isinstance(body, dict) else None
+    return reason if isinstance(reason, str) else None
+
+
+def revoke_data(data: bytes | None, child: str, reason: str) -> bytes | None:
+    """A holder node's data with a release request in it: an election leader's value unchanged (the new
+    version is the request), a distlock owner record with ``"revoke": reason`` added, and Curator's
+    ``__REVOKE__`` on any other lock node. None for another client's semaphore lease: Curator's semaphore
+    has no revocation, and its lease's data is its own."""
+    if is_latch(child):
+        return data or b""
+    try:
+        body = json.loads(data or b"")
+    except (ValueError, UnicodeDecodeError):
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("owner"), str):
+        body["revoke"] = reason
+        return json.dumps(body, separators=(",", ":")).encode()
+    if LEASE_MARK in child:
+        return None
+    return REVOKE_MESSAGE

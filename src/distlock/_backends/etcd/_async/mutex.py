@@ -62,6 +62,9 @@ class Entry:
     #: keys (key, create revision) on this entry's lease that go with its release: a downgraded write's key,
     #: kept in its place in the queue so that no writer queued behind it gets in while this read holds
     keeps: list[tuple[bytes, int]] = field(default_factory=list)
+    #: the key's mod revision as the holder last wrote or read it (its grant, its proclaim, a request already
+    #: told): a later one is someone else's write, a release request (``Backend.renew`` reads it)
+    mod: int = 0
 
 
 class Attempt(AsyncAttempt):

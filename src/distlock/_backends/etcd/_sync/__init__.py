@@ -7,10 +7,14 @@ rest of the folder is mapped in ``distlock/_backends/etcd/__init__.py`` (docs/et
 
 The store's renewer keeps all held leases alive with one keepalive stream request per tick (a batch of
 lease ids), plus one read-only txn that checks the keys are still there (an admin ``etcdctl del`` is seen).
+That check also reads each key's mod revision: one past the holder's own last write is a release request
+(``request_release`` puts it into the key's value, on the holder's lease), whose reason one more read fetches
+only then.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -33,6 +37,8 @@ from .watch import PrefixWatch, Watch
 
 if TYPE_CHECKING:
     from ...._sync.locks import Lock
+
+log = logging.getLogger("distlock")
 
 
 def guard(lock: Lock) -> EtcdGuard:
@@ -218,9 +224,18 @@ class Backend(SyncBackend):
         sent, ttls = self.leases.renew(e.lease for e in live)
         checks = [{"request_range": keys.range_op(e.key)} for e in live]
         present: set[tuple[bytes, int]] = set()
+        written: dict[bytes, int] = {}
         for r in self.gw.txn_each(checks, try_timeout=FAST_TRY):
             for kv in keys.kvs_of(r):
-                present.add((keys.unb64(kv.get("key")), int(kv.get("create_revision") or 0)))
+                key = keys.unb64(kv.get("key"))
+                present.add((key, int(kv.get("create_revision") or 0)))
+                written[key] = int(kv.get("mod_revision") or 0)
+        asked = [e for e in live if written.get(e.key, 0) > max(e.rev, e.mod) and (e.key, e.rev) in present]
+        if asked:
+            try:
+                self._asked(asked)
+            except (BackendError, Denied) as exc:  # a request never costs a holding: the next renewal reads again
+                log.debug("etcd: could not read a release request: %s", exc)
         out = []
         for e, gone in zip(entries, released, strict=True):
             ok = e is not None and (e.releasing or (ttls.get(e.lease.id, 0) > 0 and (e.key, e.rev) in present))
@@ -229,6 +244,52 @@ class Backend(SyncBackend):
             out.append(ok or gone)
         self.leases.revoke_stale()
         return out
+
+    def _asked(self, entries: Sequence[Entry]) -> None:
+        """Holders whose key someone else wrote: read the values, and tell each release request found there."""
+        reads = [{"request_range": keys.range_op(e.key, keys_only=False)} for e in entries]
+        for e, r in zip(entries, self.gw.txn_each(reads, try_timeout=FAST_TRY), strict=True):
+            for kv in keys.kvs_of(r):
+                if int(kv.get("create_revision") or 0) != e.rev:
+                    continue
+                mod = int(kv.get("mod_revision") or 0)
+                e.mod = max(e.mod, mod)
+                reason = keys.revoke_reason(keys.unb64(kv.get("value")))
+                if reason is not None:
+                    self.revoked(e.token, f"m{mod}", reason)
+
+    def request_release(self, name: str, reason: str) -> bool:
+        """Put a release request into each distlock holder's key (``keys.revoke_value``), on the holder's own
+        lease, if nobody wrote the key since it was read (a leader's proclaim is never overwritten with an
+        older value); True if there was a holder to ask."""
+        prefix = keys.lock_prefix(name)
+        asked = False
+        for _ in range(3):  # a holder's key written between the read and the put is read again
+            try:
+                data = self.gw.call("/v3/kv/range", keys.prefix_range(prefix, keys_only=False))
+            except Denied as exc:
+                raise denied(exc, name, self.gw.username, f"read {prefix.decode('utf-8', 'replace')!r}") from None
+            kvs = data.get("kvs") or []
+            mods = {keys.unb64(kv.get("key")): int(kv.get("mod_revision") or 0) for kv in kvs}
+            queue = keys.contenders(prefix, kvs)
+            permits = keys.parse_owner(queue[0].value)[1] if queue and queue[0].value else None
+            puts = []
+            for h in keys.holders(queue, permits):
+                value = keys.revoke_value(h.value, reason)
+                if value is not None:
+                    guard = [keys.mod_is(h.key, mods[h.key])]
+                    puts.append({"compare": guard, "success": [keys.put_op(h.key, value, h.lease)]})
+            if not puts:
+                return asked
+            try:
+                results = [self.gw.call("/v3/kv/txn", body) for body in puts]
+            except Denied as exc:
+                raise denied(exc, name, self.gw.username, f"write keys under {name + '/'!r}") from None
+            done = [bool(r.get("succeeded")) for r in results]
+            asked = asked or any(done)
+            if all(done):
+                return asked
+        return asked
 
     def shorten(self, claim: Claim, ttl: float) -> bool:
         """A lease's TTL is fixed when it is granted: grant a fresh one of ``ttl`` (whole seconds, rounded up;
@@ -277,6 +338,8 @@ class Backend(SyncBackend):
             )
         except Denied as exc:
             raise denied(exc, claim.name, self.gw.username, f"write {entry.key.decode('utf-8', 'replace')!r}") from None
+        if data.get("succeeded"):  # the leader's own write: its mod revision is no release request
+            entry.mod = max(entry.mod, int((data.get("header") or {}).get("revision") or 0))
         return bool(data.get("succeeded"))
 
     def watch(self, name: str) -> SyncWatch:

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ...._async.backend import AsyncBackend, AsyncWatch
+from ...._core import ids
 from ...._core.latch import LatchState
 from ...._core.timing import WAITER_TTL, monotonic
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
@@ -183,7 +184,7 @@ class Backend(AsyncBackend):
         sent = monotonic()
         budget = self.node.budget(min(c.ttl for c in claims))
         if not self.wait_replicas:
-            out = [int(r) == 1 for r in await self.node.batch("renew", calls, "renew", budget)]
+            out = self.told(claims, await self.node.batch("renew", calls, "renew", budget))
         else:
             # A renewal the replicas have not acknowledged must not move the local lease end past the expiry a
             # promoted replica would have: it counts as a renewal that failed to answer (tried again at the next
@@ -197,9 +198,23 @@ class Backend(AsyncBackend):
                     f"{self.wait_timeout_ms} ms (wait_replicas): the local lease is not extended",
                     backend=self.scheme,
                 )
-            out = [int(r) == 1 for r in replies]
+            out = self.told(claims, replies)
         self.leases.renewed(claims, out, sent)
         return out
+
+    def told(self, claims: Sequence[Claim], replies: Sequence[object]) -> list[bool]:
+        """The renewal replies as extended or not; a release request one of them carries is told."""
+        out = []
+        for claim, reply in zip(claims, replies, strict=True):
+            ok, request = rc.renew_reply(reply)
+            if request is not None:
+                self.revoked(claim.token, *request)
+            out.append(ok)
+        return out
+
+    async def request_release(self, name: str, reason: str) -> bool:
+        self.node.check_slot(name)
+        return int(await self.node.script("request", name, ids.new_token()[:12], reason)) > 0
 
     async def holds(self, claim: Claim) -> bool:
         return int(await self.node.script("holds", claim.name, claim.token, claim.mode.value)) == 1

@@ -47,6 +47,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...._async.backend import AsyncBackend, AsyncWatch
+from ...._core import ids
 from ...._core.timing import WAITER_TTL, monotonic, validity
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, lock_kind
 from ...._errors import ConfigError, QuorumError
@@ -262,7 +263,11 @@ class Backend(AsyncBackend):
         elapsed = monotonic() - started
         out = []
         for i, c in enumerate(claims):
-            votes = sum(1 for r in results if not isinstance(r, BaseException) and int(r[i]) == 1)
+            replies = [rc.renew_reply(r[i]) for r in results if not isinstance(r, BaseException)]
+            votes = sum(1 for ok, _ in replies if ok)
+            request = next((asked for _, asked in replies if asked is not None), None)
+            if request is not None:  # on any master: the asker wrote it on each it reached
+                self.revoked(c.token, *request)
             # the drift margin applies to a renewal as to an acquire: ttl - elapsed - drift must stay > 0
             out.append(votes >= self.masters.quorum and validity(c.ttl, elapsed) > 0)
         self.leases.renewed(claims, out, started)
@@ -381,6 +386,14 @@ class Backend(AsyncBackend):
             "count-down latches are not supported on Redlock: a count kept on a majority of masters cannot be "
             "taken off exactly once when a reply is lost; use one Redis server, Sentinel or a cluster"
         )
+
+    async def request_release(self, name: str, reason: str) -> bool:
+        """The request on every master (one id: a holder that reads it on several is told once); True if a
+        master that answered had a holder to ask (a Redlock holder renews on every master it can reach)."""
+        request = ids.new_token()[:12]
+        results = await self.masters.each(lambda n: n.script("request", name, request, reason))
+        self.masters.need_quorum(results, name, "request_release")
+        return any(int(r) > 0 for r in results if not isinstance(r, BaseException))
 
     async def aclose(self) -> None:
         await self.masters.aclose()

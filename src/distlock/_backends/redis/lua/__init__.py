@@ -14,20 +14,20 @@ and what a server caches, so a change of one byte is a new script):
 * ``prelude.py``: the key-type guard and the helpers every script starts with (``PRELUDE``, ``WRONGTYPE``);
 * ``locks.py``: a holding's life (acquire, release with its hand-over, abandon, renew, holds, Redlock's
   fence floor);
-* ``admin.py``: inspect, break and an election's proclaim.
+* ``admin.py``: inspect, break, a release request and an election's proclaim.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-from .admin import BREAK, INSPECT, PROCLAIM
+from .admin import BREAK, INSPECT, PROCLAIM, REQUEST
 from .locks import ABANDON, ACQUIRE, FENCE_FLOOR, HOLDS, RELEASE, RENEW
 from .prelude import WRONGTYPE
 
 __all__ = [
     "ABANDON", "ACQUIRE", "BREAK", "FENCE_FLOOR", "HOLDS", "INSPECT", "OLD_ACQUIRE_SHA", "PROCLAIM", "RELEASE",
-    "RENEW", "SCRIPTS", "SHA", "WRONGTYPE",
+    "RENEW", "REQUEST", "SCRIPTS", "SHA", "WRONGTYPE",
 ]  # fmt: skip
 
 #: the SHA1 of the acquire script of distlock 0.1.0 (per-name ``{N}:fence`` counters): if a server has it
@@ -45,6 +45,7 @@ SCRIPTS: dict[str, str] = {
     "break": BREAK,
     "fence_floor": FENCE_FLOOR,
     "proclaim": PROCLAIM,
+    "request": REQUEST,
 }
 
 SHA: dict[str, str] = {k: hashlib.sha1(v.encode()).hexdigest() for k, v in SCRIPTS.items()}

@@ -1,6 +1,6 @@
 """The scripts that look at or act on a name from outside its holdings: ``INSPECT`` (the holders, the waiters),
-``BREAK`` (an admin's forced release) and an election's ``PROCLAIM`` (a new value from the leader, which wakes
-the observers). Each starts with the shared ``PRELUDE``. No I/O here.
+``BREAK`` (an admin's forced release), ``REQUEST`` (a release request to the holders) and an election's
+``PROCLAIM`` (a new value from the leader, which wakes the observers). Each starts with the shared ``PRELUDE``. No I/O here.
 """
 
 from __future__ import annotations
@@ -67,5 +67,31 @@ else
 end
 notice()
 return 1
+"""
+)
+
+REQUEST = (
+    PRELUDE
+    + """
+-- ARGV: 1 channel, 2 request id, 3 reason.  A release request to every live holder with a details record (a
+-- distlock holder: a foreign one could not read it): the field '<token>!r' = 'revoke|-1|<id>|<reason>' in
+-- the details hash, which the holder's renewal returns to it. The hash lives as long as the name's longest
+-- lease, and the holder's release (or abandon, or the next grant after its lease ran out) deletes the field
+-- with its own record: the request goes with the holding. Nothing is written for a free name. Returns the
+-- number of holders asked.
+tick()
+local asked = 0
+local function ask(tk)
+  if redis.call('HEXISTS', KEYS[4], tk) == 1 then
+    redis.call('HSET', KEYS[4], tk .. '!r', 'revoke|-1|' .. ARGV[2] .. '|' .. ARGV[3])
+    asked = asked + 1
+  end
+end
+local holder = redis.call('GET', KEYS[1])
+if holder then ask(holder) end
+for _, set in ipairs({KEYS[2], KEYS[3]}) do
+  for _, tk in ipairs(redis.call('ZRANGEBYSCORE', set, '(' .. now, '+inf')) do ask(tk) end
+end
+return asked
 """
 )

@@ -122,7 +122,10 @@ if ok then
   -- forget details of holders that died without releasing
   if redis.call('HLEN', KEYS[4]) > nread + nsem + ((holder and 1) or 0) then
     for _, tk in ipairs(redis.call('HKEYS', KEYS[4])) do
-      if tk ~= holder and not redis.call('ZSCORE', KEYS[2], tk) and not redis.call('ZSCORE', KEYS[3], tk) then
+      -- a release request '<token>!r' goes with its holder's own record
+      local of = tk
+      if string.sub(tk, -2) == '!r' then of = string.sub(tk, 1, -3) end
+      if of ~= holder and not redis.call('ZSCORE', KEYS[2], of) and not redis.call('ZSCORE', KEYS[3], of) then
         redis.call('HDEL', KEYS[4], tk)
       end
     end
@@ -203,7 +206,7 @@ else
   purge()
   ok = redis.call('ZREM', shared_set(mode), token)
 end
-redis.call('HDEL', KEYS[4], token)
+redis.call('HDEL', KEYS[4], token, token .. '!r')
 local queued = redis.call('EXISTS', KEYS[5]) == 1
 if queued and redis.call('ZSCORE', KEYS[5], mode .. '|' .. token) then
   dequeue(mode .. '|' .. token)
@@ -276,7 +279,7 @@ if mode == 'lock' or mode == 'write' then
 else
   gone = gone + redis.call('ZREM', shared_set(mode), token)
 end
-redis.call('HDEL', KEYS[4], token)
+redis.call('HDEL', KEYS[4], token, token .. '!r')
 absorb()
 if gone > 0 and not redis.call('GET', KEYS[1]) then wake_head() end
 return gone
@@ -287,7 +290,8 @@ RENEW = (
     PRELUDE
     + """
 -- ARGV: 1 channel, 2 token, 3 mode, 4 ttl ms.  Extends a LIVE lease only (one that ran out may belong
--- to someone else by now). Returns 1 if extended.
+-- to someone else by now). Returns 1 if extended, or, extended, the release request made to this holder
+-- ('revoke|-1|<id>|<reason>': REQUEST in admin.py) if there is one.
 local token, mode, ttl = ARGV[2], ARGV[3], tonumber(ARGV[4])
 tick()
 if not holds(token, mode) then return 0 end
@@ -298,6 +302,8 @@ else
   keep_until(shared_set(mode), now + ttl)
 end
 keep_until(KEYS[4], now + ttl)
+local asked = redis.call('HGET', KEYS[4], token .. '!r')
+if asked then return asked end
 return 1
 """
 )

@@ -18,15 +18,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from .... import _rt_async as rt
-from ...._async.backend import AsyncAttempt, AsyncWatch
+from ...._async.backend import AsyncAttempt, AsyncWatch, told
 from ...._async.batch import Batched
+from ...._core import ids
 from ...._core.timing import (
     LEASE_WAIT_SLICE,
     Budget,
     monotonic,
 )
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
-from ...._errors import BackendError, ConfigError
+from ...._errors import BackendError, ConfigError, UnsupportedFeature
 from ...._url import StoreConfig
 from ...._wakeup import Wakers
 from .. import latch as sl
@@ -273,7 +274,8 @@ class LeaseMode(SqlBase):
         for attempt in range(2):
             try:
                 with Budget(share):  # a silent connection costs one try; the second runs on a fresh one
-                    result = await self._tx(lambda: self.ops.renew(claims), tx=self._in_tx("renew"))
+                    renewed = await self._tx(lambda: self.ops.renew(claims), tx=self._in_tx("renew"))
+                result = told(self, claims, renewed)
                 break
             except BackendError:
                 if attempt:
@@ -303,7 +305,7 @@ class LeaseMode(SqlBase):
     async def shorten(self, claim: Claim, ttl: float) -> bool:
         # the renewal statement is the guarded step: our token, a live lease only, expires_at on the server's clock
         short = [replace(claim, ttl=ttl)]
-        (ok,) = await self._tx(lambda: self.ops.renew(short), tx=self._in_tx("renew"))
+        ((ok, _),) = await self._tx(lambda: self.ops.renew(short), tx=self._in_tx("renew"))
         await self._forget_bells([claim.token])  # MySQL: waiters then look again and wait for the row's end
         return bool(ok)
 
@@ -314,6 +316,18 @@ class LeaseMode(SqlBase):
     async def list(self, prefix: str) -> list[LockInfo]:
         infos: list[LockInfo] = await self._tx(lambda: self.ops.inspect(None, prefix), tx=False)
         return infos
+
+    async def request_release(self, name: str, reason: str) -> bool:
+        if not self.ops.asks:
+            raise UnsupportedFeature(
+                f"the table {self.prefix}_holders has no asked column and this role could not add it: run "
+                "`distlock init` as the tables' owner",
+                name=name,
+                backend=self.scheme,
+            )
+        request = f"{ids.new_token()[:12]}|{reason}"
+        asked: bool = await self._tx(lambda: self.ops.ask(name, request), tx=False)
+        return asked
 
     async def break_lock(self, name: str) -> bool:
         tokens: list[str] = await self._tx(lambda: self.ops.break_lock(name), tx=self._in_tx("break_lock"))

@@ -37,18 +37,18 @@ async def ensure_schema(b: SqlBase) -> None:
     if b.driver.existing_tables_sql is not None:
         found: st.Result = await b._tx(lambda: st.single(st.Stmt(str(b.driver.existing_tables_sql))), tx=False)
         existing = {str(row[0]).lower() for row in found.rows}
-    old_holders = old_queue = no_reply = False
-    holders, queue = f"{b.prefix}_holders", f"{b.prefix}_queue"
+    old_holders = old_queue = no_reply = no_asked = no_session_asked = False
+    holders, queue, records = f"{b.prefix}_holders", f"{b.prefix}_queue", f"{b.prefix}_session_holders"
     # compared in lower case: PostgreSQL folds the unquoted names of a prefix with capitals to it
-    held, queued = holders.lower(), queue.lower()
+    held, queued, recorded = holders.lower(), queue.lower(), records.lower()
     if held in existing:
         col: st.Result = await b._tx(
             lambda: st.single(
                 st.Stmt(
                     "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = "
-                    f"{b.driver.schema_sql} AND lower(table_name) IN (%s, %s) "
-                    "AND column_name IN ('layout', 'owner', 'reply')",
-                    (held, queued),
+                    f"{b.driver.schema_sql} AND lower(table_name) IN (%s, %s, %s) "
+                    "AND column_name IN ('layout', 'owner', 'reply', 'asked')",
+                    (held, queued, recorded),
                 )
             ),
             tx=False,
@@ -57,6 +57,8 @@ async def ensure_schema(b: SqlBase) -> None:
         old_holders = (held, "layout") not in found_cols
         old_queue = b.ops.handover and queued in existing and (queued, "owner") not in found_cols
         no_reply = b.ops.replies and queued in existing and (queued, "reply") not in found_cols
+        no_asked = (held, "asked") not in found_cols
+        no_session_asked = b.fast_session and recorded in existing and (recorded, "asked") not in found_cols
 
     def script() -> Generator[st.Stmt, st.Result, None]:
         if b.driver.schema_guard_sql is not None:
@@ -85,6 +87,14 @@ async def ensure_schema(b: SqlBase) -> None:
         b, queue, "reply", "hand-overs are told to every listening store, not to the waiter's alone"
     ):
         b.ops.replies = False
+    if no_asked and not await _add_queue_column(
+        b, holders, "asked", "request_release() is refused here, and holders hear of no release request"
+    ):
+        b.ops.asks = False
+    if no_session_asked and not await _add_queue_column(
+        b, records, "asked", "request_release() is refused in session mode, and its holders hear of none"
+    ):
+        b.session_asks = False
     deadline = monotonic() + 2.0
     try:
         while monotonic() < deadline:  # the rows 0.1.0 left, one per name it ever locked
@@ -95,10 +105,12 @@ async def ensure_schema(b: SqlBase) -> None:
 
 
 async def _add_queue_column(b: SqlBase, queue: str, column: str, without: str) -> bool:
-    """Give a queue table of an earlier version (PostgreSQL) a column this one writes: ``owner`` (made before
-    the direct hand-over: the owner record a promoted holder row needs) or ``reply`` (made before the stores'
-    own NOTIFY channels). False where the store's role may not alter the table: the store then goes on
-    ``without`` what the column is for and says so once; an admin's ``distlock init`` adds it."""
+    """Give a table of an earlier version a column this one writes: the queue's ``owner`` (PostgreSQL; made
+    before the direct hand-over: the owner record a promoted holder row needs) or ``reply`` (made before the
+    stores' own NOTIFY channels), the holders' ``asked`` (made before release requests; nullable, so an older
+    client's rows and INSERTs read no request). False where the store's role may not alter the table: the
+    store then goes on ``without`` what the column is for and says so once; an admin's ``distlock init`` adds
+    it."""
     try:
         await b._tx(
             lambda: st.single(st.Stmt(f"ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS {column} TEXT NULL")), tx=False

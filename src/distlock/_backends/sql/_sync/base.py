@@ -73,6 +73,8 @@ class SqlBase(SyncBackend):
     #: the session mode's sequence + holder-record layout (see ``sql/session.py``'s ``session_schema``); MySQL
     #: servers without sequences use the portable one (the driver finds out at open)
     fast_session = True
+    #: session mode: its holder records have the ``asked`` column (``SessionMode``, ``schema.py``)
+    session_asks = True
     #: a holding is the lock of the server connection pinned to it (a pooler that hands server connections
     #: to other clients between transactions would strand or share it)
     pins_connections = False

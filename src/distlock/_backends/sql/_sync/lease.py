@@ -19,15 +19,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from .... import _rt_sync as rt
-from ...._sync.backend import SyncAttempt, SyncWatch
+from ...._sync.backend import SyncAttempt, SyncWatch, told
 from ...._sync.batch import Batched
+from ...._core import ids
 from ...._core.timing import (
     LEASE_WAIT_SLICE,
     Budget,
     monotonic,
 )
 from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
-from ...._errors import BackendError, ConfigError
+from ...._errors import BackendError, ConfigError, UnsupportedFeature
 from ...._url import StoreConfig
 from ...._wakeup import Wakers
 from .. import latch as sl
@@ -274,7 +275,8 @@ class LeaseMode(SqlBase):
         for attempt in range(2):
             try:
                 with Budget(share):  # a silent connection costs one try; the second runs on a fresh one
-                    result = self._tx(lambda: self.ops.renew(claims), tx=self._in_tx("renew"))
+                    renewed = self._tx(lambda: self.ops.renew(claims), tx=self._in_tx("renew"))
+                result = told(self, claims, renewed)
                 break
             except BackendError:
                 if attempt:
@@ -304,7 +306,7 @@ class LeaseMode(SqlBase):
     def shorten(self, claim: Claim, ttl: float) -> bool:
         # the renewal statement is the guarded step: our token, a live lease only, expires_at on the server's clock
         short = [replace(claim, ttl=ttl)]
-        (ok,) = self._tx(lambda: self.ops.renew(short), tx=self._in_tx("renew"))
+        ((ok, _),) = self._tx(lambda: self.ops.renew(short), tx=self._in_tx("renew"))
         self._forget_bells([claim.token])  # MySQL: waiters then look again and wait for the row's end
         return bool(ok)
 
@@ -315,6 +317,18 @@ class LeaseMode(SqlBase):
     def list(self, prefix: str) -> list[LockInfo]:
         infos: list[LockInfo] = self._tx(lambda: self.ops.inspect(None, prefix), tx=False)
         return infos
+
+    def request_release(self, name: str, reason: str) -> bool:
+        if not self.ops.asks:
+            raise UnsupportedFeature(
+                f"the table {self.prefix}_holders has no asked column and this role could not add it: run "
+                "`distlock init` as the tables' owner",
+                name=name,
+                backend=self.scheme,
+            )
+        request = f"{ids.new_token()[:12]}|{reason}"
+        asked: bool = self._tx(lambda: self.ops.ask(name, request), tx=False)
+        return asked
 
     def break_lock(self, name: str) -> bool:
         tokens: list[str] = self._tx(lambda: self.ops.break_lock(name), tx=self._in_tx("break_lock"))

@@ -52,7 +52,10 @@ class RowLockMode(SessionMode):
         return ss.row_unlock(self.prefix)
 
     def _check_stmt(self, claim: Claim, change: float | None) -> st.Stmt:
-        return ss.row_check(change)
+        return ss.row_check(change, self.prefix if self._asked_in() is not None else None)
+
+    def _ask_stmt(self, name: str, request: str) -> st.Stmt:
+        return ss.row_ask(self.prefix, name, request)
 
     def _holder_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
         res: st.Result = self._tx(lambda: st.single(ss.row_holders(self.prefix, names, prefix)), tx=False)

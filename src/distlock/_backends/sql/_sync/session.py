@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .... import _rt_sync as rt
-from ...._sync.backend import SyncAttempt
-from ...._core import forks
+from ...._sync.backend import SyncAttempt, told
+from ...._core import forks, ids
 from ...._core.timing import Budget, monotonic
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, lock_kind
-from ...._errors import BackendError
+from ...._errors import BackendError, UnsupportedFeature
 from ...._url import StoreConfig, scrub
 from .. import session as ss
 from .. import stmt as st
@@ -121,7 +121,15 @@ class SessionMode(SqlBase):
         return ss.session_unlock(self.dialect, claim)
 
     def _check_stmt(self, claim: Claim, change: float | None) -> st.Stmt:
-        return ss.session_check(self.dialect, claim, change)
+        return ss.session_check(self.dialect, claim, change, self._asked_in())
+
+    def _asked_in(self) -> str | None:
+        """The table whose holder records carry release requests (the fast layout's), or None: the portable
+        layout keeps one record per name, and a table this store could not give the column has none."""
+        return f"{self.prefix}_session_holders" if self.fast_session and self.session_asks else None
+
+    def _ask_stmt(self, name: str, request: str) -> st.Stmt:
+        return ss.session_ask(self.dialect, self.prefix, name, request)
 
     def _holder_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
         """(name, owner, mode, fence, record's connection id, holding connection id, its lock mode) of the
@@ -182,7 +190,10 @@ class SessionMode(SqlBase):
             log.debug("session check of %r failed: %s", pinned.claim.name, scrub(str(exc), self.config.password))
             return False
         pinned.ttl = ttl
-        return bool(sets and sets[-1] and sets[-1][0][0])
+        held = bool(sets and sets[-1] and sets[-1][0][0])
+        if held and len(sets[-1][0]) > 1 and sets[-1][0][1]:  # the release request made to this holding
+            told(self, [pinned.claim], [(True, str(sets[-1][0][1]))])
+        return held
 
     def _lose(self, claim: Claim, pinned: Pinned, why: str) -> None:
         """The lock lives and dies with its connection. Unpin it and tell the store now, whether or not it
@@ -249,6 +260,20 @@ class SessionMode(SqlBase):
                 self._close_quietly(pinned.conn)
             out.append(ok or claim.token in self._releasing)
         return out
+
+    def request_release(self, name: str, reason: str) -> bool:
+        """A release request into the holder record of each connection that holds ``name`` now; its next check
+        (every ttl/3) reads it back."""
+        if self._asked_in() is None:
+            raise UnsupportedFeature(
+                "release requests in session mode need the holder records of MariaDB >= 10.5 or PostgreSQL "
+                f"(and the asked column of {self.prefix}_session_holders): use mode=lease, the default",
+                name=name,
+                backend=self.scheme,
+            )
+        stmt = self._ask_stmt(name, f"{ids.new_token()[:12]}|{reason}")
+        r: st.Result = self._tx(lambda: st.single(stmt), tx=False)
+        return r.rowcount > 0
 
     def holds(self, claim: Claim) -> bool:
         with self._mutex:

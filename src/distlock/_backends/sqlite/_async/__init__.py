@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .... import _rt_async as rt
-from ...._async.backend import AsyncBackend, AsyncWatch
+from ...._async.backend import AsyncBackend, AsyncWatch, told
+from ...._core import ids
 from ...._core.latch import LatchState
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._url import StoreConfig
@@ -66,7 +67,10 @@ class Backend(AsyncBackend):
         return await call(self.db, self.ops.release, claim)
 
     async def renew(self, claims: Sequence[Claim]) -> list[bool]:
-        return await call(self.db, self.ops.renew, claims)
+        return told(self, claims, await call(self.db, self.ops.renew, claims))
+
+    async def request_release(self, name: str, reason: str) -> bool:
+        return await call(self.db, self.ops.request_release, name, f"{ids.new_token()[:12]}|{reason}")
 
     async def holds(self, claim: Claim) -> bool:
         return await call(self.db, self.ops.holds, claim)

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .... import _rt_sync as rt
-from ...._sync.backend import SyncBackend, SyncWatch
+from ...._sync.backend import SyncBackend, SyncWatch, told
+from ...._core import ids
 from ...._core.latch import LatchState
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._url import StoreConfig
@@ -67,7 +68,10 @@ class Backend(SyncBackend):
         return call(self.db, self.ops.release, claim)
 
     def renew(self, claims: Sequence[Claim]) -> list[bool]:
-        return call(self.db, self.ops.renew, claims)
+        return told(self, claims, call(self.db, self.ops.renew, claims))
+
+    def request_release(self, name: str, reason: str) -> bool:
+        return call(self.db, self.ops.request_release, name, f"{ids.new_token()[:12]}|{reason}")
 
     def holds(self, claim: Claim) -> bool:
         return call(self.db, self.ops.holds, claim)

@@ -12,7 +12,8 @@ and the leader's data (``watch.py``); a LeaderLatch and a distlock candidate que
 Liveness is the session, not a per-lock lease (``needs_renewal=False``): the session timeout is what ``ttl`` is
 on the other backends, and ``lease_end`` is judged from the last answer of the server. ``lost_on=suspended``
 (Curator's standard policy) also reports loss as soon as kazoo suspends the connection. A holder also watches
-its own child, so a child deleted by an admin (``break_lock`` from anywhere) is reported lost too. Every wait
+its own child, so a child deleted by an admin (``break_lock`` from anywhere) is reported lost too, and a
+release request written into the child's data (``request_release``, or Curator's ``Revoker``) is told. Every wait
 for an answer is bounded (``operation_timeout``; an acquire's later tries by its deadline; the clean-up after
 a failed acquire by its own budget, what it leaves goes with the session). Callbacks on kazoo's threads only
 record or signal.
@@ -121,7 +122,7 @@ class Backend(SyncBackend):
         """The parts, from the wire up, on one kazoo client's session."""
         self.wire = Wire(link.client, self.config, self._opts.op_timeout, link.started)
         self.nodes = Nodes(self.wire, link.acl)
-        self.holdings = Holdings(self.wire, self.nodes, self.lost)
+        self.holdings = Holdings(self.wire, self.nodes, self.lost, self.revoked)
         self.cleanup = Cleanup(self.nodes, self.holdings, self._opts.op_timeout)
         self.abandons = _Abandons(self)
         self.admin = Admin(self.wire, self.nodes, self.holdings, self.root)
@@ -294,6 +295,9 @@ class Backend(SyncBackend):
         watch = LatchWatch(self, latch_path(name, self.root))
         watch.arm()
         return watch
+
+    def request_release(self, name: str, reason: str) -> bool:
+        return self._call(lambda: self.admin.request_release(name, reason), name=name)
 
     def close(self) -> None:
         if self._inherited:  # a forked child that opened no session: the one there is the parent's

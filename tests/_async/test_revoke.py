@@ -1,0 +1,190 @@
+"""Revocation on every backend (async API; ``tests/_sync/`` is generated from this file): ``request_release``
+asks the holder(s) of a name to let go, the holder hears of it through ``revoke_requested``, ``revoke_reason``
+and ``on_revoke``, and the request goes with the holding.
+
+Parametrized over the conformance table (tests/backends.py). A request reaches a holder pushed (ZooKeeper) or
+with its next renewal (the others, every ttl/3): the bounds below are a generous multiple of that.
+"""
+
+from __future__ import annotations
+
+from time import monotonic
+
+import pytest
+
+import distlock
+from distlock import UnsupportedFeature
+from tests.concurrency_async import sleep
+
+TTL = 1.5
+#: docs/usage.md's bound is one renewal interval (ttl/3) or less; a busy 2-core machine gets several ttls
+BOUND = 4 * TTL
+
+
+async def _asker(store: distlock.AsyncStore, backend_url: str) -> distlock.AsyncStore:
+    """Another store on the same backend (a request comes from another process, as a rule); the memory
+    backend lives in one store only."""
+    if backend_url.startswith("memory"):
+        return store
+    return await distlock.connect_async(backend_url)
+
+
+async def _close(asker: distlock.AsyncStore, store: distlock.AsyncStore) -> None:
+    if asker is not store:
+        await asker.aclose()
+
+
+async def _wait(event: object, bound: float = BOUND) -> bool:
+    end = monotonic() + bound
+    while monotonic() < end:
+        if event.is_set():  # type: ignore[attr-defined]
+            return True
+        await sleep(0.02)
+    return bool(event.is_set())  # type: ignore[attr-defined]
+
+
+async def test_revoke_the_holder_gets_the_request_and_its_reason_once(
+    async_store: distlock.AsyncStore, backend_url: str, name: str
+) -> None:
+    lock = async_store.lock(name, ttl=TTL)
+    told: list[str] = []
+    lock.on_revoke(told.append)
+    assert await lock.acquire(timeout=10)
+    assert not lock.revoke_requested.is_set() and lock.revoke_reason is None
+    asker = await _asker(async_store, backend_url)
+    try:
+        assert await asker.request_release(name, "nightly migration") is True
+        assert await _wait(lock.revoke_requested)
+        assert lock.revoke_reason == "nightly migration"
+        await sleep(TTL)  # more renewals carry the same request back: it is told once
+        assert told == ["nightly migration"]
+        assert await lock.owned()  # a request releases nothing
+        await lock.release()
+        assert await asker.request_release(name, "again") is False  # nobody holds it now
+        assert await async_store.list(name) == []
+    finally:
+        await _close(asker, async_store)
+
+
+async def test_revoke_a_request_for_a_free_name_is_false_and_leaves_nothing(
+    async_store: distlock.AsyncStore, name: str
+) -> None:
+    assert await async_store.request_release(name, "anyone?") is False
+    assert await async_store.inspect(name) is None
+    assert await async_store.list(name) == []
+    lock = async_store.lock(name, ttl=TTL)
+    assert await lock.acquire(timeout=10)
+    assert await _wait(lock.revoke_requested, 2 * TTL) is False  # nothing was left for the next holder either
+    await lock.release()
+
+
+async def test_revoke_the_next_holder_does_not_see_the_previous_holder_s_request(
+    async_store: distlock.AsyncStore, backend_url: str, name: str
+) -> None:
+    first = async_store.lock(name, ttl=TTL)
+    assert await first.acquire(timeout=10)
+    asker = await _asker(async_store, backend_url)
+    try:
+        assert await asker.request_release(name, "make room") is True
+        assert await _wait(first.revoke_requested)
+        await first.release()
+        second = async_store.lock(name, ttl=TTL)
+        assert await second.acquire(timeout=10)
+        assert await _wait(second.revoke_requested, 2 * TTL) is False
+        assert second.revoke_reason is None
+        # the same object, holding again: a new holding starts clear
+        await second.release()
+        assert await first.acquire(timeout=10)
+        assert await _wait(first.revoke_requested, TTL) is False
+        await first.release()
+    finally:
+        await _close(asker, async_store)
+
+
+async def test_revoke_every_holder_of_a_shared_lock_is_asked(
+    async_store: distlock.AsyncStore, backend_url: str, name: str
+) -> None:
+    try:
+        a = async_store.semaphore(name, permits=3, ttl=TTL)
+        b = async_store.semaphore(name, permits=3, ttl=TTL)
+    except UnsupportedFeature:
+        pytest.skip("no semaphores on this backend")
+    try:
+        assert await a.acquire(timeout=10)
+    except UnsupportedFeature:
+        pytest.skip("no semaphores on this backend")
+    assert await b.acquire(timeout=10)
+    asker = await _asker(async_store, backend_url)
+    try:
+        assert await asker.request_release(name, "scale down") is True
+        assert await _wait(a.revoke_requested) and await _wait(b.revoke_requested)
+        assert a.revoke_reason == b.revoke_reason == "scale down"
+        await a.release()
+        await b.release()
+        assert await asker.request_release(name) is False
+    finally:
+        await _close(asker, async_store)
+
+
+async def test_revoke_an_election_leader_is_asked(async_store: distlock.AsyncStore, backend_url: str, name: str) -> None:
+    if not async_store.capabilities.elections:
+        pytest.skip("no elections on this backend")
+    election = async_store.election(name, ttl=TTL)
+    told: list[str] = []
+    election.on_revoke(told.append)
+    assert await election.campaign("v1", timeout=10)
+    asker = await _asker(async_store, backend_url)
+    try:
+        await election.proclaim("v2")  # the leader's own change of value is no request
+        assert await _wait(election.revoke_requested, TTL) is False
+        assert await asker.request_release(name, "hand over") is True
+        assert await _wait(election.revoke_requested)
+        # a reason rides along where the backend's layout has room for it (not on a ZooKeeper LeaderLatch node)
+        assert election.revoke_reason in ("hand over", "")
+        leader = await asker.leader(name)
+        assert leader is not None and leader.value == "v2"  # the request left the value alone
+        await election.resign()
+        assert await asker.request_release(name) is False
+        assert len(told) == 1
+    finally:
+        await _close(asker, async_store)
+
+
+async def test_revoke_a_multilock_hears_a_request_to_any_of_its_names(
+    async_store: distlock.AsyncStore, backend_url: str, name: str
+) -> None:
+    multi = async_store.multilock([name + "-a", name + "-b"], ttl=TTL)
+    told: list[str] = []
+    multi.on_revoke(told.append)
+    assert await multi.acquire(timeout=10)
+    asker = await _asker(async_store, backend_url)
+    try:
+        assert not multi.revoke_requested.is_set() and multi.revoke_reason is None
+        assert await asker.request_release(name + "-b", "b please") is True
+        end = monotonic() + BOUND
+        while not multi.revoke_requested.is_set() and monotonic() < end:
+            await sleep(0.02)
+        assert multi.revoke_reason == "b please"
+        end = monotonic() + BOUND
+        while not told and monotonic() < end:
+            await sleep(0.02)
+        assert told == ["b please"]
+        await multi.release()
+    finally:
+        await _close(asker, async_store)
+
+
+async def test_revoke_a_holder_that_does_not_auto_renew_hears_at_its_extend(
+    async_store: distlock.AsyncStore, backend_url: str, name: str
+) -> None:
+    lock = async_store.lock(name, ttl=30, auto_renew=False)
+    assert await lock.acquire(timeout=10)
+    asker = await _asker(async_store, backend_url)
+    try:
+        assert await asker.request_release(name, "extend me not") is True
+        await lock.extend()
+        assert await _wait(lock.revoke_requested)
+        assert lock.revoke_reason == "extend me not"
+        await lock.release()
+    finally:
+        await _close(asker, async_store)
