@@ -1,4 +1,4 @@
-"""The lease clock (``distlock/_async/lease.py``) against real servers through a gray link.
+"""The lease clock (``distlock/_async/clock.py``) against real servers through a gray link.
 
 The promise under test: when a holder may have lost its lock, ``lost`` fires before the backend can grant the
 lock to anyone else -- on a silent link too, where the renewal round trip never returns. Each test puts one

@@ -18,8 +18,8 @@ import distlock
 from distlock._backends.redis import calls as rc
 from distlock._backends.redis import lua
 from distlock._backends.redis._sync.attempt import Handed
-from distlock._backends.redis._sync.leases import Leases
 from distlock._backends.redis._sync.redlock import Backend as RedlockBackend
+from distlock._backends.redis._sync.releases import ReleaseLog
 from distlock._core.timing import WAITER_TTL, monotonic
 from distlock._core.types import Claim, Mode
 from distlock._rt_sync import Waker
@@ -304,7 +304,7 @@ def test_a_release_removes_the_releasers_own_queue_entry(raws: list[redis.Redis]
 def _backend() -> RedlockBackend:
     backend = RedlockBackend.__new__(RedlockBackend)
     backend.masters = SimpleNamespace(nodes=[None] * 5, quorum=3)  # type: ignore[assignment]
-    backend.leases = Leases()
+    backend.releases = ReleaseLog()
     return backend
 
 
@@ -358,12 +358,12 @@ def test_a_hand_over_made_before_our_own_release_there_is_void() -> None:
 
 
 def test_a_hand_over_with_less_than_half_its_lease_left_is_confirmed_by_a_try() -> None:
-    """The single node and Redlock share the rule (``Leases.handed``): with less than half of the handed lease
+    """The single node and Redlock share the rule (``ReleaseLog.handed``): with less than half of the handed lease
     left (a short TTL, a try long ago), nothing is held on the push alone; the waiter's try confirms instead."""
     for ttl in (2.0, 30.0):
         lease = rc.handover_lease(ttl, WAITER_TTL)
         claim = Claim(name="n", mode=Mode.EXCLUSIVE, token="tok", owner="h:1:t", ttl=ttl)
-        leases = Leases()
+        leases = ReleaseLog()
         assert leases.handed(claim, monotonic() - lease * 0.6) is None
         assert leases.until("tok") == 0.0  # nothing recorded
         left = leases.handed(claim, monotonic() - lease * 0.3)

@@ -1,7 +1,7 @@
 """Between the lock objects and the backend: the acquire loop, and every holding of one store.
 
 One direction, as Curator's ``InterProcessMutex`` -> ``LockInternals`` -> driver: the lock objects
-(``locks.py``: owners, reentrancy) call this ``Acquirer`` only; it asks the lease clock (``lease.py``)
+(``locks.py``: owners, reentrancy) call this ``Acquirer`` only; it asks the lease clock (``clock.py``)
 and the backend (``backend.py``), which never call back up except through ``Acquirer.backend_lost``,
 the one way a backend reports a holding gone. The store (``store.py``) builds it and closes it.
 
@@ -30,8 +30,8 @@ from .._core.types import Claim, Grant, LockInfo, Mode
 from .._core.validate import check_name
 from .._errors import ConfigError, LockError, NotHeld, UnsupportedFeature
 from .backend import AsyncAttempt, AsyncBackend
+from .clock import Holding, LeaseClock
 from .holder_calls import HolderCalls
-from .lease import Holding, Leases
 from .lines import Lines
 
 log = logging.getLogger("distlock")
@@ -93,7 +93,7 @@ class AsyncAcquirer(HolderCalls):
         #: the log events and metrics of this store's locks (``distlock.otel`` adds its sink here)
         self.events = events.Events(backend.scheme, client_name)
         # released at a normal exit (``rt``); at_risk reported by ``risk``
-        self.leases = Leases(backend, self.lose, self.events, self, risk=self.risk)
+        self.clock = LeaseClock(backend, self.lose, self.events, self, risk=self.risk)
         self._mutex = threading.Lock()
         self._lines = Lines()  # blocking exclusive claims of this store wait here first (``lines.py``)
         self._dispatcher = rt.Dispatcher()
@@ -183,8 +183,8 @@ class AsyncAcquirer(HolderCalls):
                     sent = monotonic()
                     grant = await (attempt.try_late() if late else attempt.try_acquire())
                     if grant.acquired:
-                        end = self.leases.grant_end(claim, grant, sent)  # +inf where a session backs it
-                        if monotonic() < min(end, self.leases.session_deadline(claim)):
+                        end = self.clock.grant_end(claim, grant, sent)  # +inf where a session backs it
+                        if monotonic() < min(end, self.clock.session_deadline(claim)):
                             return Acquired(claim, grant, sent, end)
                         log.warning("grant of %r arrived after its lease ended; trying again", claim.name)
                         await _abandon(attempt)
@@ -212,10 +212,10 @@ class AsyncAcquirer(HolderCalls):
 
     # -- holdings --------------------------------------------------------------------------------------
     def register(self, holding: Holding) -> None:
-        self.leases.add(holding)
+        self.clock.add(holding)
 
     def _forget(self, holding: Holding) -> None:
-        self.leases.discard(holding)
+        self.clock.discard(holding)
 
     def ours(self, holding: Holding) -> None:
         """``NotHeld`` for a holding a forked child inherited (``forks``): the parent's to release, renew and
@@ -260,13 +260,13 @@ class AsyncAcquirer(HolderCalls):
 
     def lost_event(self, holding: Holding) -> rt.Event:
         """``holding``'s lost event, whose ``is_set()`` is true to the lease clock (``held.Clocked``)."""
-        return holding.lost.event(lambda: self.leases.expire(holding))
+        return holding.lost.event(lambda: self.clock.expire(holding))
 
     def check_expiry(self, holding: Holding) -> None:
         """Lose a holding whose lease ran out locally (e.g. the process was paused past its TTL); never a
         forked child's copy of its parent's (its callbacks are the parent's to run)."""
         if holding.gen == forks.generation():
-            self.leases.check(holding)
+            self.clock.check(holding)
 
     async def inspect(self, name: str) -> LockInfo | None:
         self.blocking()
@@ -311,7 +311,7 @@ class AsyncAcquirer(HolderCalls):
 
     def backend_revoked(self, token: str, request: str, reason: str) -> None:
         """The backend's report that a holding got a release request (from any thread)."""
-        holding = self.leases.find(token)
+        holding = self.clock.find(token)
         if holding is not None:
             self._dispatcher.call(lambda: self.revoke(holding, request, reason))
 
@@ -333,23 +333,23 @@ class AsyncAcquirer(HolderCalls):
             self._dispatcher.run_callback(cb, reason)
 
     def lease_left(self, holding: Holding) -> float:
-        """Seconds until ``holding``'s local lease end (``Leases.left``): no I/O."""
-        return self.leases.left(holding)
+        """Seconds until ``holding``'s local lease end (``LeaseClock.left``): no I/O."""
+        return self.clock.left(holding)
 
     def backend_lost(self, token: str, reason: str) -> None:
         """The backend's report that a holding is gone (from any thread)."""
-        holding = self.leases.find(token)
+        holding = self.clock.find(token)
         if holding is not None:
             self._dispatcher.call(lambda: self.lose(holding, reason, events.REPORTED))
 
     def holdings(self) -> list[Holding]:
         """What this store holds now (test hook: what the renewer renews)."""
-        return self.leases.snapshot()
+        return self.clock.snapshot()
 
     def _held_at_exit(self) -> int:
         """What the exit would release: this process's holdings (a forked child's own only, ``forks``); none of
         a database that ends with the process."""
-        return 0 if self.closed or self.backend.in_process else self.leases.count()
+        return 0 if self.closed or self.backend.in_process else self.clock.count()
 
     async def close_at_exit(self) -> None:
         """A normal interpreter exit's release (``rt``): what is held, then the backend's connections too, so
@@ -362,7 +362,7 @@ class AsyncAcquirer(HolderCalls):
     async def close(self) -> None:
         """Release everything still held and stop the lease clock (the store then closes the backend)."""
         self.closed = True
-        for holding in self.leases.snapshot():
+        for holding in self.clock.snapshot():
             ok = False
             try:
                 ok = await self.backend.release(holding.claim)
@@ -370,5 +370,5 @@ class AsyncAcquirer(HolderCalls):
                 log.warning("close: could not release %r: %s", holding.claim.name, err)
             self._forget(holding)
             self._released(holding, ok, ends=True)  # no longer held by this process either way
-        await self.leases.stop()
+        await self.clock.stop()
         self._dispatcher.close()

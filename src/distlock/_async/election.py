@@ -26,9 +26,9 @@ from .._core.types import Claim, LeaderInfo, Mode
 from .._core.validate import check_timeout, check_ttl, check_value
 from .._errors import ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
 from . import leading
+from .clock import Holding
 from .held import LeaseView, LostCallback, RevokeCallback, RiskCallback
 from .leading import ElectionCallback, LeaderCallback
-from .lease import Holding
 from .locks import _Scoped
 
 if TYPE_CHECKING:

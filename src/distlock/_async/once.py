@@ -32,8 +32,8 @@ from .._core.text import seconds
 from .._core.timing import monotonic
 from .._core.validate import check_ttl
 from .._errors import ConfigError, LockError, LockLost, UnsupportedFeature
+from .clock import Holding
 from .held import LostCallback
-from .lease import Holding
 from .locks import AsyncLock
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class AsyncOnce(idiom.AsyncOnly):
         """Release the holding, or leave it to end ``at_least`` after the start; ``LockLost`` if it was lost."""
         core = self._store._acquirer
         left = self.at_least - (monotonic() - ran.started)
-        if left > 0 and not core.leases.check(holding):
+        if left > 0 and not core.clock.check(holding):
             try:
                 await core.shorten(holding, left)
             except UnsupportedFeature:

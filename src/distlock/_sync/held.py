@@ -10,7 +10,7 @@
   ``revoke_reason``, ``on_revoke``: someone asked the holder to let go, ``Store.request_release``). Written
   once for both.
 
-None of it does I/O: each reads the lease clock's figures (``lease.py``), so a holder may call them right
+None of it does I/O: each reads the lease clock's figures (``clock.py``), so a holder may call them right
 before each side effect.
 """
 
@@ -28,7 +28,7 @@ from .._errors import ConfigError, LockLost, NotHeld
 
 if TYPE_CHECKING:
     from .acquirer import SyncAcquirer
-    from .lease import Holding
+    from .clock import Holding
 
 #: ``at_risk`` is set once less than this share of a holding's lease is left: the renewal sent with two
 #: thirds left has failed or is still unanswered (or a session's server has not answered for half its
@@ -86,7 +86,7 @@ class Lost(Flag):
 
     def event(self, expire: Callable[[], object]) -> rt.Event:
         """The event that is set when the holding is lost (already set if it was); ``expire`` loses the
-        holding now if its lease end has passed (``Leases.expire``), for the event's ``is_set()``."""
+        holding now if its lease end has passed (``LeaseClock.expire``), for the event's ``is_set()``."""
         return self._event_of(lambda: Clocked(expire))
 
 
@@ -174,7 +174,7 @@ class LeaseView:
         moment ``lost`` fires unless a renewal moves it first (on ZooKeeper: the session's). None when not
         held."""
         holding = self._viewed()
-        return None if holding is None else self._acquirer.leases.deadline(holding)
+        return None if holding is None else self._acquirer.clock.deadline(holding)
 
     @property
     def ttl_left(self) -> float | None:

@@ -1,7 +1,7 @@
 # GENERATED from src/distlock/_async/holder_calls.py by scripts/gen_sync.py: edit that file, not this one.
 """The round trips a holder makes about its own holding, beyond acquire and release: ``extend`` (a renewal
 now), ``shorten`` (an at-most-once run that ended early), ``still_held`` (asks the backend) and ``proclaim`` (an
-election leader's new value). Each takes the holding's one I/O turn (``Leases.wait_io``), so it never races a
+election leader's new value). Each takes the holding's one I/O turn (``LeaseClock.wait_io``), so it never races a
 renewal, and an answer that comes after the lease end confirms nothing. A part of the store's acquirer
 (``acquirer.py``), apart because it is the holder's side of the lease, not the acquire."""
 
@@ -16,14 +16,14 @@ from .._core import forks
 from .._core.timing import monotonic
 from .._errors import LockLost, UnsupportedFeature
 from .backend import SyncBackend
-from .lease import Holding, Leases
+from .clock import Holding, LeaseClock
 
 
 class HolderCalls:
     """Mixed into ``AsyncAcquirer``, which gives what is declared here."""
 
     backend: SyncBackend
-    leases: Leases
+    clock: LeaseClock
     scheme: str
 
     if TYPE_CHECKING:
@@ -41,23 +41,23 @@ class HolderCalls:
         after the lease end confirms nothing)."""
         self.ours(holding)
         self.blocking()
-        leases = self.leases
-        if leases.check(holding):
+        clock = self.clock
+        if clock.check(holding):
             raise self._lost_error(holding)
-        leases.wait_io(holding)  # one round trip at a time per holding: the renewer's, or ours
+        clock.wait_io(holding)  # one round trip at a time per holding: the renewer's, or ours
         claim = replace(holding.claim, ttl=ttl)
         sent = monotonic()
         try:
             ok = (self.backend.renew([claim]))[0]
         except BaseException:
-            leases.end_io(holding, sent, ttl, None)  # it may still reach the server
+            clock.end_io(holding, sent, ttl, None)  # it may still reach the server
             raise
         if ok:
             holding.claim = claim  # before end_io: the next renewal must carry the new TTL
-        leases.end_io(holding, sent, ttl, ok)
+        clock.end_io(holding, sent, ttl, ok)
         if not ok and not holding.lost.is_set():
             self.lose(holding, "extend() found the lease gone", events.REFUSED)
-        if leases.check(holding):
+        if clock.check(holding):
             raise self._lost_error(holding)
 
     def shorten(self, holding: Holding, ttl: float) -> None:
@@ -69,23 +69,23 @@ class HolderCalls:
         before. ``LockLost``: the lease was gone, or the answer came after its end. Any other error: the
         outcome is unknown, so the holding is forgotten and its lease ends by itself."""
         self.ours(holding)
-        leases = self.leases
-        leases.wait_io(holding)
+        clock = self.clock
+        clock.wait_io(holding)
         sent = monotonic()
         try:
             ok = rt.shielded(self.backend.shorten(holding.claim, ttl))
         except UnsupportedFeature:
-            leases.end_io(holding, sent, holding.claim.ttl, False)  # nothing was sent: only frees the I/O turn
+            clock.end_io(holding, sent, holding.claim.ttl, False)  # nothing was sent: only frees the I/O turn
             raise
         except BaseException:
             self._forget(holding)
             self._released(holding, False, ends=True)  # no longer this process's either way
             raise
-        if ok and not leases.check(holding):  # an answer after the old lease end confirms nothing
+        if ok and not clock.check(holding):  # an answer after the old lease end confirms nothing
             self._forget(holding)
             self._released(holding, True, ends=True)  # this process's holding ends here (events, metrics)
             return
-        leases.end_io(holding, sent, holding.claim.ttl, False)
+        clock.end_io(holding, sent, holding.claim.ttl, False)
         if not holding.lost.is_set():
             self.lose(holding, "the lease was gone when the job ended", events.REFUSED)
         raise self._lost_error(holding)
@@ -99,7 +99,7 @@ class HolderCalls:
             return False
         self.blocking()
         if self.backend.holds(holding.claim):
-            return not self.leases.check(holding)  # a "yes" that came after the lease end is no yes
+            return not self.clock.check(holding)  # a "yes" that came after the lease end is no yes
         self.lose(holding, "the backend no longer lists this holder")
         return False
 
@@ -108,17 +108,17 @@ class HolderCalls:
         ``LockLost`` (and the holding lost) if it does not, or if the answer came after the lease end."""
         self.ours(holding)
         self.blocking()
-        self.leases.wait_io(holding)  # not concurrently with a renewal of the same holding
+        self.clock.wait_io(holding)  # not concurrently with a renewal of the same holding
         sent = monotonic()
         try:
             ok = self.backend.proclaim(holding.claim, value)
         finally:  # a proclaim confirms no lease (it does not extend it): it only frees the holding's I/O turn
-            self.leases.end_io(holding, sent, holding.claim.ttl, False)
+            self.clock.end_io(holding, sent, holding.claim.ttl, False)
         if ok:
             holding.claim = replace(holding.claim, value=value)
         elif not holding.lost.is_set():
             self.lose(holding, "proclaim() found the leadership gone")
-        if self.leases.check(holding):
+        if self.clock.check(holding):
             raise self._lost_error(holding)
 
     def _lost_error(self, holding: Holding) -> LockLost:

@@ -22,8 +22,8 @@ from .._core.timing import Deadline
 from .._core.types import Claim, Mode
 from .._core.validate import check_max_hold, check_permits, check_timeout, check_ttl
 from .._errors import AcquireTimeout, ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
+from .clock import Holding
 from .held import LeaseView, LostCallback, RevokeCallback, RiskCallback
-from .lease import Holding
 
 if TYPE_CHECKING:
     from .acquirer import SyncAcquirer

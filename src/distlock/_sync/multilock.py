@@ -11,8 +11,8 @@ from .. import _rt_sync as rt
 from .._core.timing import Deadline
 from .._core.validate import check_timeout
 from .._errors import ConfigError, LockError
+from .clock import Holding
 from .held import LostCallback, RevokeCallback
-from .lease import Holding
 from .locks import Lock, _Acquirable, _wait_of
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ is what is MySQL's own:
 * ``_async/``: written once (``_sync/`` is generated from it by ``scripts/gen_sync.py``):
 
   * ``__init__.py``: ``Backend``, the registry's entry: picks the URL's mode and opens it with ``MyDriver``;
-  * ``lease.py``: ``MyLeaseMode``, the lease mode's transactional protocol and its bell (a companion
+  * ``lease_mode.py``: ``MyLeaseMode``, the lease mode's transactional protocol and its bell (a companion
     ``GET_LOCK``) that wakes the waiters;
   * ``driver.py``: ``MyDriver``, the driver under every mode: connections, bounded calls, errors;
 

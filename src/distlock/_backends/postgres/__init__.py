@@ -4,7 +4,7 @@ and the statements are the shared SQL layer's (``_backends/sql/``); this folder 
 * ``_async/``: written once (``_sync/`` is generated from it by ``scripts/gen_sync.py``):
 
   * ``__init__.py``: ``Backend``, the registry's entry: picks the URL's mode and opens it with ``PgDriver``;
-  * ``lease.py``: ``PgLeaseMode``, the lease mode's autocommit protocol and its LISTEN/NOTIFY wake-ups;
+  * ``lease_mode.py``: ``PgLeaseMode``, the lease mode's autocommit protocol and its LISTEN/NOTIFY wake-ups;
   * ``driver.py``: ``PgDriver``, psycopg under every mode: connections, bounded calls, errors, poolers;
   * ``query.py``: the multi-statement Query a lease try goes as;
 

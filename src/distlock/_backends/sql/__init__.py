@@ -11,7 +11,7 @@ down to the statements:
     lock held in an open transaction;
   * ``session.py``: ``SessionMode``, ``mode=session``: the database's own lock on a connection pinned to the
     holding;
-  * ``lease.py``: ``LeaseMode``, ``mode=lease`` (default): holdings are rows of lease tables with an expiry;
+  * ``lease_mode.py``: ``LeaseMode``, ``mode=lease`` (default): holdings are rows of lease tables with an expiry;
     the dialects add their protocol and push (``PgLeaseMode``, ``MyLeaseMode``);
   * ``lease_attempt.py``: ``LeaseAttempt``, one lease-mode waiter's tries, waits and clean-up;
   * ``base.py``: ``SqlBase``, what every mode shares: URL options, the connection pool and its bounded

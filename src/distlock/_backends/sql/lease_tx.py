@@ -3,7 +3,7 @@
 No I/O. Each operation is one short ``BEGIN ... COMMIT`` on one pooled connection (the driver adds BEGIN to
 the first round trip and the COMMIT to the last, ``Stmt.last``); the acquire takes the name's ``GET_LOCK``
 first, reads, decides in Python (``arbiter.decide``) and writes before the COMMIT lets go of that lock. The
-waiters' bell (a companion ``GET_LOCK``) is the backend's (``_backends/mysql/_async/lease.py``); the
+waiters' bell (a companion ``GET_LOCK``) is the backend's (``_backends/mysql/_async/lease_mode.py``); the
 statements it sends with a try or a release are here (``acquire_after_bell``, ``release_ringing``).
 """
 
@@ -53,7 +53,7 @@ class TxOps(LeaseOps):
 
     def acquire_after_bell(self, claim: Claim, key: str, keep_bell: bool) -> Generator[Stmt, Result, Grant | None]:
         """MySQL: ``acquire`` sent right behind a waiter's bell wait, its first round trip the bell's
-        (``mysql/lease.py``); None when the bell did not ring (nobody rings it: the waiter polls instead; or
+        (``mysql/lease_mode.py``); None when the bell did not ring (nobody rings it: the waiter polls instead; or
         the wait timed out: the caller decides whether to try, as at its deadline it must not).
         ``keep_bell``: the bell wait kept the bell it was granted, and a grant keeps it (its COMMIT lets go of
         the name's lock only); a refusal lets go of it with every other named lock, as any try does."""
@@ -187,7 +187,7 @@ class TxOps(LeaseOps):
 
     def release_ringing(self, claim: Claim, companion: str) -> Generator[Stmt, Result, bool]:
         """MySQL: ``release``, and the waiters' bell (the ``GET_LOCK`` companion ``companion``) let go in
-        the same round trip, on the connection that holds that bell (``mysql/lease.py``): whether our row was
+        the same round trip, on the connection that holds that bell (``mysql/lease_mode.py``): whether our row was
         live, then the delete, then the let-go (after the delete: a waiter the bell wakes finds the row gone)."""
         p = self.p
         r = yield Stmt(

@@ -29,7 +29,7 @@ from .. import keys
 from ..guard import EtcdGuard
 from . import admin, latch
 from .gateway import FAST_TRY, Denied, Gateway, denied
-from .leases import Lease, Leases
+from .leases import Lease, LeasePool
 from .mutex import Attempt, Entry
 from .waits import Waits
 from .watch import PrefixWatch, Watch
@@ -73,7 +73,7 @@ class Backend(AsyncBackend):
     def __init__(self, config: StoreConfig, gw: Gateway) -> None:
         super().__init__(config)
         self.gw = gw
-        self.leases = Leases(gw)
+        self.leases = LeasePool(gw)
         self.waits = Waits(gw)
         self._mutex = threading.Lock()
         self._entries: dict[str, Entry] = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...._core.types import HolderInfo, LockInfo
 from .. import keys
 from .gateway import Denied, Gateway, denied
-from .leases import Leases
+from .leases import LeasePool
 
 
 async def snapshot(gw: Gateway, name: str) -> tuple[list[keys.Contender], list[keys.Contender], dict[bytes, str]]:
@@ -34,7 +34,7 @@ async def snapshot(gw: Gateway, name: str) -> tuple[list[keys.Contender], list[k
     return queue, keys.holders(queue, permits), owners
 
 
-async def inspect(gw: Gateway, leases: Leases, name: str) -> LockInfo | None:
+async def inspect(gw: Gateway, leases: LeasePool, name: str) -> LockInfo | None:
     queue, holders, owners = await snapshot(gw, name)
     if not holders:
         return None
@@ -48,7 +48,7 @@ async def inspect(gw: Gateway, leases: Leases, name: str) -> LockInfo | None:
     return LockInfo(name, keys.queue_kind(queue), tuple(infos), len(queue) - len(holders))
 
 
-async def list_held(gw: Gateway, leases: Leases, prefix: str) -> list[LockInfo]:
+async def list_held(gw: Gateway, leases: LeasePool, prefix: str) -> list[LockInfo]:
     """Every held lock whose name starts with ``prefix``: one range read of the names, then each inspected."""
     start = prefix.encode("utf-8")
     op = keys.range_op(start or b"\x01", keys.prefix_end(start) if start else b"\x00")

@@ -9,8 +9,8 @@ reuses it if enough of it is left, which saves the grant and revoke writes of th
 Who keeps which lease alive:
 
 * the store's renewer, every tick, all held leases and the free ones of the pool in one keepalive stream
-  request (``Leases.renew``; the backend then checks the keys are still there);
-* a waiter, its own queue entry's lease, while it waits (``Leases.refresh_waiting`` from ``mutex.py``),
+  request (``LeasePool.renew``; the backend then checks the keys are still there);
+* a waiter, its own queue entry's lease, while it waits (``LeasePool.refresh_waiting`` from ``mutex.py``),
   together with the leases of the store's other waiters that are due soon: one request for a process's
   whole line of waiters, not one per waiter;
 * an aged free lease is refreshed when it is taken from the pool, which beats a grant (no raft write).
@@ -60,7 +60,7 @@ class Lease:
         self.ttl = min(self.ttl, ttl)  # the server's word, in case it ever answers less than it granted
 
 
-class Leases:
+class LeasePool:
     """The lease calls of one store (grant, keepalive, revoke, time to live) and its pool of free leases."""
 
     def __init__(self, gw: Gateway) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...._core.types import HolderInfo, LockInfo
 from .. import keys
 from .gateway import Denied, Gateway, denied
-from .leases import Leases
+from .leases import LeasePool
 
 
 def snapshot(gw: Gateway, name: str) -> tuple[list[keys.Contender], list[keys.Contender], dict[bytes, str]]:
@@ -35,7 +35,7 @@ def snapshot(gw: Gateway, name: str) -> tuple[list[keys.Contender], list[keys.Co
     return queue, keys.holders(queue, permits), owners
 
 
-def inspect(gw: Gateway, leases: Leases, name: str) -> LockInfo | None:
+def inspect(gw: Gateway, leases: LeasePool, name: str) -> LockInfo | None:
     queue, holders, owners = snapshot(gw, name)
     if not holders:
         return None
@@ -49,7 +49,7 @@ def inspect(gw: Gateway, leases: Leases, name: str) -> LockInfo | None:
     return LockInfo(name, keys.queue_kind(queue), tuple(infos), len(queue) - len(holders))
 
 
-def list_held(gw: Gateway, leases: Leases, prefix: str) -> list[LockInfo]:
+def list_held(gw: Gateway, leases: LeasePool, prefix: str) -> list[LockInfo]:
     """Every held lock whose name starts with ``prefix``: one range read of the names, then each inspected."""
     start = prefix.encode("utf-8")
     op = keys.range_op(start or b"\x01", keys.prefix_end(start) if start else b"\x00")

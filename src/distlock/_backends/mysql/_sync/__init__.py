@@ -4,7 +4,7 @@
 
 Lease mode (default): the lease tables of ``sql/lease.py``, the transactional protocol of
 ``sql/lease_tx.py`` (InnoDB, READ COMMITTED, the database's clock in UTC); waiters are woken by a
-companion ``GET_LOCK`` the holder keeps (``lease.py``, ``MyLeaseMode``).
+companion ``GET_LOCK`` the holder keeps (``lease_mode.py``, ``MyLeaseMode``).
 
 Session mode (``?mode=session``): ``GET_LOCK(name)`` on a connection pinned to the holding; names longer
 than 64 characters map to ``~`` + base64url(SHA-256(name)) (see ``sql/names.py``'s ``get_lock_name``). The
@@ -29,7 +29,7 @@ from ...sql._sync.base import SqlBase, pop_mode
 from ...sql._sync.rowlock import RowLockMode
 from ...sql._sync.session import SessionMode
 from .driver import MyDriver
-from .lease import MyLeaseMode
+from .lease_mode import MyLeaseMode
 
 
 class Backend(SyncBackend):

@@ -53,7 +53,7 @@ _GONE_CODES = {2003, 2006, 2013, 2055, 1927, 4031}
 @dataclass
 class Lead:
     """Statements sent in front of a script's first statement, in its round trip (a waiter's bell wait in
-    front of its try, ``mysql/lease.py``): ``count`` statements, the rows of the last one that has rows
+    front of its try, ``mysql/lease_mode.py``): ``count`` statements, the rows of the last one that has rows
     kept in ``rows``."""
 
     sql: str

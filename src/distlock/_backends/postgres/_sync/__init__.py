@@ -2,7 +2,7 @@
 """PostgreSQL: ``postgresql://user:password@host:5432/db`` (alias ``postgres://``), with psycopg 3.
 
 Lease mode (default): the lease tables of ``sql/lease.py``, the autocommit protocol of
-``sql/lease_autocommit.py``; waiters are woken by LISTEN/NOTIFY (``lease.py``, ``PgLeaseMode``).
+``sql/lease_autocommit.py``; waiters are woken by LISTEN/NOTIFY (``lease_mode.py``, ``PgLeaseMode``).
 
 Session mode (``?mode=session``): advisory locks, ``pg_advisory_lock(key)`` with key = the first 8 bytes of
 SHA-256(name) as a signed bigint (``pg_advisory_lock_shared`` for rwlock readers), on a connection
@@ -18,7 +18,7 @@ URL options: ``mode=lease|session``, ``table_prefix=distlock``, ``connect_timeou
 
 Through a connection pooler (PgBouncer, found when the store opens, see ``driver.py``): lease mode works in
 session, transaction and statement pooling (waiters poll in transaction and statement pooling, see
-``lease.py``; statement pooling runs the same ``AutocommitOps``); session mode only in session pooling. Other
+``lease_mode.py``; statement pooling runs the same ``AutocommitOps``); session mode only in session pooling. Other
 combinations are a ``ConfigError`` at open.
 """
 
@@ -29,7 +29,7 @@ from ...._url import StoreConfig
 from ...sql._sync.base import SqlBase, pop_mode
 from ...sql._sync.session import SessionMode
 from .driver import PgDriver
-from .lease import PgLeaseMode
+from .lease_mode import PgLeaseMode
 
 
 class Backend(SyncBackend):

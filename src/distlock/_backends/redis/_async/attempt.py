@@ -242,7 +242,7 @@ class RedlockAttempt(AsyncAttempt):
     async def abandon(self) -> None:
         await self._unwatch()
         c = self.claim
-        self.backend.leases.forget(c.token)
+        self.backend.releases.forget(c.token)
         await self.backend.masters.each(lambda n: n.script("abandon", c.name, c.token, c.mode.value))
 
     async def _unwatch(self) -> None:

@@ -52,9 +52,9 @@ from ...._url import StoreConfig
 from .. import calls as rc
 from . import latch
 from .attempt import Attempt
-from .leases import Leases, shorten_by_renewal
 from .node import Node, connect_node
 from .options import GIVEN_CLUSTER, cluster_option, driver_url, fence_counter, reject_unknown, timeouts
+from .releases import ReleaseLog, shorten_by_renewal
 from .watch import RedisWatch
 
 
@@ -66,7 +66,7 @@ class Backend(SyncBackend):
         self.node = node
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
-        self.leases = Leases()
+        self.releases = ReleaseLog()
 
     @classmethod
     def open(cls, config: StoreConfig) -> Backend:
@@ -109,7 +109,7 @@ class Backend(SyncBackend):
         return Attempt(self, claim)
 
     def forget(self, token: str) -> None:
-        self.leases.forget(token)
+        self.releases.forget(token)
 
     def takes_handover(self, claim: Claim) -> bool:
         """Whether a release may grant ``claim`` the name directly (``docs/redis.md``, direct hand-over): the
@@ -122,8 +122,8 @@ class Backend(SyncBackend):
         the send of the try that queued us (``handed.since``, before the grant) and lasts the TTL capped at the
         queue deadline; the first renewal extends it to the TTL. ``valid_for`` counts from now, which is no
         earlier than when the caller started this try, so the local lease end stays at or before that bound.
-        None when less than half of that lease is left (``Leases.handed``): the caller tries, which confirms."""
-        left = self.leases.handed(claim, handed.since)
+        None when less than half of that lease is left (``ReleaseLog.handed``): the caller tries, which confirms."""
+        left = self.releases.handed(claim, handed.since)
         return None if left is None else Grant(True, fence=handed.fence, valid_for=left)
 
     def try_once(self, claim: Claim, reply: str = "") -> Grant:
@@ -148,7 +148,7 @@ class Backend(SyncBackend):
             node.fences.learn(claim.name, reply)
             grant = rc.grant_of(reply)
             if grant.acquired:
-                self.leases.confirmed(claim, sent)
+                self.releases.confirmed(claim, sent)
             return grant
         (reply,), acks = node.replicated(
             "acquire", [(claim.name, args)], self.wait_replicas, self.wait_timeout_ms, "acquire", None
@@ -156,7 +156,7 @@ class Backend(SyncBackend):
         node.fences.learn(claim.name, reply)
         grant = rc.grant_of(reply)
         if grant.acquired:
-            self.leases.confirmed(claim, sent)
+            self.releases.confirmed(claim, sent)
         if grant.acquired and int(acks) < self.wait_replicas:
             self.node.script("release", claim.name, *rc.release_args(claim))
             raise BackendError(
@@ -174,9 +174,9 @@ class Backend(SyncBackend):
                 "release", claim.name, *rc.release_args(claim), unsure=unsure, timeout=self.node.budget(claim.ttl)
             )
         except BackendError:
-            self.leases.unsure(claim.token)
+            self.releases.unsure(claim.token)
             raise
-        return self.leases.released(claim.token, int(reply) == 1, True, bool(unsure))
+        return self.releases.released(claim.token, int(reply) == 1, True, bool(unsure))
 
     def renew(self, claims: Sequence[Claim]) -> list[bool]:
         if not claims:
@@ -200,7 +200,7 @@ class Backend(SyncBackend):
                     backend=self.scheme,
                 )
             out = self.told(claims, replies)
-        self.leases.renewed(claims, out, sent)
+        self.releases.renewed(claims, out, sent)
         return out
 
     def told(self, claims: Sequence[Claim], replies: Sequence[object]) -> list[bool]:
@@ -221,7 +221,7 @@ class Backend(SyncBackend):
         return int(self.node.script("holds", claim.name, claim.token, claim.mode.value)) == 1
 
     def shorten(self, claim: Claim, ttl: float) -> bool:
-        return shorten_by_renewal(self, self.leases, claim, ttl)
+        return shorten_by_renewal(self, self.releases, claim, ttl)
 
     def proclaim(self, claim: Claim, value: str) -> bool:
         record = replace(claim, value=value).record
@@ -249,7 +249,7 @@ class Backend(SyncBackend):
         tokens = self.node.script("break", name)
         for raw in tokens:
             token = raw.decode() if isinstance(raw, bytes) else str(raw)
-            self.leases.forget(token)
+            self.releases.forget(token)
             self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)
 

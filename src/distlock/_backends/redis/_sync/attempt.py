@@ -243,7 +243,7 @@ class RedlockAttempt(SyncAttempt):
     def abandon(self) -> None:
         self._unwatch()
         c = self.claim
-        self.backend.leases.forget(c.token)
+        self.backend.releases.forget(c.token)
         self.backend.masters.each(lambda n: n.script("abandon", c.name, c.token, c.mode.value))
 
     def _unwatch(self) -> None:

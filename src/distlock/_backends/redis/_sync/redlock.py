@@ -57,10 +57,10 @@ from ...._url import StoreConfig, scrub
 from .. import calls as rc
 from .attempt import Handed, RedlockAttempt
 from .fences import Vote, plan
-from .leases import Leases, shorten_by_renewal
 from .masters import Masters
 from .node import Node, connect_node
 from .options import driver_url, fence_counter, reject_unknown
+from .releases import ReleaseLog, shorten_by_renewal
 from .watch import RedisWatch
 
 #: the random delay before retrying after a split vote (nobody got a majority): desynchronises contenders
@@ -79,7 +79,7 @@ class Backend(SyncBackend):
     def __init__(self, config: StoreConfig, nodes: list[Node], node_timeout: float) -> None:
         super().__init__(config)
         self.masters = Masters(nodes, node_timeout, config.scheme)
-        self.leases = Leases()
+        self.releases = ReleaseLog()
 
     @classmethod
     def open(cls, config: StoreConfig) -> Backend:
@@ -156,7 +156,7 @@ class Backend(SyncBackend):
         if fence is not None and len(won) >= self.masters.quorum:
             valid = validity(claim.ttl, monotonic() - started)
             if valid > 0:
-                self.leases.confirmed(claim, started)
+                self.releases.confirmed(claim, started)
                 self._leave_queues(claim, votes)
                 return Grant(True, fence=fence, valid_for=valid), None
         # Failed: take the claim back wherever it may have landed (granted, or no answer in time).
@@ -183,7 +183,7 @@ class Backend(SyncBackend):
         (``fences.plan``) applies with nothing to write back: a majority of pushes must carry their largest
         fence (``docs/models/redlock_fence.pml``, HANDOVER). Each master's lease counts from the stamp its push
         echoes (the send of the try that queued us there, before its grant) and lasts the TTL capped at the
-        queue deadline; the local lease ends with the earliest of them (``Leases.handed``: with less than half of
+        queue deadline; the local lease ends with the earliest of them (``ReleaseLog.handed``: with less than half of
         it left, None, and the waiter's try confirms the grants for a full TTL)."""
         grants = handed.grants
         if len(grants) < self.masters.quorum:
@@ -194,7 +194,7 @@ class Backend(SyncBackend):
         p = plan(votes, self.masters.quorum)
         if p.fence is None or len(p.at) < self.masters.quorum:
             return None  # the fences differ: an ordinary try writes the largest back first
-        left = self.leases.handed(claim, min(h.since for h in grants.values()))
+        left = self.releases.handed(claim, min(h.since for h in grants.values()))
         return None if left is None else Grant(True, fence=p.fence, valid_for=left)
 
     def _release_on(self, nodes: Sequence[Node], timeout: float, claim: Claim) -> list[Any]:
@@ -241,7 +241,7 @@ class Backend(SyncBackend):
 
     def release(self, claim: Claim) -> bool:
         """Released if a majority removed the token. An earlier try of this release may have run where this
-        one finds the token gone: those count too while our lease cannot have ended (see ``Leases``). Too
+        one finds the token gone: those count too while our lease cannot have ended (see ``ReleaseLog``). Too
         few definite answers to tell: ``QuorumError`` (the caller may retry; the retry is idempotent)."""
         results = self._release_on(self.masters.nodes, self.masters.node_timeout, claim)
         ones = sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1)
@@ -249,9 +249,9 @@ class Backend(SyncBackend):
         errors = [r for r in results if isinstance(r, BaseException)]
         gone = ones + zeros >= self.masters.quorum  # a majority says the token does not hold the name now
         if ones < self.masters.quorum and not gone and ones + len(errors) >= self.masters.quorum:
-            self.leases.unsure(claim.token)  # too few definite answers to tell
+            self.releases.unsure(claim.token)  # too few definite answers to tell
             raise self.masters.quorum_error(claim.name, "release", errors)
-        return self.leases.released(claim.token, ones >= self.masters.quorum, gone)
+        return self.releases.released(claim.token, ones >= self.masters.quorum, gone)
 
     def renew(self, claims: Sequence[Claim]) -> list[bool]:
         if not claims:
@@ -271,7 +271,7 @@ class Backend(SyncBackend):
                 self.revoked(c.token, *request)
             # the drift margin applies to a renewal as to an acquire: ttl - elapsed - drift must stay > 0
             out.append(votes >= self.masters.quorum and validity(c.ttl, elapsed) > 0)
-        self.leases.renewed(claims, out, started)
+        self.releases.renewed(claims, out, started)
         return out
 
     def proclaim(self, claim: Claim, value: str) -> bool:
@@ -286,7 +286,7 @@ class Backend(SyncBackend):
         )
         self.masters.need_quorum(results, claim.name, "proclaim")
         votes = sum(1 for r in results if not isinstance(r, BaseException) and int(r) == 1)
-        return votes >= self.masters.quorum and monotonic() < self.leases.until(claim.token)
+        return votes >= self.masters.quorum and monotonic() < self.releases.until(claim.token)
 
     def watch(self, name: str) -> SyncWatch:
         watch = RedisWatch([n.listener for n in self.masters.nodes], self.masters.quorum, name, self.masters.fan)
@@ -294,7 +294,7 @@ class Backend(SyncBackend):
         return watch
 
     def shorten(self, claim: Claim, ttl: float) -> bool:
-        return shorten_by_renewal(self, self.leases, claim, ttl)
+        return shorten_by_renewal(self, self.releases, claim, ttl)
 
     def holds(self, claim: Claim) -> bool:
         results = self.masters.scatter(
@@ -378,7 +378,7 @@ class Backend(SyncBackend):
             for t in r
         }
         for token in tokens:
-            self.leases.forget(token)
+            self.releases.forget(token)
             self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)
 

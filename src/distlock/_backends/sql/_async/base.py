@@ -1,6 +1,6 @@
 """What every SQL mode shares: the store's URL options, its connections, bounded calls, the schema, errors.
 
-``SqlBase`` is the common base of the mode classes (``lease.py``'s ``LeaseMode`` and the dialects' lease
+``SqlBase`` is the common base of the mode classes (``lease_mode.py``'s ``LeaseMode`` and the dialects' lease
 modes, ``session.py``'s ``SessionMode``, ``rowlock.py``'s ``RowLockMode``). Each holds ONE driver object
 (``self.driver``, a ``driver.SqlDriver``: ``PgDriver`` or ``MyDriver``) that the dialect package's
 ``Backend.open`` gives it: every connection, script and statement goes through that object.

@@ -27,7 +27,7 @@ from ...._core.types import Claim, Grant, Mode
 from .. import names as sn
 
 if TYPE_CHECKING:
-    from .lease import LeaseMode
+    from .lease_mode import LeaseMode
 
 #: a waiter holds on a hand-over's NOTIFY alone only with at least this much of its lease left (else its try
 #: confirms the row, for a full TTL); the first queued waiter re-tries every LEASE_WAIT_SLICE, so normally

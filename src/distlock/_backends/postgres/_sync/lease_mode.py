@@ -1,3 +1,4 @@
+# GENERATED from src/distlock/_backends/postgres/_async/lease_mode.py by scripts/gen_sync.py: edit that file, not this one.
 """PostgreSQL lease mode (the default): the lease tables, and wake-ups by LISTEN/NOTIFY.
 
 A release, abandon or break (and an election's grant or proclaim) sends ``NOTIFY <prefix>_wake, '<name key>'``
@@ -23,7 +24,7 @@ from typing import Any
 import psycopg
 import psycopg.sql
 
-from .... import _rt_async as rt
+from .... import _rt_sync as rt
 from ...._core import ids
 from ...._core.timing import LEASE_WAIT_SLICE, monotonic
 from ...._core.types import Grant
@@ -31,10 +32,10 @@ from ...._errors import BackendError
 from ...._url import StoreConfig
 from ...sql import lease_autocommit as ac
 from ...sql import names as sn
-from ...sql._async.driver import SqlDriver
-from ...sql._async.lease import LeaseMode
-from ...sql._async.lease_attempt import LeaseAttempt, lease_slice
-from .. import _driver_async as pg
+from ...sql._sync.driver import SqlDriver
+from ...sql._sync.lease_attempt import LeaseAttempt, lease_slice
+from ...sql._sync.lease_mode import LeaseMode
+from .. import _driver_sync as pg
 from .driver import PgDriver
 
 
@@ -77,43 +78,43 @@ class PgLeaseMode(LeaseMode):
     def _pushed(self) -> bool:
         return self._listening
 
-    async def _arm_push(self) -> None:
+    def _arm_push(self) -> None:
         # a NOTIFY sent before the LISTEN would be missed until the next poll: wait (bounded) until it is on
         self._ensure_listener()
         until = monotonic() + self._connect_timeout()
         while self._can_listen and not self._listening and monotonic() < until and not self._closed:
-            await rt.sleep(0.01)
+            rt.sleep(0.01)
 
     def _observe_slice(self) -> float:
         # observers are wakers too: while one watches, the listener stays up (it stops when none is left)
         self._ensure_listener()
         return LEASE_WAIT_SLICE if self._listening else super()._observe_slice()
 
-    async def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
+    def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
         self._ensure_listener()
         delay = lease_slice(attempt, grant, timeout, backoff=not self._listening)
         assert attempt.waker is not None
-        if await attempt.waker.wait(delay):
+        if attempt.waker.wait(delay):
             attempt.backoff.reset()
 
-    async def _listen(self) -> None:
+    def _listen(self) -> None:
         failures = 0
         while not self._closed:
             conn: Any = None
             try:
-                conn = await self.driver.connect()
+                conn = self.driver.connect()
                 # quoted: an unquoted identifier is folded to lower case, and pg_notify's channel is not
                 listen = psycopg.sql.SQL("LISTEN {}; LISTEN {}").format(
                     psycopg.sql.Identifier(self.ops.channel), psycopg.sql.Identifier(self._reply)
                 )
-                await pg.guarded(conn, self._deadline(), conn.execute, listen)
+                pg.guarded(conn, self._deadline(), conn.execute, listen)
                 self._listening = True
                 self.ops.reply = self._reply  # from now on our waiters' tries name it
                 failures = 0
                 idle = 0
                 while not self._closed:
                     got = False
-                    async for note in conn.notifies(timeout=0.5):
+                    for note in conn.notifies(timeout=0.5):
                         got = True
                         key, handed = sn.handover_of(note.payload)
                         if handed is None:
@@ -127,7 +128,7 @@ class PgLeaseMode(LeaseMode):
                 failures += 1
                 self._listening = False
                 self.ops.reply = None
-                await rt.sleep(min(2.0, 0.05 * 2**failures))
+                rt.sleep(min(2.0, 0.05 * 2**failures))
                 if failures > 3 and not bool(self.wakers):
                     return
 
@@ -136,11 +137,11 @@ class PgLeaseMode(LeaseMode):
                 self.ops.reply = None  # a try made from now on names no channel: its hand-over goes to all
                 if conn is not None:
                     try:
-                        await conn.close()
+                        conn.close()
                     except psycopg.Error:
                         pass
 
-    async def aclose(self) -> None:
-        await super().aclose()
+    def close(self) -> None:
+        super().close()
         if self._listener is not None:
-            await self._listener.join(0.0)
+            self._listener.join(0.0)

@@ -29,8 +29,8 @@ from ...sql import lease_tx as tx
 from ...sql import names as sn
 from ...sql import stmt as st
 from ...sql._async.driver import RetryableError, SqlDriver, StaleConnection
-from ...sql._async.lease import LeaseMode
 from ...sql._async.lease_attempt import LeaseAttempt, lease_slice
+from ...sql._async.lease_mode import LeaseMode
 from .. import _driver_async as my
 from .driver import Lead, MyConn, MyDriver, first_value
 

@@ -1,5 +1,5 @@
-# GENERATED from src/distlock/_backends/redis/_async/leases.py by scripts/gen_sync.py: edit that file, not this one.
-"""What makes a release idempotent across retries (``Leases``), shared by the single-node and the Redlock
+# GENERATED from src/distlock/_backends/redis/_async/releases.py by scripts/gen_sync.py: edit that file, not this one.
+"""What makes a release idempotent across retries (``ReleaseLog``), shared by the single-node and the Redlock
 backend: each keeps one, fed by its acquires (``confirmed``), its renewal batches (``renewed``) and its
 releases."""
 
@@ -14,7 +14,7 @@ from ...._core.types import Claim
 from .. import calls as rc
 
 
-class Leases:
+class ReleaseLog:
     """What a release needs to be idempotent: for each held token, the local end of its last confirmed lease
     (``lease_end`` of the request that confirmed it), and whether a release of it may already have run.
 
@@ -75,12 +75,12 @@ class Leases:
         self._unsure.discard(token)
 
 
-def shorten_by_renewal(backend: SyncBackend, leases: Leases, claim: Claim, ttl: float) -> bool:
+def shorten_by_renewal(backend: SyncBackend, releases: ReleaseLog, claim: Claim, ttl: float) -> bool:
     """``shorten`` on Redis and Redlock: the renew script is the guarded step (our token only, PEXPIRE to ``ttl``
     on each server's clock; Redlock: on a majority, and a master that missed it keeps the longer lease, which
     keeps others out longer, never less). No release follows, so the token is forgotten here."""
     try:
         (ok,) = backend.renew([replace(claim, ttl=ttl)])
     finally:
-        leases.forget(claim.token)
+        releases.forget(claim.token)
     return ok

@@ -1,9 +1,8 @@
-# GENERATED from src/distlock/_backends/sql/_async/lease.py by scripts/gen_sync.py: edit that file, not this one.
 """The lease-table mode (the default, ``mode=lease``): holdings are rows with an expiry, on the database's clock.
 
 ``LeaseMode`` runs the statements of its dialect's protocol (``ops``: ``sql/lease_tx.py``'s ``TxOps`` on
 MySQL/MariaDB, ``sql/lease_autocommit.py``'s ``AutocommitOps`` on PostgreSQL; the dialects' subclasses,
-``mysql/lease.py`` and ``postgres/lease.py``, pick it and add their push). Each operation is one short
+``mysql/lease_mode.py`` and ``postgres/lease_mode.py``, pick it and add their push). Each operation is one short
 transaction on a pooled connection (or autocommit statements); the acquire locks the name first, so it and
 the takeover of an expired holding are atomic. Renewal of every held lease of the store is one transaction
 per tick, which also sweeps long-expired rows now and then. Waiters (``lease_attempt.py``) watch the name
@@ -18,9 +17,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
-from .... import _rt_sync as rt
-from ...._sync.backend import SyncAttempt, SyncWatch, told
-from ...._sync.batch import Batched
+from .... import _rt_async as rt
+from ...._async.backend import AsyncAttempt, AsyncWatch, told
+from ...._async.batch import Batched
 from ...._core import ids
 from ...._core.timing import (
     LEASE_WAIT_SLICE,
@@ -46,7 +45,7 @@ log = logging.getLogger("distlock")
 SWEEP_EVERY = 30.0
 
 
-class _Watch(SyncWatch):
+class _Watch(AsyncWatch):
     """An observer is woken where the name's waiters are: by this store's own changes at once, and by the
     dialect's push from other processes (PostgreSQL NOTIFY on grants of election claims, proclaims and
     releases). MySQL's bell only rings when a holder lets go, so an observer there reads again every
@@ -58,11 +57,11 @@ class _Watch(SyncWatch):
         self._waker: rt.Waker | None = rt.Waker()
         backend.wakers.watch(key, self._waker, every=True)  # an observer takes every wake-up, not a turn
 
-    def wait(self, timeout: float) -> None:
+    async def wait(self, timeout: float) -> None:
         if self._waker is not None:
-            self._waker.wait(min(timeout, self._backend._observe_slice()))
+            await self._waker.wait(min(timeout, self._backend._observe_slice()))
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         if self._waker is not None:
             self._backend.wakers.unwatch(self._key, self._waker)
             self._waker = None
@@ -77,10 +76,10 @@ class _Abandons(Batched[str, tuple[Claim, str], bool]):
         super().__init__()
         self._backend = backend
 
-    def run(self, items: list[tuple[str, tuple[Claim, str]]]) -> dict[str, bool]:
+    async def run(self, items: list[tuple[str, tuple[Claim, str]]]) -> dict[str, bool]:
         b = self._backend
         claims = [item for _, item in items]
-        found: dict[str, bool] = b._tx(lambda: b.ops.abandon_settled(claims), tx=b._in_tx("abandon"))
+        found: dict[str, bool] = await b._tx(lambda: b.ops.abandon_settled(claims), tx=b._in_tx("abandon"))
         return found
 
 
@@ -121,7 +120,7 @@ class LeaseMode(SqlBase):
         return operation not in self.ops.own_tx
 
     # -- wake-up hooks (the dialect) --------------------------------------------------------------------------
-    def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
+    async def _lease_wait(self, attempt: LeaseAttempt, grant: Grant, timeout: float | None) -> None:
         raise NotImplementedError
 
     def _pushed(self) -> bool:
@@ -132,20 +131,20 @@ class LeaseMode(SqlBase):
     #: wakes it through ``wakers``), not only while it waits on the dialect's own push (MySQL's bell)
     push_wakes_head_anywhere = False
 
-    def keep_queued(self, token: str) -> bool:
+    async def keep_queued(self, token: str) -> bool:
         """Keep the queue entry of a waiting ``token`` alive; False if it ran out. The store's waiters that
         only keep their place share one UPDATE: a call within a slice of the last batch that kept this token
         returns at once, any other runs a batch for every such waiter not kept in the last half slice."""
         with self._mutex:
             self._keeping.setdefault(token, None)
-        with self._keep_io:
+        async with self._keep_io:
             with self._mutex:
                 last = self._keeping.get(token, None)
                 if last is not None and monotonic() - last < LEASE_WAIT_SLICE:
                     return last > 0
                 due = [t for t, at in self._keeping.items() if at is None or monotonic() - at >= LEASE_WAIT_SLICE / 2]
             sent = monotonic()
-            alive: dict[str, float] = self._tx(lambda: self.ops.keep(due), tx=self._in_tx("keep"))
+            alive: dict[str, float] = await self._tx(lambda: self.ops.keep(due), tx=self._in_tx("keep"))
             with self._mutex:
                 for t in due:
                     if t in self._keeping:
@@ -154,11 +153,11 @@ class LeaseMode(SqlBase):
                             self._kept[t] = (alive[t], sent)
         return token in alive
 
-    def abandon_settled(self, claim: Claim, key: str) -> bool:
+    async def abandon_settled(self, claim: Claim, key: str) -> bool:
         """Clean up after a claim whose last try was answered (the protocol's ``abandon_settled``); True if
         something of it was deleted. The store's claims that give up together share one transaction (``_Abandons``)."""
         try:
-            found: bool = self._abandons(claim.token, (claim, key), self._deadline())
+            found: bool = await self._abandons(claim.token, (claim, key), self._deadline())
         except TimeoutError:
             raise BackendError(f"database call timed out ({self.describe()})", backend=self.scheme) from None
         return found
@@ -201,20 +200,20 @@ class LeaseMode(SqlBase):
         with self._mutex:
             return self._handed.pop(token, None)
 
-    def _granted(self, claim: Claim, key: str) -> None:
+    async def _granted(self, claim: Claim, key: str) -> None:
         """After a grant (MySQL takes the companion lock here; an election's grant wakes local observers)."""
         if claim.value is not None:
             self.wakers.wake(key)
 
-    def _released(self, tokens: Sequence[str], key: str) -> None:
+    async def _released(self, tokens: Sequence[str], key: str) -> None:
         """After a release/abandon/break: wake the local waiters (and ring the bell)."""
         self.wakers.wake(key)
 
-    def _forget_bells(self, tokens: Sequence[str]) -> None:
+    async def _forget_bells(self, tokens: Sequence[str]) -> None:
         """Holdings that ran out keep no companion lock (MySQL)."""
 
     # -- the backend interface -------------------------------------------------------------------------
-    def attempt(self, claim: Claim) -> SyncAttempt:
+    def attempt(self, claim: Claim) -> AsyncAttempt:
         self._check_record(claim.name, claim.record if claim.value is not None else None)
         return LeaseAttempt(self, claim)
 
@@ -227,47 +226,47 @@ class LeaseMode(SqlBase):
                 backend=self.scheme,
             )
 
-    def proclaim(self, claim: Claim, value: str) -> bool:
+    async def proclaim(self, claim: Claim, value: str) -> bool:
         record = replace(claim, value=value).record
         self._check_record(claim.name, record)
         key = sn.name_key(claim.name)
-        ok: bool = self._tx(lambda: self.ops.proclaim(claim, key, record))
+        ok: bool = await self._tx(lambda: self.ops.proclaim(claim, key, record))
         if ok:
             self.wakers.wake(key)
         return ok
 
-    def watch(self, name: str) -> SyncWatch:
+    async def watch(self, name: str) -> AsyncWatch:
         watch = _Watch(self, sn.name_key(name))
-        self._arm_push()
+        await self._arm_push()
         return watch
 
-    def latch_watch(self, name: str) -> SyncWatch:
+    async def latch_watch(self, name: str) -> AsyncWatch:
         """A latch's waiters are woken where a name's observers are: this store's own count-down to zero at
         once, another process's by the dialect's push (PostgreSQL's NOTIFY), else a poll."""
         watch = _Watch(self, sl.wake_key(sn.name_key(name)))
-        self._arm_push()
+        await self._arm_push()
         return watch
 
     def _latch_woken(self, key: str) -> None:
         self.wakers.wake(key)
 
-    def _arm_push(self) -> None:
+    async def _arm_push(self) -> None:
         """Before an observer's first read: make sure the dialect's push is on (PostgreSQL: LISTEN)."""
 
     def _observe_slice(self) -> float:
         """How long an observer may wait before it reads again: the dialect's push says (see ``_Watch``)."""
-        return SyncWatch.POLL
+        return AsyncWatch.POLL
 
-    def _release(self, claim: Claim) -> bool:
+    async def _release(self, claim: Claim) -> bool:
         key = sn.name_key(claim.name)
-        ok, handed = self._tx(lambda: self.ops.release(claim, key), tx=False)
+        ok, handed = await self._tx(lambda: self.ops.release(claim, key), tx=False)
         if handed is None:
-            self._released([claim.token], key)
+            await self._released([claim.token], key)
         else:
             self._handed_on(key, handed)
         return bool(ok)
 
-    def renew(self, claims: Sequence[Claim]) -> list[bool]:
+    async def renew(self, claims: Sequence[Claim]) -> list[bool]:
         if not claims:
             return []
         share = RENEW_SHARE * min(c.ttl for c in claims)
@@ -275,50 +274,50 @@ class LeaseMode(SqlBase):
         for attempt in range(2):
             try:
                 with Budget(share):  # a silent connection costs one try; the second runs on a fresh one
-                    renewed = self._tx(lambda: self.ops.renew(claims), tx=self._in_tx("renew"))
+                    renewed = await self._tx(lambda: self.ops.renew(claims), tx=self._in_tx("renew"))
                 result = told(self, claims, renewed)
                 break
             except BackendError:
                 if attempt:
                     raise
-        self._maybe_sweep()
+        await self._maybe_sweep()
         with self._mutex:
             result = [ok or c.token in self._releasing for c, ok in zip(claims, result, strict=True)]
         gone = [c.token for c, ok in zip(claims, result, strict=True) if not ok]
         if gone:
-            self._forget_bells(gone)
+            await self._forget_bells(gone)
         return result
 
-    def _maybe_sweep(self) -> None:
+    async def _maybe_sweep(self) -> None:
         """Every SWEEP_EVERY seconds, from the renewer: remove expired rows and free names' rows."""
         if monotonic() - self._swept < SWEEP_EVERY:
             return
         self._swept = monotonic()
         try:
-            self._tx(lambda: self.ops.sweep())
+            await self._tx(lambda: self.ops.sweep())
         except BackendError as exc:
             log.debug("sweep failed: %s", exc)
 
-    def holds(self, claim: Claim) -> bool:
-        ok: bool = self._tx(lambda: self.ops.holds(claim), tx=False)
+    async def holds(self, claim: Claim) -> bool:
+        ok: bool = await self._tx(lambda: self.ops.holds(claim), tx=False)
         return ok
 
-    def shorten(self, claim: Claim, ttl: float) -> bool:
+    async def shorten(self, claim: Claim, ttl: float) -> bool:
         # the renewal statement is the guarded step: our token, a live lease only, expires_at on the server's clock
         short = [replace(claim, ttl=ttl)]
-        ((ok, _),) = self._tx(lambda: self.ops.renew(short), tx=self._in_tx("renew"))
-        self._forget_bells([claim.token])  # MySQL: waiters then look again and wait for the row's end
+        ((ok, _),) = await self._tx(lambda: self.ops.renew(short), tx=self._in_tx("renew"))
+        await self._forget_bells([claim.token])  # MySQL: waiters then look again and wait for the row's end
         return bool(ok)
 
-    def inspect(self, name: str) -> LockInfo | None:
-        infos = self._tx(lambda: self.ops.inspect([name]), tx=False)
+    async def inspect(self, name: str) -> LockInfo | None:
+        infos = await self._tx(lambda: self.ops.inspect([name]), tx=False)
         return infos[0] if infos else None
 
-    def list(self, prefix: str) -> list[LockInfo]:
-        infos: list[LockInfo] = self._tx(lambda: self.ops.inspect(None, prefix), tx=False)
+    async def list(self, prefix: str) -> list[LockInfo]:
+        infos: list[LockInfo] = await self._tx(lambda: self.ops.inspect(None, prefix), tx=False)
         return infos
 
-    def request_release(self, name: str, reason: str) -> bool:
+    async def request_release(self, name: str, reason: str) -> bool:
         if not self.ops.asks:
             raise UnsupportedFeature(
                 f"the table {self.prefix}_holders has no asked column and this role could not add it: run "
@@ -327,12 +326,12 @@ class LeaseMode(SqlBase):
                 backend=self.scheme,
             )
         request = f"{ids.new_token()[:12]}|{reason}"
-        asked: bool = self._tx(lambda: self.ops.ask(name, request), tx=False)
+        asked: bool = await self._tx(lambda: self.ops.ask(name, request), tx=False)
         return asked
 
-    def break_lock(self, name: str) -> bool:
-        tokens: list[str] = self._tx(lambda: self.ops.break_lock(name), tx=self._in_tx("break_lock"))
-        self._released(tokens, sn.name_key(name))
+    async def break_lock(self, name: str) -> bool:
+        tokens: list[str] = await self._tx(lambda: self.ops.break_lock(name), tx=self._in_tx("break_lock"))
+        await self._released(tokens, sn.name_key(name))
         for token in tokens:
             self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)

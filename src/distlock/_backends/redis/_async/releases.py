@@ -1,4 +1,4 @@
-"""What makes a release idempotent across retries (``Leases``), shared by the single-node and the Redlock
+"""What makes a release idempotent across retries (``ReleaseLog``), shared by the single-node and the Redlock
 backend: each keeps one, fed by its acquires (``confirmed``), its renewal batches (``renewed``) and its
 releases."""
 
@@ -13,7 +13,7 @@ from ...._core.types import Claim
 from .. import calls as rc
 
 
-class Leases:
+class ReleaseLog:
     """What a release needs to be idempotent: for each held token, the local end of its last confirmed lease
     (``lease_end`` of the request that confirmed it), and whether a release of it may already have run.
 
@@ -74,12 +74,12 @@ class Leases:
         self._unsure.discard(token)
 
 
-async def shorten_by_renewal(backend: AsyncBackend, leases: Leases, claim: Claim, ttl: float) -> bool:
+async def shorten_by_renewal(backend: AsyncBackend, releases: ReleaseLog, claim: Claim, ttl: float) -> bool:
     """``shorten`` on Redis and Redlock: the renew script is the guarded step (our token only, PEXPIRE to ``ttl``
     on each server's clock; Redlock: on a majority, and a master that missed it keeps the longer lease, which
     keeps others out longer, never less). No release follows, so the token is forgotten here."""
     try:
         (ok,) = await backend.renew([replace(claim, ttl=ttl)])
     finally:
-        leases.forget(claim.token)
+        releases.forget(claim.token)
     return ok

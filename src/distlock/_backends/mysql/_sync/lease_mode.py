@@ -1,4 +1,4 @@
-# GENERATED from src/distlock/_backends/mysql/_async/lease.py by scripts/gen_sync.py: edit that file, not this one.
+# GENERATED from src/distlock/_backends/mysql/_async/lease_mode.py by scripts/gen_sync.py: edit that file, not this one.
 """MySQL/MariaDB lease mode (the default): the lease tables, and wake-ups by a companion ``GET_LOCK``.
 
 While a store holds a name it keeps ``GET_LOCK`` on the name's companion (``distlock-bell:<key>``) on one
@@ -30,8 +30,8 @@ from ...sql import lease_tx as tx
 from ...sql import names as sn
 from ...sql import stmt as st
 from ...sql._sync.driver import RetryableError, SqlDriver, StaleConnection
-from ...sql._sync.lease import LeaseMode
 from ...sql._sync.lease_attempt import LeaseAttempt, lease_slice
+from ...sql._sync.lease_mode import LeaseMode
 from .. import _driver_sync as my
 from .driver import Lead, MyConn, MyDriver, first_value
 

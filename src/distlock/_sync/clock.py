@@ -1,3 +1,4 @@
+# GENERATED from src/distlock/_async/clock.py by scripts/gen_sync.py: edit that file, not this one.
 """The lease clock: the one owner of every holding's timing in a store.
 
 A holding's **local lease end** is the moment the request that last confirmed its lease was *sent*, plus the
@@ -37,17 +38,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import _events as events
-from .. import _rt_async as rt
+from .. import _rt_sync as rt
 from .._core import forks
 from .._core.timing import lease_end, monotonic, renew_interval
 from .._core.types import Claim, Grant
 from .._errors import LockError
-from .backend import AsyncBackend
+from .backend import SyncBackend
 from .held import AT_RISK_SHARE, Lost, Revoke, Risk, RiskCallback
 
 if TYPE_CHECKING:
-    from .election import AsyncElection
-    from .locks import AsyncLock
+    from .election import Election
+    from .locks import Lock
 
 log = logging.getLogger("distlock")
 
@@ -60,7 +61,7 @@ class Holding:
     """One owner's hold of one lock object: what the lease clock times and the lost signal reports. (Slots:
     one is made on every acquire, and its fields are read on every renewal.)"""
 
-    lock: AsyncLock | AsyncElection  # what the on_lost callbacks are given
+    lock: Lock | Election  # what the on_lost callbacks are given
     callbacks: list[Callable[[Any], object]]  # the lock's on_lost callbacks (the lock's own list)
     claim: Claim
     fence: int | None
@@ -81,7 +82,7 @@ class Holding:
     #: release requests (``Store.request_release``) this holding got
     revoke: Revoke = field(default_factory=Revoke)
     lost_reason: str = ""
-    busy: bool = False  # a renewal or extend() round trip of this holding is in flight (under Leases._mutex)
+    busy: bool = False  # a renewal or extend() round trip of this holding is in flight (under LeaseClock._mutex)
     unresolved_ttl: float = math.inf  # smallest TTL of a request of ours whose outcome is unknown
     since: float = field(default_factory=monotonic)  # when it was granted (the hold time's start)
     ended: bool = False  # released or lost, as far as the hold metrics go (under the acquirer's mutex)
@@ -89,7 +90,7 @@ class Holding:
     gen: int = field(default_factory=forks.generation)
 
 
-class Leases:
+class LeaseClock:
     """Every live holding of one store: when each ends, its renewal, and its loss.
 
     ``lose(holding, reason)`` is the store's: it sets the event and runs the callbacks. It is called from
@@ -103,7 +104,7 @@ class Leases:
 
     def __init__(
         self,
-        backend: AsyncBackend,
+        backend: SyncBackend,
         lose: Callable[[Holding, str, str], None],
         stream: events.Events,
         holder: rt.ExitHolder | None = None,
@@ -251,9 +252,9 @@ class Leases:
         # kept until done (the event loop holds only a weak reference to a task)
         self._releasing = [w for w in self._releasing if w.alive()] + [worker]
 
-    async def _release_capped(self, holding: Holding) -> None:
+    def _release_capped(self, holding: Holding) -> None:
         try:
-            await self._backend.release(holding.claim)
+            self._backend.release(holding.claim)
         except Exception as err:  # noqa: BLE001 - the lease's TTL frees it then
             log.warning("could not release %r at its max_hold (%s): it ends with its TTL", holding.claim.name, err)
 
@@ -289,7 +290,7 @@ class Leases:
             return math.inf
         return lease_end(sent, min(ttl, holding.unresolved_ttl))
 
-    async def wait_io(self, holding: Holding) -> None:
+    def wait_io(self, holding: Holding) -> None:
         """Wait until no round trip of ``holding`` is in flight, then claim it (for ``extend()``).
 
         Renewals are short and bounded, so a short poll is enough; it ends at the holding's deadline at the
@@ -300,10 +301,10 @@ class Leases:
                 with self._mutex:
                     holding.busy = True
                 return
-            await rt.sleep(0.002)
+            rt.sleep(0.002)
 
     # -- the workers -------------------------------------------------------------------------------------
-    async def _clock_loop(self) -> None:
+    def _clock_loop(self) -> None:
         while not self._closing:
             now = monotonic()
             wake = now + self.TICK
@@ -321,9 +322,9 @@ class Leases:
                     wake = min(wake, risky)
                 if (now >= risky) != h.risk.is_set() and self._risk is not None:
                     self._risk(h, now >= risky)
-            await self._clock.sleep_until(wake)
+            self._clock.sleep_until(wake)
 
-    async def _renew_loop(self) -> None:
+    def _renew_loop(self) -> None:
         while not self._closing:
             now = monotonic()
             due: list[Holding] = []
@@ -345,14 +346,14 @@ class Leases:
                 else:
                     wake = min(wake, h.renew_at)
             if due:
-                await self._renew(due)
+                self._renew(due)
                 continue  # a renewal takes time: look again before sleeping
-            await self._renewer.sleep_until(wake)
+            self._renewer.sleep_until(wake)
 
-    async def _renew(self, due: list[Holding]) -> None:
+    def _renew(self, due: list[Holding]) -> None:
         batch = [h for h in due if self.claim_io(h)]
         if not batch:
-            await self._renewer.sleep_until(monotonic() + 0.002)  # all busy in extend(): look again shortly
+            self._renewer.sleep_until(monotonic() + 0.002)  # all busy in extend(): look again shortly
             return
         claims = [h.claim for h in batch]  # what is sent, TTLs included: recorded on the way back
         sent = monotonic()
@@ -360,7 +361,7 @@ class Leases:
         # call that never returns (a silent link) must not keep the others from being renewed.
         bound = max(0.0, min(self.deadline(h) for h in batch) - sent)
         try:
-            results: Sequence[bool] = await rt.bounded(bound, self._backend.renew, claims)
+            results: Sequence[bool] = rt.bounded(bound, self._backend.renew, claims)
         except TimeoutError:
             self._failed(
                 batch, sent, "TimeoutError", "renewal of %d lease(s) got no answer within %.3fs; retrying", bound
@@ -402,10 +403,10 @@ class Leases:
             self.end_io(h, sent, c.ttl, None if unknown else False)
             h.renew_at = h.retry_at = now + min(RETRY_AFTER_FAILURE, c.ttl / 10.0)
 
-    async def stop(self) -> None:
+    def stop(self) -> None:
         self._closing = True
-        await self._clock.stop()
-        await self._renewer.stop()
+        self._clock.stop()
+        self._renewer.stop()
 
 
 class _Worker:
@@ -434,7 +435,7 @@ class _Worker:
 
     def ensure(self, at: float) -> None:
         # The common case, without the mutex: the loop sleeps and wakes by ``at`` anyway (a sleep is at most
-        # ``Leases.TICK``), and whatever it is asked to watch is in the store's holdings before this call,
+        # ``LeaseClock.TICK``), and whatever it is asked to watch is in the store's holdings before this call,
         # where its next look finds it. A stale read (of a sleep that has just ended) is as good: the loop
         # looks at the holdings only after it clears ``_wake_at``, and the holding was added before the read.
         wake_at, task = self._wake_at, self._task
@@ -458,7 +459,7 @@ class _Worker:
         if waker is not None:
             waker.notify()
 
-    async def sleep_until(self, at: float) -> None:
+    def sleep_until(self, at: float) -> None:
         with self._mutex:
             at = min(at, self._earliest)
             self._earliest = math.inf
@@ -466,12 +467,12 @@ class _Worker:
             waker = self._waker
         assert waker is not None
         try:
-            await waker.wait(max(0.0, at - monotonic()))
+            waker.wait(max(0.0, at - monotonic()))
         finally:
             with self._mutex:
                 self._wake_at = None
 
-    async def stop(self) -> None:
+    def stop(self) -> None:
         self.wake()
         if self._task is not None:
-            await self._task.join(5.0)
+            self._task.join(5.0)
