@@ -7,6 +7,7 @@ lease (``lease_of``): the time a dead or paused holder keeps the lock.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,12 +43,16 @@ class CheckConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _known(what: str, given: Sequence[str], choices: Sequence[str], more: str = "") -> None:
+    for value in given:
+        if value not in choices:
+            raise ConfigError(f"unknown {what} {value!r}; choose from {', '.join(choices)}{more}")
+
+
 def validate(cfg: CheckConfig) -> None:
     if cfg.algorithm not in ALGORITHMS:
         raise ConfigError(f"unknown --algorithm {cfg.algorithm!r}; choose from {', '.join(ALGORITHMS)}")
-    for f in cfg.faults:
-        if f not in FAULTS:
-            raise ConfigError(f"unknown fault {f!r}; choose from {', '.join(FAULTS)}")
+    _known("fault", cfg.faults, FAULTS)
     for f in cfg.faults:
         if f not in SERVER_FAULTS:
             continue
@@ -61,12 +66,8 @@ def validate(cfg: CheckConfig) -> None:
         raise ConfigError(f"unknown --api {cfg.api!r}; choose from {', '.join(APIS)}")
     if cfg.api == "async" and cfg.algorithm not in DISTLOCK_ALGORITHMS:
         raise ConfigError(f"--api async drives distlock's own lock; the {cfg.algorithm} baseline has no asyncio API")
-    for s in cfg.sinks:
-        if s not in SINKS:
-            raise ConfigError(f"unknown --sink {s!r}; choose from {', '.join(SINKS)} or all")
-    for w in cfg.writers:
-        if w not in WRITERS:
-            raise ConfigError(f"unknown --writer {w!r}; choose from {', '.join(WRITERS)}")
+    _known("--sink", cfg.sinks, SINKS, " or all")
+    _known("--writer", cfg.writers, WRITERS)
     if cfg.sql_sink is not None and "sql" not in cfg.sinks:
         raise ConfigError("--sql-sink says where the sql sink writes: add --sink sql")
     if cfg.sinks and cfg.algorithm not in DISTLOCK_ALGORITHMS:

@@ -22,7 +22,7 @@ and the same faults, through the async store and its own drivers (aiomysql, psyc
 redis-py's asyncio client...), whose renewals then run as tasks.
 
 With ``--sink`` each holding also reads every data sink right after the grant and writes it at the end of its
-critical section, once per writer (``sinks.Writers``): the figures come from what the resources accepted.
+critical section, once per writer (``writers.Writers``): the figures come from what the resources accepted.
 
 The worker writes to the resources blindly, without first asking whether it still holds the lock: a process
 that was paused between its check and its write would write anyway, and showing what the resources do then
@@ -49,7 +49,8 @@ from .adapters import AsyncDistlockLock, DistlockLock
 from .broken import BROKEN, CheckedLock
 from .history import FORKED_CHILD
 from .resource import FencedOutcome, FencedRegister, UnfencedSet
-from .sinks import SinkSpec, Writers
+from .sinks import SinkSpec
+from .writers import Writers
 
 #: algorithms that run distlock's own lock (``ignore-lost``: a user who never looks at ``lost``; ``election``:
 #: the workers campaign in a leader election and the leader writes with its term as the fence)

@@ -127,18 +127,22 @@ class Admin:
                 level.extend(f"{path}/{c}" for c in children if not layout.is_contender(c))
         return sorted(found, key=lambda i: i.name)
 
-    def request_release(self, name: str, reason: str) -> bool:
-        """Write a release request into the data of every node that holds ``name`` (a semaphore's first
-        ``permits`` leases); True if there was one. Nothing is written for a free name."""
+    def _holding_nodes(self, name: str) -> list[str]:
+        """The nodes that hold ``name``: a lock's holding children, or a semaphore's leases in their order (the
+        first ``permits`` of them hold)."""
         path = layout.lock_path(name, self._root)
         contenders = queued(self._nodes.children(path))
         if contenders:
             held, _ = layout.holders_of(contenders)
-            paths = [f"{path}/{c}" for c in held]
-        else:
-            leases_path = f"{path}/{layout.SEM_LEASES}"
-            leases = queued(self._nodes.children(leases_path))
-            paths = [f"{leases_path}/{c}" for c in sorted(leases, key=lambda c: layout.sort_key(c, (layout.LEASE_MARK,)))]
+            return [f"{path}/{c}" for c in held]
+        leases_path = f"{path}/{layout.SEM_LEASES}"
+        leases = queued(self._nodes.children(leases_path))
+        return [f"{leases_path}/{c}" for c in sorted(leases, key=lambda c: layout.sort_key(c, (layout.LEASE_MARK,)))]
+
+    def request_release(self, name: str, reason: str) -> bool:
+        """Write a release request into the data of every node that holds ``name`` (a semaphore's first
+        ``permits`` leases); True if there was one. Nothing is written for a free name."""
+        paths = self._holding_nodes(name)
         w = self._wire
         asked = False
         for _ in range(RELIST):  # a node whose data changed between the read and the write is read again
@@ -174,14 +178,7 @@ class Admin:
 
     def break_lock(self, name: str) -> list[str]:
         """Delete every holding node of ``name``; return the paths deleted."""
-        path = layout.lock_path(name, self._root)
-        contenders = queued(self._nodes.children(path))
-        if contenders:
-            held, _ = layout.holders_of(contenders)
-            victims = [f"{path}/{c}" for c in held]
-        else:
-            leases_path = f"{path}/{layout.SEM_LEASES}"
-            victims = [f"{leases_path}/{c}" for c in queued(self._nodes.children(leases_path))]
+        victims = self._holding_nodes(name)
         deleted = [v for v in victims if self._nodes.delete(v)]
         self._holdings.lose_paths(deleted, "broken by an admin (break_lock)")
         return deleted
