@@ -1,5 +1,6 @@
 # GENERATED from src/distlock/_backends/etcd/_async/admin.py by scripts/gen_sync.py: edit that file, not this one.
-"""What ``inspect``, ``list`` and ``break_lock`` read of a lock's queue on etcd: everyone's keys, not ours.
+"""What ``inspect``, ``list``, ``break_lock`` and ``request_release`` read (and write) of a lock's queue on
+etcd: everyone's keys, not ours.
 
 Owners come from the values of the keys (JSON written by distlock; an empty value is a Go ``Mutex`` or an
 ``etcdctl lock``, shown as ``unknown:lease:<hex>``). Any other value is an election candidate's (distlock's,
@@ -70,3 +71,37 @@ def list_held(gw: Gateway, leases: LeasePool, prefix: str) -> list[LockInfo]:
         if info is not None:
             out.append(info)
     return out
+
+
+def request_release(gw: Gateway, name: str, reason: str) -> bool:
+    """Put a release request into each distlock holder's key (``keys.revoke_value``), on the holder's own
+    lease, if nobody wrote the key since it was read (a leader's proclaim is never overwritten with an
+    older value); True if there was a holder to ask."""
+    prefix = keys.lock_prefix(name)
+    asked = False
+    for _ in range(3):  # a holder's key written between the read and the put is read again
+        try:
+            data = gw.call("/v3/kv/range", keys.prefix_range(prefix, keys_only=False))
+        except Denied as exc:
+            raise denied(exc, name, gw.username, f"read {prefix.decode('utf-8', 'replace')!r}") from None
+        kvs = data.get("kvs") or []
+        mods = {keys.unb64(kv.get("key")): int(kv.get("mod_revision") or 0) for kv in kvs}
+        queue = keys.contenders(prefix, kvs)
+        permits = keys.parse_owner(queue[0].value)[1] if queue and queue[0].value else None
+        puts = []
+        for h in keys.holders(queue, permits):
+            value = keys.revoke_value(h.value, reason)
+            if value is not None:
+                guard = [keys.mod_is(h.key, mods[h.key])]
+                puts.append({"compare": guard, "success": [keys.put_op(h.key, value, h.lease)]})
+        if not puts:
+            return asked
+        try:
+            results = [gw.call("/v3/kv/txn", body) for body in puts]
+        except Denied as exc:
+            raise denied(exc, name, gw.username, f"write keys under {name + '/'!r}") from None
+        done = [bool(r.get("succeeded")) for r in results]
+        asked = asked or any(done)
+        if all(done):
+            return asked
+    return asked

@@ -306,55 +306,10 @@ class Backend(SyncBackend):
     def _snapshots(self, names: list[str]) -> list[list[rc.Snapshot] | BaseException]:
         return self.masters.each(lambda n: n.snapshots(names))
 
-    def _merge(self, name: str, snaps: list[rc.Snapshot]) -> LockInfo | None:
-        """A holder counts if a majority of masters list it with its fence, the largest any of them shows; lease
-        = the shortest, value = the one most of them hold (a proclaim reaches a majority; the others catch up
-        never, see proclaim). Fewer masters at that fence means its acquire is still writing the fence back
-        (``FENCE_FLOOR``): not a holder yet, whose fence (an election's term) a reader would get wrong."""
-        seen: dict[str, list[HolderInfo]] = {}
-        waiters = 0
-        for s in snaps:
-            waiters = max(waiters, s.waiters)
-            for token, h in s.holders():
-                seen.setdefault(token, []).append(h)
-        holders = []
-        silent = len(self.masters.nodes) - len(snaps)  # masters that did not answer (fewer than a majority)
-        for views in seen.values():
-            fences = [v.fence for v in views if v.fence is not None]
-            if not fences:
-                continue  # every grant carries a fence: this one's acquire has not written it yet
-            fence = max(fences)
-            views = [v for v in views if v.fence == fence]
-            if len(views) < self.masters.quorum <= len(views) + silent:
-                # it may hold a majority with the silent masters: "free" would be a guess, and a wrong one
-                # lets an admin or a script act on a held name
-                raise QuorumError(
-                    f"cannot tell whether it is held: {len(views)} answering master(s) list a holder and "
-                    f"{silent} did not answer (a majority of {self.masters.quorum} decides)",
-                    name=name,
-                    backend=self.masters.scheme,
-                )
-            if len(views) >= self.masters.quorum:
-                lefts = [v.ttl_left for v in views if v.ttl_left is not None]
-                value = Counter(v.value for v in views).most_common(1)[0][0]
-                holders.append(
-                    HolderInfo(
-                        views[0].owner,
-                        fence,
-                        views[0].mode,
-                        min(lefts) if lefts else None,
-                        value,
-                        views[0].client_name,
-                    )
-                )
-        if not holders:
-            return None
-        return LockInfo(name, lock_kind(holders[0].mode), tuple(holders), waiters)
-
     def inspect(self, name: str) -> LockInfo | None:
         results = self._snapshots([name])
         self.masters.need_quorum(results, name, "inspect")
-        return self._merge(name, [r[0] for r in results if not isinstance(r, BaseException)])
+        return merged(name, [r[0] for r in results if not isinstance(r, BaseException)], self.masters)
 
     def list(self, prefix: str) -> list[LockInfo]:
         found = self.masters.each(lambda n: n.names(prefix))
@@ -365,7 +320,7 @@ class Backend(SyncBackend):
         results = self._snapshots(names)
         self.masters.need_quorum(results, None, "list")
         ok = [r for r in results if not isinstance(r, BaseException)]
-        infos = [self._merge(name, [r[i] for r in ok]) for i, name in enumerate(names)]
+        infos = [merged(name, [r[i] for r in ok], self.masters) for i, name in enumerate(names)]
         return [i for i in infos if i is not None]
 
     def break_lock(self, name: str) -> bool:
@@ -398,3 +353,49 @@ class Backend(SyncBackend):
 
     def close(self) -> None:
         self.masters.close()
+
+
+def merged(name: str, snaps: list[rc.Snapshot], masters: Masters) -> LockInfo | None:
+    """A holder counts if a majority of masters list it with its fence, the largest any of them shows; lease
+    = the shortest, value = the one most of them hold (a proclaim reaches a majority; the others catch up
+    never, see proclaim). Fewer masters at that fence means its acquire is still writing the fence back
+    (``FENCE_FLOOR``): not a holder yet, whose fence (an election's term) a reader would get wrong."""
+    seen: dict[str, list[HolderInfo]] = {}
+    waiters = 0
+    for s in snaps:
+        waiters = max(waiters, s.waiters)
+        for token, h in s.holders():
+            seen.setdefault(token, []).append(h)
+    holders = []
+    silent = len(masters.nodes) - len(snaps)  # masters that did not answer (fewer than a majority)
+    for views in seen.values():
+        fences = [v.fence for v in views if v.fence is not None]
+        if not fences:
+            continue  # every grant carries a fence: this one's acquire has not written it yet
+        fence = max(fences)
+        views = [v for v in views if v.fence == fence]
+        if len(views) < masters.quorum <= len(views) + silent:
+            # it may hold a majority with the silent masters: "free" would be a guess, and a wrong one
+            # lets an admin or a script act on a held name
+            raise QuorumError(
+                f"cannot tell whether it is held: {len(views)} answering master(s) list a holder and "
+                f"{silent} did not answer (a majority of {masters.quorum} decides)",
+                name=name,
+                backend=masters.scheme,
+            )
+        if len(views) >= masters.quorum:
+            lefts = [v.ttl_left for v in views if v.ttl_left is not None]
+            value = Counter(v.value for v in views).most_common(1)[0][0]
+            holders.append(
+                HolderInfo(
+                    views[0].owner,
+                    fence,
+                    views[0].mode,
+                    min(lefts) if lefts else None,
+                    value,
+                    views[0].client_name,
+                )
+            )
+    if not holders:
+        return None
+    return LockInfo(name, lock_kind(holders[0].mode), tuple(holders), waiters)
