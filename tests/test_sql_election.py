@@ -13,7 +13,7 @@ import pytest
 import distlock
 from distlock import ConfigError, UnsupportedFeature
 from distlock._async.backend import AsyncWatch
-from distlock._backends.postgres._sync import lease as pg_lease
+from distlock._backends.postgres._sync import lease_mode as pg_lease
 from distlock._sync.backend import SyncWatch
 
 

@@ -149,7 +149,7 @@ def test_a_waiter_that_finds_no_bell_looks_again_before_it_polls(
     refused may look before that. Finding nobody ringing, the bell wait looks once more ``BELL_LATE`` later
     and then waits on the bell it finds; only a second miss sends the waiter to polling. (Stretched to 0.5 s
     here so that the order is certain.)"""
-    from distlock._backends.mysql._sync import lease as mysql_lease
+    from distlock._backends.mysql._sync import lease_mode as mysql_lease
 
     monkeypatch.setattr(mysql_lease, "BELL_LATE", 0.5)
     name = f"bell-late-{uuid.uuid4().hex[:8]}"
@@ -299,7 +299,7 @@ def test_a_server_clock_that_jumps_during_the_bell_wait_does_not_lengthen_the_le
     early): the server's time for the wait is then longer than it can have been, and the lease counted must
     still end no later than the server's. (What bounds it: a grant's lease never ends later than the TTL
     counted from the caller's own start of the try that returned it, here after the answer came.)"""
-    from distlock._backends.mysql._sync import lease as mysql_lease
+    from distlock._backends.mysql._sync import lease_mode as mysql_lease
 
     jumped = mysql_lease._BELL_SQL.replace(
         "@distlock_bell_at = UNIX_TIMESTAMP(NOW(6))", "@distlock_bell_at = UNIX_TIMESTAMP(NOW(6)) - 30"

@@ -221,7 +221,7 @@ def test_statement_pooling_guard_refuses_a_changed_name(bouncer: ServerProc, pos
         g = _drive(conn, ops.acquire(w, key))
         assert g.acquired and g.fence
         assert conn.execute("SELECT COUNT(*) FROM distlock_queue WHERE token = %s", (w.token,)).fetchone() == (0,)
-        assert _drive(conn, ops.renew([w])) == [True]
+        assert _drive(conn, ops.renew([w])) == [(True, None)]  # renewed, no release request
         assert _drive(conn, ops.abandon(w, key))
         assert _drive(conn, ops.acquire(r3, key)).acquired
         assert _drive(conn, ops.break_lock(name)) == [r3.token]
