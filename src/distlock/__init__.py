@@ -14,6 +14,7 @@ import logging
 
 from . import fencing
 from ._async.election import AsyncElection
+from ._async.barrier import AsyncBarrier, AsyncDoubleBarrier
 from ._async.latch import AsyncLatch
 from ._async.locks import AsyncLock, AsyncReadWriteLock, AsyncSemaphore
 from ._async.multilock import AsyncMultiLock
@@ -32,6 +33,7 @@ from ._errors import (
     UnsupportedFeature,
 )
 from ._sync.election import Election
+from ._sync.barrier import Barrier, DoubleBarrier
 from ._sync.latch import Latch
 from ._sync.locks import Lock, ReadWriteLock, Semaphore
 from ._sync.multilock import MultiLock
@@ -47,6 +49,8 @@ logging.getLogger("distlock").addHandler(logging.NullHandler())
 __all__ = [
     "AcquireTimeout",
     "AsyncElection",
+    "AsyncBarrier",
+    "AsyncDoubleBarrier",
     "AsyncLatch",
     "AsyncLock",
     "AsyncMultiLock",
@@ -59,6 +63,8 @@ __all__ = [
     "ConfigError",
     "Election",
     "HolderInfo",
+    "Barrier",
+    "DoubleBarrier",
     "Latch",
     "LeaderInfo",
     "Lock",
