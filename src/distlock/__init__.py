@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 
 from . import fencing
-from ._async.election import AsyncElection
 from ._async.barrier import AsyncBarrier, AsyncDoubleBarrier
+from ._async.election import AsyncElection
 from ._async.latch import AsyncLatch
 from ._async.locks import AsyncLock, AsyncReadWriteLock, AsyncSemaphore
 from ._async.multilock import AsyncMultiLock
@@ -32,8 +32,8 @@ from ._errors import (
     StaleFence,
     UnsupportedFeature,
 )
-from ._sync.election import Election
 from ._sync.barrier import Barrier, DoubleBarrier
+from ._sync.election import Election
 from ._sync.latch import Latch
 from ._sync.locks import Lock, ReadWriteLock, Semaphore
 from ._sync.multilock import MultiLock
@@ -48,9 +48,9 @@ logging.getLogger("distlock").addHandler(logging.NullHandler())
 
 __all__ = [
     "AcquireTimeout",
-    "AsyncElection",
     "AsyncBarrier",
     "AsyncDoubleBarrier",
+    "AsyncElection",
     "AsyncLatch",
     "AsyncLock",
     "AsyncMultiLock",
@@ -60,11 +60,11 @@ __all__ = [
     "AsyncSemaphore",
     "AsyncStore",
     "BackendError",
+    "Barrier",
     "ConfigError",
+    "DoubleBarrier",
     "Election",
     "HolderInfo",
-    "Barrier",
-    "DoubleBarrier",
     "Latch",
     "LeaderInfo",
     "Lock",

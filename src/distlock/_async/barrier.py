@@ -112,7 +112,11 @@ class AsyncDoubleBarrier(_Base):
         """Enter and block until ``parties`` members have entered: True. False after ``timeout`` seconds (None:
         for ever), with this entry withdrawn."""
         if self._entered is not None:
-            raise ConfigError("this double barrier was entered already; leave() it first", name=self.name, backend=self._backend.scheme)
+            raise ConfigError(
+                "this double barrier was entered already; leave() it first",
+                name=self.name,
+                backend=self._backend.scheme,
+            )
         native = self._backend.double_barrier_native()
         if native is not None:
             self._check_open()
@@ -131,7 +135,9 @@ class AsyncDoubleBarrier(_Base):
         """Leave and block until every member of this generation has left (or its arrival ran out): True.
         False after ``timeout`` seconds (None: for ever); this member has left all the same."""
         if self._entered is None:
-            raise ConfigError("this double barrier was not entered; enter() it first", name=self.name, backend=self._backend.scheme)
+            raise ConfigError(
+                "this double barrier was not entered; enter() it first", name=self.name, backend=self._backend.scheme
+            )
         wait = check_timeout(timeout, name=self.name, backend=self._backend.scheme)
         self._check_open()
         member, gen = self._entered

@@ -32,9 +32,9 @@ from .._registry import BY_NAME, module_of
 from .._url import StoreConfig, parse_url
 from .acquirer import AsyncAcquirer
 from .backend import AsyncBackend
+from .barrier import AsyncBarrier, AsyncDoubleBarrier
 from .election import AsyncElection, check_elections, leader, observe
 from .held import LostCallback
-from .barrier import AsyncBarrier, AsyncDoubleBarrier
 from .latch import AsyncLatch
 from .listing import Snapshot, snapshots
 from .locks import AsyncLock, AsyncReadWriteLock, AsyncSemaphore

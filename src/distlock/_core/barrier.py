@@ -74,7 +74,9 @@ class Reply:
 def check_parties(parties: object, *, name: str, backend: str) -> int:
     """``parties=`` of a barrier: an int from 1 to ``MAX_PARTIES``."""
     if isinstance(parties, bool) or not isinstance(parties, int) or not 1 <= parties <= MAX_PARTIES:
-        raise ConfigError(f"barrier parties must be an int from 1 to {MAX_PARTIES}, not {parties!r}", name=name, backend=backend)
+        raise ConfigError(
+            f"barrier parties must be an int from 1 to {MAX_PARTIES}, not {parties!r}", name=name, backend=backend
+        )
     return parties
 
 
@@ -82,7 +84,9 @@ def check_span(value: object, what: str, low: float, *, name: str, backend: str)
     """``ttl=`` / ``linger=`` of a barrier: a finite number of seconds from ``low`` to a day."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or not low <= float(value) <= 86400:  # type: ignore[arg-type]
-        raise ConfigError(f"barrier {what} must be a number of seconds from {low} to 86400, not {value!r}", name=name, backend=backend)
+        raise ConfigError(
+            f"barrier {what} must be a number of seconds from {low} to 86400, not {value!r}", name=name, backend=backend
+        )
     return float(value)  # type: ignore[arg-type]
 
 

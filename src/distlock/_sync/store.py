@@ -33,9 +33,9 @@ from .._registry import BY_NAME, module_of
 from .._url import StoreConfig, parse_url
 from .acquirer import SyncAcquirer
 from .backend import SyncBackend
+from .barrier import Barrier, DoubleBarrier
 from .election import Election, check_elections, leader, observe
 from .held import LostCallback
-from .barrier import Barrier, DoubleBarrier
 from .latch import Latch
 from .listing import Snapshot, snapshots
 from .locks import Lock, ReadWriteLock, Semaphore

@@ -41,7 +41,9 @@ def step(ops: Ops, kind: str, name: str, op: barrier.Op) -> barrier.Reply:
         try:
             record = barrier.decode(None if row is None else row[0])
         except ValueError:
-            raise BackendError(f"the {kind} row of this name holds data distlock did not write", name=name, backend=ops.db.scheme) from None
+            raise BackendError(
+                f"the {kind} row of this name holds data distlock did not write", name=name, backend=ops.db.scheme
+            ) from None
         after, reply = barrier.step(record, op, now)
         data = barrier.encode(after)
         if data is None:
