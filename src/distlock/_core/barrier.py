@@ -116,6 +116,13 @@ def keep_ms(record: dict[str, Any] | None, now_ms: int) -> int:
     return max(1, max(ends, default=now_ms) - now_ms)
 
 
+def spent(record: dict[str, Any], now_ms: int) -> bool:
+    """Has every lease and marker of ``record`` ended (all its members died)? Then it may be deleted."""
+    rec = json.loads(json.dumps(record))
+    _prune(rec, now_ms)
+    return not rec["open"] and not rec["done"]
+
+
 def _prune(record: dict[str, Any], now_ms: int) -> None:
     record["open"] = {m: end for m, end in record["open"].items() if end > now_ms}
     done = {}
