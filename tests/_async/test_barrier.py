@@ -47,7 +47,9 @@ async def test_barrier_releases_every_party_of_two_stores_together(
         assert len(woke) == 3 and min(woke) >= last[0] and max(woke) - last[0] < 5.0
         assert await _gone(async_store, backend_url, name) == []  # every member saw the trip: nothing stays
         # the name is reusable at once: the next generation trips on its own arrivals
-        results = await run_all(lambda: other.barrier(name, 2).wait(timeout=30), lambda: async_store.barrier(name, 2).wait(timeout=30))
+        results = await run_all(
+            lambda: other.barrier(name, 2).wait(timeout=30), lambda: async_store.barrier(name, 2).wait(timeout=30)
+        )
         assert results == [True, True]
     finally:
         await other.aclose()
@@ -62,7 +64,9 @@ async def test_barrier_wait_times_out_false_withdrawn_then_the_next_generation_t
     assert left_of(async_store, backend_url, name) == []  # the arrival was withdrawn: nothing left
     # the timed-out arrival does not count: one more arrival alone does not trip it
     assert not await async_store.barrier(name, 2).wait(timeout=0.3)
-    results = await run_all(lambda: async_store.barrier(name, 2).wait(timeout=30), lambda: async_store.barrier(name, 2).wait(timeout=30))
+    results = await run_all(
+        lambda: async_store.barrier(name, 2).wait(timeout=30), lambda: async_store.barrier(name, 2).wait(timeout=30)
+    )
     assert results == [True, True]
     assert await _gone(async_store, backend_url, name) == []
 
@@ -98,7 +102,9 @@ async def test_barrier_a_slow_member_is_released_and_a_newcomer_waits_for_its_ow
     backend = async_store._backend
 
     async def step(kind: str, member: str, gen: str = "") -> rules.Reply:
-        return await backend.barrier_step("barrier", name, rules.Op(kind, member, gen, 2, 10.0, 60.0, True, member + "-next"))
+        return await backend.barrier_step(
+            "barrier", name, rules.Op(kind, member, gen, 2, 10.0, 60.0, True, member + "-next")
+        )
 
     a = await step(rules.ARRIVE, "a")
     b = await step(rules.ARRIVE, "b")

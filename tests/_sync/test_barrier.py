@@ -48,7 +48,9 @@ def test_barrier_releases_every_party_of_two_stores_together(
         assert len(woke) == 3 and min(woke) >= last[0] and max(woke) - last[0] < 5.0
         assert _gone(sync_store, backend_url, name) == []  # every member saw the trip: nothing stays
         # the name is reusable at once: the next generation trips on its own arrivals
-        results = run_all(lambda: other.barrier(name, 2).wait(timeout=30), lambda: sync_store.barrier(name, 2).wait(timeout=30))
+        results = run_all(
+            lambda: other.barrier(name, 2).wait(timeout=30), lambda: sync_store.barrier(name, 2).wait(timeout=30)
+        )
         assert results == [True, True]
     finally:
         other.close()
@@ -63,7 +65,9 @@ def test_barrier_wait_times_out_false_withdrawn_then_the_next_generation_trips(
     assert left_of(sync_store, backend_url, name) == []  # the arrival was withdrawn: nothing left
     # the timed-out arrival does not count: one more arrival alone does not trip it
     assert not sync_store.barrier(name, 2).wait(timeout=0.3)
-    results = run_all(lambda: sync_store.barrier(name, 2).wait(timeout=30), lambda: sync_store.barrier(name, 2).wait(timeout=30))
+    results = run_all(
+        lambda: sync_store.barrier(name, 2).wait(timeout=30), lambda: sync_store.barrier(name, 2).wait(timeout=30)
+    )
     assert results == [True, True]
     assert _gone(sync_store, backend_url, name) == []
 
@@ -99,7 +103,9 @@ def test_barrier_a_slow_member_is_released_and_a_newcomer_waits_for_its_own_gene
     backend = sync_store._backend
 
     def step(kind: str, member: str, gen: str = "") -> rules.Reply:
-        return backend.barrier_step("barrier", name, rules.Op(kind, member, gen, 2, 10.0, 60.0, True, member + "-next"))
+        return backend.barrier_step(
+            "barrier", name, rules.Op(kind, member, gen, 2, 10.0, 60.0, True, member + "-next")
+        )
 
     a = step(rules.ARRIVE, "a")
     b = step(rules.ARRIVE, "b")
