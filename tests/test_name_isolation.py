@@ -87,6 +87,13 @@ def test_etcd_no_key_of_one_name_is_read_as_the_other_s(a: str, b: str, lease: i
     assert not la.startswith(ek.lock_prefix(a)) and not la.startswith(ek.lock_prefix(b))
     assert not lb.startswith(la) and not la.startswith(lb)
     assert ek.split_key(la) is None  # list reads no lock out of it
+    # a barrier's key likewise: in no lock's range, no latch's or other barrier's key or prefix
+    for kind in ("barrier", "double barrier"):
+        ba, bb = ek.barrier_key(kind, a), ek.barrier_key(kind, b)
+        assert not ba.startswith(ek.lock_prefix(a)) and not ba.startswith(ek.lock_prefix(b))
+        for other in (bb, la, lb, ek.barrier_key("double barrier" if kind == "barrier" else "barrier", a)):
+            assert not other.startswith(ba) and not ba.startswith(other)
+        assert ek.split_key(ba) is None
 
 
 @PROPERTY
