@@ -33,7 +33,10 @@ def test_an_arrival_counts_only_while_its_lease_runs() -> None:
     assert late.outcome == b.WAITING and rec is not None and set(rec["open"]) == {"b"}
     rec, gone = b.step(rec, _op(b.LOOK, "a", a.gen), 10_002)
     assert gone.outcome == b.GONE
-    rec, r = b.step(rec, _op(b.LOOK, "b", late.gen), 19_000)  # a look renews
+    before = rec
+    rec, r = b.step(rec, _op(b.LOOK, "b", late.gen), 12_000)
+    assert r.outcome == b.WAITING and rec == before  # a look soon after the renewal writes nothing
+    rec, r = b.step(rec, _op(b.LOOK, "b", late.gen), 19_000)  # a look after a third of the lease renews it
     rec, r = b.step(rec, _op(b.ARRIVE, "c"), 28_000)
     assert r.outcome == b.TRIPPED
 

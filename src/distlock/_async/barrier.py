@@ -2,8 +2,8 @@
 ``store.double_barrier(name, parties)`` (``enter``: until ``parties`` entered; ``leave``: until all left), across
 processes.
 
-Each arrival is a lease on the server: renewed at each look of its waiter (every ``POLL`` seconds, well inside
-``ttl``), so a participant whose process died stops counting ``ttl`` after its last renewal. The arrival that
+Each arrival is a lease on the server: its waiter looks every ``POLL`` seconds and renews it at the first look
+after a third of ``ttl`` (the looks between write nothing), so a participant whose process died stops counting ``ttl`` after its last renewal. The arrival that
 makes ``parties`` trips the generation: the server keeps a tripped marker listing its members until each has
 seen it (or ``linger`` passed), and newcomers join the next generation. A ``wait``/``enter`` that times out
 withdraws its arrival in the same atomic step that checks for a trip, so it is never counted by a trip it does

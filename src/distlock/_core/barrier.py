@@ -6,7 +6,7 @@ or a compare-and-set of the whole record):
 
 * ``gen``: the id of the *open generation*, the one new arrivals join;
 * ``open``: its arrivals, each a lease: ``{member id: expiry}`` (milliseconds of the wall clock). A waiter renews
-  its own at each look; a member whose process died stops renewing and no longer counts once it expires;
+  its own at the first look after a third of it has passed; a member whose process died stops renewing and no longer counts once it expires;
 * ``done``: the *tripped marker* of each generation that reached its parties and still has members that did not
   see it: ``{gen: {"members": {member id: expiry}, "until": ms}}``. The arrival that makes ``parties`` moves the
   open members there and opens the next generation, so a member slow to look is released all the same (no
@@ -175,6 +175,8 @@ def _apply(rec: dict[str, Any], op: Op, now_ms: int) -> Reply:
         if op.kind == WITHDRAW:
             del rec["open"][op.member]
             return Reply(WITHDRAWN, op.gen)
-        rec["open"][op.member] = now_ms + ttl_ms
+        if rec["open"][op.member] - now_ms < ttl_ms * 2 // 3:
+            rec["open"][op.member] = now_ms + ttl_ms  # renewed once a third of it has passed: the looks between
+            # write nothing, so many waiters do not collide on the record every few tenths of a second
         return Reply(WAITING, op.gen)
     return Reply(WITHDRAWN if op.kind == WITHDRAW else GONE, op.gen)
