@@ -15,6 +15,7 @@ Every call a wait makes ends by max(timeout, 2 s) + 0.5 s (docs/operations.md, "
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from .. import _rt_async as rt
@@ -65,15 +66,16 @@ class _Base:
         self._check_open()
         deadline = Deadline.after(wait)
         member = ids.new_token()
+        gen = ""
         with Budget(until=deadline.calls_end()):
-            reply = await self._step(ARRIVE, member)
-            gen = reply.gen
             try:
+                reply = await self._step(ARRIVE, member)  # in the try: a cancel may cut it after it was applied
+                gen = reply.gen
                 while reply.outcome != TRIPPED:
                     left = deadline.remaining()
                     if left is not None and left <= 0:
                         reply = await self._step(WITHDRAW, member, gen, consume=consume)
-                        return reply.outcome == TRIPPED, member, gen
+                        return reply.outcome == TRIPPED, member, reply.gen
                     await rt.sleep(POLL if left is None else min(left, POLL))
                     reply = await self._step(LOOK, member, gen, consume=consume)
                     if reply.outcome not in (TRIPPED, WAITING):  # our arrival ran out (a stall longer than ttl)
@@ -83,8 +85,15 @@ class _Base:
                     await self._step(LOOK, member, gen)  # off the marker (the tripping arrival is on it too)
                 return True, member, gen
             except BaseException:
-                await rt.shielded(self._step(WITHDRAW, member, gen, consume=consume))
+                await rt.shielded(self._withdraw(member, gen, consume))
                 raise
+
+    async def _withdraw(self, member: str, gen: str, consume: bool) -> bool:
+        """Take the arrival back on the way out of a cancelled or failed wait; what it cannot reach in time
+        ends with the arrival's lease (the error that brought us here is the one raised)."""
+        with contextlib.suppress(Exception):
+            return (await self._step(WITHDRAW, member, gen, consume=consume)).outcome == TRIPPED
+        return False
 
 
 class AsyncBarrier(_Base):

@@ -49,7 +49,8 @@ class Op:
     ``kind``: ``ARRIVE`` (join the open generation: the arrival that makes ``parties`` trips it, and stays on
     its marker like every other member), ``LOOK`` (has ``gen`` tripped for ``member``? renews an open
     arrival; with ``consume``, as a single barrier's members do, takes ``member`` off the marker it sees),
-    ``WITHDRAW`` (take ``member``'s arrival back, unless its generation tripped), ``LEAVE`` (take ``member``
+    ``WITHDRAW`` (take ``member``'s arrival back, unless its generation tripped; found by ``member`` alone,
+    whatever ``gen`` says, as an arrival whose reply was lost has none), ``LEAVE`` (take ``member``
     off its generation's marker), ``LEFT`` (how many members of ``gen`` have not left)."""
 
     kind: str
@@ -160,11 +161,21 @@ def _apply(rec: dict[str, Any], op: Op, now_ms: int) -> Reply:
         rec["open"] = {}
         rec["gen"] = "b" + op.new_gen
         return Reply(TRIPPED, gen)
+    if op.kind == WITHDRAW:  # by member alone (ids are unique): an arrival whose reply was lost has no gen
+        for gen, marker in rec["done"].items():
+            if op.member in marker["members"]:
+                if op.consume:
+                    del marker["members"][op.member]
+                    if not marker["members"]:
+                        del rec["done"][gen]
+                return Reply(TRIPPED, gen)
+        rec["open"].pop(op.member, None)
+        return Reply(WITHDRAWN, op.gen)
     marker = rec["done"].get(op.gen)
     if op.kind == LEFT:
         return Reply(TRIPPED, op.gen, 0 if marker is None else len(marker["members"]))
     if marker is not None and op.member in marker["members"]:
-        if op.kind == LEAVE or (op.kind in (LOOK, WITHDRAW) and op.consume):
+        if op.kind == LEAVE or op.consume:
             del marker["members"][op.member]
             if not marker["members"]:
                 del rec["done"][op.gen]
@@ -172,11 +183,8 @@ def _apply(rec: dict[str, Any], op: Op, now_ms: int) -> Reply:
     if op.kind == LEAVE:
         return Reply(GONE, op.gen, 0 if marker is None else len(marker["members"]))
     if rec["gen"] == op.gen and op.member in rec["open"]:
-        if op.kind == WITHDRAW:
-            del rec["open"][op.member]
-            return Reply(WITHDRAWN, op.gen)
         if rec["open"][op.member] - now_ms < ttl_ms * 2 // 3:
             rec["open"][op.member] = now_ms + ttl_ms  # renewed once a third of it has passed: the looks between
             # write nothing, so many waiters do not collide on the record every few tenths of a second
         return Reply(WAITING, op.gen)
-    return Reply(WITHDRAWN if op.kind == WITHDRAW else GONE, op.gen)
+    return Reply(GONE, op.gen)

@@ -16,6 +16,7 @@ Every call a wait makes ends by max(timeout, 2 s) + 0.5 s (docs/operations.md, "
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from .. import _rt_sync as rt
@@ -66,15 +67,16 @@ class _Base:
         self._check_open()
         deadline = Deadline.after(wait)
         member = ids.new_token()
+        gen = ""
         with Budget(until=deadline.calls_end()):
-            reply = self._step(ARRIVE, member)
-            gen = reply.gen
             try:
+                reply = self._step(ARRIVE, member)  # in the try: a cancel may cut it after it was applied
+                gen = reply.gen
                 while reply.outcome != TRIPPED:
                     left = deadline.remaining()
                     if left is not None and left <= 0:
                         reply = self._step(WITHDRAW, member, gen, consume=consume)
-                        return reply.outcome == TRIPPED, member, gen
+                        return reply.outcome == TRIPPED, member, reply.gen
                     rt.sleep(POLL if left is None else min(left, POLL))
                     reply = self._step(LOOK, member, gen, consume=consume)
                     if reply.outcome not in (TRIPPED, WAITING):  # our arrival ran out (a stall longer than ttl)
@@ -84,8 +86,15 @@ class _Base:
                     self._step(LOOK, member, gen)  # off the marker (the tripping arrival is on it too)
                 return True, member, gen
             except BaseException:
-                rt.shielded(self._step(WITHDRAW, member, gen, consume=consume))
+                rt.shielded(self._withdraw(member, gen, consume))
                 raise
+
+    def _withdraw(self, member: str, gen: str, consume: bool) -> bool:
+        """Take the arrival back on the way out of a cancelled or failed wait; what it cannot reach in time
+        ends with the arrival's lease (the error that brought us here is the one raised)."""
+        with contextlib.suppress(Exception):
+            return (self._step(WITHDRAW, member, gen, consume=consume)).outcome == TRIPPED
+        return False
 
 
 class Barrier(_Base):

@@ -6,6 +6,7 @@ asyncio sleep that a cancel ends (then its entry is withdrawn)."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from .... import _rt_sync as rt
@@ -27,9 +28,9 @@ class DoubleBarriers(NativeDoubleBarrier):
         b = self._backend
         deadline = Deadline.after(timeout)
         with Budget(until=deadline.calls_end()):
-            if b._call(lambda: b.barriers.enter(name, member, parties), name=name):
-                return True
             try:
+                if b._call(lambda: b.barriers.enter(name, member, parties), name=name):
+                    return True
                 while True:
                     left = deadline.remaining()
                     if left is not None and left <= 0:
@@ -38,8 +39,16 @@ class DoubleBarriers(NativeDoubleBarrier):
                     if b._call(lambda: b.barriers.look(name, parties), name=name):
                         return True
             except BaseException:
-                rt.shielded(b._call(lambda: b.barriers.withdraw(name, member), name=name))
+                rt.shielded(self._withdraw(name, member))
                 raise
+
+    def _withdraw(self, name: str, member: str) -> bool:
+        """Delete our member node on the way out of a cancelled or failed enter; what it cannot reach in time
+        goes with the session (the error that brought us here is the one raised)."""
+        b = self._backend
+        with contextlib.suppress(Exception):
+            return b._call(lambda: b.barriers.withdraw(name, member), name=name)
+        return False
 
     def leave(self, name: str, member: str, timeout: float | None) -> bool:
         b = self._backend
