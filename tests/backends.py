@@ -73,7 +73,7 @@ ROWS: tuple[Row, ...] = (
     Row(
         "redlock",
         url=lambda request: redis_srv.redlock_url(request.getfixturevalue("redlock_url_servers")),
-        unsupported=("test_latch",),
+        unsupported=("test_latch", "test_barrier", "test_double_barrier"),
     ),
     Row(
         "redis_cluster",  # the seed URL is plain redis://: distlock detects the cluster (cluster=auto)
@@ -90,6 +90,8 @@ ROWS: tuple[Row, ...] = (
             "test_a_store_under_python_w_error_warns_nothing",
             "test_latch_counts_down_from_many_owners_and_releases_every_waiter",
             "test_latch_a_waiter_is_woken_promptly_at_zero",
+            "test_barrier_releases_every_party_of_two_stores_together",
+            "test_double_barrier_enter_waits_for_all_and_leave_for_all_to_leave",
         ),
     ),
     Row(
@@ -102,6 +104,7 @@ ROWS: tuple[Row, ...] = (
             "test_inspect_list_and_break",
             "test_a_store_under_python_w_error_warns_nothing",
             "test_latch_counts_down_from_many_owners_and_releases_every_waiter",
+            "test_barrier_releases_every_party_of_two_stores_together",
         ),
     ),
     # a short session timeout: a crashed holder frees its locks within 4 s in the tests

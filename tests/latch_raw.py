@@ -66,7 +66,7 @@ def left_of(store: distlock.Store | distlock.AsyncStore, url: str, name: str) ->
         import hashlib
 
         key = hashlib.sha256(name.encode()).hexdigest()
-        tables = ("distlock_latches", "distlock_holders", "distlock_queue")
+        tables = ("distlock_latches", "distlock_holders", "distlock_queue", "distlock_barriers")
         return [f"{t}:{r}" for t in tables for r in _sql_rows(url, t, key)]
     raise AssertionError(f"no raw reader for {scheme}")
 

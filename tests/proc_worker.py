@@ -4,6 +4,7 @@ Modes:
   counter URL NAME N WORKDIR ID  -- N times: acquire, read-modify-write WORKDIR/counter, log (start, end, fence)
   latch URL NAME COUNT           -- create the latch NAME with COUNT, count down once, print "COUNTED <n>", then
                                     sleep until killed
+  barrier URL NAME PARTIES TTL   -- print "ARRIVING", then wait at the barrier NAME (until killed)
   hold URL NAME TTL WORKDIR      -- acquire, print "ACQUIRED <fence>", wait until WORKDIR/stop exists, then print
                                     "LOST <0|1>" and "RELEASE <ok|LockLost|NotHeld>" and exit
 Lines go to stdout, flushed, so the test can follow along.
@@ -63,12 +64,20 @@ def latch(url: str, name: str, count: int) -> None:
         time.sleep(1)
 
 
+def barrier(url: str, name: str, parties: int, ttl: float) -> None:
+    store = distlock.connect(url)
+    print("ARRIVING 1", flush=True)
+    store.barrier(name, parties, ttl=ttl).wait(timeout=600)
+
+
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
     if mode == "counter":
         counter(args[0], args[1], int(args[2]), Path(args[3]), args[4])
     elif mode == "latch":
         latch(args[0], args[1], int(args[2]))
+    elif mode == "barrier":
+        barrier(args[0], args[1], int(args[2]), float(args[3]))
     elif mode == "hold":
         hold(args[0], args[1], float(args[2]), Path(args[3]))
     else:

@@ -264,3 +264,61 @@ async def test_cancelled_multilock_releases_what_it_took(async_store: distlock.A
         await task
     await assert_nothing_left(async_store, name + "-a")
     await blocker.release()
+
+
+async def test_barrier_a_cancelled_wait_withdraws_its_arrival(
+    async_store: distlock.AsyncStore, backend_url: str, name: str
+) -> None:
+    from tests.latch_raw import left_of
+
+    for delay in (0.0, 0.001, 0.01, 0.05, 0.5):
+        task = asyncio.create_task(async_store.barrier(name, 2).wait(timeout=30))
+        await asyncio.sleep(delay)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert left_of(async_store, backend_url, name) == [], delay  # no arrival left to count
+    assert not await async_store.barrier(name, 2).wait(timeout=0.3)  # alone: no cancelled arrival counts
+
+
+async def test_double_barrier_a_cancelled_enter_withdraws_its_entry(
+    async_store: distlock.AsyncStore, backend_url: str, name: str
+) -> None:
+    from tests.latch_raw import left_of
+
+    for delay in (0.0, 0.01, 0.5):
+        task = asyncio.create_task(async_store.double_barrier(name, 2).enter(timeout=30))
+        await asyncio.sleep(delay)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert left_of(async_store, backend_url, name) == [], delay
+    assert not await async_store.double_barrier(name, 2).enter(timeout=0.3)
+
+
+async def test_barrier_a_wait_cancelled_while_its_arrival_is_in_flight_leaves_nothing(
+    async_store: distlock.AsyncStore, backend_url: str, name: str
+) -> None:
+    """The arrival's step is applied after the cancel (it waited for SQLite's write lock): the withdrawal still
+    takes it back."""
+    import sqlite3
+
+    from tests.latch_raw import left_of
+
+    if async_store.scheme != "sqlite":
+        pytest.skip("needs a database file another connection can hold the write lock of")
+    assert not await async_store.barrier(name + "-x", 2).wait(timeout=0)  # the table exists
+    blocker = sqlite3.connect(backend_url.split("sqlite://", 1)[1], isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        task = asyncio.create_task(async_store.barrier(name, 2).wait(timeout=30))
+        await asyncio.sleep(0.5)  # its arrival waits for the write lock
+        task.cancel()
+        await asyncio.sleep(0.2)
+        blocker.execute("ROLLBACK")
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        blocker.close()
+    assert left_of(async_store, backend_url, name) == []
+    assert not await async_store.barrier(name, 2).wait(timeout=0.3)

@@ -179,6 +179,26 @@ def test_latch_wait_on_a_link_that_goes_silent_returns_by_the_deadline(
     assert took < BOUND, f"latch.wait(timeout={T:g}) on a link gone silent took {took:.1f} s"
 
 
+@pytest.mark.parametrize("kind", ["barrier", "double_barrier"])
+def test_barrier_wait_on_a_link_that_goes_silent_returns_by_the_deadline(
+    url: str, proxies: list[FaultProxy], name: str, kind: str
+) -> None:
+    with distlock.connect(through(url, proxies)) as store:
+        if store._backend.barrier_refused(kind.replace("_", " ")) is not None:
+            pytest.skip(f"no {kind.replace('_', ' ')}s here")
+        b = store.barrier(name, 2) if kind == "barrier" else store.double_barrier(name, 2)
+        threading.Timer(1.0, freeze, args=(proxies,)).start()  # while it waits, after its arrival
+        started = time.monotonic()
+        try:
+            assert (b.wait(timeout=T) if isinstance(b, distlock.Barrier) else b.enter(timeout=T)) is False
+        except distlock.BackendError:
+            pass  # a look in flight got no answer by the deadline: said so, in time
+        took = time.monotonic() - started
+        for p in proxies:
+            p.heal()
+    assert took < BOUND, f"{kind} wait(timeout={T:g}) on a link gone silent took {took:.1f} s"
+
+
 # -- the command line: connect and acquire within -w / -n ---------------------------------------------------
 def run_cli(url: str, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()

@@ -17,6 +17,7 @@ from distlock._backends.etcd import keys as ek
 from distlock._backends.redis import keys as rk
 from distlock._backends.redis._async.node import same_slot
 from distlock._backends.sql import names as sn
+from distlock._backends.zookeeper import barrier as zbarrier
 from distlock._backends.zookeeper import latch as zlatch
 from distlock._backends.zookeeper import layout as zl
 from distlock._core.types import Mode
@@ -28,7 +29,7 @@ PIECES = [
     "_c_0b9b1a4e-7d5c-4c3e-9a7e-1d2c3b4a5f6e-lock-0000000001", "lock-0000000007", "__READ__0000000002",
     "__WRIT__0000000003", "latch-0000000004", "lease-0000000005", "_c_q-lease--2147483648",
     "{", "}", "{job}", "job", ":i", ":q", ":r", ":p", ":qd", ":qa", ":qw", ":fence", ":wake", "distlock:fences",
-    ":{12}", ":{0}", "app/fences", "", ".", "..", "%", "%2F", "é", "\n", "/", "distlock", "zookeeper",
+    ":{12}", ":{0}", "app/fences", ":latch", ":barrier", ":dbarrier", "%barriers", "%dbarriers", "ready", "", ".", "..", "%", "%2F", "é", "\n", "/", "distlock", "zookeeper",
 ]  # fmt: skip
 SEPARATORS = ["/", "", ":"]
 
@@ -86,6 +87,13 @@ def test_etcd_no_key_of_one_name_is_read_as_the_other_s(a: str, b: str, lease: i
     assert not la.startswith(ek.lock_prefix(a)) and not la.startswith(ek.lock_prefix(b))
     assert not lb.startswith(la) and not la.startswith(lb)
     assert ek.split_key(la) is None  # list reads no lock out of it
+    # a barrier's key likewise: in no lock's range, no latch's or other barrier's key or prefix
+    for kind in ("barrier", "double barrier"):
+        ba, bb = ek.barrier_key(kind, a), ek.barrier_key(kind, b)
+        assert not ba.startswith(ek.lock_prefix(a)) and not ba.startswith(ek.lock_prefix(b))
+        for other in (bb, la, lb, ek.barrier_key("double barrier" if kind == "barrier" else "barrier", a)):
+            assert not other.startswith(ba) and not ba.startswith(other)
+        assert ek.split_key(ba) is None
 
 
 @PROPERTY
@@ -127,6 +135,8 @@ ZK_NAMES = built(
     "NAME/-",
     "/distlock%latches/NAME",
     "/distlock%latches",
+    "/distlock%barriers/NAME",
+    "/distlock%dbarriers/NAME/ready",
     "NAME%2F%25",
 )
 
@@ -167,6 +177,14 @@ def test_zookeeper_no_znode_of_one_name_is_the_other_s_or_counted_by_it(a: str, 
     assert la != lb and la.rpartition("/")[0] == parent
     for node in mine | theirs:
         assert node != parent and not node.startswith(parent + "/"), (a, b, node)
+    # the same for barriers and double barriers (Curator's layout: member nodes and ``ready`` below the path):
+    # no lock's or latch's node is at or below their parents, and two names' barriers are apart
+    for kind in ("barrier", "double barrier"):
+        ba, bb = zbarrier.barrier_path(kind, a, root), zbarrier.barrier_path(kind, b, root)
+        bparent = root + zbarrier.PARENTS[kind]
+        assert ba != bb and ba.rpartition("/")[0] == bparent and bb.rpartition("/")[0] == bparent
+        for node in mine | theirs | {la, lb, parent}:
+            assert node != bparent and not node.startswith(bparent + "/"), (a, b, node)
 
 
 @PROPERTY
@@ -241,6 +259,12 @@ def test_redis_no_key_of_one_name_is_the_other_s_or_a_counter(a: str, b: str, cl
     assert latch_a not in {counter, rk.NODE_COUNTER, a, b}
     assert not cluster or rk.slot_of(latch_a) == rk.slot_of(rk.keys(a)[1])
     assert latch_a not in (rk.channel(a), rk.channel(b), rk.reply_channel(rk.channel(b), "0a1b"))
+    # a barrier's keys likewise: no lock's or latch's key, no other name's barrier, in the slot of the name's keys
+    for kind in ("barrier", "double barrier"):
+        bar_a, bar_b = rk.barrier_key(kind, a), rk.barrier_key(kind, b)
+        assert bar_a != bar_b and bar_a not in mine | theirs | {latch_a, latch_b, counter, rk.NODE_COUNTER, a, b}
+        assert not cluster or rk.slot_of(bar_a) == rk.slot_of(rk.keys(a)[1])
+    assert rk.barrier_key("barrier", a) != rk.barrier_key("double barrier", a)
 
 
 @PROPERTY
@@ -248,14 +272,27 @@ def test_redis_no_key_of_one_name_is_the_other_s_or_a_counter(a: str, b: str, cl
 def test_redis_a_refused_name_is_another_name_s_key_or_a_counter(name: str, counter: str) -> None:
     assume(rk.check_counter(counter, False) is None and rk.name_refused(name, counter) is not None)
     owner = name[1 : name.rindex("}")] if name.startswith("{") else None
-    is_key = owner is not None and (name in _own_keys(owner, False, counter) or name == rk.latch_key(owner))
+    barrier_keys = {rk.barrier_key(kind, owner) for kind in rk.BARRIER_SUFFIXES} if owner is not None else set()
+    is_key = owner is not None and (
+        name in _own_keys(owner, False, counter) or name == rk.latch_key(owner) or name in barrier_keys
+    )
     slot_counters = {rk.counter_key(str(i), True, c) for c in (counter, rk.NODE_COUNTER) for i in range(64)}
     is_counter = name in (counter, rk.NODE_COUNTER) or re.fullmatch(r".*:\{[0-9]+\}", name) is not None
     assert is_key or is_counter or name in slot_counters, name
 
 
 def test_redis_the_reported_names_are_refused_and_the_redis_py_key_stays() -> None:
-    for name in ("{job}:i", "{job}:q", "{job}:r", "{job}:qd", "{job}:fence", "{job}:latch", rk.NODE_COUNTER):
+    for name in (
+        "{job}:i",
+        "{job}:q",
+        "{job}:r",
+        "{job}:qd",
+        "{job}:fence",
+        "{job}:latch",
+        "{job}:barrier",
+        "{job}:dbarrier",
+        rk.NODE_COUNTER,
+    ):
         assert rk.name_refused(name) is not None, name
     assert rk.name_refused(rk.counter_key("job", True)) is not None  # distlock:fences:{<tag>} of a slot
     assert rk.name_refused("app/fences", "app/fences") is not None  # ?fence_counter=app/fences

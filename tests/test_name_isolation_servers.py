@@ -23,6 +23,8 @@ BUILDERS: dict[str, Callable[[distlock.Store, str], object]] = {
     "multilock": lambda s, n: s.multilock(["plain-" + uuid.uuid4().hex[:8], n]),
     "election": lambda s, n: s.election(n),
     "latch": lambda s, n: s.latch(n, count=1),
+    "barrier": lambda s, n: s.barrier(n, 2),
+    "double_barrier": lambda s, n: s.double_barrier(n, 2),
     "once": lambda s, n: s.once(n),
     "at_most_once": lambda s, n: s.at_most_once(n),
     "inspect": lambda s, n: s.inspect(n),

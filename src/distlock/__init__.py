@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from . import fencing
+from ._async.barrier import AsyncBarrier, AsyncDoubleBarrier
 from ._async.election import AsyncElection
 from ._async.latch import AsyncLatch
 from ._async.locks import AsyncLock, AsyncReadWriteLock, AsyncSemaphore
@@ -31,6 +32,7 @@ from ._errors import (
     StaleFence,
     UnsupportedFeature,
 )
+from ._sync.barrier import Barrier, DoubleBarrier
 from ._sync.election import Election
 from ._sync.latch import Latch
 from ._sync.locks import Lock, ReadWriteLock, Semaphore
@@ -46,6 +48,8 @@ logging.getLogger("distlock").addHandler(logging.NullHandler())
 
 __all__ = [
     "AcquireTimeout",
+    "AsyncBarrier",
+    "AsyncDoubleBarrier",
     "AsyncElection",
     "AsyncLatch",
     "AsyncLock",
@@ -56,7 +60,9 @@ __all__ = [
     "AsyncSemaphore",
     "AsyncStore",
     "BackendError",
+    "Barrier",
     "ConfigError",
+    "DoubleBarrier",
     "Election",
     "HolderInfo",
     "Latch",

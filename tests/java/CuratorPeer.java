@@ -1,5 +1,6 @@
 // A Curator client driven line by line over stdin, for the distlock interop tests (tests/test_zookeeper_curator.py
-// for the locks, tests/test_zookeeper_election.py for LeaderLatch).
+// for the locks, tests/test_zookeeper_election.py for LeaderLatch, tests/test_zookeeper_curator_barrier.py for
+// DistributedDoubleBarrier).
 //
 // Usage: java -cp <curator, zookeeper and deps> CuratorPeer <connect string> <lock or election path>
 // Commands (one per line; every command answers exactly one line starting with "OK" or "ERR"):
@@ -20,6 +21,9 @@
 //   revoked                   how many times the listener ran so far                  -> OK <n>
 //   participants              mutex.getParticipantNodes(): the node paths, holder first -> OK <path> <path> ...
 //   revoke <node path>        Revoker.attemptRevoke(client, path)                     -> OK revoked
+//   dbarrier-enter <path> <parties> <timeout ms>
+//                             a new DistributedDoubleBarrier on <path>, entered        -> OK true | OK false
+//   dbarrier-leave <timeout ms>  leave that double barrier                            -> OK true | OK false
 //   quit
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -34,6 +38,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
@@ -59,6 +64,7 @@ public class CuratorPeer {
         InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, path);
         ArrayDeque<Lease> leases = new ArrayDeque<>();
         LeaderLatch latch = null;
+        DistributedDoubleBarrier dbarrier = null;
         AtomicInteger revocations = new AtomicInteger();
         System.out.println("READY");
         System.out.flush();
@@ -155,6 +161,13 @@ public class CuratorPeer {
                     case "revoke":
                         Revoker.attemptRevoke(client, w[1]);
                         reply("OK revoked");
+                        break;
+                    case "dbarrier-enter":
+                        dbarrier = new DistributedDoubleBarrier(client, w[1], Integer.parseInt(w[2]));
+                        reply("OK " + dbarrier.enter(Long.parseLong(w[3]), TimeUnit.MILLISECONDS));
+                        break;
+                    case "dbarrier-leave":
+                        reply("OK " + dbarrier.leave(Long.parseLong(w[1]), TimeUnit.MILLISECONDS));
                         break;
                     case "quit":
                         client.close();

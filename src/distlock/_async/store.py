@@ -32,6 +32,7 @@ from .._registry import BY_NAME, module_of
 from .._url import StoreConfig, parse_url
 from .acquirer import AsyncAcquirer
 from .backend import AsyncBackend
+from .barrier import AsyncBarrier, AsyncDoubleBarrier
 from .election import AsyncElection, check_elections, leader, observe
 from .held import LostCallback
 from .latch import AsyncLatch
@@ -326,6 +327,21 @@ class AsyncStore(idiom.AsyncOnly):
         ``ConfigError``); ``count=None`` joins an existing one. Once at zero, a marker stays ``linger`` seconds
         so that late creators and waiters see it done, then nothing of it is left."""
         return AsyncLatch(self, name, count, linger=linger)
+
+    def barrier(self, name: str, parties: int, *, ttl: float = 10.0, linger: float = 60.0) -> AsyncBarrier:
+        """A barrier on the server (docs/getting-started.md): ``wait(timeout)`` blocks until ``parties``
+        participants arrived. Each arrival is a lease of ``ttl`` seconds, renewed while it waits, so a
+        participant whose process died stops counting; the tripped marker stays until every member saw it (at
+        most ``linger`` seconds), then nothing of the barrier is left."""
+        return AsyncBarrier(self, name, parties, ttl=ttl, linger=linger)
+
+    def double_barrier(self, name: str, parties: int, *, ttl: float = 10.0, linger: float = 60.0) -> AsyncDoubleBarrier:
+        """A double barrier on the server (docs/getting-started.md): ``enter(timeout)`` blocks until ``parties``
+        members entered, ``leave(timeout)`` until all of them left. On ZooKeeper, Curator's
+        ``DistributedDoubleBarrier`` layout (members are session-bound nodes); elsewhere each entry is a lease of
+        ``ttl`` seconds while entering, and a member that does not leave within ``linger`` seconds of the trip
+        no longer holds the others' ``leave``."""
+        return AsyncDoubleBarrier(self, name, parties, ttl=ttl, linger=linger)
 
     async def leader(self, name: str) -> LeaderInfo | None:
         """The current leader of the election ``name`` (value, owner, term, seconds left), or None."""

@@ -37,6 +37,15 @@ def new_token() -> str:
     return os.urandom(16).hex()
 
 
+def new_uuid() -> str:
+    """A random UUID in its text form (a ZooKeeper double barrier member's node name, as Curator names them)."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def owner_id(local: str, client_name: str | None = None) -> str:
     """``host:pid:thread-or-task`` (informational, never used to authorise), then ``@client_name`` if the
     store has one. ``local`` names the thread or task."""

@@ -9,6 +9,12 @@ import time
 from dataclasses import dataclass, field
 
 monotonic = time.monotonic
+
+
+def wall_ms() -> int:
+    """The wall clock in milliseconds (expiries that other hosts read: barrier arrivals)."""
+    return int(time.time() * 1000)
+
 _RNG = random.Random()
 if hasattr(os, "register_at_fork"):  # forked waiters must not draw the same jitter
     os.register_at_fork(after_in_child=_RNG.seed)

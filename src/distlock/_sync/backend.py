@@ -38,6 +38,11 @@ defaults, whose ``latch_refused`` reason ``store.latch`` raises as ``Unsupported
 * ``latch_watch(name)``             a ``AsyncWatch`` woken when the latch reaches zero (push where the
                                       backend has it; default: a short poll), armed before it is returned.
 
+Barriers (``barrier.py``, the record's rules in ``_core/barrier.py``) are one record per name and kind, kept apart
+from every lock's and latch's keys, stepped by ``barrier_step(kind, name, op)``: by default a read
+(``barrier_read``) and a compare-and-set (``barrier_cas``) of the whole record, which a backend answers, or a
+transaction of its own (SQLite). ``barrier_refused(kind)`` says why a backend has none (``UnsupportedFeature``).
+
 Elections (``capabilities.elections``, ``election.py``) are exclusive fair claims that carry a ``value``: the
 backend stores it with the holding (and reports it as ``HolderInfo.value``), and answers two more calls:
 
@@ -70,11 +75,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .. import _rt_sync as rt
-from .._core import forks
+from .._core import barrier, forks
 from .._core.latch import LatchState
-from .._core.timing import monotonic
+from .._core.timing import monotonic, wall_ms
 from .._core.types import Capabilities, Claim, Grant, LockInfo
-from .._errors import UnsupportedFeature
+from .._errors import BackendError, UnsupportedFeature
 from .._url import StoreConfig
 
 
@@ -113,6 +118,17 @@ class SyncAttempt:
         raise NotImplementedError
 
     def abandon(self) -> None:
+        raise NotImplementedError
+
+
+class NativeDoubleBarrier:
+    """A double barrier a backend runs with its own protocol (``double_barrier_native``): ``enter`` and
+    ``leave`` of the member ``member`` (a UUID), each bounded by its ``timeout`` (None: for ever)."""
+
+    def enter(self, name: str, parties: int, member: str, timeout: float | None) -> bool:
+        raise NotImplementedError
+
+    def leave(self, name: str, member: str, timeout: float | None) -> bool:
         raise NotImplementedError
 
 
@@ -284,6 +300,45 @@ class SyncBackend:
 
     def latch_watch(self, name: str) -> SyncWatch:
         return SyncWatch()
+
+    # -- barriers (see the module docstring) -----------------------------------------------------------------
+    def barrier_refused(self, kind: str) -> str | None:
+        """Why this backend has no barriers of ``kind`` (``"barrier"`` or ``"double barrier"``; a one-line
+        reason), or None when it has them."""
+        return f"{kind}s are not supported on this backend"
+
+    def barrier_step(self, kind: str, name: str, op: barrier.Op) -> barrier.Reply:
+        """Apply ``op`` to the barrier record of ``kind`` and ``name`` atomically: by default read it and write
+        it back with a compare-and-set, again on a conflict."""
+        while True:
+            data, version = self.barrier_read(kind, name)
+            try:
+                record = barrier.decode(data)
+            except ValueError:
+                raise BackendError(
+                    f"the {kind} record of this name holds data distlock did not write; remove it or use another name",
+                    name=name,
+                    backend=self.scheme,
+                ) from None
+            now = wall_ms()
+            after, reply = barrier.step(record, op, now)
+            if barrier.encode(after) == barrier.encode(record):
+                return reply  # nothing to write (a look at a tripped marker it does not consume, a count)
+            if self.barrier_cas(kind, name, version, barrier.encode(after), barrier.keep_ms(after, now)):
+                return reply
+
+    def double_barrier_native(self) -> NativeDoubleBarrier | None:
+        """A backend's own double barrier protocol (ZooKeeper: Curator's), or None to use the records."""
+        return None
+
+    def barrier_read(self, kind: str, name: str) -> tuple[bytes | str | None, object]:
+        """The barrier record's data (None: none) and what ``barrier_cas`` compares against."""
+        raise UnsupportedFeature(self.barrier_refused(kind) or "no barriers", name=name, backend=self.scheme)
+
+    def barrier_cas(self, kind: str, name: str, version: object, data: str | None, keep_ms: int) -> bool:
+        """Write ``data`` (None: delete) if the record is still at ``version``; the server may drop it after
+        ``keep_ms``. False on a conflict."""
+        raise UnsupportedFeature(self.barrier_refused(kind) or "no barriers", name=name, backend=self.scheme)
 
     def request_release(self, name: str, reason: str) -> bool:
         """Ask every current holder of ``name`` to release it (a request next to each holding); True if there

@@ -36,7 +36,8 @@ Names kept apart (``name_refused``): the keys of a lock ``P/read``, ``P/write`` 
 apart (Go's Mutex writes an empty value, so not even the owner record says which). Such a name is refused.
 Every other key ``K/[marker/]<hex>`` parses as a contender of exactly one name (what precedes its last one or
 two segments), so two other names never share a key and the reader of one never counts the other's. The
-store's own keys (the 0.1 owner records, and the count-down latches' ``\x00distlock/latch/NAME\x00``) start with a
+store's own keys (the 0.1 owner records, the count-down latches' ``\x00distlock/latch/NAME\x00``, the barriers'
+``\x00distlock/barrier/NAME\x00`` and ``\x00distlock/dbarrier/NAME\x00``) start with a
 NUL byte, which no name contains.
 """
 
@@ -107,6 +108,16 @@ def latch_key(name: str) -> bytes:
     """The key of the count-down latch ``name``: in no lock's range (NUL first), and no other latch's prefix
     (NUL last: no name has one)."""
     return LATCH_PREFIX + name.encode("utf-8") + b"\x00"
+
+
+#: the prefix of every barrier's (and double barrier's) key (``_async/barrier.py``): NUL first, like the latches'
+BARRIER_PREFIXES = {"barrier": b"\x00distlock/barrier/", "double barrier": b"\x00distlock/dbarrier/"}
+
+
+def barrier_key(kind: str, name: str) -> bytes:
+    """The key of the barrier (or double barrier) ``name``: in no lock's range, no latch's, no other barrier's
+    prefix (it ends with a NUL byte)."""
+    return BARRIER_PREFIXES[kind] + name.encode("utf-8") + b"\x00"
 
 
 def lock_prefix(name: str) -> bytes:

@@ -46,6 +46,13 @@ name's keys, which no lock script touches::
     {N}:latch       channel the count-down that reaches 0 publishes there (channels and keys are apart in Redis;
                             a lock's channels end in ``:wake`` or ``:wake:<id>``)
 
+A barrier of the name ``N`` (``store.barrier``, ``store.double_barrier``) is one string key, in the same slot,
+which no lock or latch script touches::
+
+    {N}:barrier     string  the JSON record of ``_core/barrier.py``: the open generation and its arrivals'
+    {N}:dbarrier    string  leases, the tripped markers; replaced whole by a compare-and-set script, with
+                            PEXPIRE at its last lease or marker's end, deleted when empty
+
 Fences come from one counter that does not grow with the names (the 8th key, ``counter_key``):
 
     C                         hash  on a single node (and on each Redlock master): one per database
@@ -132,8 +139,10 @@ def slot_tag(slot: int) -> str:
 SUFFIXES = ("r", "p", "i", "q", "qd", "fence", "qa", "qw")
 #: the suffix of a name's count-down latch (``latch_key``): refused as a lock name's tail like the others
 LATCH_SUFFIX = "latch"
+#: the suffixes of a name's barrier records (``barrier_key``): refused as a lock name's tail too
+BARRIER_SUFFIXES = {"barrier": "barrier", "double barrier": "dbarrier"}
 #: a key of some name N other than N itself: ``{N}:<suffix>``
-_NAME_KEY = re.compile(r"\{.+\}:(?:" + "|".join((*SUFFIXES, LATCH_SUFFIX)) + ")", re.S)
+_NAME_KEY = re.compile(r"\{.+\}:(?:" + "|".join((*SUFFIXES, LATCH_SUFFIX, *BARRIER_SUFFIXES.values())) + ")", re.S)
 
 
 def _counter_shaped(name: str, counter: str) -> bool:
@@ -192,6 +201,11 @@ def keys(name: str, cluster: bool = False, counter: str = NODE_COUNTER) -> list[
         tag + ":qa",
         tag + ":qw",
     ]
+
+
+def barrier_key(kind: str, name: str) -> str:
+    """The key of the barrier (``kind`` "barrier") or double barrier ``name``."""
+    return "{" + name + "}:" + BARRIER_SUFFIXES[kind]
 
 
 def latch_key(name: str) -> str:

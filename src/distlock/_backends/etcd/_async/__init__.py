@@ -27,7 +27,7 @@ from ...._errors import BackendError, NotHeld, UnsupportedFeature
 from ...._url import StoreConfig
 from .. import keys
 from ..guard import EtcdGuard
-from . import admin, latch
+from . import admin, barrier, latch
 from .gateway import FAST_TRY, Denied, Gateway, denied
 from .leases import Lease, LeasePool
 from .mutex import Attempt, Entry
@@ -352,6 +352,15 @@ class Backend(AsyncBackend):
 
     async def latch_watch(self, name: str) -> AsyncWatch:
         return await latch.watch(self.gw, name)
+
+    def barrier_refused(self, kind: str) -> str | None:
+        return None
+
+    async def barrier_read(self, kind: str, name: str) -> tuple[bytes | str | None, object]:
+        return await barrier.read(self.gw, kind, name)
+
+    async def barrier_cas(self, kind: str, name: str, version: object, data: str | None, keep_ms: int) -> bool:
+        return await barrier.cas(self.gw, kind, name, version, data)
 
     async def list(self, prefix: str) -> list[LockInfo]:
         return await admin.list_held(self.gw, self.leases, prefix)

@@ -28,7 +28,7 @@ from ...._errors import BackendError, NotHeld, UnsupportedFeature
 from ...._url import StoreConfig
 from .. import keys
 from ..guard import EtcdGuard
-from . import admin, latch
+from . import admin, barrier, latch
 from .gateway import FAST_TRY, Denied, Gateway, denied
 from .leases import Lease, LeasePool
 from .mutex import Attempt, Entry
@@ -353,6 +353,15 @@ class Backend(SyncBackend):
 
     def latch_watch(self, name: str) -> SyncWatch:
         return latch.watch(self.gw, name)
+
+    def barrier_refused(self, kind: str) -> str | None:
+        return None
+
+    def barrier_read(self, kind: str, name: str) -> tuple[bytes | str | None, object]:
+        return barrier.read(self.gw, kind, name)
+
+    def barrier_cas(self, kind: str, name: str, version: object, data: str | None, keep_ms: int) -> bool:
+        return barrier.cas(self.gw, kind, name, version, data)
 
     def list(self, prefix: str) -> list[LockInfo]:
         return admin.list_held(self.gw, self.leases, prefix)

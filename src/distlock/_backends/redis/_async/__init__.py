@@ -49,7 +49,7 @@ from ...._errors import BackendError, ConfigError
 from ...._given import given
 from ...._url import StoreConfig
 from .. import calls as rc
-from . import latch
+from . import barrier, latch
 from .attempt import Attempt
 from .node import Node, connect_node
 from .options import GIVEN_CLUSTER, cluster_option, driver_url, fence_counter, reject_unknown, timeouts
@@ -263,6 +263,15 @@ class Backend(AsyncBackend):
 
     async def latch_watch(self, name: str) -> AsyncWatch:
         return await latch.watch(self.node, name)
+
+    def barrier_refused(self, kind: str) -> str | None:
+        return None
+
+    async def barrier_read(self, kind: str, name: str) -> tuple[bytes | str | None, object]:
+        return await barrier.read(self.node, kind, name)
+
+    async def barrier_cas(self, kind: str, name: str, version: object, data: str | None, keep_ms: int) -> bool:
+        return await barrier.cas(self.node, kind, name, version, data, keep_ms)
 
     async def aclose(self) -> None:
         await self.node.aclose()

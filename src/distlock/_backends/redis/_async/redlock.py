@@ -342,6 +342,12 @@ class Backend(AsyncBackend):
             "taken off exactly once when a reply is lost; use one Redis server, Sentinel or a cluster"
         )
 
+    def barrier_refused(self, kind: str) -> str | None:
+        return (
+            f"{kind}s are not supported on Redlock: a record replaced on a majority of masters by compare-and-set "
+            "can split between two generations; use one Redis server, Sentinel or a cluster"
+        )
+
     async def request_release(self, name: str, reason: str) -> bool:
         """The request on every master (one id: a holder that reads it on several is told once); True if a
         master that answered had a holder to ask (a Redlock holder renews on every master it can reach)."""

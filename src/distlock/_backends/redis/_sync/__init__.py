@@ -50,7 +50,7 @@ from ...._errors import BackendError, ConfigError
 from ...._given import given
 from ...._url import StoreConfig
 from .. import calls as rc
-from . import latch
+from . import barrier, latch
 from .attempt import Attempt
 from .node import Node, connect_node
 from .options import GIVEN_CLUSTER, cluster_option, driver_url, fence_counter, reject_unknown, timeouts
@@ -264,6 +264,15 @@ class Backend(SyncBackend):
 
     def latch_watch(self, name: str) -> SyncWatch:
         return latch.watch(self.node, name)
+
+    def barrier_refused(self, kind: str) -> str | None:
+        return None
+
+    def barrier_read(self, kind: str, name: str) -> tuple[bytes | str | None, object]:
+        return barrier.read(self.node, kind, name)
+
+    def barrier_cas(self, kind: str, name: str, version: object, data: str | None, keep_ms: int) -> bool:
+        return barrier.cas(self.node, kind, name, version, data, keep_ms)
 
     def close(self) -> None:
         self.node.close()

@@ -21,6 +21,7 @@ from typing import Any, Self, TypeVar
 
 from .... import _rt_async as rt
 from ...._async.backend import AsyncBackend
+from ...._core import barrier as rules
 from ...._core import forks
 from ...._core.latch import LatchState
 from ...._core.timing import Budget, budget_end, monotonic
@@ -30,7 +31,7 @@ from ...._url import StoreConfig, scrub
 from .. import lease as sq
 from .. import names as sn
 from .. import stmt as st
-from . import latch
+from . import barrier, latch
 from .driver import RetryableError, SqlDriver, StaleConnection
 from .schema import ensure_schema
 
@@ -130,6 +131,13 @@ class SqlBase(AsyncBackend):
         if wake is not None:
             self._latch_woken(wake)
         return left
+
+    # -- barriers (``sql/barrier.py``; every mode) -------------------------------------------------------------
+    def barrier_refused(self, kind: str) -> str | None:
+        return None
+
+    async def barrier_step(self, kind: str, name: str, op: rules.Op) -> rules.Reply:
+        return await barrier.step(self, kind, name, op)
 
     def _latch_woken(self, key: str) -> None:
         """A latch of this store reached zero: wake its waiters here (the lease mode's local wakers)."""

@@ -18,12 +18,13 @@ from pathlib import Path
 
 from .... import _rt_async as rt
 from ...._async.backend import AsyncBackend, AsyncWatch, told
+from ...._core import barrier as rules
 from ...._core import ids
 from ...._core.latch import LatchState
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._url import StoreConfig
 from ...._wakeup import WakeDir
-from .. import latch
+from .. import barrier, latch
 from ..db import Db
 from ..ops import Ops
 from .attempt import Attempt, Watch
@@ -108,6 +109,12 @@ class Backend(AsyncBackend):
 
     async def latch_watch(self, name: str) -> AsyncWatch:
         return Watch(self, latch.wake_name(name))
+
+    def barrier_refused(self, kind: str) -> str | None:
+        return None
+
+    async def barrier_step(self, kind: str, name: str, op: rules.Op) -> rules.Reply:
+        return await call(self.db, barrier.step, self.ops, kind, name, op)
 
     async def aclose(self) -> None:
         if self.db.owns:

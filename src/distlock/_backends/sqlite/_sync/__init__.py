@@ -19,12 +19,13 @@ from pathlib import Path
 
 from .... import _rt_sync as rt
 from ...._sync.backend import SyncBackend, SyncWatch, told
+from ...._core import barrier as rules
 from ...._core import ids
 from ...._core.latch import LatchState
 from ...._core.types import Capabilities, Claim, LockInfo, Mode
 from ...._url import StoreConfig
 from ...._wakeup import WakeDir
-from .. import latch
+from .. import barrier, latch
 from ..db import Db
 from ..ops import Ops
 from .attempt import Attempt, Watch
@@ -109,6 +110,12 @@ class Backend(SyncBackend):
 
     def latch_watch(self, name: str) -> SyncWatch:
         return Watch(self, latch.wake_name(name))
+
+    def barrier_refused(self, kind: str) -> str | None:
+        return None
+
+    def barrier_step(self, kind: str, name: str, op: rules.Op) -> rules.Reply:
+        return call(self.db, barrier.step, self.ops, kind, name, op)
 
     def close(self) -> None:
         if self.db.owns:

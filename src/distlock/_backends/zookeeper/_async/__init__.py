@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from .... import _rt_async as rt
-from ...._async.backend import AsyncBackend, AsyncWatch
+from ...._async.backend import AsyncBackend, AsyncNativeDoubleBarrier, AsyncWatch
 from ...._async.batch import Batched
 from ...._core import forks
 from ...._core.latch import LatchState
@@ -48,12 +48,14 @@ from ...._given import given
 from ...._url import StoreConfig
 from .. import connect, layout
 from ..admin import Admin
+from ..barrier import Barriers
 from ..cleanup import Cleanup
 from ..holdings import Holdings
 from ..latch import Latches, latch_path
 from ..nodes import Nodes
 from ..session import Session
 from ..wire import Wire
+from .dbarrier import DoubleBarriers
 from .recipe import Attempt
 from .watch import LatchWatch, Watch
 
@@ -126,6 +128,7 @@ class Backend(AsyncBackend):
         self.abandons = _Abandons(self)
         self.admin = Admin(self.wire, self.nodes, self.holdings, self.root)
         self.latches = Latches(self.wire, self.nodes, self.root)
+        self.barriers = Barriers(self.wire, self.nodes, self.root)
         opts = self._opts
         self.session = Session(
             self.wire,
@@ -294,6 +297,18 @@ class Backend(AsyncBackend):
         watch = LatchWatch(self, latch_path(name, self.root))
         await watch.arm()
         return watch
+
+    def barrier_refused(self, kind: str) -> str | None:
+        return None
+
+    def double_barrier_native(self) -> AsyncNativeDoubleBarrier | None:
+        return DoubleBarriers(self)
+
+    async def barrier_read(self, kind: str, name: str) -> tuple[bytes | str | None, object]:
+        return await self._call(lambda: self.barriers.read(kind, name), name=name)
+
+    async def barrier_cas(self, kind: str, name: str, version: object, data: str | None, keep_ms: int) -> bool:
+        return await self._call(lambda: self.barriers.cas(kind, name, version, data), name=name)
 
     async def request_release(self, name: str, reason: str) -> bool:
         return await self._call(lambda: self.admin.request_release(name, reason), name=name)

@@ -1,0 +1,37 @@
+"""The two Lua scripts of a barrier (single node and Redis Cluster): each gets one key, the barrier's string
+(``keys.barrier_key``), and runs by ``EVAL``. The record's rules are in Python (``_core/barrier.py``): Redis
+only reads it and replaces it whole if nobody changed it since (compare-and-set). No I/O here.
+
+A key of the barrier that holds another type than a string was made by something else: both refuse it before
+writing (``DISTLOCK-WRONGTYPE``, as the lock scripts do).
+"""
+
+from __future__ import annotations
+
+from .prelude import WRONGTYPE
+
+_GUARD = (
+    """
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t ~= 'none' and t ~= 'string' then
+  return redis.error_reply('"""
+    + WRONGTYPE
+    + """ the key ' .. KEYS[1] .. ' holds a ' .. t .. ' where distlock keeps a barrier (a string): something else than distlock made it; nothing was written (use another name, or remove that key)')
+end
+"""
+)
+
+#: Reply: the record ('' when there is none).
+READ = _GUARD + "return redis.call('GET', KEYS[1]) or ''\n"
+
+#: ARGV: the record as read ('' = none), the new record ('' = delete it), its lifetime in ms. Reply: 1 written,
+#: 0 the record changed since it was read (nothing written).
+CAS = (
+    _GUARD
+    + """
+local cur = redis.call('GET', KEYS[1]) or ''
+if cur ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
+return 1
+"""
+)
