@@ -49,7 +49,7 @@ def test_a_withdrawal_after_the_trip_reports_the_trip_and_before_it_takes_the_ar
     rec, _ = b.step(rec, _op(b.ARRIVE, "b"), 1)
     rec, w = b.step(rec, _op(b.WITHDRAW, "a", a.gen), 2)
     assert w.outcome == b.TRIPPED
-    rec, c = b.step(rec, _op(b.ARRIVE, "c"), 3)
+    rec, _ = b.step(rec, _op(b.ARRIVE, "c"), 3)
     rec, w = b.step(rec, _op(b.WITHDRAW, "c", ""), 4)  # an arrival whose reply was lost: no generation known
     assert w.outcome == b.WITHDRAWN and rec is not None and rec["open"] == {}
     rec, w = b.step(rec, _op(b.WITHDRAW, "b", ""), 5)
