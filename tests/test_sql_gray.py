@@ -13,6 +13,7 @@ and the server), and what stays on the server after use.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import uuid
@@ -210,6 +211,36 @@ def test_session_mode_half_open_pinned_connection_costs_only_its_own_lock(
         assert not second.lost.is_set()
         assert second.owned()
         second.release()
+
+
+def test_session_mode_silent_pinned_connection_is_at_risk_before_it_is_lost(
+    db: str, url: str, proxy: FaultProxy, name: str
+) -> None:
+    """Session mode: a check of the pinned connection that gets no answer ends the lock, so it must wait past
+    the at-risk mark (half the lease) and the holder hears ``at_risk`` well before ``lost``. (Cut at a quarter
+    of the TTL, it gave up about a twelfth of a TTL after the mark, or before it: no warning at all.) The
+    moments are the log events', made where each happened (the lease clock's thread, the renewer's)."""
+    seen: list[tuple[str, float]] = []
+
+    class Events(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            event = getattr(record, "event", None)
+            if event in ("at-risk", "lost") and getattr(record, "lock", None) == name:
+                seen.append((str(event), record.created))
+
+    handler = Events()
+    logging.getLogger("distlock").addHandler(handler)
+    try:
+        with distlock.connect(with_options(via(url, proxy), mode="session")) as s:
+            lock = s.lock(name, ttl=6)
+            assert lock.acquire(timeout=5)
+            proxy.freeze()
+            assert lock.lost.wait(20)
+    finally:
+        logging.getLogger("distlock").removeHandler(handler)
+    assert [what for what, _ in seen] == ["at-risk", "lost"], seen
+    # expected about 1.7 s (the check sent a third of the lease in, cut at 45% of it); the old cut gave 0.5 s
+    assert seen[1][1] - seen[0][1] > 1.0, seen
 
 
 # -- nothing of a free name stays; fences from one counter ----------------------------------------------

@@ -26,10 +26,17 @@ from ...._errors import BackendError, UnsupportedFeature
 from ...._url import StoreConfig, scrub
 from .. import session as ss
 from .. import stmt as st
-from .base import CLEANUP_TIMEOUT, RENEW_SHARE, SqlBase
+from .base import CLEANUP_TIMEOUT, SqlBase
 from .driver import SESSION_WAIT_SLICE, Sets, SqlDriver, StaleConnection
 
 log = logging.getLogger("distlock")
+
+#: a check of a pinned connection gets this share of the TTL: sent a sixth to a third of a TTL after the last
+#: one confirmed, it gives up past the lease clock's at-risk mark (half the lease: ``held.AT_RISK_SHARE``), so
+#: the holder is warned first, and before the lease end (the server's idle timeout of the connection, the lease,
+#: is a TTL from the last statement it got). Closing the connection ends the lock, so a shorter cut (the lease
+#: mode's ``RENEW_SHARE``, after which lease mode simply tries again) came before the warning
+CHECK_SHARE = 0.45
 
 
 @dataclass
@@ -249,7 +256,7 @@ class SessionMode(SqlBase):
             ok = False
             if pinned is not None:
                 try:
-                    with Budget(RENEW_SHARE * claim.ttl):  # a silent pinned connection: this holding is lost
+                    with Budget(CHECK_SHARE * claim.ttl):  # a silent pinned connection: this holding is lost
                         ok = self._check(pinned, claim.ttl)
                 except BaseException:  # cancelled mid-check: the connection is closed, and the lock with it
                     self._lose(claim, pinned, "its connection's check was cancelled")
