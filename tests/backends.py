@@ -206,6 +206,23 @@ for _row in ROWS:
 
 
 # -- what runs on each row -----------------------------------------------------------------------------
+#: the sync twins (tests/_sync/, generated) of these kinds' conformance tests run in a default run on one row per
+#: driver seam only: the kinds' logic is the async source both sides are generated from, and what differs by side
+#: is the seam a row's driver crosses (its sync client, or the worker thread of a blocking one). The async
+#: originals run on every row; ``--backend NAME`` runs both everywhere. (Keeps the suite within its time.)
+SYNC_ON_SEAMS = ("test_latch", "test_barrier", "test_double_barrier", "test_revoke")
+SEAM_ROWS = frozenset({"sqlite", "redis", "zookeeper", "etcd", "mysql", "postgres"})
+
+
+def _sync_twin_elsewhere(item: pytest.Item, row: Row) -> bool:
+    """A sync twin of ``SYNC_ON_SEAMS`` on a row that is not one of ``SEAM_ROWS``."""
+    return (
+        row.name not in SEAM_ROWS
+        and f"{os.sep}_sync{os.sep}" in str(item.path)
+        and getattr(item, "originalname", item.name).startswith(SYNC_ON_SEAMS)
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     chosen = config.getoption("--backend") or []
     keep: list[pytest.Item] = []
@@ -218,7 +235,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         everything = row.name in chosen
         original = getattr(item, "originalname", item.name)
-        if not everything and (row.opt_in or (row.focused is not None and original not in row.focused)):
+        if not everything and (
+            row.opt_in or (row.focused is not None and original not in row.focused) or _sync_twin_elsewhere(item, row)
+        ):
             drop.append(item)
             continue
         keep.append(item)

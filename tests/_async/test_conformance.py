@@ -246,13 +246,13 @@ async def test_rwlock_is_reentrant_refuses_an_upgrade_and_downgrades_without_let
         assert await rw.write.acquire()
         assert await rw.write.acquire(blocking=False) and rw.write.hold_count == 2
         events.append("write")
-        await sleep(0.5)  # the other writer queues meanwhile
+        await sleep(0.4)  # the other writer queues meanwhile
         assert await rw.read.acquire(blocking=False)  # granted at once, the queued writer notwithstanding
         fence = rw.read.fence
         await rw.write.release()
         await rw.write.release()  # downgraded: the read lock alone is held now
         assert rw.write.hold_count == 0 and rw.read.fence == fence
-        await sleep(0.7)
+        await sleep(0.5)
         assert events == ["write"], events  # the writer is still kept out by the read lock
         late = async_store.rwlock(name, ttl=10).read
         assert not await late.acquire(blocking=False)  # and a queued writer blocks new readers, as always

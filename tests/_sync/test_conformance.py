@@ -247,13 +247,13 @@ def test_rwlock_is_reentrant_refuses_an_upgrade_and_downgrades_without_letting_a
         assert rw.write.acquire()
         assert rw.write.acquire(blocking=False) and rw.write.hold_count == 2
         events.append("write")
-        sleep(0.5)  # the other writer queues meanwhile
+        sleep(0.4)  # the other writer queues meanwhile
         assert rw.read.acquire(blocking=False)  # granted at once, the queued writer notwithstanding
         fence = rw.read.fence
         rw.write.release()
         rw.write.release()  # downgraded: the read lock alone is held now
         assert rw.write.hold_count == 0 and rw.read.fence == fence
-        sleep(0.7)
+        sleep(0.5)
         assert events == ["write"], events  # the writer is still kept out by the read lock
         late = sync_store.rwlock(name, ttl=10).read
         assert not late.acquire(blocking=False)  # and a queued writer blocks new readers, as always
