@@ -206,21 +206,18 @@ for _row in ROWS:
 
 
 # -- what runs on each row -----------------------------------------------------------------------------
-#: the sync twins (tests/_sync/, generated) of these kinds' conformance tests run in a default run on one row per
-#: driver seam only: the kinds' logic is the async source both sides are generated from, and what differs by side
-#: is the seam a row's driver crosses (its sync client, or the worker thread of a blocking one). The async
-#: originals run on every row; ``--backend NAME`` runs both everywhere. (Keeps the suite within its time.)
-SYNC_ON_SEAMS = ("test_latch", "test_barrier", "test_double_barrier", "test_revoke")
-SEAM_ROWS = frozenset({"sqlite", "redis", "zookeeper", "etcd", "mysql", "postgres"})
+#: A default run runs the sync twins (tests/_sync/, generated) of the row-parametrised tests on these rows only:
+#: one per driver seam (SQLite's worker thread, which memory:// shares; redis-py's two clients; kazoo; the etcd
+#: client; PyMySQL/aiomysql; psycopg's two connections), and the Redis Cluster and Sentinel rows' focused tests.
+#: Both sides are generated from one async source and differ only at those seams. The other rows run the async
+#: originals; their sync side is driven elsewhere too (Redlock's fan-out by tests/test_redlock_*.py, the SQL
+#: session modes by tests/test_sql_*.py). ``--backend NAME`` runs both sides on a row. (The suite's time.)
+SEAM_ROWS = frozenset({"sqlite", "redis", "redis_cluster", "redis_sentinel", "zookeeper", "etcd", "mysql", "postgres"})
 
 
 def _sync_twin_elsewhere(item: pytest.Item, row: Row) -> bool:
-    """A sync twin of ``SYNC_ON_SEAMS`` on a row that is not one of ``SEAM_ROWS``."""
-    return (
-        row.name not in SEAM_ROWS
-        and f"{os.sep}_sync{os.sep}" in str(item.path)
-        and getattr(item, "originalname", item.name).startswith(SYNC_ON_SEAMS)
-    )
+    """A sync twin on a row that is not one of ``SEAM_ROWS``."""
+    return row.name not in SEAM_ROWS and f"{os.sep}_sync{os.sep}" in str(item.path)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
