@@ -62,15 +62,23 @@ def ensure_schema(b: SqlBase) -> None:
         no_session_asked = b.fast_session and recorded in existing and (recorded, "asked") not in found_cols
 
     def script() -> Generator[st.Stmt, st.Result, None]:
+        there = existing
         if b.driver.schema_guard_sql is not None:
             yield st.Stmt(b.driver.schema_guard_sql, (sn.advisory_key(f"distlock-schema:{b.prefix}"),))
+            if b.driver.existing_tables_sql is not None:
+                # Read again under the guard: a store that waited for another's creation creates nothing. A
+                # "CREATE INDEX IF NOT EXISTS" of an index that exists still takes its table's SHARE lock first
+                # (PostgreSQL), held to the end of this transaction, and stores already locking on the new tables
+                # queued behind it (and it behind them): 8 stores opening at once on a fresh prefix timed out.
+                now = yield st.Stmt(str(b.driver.existing_tables_sql))
+                there = existing | {str(row[0]).lower() for row in now.rows}
         for stmt in (
             *b.dialect.schema,
             *b.ops.extra_schema(),
             *ss.session_schema(b.dialect, b.prefix, b.fast_session),
             *b._mode_schema(),
         ):
-            if sd.created_name(stmt).lower() not in existing:
+            if sd.created_name(stmt).lower() not in there:
                 yield st.Stmt(stmt)
         if old_holders:
             yield from b.ops.upgrade()
