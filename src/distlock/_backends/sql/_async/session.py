@@ -300,6 +300,8 @@ class SessionMode(SqlBase):
         ours: dict[str, dict[int, HolderInfo]] = {}
         foreign: dict[str, dict[int, HolderInfo]] = {}
         for name, owner, mode, fence, conn_id, holder, holder_mode in rows:
+            if holder is None:  # let go between the record's read and the server's answer: nobody holds it now
+                continue
             n, h = str(name), int(holder)
             if conn_id is not None and int(conn_id) == h:
                 ours.setdefault(n, {})[h] = HolderInfo(str(owner), int(fence), str(mode), None)
