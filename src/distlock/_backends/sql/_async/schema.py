@@ -8,7 +8,8 @@ records) or from the mode (``SqlBase._mode_schema``); the driver says how to lis
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator
+import weakref
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
 from ...._core.timing import monotonic
@@ -134,3 +135,24 @@ async def _add_queue_column(b: SqlBase, queue: str, column: str, without: str) -
         )
         return False
     return True
+
+
+class LazyTable:
+    """A table made at its first use rather than at open (the latches', the barriers'), under the schema guard
+    (PostgreSQL: concurrent CREATEs of one table collide), once per store."""
+
+    def __init__(self, ddl: Callable[[sd.Dialect, str], str]) -> None:
+        self._ddl = ddl
+        self._ready: weakref.WeakSet[SqlBase] = weakref.WeakSet()
+
+    async def ensure(self, b: SqlBase) -> None:
+        if b in self._ready:
+            return
+
+        def script() -> Generator[st.Stmt, st.Result, None]:
+            if b.driver.schema_guard_sql is not None:
+                yield st.Stmt(b.driver.schema_guard_sql, (sn.advisory_key(f"distlock-schema:{b.prefix}"),))
+            yield st.Stmt(self._ddl(b.dialect, b.prefix))
+
+        await b._tx(script, tx=b.driver.schema_guard_sql is not None)
+        self._ready.add(b)

@@ -6,44 +6,28 @@ dialect pushes: PostgreSQL's LISTEN; else a poll every ``AsyncWatch.POLL`` secon
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Generator
 from typing import TYPE_CHECKING
 
 from ...._core.latch import LatchState
 from .. import latch as sl
 from .. import names as sn
-from .. import stmt as st
+from .schema import LazyTable
 
 if TYPE_CHECKING:
     from .base import SqlBase
 
-#: the stores whose latches' table is known to exist
-_READY: weakref.WeakSet[SqlBase] = weakref.WeakSet()
-
-
-def _ensure(b: SqlBase) -> None:
-    if b in _READY:
-        return
-
-    def script() -> Generator[st.Stmt, st.Result, None]:
-        if b.driver.schema_guard_sql is not None:  # PostgreSQL: concurrent CREATEs of one table collide
-            yield st.Stmt(b.driver.schema_guard_sql, (sn.advisory_key(f"distlock-schema:{b.prefix}"),))
-        yield st.Stmt(sl.table(b.dialect, b.prefix))
-
-    b._tx(script, tx=b.driver.schema_guard_sql is not None)
-    _READY.add(b)
+_TABLE = LazyTable(sl.table)
 
 
 def open_latch(b: SqlBase, name: str, count: int | None, round_id: str) -> LatchState | None:
-    _ensure(b)
+    _TABLE.ensure(b)
     key = sn.name_key(name)
     return b._tx(lambda: sl.open_latch(b.dialect, b.prefix, key, name, count, round_id))
 
 
 def count_down(b: SqlBase, name: str, round_id: str, step: str, linger: float) -> tuple[int, str | None]:
     """The count after, and the wake-up key to wake this store's own waiters with (None: not at zero now)."""
-    _ensure(b)
+    _TABLE.ensure(b)
     key = sn.name_key(name)
     channel = b.ops.channel
     left, reached = b._tx(lambda: sl.count_down(b.dialect, b.prefix, channel, key, round_id, step, linger))
