@@ -248,8 +248,8 @@ class LeaseOps:
             (*args, now),
         )
         waiting = {str(k): to_int(c) for k, c in w.rows}
-        rows = ((str(n), str(o), str(m), to_int(f), to_float(e)) for n, o, m, f, e in r.rows)
-        return lease_infos(rows, lambda n: waiting.get(name_key(n), 0), now)
+        rows = ((str(n), str(o), str(m), to_int(f), to_float(e), None) for n, o, m, f, e in r.rows)
+        return lease_infos(rows, lambda n: (waiting.get(name_key(n), 0), 0), now)
 
     def sweep(self, grace: float = SWEEP_GRACE, batch: int = SWEEP_BATCH) -> Generator[Stmt, Result, int]:
         """Remove what nobody will come back for: holder and queue rows expired for ``grace`` seconds

@@ -147,7 +147,7 @@ class Ops:
         conn, now = self.db.read()
         rows = sql.live_rows(conn, names, prefix, now)
         waiting = sql.waiting_counts(conn, names, prefix, now)
-        return arbiter.lease_infos(rows, lambda n: waiting.get(n, 0), now)
+        return arbiter.lease_infos(((*r, None) for r in rows), lambda n: (waiting.get(n, 0), 0), now)
 
     def break_lock(self, name: str) -> list[str]:
         def body(conn: sqlite3.Connection, now: float) -> list[str]:
