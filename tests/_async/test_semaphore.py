@@ -38,28 +38,30 @@ async def test_semaphore_permits_are_taken_all_or_nothing_as_one_holding(
         return
     a = async_store.semaphore(name, permits=3, ttl=10)
     b = async_store.semaphore(name, permits=3, ttl=10)
-    assert await a.acquire(permits=2)
-    assert a.hold_count == 2 and a.fence is not None
-    assert not await b.acquire(timeout=0.3, permits=2)  # one is free: nothing of it is taken
-    info = await async_store.inspect(name)
-    assert info is not None and info.kind == "semaphore"
-    assert (info.permits, info.taken) == (3, 2)
-    assert [h.permits for h in info.holders] == [2] and [h.fence for h in info.holders] == [a.fence]
-    assert b.hold_count == 0
-    assert await b.acquire(blocking=False)  # the one free permit
-    await b.release()
-    first = a.fence
+    fences: list[int] = []
 
-    async def later() -> None:
-        await sleep(0.3)
+    async def holder() -> None:
+        assert await a.acquire(permits=2)
+        assert a.hold_count == 2 and a.fence is not None
+        fences.append(a.fence)
+        await sleep(1.0)  # the other owner looks meanwhile
         await a.release()  # both permits go with one release
 
-    async def waiter() -> None:
-        assert await b.acquire(timeout=30, permits=2)
-        assert b.hold_count == 2 and b.fence is not None and b.fence > first
+    async def other() -> None:
+        await sleep(0.3)
+        assert not await b.acquire(timeout=0.3, permits=2)  # one is free: nothing of it is taken
+        info = await async_store.inspect(name)
+        assert info is not None and info.kind == "semaphore"
+        assert (info.permits, info.taken) == (3, 2)
+        assert [h.permits for h in info.holders] == [2] and [h.fence for h in info.holders] == fences
+        assert b.hold_count == 0
+        assert await b.acquire(blocking=False)  # the one free permit
+        await b.release()
+        assert await b.acquire(timeout=30, permits=2)  # granted once the holder releases
+        assert b.hold_count == 2 and b.fence is not None and b.fence > fences[0]
         await b.release()
 
-    await run_all(later, waiter)
+    await run_all(holder, other)
     assert await async_store.inspect(name) is None
 
 

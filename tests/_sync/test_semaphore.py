@@ -39,28 +39,30 @@ def test_semaphore_permits_are_taken_all_or_nothing_as_one_holding(
         return
     a = sync_store.semaphore(name, permits=3, ttl=10)
     b = sync_store.semaphore(name, permits=3, ttl=10)
-    assert a.acquire(permits=2)
-    assert a.hold_count == 2 and a.fence is not None
-    assert not b.acquire(timeout=0.3, permits=2)  # one is free: nothing of it is taken
-    info = sync_store.inspect(name)
-    assert info is not None and info.kind == "semaphore"
-    assert (info.permits, info.taken) == (3, 2)
-    assert [h.permits for h in info.holders] == [2] and [h.fence for h in info.holders] == [a.fence]
-    assert b.hold_count == 0
-    assert b.acquire(blocking=False)  # the one free permit
-    b.release()
-    first = a.fence
+    fences: list[int] = []
 
-    def later() -> None:
-        sleep(0.3)
+    def holder() -> None:
+        assert a.acquire(permits=2)
+        assert a.hold_count == 2 and a.fence is not None
+        fences.append(a.fence)
+        sleep(1.0)  # the other owner looks meanwhile
         a.release()  # both permits go with one release
 
-    def waiter() -> None:
-        assert b.acquire(timeout=30, permits=2)
-        assert b.hold_count == 2 and b.fence is not None and b.fence > first
+    def other() -> None:
+        sleep(0.3)
+        assert not b.acquire(timeout=0.3, permits=2)  # one is free: nothing of it is taken
+        info = sync_store.inspect(name)
+        assert info is not None and info.kind == "semaphore"
+        assert (info.permits, info.taken) == (3, 2)
+        assert [h.permits for h in info.holders] == [2] and [h.fence for h in info.holders] == fences
+        assert b.hold_count == 0
+        assert b.acquire(blocking=False)  # the one free permit
+        b.release()
+        assert b.acquire(timeout=30, permits=2)  # granted once the holder releases
+        assert b.hold_count == 2 and b.fence is not None and b.fence > fences[0]
         b.release()
 
-    run_all(later, waiter)
+    run_all(holder, other)
     assert sync_store.inspect(name) is None
 
 
