@@ -42,6 +42,13 @@ from every lock's and latch's keys, stepped by ``barrier_step(kind, name, op)``:
 (``barrier_read``) and a compare-and-set (``barrier_cas``) of the whole record, which a backend answers, or a
 transaction of its own (SQLite). ``barrier_refused(kind)`` says why a backend has none (``UnsupportedFeature``).
 
+Semaphores (``Mode.SEMAPHORE``; the rule in ``_core/arbiter.py``): a claim takes ``claim.want`` permits all or
+nothing as one holding; ``claim.permits`` is the capacity its user declared (None: follow the stored one). While a
+semaphore has a live holder or waiter the backend keeps its two numbers (``arbiter.Capacity``: declared and in
+force) and refuses a claim that does not fit them with ``ConfigError`` (``arbiter.terms``: its messages); the
+last release or abandon removes them. ``set_permits(name, n)`` changes the one in force. ``inspect`` reports
+each holder's ``permits`` and the semaphore's (``LockInfo.weighed``).
+
 Elections (``capabilities.elections``, ``election.py``) are exclusive fair claims that carry a ``value``: the
 backend stores it with the holding (and reports it as ``HolderInfo.value``), and answers two more calls:
 
@@ -267,6 +274,12 @@ class AsyncBackend:
 
     async def inspect(self, name: str) -> LockInfo | None:
         raise NotImplementedError
+
+    async def set_permits(self, name: str, permits: int) -> bool:
+        """Semaphores: make ``permits`` the stored capacity in force of ``name`` if it is in use (a live holder or
+        waiter; its declared number stays), and wake its waiters; True. False, and nothing written, for a free
+        name. Holders above the new capacity keep their permits."""
+        raise UnsupportedFeature("resizing a semaphore (set_permits) is not supported here", name=name, backend=self.scheme)
 
     async def proclaim(self, claim: Claim, value: str) -> bool:
         """Elections: store ``value`` as the holding's value if ``claim`` still holds; False if it does not."""

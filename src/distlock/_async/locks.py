@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from .. import _idiom_async as idiom
 from .. import _rt_async as rt
 from .._core import forks, ids
+from .._core.arbiter import too_many_message
 from .._core.text import seconds
 from .._core.timing import Deadline
 from .._core.types import Claim, Mode
-from .._core.validate import check_max_hold, check_permits, check_timeout, check_ttl
+from .._core.validate import check_capacity, check_max_hold, check_permits, check_timeout, check_ttl
 from .._errors import AcquireTimeout, ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
 from .clock import Holding
 from .held import LeaseView, LostCallback, RevokeCallback, RiskCallback
@@ -118,7 +119,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         auto_renew: bool = True,
         on_lost: LostCallback | None = None,
         reentrant: bool = False,
-        permits: int = 1,
+        permits: int | None = 1,
         fair: bool = False,
         max_hold: float | None = None,
     ) -> None:
@@ -128,7 +129,8 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         #: a lease cap: each holding is lost (and released) this long after its grant, renewals or not
         self.max_hold = check_max_hold(max_hold, name=name, backend=backend)
         self.timeout = check_timeout(timeout, name=name, backend=backend)
-        self.permits = check_permits(permits, name=name, backend=backend)
+        #: a semaphore's declared capacity (None: the one stored on the server governs); 1 for every other kind
+        self.permits = check_capacity(permits, name=name, backend=backend) if mode is Mode.SEMAPHORE else 1
         self.mode = mode
         self.auto_renew = bool(auto_renew)
         self.reentrant = reentrant
@@ -150,7 +152,10 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
     # -- acquire ---------------------------------------------------------------------------------------
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Acquire; True on success, False if not acquired in time (``blocking=False``: one attempt)."""
-        wait = self._wait_of(blocking, timeout)
+        return await self._acquire(self._wait_of(blocking, timeout), 1)
+
+    async def _acquire(self, wait: float | None, want: int) -> bool:
+        """Acquire within ``wait`` seconds (None: no limit), taking ``want`` permits (a semaphore; else 1)."""
         key = rt.owner_key()
         with self._mutex:
             mine = self._by_owner().get(key)
@@ -188,6 +193,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
             permits=self.permits,
             fair=self.fair,
             companion=None if self._sibling is None else self._companion(key),
+            want=want,
         )
         won = await self._acquirer.acquire(claim, Deadline.after(wait))
         if won is None:
@@ -297,7 +303,7 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
         nothing. A lost holding still counts until its ``release()`` (``lost`` tells it apart)."""
         with self._mutex:
             mine = self._by_owner().get(rt.owner_key())
-        return sum(holding.count for holding in mine) if mine else 0
+        return sum(holding.count * holding.claim.want for holding in mine) if mine else 0
 
     @property
     def fence(self) -> int | None:
@@ -363,11 +369,66 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
 
 
 class AsyncSemaphore(AsyncLock):
-    """At most ``permits`` holders; each permit is its own lease. One owner may hold several permits."""
+    """A counting semaphore: holdings of one or more permits each, at most its capacity in all.
+
+    ``acquire(permits=n)`` takes ``n`` permits all or nothing, as one holding (one lease, one fence, one
+    ``release()``); one owner may hold several holdings. The capacity is kept on the server while the
+    semaphore is in use: ``permits`` is the capacity this user declares (it must match the first user's), or
+    None to follow the stored one; ``set_permits`` changes it for everyone.
+    """
 
     if TYPE_CHECKING:
 
         async def __aenter__(self) -> AsyncHeldSemaphore: ...
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None, *, permits: int = 1) -> bool:
+        """Take ``permits`` permits at once, all or nothing, as one holding; True on success, False if not granted
+        in time (``blocking=False``: one attempt). ``ConfigError`` at once when ``permits`` is not an int >= 1 or
+        exceeds the capacity (it could never be granted), or when this object's declared capacity differs from
+        the one the semaphore was declared with."""
+        scheme = self._acquirer.scheme
+        want = check_permits(permits, name=self.name, backend=scheme)
+        if self.permits is not None and want > self.permits:
+            raise ConfigError(too_many_message(self.name, want, self.permits), backend=scheme)
+        return await self._acquire(self._wait_of(blocking, timeout), want)
+
+    def take(self, permits: int = 1, timeout: float | None = None) -> _Take:
+        """``async with sem.take(2, timeout=5):``: acquire ``permits`` permits within ``timeout`` (None: the
+        object's ``timeout``) or raise ``AcquireTimeout``; release them when the block ends. ``take()`` with no
+        arguments is ``async with sem:``."""
+        scheme = self._acquirer.scheme
+        want = check_permits(permits, name=self.name, backend=scheme)
+        wait = self.timeout if timeout is None else check_timeout(timeout, name=self.name, backend=scheme)
+        return _Take(self, want, wait)
+
+    async def set_permits(self, permits: int) -> bool:
+        """Make ``permits`` the capacity in force for every user of this semaphore: later grants count against it;
+        holders above a smaller one keep their permits until they release (nobody is revoked). True if the
+        semaphore is in use (a holder or a waiter); False, and nothing stored, if it is free: then the next
+        first user's ``permits`` decides."""
+        n = check_permits(permits, name=self.name, backend=self._acquirer.scheme)
+        return await self._acquirer.set_permits(self.name, n)
+
+
+class _Take(_Scoped["AsyncHeldSemaphore"]):
+    """What ``sem.take(n, timeout)`` returns: a ``with`` block holding ``n`` permits of ``sem``."""
+
+    def __init__(self, sem: AsyncSemaphore, want: int, timeout: float | None) -> None:
+        self.sem = sem
+        self.want = want
+        self.name = sem.name
+        self.timeout = timeout
+        self._acquirer = sem._acquirer
+
+    async def _take(self) -> bool:
+        return await self.sem.acquire(timeout=self.timeout, permits=self.want)
+
+    async def _give_back(self) -> None:
+        await self.sem._give_back()
+
+    async def __aenter__(self) -> AsyncHeldSemaphore:
+        await super().__aenter__()
+        return self.sem  # type: ignore[return-value]  # the semaphore, typed as held while the block runs
 
 
 class AsyncReadWriteLock:

@@ -12,7 +12,7 @@ The contract between the two layers (see ``_async/backend.py`` for the methods):
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import ids
 
@@ -23,7 +23,7 @@ class Mode(enum.StrEnum):
     EXCLUSIVE = "lock"  # mutex / rlock / each name of a multilock
     READ = "read"  # rwlock.read: shares with other readers
     WRITE = "write"  # rwlock.write: excludes everyone; waiting writers block new readers
-    SEMAPHORE = "semaphore"  # at most ``permits`` holders
+    SEMAPHORE = "semaphore"  # holdings of a few permits each, at most the capacity in all
 
     @property
     def shared(self) -> bool:
@@ -52,12 +52,16 @@ class Claim:
     token: str
     owner: str
     ttl: float
-    permits: int = 1
+    #: a semaphore's capacity as its user declared it (``store.semaphore(name, permits=N)``); None: the capacity
+    #: stored on the server governs (``permits=None``). 1 for every other mode
+    permits: int | None = 1
     fair: bool = False
     value: str | None = None  # an election candidate's value (``store.election``); None for a lock
     #: a READ claim taken by the owner of the name's WRITE holding: that holding's token (a downgrade). The
     #: write holding excludes everyone else, so the backend grants the read at once, whoever waits
     companion: str | None = None
+    #: the permits this holding takes of a semaphore, all or nothing (``acquire(permits=n)``); 1 for every other mode
+    want: int = 1
 
     @property
     def record(self) -> str:
@@ -111,6 +115,7 @@ class HolderInfo:
     ttl_left: float | None  # seconds left on the lease; None where the backend has sessions, not TTLs
     value: str | None = None  # an election leader's value; None for a lock holder
     client_name: str | None = None
+    permits: int | None = None  # a semaphore holding's permits; None for every other kind
 
     def __post_init__(self) -> None:
         # the backends pass the stored owner string, which carries the client name (ids.owner_id): split here,
@@ -137,13 +142,31 @@ class LockInfo:
     kind: str
     holders: tuple[HolderInfo, ...]
     waiters: int | None = None  # None where the backend cannot tell
+    #: a semaphore's capacity in force (None: another kind, or the backend cannot tell)
+    permits: int | None = None
+    #: a semaphore's permits held now: the sum of its holders' ``permits`` (None for another kind)
+    taken: int | None = None
+    #: the permits a semaphore's waiters ask for in all (None: another kind, or the backend cannot tell)
+    waiting_permits: int | None = None
+
+    def weighed(self, capacity: int | None, waiting_permits: int | None) -> LockInfo:
+        """This semaphore's info with its capacity, the permits its holders take (each holder's ``permits``,
+        1 where unknown) and the permits its waiters want."""
+        holders = tuple(h if h.permits is not None else replace(h, permits=1) for h in self.holders)
+        taken = sum(h.permits or 1 for h in holders)
+        return replace(self, holders=holders, permits=capacity, taken=taken, waiting_permits=waiting_permits)
 
     def to_json(self) -> dict[str, object]:
-        """The stable ``--json`` layout of the CLI (documented in docs/cli.md)."""
+        """The stable ``--json`` layout of the CLI (documented in docs/cli.md); a semaphore's also has its
+        capacity, permits taken and waiting, and each holder's permits."""
+        weights: dict[str, object] = {}
+        if self.kind == "semaphore":
+            weights = {"permits": self.permits, "taken": self.taken, "waiting_permits": self.waiting_permits}
         return {
             "name": self.name,
             "kind": self.kind,
             "waiters": self.waiters,
+            **weights,
             "holders": [
                 {
                     "owner": h.owner,
@@ -152,6 +175,7 @@ class LockInfo:
                     "ttl_left": None if h.ttl_left is None else round(h.ttl_left, 3),
                     **({} if h.value is None else {"value": h.value}),
                     **({} if h.client_name is None else {"client_name": h.client_name}),
+                    **({} if h.permits is None else {"permits": h.permits}),
                 }
                 for h in self.holders
             ],

@@ -85,6 +85,11 @@ def check_permits(value: object, *, name: str | None = None, backend: str | None
     return value
 
 
+def check_capacity(value: object, *, name: str | None = None, backend: str | None = None) -> int | None:
+    """A semaphore's declared capacity: an int >= 1, or None (the capacity stored on the server governs)."""
+    return None if value is None else check_permits(value, name=name, backend=backend)
+
+
 #: Largest election value accepted (bytes of UTF-8). etcd and ZooKeeper keep it in one key or node; 64 KiB
 #: stays far below their request limits (1.5 MiB, 1 MiB) and is plenty for an address or a small JSON.
 MAX_VALUE_BYTES = 65536

@@ -273,6 +273,12 @@ class SyncAcquirer(HolderCalls):
         self.blocking()
         return self.backend.inspect(name)
 
+    def set_permits(self, name: str, permits: int) -> bool:
+        if self.closed:
+            raise LockError("the store is closed", name=name, backend=self.scheme)
+        self.blocking()
+        return self.backend.set_permits(name, permits)
+
     def lose(self, holding: Holding, reason: str, cause: str = events.GONE) -> None:
         """Mark a holding lost: set its event, stop renewing it, call the callbacks once, off the critical path.
 

@@ -212,7 +212,7 @@ class Store(idiom.SyncOnly):
     def semaphore(
         self,
         name: str,
-        permits: int = 3,
+        permits: int | None = 3,
         ttl: float = 30.0,
         timeout: float | None = None,
         auto_renew: bool = True,
@@ -221,7 +221,9 @@ class Store(idiom.SyncOnly):
         fair: bool = False,
         max_hold: float | None = None,
     ) -> Semaphore:
-        """At most ``permits`` holders at once; each permit is its own lease."""
+        """A counting semaphore of capacity ``permits`` (None: the capacity stored on the server while the
+        semaphore is in use governs). ``acquire(permits=n)`` takes ``n`` at once, as one holding with its own lease
+        and fence; ``set_permits`` resizes it for everyone."""
         return Semaphore(
             self,
             name,

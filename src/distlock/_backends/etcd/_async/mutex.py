@@ -128,7 +128,7 @@ class Attempt(AsyncAttempt):
                 # place in the queue (etcd#11456); queue again at the back with a fresh lease.
                 await self._drop()
                 entry, header_rev, queue = await self._enqueue()
-        decision = keys.decide(queue, entry.rev, claim.mode, claim.permits)
+        decision = keys.decide(queue, entry.rev, claim.mode, claim.permits or 1)
         if not decision.acquired and claim.companion is not None and await self._under_own_writer(queue):
             decision = keys.Decision(True)
         if decision.acquired:
@@ -193,7 +193,7 @@ class Attempt(AsyncAttempt):
     async def _enqueue(self) -> tuple[Entry, int, list[keys.Contender]]:
         """Create our key (put-if-absent on our own lease) and read the queue, in one txn."""
         claim = self.claim
-        value = keys.key_value(claim.owner, claim.mode, claim.permits, claim.value)
+        value = keys.key_value(claim.owner, claim.mode, claim.permits or 1, claim.value)
         queue_range = {"request_range": keys.prefix_range(self._prefix)}
         # Our put comes first in the txn, so our key is the newest: the tail read sees it and the one ahead.
         tail_range = {"request_range": keys.tail_range(self._prefix)} if self._tail else queue_range

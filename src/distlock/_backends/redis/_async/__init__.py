@@ -133,7 +133,7 @@ class Backend(AsyncBackend):
             claim.token,
             claim.mode,
             claim.ttl,
-            claim.permits,
+            claim.permits or 1,
             claim.fair,
             claim.record,
             WAITER_TTL,

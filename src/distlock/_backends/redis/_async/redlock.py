@@ -136,7 +136,7 @@ class Backend(AsyncBackend):
                 claim.token,
                 claim.mode,
                 claim.ttl,
-                claim.permits,
+                claim.permits or 1,
                 False,
                 claim.record,
                 WAITER_TTL,

@@ -134,7 +134,7 @@ class Backend(SyncBackend):
             claim.token,
             claim.mode,
             claim.ttl,
-            claim.permits,
+            claim.permits or 1,
             claim.fair,
             claim.record,
             WAITER_TTL,

@@ -137,7 +137,7 @@ class Backend(SyncBackend):
                 claim.token,
                 claim.mode,
                 claim.ttl,
-                claim.permits,
+                claim.permits or 1,
                 False,
                 claim.record,
                 WAITER_TTL,

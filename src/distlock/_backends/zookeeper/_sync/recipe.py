@@ -79,7 +79,7 @@ class Attempt(SyncAttempt):
         if claim.value is not None:
             self._data = layout.latch_data(claim.value)
         else:
-            self._data = layout.node_data(claim.owner, claim.mode, claim.permits)
+            self._data = layout.node_data(claim.owner, claim.mode, claim.permits or 1)
         self._traces = Traces(
             claim.token,
             claim.name,
@@ -281,7 +281,7 @@ class Attempt(SyncAttempt):
         if lease.name not in leases:  # lost with the session: make a new one
             lease.renew()
             return None
-        if len(leases) > self.claim.permits:
+        if len(leases) > (self.claim.permits or 1):
             return Grant(False)
         node = self._traces.node
         nodes.delete(node.path)  # Curator releases the internal mutex once leased
