@@ -59,7 +59,13 @@ class _Base:
 
     def _step(self, kind: str, member: str, gen: str = "", *, consume: bool = True) -> barrier.Reply:
         op = Op(kind, member, gen, self.parties, self.ttl, self.linger, consume, ids.new_token())
-        return self._backend.barrier_step(self.KIND, self.name, op)
+        reply = self._backend.barrier_step(self.KIND, self.name, op)
+        if kind == ARRIVE and reply.outcome == TRIPPED:  # this arrival made ``parties``: one trip, told once
+            self._acquirer.events.debug(
+                "trip", "%s %r tripped: %d arrived", self.KIND, self.name, self.parties, lock=self.name,
+                kind=self.KIND, count=self.parties,
+            )  # fmt: skip
+        return reply
 
     def _arrive(self, timeout: float | None, *, consume: bool) -> tuple[bool, str, str]:
         """Arrive and wait for the trip: (tripped, member id, generation). Withdrawn when it did not trip."""
