@@ -22,7 +22,7 @@ from ...._async.backend import AsyncBackend, AsyncPrefixWatch, AsyncWatch
 from ...._async.batch import Batched
 from ...._core.latch import LatchState
 from ...._core.timing import monotonic
-from ...._core.types import Capabilities, Claim, LockInfo, Mode
+from ...._core.types import Capabilities, Claim, LockInfo, Mode, PrimitiveInfo, primitive_infos
 from ...._errors import BackendError, NotHeld, UnsupportedFeature
 from ...._url import StoreConfig
 from .. import keys
@@ -356,6 +356,13 @@ class Backend(AsyncBackend):
         for token in mine:
             self.lost(token, "broken by an admin (break_lock)")
         return True
+
+    async def list_primitives(self, prefix: str) -> Sequence[PrimitiveInfo] | None:
+        try:
+            latches = await latch.listing(self.gw, prefix)
+            return primitive_infos(latches, await barrier.listing(self.gw, prefix), prefix)
+        except Denied:
+            return None  # a role that may not read the latches' and barriers' prefixes: nothing to show
 
     def latch_refused(self) -> str | None:
         return None
