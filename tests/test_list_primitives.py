@@ -1,5 +1,5 @@
-"""``distlock list`` shows latches and barriers where the backend can list them (SQLite, memory, etcd, MySQL and
-PostgreSQL), through the store's ``_list_primitives`` on real servers, and once through the command line."""
+"""``distlock list`` shows latches and barriers where the backend can list them (all but Redlock), through the
+store's ``_list_primitives`` on real servers, and once through the command line."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 import distlock
 
 
-@pytest.mark.parametrize("row", ["sqlite", "etcd", "mysql", "postgres"])
+@pytest.mark.parametrize("row", ["sqlite", "redis", "etcd", "zookeeper", "mysql", "postgres"])
 def test_latches_and_barriers_are_listed(row: str, name: str, request: pytest.FixtureRequest) -> None:
     url = str(request.getfixturevalue(f"{row}_url"))
     with distlock.connect(url) as store:
