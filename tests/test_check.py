@@ -238,6 +238,7 @@ def test_broken_lockfile_baseline_is_caught_without_a_server(tmp_path: Path) -> 
         (["--spawn", "nosuch"], "'nosuch' is not one of"),
         (["--api", "async", "--algorithm", "lockfile"], "has no asyncio API"),
         (["--algorithm", "lockfile", "--faults", "fork"], "the lockfile baseline has none"),
+        (["--algorithm", "latch", "--api", "async"], "drives the threaded API only"),
     ],
 )
 def test_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:

@@ -171,3 +171,19 @@ def test_run_permits_takes_a_semaphore_permit(url: str) -> None:
         r = cli(url, "run", *bad, "pool", "--", "true")
         assert r.returncode == 2, (bad, r.stderr)
         assert r.stderr.strip().count("\n") == 0 and "--permits" in r.stderr, r.stderr
+
+
+def test_latch_and_barrier_commands_count_down_wait_and_time_out(url: str) -> None:
+    assert cli(url, "latch", "--count", "2", "deploy").stdout == "2\n"
+    assert cli(url, "latch", "--down", "deploy").stdout == "1\n"
+    short = cli(url, "latch", "--wait", "-w", "0.3", "deploy")
+    assert short.returncode == 75 and "not at zero" in short.stderr, short.stderr
+    done = cli(url, "latch", "--down", "--wait", "-w", "10", "deploy")
+    assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr
+    assert cli(url, "barrier", "--parties", "2", "-w", "0.3", "-E", "9", "gate").returncode == 9
+    pre = [sys.executable, "-m", "distlock", "--url", url, "barrier", "--parties", "2", "-w", "20", "gate"]
+    with subprocess.Popen(pre, stderr=subprocess.DEVNULL) as other:
+        assert cli(url, "barrier", "--parties", "2", "-w", "20", "gate").returncode == 0
+        assert other.wait(30) == 0  # the timed-out arrival above was withdrawn: it released nobody
+    bad = cli(url, "latch", "--count", "0", "x")
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, bad.stderr

@@ -481,3 +481,36 @@ def test_a_full_database_refuses_new_locks_at_once_and_lets_holders_release(name
             assert not held.lost.is_set() and held.owned()
             held.release()
             assert store.inspect(f"{name}-held") is None
+
+
+def test_a_downgrades_read_is_lost_with_the_write_key_it_stands_on(etcd_url: str, name: str) -> None:
+    """A write holder took the read lock while a writer queued behind its write key: the read holds only because
+    that key keeps its place. Its lease revoked before the write's release moved it, the writer holds: the read
+    must be told lost too (docs/models/rwlock_downgrade.pml, LAPSE)."""
+    port = client_ports(etcd_url)[0]
+    with distlock.connect(etcd_url) as store, distlock.connect(etcd_url) as other:
+        rw = store.rwlock(name, ttl=3)
+        assert rw.write.acquire()
+        (write_kv,) = contenders(port, name)
+        got: list[bool] = []
+        done = threading.Event()
+
+        def write() -> None:
+            writer = other.rwlock(name, ttl=3).write
+            got.append(writer.acquire(timeout=30))
+            done.wait(30)
+            writer.release()
+
+        t = threading.Thread(target=write)
+        t.start()
+        wait_for(lambda: len(contenders(port, name)) == 2, what="the writer's key")
+        assert rw.read.acquire(blocking=False)  # the downgrade: granted at once
+        post(port, "/v3/lease/revoke", {"ID": write_kv["lease"]})
+        wait_for(lambda: got == [True], what="the queued writer to hold")
+        held_on = not rw.read.lost.wait(10)
+        done.set()
+        t.join(30)
+        assert not held_on, "a read standing on a revoked write key still believed it held beside a writer"
+        for lock in (rw.write, rw.read):
+            with contextlib.suppress(distlock.LockLost):
+                lock.release()

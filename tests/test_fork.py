@@ -397,3 +397,33 @@ def test_a_killed_parents_lock_is_not_kept_alive_by_its_forked_worker(
         parent.wait(timeout=10)
         if parent.stdout is not None:
             parent.stdout.close()
+
+
+@pytest.mark.parametrize("row", ["sqlite", "zookeeper"])  # ZooKeeper's is Curator's layout (ephemeral members)
+def test_a_forked_child_cannot_leave_its_parents_double_barrier(
+    row: str, name: str, request: pytest.FixtureRequest
+) -> None:
+    """A double barrier entered by the parent: the child's copy of the object must not leave it (that would take
+    the parent's member off, and the others would leave while the parent is still inside), and a latch the
+    child inherited counts down through connections of its own."""
+    url = str(request.getfixturevalue(f"{row}_url"))
+    with distlock.connect(url) as store, distlock.connect(url) as other:
+        gate, peer = store.double_barrier(name, 2), other.double_barrier(name, 2)
+        latch = store.latch(name + "/done", 2)
+        assert latch.count() == 2
+        entered: list[bool] = []
+        t = threading.Thread(target=lambda: entered.append(peer.enter(timeout=10)))
+        t.start()
+        assert gate.enter(timeout=10)
+        t.join(10)
+        assert entered == [True]
+
+        def child() -> None:
+            with pytest.raises(distlock.ConfigError, match="before a fork"):
+                gate.leave(timeout=1)
+            assert latch.count_down() == 1
+
+        assert _in_a_child(child) == 0
+        assert not peer.leave(timeout=0.5)  # the parent is still inside
+        assert gate.leave(timeout=5)
+        assert latch.count() == 1

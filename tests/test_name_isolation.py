@@ -175,6 +175,9 @@ def test_zookeeper_no_znode_of_one_name_is_the_other_s_or_counted_by_it(a: str, 
     # a latch's znode is no other latch's, and no lock's node of any name is at or below the latches' parent
     la, lb, parent = zlatch.latch_path(a, root), zlatch.latch_path(b, root), zlatch.latches_root(root)
     assert la != lb and la.rpartition("/")[0] == parent
+    # list reads a latch's or barrier's name back from its node (the same name, or its other spelling)
+    assert zl.lock_path(zl.name_of_escaped(la.rpartition("/")[2], root), root) == pa
+    assert zl.lock_path(zl.name_of_escaped(zbarrier.barrier_path("barrier", a, root).rpartition("/")[2], root), root) == pa
     for node in mine | theirs:
         assert node != parent and not node.startswith(parent + "/"), (a, b, node)
     # the same for barriers and double barriers (Curator's layout: member nodes and ``ready`` below the path):

@@ -10,6 +10,7 @@ import logging
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -317,3 +318,23 @@ with distlock.connect({url!r}) as store:
     assert r.returncode != 0
     last = r.stderr.strip().splitlines()[-1]
     assert last == "ModuleNotFoundError: distlock.otel needs OpenTelemetry: pip install 'python-distlock[otel]'", last
+
+
+def test_latch_count_downs_and_barrier_trips_are_counted(sqlite_url: str, name: str, telemetry: Telemetry) -> None:
+    with distlock.connect(sqlite_url) as store:
+        distlock.otel.instrument(store, meter_provider=telemetry.meters, tracer_provider=telemetry.tracers)
+        latch = store.latch(name, 2)
+        assert latch.count_down() == 1 and latch.count_down() == 0
+        assert latch.count_down() == 0  # at zero: counted as such again
+        gate = store.barrier(name, 2)
+        got: list[bool] = []
+        other = threading.Thread(target=lambda: got.append(gate.wait(timeout=10)))
+        other.start()
+        assert gate.wait(timeout=10)
+        other.join(10)
+        assert got == [True]
+        assert not store.barrier(name + "-alone", 2).wait(timeout=0.3)  # withdrawn: no trip
+    latch_kind = {BACKEND: "sqlite", KIND: "latch"}
+    assert telemetry.value("distlock.latch.count_downs", **latch_kind, **{OUTCOME: "counted"}) == 1
+    assert telemetry.value("distlock.latch.count_downs", **latch_kind, **{OUTCOME: "zero"}) == 2
+    assert telemetry.value("distlock.barrier.trips", **{BACKEND: "sqlite", KIND: "barrier"}) == 1

@@ -1,7 +1,7 @@
 """The events of a lock's life: the one place they are emitted, to the log and to any sinks (``distlock.otel``).
 
 Log records go to the ``distlock`` logger: DEBUG for each step (``wait``, ``grant``, ``timeout``, ``error``,
-``renew``, ``release``, ``safe``), INFO for a release request a holder got (``revoke-requested``), WARNING for
+``renew``, ``release``, ``safe``; a latch's ``count-down``, a barrier's ``trip``), INFO for a release request a holder got (``revoke-requested``), WARNING for
 a loss (``lost``), a holding at risk of one (``at-risk``) and a
 failed renewal round trip (``renew-failed``). Every
 record carries structured fields in ``extra`` for handlers and formatters that read them: ``event``, ``lock``

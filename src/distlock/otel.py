@@ -95,6 +95,16 @@ class _Instruments:
             unit="{round_trip}",
             description="Renewal round trips (each renews every lease due, in one batch), by outcome (ok, error)",
         )
+        self.count_downs = meter.create_counter(
+            "distlock.latch.count_downs",
+            unit="{count_down}",
+            description="Latch count-downs by outcome (zero: the count is at zero after it, counted: above)",
+        )
+        self.trips = meter.create_counter(
+            "distlock.barrier.trips",
+            unit="{trip}",
+            description="Barrier generations tripped, each counted once, by the process whose arrival made the parties",
+        )
         self.renew_duration = meter.create_histogram(
             "distlock.lock.renew.duration",
             unit="s",
@@ -131,6 +141,10 @@ class _Instruments:
             self.at_risk.add(1, self._lock(f))
         elif event == "revoke-requested":
             self.revoke_requests.add(1, self._lock(f))
+        elif event == "count-down":
+            self.count_downs.add(1, {**self._lock(f), OUTCOME: "zero" if f["count"] == 0 else "counted"})
+        elif event == "trip":
+            self.trips.add(1, self._lock(f))
         elif event in ("renew", "renew-failed"):
             attributes = {BACKEND: f["backend"], OUTCOME: "ok" if event == "renew" else "error"}
             if "client_name" in f:

@@ -84,7 +84,7 @@ from .. import _rt_async as rt
 from .._core import barrier, forks
 from .._core.latch import LatchState
 from .._core.timing import monotonic, wall_ms
-from .._core.types import Capabilities, Claim, Grant, LockInfo
+from .._core.types import Capabilities, Claim, Grant, LockInfo, PrimitiveInfo
 from .._errors import BackendError, UnsupportedFeature
 from .._url import StoreConfig
 
@@ -300,6 +300,11 @@ class AsyncBackend:
         raise NotImplementedError
 
     # -- count-down latches (see the module docstring) ---------------------------------------------------
+    async def list_primitives(self, prefix: str) -> Sequence[PrimitiveInfo] | None:
+        """The latches and barriers whose names start with ``prefix`` (``distlock list``); None where the
+        backend cannot list them."""
+        return None
+
     def latch_refused(self) -> str | None:
         """Why this backend has no count-down latches (a one-line reason), or None when it has them."""
         return "count-down latches are not supported on this backend"

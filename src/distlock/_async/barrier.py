@@ -19,7 +19,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from .. import _rt_async as rt
-from .._core import barrier, ids
+from .._core import barrier, forks, ids
 from .._core.barrier import ARRIVE, LEAVE, LEFT, LOOK, TRIPPED, WAITING, WITHDRAW, Op
 from .._core.timing import Budget, Deadline
 from .._core.validate import check_timeout
@@ -58,7 +58,13 @@ class _Base:
 
     async def _step(self, kind: str, member: str, gen: str = "", *, consume: bool = True) -> barrier.Reply:
         op = Op(kind, member, gen, self.parties, self.ttl, self.linger, consume, ids.new_token())
-        return await self._backend.barrier_step(self.KIND, self.name, op)
+        reply = await self._backend.barrier_step(self.KIND, self.name, op)
+        if kind == ARRIVE and reply.outcome == TRIPPED:  # this arrival made ``parties``: one trip, told once
+            self._acquirer.events.debug(
+                "trip", "%s %r tripped: %d arrived", self.KIND, self.name, self.parties, lock=self.name,
+                kind=self.KIND, count=self.parties,
+            )  # fmt: skip
+        return reply
 
     async def _arrive(self, timeout: float | None, *, consume: bool) -> tuple[bool, str, str]:
         """Arrive and wait for the trip: (tripped, member id, generation). Withdrawn when it did not trip."""
@@ -116,10 +122,27 @@ class AsyncDoubleBarrier(_Base):
     def __init__(self, store: AsyncStore, name: str, parties: int, *, ttl: float, linger: float) -> None:
         super().__init__(store, name, parties, ttl=ttl, linger=linger)
         self._entered: tuple[str, str] | None = None
+        self._entered_in = 0  # the fork generation of the entry (a forked child neither leaves nor re-enters it)
+
+    def _forked(self) -> ConfigError | None:
+        """An entry of the parent process, found in a forked child (which inherited the object): the member is the
+        parent's, and the child must not leave it. (A single barrier's wait keeps nothing in the object, and its
+        renewals run in the waiting thread or task, which a child does not run: asyncio finds no running loop in
+        a forked child.)"""
+        if forks.generation() == self._entered_in:
+            return None
+        return ConfigError(
+            "this double barrier was entered by the parent process before a fork: the child cannot leave it (the "
+            "parent does; a new object in the child enters as a member of its own)",
+            name=self.name,
+            backend=self._backend.scheme,
+        )
 
     async def enter(self, timeout: float | None = None) -> bool:
         """Enter and block until ``parties`` members have entered: True. False after ``timeout`` seconds (None:
         for ever), with this entry withdrawn."""
+        if self._entered is not None and self._forked() is not None:
+            self._entered = None  # the parent's entry: a child entering through the inherited object enters anew
         if self._entered is not None:
             raise ConfigError(
                 "this double barrier was entered already; leave() it first",
@@ -132,12 +155,12 @@ class AsyncDoubleBarrier(_Base):
             wait = check_timeout(timeout, name=self.name, backend=self._backend.scheme)
             member = ids.new_uuid()
             if await native.enter(self.name, self.parties, member, wait):
-                self._entered = (member, "")
+                self._entered, self._entered_in = (member, ""), forks.generation()
                 return True
             return False
         tripped, member, gen = await self._arrive(timeout, consume=False)
         if tripped:
-            self._entered = (member, gen)
+            self._entered, self._entered_in = (member, gen), forks.generation()
         return tripped
 
     async def leave(self, timeout: float | None = None) -> bool:
@@ -147,6 +170,8 @@ class AsyncDoubleBarrier(_Base):
             raise ConfigError(
                 "this double barrier was not entered; enter() it first", name=self.name, backend=self._backend.scheme
             )
+        if (forked := self._forked()) is not None:
+            raise forked  # leaving would take the parent's member off: the others would go on without it
         wait = check_timeout(timeout, name=self.name, backend=self._backend.scheme)
         self._check_open()
         member, gen = self._entered

@@ -23,7 +23,7 @@ from typing import Any, Self, TypeVar
 from .. import _idiom_async as idiom
 from .. import _rt_async as rt
 from .._core import forks, ids, template
-from .._core.types import LeaderInfo, LockInfo, Mode
+from .._core.types import LeaderInfo, LockInfo, Mode, PrimitiveInfo
 from .._core.validate import check_reason, check_timeout
 from .._dist import install_hint
 from .._errors import ConfigError, UnsupportedFeature
@@ -375,6 +375,12 @@ class AsyncStore(idiom.AsyncOnly):
         """Every held lock whose name starts with ``prefix``."""
         self._acquirer.blocking()
         return await self._backend.list(self._prefix(prefix))
+
+    async def _list_primitives(self, prefix: str = "") -> Sequence[PrimitiveInfo] | None:
+        """The latches and barriers whose names start with ``prefix`` (``distlock list``); None where the
+        backend cannot list them."""
+        self._acquirer.blocking()
+        return await self._backend.list_primitives(self._prefix(prefix))
 
     def watch_list(self, prefix: str = "", tick: float | None = None) -> AsyncIterator[Snapshot]:
         """The held locks under ``prefix`` now, then again each time they change (for ever): what ``distlock

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import ConfigError
+from .types import PrimitiveInfo
 
 #: how long the tripped marker of a generation stays for members that have not seen it yet (seconds)
 LINGER = 60.0
@@ -132,6 +133,23 @@ def _prune(record: dict[str, Any], now_ms: int) -> None:
         if members and marker["until"] > now_ms:
             done[gen] = {"members": members, "until": marker["until"]}
     record["done"] = done
+
+
+def summary(kind: str, name: str, data: bytes | str | None, now_ms: int) -> PrimitiveInfo | None:
+    """What ``list`` shows of a barrier record: its open generation's live arrivals and the members of tripped
+    generations that have not seen their trip; None when nothing in it is live (or it is not distlock's)."""
+    try:
+        record = decode(data)
+    except ValueError:
+        return None
+    if record is None:
+        return None
+    rec = json.loads(json.dumps(record))
+    _prune(rec, now_ms)
+    if not rec["open"] and not rec["done"]:
+        return None
+    tripped = sum(len(m["members"]) for m in rec["done"].values())
+    return PrimitiveInfo(name, kind, arrived=len(rec["open"]), tripped=tripped)
 
 
 def step(record: dict[str, Any] | None, op: Op, now_ms: int) -> tuple[dict[str, Any] | None, Reply]:

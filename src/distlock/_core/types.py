@@ -12,6 +12,7 @@ The contract between the two layers (see ``_async/backend.py`` for the methods):
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from . import ids
@@ -180,6 +181,36 @@ class LockInfo:
                 for h in self.holders
             ],
         }
+
+
+@dataclass(frozen=True)
+class PrimitiveInfo:
+    """A count-down latch or a barrier as ``distlock list`` shows it (a latch: ``count`` left of ``initial``; a
+    barrier: the open generation's live arrivals, and the members of tripped generations that have not seen
+    their trip yet)."""
+
+    name: str
+    kind: str  # "latch", "barrier" or "double barrier"
+    count: int | None = None
+    initial: int | None = None
+    arrived: int | None = None
+    tripped: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """The ``--json`` layout of ``list`` (docs/cli.md)."""
+        if self.kind == "latch":
+            return {"name": self.name, "kind": self.kind, "count": self.count, "initial": self.initial}
+        return {"name": self.name, "kind": self.kind, "arrived": self.arrived, "tripped": self.tripped}
+
+
+def primitive_infos(
+    latches: Iterable[tuple[str, int, int]], barriers: Iterable[tuple[str, str, PrimitiveInfo | None]], prefix: str
+) -> list[PrimitiveInfo]:
+    """``list``'s latches and barriers, by name then kind: ``latches`` as (name, initial, count) rows (a latch at
+    zero is shown until its marker goes), ``barriers`` as (kind, name, summary) (None: nothing live in it)."""
+    out = [PrimitiveInfo(n, "latch", count=c, initial=i) for n, i, c in latches if n.startswith(prefix)]
+    out += [s for _kind, n, s in barriers if s is not None and n.startswith(prefix)]
+    return sorted(out, key=lambda p: (p.name, p.kind))
 
 
 @dataclass(frozen=True)

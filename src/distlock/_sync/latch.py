@@ -85,7 +85,11 @@ class Latch:
         if round_id is None:
             return 0
         self._acquirer.blocking()
-        return self._backend.latch_count_down(self.name, round_id, ids.new_token(), self.linger)
+        left = self._backend.latch_count_down(self.name, round_id, ids.new_token(), self.linger)
+        self._acquirer.events.debug(
+            "count-down", "latch %r counted down: %d left", self.name, left, lock=self.name, kind="latch", count=left
+        )
+        return left
 
     def count(self) -> int:
         """The count now: 0 once this object's round reached zero (or is gone)."""

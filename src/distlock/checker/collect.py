@@ -60,6 +60,7 @@ class Tally:
 
     ops: list[dict[str, Any]] = field(default_factory=list)
     grants: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)  # a barrier's arrivals, a latch's count-downs
     lost: dict[str, float] = field(default_factory=dict)  # op id -> when its holder was first told
     at_risk: dict[str, list[float]] = field(default_factory=dict)  # op id -> each time its holding became at risk
     errors: list[str] = field(default_factory=list)
@@ -73,6 +74,8 @@ class Tally:
             self.ops.append(ev)
         elif kind == "grant":
             self.grants.append(ev)
+        elif kind in ("arrive", "count"):
+            self.steps.append(ev)
         elif kind == "lost":
             self.lost.setdefault(ev["op"], ev["t"])
         elif kind == "at_risk":
@@ -93,6 +96,7 @@ class Tally:
             recs = [
                 *self.ops,
                 *self.grants,
+                *self.steps,
                 *lost_recs,
                 *risk_recs,
                 *({**f, "kind": f"fault-{f['kind']}"} for f in self.faults),
@@ -103,4 +107,4 @@ class Tally:
 
 
 def _when(rec: dict[str, Any]) -> float:
-    return float(rec.get("t_acq", rec.get("t", 0.0)))
+    return float(rec.get("t_acq", rec.get("t", rec.get("t_done", 0.0))))

@@ -15,12 +15,13 @@ from typing import Any
 from .._errors import ConfigError
 from .broken import BROKEN
 from .gray import GRAY_FAULTS, link_hosts
+from .primitives import PRIMITIVES
 from .servers import SERVER_FAULTS, Spawned
 from .sinks import SINKS, WRITERS
 from .worker import DISTLOCK_ALGORITHMS
 
 FAULTS = ("kill", "pause", "server-restart", "leader-kill", "failover", "partition", "clock-skew", "fork", *GRAY_FAULTS)
-ALGORITHMS = (*DISTLOCK_ALGORITHMS, *BROKEN)
+ALGORITHMS = (*DISTLOCK_ALGORITHMS, *PRIMITIVES, *BROKEN)
 #: which of distlock's APIs the workers drive
 APIS = ("sync", "async")
 
@@ -60,6 +61,8 @@ def validate(cfg: CheckConfig) -> None:
             raise ConfigError(f"the {f} fault needs --spawn (the checker only breaks servers it started)")
         if cfg.server.family not in SERVER_FAULTS[f]:
             raise ConfigError(f"the {f} fault needs --spawn {' or '.join(SERVER_FAULTS[f])}")
+    if cfg.algorithm in PRIMITIVES:
+        _check_primitive(cfg)
     if "fork" in cfg.faults and cfg.algorithm not in DISTLOCK_ALGORITHMS:
         raise ConfigError(f"the fork fault forks holders of distlock's own lock; the {cfg.algorithm} baseline has none")
     if cfg.api not in APIS:
@@ -75,13 +78,24 @@ def validate(cfg: CheckConfig) -> None:
     url = cfg.url or ""
     if cfg.algorithm in BROKEN and BROKEN[cfg.algorithm][1] and not url.startswith(("redis://", "rediss://")):
         raise ConfigError(f"--algorithm {cfg.algorithm} needs a redis:// URL (or --spawn)")
-    if cfg.algorithm in DISTLOCK_ALGORITHMS and url.startswith("memory:"):
+    if cfg.algorithm in (*DISTLOCK_ALGORITHMS, *PRIMITIVES) and url.startswith("memory:"):
         raise ConfigError("memory:// is in-process only; the check runs several processes (use sqlite:// or a server)")
     gray = [f for f in cfg.faults if f in GRAY_FAULTS]
     if gray and gray_faults_skipped(cfg) is None:
         if cfg.algorithm == "lockfile":
             raise ConfigError(f"{', '.join(gray)}: the lockfile baseline has no network link to break")
         link_hosts(cfg.url)  # a one-line ConfigError: this store has no link to break
+
+
+def _check_primitive(cfg: CheckConfig) -> None:
+    """A barrier or latch run: no fences, no holdings to fork or write with, the threaded API only."""
+    what = f"--algorithm {cfg.algorithm}"
+    if "fork" in cfg.faults:
+        raise ConfigError(f"the fork fault forks lock holders; {what} holds no lock (drop fork)")
+    if cfg.api != "sync":
+        raise ConfigError(f"{what} drives the threaded API only (drop --api {cfg.api})")
+    if cfg.sinks:
+        raise ConfigError(f"--sink writes under a lock's fence; {what} has none (drop --sink)")
 
 
 def gray_faults_skipped(cfg: CheckConfig) -> str | None:

@@ -31,8 +31,9 @@ from .broken import BROKEN
 from .collect import Reports, Tally
 from .config import ALGORITHMS, APIS, FAULTS, CheckConfig, gray_faults_skipped, lease_of, validate
 from .gray import GRAY_FAULTS, Links
-from .history import analyse
+from .history import analyse, analyse_primitive
 from .injector import MAX_RESPAWNS, Injector
+from .primitives import PRIMITIVES, count, parties
 from .resource import FencedRegister, UnfencedSet
 from .servers import spawned
 from .sinks import SinkSpec, open_sink, sql_dialect
@@ -42,11 +43,17 @@ from .worker import DISTLOCK_ALGORITHMS, Spec, run_worker
 def _warm_up(cfg: CheckConfig, name: str) -> None:
     """Open the store once in this process and take the lock once: a bad URL or an unreachable server fails
     here in one line, and tables or scripts created on first use exist before eight processes race to."""
-    if cfg.algorithm not in DISTLOCK_ALGORITHMS:
+    if cfg.algorithm not in (*DISTLOCK_ALGORITHMS, *PRIMITIVES):
         return
     from .._sync.store import connect
 
     with connect(cfg.url) as store:
+        if cfg.algorithm == "barrier":  # one party: trips at once, and what the backend makes at first use exists
+            store.barrier(f"{name}/warm-up", 1, ttl=cfg.ttl).wait(timeout=30.0)
+            return
+        if cfg.algorithm == "latch":
+            store.latch(f"{name}/warm-up", 1, linger=1.0).count_down()
+            return
         lock = store.lock(name, ttl=cfg.ttl)
         if lock.acquire(timeout=30.0):
             lock.release()
@@ -132,7 +139,9 @@ def run_check(cfg: CheckConfig, progress: Callable[[dict[str, Any]], None] | Non
         unfenced.create()
         FencedRegister(Path(workdir) / "fenced.db").create()
         sinks = _sink_spec(cfg, workdir, tag, stack)
-        spec = Spec(cfg.url, cfg.algorithm, name, cfg.ttl, cfg.hold, workdir, api=cfg.api, sinks=sinks)
+        spec = Spec(
+            cfg.url, cfg.algorithm, name, cfg.ttl, cfg.hold, workdir, api=cfg.api, sinks=sinks, workers=cfg.workers
+        )
         if cfg.server is not None:
             cfg.server.focus = name
         _warm_up(cfg, name)
@@ -223,18 +232,11 @@ def _run(
         tally.write_history(cfg.history, final)
     lease = lease_of(cfg)
     sink_logs = _read_sinks(spec.sinks) if spec.sinks is not None else None
-    report = analyse(
-        tally.ops,
-        tally.faults,
-        final,
-        ttl=lease,
-        run_end=run_end,
-        errors=errors,
-        grants=tally.grants,
-        lost=tally.lost,
-        sink_logs=sink_logs,
-        at_risk=tally.at_risk,
-    )
+    if cfg.algorithm in PRIMITIVES:
+        size = parties(cfg.workers) if cfg.algorithm == "barrier" else count(cfg.workers)
+        report = analyse_primitive(cfg.algorithm, tally.ops, tally.steps, tally.faults, size=size, errors=errors)
+    else:
+        report = _analyse_lock(tally, final, lease, run_end, errors, sink_logs)
     report_head: dict[str, Any] = {
         "version": 1,
         "algorithm": cfg.algorithm,
@@ -249,6 +251,24 @@ def _run(
         **({} if spec.sinks is None else {"sink_stores": _sink_stores(spec.sinks), "writers": list(cfg.writers)}),
     }
     return {**report_head, **cfg.extra, **report}
+
+
+def _analyse_lock(
+    tally: Tally, final: list[str], lease: float, run_end: float, errors: list[str],
+    sink_logs: dict[str, dict[str, list[dict[str, Any]]]] | None,
+) -> dict[str, Any]:  # fmt: skip
+    return analyse(
+        tally.ops,
+        tally.faults,
+        final,
+        ttl=lease,
+        run_end=run_end,
+        errors=errors,
+        grants=tally.grants,
+        lost=tally.lost,
+        sink_logs=sink_logs,
+        at_risk=tally.at_risk,
+    )
 
 
 def _sink_stores(spec: SinkSpec) -> dict[str, str]:

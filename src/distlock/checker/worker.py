@@ -48,6 +48,7 @@ from .._errors import LockError, NotHeld
 from .adapters import AsyncDistlockLock, DistlockLock
 from .broken import BROKEN, CheckedLock
 from .history import FORKED_CHILD
+from .primitives import PRIMITIVES, linger_watch, run_primitive
 from .resource import FencedOutcome, FencedRegister, UnfencedSet
 from .sinks import SinkSpec
 from .writers import Writers
@@ -78,6 +79,7 @@ class Spec:
     workdir: str
     api: str = "sync"  # or "async": distlock's lock through the asyncio API (AsyncDistlockLock)
     sinks: SinkSpec | None = None  # the data sinks each holding writes to (``--sink``), and their writers
+    workers: int = 0  # how many workers run at once (a barrier's parties and a latch's count follow from it)
 
 
 #: an error report's text is cut to this many characters (see ``Events``)
@@ -245,11 +247,40 @@ def _child_op(index: int, spec: Spec, events: Events, n: int, fence: int | None,
     )  # fmt: skip
 
 
+def _run_primitive_worker(index: int, spec: Spec, events: Events, states: Any, go: Any, end: Any, linger: Any) -> None:
+    """A barrier or latch worker (``primitives.py``): the same start, report and exit as a lock's."""
+    from .._sync.store import connect
+
+    try:
+        store = connect(spec.url)
+    except Exception as err:  # noqa: BLE001 - reported to the parent, which shows it in one line
+        events.put({"kind": "error", "worker": index, "error": f"{type(err).__name__}: {err}"})
+        states[index] = DONE
+        events.put({"kind": "exit", "worker": index})
+        return
+    stop = linger_watch(index, states, linger, HOLD_SLEEP, LINGER, STAY) if linger is not None else None
+    events.put({"kind": "ready", "worker": index})
+    go.wait()
+    try:
+        run_primitive(spec.algorithm, index, store, spec.name, spec.ttl, spec.workers, events, states, end,
+                      HOLD_SLEEP, IDLE)  # fmt: skip
+    finally:
+        states[index] = DONE
+        if stop is not None:
+            stop()
+        events.put({"kind": "exit", "worker": index})
+        with contextlib.suppress(LockError):
+            store.close()
+
+
 def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any, linger: Any = None) -> None:
     """The worker process entry point (``multiprocessing`` spawn target); ``conn`` is its report pipe."""
     events = Events(conn)
     # drivers warn on stderr when a paused worker wakes up to a dropped session: expected here, not news
     logging.basicConfig(level=logging.ERROR, format="distlock check worker: %(message)s")
+    if spec.algorithm in PRIMITIVES:
+        _run_primitive_worker(index, spec, events, states, go, end, linger)
+        return
     workdir = Path(spec.workdir)
     unfenced = UnfencedSet(workdir / "unfenced.txt")
     fenced = FencedRegister(workdir / "fenced.db")

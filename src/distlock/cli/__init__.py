@@ -229,7 +229,7 @@ def _forgiving(cmd: click.Command) -> None:
 
 def _register() -> None:
     # each module defines ``command`` (a click command) or ``COMMANDS`` (the several it holds)
-    for module in ("lock", "elect", "admin", "demo", "bench", "check", "init"):
+    for module in ("lock", "elect", "prims", "admin", "demo", "bench", "check", "init"):
         try:
             mod = importlib.import_module(f"{__name__}.{module}")
         except ModuleNotFoundError as exc:

@@ -6,8 +6,10 @@ or ask their holders to let go.
 * ``status``: ``{"name", "held": bool, "kind", "waiters", "holders": [{"owner", "fence", "mode", "ttl_left"}]}``
   (a semaphore's also ``"permits", "taken", "waiting_permits"`` and each holder's ``"permits"``)
   (a holder's ``"client_name"`` too when its store has one)
-* ``list``: a JSON array of the same objects (``held`` is always true there); ``list --watch --json``
-  prints one such array per line, each time the locks change (``watch``).
+* ``list``: a JSON array of the same objects (``held`` is always true there), then, where the backend can list
+  them, one object per latch (``{"name", "kind": "latch", "count", "initial"}``) and barrier (``{"name", "kind":
+  "barrier" | "double barrier", "arrived", "tripped"}``); ``list --watch --json`` prints one such array per
+  line, each time the locks change (``watch``).
 
 (``init``, the admin command that creates a SQL store's tables, is in ``init``.)
 """
@@ -22,7 +24,7 @@ import click
 
 from .._core.types import LockInfo
 from . import EXIT_USAGE, Abort, connect, one_line_errors, store_line
-from .table import plain, to_json
+from .table import plain, plain_primitives, to_json
 
 
 def _info_json(name: str, info: LockInfo | None) -> dict[str, Any]:
@@ -62,7 +64,7 @@ def status(obj: dict[str, Any], name: str, quiet: bool, as_json: bool) -> None:
 )  # fmt: skip
 @click.pass_obj
 def list_(obj: dict[str, Any], prefix: str, as_json: bool, live: bool) -> None:
-    """List held locks whose names start with PREFIX (--watch: live, until q or Ctrl-C)."""
+    """List held locks, latches and barriers whose names start with PREFIX (--watch: live, until q or Ctrl-C)."""
     with one_line_errors(obj["debug"]), connect(obj["url"]) as store:
         if live:
             from .watch import watch  # rich and the terminal handling only when asked for
@@ -70,10 +72,11 @@ def list_(obj: dict[str, Any], prefix: str, as_json: bool, live: bool) -> None:
             watch(store, prefix, as_json)
             return
         infos = list(store.list(prefix))
+        prims = store._list_primitives(prefix) or []
         if as_json:
-            click.echo(json.dumps([_info_json(i.name, i) for i in infos]))
+            click.echo(json.dumps([*(_info_json(i.name, i) for i in infos), *(p.to_json() for p in prims)]))
             return
-        click.echo(plain(infos), nl=False)
+        click.echo(plain(infos) + plain_primitives(prims), nl=False)
 
 
 @click.command()

@@ -93,6 +93,29 @@ def render(report: dict[str, Any]) -> Table:
     return table
 
 
+def render_primitive(report: dict[str, Any]) -> Table:
+    """The closing table of a barrier or latch run (``--algorithm barrier`` / ``latch``)."""
+    kind = report["kind"]
+    table = Table(title=f"distlock check: {kind} on {report['url']}", title_justify="left")
+    for col, justify in (("measure", "left"), ("value", "right"), ("verdict", "left")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    size = "parties" if kind == "barrier" else "count per round"
+    table.add_row(size, str(report["size"]), "")
+    table.add_row("waits released / timed out / failed",
+                  f"{report['released']} / {report['timed_out']} / {report['failed']}", "")  # fmt: skip
+    table.add_row("wait ms p50 / p99 / max", " / ".join(_ms(report["wait_ms"][k]) for k in ("p50", "p99", "max")), "")
+    faults = ", ".join(f"{k} {v['landed']}" for k, v in report["faults"].items()) or "none"
+    table.add_row("faults landed", faults, "")
+    early = "released before enough arrivals" if kind == "barrier" else "released before the count reached zero"
+    table.add_row(early, str(report["early_releases"]), _verdict(report["early_releases"] == 0))
+    if kind == "latch":
+        table.add_row("count-downs reporting a count twice", str(report["repeated_counts"]),
+                      _verdict(report["repeated_counts"] == 0))  # fmt: skip
+    if report["errors"]:
+        table.add_row("worker errors", str(report["errors"]), report["error_samples"][0][:80])
+    return table
+
+
 def _choice(flag: str, choices: tuple[str, ...], default: str, help: str) -> Callable[[Any], Any]:
     """An option taking one of ``choices``, its default shown in ``--help``."""
     return click.option(flag, type=click.Choice(choices), default=default, show_default=True, help=help)
@@ -176,7 +199,7 @@ def _with_options(url: str, options: tuple[str, ...]) -> str:
     "--algorithm",
     ALGORITHMS,
     "distlock",
-    "distlock's lock, its leader election, or a known-broken baseline the checker must catch.",
+    "distlock's lock, its leader election, a barrier or a latch, or a known-broken baseline the checker must catch.",
 )
 @_choice(
     "--api",
@@ -296,7 +319,7 @@ def check(
             )
         if report.get("faults_skipped"):
             console.print(f"[yellow]note:[/] {report['faults_skipped']}")
-        console.print(render(report))
+        console.print(render_primitive(report) if "kind" in report else render(report))
         if "sinks" in report:
             console.print(render_sinks(report))
             if report["at_risk"]:  # (no holding was lost: nothing to say)

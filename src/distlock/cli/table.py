@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .._core.types import LockInfo
+from .._core.types import LockInfo, PrimitiveInfo
 
 COLUMNS = ("NAME", "KIND", "OWNER", "FENCE", "MODE", "LEFT", "WAITERS", "CLIENT")
 #: the columns rich aligns to the right (numbers)
@@ -33,7 +33,30 @@ def rows(locks: Iterable[LockInfo], elapsed: float = 0.0) -> Iterator[tuple[str,
 
 def plain(locks: Iterable[LockInfo]) -> str:
     """The table as aligned text, header first, ending with a newline."""
-    table = [COLUMNS, *rows(locks)]
-    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
+    return _aligned(COLUMNS, list(rows(locks)))
+
+
+#: the second table of ``list``: the latches and barriers (where the backend can list them)
+PRIMITIVE_COLUMNS = ("NAME", "KIND", "STATE")
+
+
+def primitive_rows(prims: Iterable[PrimitiveInfo]) -> Iterator[tuple[str, ...]]:
+    for p in prims:
+        if p.kind == "latch":
+            state = "at zero" if p.count == 0 else f"{p.count} of {p.initial} left"
+        else:
+            state = f"{p.arrived} arrived" + (f", {p.tripped} released not yet seen" if p.tripped else "")
+        yield (p.name, p.kind, state)
+
+
+def plain_primitives(prims: Iterable[PrimitiveInfo]) -> str:
+    """The latches and barriers as aligned text, a blank line first; empty when there are none."""
+    found = list(primitive_rows(prims))
+    return "" if not found else "\n" + _aligned(PRIMITIVE_COLUMNS, found)
+
+
+def _aligned(columns: tuple[str, ...], body: list[tuple[str, ...]]) -> str:
+    table = [columns, *body]
+    widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in table]
     return "\n".join(lines) + "\n"

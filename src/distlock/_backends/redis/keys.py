@@ -229,10 +229,12 @@ def fence_key(name: str) -> str:
     return keys(name)[6]
 
 
-def name_of_info_key(key: str) -> str | None:
-    """The lock name of a ``{N}:i`` key found by SCAN, else None."""
-    if key.startswith("{") and key.endswith("}:i"):
-        return key[1:-3]
+def name_of_info_key(key: str, suffix: str = "i") -> str | None:
+    """The lock name of a ``{N}:i`` key found by SCAN (or of a ``{N}:<suffix>`` key: a latch's, a barrier's),
+    else None."""
+    tail = "}:" + suffix
+    if key.startswith("{") and key.endswith(tail):
+        return key[1 : -len(tail)]
     return None
 
 

@@ -44,6 +44,11 @@ def _state(row: tuple[object, ...]) -> LatchState:
     return LatchState(str(row[0]), to_int(row[1]), max(0, to_int(row[2])))
 
 
+def listing(dialect: Dialect, p: str) -> Stmt:
+    """Every latch (name, initial, count), its done marker while it lasts (``distlock list``)."""
+    return Stmt(f"SELECT name, initial, count FROM {p}_latches WHERE expires_at IS NULL OR expires_at > {dialect.now}")
+
+
 def open_latch(
     dialect: Dialect, p: str, key: str, name: str, count: int | None, round_id: str
 ) -> Generator[Stmt, Result, LatchState | None]:

@@ -18,6 +18,7 @@ import sqlite3
 
 from ..._core import barrier
 from ..._core.timing import wall_ms
+from ..._core.types import PrimitiveInfo
 from ..._errors import BackendError
 from .ops import Ops
 
@@ -30,6 +31,19 @@ CREATE TABLE IF NOT EXISTS distlock_barriers (
     PRIMARY KEY (kind, name)
 )
 """
+
+
+def listing(ops: Ops) -> list[tuple[str, str, PrimitiveInfo | None]]:
+    """Every barrier row (kind, name, what ``list`` shows of it): a read, no write transaction."""
+    conn, _now = ops.db.read()
+    try:
+        rows = conn.execute("SELECT kind, name, record FROM distlock_barriers").fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return []  # no barrier was ever made in this database
+        raise
+    now = wall_ms()
+    return [(str(k), str(n), barrier.summary(str(k), str(n), r, now)) for k, n, r in rows]
 
 
 def step(ops: Ops, kind: str, name: str, op: barrier.Op) -> barrier.Reply:

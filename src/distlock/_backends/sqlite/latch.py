@@ -46,6 +46,20 @@ def _row(conn: sqlite3.Connection, name: str) -> LatchState | None:
     return None if row is None else LatchState(str(row[0]), int(row[1]), int(row[2]))
 
 
+def listing(ops: Ops) -> list[tuple[str, int, int]]:
+    """Every latch (name, initial, count), its done marker while it stays: a read, no write transaction."""
+    conn, now = ops.db.read()
+    try:
+        rows = conn.execute(
+            "SELECT name, initial, count FROM distlock_latches WHERE expires_at IS NULL OR expires_at > ?", (now,)
+        ).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return []  # no latch was ever made in this database
+        raise
+    return [(str(n), int(i), int(c)) for n, i, c in rows]
+
+
 def open_latch(ops: Ops, name: str, count: int | None, round_id: str) -> LatchState | None:
     if count is None:  # a read (a waiter's, often): no write transaction; an expired marker still says "zero"
         conn, _now = ops.db.read()

@@ -27,6 +27,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotE
 
 from ..._core import barrier
 from ..._core.timing import wall_ms
+from ..._core.types import PrimitiveInfo
 from ..._errors import BackendError
 from . import layout
 from .nodes import Nodes
@@ -96,6 +97,32 @@ class Barriers:
                     w.get(w.send(w.client.delete_async, path, version=stat.version))
                 except (NoNodeError, BadVersionError):
                     pass
+
+    def listing(self) -> list[tuple[str, str, PrimitiveInfo | None]]:
+        """Every barrier and double barrier of the store's root: (kind, name, what ``list`` shows of it)."""
+        w = self._wire
+        parent = self._root + PARENTS["barrier"]
+        children = self._nodes.children(parent)
+        sent = [w.send(w.client.get_async, f"{parent}/{child}") for child in children]
+        now = wall_ms()
+        out: list[tuple[str, str, PrimitiveInfo | None]] = []
+        for child, result in zip(children, sent, strict=True):
+            try:
+                data, _stat = w.get(result)
+            except NoNodeError:
+                continue
+            name = layout.name_of_escaped(child, self._root)
+            out.append(("barrier", name, barrier.summary("barrier", name, data, now)))
+        kind = "double barrier"
+        parent = self._root + PARENTS[kind]
+        for child in self._nodes.children(parent):  # Curator's layout: member nodes, and "ready" once it tripped
+            members = self._nodes.children(f"{parent}/{child}")
+            inside = len([m for m in members if m != READY])
+            name = layout.name_of_escaped(child, self._root)
+            ready = READY in members
+            info = PrimitiveInfo(name, kind, arrived=0 if ready else inside, tripped=inside if ready else 0)
+            out.append((kind, name, info if inside else None))
+        return out
 
     # -- double barriers: Curator's layout ---------------------------------------------------------------
     def _path(self, name: str) -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError
@@ -96,21 +97,37 @@ class Latches:
         except (NoNodeError, BadVersionError):
             pass
 
-    def sweep(self) -> None:
-        """Delete every expired done marker under the store's latch root (the reads sent back to back: one
+    def _records(self) -> Iterator[tuple[str, dict[str, Any], Any]]:
+        """(child, record, stat) of every latch under the store's latch root (the reads sent back to back: one
         round trip for them all, as ZooKeeper answers a session's requests in order)."""
         parent = latches_root(self._root)
         w = self._wire
-        paths = [f"{parent}/{child}" for child in self._nodes.children(parent)]
-        sent = [w.send(w.client.get_async, path) for path in paths]
-        for path, result in zip(paths, sent, strict=True):
+        children = self._nodes.children(parent)
+        sent = [w.send(w.client.get_async, f"{parent}/{child}") for child in children]
+        for child, result in zip(children, sent, strict=True):
             try:
                 data, stat = w.get(result)
             except NoNodeError:
                 continue
             record = _decode(data)
-            if record is not None and _expired(record, stat):
-                self._drop(path, stat.version)
+            if record is not None:
+                yield child, record, stat
+
+    def sweep(self) -> None:
+        """Delete every expired done marker under the store's latch root."""
+        parent = latches_root(self._root)
+        for child, record, stat in self._records():
+            if _expired(record, stat):
+                self._drop(f"{parent}/{child}", stat.version)
+
+    def listing(self) -> list[tuple[str, int, int]]:
+        """Every latch of the store's root (name, initial, count), its done marker while it lasts."""
+        out = []
+        for child, record, stat in self._records():
+            if not _expired(record, stat):
+                state = _state(record)
+                out.append((layout.name_of_escaped(child, self._root), state.initial, state.count))
+        return out
 
     def open(self, name: str, count: int | None, round_id: str) -> LatchState | None:
         path = latch_path(name, self._root)

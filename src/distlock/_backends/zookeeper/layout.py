@@ -145,6 +145,12 @@ def name_of(path: str, root: str = DEFAULT_ROOT) -> str:
     return "/" + joined if absolute else joined
 
 
+def name_of_escaped(child: str, root: str = DEFAULT_ROOT) -> str:
+    """The name whose latch or barrier node (a child of the store's latches' or barriers' parent) is ``child``:
+    the inverse of their escaping of the lock path (``%`` as ``%25``, then ``/`` as ``%2F``)."""
+    return name_of("/" + child.replace("%2F", "/").replace("%25", "%"), root)
+
+
 def name_refused(name: str, root: str = DEFAULT_ROOT) -> str | None:
     """Why ``name`` cannot be a lock name under ``root`` (see the module docstring), or None."""
     path = lock_path(name, root)

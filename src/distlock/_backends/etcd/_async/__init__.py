@@ -22,7 +22,7 @@ from ...._async.backend import AsyncBackend, AsyncPrefixWatch, AsyncWatch
 from ...._async.batch import Batched
 from ...._core.latch import LatchState
 from ...._core.timing import monotonic
-from ...._core.types import Capabilities, Claim, LockInfo, Mode
+from ...._core.types import Capabilities, Claim, LockInfo, Mode, PrimitiveInfo, primitive_infos
 from ...._errors import BackendError, NotHeld, UnsupportedFeature
 from ...._url import StoreConfig
 from .. import keys
@@ -125,6 +125,13 @@ class Backend(AsyncBackend):
         with self._mutex:
             return None if token is None else self._entries.get(token)
 
+    def _under(self, entry: Entry) -> Entry | None:
+        """The write holding a downgrade's read was taken under, until that write's release moved its key onto the
+        read's lease. The read stands on that key: a writer queued between the two would hold without it (a later
+        key never holds under the queue's order), so the read ends with it (docs/models/rwlock_downgrade.pml)."""
+        with self._mutex:
+            return None if entry.companion is None else self._entries.get(entry.companion)
+
     def _guard_for(self, name: str, fence: int) -> EtcdGuard:
         with self._mutex:
             for e in self._entries.values():
@@ -162,7 +169,11 @@ class Backend(AsyncBackend):
         grant) + the TTL the server granted - the drift margin. Tighter than the store's own count when a
         pooled lease was confirmed before the acquire started."""
         entry = self._entry(claim)
-        return None if entry is None else entry.lease.end()
+        if entry is None:
+            return None
+        under = self._under(entry)
+        # a downgrade's read ends no later than the write key it stands on, until that key is on its own lease
+        return entry.lease.end() if under is None else min(entry.lease.end(), under.lease.end())
 
     async def release(self, claim: Claim, op_timeout: float | None = None) -> bool:
         """Delete the key if it is still this holding's, and keep its lease for the next claim; a key that
@@ -221,7 +232,9 @@ class Backend(AsyncBackend):
         if not live:
             return released
         sent, ttls = await self.leases.renew(e.lease for e in live)
-        checks = [{"request_range": keys.range_op(e.key)} for e in live]
+        # a downgrade's read is held only while the write key it stands on is there (``_under``)
+        unders = [u for e in live if (u := self._under(e)) is not None]
+        checks = [{"request_range": keys.range_op(e.key)} for e in [*live, *unders]]
         present: set[tuple[bytes, int]] = set()
         written: dict[bytes, int] = {}
         for r in await self.gw.txn_each(checks, try_timeout=FAST_TRY):
@@ -238,6 +251,9 @@ class Backend(AsyncBackend):
         out = []
         for e, gone in zip(entries, released, strict=True):
             ok = e is not None and (e.releasing or (ttls.get(e.lease.id, 0) > 0 and (e.key, e.rev) in present))
+            under = None if e is None else self._under(e)
+            if ok and under is not None and not under.releasing and (under.key, under.rev) not in present:
+                ok = False  # the write key under this read went (revoked, deleted) before its release moved it
             if ok and e is not None and ttls.get(e.lease.id, 0) > 0:
                 e.lease.confirm(sent, ttls[e.lease.id])
             out.append(ok or gone)
@@ -340,6 +356,13 @@ class Backend(AsyncBackend):
         for token in mine:
             self.lost(token, "broken by an admin (break_lock)")
         return True
+
+    async def list_primitives(self, prefix: str) -> Sequence[PrimitiveInfo] | None:
+        try:
+            latches = await latch.listing(self.gw, prefix)
+            return primitive_infos(latches, await barrier.listing(self.gw, prefix), prefix)
+        except Denied:
+            return None  # a role that may not read the latches' and barriers' prefixes: nothing to show
 
     def latch_refused(self) -> str | None:
         return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ...._core import barrier
 from ...._core.timing import wall_ms
+from ...._core.types import PrimitiveInfo
 from .. import keys
 from .gateway import Denied, Gateway, denied
 
@@ -47,6 +48,19 @@ async def cas(gw: Gateway, kind: str, name: str, version: object, data: str | No
     except Denied as exc:
         raise denied(exc, name, gw.username, f"read and write {key!r}") from None
     return bool(reply.get("succeeded"))
+
+
+async def listing(gw: Gateway, prefix: str) -> list[tuple[str, str, PrimitiveInfo | None]]:
+    """Every barrier and double barrier whose name starts with ``prefix``: (kind, name, what ``list`` shows)."""
+    out = []
+    now = wall_ms()
+    for kind, kind_prefix in keys.BARRIER_PREFIXES.items():
+        start = kind_prefix + prefix.encode("utf-8")
+        data = await gw.call("/v3/kv/range", keys.range_op(start, keys.prefix_end(start), keys_only=False))
+        for kv in keys.kvs_of(data):
+            name = keys.unb64(kv.get("key"))[len(kind_prefix) : -1].decode("utf-8", "replace")
+            out.append((kind, name, barrier.summary(kind, name, keys.unb64(kv.get("value")), now)))
+    return out
 
 
 async def sweep(gw: Gateway, kind: str) -> None:

@@ -43,6 +43,22 @@ def _state(record: dict[str, Any]) -> LatchState:
     return LatchState(str(record["round"]), int(record["initial"]), max(0, int(record["count"])))
 
 
+async def listing(gw: Gateway, prefix: str) -> list[tuple[str, int, int]]:
+    """Every latch whose name starts with ``prefix`` (name, initial, count), its done marker while it lasts."""
+    start = keys.LATCH_PREFIX + prefix.encode("utf-8")
+    data = await gw.call("/v3/kv/range", keys.range_op(start, keys.prefix_end(start), keys_only=False))
+    out = []
+    for kv in keys.kvs_of(data):
+        try:
+            record = json.loads(keys.unb64(kv.get("value")))
+            state = _state(record)
+        except (ValueError, KeyError, TypeError):
+            continue  # not distlock's
+        name = keys.unb64(kv.get("key"))[len(keys.LATCH_PREFIX) : -1].decode("utf-8", "replace")
+        out.append((name, state.initial, state.count))
+    return out
+
+
 async def open_latch(gw: Gateway, name: str, count: int | None, round_id: str) -> LatchState | None:
     key = keys.latch_key(name)
     try:

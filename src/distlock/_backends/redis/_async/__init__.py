@@ -44,7 +44,7 @@ from ...._async.backend import AsyncBackend, AsyncWatch
 from ...._core import ids
 from ...._core.latch import LatchState
 from ...._core.timing import WAITER_TTL, monotonic
-from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
+from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode, PrimitiveInfo, primitive_infos
 from ...._errors import BackendError, ConfigError
 from ...._given import given
 from ...._url import StoreConfig
@@ -251,6 +251,10 @@ class Backend(AsyncBackend):
             self.releases.forget(token)
             self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)
+
+    async def list_primitives(self, prefix: str) -> Sequence[PrimitiveInfo] | None:
+        latches = await latch.listing(self.node, prefix)
+        return primitive_infos(latches, await barrier.listing(self.node, prefix), prefix)
 
     def latch_refused(self) -> str | None:
         return None

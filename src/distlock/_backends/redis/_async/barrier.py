@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...._core import barrier
+from ...._core.timing import wall_ms
+from ...._core.types import PrimitiveInfo
 from .. import keys as rk
 from ..lua import barrier as lua
 from .node import Node
@@ -19,6 +22,16 @@ async def read(node: Node, kind: str, name: str) -> tuple[str | None, object]:
     (reply,) = await node.run([("EVAL", lua.READ, 1, rk.barrier_key(kind, name))], "barrier")
     data = _text(reply)
     return (data or None), data
+
+
+async def listing(node: Node, prefix: str) -> list[tuple[str, str, PrimitiveInfo | None]]:
+    """Every barrier and double barrier whose name starts with ``prefix``: (kind, name, what ``list`` shows)."""
+    out = []
+    for kind, suffix in rk.BARRIER_SUFFIXES.items():
+        for name in await node.names(prefix, suffix):
+            data, _version = await read(node, kind, name)
+            out.append((kind, name, barrier.summary(kind, name, data, wall_ms())))
+    return out
 
 
 async def cas(node: Node, kind: str, name: str, version: object, data: str | None, keep_ms: int) -> bool:

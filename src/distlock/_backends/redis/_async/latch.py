@@ -30,6 +30,16 @@ async def open_latch(node: Node, name: str, count: int | None, round_id: str) ->
     return LatchState(round_of, int(initial), int(left))
 
 
+async def listing(node: Node, prefix: str) -> list[tuple[str, int, int]]:
+    """Every latch whose name starts with ``prefix`` (name, initial, count): a SCAN, then a read of each."""
+    out = []
+    for name in await node.names(prefix, rk.LATCH_SUFFIX):
+        state = await open_latch(node, name, None, "")
+        if state is not None:
+            out.append((name, state.initial, state.count))
+    return out
+
+
 async def count_down(node: Node, name: str, round_id: str, step: str, linger: float) -> int:
     node.check_slot(name)
     key = rk.latch_key(name)

@@ -45,7 +45,7 @@ from ...._sync.backend import SyncBackend, SyncWatch
 from ...._core import ids
 from ...._core.latch import LatchState
 from ...._core.timing import WAITER_TTL, monotonic
-from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
+from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode, PrimitiveInfo, primitive_infos
 from ...._errors import BackendError, ConfigError
 from ...._given import given
 from ...._url import StoreConfig
@@ -252,6 +252,10 @@ class Backend(SyncBackend):
             self.releases.forget(token)
             self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)
+
+    def list_primitives(self, prefix: str) -> Sequence[PrimitiveInfo] | None:
+        latches = latch.listing(self.node, prefix)
+        return primitive_infos(latches, barrier.listing(self.node, prefix), prefix)
 
     def latch_refused(self) -> str | None:
         return None

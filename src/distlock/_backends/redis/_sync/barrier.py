@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...._core import barrier
+from ...._core.timing import wall_ms
+from ...._core.types import PrimitiveInfo
 from .. import keys as rk
 from ..lua import barrier as lua
 from .node import Node
@@ -20,6 +23,16 @@ def read(node: Node, kind: str, name: str) -> tuple[str | None, object]:
     (reply,) = node.run([("EVAL", lua.READ, 1, rk.barrier_key(kind, name))], "barrier")
     data = _text(reply)
     return (data or None), data
+
+
+def listing(node: Node, prefix: str) -> list[tuple[str, str, PrimitiveInfo | None]]:
+    """Every barrier and double barrier whose name starts with ``prefix``: (kind, name, what ``list`` shows)."""
+    out = []
+    for kind, suffix in rk.BARRIER_SUFFIXES.items():
+        for name in node.names(prefix, suffix):
+            data, _version = read(node, kind, name)
+            out.append((kind, name, barrier.summary(kind, name, data, wall_ms())))
+    return out
 
 
 def cas(node: Node, kind: str, name: str, version: object, data: str | None, keep_ms: int) -> bool:

@@ -317,14 +317,15 @@ class Node:
                 unsure.append(True)
             return drv.command(self.client, *self.call(script, name, *args))
 
-    def names(self, prefix: str) -> list[str]:
-        """Names with live distlock details whose name starts with ``prefix`` (SCAN, not KEYS)."""
+    def names(self, prefix: str, suffix: str = "i") -> list[str]:
+        """Names with live distlock details whose name starts with ``prefix`` (SCAN, not KEYS); with ``suffix``,
+        the names whose ``{N}:<suffix>`` key exists (a latch's, a barrier's)."""
         found: set[str] = set()
-        pattern = "{" + rk.glob_escape(prefix) + "*}:i"
+        pattern = "{" + rk.glob_escape(prefix) + "*}:" + suffix
         try:  # scan_iter: one SCAN cursor per node (every master of a cluster)
             for raw in self.client.scan_iter(match=pattern, count=1000):
                 key = raw.decode() if isinstance(raw, bytes) else str(raw)
-                n = rk.name_of_info_key(key)
+                n = rk.name_of_info_key(key, suffix)
                 if n is not None and n.startswith(prefix):
                     found.add(n)
         except RedisError as exc:

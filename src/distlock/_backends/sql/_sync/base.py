@@ -26,7 +26,7 @@ from ...._core import barrier as rules
 from ...._core import forks
 from ...._core.latch import LatchState
 from ...._core.timing import Budget, budget_end, monotonic
-from ...._core.types import Claim
+from ...._core.types import Claim, PrimitiveInfo, primitive_infos
 from ...._errors import BackendError, ConfigError
 from ...._url import StoreConfig, scrub
 from .. import lease as sq
@@ -119,6 +119,16 @@ class SqlBase(SyncBackend):
         self._pool_waiters = []
         self._dedicated_idle = []
         self._releasing = set()
+
+    def list_primitives(self, prefix: str) -> Sequence[PrimitiveInfo] | None:
+        """The latches and barriers of the store's tables; None where the driver cannot list the tables that
+        exist (a listing creates none)."""
+        if self.driver.existing_tables_sql is None:
+            return None
+        tables: st.Result = self._tx(lambda: st.single(st.Stmt(str(self.driver.existing_tables_sql))), tx=False)
+        existing = {str(row[0]).lower() for row in tables.rows}
+        found = latch.listing(self, existing)
+        return primitive_infos(found, barrier.listing(self, existing), prefix)
 
     # -- count-down latches (``sql/latch.py``; every mode) ------------------------------------------------------
     def latch_refused(self) -> str | None:

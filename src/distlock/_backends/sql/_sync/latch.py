@@ -11,12 +11,22 @@ from typing import TYPE_CHECKING
 from ...._core.latch import LatchState
 from .. import latch as sl
 from .. import names as sn
+from .. import stmt as st
 from .schema import LazyTable
 
 if TYPE_CHECKING:
     from .base import SqlBase
 
 _TABLE = LazyTable(sl.table)
+
+
+def listing(b: SqlBase, existing: set[str]) -> list[tuple[str, int, int]]:
+    """Every latch (name, initial, count); none when the table was never made (``existing``: the tables, lower
+    case): a listing creates nothing."""
+    if f"{b.prefix}_latches".lower() not in existing:
+        return []
+    found = b._tx(lambda: st.single(sl.listing(b.dialect, b.prefix)), tx=False)
+    return [(str(n), st.to_int(i), max(0, st.to_int(c))) for n, i, c in found.rows]
 
 
 def open_latch(b: SqlBase, name: str, count: int | None, round_id: str) -> LatchState | None:

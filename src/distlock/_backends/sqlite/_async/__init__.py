@@ -21,7 +21,7 @@ from ...._async.backend import AsyncBackend, AsyncWatch, told
 from ...._core import barrier as rules
 from ...._core import ids
 from ...._core.latch import LatchState
-from ...._core.types import Capabilities, Claim, LockInfo, Mode
+from ...._core.types import Capabilities, Claim, LockInfo, Mode, PrimitiveInfo, primitive_infos
 from ...._url import StoreConfig
 from ...._wakeup import WakeDir
 from .. import barrier, latch
@@ -100,6 +100,10 @@ class Backend(AsyncBackend):
         for token in tokens:
             self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)
+
+    async def list_primitives(self, prefix: str) -> Sequence[PrimitiveInfo] | None:
+        latches = await call(self.db, latch.listing, self.ops)
+        return primitive_infos(latches, await call(self.db, barrier.listing, self.ops), prefix)
 
     def latch_refused(self) -> str | None:
         return None

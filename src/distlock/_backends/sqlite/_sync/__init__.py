@@ -22,7 +22,7 @@ from ...._sync.backend import SyncBackend, SyncWatch, told
 from ...._core import barrier as rules
 from ...._core import ids
 from ...._core.latch import LatchState
-from ...._core.types import Capabilities, Claim, LockInfo, Mode
+from ...._core.types import Capabilities, Claim, LockInfo, Mode, PrimitiveInfo, primitive_infos
 from ...._url import StoreConfig
 from ...._wakeup import WakeDir
 from .. import barrier, latch
@@ -101,6 +101,10 @@ class Backend(SyncBackend):
         for token in tokens:
             self.lost(token, "broken by an admin (break_lock)")
         return bool(tokens)
+
+    def list_primitives(self, prefix: str) -> Sequence[PrimitiveInfo] | None:
+        latches = call(self.db, latch.listing, self.ops)
+        return primitive_infos(latches, call(self.db, barrier.listing, self.ops), prefix)
 
     def latch_refused(self) -> str | None:
         return None

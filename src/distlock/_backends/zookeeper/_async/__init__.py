@@ -42,7 +42,7 @@ from ...._async.batch import Batched
 from ...._core import forks
 from ...._core.latch import LatchState
 from ...._core.timing import monotonic
-from ...._core.types import Capabilities, Claim, LockInfo, Mode
+from ...._core.types import Capabilities, Claim, LockInfo, Mode, PrimitiveInfo, primitive_infos
 from ...._errors import BackendError
 from ...._given import given
 from ...._url import StoreConfig
@@ -282,6 +282,10 @@ class Backend(AsyncBackend):
 
     async def break_lock(self, name: str) -> bool:
         return bool(await self._call(lambda: self.admin.break_lock(name), name=name))
+
+    async def list_primitives(self, prefix: str) -> Sequence[PrimitiveInfo] | None:
+        latches = await self._call(self.latches.listing)
+        return primitive_infos(latches, await self._call(self.barriers.listing), prefix)
 
     def latch_refused(self) -> str | None:
         return None

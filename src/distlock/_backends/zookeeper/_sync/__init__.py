@@ -43,7 +43,7 @@ from ...._sync.batch import Batched
 from ...._core import forks
 from ...._core.latch import LatchState
 from ...._core.timing import monotonic
-from ...._core.types import Capabilities, Claim, LockInfo, Mode
+from ...._core.types import Capabilities, Claim, LockInfo, Mode, PrimitiveInfo, primitive_infos
 from ...._errors import BackendError
 from ...._given import given
 from ...._url import StoreConfig
@@ -283,6 +283,10 @@ class Backend(SyncBackend):
 
     def break_lock(self, name: str) -> bool:
         return bool(self._call(lambda: self.admin.break_lock(name), name=name))
+
+    def list_primitives(self, prefix: str) -> Sequence[PrimitiveInfo] | None:
+        latches = self._call(self.latches.listing)
+        return primitive_infos(latches, self._call(self.barriers.listing), prefix)
 
     def latch_refused(self) -> str | None:
         return None
