@@ -48,9 +48,10 @@ fi
 site="$(mktemp -d)"
 "$BIN/mkdocs" build --strict --quiet --site-dir "$site"
 rm -rf "$site"
-# Two worker processes (pytest-xdist), each with its own servers: most tests wait on a server or a fault, not on
-# a CPU, so the suite takes about half as long on 2 cores. DISTLOCK_TEST_WORKERS=0 runs it in this process.
-"$PY" -m pytest -q -p no:cacheprovider -n "${DISTLOCK_TEST_WORKERS:-2}" "$@"
+# Three worker processes (pytest-xdist), each with its own servers: most tests wait on a server, a lease or a
+# fault, not on a CPU, so on 2 cores a third worker still shortens the pass by about a quarter (docs/development.md,
+# "The suite's time"). DISTLOCK_TEST_WORKERS=0 runs it in this process.
+"$PY" -m pytest -q -p no:cacheprovider -n "${DISTLOCK_TEST_WORKERS:-3}" "$@"
 # Then the Redis tests of the wake-ups, hand-overs, faults and failovers once more with redis-py reading replies
 # through hiredis (``redis[hiredis]``), which fails differently on a dropped connection (tests/conftest.py). Only
 # for the whole suite: extra arguments chose a part of it.
