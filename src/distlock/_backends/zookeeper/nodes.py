@@ -65,14 +65,22 @@ class Entry:
     name: str | None = None  # the child's name, once a create was answered
     created: bool = False  # a create was sent for ``uid`` (its reply may have been lost)
     czxid: int = 0  # the creation zxid of the child: the fence, if it becomes the holding
+    #: the other children created with it in one multi request (a weighted semaphore holding's other leases)
+    others: list[str] = field(default_factory=list)
 
     @property
     def path(self) -> str:
         return f"{self.parent}/{self.name}"
 
+    @property
+    def paths(self) -> list[str]:
+        """The paths of its child and the children created with it."""
+        return [self.path] + [f"{self.parent}/{other}" for other in self.others]
+
     def reset(self) -> None:
         """The child is gone (deleted by us): the next create may reuse the UUID."""
         self.name = None
+        self.others = []
         self.created = False
 
     def renew(self) -> None:
@@ -198,7 +206,7 @@ class Nodes:
                 path, stat = w.get(w.call(self._child_request(parent, prefix, data)))
                 return path.rsplit("/", 1)[1], int(stat.czxid)
             except NoNodeError:
-                self._make_parents(parent)
+                self.make_parents(parent)
             except ConnectionLoss:
                 uncertain = True
         raise BackendError(f"could not create a lock node under {parent}", backend=w.scheme)
@@ -208,7 +216,7 @@ class Nodes:
         the chroot: callers keep only its last part) and stat."""
         return Create2(f"{self._wire.client.chroot or ''}{parent}/{prefix}", data, self._acl, _EPHEMERAL_SEQUENTIAL)
 
-    def _make_parents(self, path: str) -> None:
+    def make_parents(self, path: str) -> None:
         """Create ``path`` and its missing ancestors as container nodes (persistent on servers before 3.5)."""
         parts = path.strip("/").split("/")
         for i in range(1, len(parts) + 1):
@@ -263,20 +271,23 @@ class Nodes:
             raise RolledBackError()
 
     def delete_by_uuid(self, parent: str, uid: str) -> None:
-        """Delete our child under ``parent`` whose name we never learned (its create's reply was lost)."""
+        """Delete our children under ``parent`` whose names we never learned (their create's reply was lost):
+        one, or a weighted semaphore holding's leases."""
+        prefix = layout.protected_prefix(uid)
         for _ in range(5):
             try:
-                own = layout.find_own(self.children(parent), uid)
+                own = [c for c in self.children(parent) if c.startswith(prefix)]
             except ConnectionLoss:
                 continue
-            if own is not None:
-                self.delete(f"{parent}/{own}")
+            for child in own:
+                self.delete(f"{parent}/{child}")
             return
         raise BackendError(f"could not look for our node under {parent}", backend=self._wire.scheme)
 
     def remove(self, entry: Entry) -> None:
         """Delete ``entry``'s child if one may exist: by name, or by UUID if its create's reply was lost."""
         if entry.name is not None:
-            self.delete(entry.path)
+            for path in entry.paths:
+                self.delete(path)
         elif entry.created:
             self.delete_by_uuid(entry.parent, entry.uid)

@@ -1,0 +1,228 @@
+"""A semaphore's stored capacity and its weighted leases (blocking): Curator's ``InterProcessSemaphoreV2``
+following a ``SharedCount``, on the layout of ``layout.py``.
+
+The holder of the semaphore's internal mutex (``<path>/locks``, the recipe) reads the state in one round trip
+(``state``: the capacity in force ``%count``, the declared size in the semaphore node's data, the leases), and
+once ``n`` more leases fit it creates them in ONE multi request (``take``): all or none, never a part of a
+holding for others to count. The multi carries a version check of the capacity it read (or the capacity's
+creation, for the first user) and rewrites the declared size: so a ``sweep`` that removed a free semaphore's
+capacity between the read and the multi makes the multi fail (and the holder reads again), and a multi that
+went first makes the sweep's version check of the semaphore node fail.
+
+``sweep`` removes the capacity and the declared size once no lease and no internal-mutex node is left (after
+a release or an abandoned acquire): what a free name leaves is the container nodes the server reaps.
+``resize`` is ``set_permits``: a versioned setData of the capacity of a semaphore in use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+)
+from kazoo.protocol.states import WatchedEvent
+
+from ..._core import arbiter
+from ..._errors import BackendError
+from . import layout
+from .nodes import Entry, Nodes
+from .wire import Wire
+
+#: passes of a read-then-write before giving up (each follows a change by someone else)
+MAX_PASSES = 20
+
+
+@dataclass(frozen=True)
+class State:
+    """A semaphore as its internal mutex's holder reads it."""
+
+    capacity: int | None  # the capacity in force (``%count``); None: not stored
+    version: int  # the capacity node's data version (-1 without one)
+    declared: int | None  # the size the first user declared (the semaphore node's data); None: not stored
+    leases: list[str]  # the leases (contender children of ``<path>/leases``)
+    changed: int  # the zxid of the last lease created or deleted (``<path>/leases``'s pzxid; 0 without it)
+
+    def stored(self, head: int) -> arbiter.Capacity | None:
+        """The numbers stored for a semaphore in use, as the holder of its internal mutex reads them (``head``:
+        the czxid of its node there); None when none count. The capacity node alone (no declared size) is
+        Curator's ``SharedCount``, which is there for good: its value is both numbers. With a declared size
+        beside it but no lease, the numbers are a leftover when the last lease went before the head queued
+        (a holder that died: nobody held or waited since, else the head would have queued behind them); a
+        head that waited while the last lease went kept them in use."""
+        if self.capacity is None:
+            return None
+        if self.declared is None:
+            return arbiter.Capacity(self.capacity, self.capacity)
+        if not self.leases and head > self.changed:
+            return None
+        return arbiter.Capacity(self.declared, self.capacity)
+
+
+class Semaphores:
+    """The semaphore operations of one store (blocking; bounded by the wire)."""
+
+    def __init__(self, wire: Wire, nodes: Nodes, acl: list[Any]) -> None:
+        self._wire = wire
+        self._nodes = nodes
+        self._acl = acl
+
+    def _get(self, result: Any) -> tuple[bytes | None, Any]:
+        try:
+            data, stat = self._wire.get(result)
+        except NoNodeError:
+            return None, None
+        return data, stat
+
+    def state(self, path: str, watch: Callable[[WatchedEvent], None] | None = None) -> State:
+        """The capacity, declared size and leases of the semaphore at ``path``, in one round trip; ``watch``
+        is told of a change of the capacity or of the leases (a waiting holder of the internal mutex)."""
+        w = self._wire
+        count = w.send(w.client.get_async, layout.count_path(path), watch=watch)
+        own = w.send(w.client.get_async, path)
+        leases = w.send(w.client.get_children_async, f"{path}/{layout.SEM_LEASES}", watch=watch, include_data=True)
+        data, stat = self._get(count)
+        declared = layout.count_of(self._get(own)[0])
+        try:
+            children, parent = w.get(leases)
+        except NoNodeError:
+            children, parent = [], None
+        return State(
+            layout.count_of(data) if stat is not None else None,
+            -1 if stat is None else int(stat.version),
+            declared,
+            layout.contenders(children),
+            0 if parent is None else int(parent.pzxid),
+        )
+
+    def take(
+        self, path: str, entry: Entry, n: int, data: bytes, state: State, terms: arbiter.Capacity, write: bool
+    ) -> int | None:
+        """Create ``n`` leases for ``entry`` (one UUID, one multi request) with the capacity node as ``state``
+        read it (``write``: its numbers become ``terms``, the capacity node created or overwritten) and the
+        declared size written on the semaphore node; the fence (the multi's zxid: every lease's czxid), or
+        None if the capacity node changed since the read (read again). ``entry`` learns the leases' names."""
+        w = self._wire
+        leases = f"{path}/{layout.SEM_LEASES}"
+        count = layout.count_path(path)
+        for _ in range(MAX_PASSES):
+            multi = w.client.transaction()
+            if state.capacity is None:
+                multi.create(count, layout.count_bytes(terms.capacity), acl=self._acl)
+            elif write:
+                multi.set_data(count, layout.count_bytes(terms.capacity), state.version)
+            else:
+                multi.check(count, state.version)
+            multi.set_data(path, layout.count_bytes(terms.declared))
+            prefix = f"{leases}/{layout.child_prefix(entry.uid, entry.mark)}"
+            for _ in range(n):
+                multi.create(prefix, data, acl=self._acl, ephemeral=True, sequence=True)
+            entry.created = True
+            try:
+                results = w.get(w.send(multi.commit_async))
+            except ConnectionLoss:  # the multi may have been applied: all of it or none (look by UUID)
+                found = self.find(entry)
+                if found is not None:
+                    return found
+                continue
+            errors = [(i, r) for i, r in enumerate(results) if isinstance(r, BaseException)]
+            if not errors:
+                names = [r.rsplit("/", 1)[1] for r in results[2:]]
+                entry.name, entry.others = names[0], names[1:]
+                entry.czxid = int(results[1].mzxid)  # the setData's stat: the multi's zxid
+                return entry.czxid
+            entry.created = False  # a failed multi applied nothing
+            at, error = next(((i, r) for i, r in errors if not isinstance(r, RolledBackError)), errors[0])
+            if at >= 2 and isinstance(error, NoNodeError):  # the name's first lease: no ``leases`` node yet
+                self._nodes.make_parents(leases)
+                continue
+            if at < 2 and isinstance(error, (NoNodeError, BadVersionError, NodeExistsError)):
+                return None  # the capacity was changed, created or removed since the read: read again
+            raise error
+        raise BackendError(f"could not create the leases under {leases}", backend=w.scheme)
+
+    def find(self, entry: Entry) -> int | None:
+        """After a multi whose reply was lost: our leases by their UUID (all or none exist), their fence."""
+        own = [c for c in self._nodes.children(entry.parent) if c.startswith(layout.protected_prefix(entry.uid))]
+        if not own:
+            entry.created = False
+            return None
+        own.sort(key=lambda c: layout.sort_key(c, (layout.LEASE_MARK,)))
+        entry.name, entry.others = own[0], own[1:]
+        w = self._wire
+        stat = w.get(w.send(w.client.exists_async, entry.path))
+        if stat is None:
+            raise BackendError(f"lease {entry.path} vanished while being granted", backend=w.scheme)
+        entry.czxid = int(stat.czxid)
+        return entry.czxid
+
+    def _free(self, path: str) -> tuple[bool, Any, Any]:
+        """(free, the semaphore node's stat, the capacity node's stat) in one round trip: free when no lease
+        and no internal-mutex node is left. The semaphore node is read first (ZooKeeper answers a session's
+        requests in order): a lease created after the listings changed its version since this read."""
+        w = self._wire
+        own = w.send(w.client.exists_async, path)
+        count = w.send(w.client.exists_async, layout.count_path(path))
+        leases = w.send(w.client.get_children_async, f"{path}/{layout.SEM_LEASES}")
+        lockers = w.send(w.client.get_children_async, f"{path}/{layout.SEM_LOCKS}")
+        own_stat, count_stat = w.get(own), w.get(count)
+        used = False
+        for result in (leases, lockers):
+            try:
+                used = used or bool(layout.contenders(w.get(result)))
+            except NoNodeError:
+                pass
+        return not used, own_stat, count_stat
+
+    def sweep(self, path: str) -> None:
+        """Remove the stored capacity and declared size of the semaphore at ``path`` if it is free (nobody
+        holds or waits): only if the semaphore node's version is still the one read with the listings."""
+        w = self._wire
+        free, own, count = self._free(path)
+        if not free or own is None:
+            return
+        if count is not None:
+            multi = w.client.transaction()
+            multi.set_data(path, b"", int(own.version))
+            multi.delete(layout.count_path(path))
+            results = w.get(w.send(multi.commit_async))
+            if any(isinstance(r, BaseException) for r in results):
+                return  # someone took a lease since the listings (or removed the capacity first): theirs now
+        # The emptied container nodes go now rather than at the server's next reaper pass: a delete fails on a
+        # node with children (a newcomer's node, a longer name's path), and a newcomer whose parent went
+        # creates it again (distlock and Curator both do). Sent back to back: one round trip.
+        pending = [
+            w.send(w.client.delete_async, node)
+            for node in (f"{path}/{layout.SEM_LEASES}", f"{path}/{layout.SEM_LOCKS}", path)
+        ]
+        for result in pending:
+            try:
+                w.get(result)
+            except (NoNodeError, NotEmptyError):
+                pass
+
+    def resize(self, path: str, n: int) -> bool:
+        """Store the capacity ``n`` for a semaphore in use (True); on a free one store nothing (False)."""
+        w = self._wire
+        for _ in range(MAX_PASSES):
+            free, _own, count = self._free(path)
+            if count is None:
+                return False
+            if free:
+                self.sweep(path)  # what a holder that died left: the next first user declares the size
+                return False
+            try:
+                w.get(w.send(w.client.set_async, layout.count_path(path), layout.count_bytes(n), int(count.version)))
+                return True
+            except NoNodeError:
+                return False
+            except BadVersionError:
+                continue
+        raise BackendError(f"the capacity of {path} kept changing; set_permits gave up", backend=w.scheme)
