@@ -6,6 +6,7 @@ One JVM for the whole story (the suite's time budget)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -88,3 +89,22 @@ def test_curator_shared_count_semaphore_and_distlock_share_capacity_both_ways(
     # the last one gone takes the stored numbers with it (Curator's SharedCount keeps its last value)
     assert store._backend.wire.client.exists(count) is None
     assert store.inspect(path) is None
+
+
+def test_a_dead_last_holder_s_numbers_do_not_bind_the_next_first_user(zookeeper_url: str, path: str) -> None:
+    """The last holder's session ends without a release (a crash): its capacity node stays, as a leftover that
+    the next holder of the internal mutex, queued after the last lease went, declares anew."""
+    dead = distlock.connect(zookeeper_url)
+    assert dead.semaphore(path, permits=3).acquire(timeout=10, permits=2)
+    dead._backend.wire.client.stop()  # the session closes: the leases go, the persistent capacity stays
+    with distlock.connect(zookeeper_url) as store:
+        client = store._backend.wire.client
+        assert client.get(layout.count_path(path))[0] == layout.count_bytes(3)
+        sem = store.semaphore(path, permits=5)
+        assert sem.acquire(timeout=10, permits=4)  # no mismatch with the dead user's 3, and room for 4
+        info = store.inspect(path)
+        assert info is not None and info.permits == 5 and info.taken == 4
+        sem.release()
+        assert client.exists(layout.count_path(path)) is None
+    with contextlib.suppress(distlock.LockError):
+        dead.close()
