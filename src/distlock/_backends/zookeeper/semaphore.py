@@ -49,6 +49,10 @@ class State:
     declared: int | None  # the size the first user declared (the semaphore node's data); None: not stored
     leases: list[str]  # the leases (contender children of ``<path>/leases``)
     changed: int  # the zxid of the last lease created or deleted (``<path>/leases``'s pzxid; 0 without it)
+    #: the semaphore node's data version: every acquire's multi and every sweep write it, so a multi checked
+    #: against it fails after a sweep even if the capacity node was made again since (a Curator
+    #: ``SharedCount.start`` makes it outside the internal mutex, at version 0 again)
+    own_version: int = -1
 
     def stored(self, head: int) -> arbiter.Capacity | None:
         """The numbers stored for a semaphore in use, as the holder of its internal mutex reads them (``head``:
@@ -85,11 +89,13 @@ class Semaphores:
         """The capacity, declared size and leases of the semaphore at ``path``, in one round trip; ``watch``
         is told of a change of the capacity or of the leases (a waiting holder of the internal mutex)."""
         w = self._wire
-        count = w.send(w.client.get_async, layout.count_path(path), watch=watch)
+        # The semaphore node first (ZooKeeper answers a session's requests in order): a sweep after this read
+        # changes its version, which the multi checks; one before it shows in the reads that follow.
         own = w.send(w.client.get_async, path)
+        count = w.send(w.client.get_async, layout.count_path(path), watch=watch)
         leases = w.send(w.client.get_children_async, f"{path}/{layout.SEM_LEASES}", watch=watch, include_data=True)
         data, stat = self._get(count)
-        declared = layout.count_of(self._get(own)[0])
+        own_data, own_stat = self._get(own)
         try:
             children, parent = w.get(leases)
         except NoNodeError:
@@ -97,9 +103,10 @@ class Semaphores:
         return State(
             layout.count_of(data) if stat is not None else None,
             -1 if stat is None else int(stat.version),
-            declared,
+            layout.count_of(own_data),
             layout.contenders(children),
             0 if parent is None else int(parent.pzxid),
+            -1 if own_stat is None else int(own_stat.version),
         )
 
     def take(
@@ -120,7 +127,7 @@ class Semaphores:
                 multi.set_data(count, layout.count_bytes(terms.capacity), state.version)
             else:
                 multi.check(count, state.version)
-            multi.set_data(path, layout.count_bytes(terms.declared))
+            multi.set_data(path, layout.count_bytes(terms.declared), state.own_version)
             prefix = f"{leases}/{layout.child_prefix(entry.uid, entry.mark)}"
             for _ in range(n):
                 multi.create(prefix, data, acl=self._acl, ephemeral=True, sequence=True)
@@ -144,7 +151,7 @@ class Semaphores:
                 self._nodes.make_parents(leases)
                 continue
             if at < 2 and isinstance(error, (NoNodeError, BadVersionError, NodeExistsError)):
-                return None  # the capacity was changed, created or removed since the read: read again
+                return None  # the capacity was changed, made or removed, or the name swept, since the read
             raise error
         raise BackendError(f"could not create the leases under {leases}", backend=w.scheme)
 
