@@ -111,7 +111,7 @@ def test_semaphore_a_big_request_is_not_starved_by_single_permits(
         finally:
             done[0] = True
 
-    run_all(small, small, small, big)
+    run_all(small, small, small, small, big)  # four on three permits: one always waits
     assert granted and granted[0] < 30.0
 
 
