@@ -4,13 +4,16 @@
    The server: the capacity node C (absent, or a value and a data version), the semaphore node's data version
    V, the number of leases, and each client's internal-mutex node. A client queues on the internal mutex (its
    node; the mutex itself is one owner at a time, its order is the recipe's and not modelled), then, holding
-   it, reads V, C and the leases (three reads, in that order: other clients' writes may land between them) and decides with
-   the capacity it read (the first user: its own). If its leases fit, ONE multi request, applied atomically or
-   not at all: C created (it read none) or C's version checked; V's version checked and written (the declared
-   size); its WANT leases created. A failed multi reads again. Then it deletes its mutex node, holds, and
-   releases its leases one delete at a time, or dies (its session's ephemeral nodes, leases and mutex node,
-   go together; C is persistent). After a release the client sweeps: reads V, C, the leases and the mutex
-   nodes (four reads), and if nobody held or waited, one multi: V's version checked and written, C deleted.
+   it, reads V, C and the leases (three reads, in that order: other clients' writes may land between them)
+   and decides with the capacity it read (the first user: its own). If its leases fit, ONE multi request,
+   applied atomically or not at all: C created (it read none) or C's version checked; V's version checked and
+   written (the declared size); its WANT leases created. A failed multi reads again. Then it deletes its mutex
+   node, holds, and releases its leases one delete at a time, or dies (its session's ephemeral nodes, leases
+   and mutex node, go together; C is persistent). After a release the client sweeps: a look (leases, mutex
+   nodes); if nobody is there it queues a mutex node, and if it is alone in the queue (so it holds the mutex;
+   anyone later queues behind it) it reads the leases and, with none, deletes C, clears V and deletes its
+   mutex node in one multi. Then the emptied nodes are deleted: the semaphore node goes when nothing is left
+   under it, and whoever comes next makes it again, so V starts again from 0.
    Others: set_permits (read C, a versioned setData of C) and a Curator SharedCount.start (creates C with its
    seed when there is none, outside the mutex).
    Checked in every reachable state:
@@ -18,23 +21,20 @@
      decided: a multi that creates leases decides with the capacity in force when it is applied, and its
               leases fit in it
    Variants (-D):
-     NO_V_CHECK    the acquire's multi writes V without checking its version (the code before this guard)
-     NO_C_CHECK    the acquire's multi does not check C's version
-     NO_SWEEP_V    the sweep deletes C without checking V
-     C_FIRST       the client reads C before V (the first version of the code)
-   Results (spin 6.5, 8.2 million states): the unflagged model holds. C_FIRST violates decided: the sweep and
-   the SharedCount's new C land between the client's read of C and its read of V, so V's check passes on a
-   capacity read before the sweep. NO_V_CHECK violates decided: a sweep that listed before the client
-   queued removes C between the client's read and its multi, the SharedCount makes C again at version 0, and
-   the client's version check of C passes on the new node. NO_C_CHECK violates decided (a set_permits between
-   the read and the multi). NO_SWEEP_V violates held (a sweep that listed before a client's multi deletes C
-   after it).
-   Table (one spin run per line: spin -a [flags] zookeeper_semaphore.pml; cc -o pan pan.c; ./pan):
+     NO_C_CHECK        the acquire's multi does not check C's version
+     NO_V_CHECK        the acquire's multi writes V without checking its version
+     SWEEP_BY_VERSION  the sweep does not queue on the mutex: it reads V, C, the leases and the mutex nodes,
+                       and its multi checks V's version (the first version of the code)
+   Results (spin 6.5): the unflagged model holds (6.5 million states). NO_C_CHECK violates decided (a
+   set_permits between the read and the multi). NO_V_CHECK holds: with the sweep under the mutex, V's check
+   is a second guard only. SWEEP_BY_VERSION violates held: two sweeps list a free name, one removes C and the
+   emptied semaphore node, a newcomer makes them again and takes a lease, which brings V back to the version
+   the other sweep read, and that sweep's multi removes the newcomer's capacity.
+   Table (one spin run per line: spin -a [flags] zookeeper_semaphore.pml; cc -o pan pan.c; ./pan -m100000):
      (today)
-     -DNO_V_CHECK
      -DNO_C_CHECK
-     -DNO_SWEEP_V
-     -DC_FIRST
+     -DNO_V_CHECK
+     -DSWEEP_BY_VERSION
 */
 #define N 2             /* clients */
 #define DECLARED 2      /* every client's permits= */
@@ -63,13 +63,8 @@ active [N] proctype Client() {
     mnode[id] = 1;
     atomic { mutex == 255 -> mutex = id };
 read:
-#ifndef C_FIRST
     rv = vver;
-#endif
     atomic { rc = cval; rcv = cver };
-#ifdef C_FIRST
-    rv = vver;
-#endif
     rl = leases;
     cap = (rc == 0 -> DECLARED : rc);
     if
@@ -113,22 +108,39 @@ read:
     :: else -> break
     od;
     /* the sweep */
-    sv = vver;
-    sc = cval;
     sl = (leases > 0);
     sk = (mnode[0] || mnode[1]);
     if
-    :: !sl && !sk && sc != 0 ->
-      atomic {
-        if
-        :: (cval != 0
-#ifndef NO_SWEEP_V
-            && vver == sv
+    :: !sl && !sk ->
+#ifdef SWEEP_BY_VERSION
+      sv = vver;
+      sc = cval;
+      sl = (leases > 0);
+      sk = (mnode[0] || mnode[1]);
+      if
+      :: !sl && !sk && sc != 0 ->
+        atomic { if :: cval != 0 && vver == sv -> cval = 0; cver = 0; vver++ :: else -> skip fi }
+      :: else -> skip
+      fi;
+#else
+      mnode[id] = 1;
+      if
+      :: atomic { !mnode[1 - id] && mutex == 255 -> mutex = id };  /* alone in the queue: it holds the mutex */
+        sl = (leases > 0);
+        sc = cval;
+        atomic {
+          if
+          :: !sl && sc != 0 && cval != 0 -> cval = 0; cver = 0; vver++
+          :: else -> skip
+          fi;
+          mnode[id] = 0;
+          mutex = 255
+        }
+      :: atomic { mnode[1 - id] -> mnode[id] = 0 }             /* someone queued: theirs */
+      fi;
 #endif
-          ) -> cval = 0; cver = 0; vver++
-        :: else -> skip
-        fi
-      }
+      /* the emptied nodes: the semaphore node goes if nothing is under it, and comes back at version 0 */
+      atomic { if :: leases == 0 && !mnode[0] && !mnode[1] && cval == 0 -> vver = 0 :: else -> skip fi }
     :: else -> skip
     fi
   :: else -> break

@@ -1,17 +1,21 @@
 """A semaphore's stored capacity and its weighted leases (blocking): Curator's ``InterProcessSemaphoreV2``
 following a ``SharedCount``, on the layout of ``layout.py``.
 
-The holder of the semaphore's internal mutex (``<path>/locks``, the recipe) reads the state in one round trip
-(``state``: the capacity in force ``%count``, the declared size in the semaphore node's data, the leases), and
-once ``n`` more leases fit it creates them in ONE multi request (``take``): all or none, never a part of a
-holding for others to count. The multi carries a version check of the capacity it read (or the capacity's
-creation, for the first user) and rewrites the declared size: so a ``sweep`` that removed a free semaphore's
-capacity between the read and the multi makes the multi fail (and the holder reads again), and a multi that
-went first makes the sweep's version check of the semaphore node fail.
+Everything that writes the stored numbers or the leases holds the semaphore's internal mutex
+(``<path>/locks``), as Curator's lease creation does. The holder reads the state in one round trip (``state``:
+the semaphore node with the declared size, the capacity in force ``%count``, the leases), and once ``n`` more
+leases fit it creates them in ONE multi request (``take``): all or none, never a part of a holding for others
+to count. The multi checks the versions it read of the capacity (or creates it, for the first user) and of
+the semaphore node, so a ``set_permits``, or a Curator ``SharedCount.start`` making the capacity outside the
+mutex, between the read and the multi makes it fail, and the holder reads again.
 
-``sweep`` removes the capacity and the declared size once no lease and no internal-mutex node is left (after
-a release or an abandoned acquire): what a free name leaves is the container nodes the server reaps.
-``resize`` is ``set_permits``: a versioned setData of the capacity of a semaphore in use.
+``sweep`` (after a release or an abandoned acquire) removes the capacity and the declared size once no lease
+and no internal-mutex node is left: it queues on the internal mutex itself, and only if it is alone there and
+no lease exists does it delete them, with its mutex node, in one multi; anyone who queued meanwhile waits
+behind it and then finds no capacity stored. A version check alone could not guard it: the semaphore's nodes
+go with it and a newcomer makes them again, versions from 0. Then the emptied nodes are deleted (a delete is
+refused on a node with children). ``resize`` is ``set_permits``: a versioned setData of the capacity of a
+semaphore in use. ``docs/models/zookeeper_semaphore.pml`` checks this protocol.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
+    KazooException,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -31,8 +36,10 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import WatchedEvent
 
 from ..._core import arbiter
-from ..._errors import BackendError
+from ..._core.types import Mode
+from ..._errors import BackendError, LockError
 from . import layout
+from .cleanup import Leftover
 from .nodes import Entry, Nodes
 from .wire import Wire
 
@@ -73,10 +80,11 @@ class State:
 class Semaphores:
     """The semaphore operations of one store (blocking; bounded by the wire)."""
 
-    def __init__(self, wire: Wire, nodes: Nodes, acl: list[Any]) -> None:
+    def __init__(self, wire: Wire, nodes: Nodes, acl: list[Any], put_off: Callable[[list[Leftover]], None]) -> None:
         self._wire = wire
         self._nodes = nodes
         self._acl = acl
+        self._put_off = put_off  # ``Cleanup.put_off``: nodes to delete once the connection lets us
 
     def _get(self, result: Any) -> tuple[bytes | None, Any]:
         try:
@@ -119,6 +127,8 @@ class Semaphores:
         w = self._wire
         leases = f"{path}/{layout.SEM_LEASES}"
         count = layout.count_path(path)
+        # no ``leases`` node (the name's first lease): its create goes just before the multi, same round trip
+        parents = self._nodes.send_parents(leases) if not state.changed else []
         for _ in range(MAX_PASSES):
             multi = w.client.transaction()
             if state.capacity is None:
@@ -132,8 +142,12 @@ class Semaphores:
             for _ in range(n):
                 multi.create(prefix, data, acl=self._acl, ephemeral=True, sequence=True)
             entry.created = True
+            sent = w.send(multi.commit_async)
+            if parents:
+                self._nodes.parents_made(parents)
+                parents = []
             try:
-                results = w.get(w.send(multi.commit_async))
+                results = w.get(sent)
             except ConnectionLoss:  # the multi may have been applied: all of it or none (look by UUID)
                 found = self.find(entry)
                 if found is not None:
@@ -170,63 +184,97 @@ class Semaphores:
         entry.czxid = int(stat.czxid)
         return entry.czxid
 
-    def _free(self, path: str) -> tuple[bool, Any, Any]:
-        """(free, the semaphore node's stat, the capacity node's stat) in one round trip: free when no lease
-        and no internal-mutex node is left. The semaphore node is read first (ZooKeeper answers a session's
-        requests in order): a lease created after the listings changed its version since this read."""
+    def _look(self, path: str) -> tuple[bool, bool]:
+        """(in use, a capacity stored) in one round trip: in use while a lease or an internal-mutex node is left."""
         w = self._wire
-        own = w.send(w.client.exists_async, path)
         count = w.send(w.client.exists_async, layout.count_path(path))
-        leases = w.send(w.client.get_children_async, f"{path}/{layout.SEM_LEASES}")
-        lockers = w.send(w.client.get_children_async, f"{path}/{layout.SEM_LOCKS}")
-        own_stat, count_stat = w.get(own), w.get(count)
+        listings = [
+            w.send(w.client.get_children_async, f"{path}/{sub}") for sub in (layout.SEM_LEASES, layout.SEM_LOCKS)
+        ]
+        stored = w.get(count) is not None
         used = False
-        for result in (leases, lockers):
+        for result in listings:
             try:
                 used = used or bool(layout.contenders(w.get(result)))
             except NoNodeError:
                 pass
-        return not used, own_stat, count_stat
+        return used, stored
 
     def sweep(self, path: str) -> None:
-        """Remove the stored capacity and declared size of the semaphore at ``path`` if it is free (nobody
-        holds or waits): only if the semaphore node's version is still the one read with the listings."""
-        w = self._wire
-        free, own, count = self._free(path)
-        if not free or own is None:
+        """Remove the stored capacity and declared size of the semaphore at ``path`` if nobody holds or waits,
+        holding its internal mutex (see the module docstring); then its emptied nodes."""
+        used, stored = self._look(path)
+        if used:
             return
-        if count is not None:
-            multi = w.client.transaction()
-            multi.set_data(path, b"", int(own.version))
-            multi.delete(layout.count_path(path))
-            results = w.get(w.send(multi.commit_async))
-            if any(isinstance(r, BaseException) for r in results):
-                return  # someone took a lease since the listings (or removed the capacity first): theirs now
-        # The emptied container nodes go now rather than at the server's next reaper pass: a delete fails on a
-        # node with children (a newcomer's node, a longer name's path), and a newcomer whose parent went
-        # creates it again (distlock and Curator both do). Sent back to back: one round trip.
-        pending = [
-            w.send(w.client.delete_async, node)
-            for node in (f"{path}/{layout.SEM_LEASES}", f"{path}/{layout.SEM_LOCKS}", path)
-        ]
-        for result in pending:
-            try:
-                w.get(result)
-            except (NoNodeError, NotEmptyError):
-                pass
+        w = self._wire
+        removal = None
+        entry = Entry(f"{path}/{layout.SEM_LOCKS}", layout.MUTEX_MARK)
+        try:
+            if stored:
+                removal = self._remove_alone(path, entry)
+            # The emptied nodes go now rather than at the server's next reaper pass, in the same round trip: a
+            # delete is refused on a node with children (a newcomer's node, a longer name's path, the capacity
+            # if it stays), and a newcomer whose parent went makes it again (distlock and Curator both do).
+            pending = [
+                w.send(w.client.delete_async, node)
+                for node in (f"{path}/{layout.SEM_LEASES}", f"{path}/{layout.SEM_LOCKS}", path)
+            ]
+            if removal is not None:
+                results = w.get(removal)
+                if not any(isinstance(r, BaseException) for r in results):
+                    entry.reset()  # our mutex node went with the numbers
+            for result in pending:
+                try:
+                    w.get(result)
+                except (NoNodeError, NotEmptyError):
+                    pass
+        finally:
+            if entry.created:
+                self._let_go(entry)
+
+    def _remove_alone(self, path: str, entry: Entry) -> Any:
+        """Queue ``entry`` on the internal mutex; alone there (so holding it) with no lease, send the multi
+        that deletes the capacity, the declared size and ``entry`` (its answer to read), else None."""
+        w = self._wire
+        queue = self._nodes.create_and_list(entry, layout.node_data("distlock:sweep", Mode.SEMAPHORE, 0))
+        if layout.contenders(queue) != [entry.name]:
+            return None  # someone queued: the semaphore is theirs
+        leases = w.send(w.client.get_children_async, f"{path}/{layout.SEM_LEASES}")
+        count = w.send(w.client.exists_async, layout.count_path(path))
+        try:
+            held = bool(layout.contenders(w.get(leases)))
+        except NoNodeError:
+            held = False
+        if held or w.get(count) is None:
+            return None
+        multi = w.client.transaction()
+        multi.delete(layout.count_path(path))
+        multi.set_data(path, b"")
+        multi.delete(entry.path)
+        return w.send(multi.commit_async)
+
+    def _let_go(self, entry: Entry) -> None:
+        """Delete the sweep's own mutex node; if the connection does not let us now, the store's clean-up does
+        it once the server answers (a mutex node left would stall every later user)."""
+        try:
+            self._nodes.remove(entry)
+        except (LockError, KazooException):
+            self._put_off([(entry.parent, entry.name, entry.uid)])
 
     def resize(self, path: str, n: int) -> bool:
         """Store the capacity ``n`` for a semaphore in use (True); on a free one store nothing (False)."""
         w = self._wire
         for _ in range(MAX_PASSES):
-            free, _own, count = self._free(path)
-            if count is None:
+            count = w.send(w.client.exists_async, layout.count_path(path))
+            used, _stored = self._look(path)
+            stat = w.get(count)
+            if stat is None:
                 return False
-            if free:
+            if not used:
                 self.sweep(path)  # what a holder that died left: the next first user declares the size
                 return False
             try:
-                w.get(w.send(w.client.set_async, layout.count_path(path), layout.count_bytes(n), int(count.version)))
+                w.get(w.send(w.client.set_async, layout.count_path(path), layout.count_bytes(n), int(stat.version)))
                 return True
             except NoNodeError:
                 return False

@@ -126,9 +126,9 @@ class Backend(AsyncBackend):
         """The parts, from the wire up, on one kazoo client's session."""
         self.wire = Wire(link.client, self.config, self._opts.op_timeout, link.started)
         self.nodes = Nodes(self.wire, link.acl)
-        self.semaphores = Semaphores(self.wire, self.nodes, link.acl)
         self.holdings = Holdings(self.wire, self.nodes, self.lost, self.revoked)
         self.cleanup = Cleanup(self.nodes, self.holdings, self._opts.op_timeout)
+        self.semaphores = Semaphores(self.wire, self.nodes, link.acl, self.cleanup.put_off)
         self.abandons = _Abandons(self)
         self.admin = Admin(self.wire, self.nodes, self.holdings, self.root)
         self.latches = Latches(self.wire, self.nodes, self.root)
