@@ -18,9 +18,9 @@ the store's number of waiters (``MAX_RECHECKS``), so the ticks of a long line st
 wake-up stays (a deleted predecessor may have been a waiter that gave up, so only the queue tells). Mutex, read and write locks differ only
 in the mark of the child and the order rule; an election candidate is a mutex child marked ``latch-``
 whose data is its value (Curator's ``LeaderLatch``: the first child leads, each watches its predecessor).
-The semaphore is Curator's ``InterProcessSemaphoreV2``: take the internal mutex at ``<path>/locks``, then a
-lease at ``<path>/leases``; held once at most ``permits`` leases exist, and the internal mutex is released
-at once. ``abandon`` deletes whatever the attempt created, even a grant whose reply never reached the caller
+The semaphore is Curator's ``InterProcessSemaphoreV2``: take the internal mutex at ``<path>/locks``, then, once
+``want`` more leases fit in the stored capacity, create them at ``<path>/leases`` in one multi request
+(``semaphore.py``), and release the internal mutex at once. ``abandon`` deletes whatever the attempt created, even a grant whose reply never reached the caller
 (F10; ``cleanup.py``).
 
 kazoo is threaded: each blocking step runs in a worker thread (``rt.offload``) and watches wake the
