@@ -220,14 +220,19 @@ class LeaseMode(SqlBase):
             self._check_weights(claim.name)
         return LeaseAttempt(self, claim)
 
-    def _check_weights(self, name: str) -> None:
-        if not self.ops.weights:
+    def _needs(self, present: bool, missing: str, name: str) -> None:
+        """``UnsupportedFeature`` for a call that needs columns an older table lacks (``missing`` says which)
+        where this store's role could not add them at open (``schema.py``)."""
+        if not present:
             raise UnsupportedFeature(
-                f"the tables {self.prefix}_holders and {self.prefix}_queue have no semaphore columns and this role "
-                "could not add them: run `distlock init` as the tables' owner",
+                f"{missing} and this role could not add it: run `distlock init` as the tables' owner",
                 name=name,
                 backend=self.scheme,
             )
+
+    def _check_weights(self, name: str) -> None:
+        missing = f"the tables {self.prefix}_holders and {self.prefix}_queue have no semaphore columns"
+        self._needs(self.ops.weights, missing, name)
 
     def set_permits(self, name: str, permits: int) -> bool:
         self._check_weights(name)
@@ -343,13 +348,7 @@ class LeaseMode(SqlBase):
         return infos
 
     def request_release(self, name: str, reason: str) -> bool:
-        if not self.ops.asks:
-            raise UnsupportedFeature(
-                f"the table {self.prefix}_holders has no asked column and this role could not add it: run "
-                "`distlock init` as the tables' owner",
-                name=name,
-                backend=self.scheme,
-            )
+        self._needs(self.ops.asks, f"the table {self.prefix}_holders has no asked column", name)
         request = f"{ids.new_token()[:12]}|{reason}"
         asked: bool = self._tx(lambda: self.ops.ask(name, request), tx=False)
         return asked
