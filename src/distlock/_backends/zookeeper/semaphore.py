@@ -56,9 +56,8 @@ class State:
     declared: int | None  # the size the first user declared (the semaphore node's data); None: not stored
     leases: list[str]  # the leases (contender children of ``<path>/leases``)
     changed: int  # the zxid of the last lease created or deleted (``<path>/leases``'s pzxid; 0 without it)
-    #: the semaphore node's data version: every acquire's multi and every sweep write it, so a multi checked
-    #: against it fails after a sweep even if the capacity node was made again since (a Curator
-    #: ``SharedCount.start`` makes it outside the internal mutex, at version 0 again)
+    #: the semaphore node's data version, which the multi checks too: a second guard (the sweep, the only
+    #: other writer of that node, holds the internal mutex, so none comes between the read and the multi)
     own_version: int = -1
 
     def stored(self, head: int) -> arbiter.Capacity | None:
@@ -97,8 +96,6 @@ class Semaphores:
         """The capacity, declared size and leases of the semaphore at ``path``, in one round trip; ``watch``
         is told of a change of the capacity or of the leases (a waiting holder of the internal mutex)."""
         w = self._wire
-        # The semaphore node first (ZooKeeper answers a session's requests in order): a sweep after this read
-        # changes its version, which the multi checks; one before it shows in the reads that follow.
         own = w.send(w.client.get_async, path)
         count = w.send(w.client.get_async, layout.count_path(path), watch=watch)
         leases = w.send(w.client.get_children_async, f"{path}/{layout.SEM_LEASES}", watch=watch, include_data=True)
