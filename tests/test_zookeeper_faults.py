@@ -190,7 +190,7 @@ def test_lost_create_reply_is_found_by_its_uuid(single: ZkEnsemble, name: str) -
 def test_a_weighted_holding_whose_multi_reply_is_lost_is_found_by_its_uuid(single: ZkEnsemble, name: str) -> None:
     """F8 for a semaphore holding of 3 permits: its 3 leases are made in one multi request, which the server
     applies while the client sees a connection loss. The acquire finds the 3 leases by their UUID (no second
-    multi), its fence is their czxid, and the release deletes all of them."""
+    multi), its fence is their czxid, and the release deletes all of them in one multi request."""
     with distlock.connect(single.url) as store:
         client = backend_of(store.lock(name)).wire.client
         real = client._call
@@ -222,7 +222,20 @@ def test_a_weighted_holding_whose_multi_reply_is_lost_is_found_by_its_uuid(singl
         assert {client.exists(f"{leases_path}/{c}").czxid for c in leases} == {sem.fence}
         info = store.inspect(name)
         assert info is not None and info.taken == 3 and [h.permits for h in info.holders] == [3]
-        sem.release()
+        sent: list[Any] = []
+
+        def spy(request: Any, result: Any) -> Any:
+            sent.append(request)
+            return real(request, result)
+
+        client._call = spy
+        try:
+            sem.release()
+        finally:
+            del client._call
+        # released together: the first request of the release is one multi deleting the three leases
+        assert isinstance(sent[0], Transaction)
+        assert sorted(op.path.rsplit("/", 1)[1] for op in sent[0].operations) == sorted(leases)
         assert client.exists(leases_path) is None  # the leases, then their emptied node
 
 

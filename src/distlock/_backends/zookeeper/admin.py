@@ -41,7 +41,17 @@ class Admin:
         self._root = root
 
     def inspect(self, name: str) -> LockInfo | None:
-        return self._inspect_path(layout.lock_path(name, self._root), name)
+        path = layout.lock_path(name, self._root)
+        self._sync(path)
+        return self._inspect_path(path, name)
+
+    def _sync(self, path: str) -> None:
+        """ZooKeeper's ``sync`` before the reads: a server answers a read from what it has applied, which can
+        be behind the leader (a grant another client's server already answered), and it answers this session's
+        reads after the sync, so they see at least what the leader had then. Sent with no wait: no round trip
+        of its own."""
+        w = self._wire
+        w.send(w.client.sync_async, path).rawlink(w.on_reply)
 
     def _inspect_path(self, path: str, name: str) -> LockInfo | None:
         for _ in range(RELIST):
@@ -96,7 +106,9 @@ class Admin:
             if layout.parse_data(found[-1][1], found[-1][0])[1] is None:
                 found.pop()
                 waiting = None
-        holdings = layout.semaphore_holders([c for c, _, _ in found], [d for _, d, _ in found], [z for _, _, z in found])
+        holdings = layout.semaphore_holders(
+            [c for c, _, _ in found], [d for _, d, _ in found], [z for _, _, z in found]
+        )
         holders = tuple(
             HolderInfo(owner, fence, Mode.SEMAPHORE.value, None, permits=permits) for owner, fence, permits in holdings
         )
@@ -132,6 +144,7 @@ class Admin:
         Subtrees whose ACL does not let this client read them (another user's nodes under a shared root) are
         skipped: a store lists what its credentials can see."""
         w = self._wire
+        self._sync(self._root)
         found: list[LockInfo] = []
         level = [self._root]
         while level:
