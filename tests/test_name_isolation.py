@@ -138,14 +138,16 @@ ZK_NAMES = built(
     "/distlock%barriers/NAME",
     "/distlock%dbarriers/NAME/ready",
     "NAME%2F%25",
+    "NAME/%count",
+    "NAME/count",
 )
 
 
 def _zk_nodes(path: str) -> set[str]:
     """Every znode a lock at ``path`` creates, of every kind: the lock path, the queue nodes of a mutex,
-    read-write lock and election, and a semaphore's ``locks`` and ``leases`` with their nodes."""
+    read-write lock and election, and a semaphore's ``locks`` and ``leases`` with their nodes and its capacity."""
     return (
-        {path, f"{path}/{zl.SEM_LOCKS}", f"{path}/{zl.SEM_LEASES}"}
+        {path, f"{path}/{zl.SEM_LOCKS}", f"{path}/{zl.SEM_LEASES}", zl.count_path(path)}
         | {f"{path}/{c}" for c in QUEUE}
         | {f"{path}/{zl.SEM_LOCKS}/{LOCKER}", f"{path}/{zl.SEM_LEASES}/{LEASE}"}
     )

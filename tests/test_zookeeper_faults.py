@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoAuthError, NoNodeError
-from kazoo.protocol.serialization import Create2, GetChildren
+from kazoo.protocol.serialization import Create2, GetChildren, Transaction
 
 import distlock
 from distlock._backends.zookeeper import holdings as zk_holdings
@@ -185,6 +185,58 @@ def test_lost_create_reply_is_found_by_its_uuid(single: ZkEnsemble, name: str) -
         assert child.startswith(layout.PROTECTED) and "-lock-" in child
         lock.release()
         assert client.get_children(layout.lock_path(name)) == []
+
+
+def test_a_weighted_holding_whose_multi_reply_is_lost_is_found_by_its_uuid(single: ZkEnsemble, name: str) -> None:
+    """F8 for a semaphore holding of 3 permits: its 3 leases are made in one multi request, which the server
+    applies while the client sees a connection loss. The acquire finds the 3 leases by their UUID (no second
+    multi), its fence is their czxid, and the release deletes all of them in one multi request."""
+    with distlock.connect(single.url) as store:
+        client = backend_of(store.lock(name)).wire.client
+        real = client._call
+        multis: list[object] = []
+
+        def lossy_call(request: Any, result: Any) -> Any:
+            if not isinstance(request, Transaction) or multis:
+                return real(request, result)
+            applied = client.handler.async_result()
+            real(request, applied)
+            answer = applied.get(10)
+            if any(isinstance(r, BaseException) for r in answer):  # not applied (no parent yet): as it came
+                result.set(answer)
+                return None
+            multis.append(request)  # it happened on the server...
+            result.set_exception(ConnectionLoss())  # ...but the reply is lost
+            return None
+
+        client._call = lossy_call
+        try:
+            sem = store.semaphore(name, permits=4)
+            assert sem.acquire(timeout=10, permits=3)
+        finally:
+            del client._call
+        assert len(multis) == 1
+        leases_path = f"{layout.lock_path(name)}/{layout.SEM_LEASES}"
+        leases = client.get_children(leases_path)
+        assert len(leases) == 3, "the retry found the leases instead of making more"
+        assert {client.exists(f"{leases_path}/{c}").czxid for c in leases} == {sem.fence}
+        info = store.inspect(name)
+        assert info is not None and info.taken == 3 and [h.permits for h in info.holders] == [3]
+        sent: list[Any] = []
+
+        def spy(request: Any, result: Any) -> Any:
+            sent.append(request)
+            return real(request, result)
+
+        client._call = spy
+        try:
+            sem.release()
+        finally:
+            del client._call
+        # released together: the first request of the release is one multi deleting the three leases
+        assert isinstance(sent[0], Transaction)
+        assert sorted(op.path.rsplit("/", 1)[1] for op in sent[0].operations) == sorted(leases)
+        assert client.exists(leases_path) is None  # the leases, then their emptied node
 
 
 def test_an_acquire_queues_up_and_lists_the_queue_in_one_round_trip(single: ZkEnsemble, name: str) -> None:

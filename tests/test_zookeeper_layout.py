@@ -7,6 +7,8 @@ import itertools
 import pytest
 
 from distlock._backends.zookeeper import layout as z
+from distlock._backends.zookeeper.semaphore import State
+from distlock._core import arbiter
 from distlock._core.types import Mode
 
 
@@ -90,3 +92,25 @@ def test_protected_names_and_node_data() -> None:
     assert (owner, permits) == ("h:1:t", 3)
     owner, permits = z.parse_data(b"10.0.0.7", "_c_q-lock-0000000001")
     assert owner.startswith("foreign:10.0.0.7:") and owner.count(":") >= 2 and permits is None
+
+
+def test_semaphore_capacity_bytes_holdings_and_leftovers() -> None:
+    """The capacity is Curator's SharedCount int; a distlock holding is the leases of one multi (one czxid),
+    a Curator lease a holding of one; stored numbers whose last lease went before the head queued are a dead
+    holder's leftover, while a head that queued before it keeps them (and Curator's count alone always counts)."""
+    assert z.count_bytes(3) == b"\x00\x00\x00\x03" and z.count_of(z.count_bytes(-2)) == -2
+    assert z.count_of(b"") is None and z.count_of(None) is None
+    mine = z.node_data("h:1:t", Mode.SEMAPHORE, 2)
+    leases = [f"_c_a-lease-000000000{i}" for i in range(4)]
+    assert z.semaphore_holders(leases, [mine, b"10.0.0.7", mine, b"10.0.0.7"], [7, 8, 7, 9]) == [
+        ("h:1:t", 7, 2),
+        (f"foreign:10.0.0.7:{leases[1]}", 8, 1),
+        (f"foreign:10.0.0.7:{leases[3]}", 9, 1),
+    ]
+    held = State(capacity=5, version=1, declared=3, leases=leases[:1], changed=50)
+    assert held.stored(head=60) == arbiter.Capacity(3, 5)
+    free = State(capacity=5, version=1, declared=3, leases=[], changed=50)
+    assert free.stored(head=60) is None  # the last lease went before the head queued: a leftover
+    assert free.stored(head=40) == arbiter.Capacity(3, 5)  # it waited while the last lease went
+    assert State(capacity=4, version=0, declared=None, leases=[], changed=50).stored(60) == arbiter.Capacity(4, 4)
+    assert State(capacity=None, version=-1, declared=3, leases=[], changed=0).stored(60) is None

@@ -8,6 +8,12 @@
 //   release mutex|read|write                   -> OK released
 //   lease <max leases> <timeout ms>            -> OK true | OK false   (InterProcessSemaphoreV2 on the path)
 //   unlease                                    -> OK released          (returns the oldest lease taken)
+//   count-start <count path> <seed>   a SharedCount on <count path> (the seed is written only if the node is new),
+//                             started, and an InterProcessSemaphoreV2 on the path that follows it   -> OK <count>
+//   count-get                 the SharedCount's value as this client last read it                   -> OK <count>
+//   count-set <n>             trySetCount(getVersionedValue(), n): a versioned setData              -> OK true | OK false
+//   take <qty> <timeout ms>   acquire(qty, timeout) on that semaphore (qty leases, or none)         -> OK true | OK false
+//   untake                    returnAll of the oldest leases taken by "take"                        -> OK released
 //   counter mutex|write <n> <counter file> <log file>
 //        n times: acquire, read the integer in the counter file, write it + 1, release; each critical
 //        section is logged as "<start ns> <end ns>" (System.nanoTime, CLOCK_MONOTONIC) -> OK done
@@ -33,6 +39,7 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayDeque;
+import java.util.Collection;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -47,6 +54,7 @@ import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.locks.Revoker;
+import org.apache.curator.framework.recipes.shared.SharedCount;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public class CuratorPeer {
@@ -63,6 +71,9 @@ public class CuratorPeer {
         InterProcessMutex mutex = new InterProcessMutex(client, path);
         InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, path);
         ArrayDeque<Lease> leases = new ArrayDeque<>();
+        ArrayDeque<Collection<Lease>> taken = new ArrayDeque<>();
+        SharedCount count = null;
+        InterProcessSemaphoreV2 counted = null;
         LeaderLatch latch = null;
         DistributedDoubleBarrier dbarrier = null;
         AtomicInteger revocations = new AtomicInteger();
@@ -92,6 +103,31 @@ public class CuratorPeer {
                     }
                     case "unlease":
                         leases.poll().close();
+                        reply("OK released");
+                        break;
+                    case "count-start":
+                        count = new SharedCount(client, w[1], Integer.parseInt(w[2]));
+                        count.start();
+                        counted = new InterProcessSemaphoreV2(client, path, count);
+                        reply("OK " + count.getCount());
+                        break;
+                    case "count-get":
+                        reply("OK " + count.getCount());
+                        break;
+                    case "count-set":
+                        reply("OK " + count.trySetCount(count.getVersionedValue(), Integer.parseInt(w[1])));
+                        break;
+                    case "take": {
+                        Collection<Lease> got = counted.acquire(
+                                Integer.parseInt(w[1]), Long.parseLong(w[2]), TimeUnit.MILLISECONDS);
+                        if (got != null) {
+                            taken.add(got);
+                        }
+                        reply("OK " + (got != null));
+                        break;
+                    }
+                    case "untake":
+                        counted.returnAll(taken.poll());
                         reply("OK released");
                         break;
                     case "counter": {
@@ -170,6 +206,9 @@ public class CuratorPeer {
                         reply("OK " + dbarrier.leave(Long.parseLong(w[1]), TimeUnit.MILLISECONDS));
                         break;
                     case "quit":
+                        if (count != null) {
+                            count.close();
+                        }
                         client.close();
                         reply("OK bye");
                         return;

@@ -15,6 +15,8 @@ steps in a worker thread (``rt.offload``). The folder, from the lock down to the
 * ``admin.py``: ``inspect`` / ``list`` / ``break_lock``: read and break locks from their nodes;
 * ``holdings.py``: the holdings of the store, their deletion watches, loss; ``release`` / ``holds`` /
   ``proclaim``;
+* ``semaphore.py``: a semaphore's stored capacity (Curator's ``SharedCount``) and weighted leases: the state,
+  the all-or-nothing multi, the sweep of a free name, ``set_permits``;
 * ``nodes.py``: node operations: protected create, watch, containers, delete;
 * ``session.py``: liveness from the last answer (``lease_end``, heartbeat thread) and kazoo's connection
   states;

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
 
-from ..._core.types import HolderInfo, LockInfo
+from ..._core.types import HolderInfo, LockInfo, Mode
 from . import layout
 from .holdings import Holdings
 from .nodes import Nodes
@@ -41,7 +41,17 @@ class Admin:
         self._root = root
 
     def inspect(self, name: str) -> LockInfo | None:
-        return self._inspect_path(layout.lock_path(name, self._root), name)
+        path = layout.lock_path(name, self._root)
+        self._sync(path)
+        return self._inspect_path(path, name)
+
+    def _sync(self, path: str) -> None:
+        """ZooKeeper's ``sync`` before the reads: a server answers a read from what it has applied, which can
+        be behind the leader (a grant another client's server already answered), and it answers this session's
+        reads after the sync, so they see at least what the leader had then. Sent with no wait: no round trip
+        of its own."""
+        w = self._wire
+        w.send(w.client.sync_async, path).rawlink(w.on_reply)
 
     def _inspect_path(self, path: str, name: str) -> LockInfo | None:
         for _ in range(RELIST):
@@ -65,17 +75,50 @@ class Admin:
         return None
 
     def _inspect_semaphore(self, path: str, name: str) -> LockInfo | None:
-        leases_path = f"{path}/{layout.SEM_LEASES}"
-        leases = sorted(
-            queued(self._nodes.children(leases_path)), key=lambda c: layout.sort_key(c, (layout.LEASE_MARK,))
+        w = self._wire
+        leases_path, locks_path = f"{path}/{layout.SEM_LEASES}", f"{path}/{layout.SEM_LOCKS}"
+        count = w.send(w.client.get_async, layout.count_path(path))
+        leases = self._sorted_leases(self._nodes.children(leases_path))
+        lockers = queued(self._nodes.children(locks_path))
+        try:
+            capacity = layout.count_of(w.get(count)[0])
+        except NoNodeError:
+            capacity = None  # a Curator semaphore of a fixed size (or an older distlock): not stored
+        reads = [(c, w.send(w.client.get_async, f"{leases_path}/{c}")) for c in leases]
+        wants = [w.send(w.client.get_async, f"{locks_path}/{c}") for c in lockers]
+        found = []
+        for child, result in reads:
+            try:
+                data, stat = w.get(result)
+            except NoNodeError:
+                continue
+            found.append((child, data, int(stat.czxid)))
+        waiting: int | None = 0
+        for child, result in zip(lockers, wants, strict=True):
+            try:
+                want = layout.parse_data(w.get(result)[0], child)[1]
+            except NoNodeError:
+                continue
+            waiting = None if want is None or waiting is None else waiting + want
+        if capacity is not None and len(found) > capacity and lockers and found:
+            # Curator's holder of the internal mutex makes its lease first, then waits for room: the newest
+            # lease, past the capacity, while the mutex is held, is that waiter's (distlock's never waits)
+            if layout.parse_data(found[-1][1], found[-1][0])[1] is None:
+                found.pop()
+                waiting = None
+        holdings = layout.semaphore_holders(
+            [c for c, _, _ in found], [d for _, d, _ in found], [z for _, _, z in found]
         )
-        lockers = queued(self._nodes.children(f"{path}/{layout.SEM_LOCKS}"))
-        infos = self._holder_infos(leases_path, leases)
-        permits = next((p for _, p in infos if p is not None), len(infos))
-        holders = [h for h, _ in infos][:permits]
+        holders = tuple(
+            HolderInfo(owner, fence, Mode.SEMAPHORE.value, None, permits=permits) for owner, fence, permits in holdings
+        )
         if not holders:
             return None
-        return LockInfo(name, "semaphore", tuple(holders), len(lockers))
+        return LockInfo(name, "semaphore", holders, len(lockers)).weighed(capacity, waiting)
+
+    @staticmethod
+    def _sorted_leases(children: list[str]) -> list[str]:
+        return sorted(queued(children), key=lambda c: layout.sort_key(c, (layout.LEASE_MARK,)))
 
     def _holder_infos(self, parent: str, children: list[str]) -> list[tuple[HolderInfo, int | None]]:
         w = self._wire
@@ -101,6 +144,7 @@ class Admin:
         Subtrees whose ACL does not let this client read them (another user's nodes under a shared root) are
         skipped: a store lists what its credentials can see."""
         w = self._wire
+        self._sync(self._root)
         found: list[LockInfo] = []
         level = [self._root]
         while level:
@@ -115,7 +159,8 @@ class Admin:
                     if path == self._root:
                         raise
                     continue  # another user's subtree (its ACL does not let us read it): not ours to list
-                is_lock = bool(queued(children)) or (layout.SEM_LEASES in children and layout.SEM_LOCKS in children)
+                # a semaphore in use has ``leases`` (its ``locks`` container may be reaped while nobody waits)
+                is_lock = bool(queued(children)) or layout.SEM_LEASES in children
                 if is_lock and path != self._root:
                     name = layout.name_of(path, self._root)
                     # a semaphore's own ``locks``/``leases`` has queue nodes too, but is no name of its own
@@ -136,29 +181,24 @@ class Admin:
             held, _ = layout.holders_of(contenders)
             return [f"{path}/{c}" for c in held]
         leases_path = f"{path}/{layout.SEM_LEASES}"
-        leases = queued(self._nodes.children(leases_path))
-        return [f"{leases_path}/{c}" for c in sorted(leases, key=lambda c: layout.sort_key(c, (layout.LEASE_MARK,)))]
+        return [f"{leases_path}/{c}" for c in self._sorted_leases(self._nodes.children(leases_path))]
 
     def request_release(self, name: str, reason: str) -> bool:
-        """Write a release request into the data of every node that holds ``name`` (a semaphore's first
-        ``permits`` leases); True if there was one. Nothing is written for a free name."""
+        """Write a release request into the data of every node that holds ``name`` (a semaphore's leases: a
+        distlock holding watches its first one; Curator's get none, ``layout.revoke_data``); True if there was
+        one. Nothing is written for a free name."""
         paths = self._holding_nodes(name)
         w = self._wire
         asked = False
         for _ in range(RELIST):  # a node whose data changed between the read and the write is read again
             reads = [(p, w.send(w.client.get_async, p)) for p in paths]
             writes = []
-            permits: int | None = None
-            for i, (p, result) in enumerate(reads):
+            for p, result in reads:
                 try:
                     data, stat = w.get(result)
                 except NoNodeError:
                     continue
                 child = p.rpartition("/")[2]
-                if layout.LEASE_MARK in child and not layout.is_latch(child):
-                    permits = permits or layout.parse_data(data, child)[1] or len(reads)
-                    if i >= permits:
-                        continue  # a lease past the permits waits: it holds nothing yet
                 new = layout.revoke_data(data, child, reason)
                 if new is None:
                     continue

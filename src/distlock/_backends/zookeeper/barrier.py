@@ -68,7 +68,7 @@ class Barriers:
                 if data is None:
                     return True
                 self.sweep(kind)
-                self._nodes._make_parents(self._root + PARENTS[kind])
+                self._nodes.make_parents(self._root + PARENTS[kind])
                 w.get(w.send(w.client.create_async, path, data.encode(), acl=self._nodes._acl))
             elif data is None:
                 w.get(w.send(w.client.delete_async, path, version=version))
@@ -138,7 +138,7 @@ class Barriers:
         ready = self._nodes.exists(path + "/" + READY)
         w = self._wire
         for _ in range(3):
-            self._nodes._make_parents(path)
+            self._nodes.make_parents(path)
             try:
                 w.get(w.send(w.client.create_async, path + "/" + member, b"", acl=self._nodes._acl, ephemeral=True))
                 break

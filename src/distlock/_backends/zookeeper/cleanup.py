@@ -50,9 +50,13 @@ class Traces:
             parent, child = self.granted.rsplit("/", 1)
             items.append((parent, child, ""))
         for entry in (self.lease, self.node):
-            if entry.name is not None or entry.created:
-                items.append((entry.parent, entry.name, entry.uid))
-        return items
+            if entry.name is None:
+                if entry.created:
+                    items.append((entry.parent, None, entry.uid))
+                continue
+            # a weighted semaphore holding's other leases too (the holding itself is listed once)
+            items.extend((entry.parent, child, entry.uid) for child in [entry.name, *entry.others])
+        return [item for i, item in enumerate(items) if item[:2] not in (x[:2] for x in items[:i])]
 
 
 class Cleanup:

@@ -21,6 +21,7 @@ from typing import Any
 from kazoo.exceptions import KazooException, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import EventType, WatchedEvent
 
+from ..._errors import LockError
 from . import layout
 from .nodes import Nodes
 from .wire import Wire
@@ -204,6 +205,14 @@ class Holdings:
             # released. A writer queued behind it (ahead of the read) would hold once it went, the read
             # notwithstanding: under the recipe's order a later node never holds, and this read does.
             return self._nodes.exists(held.path) and not held.lost
+        if held.keeps:
+            # A weighted semaphore holding's leases (or a downgrade's read and its kept write node) go
+            # together, in one multi request: its waiters never see a part of it released.
+            try:
+                self._nodes.delete_all([held.path, *held.keeps])
+                return not held.lost
+            except (KazooException, LockError):  # one already gone (an admin), or the connection: one by one
+                pass
         existed = self._nodes.delete(held.path)
         for kept in held.keeps:
             self._nodes.delete(kept)

@@ -144,7 +144,7 @@ class Latches:
             self.sweep()
             record = {"round": round_id, "initial": count, "count": count, "recent": []}
             try:
-                self._nodes._make_parents(latches_root(self._root))
+                self._nodes.make_parents(latches_root(self._root))
                 w.get(w.send(w.client.create_async, path, json.dumps(record).encode(), acl=self._nodes._acl))
             except NodeExistsError:
                 continue  # another creator was first (or our create's lost reply was applied): read it

@@ -22,6 +22,17 @@ Children of a lock path (what Curator creates, protected with a per-attempt UUID
     ``[_c_<id>-]<marker><seq>``, whoever created it); any other child is the path of a longer name (the lock
     ``<path>/x`` of the name ``NAME/x``) or a semaphore's ``locks`` / ``leases``, and no reader counts it.
 
+A semaphore's capacity (Curator's ``SharedCount``, which ``InterProcessSemaphoreV2`` can follow)
+    ``<path>/%count``    a persistent node holding the capacity in force: a 4-byte big-endian int, changed by
+                         a versioned setData (``SharedCount.trySetCount``; distlock's ``set_permits``). A
+                         Curator peer follows it with ``new SharedCount(client, "<path>/%count", seed)``.
+    ``<path>`` (data)    the capacity its first user declared, the same 4-byte int (Curator ignores it): a
+                         resize changes ``%count`` only, so the users built with the first size go on.
+    ``%count`` is never a lock path's part (an escaped part carries ``%`` followed by two upper-case hex
+    digits, or is ``%`` alone), so no name's nodes meet it. A weighted holding of ``n`` permits is ``n``
+    leases created in one multi request, with the capacity and the declared size when it is the first
+    (so the leases share one czxid: the fence), by the holder of the internal mutex once ``n`` more fit.
+
 Release requests (``Store.request_release``; Curator's ``Revoker``)
     Curator asks a holder to let go by setting its node's data to ``__REVOKE__``; a holder that made its lock
     revocable watches its own node and runs its listener when it reads exactly those bytes. A distlock holder
@@ -57,6 +68,7 @@ LEASE_MARK = "lease-"
 LATCH_MARK = "latch-"
 SEM_LOCKS = "locks"
 SEM_LEASES = "leases"
+SEM_COUNT = "%count"
 
 MARK_OF_MODE = {Mode.EXCLUSIVE: MUTEX_MARK, Mode.READ: READ_MARK, Mode.WRITE: WRITE_MARK}
 
@@ -380,6 +392,38 @@ def parse_data(data: bytes | None, child: str) -> tuple[str, int | None]:
         pass
     text = (data or b"").decode("utf-8", errors="replace")[:64] or "?"
     return f"foreign:{text}:{child}", None
+
+
+# -- a semaphore's capacity ---------------------------------------------------------------------------------
+def count_path(path: str) -> str:
+    """The node of the capacity in force of the semaphore at ``path`` (Curator's SharedCount)."""
+    return f"{path}/{SEM_COUNT}"
+
+
+def count_bytes(n: int) -> bytes:
+    """A capacity as Curator's SharedCount stores it: a 4-byte big-endian (signed) int."""
+    return n.to_bytes(4, "big", signed=True)
+
+
+def count_of(data: bytes | None) -> int | None:
+    """The capacity in ``data`` (Curator reads the first 4 bytes), or None if it holds none (empty: no
+    declared size stored on the semaphore's node)."""
+    if not data or len(data) < 4:
+        return None
+    return int.from_bytes(data[:4], "big", signed=True)
+
+
+def semaphore_holders(leases: list[str], data: list[bytes | None], czxids: list[int]) -> list[tuple[str, int, int]]:
+    """The holdings among a semaphore's leases (in sequence order, with each one's data and czxid): (owner,
+    fence, permits) each, in order. A distlock holding is the leases one multi request created: they share its
+    czxid. Every other lease has a czxid of its own: Curator creates the leases of an ``acquire(qty)`` one by
+    one, and nothing on its wire ties them together, so each counts as a holding of one permit."""
+    owners: dict[int, str] = {}
+    sizes: dict[int, int] = {}
+    for child, body, czxid in zip(leases, data, czxids, strict=True):
+        owners.setdefault(czxid, parse_data(body, child)[0])
+        sizes[czxid] = sizes.get(czxid, 0) + 1
+    return [(owner, czxid, sizes[czxid]) for czxid, owner in owners.items()]
 
 
 # -- release requests ----------------------------------------------------------------------------------------

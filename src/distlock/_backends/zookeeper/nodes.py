@@ -65,14 +65,22 @@ class Entry:
     name: str | None = None  # the child's name, once a create was answered
     created: bool = False  # a create was sent for ``uid`` (its reply may have been lost)
     czxid: int = 0  # the creation zxid of the child: the fence, if it becomes the holding
+    #: the other children created with it in one multi request (a weighted semaphore holding's other leases)
+    others: list[str] = field(default_factory=list)
 
     @property
     def path(self) -> str:
         return f"{self.parent}/{self.name}"
 
+    @property
+    def paths(self) -> list[str]:
+        """The paths of its child and the children created with it."""
+        return [self.path] + [f"{self.parent}/{other}" for other in self.others]
+
     def reset(self) -> None:
         """The child is gone (deleted by us): the next create may reuse the UUID."""
         self.name = None
+        self.others = []
         self.created = False
 
     def renew(self) -> None:
@@ -165,9 +173,8 @@ class Nodes:
             created = w.call(self._child_request(entry.parent, layout.child_prefix(entry.uid, entry.mark), data))
             listed = w.send(w.client.get_children_async, entry.parent)
             path, stat = w.get(created)
-        except NoNodeError:  # nothing was created: make the parents, then create
-            self.create(entry, data)
-            return self.children(entry.parent)
+        except NoNodeError:  # nothing was created: the parents, the create and the listing in one round trip
+            return self._create_and_list_anew(entry, data)
         except ConnectionLoss:  # the create may have happened: look for it before creating another
             self.create(entry, data, uncertain=True)
             return self.children(entry.parent)
@@ -176,6 +183,22 @@ class Nodes:
             children: list[str] = w.get(listed)
         except (NoNodeError, ConnectionLoss):
             return self.children(entry.parent)
+        return children
+
+    def _create_and_list_anew(self, entry: Entry, data: bytes) -> list[str]:
+        """``create_and_list`` where the parent is missing: its creates, ours and the listing back to back."""
+        w = self._wire
+        parents = self.send_parents(entry.parent)
+        created = w.call(self._child_request(entry.parent, layout.child_prefix(entry.uid, entry.mark), data))
+        listed = w.send(w.client.get_children_async, entry.parent)
+        try:
+            self.parents_made(parents)
+            path, stat = w.get(created)
+            children: list[str] = w.get(listed)
+        except (NoNodeError, ConnectionLoss, UnimplementedError):  # the careful way: look for it by its UUID
+            self.create(entry, data, uncertain=True)
+            return self.children(entry.parent)
+        entry.name, entry.czxid = path.rsplit("/", 1)[1], int(stat.czxid)
         return children
 
     def create_protected(
@@ -198,7 +221,7 @@ class Nodes:
                 path, stat = w.get(w.call(self._child_request(parent, prefix, data)))
                 return path.rsplit("/", 1)[1], int(stat.czxid)
             except NoNodeError:
-                self._make_parents(parent)
+                self.make_parents(parent)
             except ConnectionLoss:
                 uncertain = True
         raise BackendError(f"could not create a lock node under {parent}", backend=w.scheme)
@@ -208,28 +231,49 @@ class Nodes:
         the chroot: callers keep only its last part) and stat."""
         return Create2(f"{self._wire.client.chroot or ''}{parent}/{prefix}", data, self._acl, _EPHEMERAL_SEQUENTIAL)
 
-    def _make_parents(self, path: str) -> None:
+    def make_parents(self, path: str) -> None:
         """Create ``path`` and its missing ancestors as container nodes (persistent on servers before 3.5)."""
-        parts = path.strip("/").split("/")
-        for i in range(1, len(parts) + 1):
-            self._create_container("/" + "/".join(parts[:i]))
+        self.parents_made(self.send_parents(path))
 
-    def _create_container(self, path: str) -> None:
+    def send_parents(self, path: str) -> list[tuple[str, Any]]:
+        """Send the creates of ``path`` and its ancestors as container nodes, parents first, back to back, with
+        no wait: ZooKeeper applies one session's requests in order, so each finds its parent made, and a
+        request sent after them finds ``path`` (a semaphore's last user deletes its emptied nodes, and the
+        next first user makes them again in the round trip of its own create). ``parents_made`` reads the
+        answers."""
+        parts = path.strip("/").split("/")
+        paths = ["/" + "/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        if not self._containers:
+            return [(p, None) for p in paths]
+        chroot = self._wire.client.chroot or ""
+        return [(p, self._wire.call(_CreateContainer(chroot + p, b"", self._acl, 4))) for p in paths]
+
+    def parents_made(self, sent: list[tuple[str, Any]]) -> None:
+        """The answers of ``send_parents`` (an existing node is fine); on a server without container nodes,
+        the parents are made persistent, one by one."""
         w = self._wire
-        if self._containers:
-            chroot = w.client.chroot or ""
+        error: BaseException | None = None
+        for _path, result in sent:
+            if result is None:
+                continue
             try:
-                w.get(w.call(_CreateContainer(chroot + path, b"", self._acl, 4)))
-                return
+                w.get(result)
             except NodeExistsError:
-                return
-            except UnimplementedError:
-                log.info("this ZooKeeper has no container nodes: lock parents are persistent")
-                self._containers = False
-        try:
-            w.get(w.send(w.client.create_async, path, b"", acl=self._acl))
-        except NodeExistsError:
-            pass
+                pass
+            except Exception as exc:  # noqa: BLE001 - the first error is raised once every answer is read
+                error = error or exc
+        if isinstance(error, UnimplementedError):
+            log.info("this ZooKeeper has no container nodes: lock parents are persistent")
+            self._containers = False
+        elif error is not None:
+            raise error
+        if self._containers:
+            return
+        for p, _result in sent:
+            try:
+                w.get(w.send(w.client.create_async, p, b"", acl=self._acl))
+            except NodeExistsError:
+                pass
 
     def delete(self, path: str) -> bool:
         """Delete ``path``; True if it existed. Retried over a connection loss (delete is idempotent)."""
@@ -263,20 +307,23 @@ class Nodes:
             raise RolledBackError()
 
     def delete_by_uuid(self, parent: str, uid: str) -> None:
-        """Delete our child under ``parent`` whose name we never learned (its create's reply was lost)."""
+        """Delete our children under ``parent`` whose names we never learned (their create's reply was lost):
+        one, or a weighted semaphore holding's leases."""
+        prefix = layout.protected_prefix(uid)
         for _ in range(5):
             try:
-                own = layout.find_own(self.children(parent), uid)
+                own = [c for c in self.children(parent) if c.startswith(prefix)]
             except ConnectionLoss:
                 continue
-            if own is not None:
-                self.delete(f"{parent}/{own}")
+            for child in own:
+                self.delete(f"{parent}/{child}")
             return
         raise BackendError(f"could not look for our node under {parent}", backend=self._wire.scheme)
 
     def remove(self, entry: Entry) -> None:
         """Delete ``entry``'s child if one may exist: by name, or by UUID if its create's reply was lost."""
         if entry.name is not None:
-            self.delete(entry.path)
+            for path in entry.paths:
+                self.delete(path)
         elif entry.created:
             self.delete_by_uuid(entry.parent, entry.uid)

@@ -32,6 +32,7 @@ blocking operation runs in a worker thread (``rt.offload``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
@@ -43,7 +44,7 @@ from ...._core import forks
 from ...._core.latch import LatchState
 from ...._core.timing import monotonic
 from ...._core.types import Capabilities, Claim, LockInfo, Mode, PrimitiveInfo, primitive_infos
-from ...._errors import BackendError
+from ...._errors import BackendError, LockError
 from ...._given import given
 from ...._url import StoreConfig
 from .. import connect, layout
@@ -53,6 +54,7 @@ from ..cleanup import Cleanup
 from ..holdings import Holdings
 from ..latch import Latches, latch_path
 from ..nodes import Nodes
+from ..semaphore import Semaphores
 from ..session import Session
 from ..wire import Wire
 from .dbarrier import DoubleBarriers
@@ -62,6 +64,7 @@ from .watch import LatchWatch, Watch
 __all__ = ["Attempt", "Backend"]
 
 T = TypeVar("T")
+log = logging.getLogger("distlock")
 
 
 class Wakes(Protocol):
@@ -125,6 +128,7 @@ class Backend(AsyncBackend):
         self.nodes = Nodes(self.wire, link.acl)
         self.holdings = Holdings(self.wire, self.nodes, self.lost, self.revoked)
         self.cleanup = Cleanup(self.nodes, self.holdings, self._opts.op_timeout)
+        self.semaphores = Semaphores(self.wire, self.nodes, link.acl, self.cleanup.put_off)
         self.abandons = _Abandons(self)
         self.admin = Admin(self.wire, self.nodes, self.holdings, self.root)
         self.latches = Latches(self.wire, self.nodes, self.root)
@@ -256,7 +260,25 @@ class Backend(AsyncBackend):
         return Attempt(self, claim)
 
     async def release(self, claim: Claim) -> bool:
-        return await self._call(lambda: self.holdings.release(claim.token))
+        if claim.mode is not Mode.SEMAPHORE:
+            return await self._call(lambda: self.holdings.release(claim.token))
+        released = await self._call(lambda: self.holdings.release(claim.token))
+        await self.sweep(claim.name)  # the last one gone takes the stored capacity with it
+        return released
+
+    async def sweep(self, name: str) -> None:
+        """Remove the stored capacity of the semaphore ``name`` if nobody holds or waits (``Semaphores.sweep``).
+        Best effort: what a failure leaves is removed by the next user's release or abandon, or counts as a
+        leftover for the next first user (``semaphore.State.stored``)."""
+        path = layout.lock_path(name, self.root)
+        try:
+            await self._call(lambda: self.semaphores.sweep(path), name=name)
+        except LockError as exc:
+            log.warning("could not remove the stored capacity of the free semaphore %r: %s", name, exc)
+
+    async def set_permits(self, name: str, permits: int) -> bool:
+        path = layout.lock_path(name, self.root)
+        return await self._call(lambda: self.semaphores.resize(path, permits), name=name)
 
     async def renew(self, claims: Sequence[Claim]) -> list[bool]:
         return await self._call(lambda: self.holdings.still_held([c.token for c in claims]))

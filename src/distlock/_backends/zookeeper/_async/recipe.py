@@ -17,9 +17,9 @@ the store's number of waiters (``MAX_RECHECKS``), so the ticks of a long line st
 wake-up stays (a deleted predecessor may have been a waiter that gave up, so only the queue tells). Mutex, read and write locks differ only
 in the mark of the child and the order rule; an election candidate is a mutex child marked ``latch-``
 whose data is its value (Curator's ``LeaderLatch``: the first child leads, each watches its predecessor).
-The semaphore is Curator's ``InterProcessSemaphoreV2``: take the internal mutex at ``<path>/locks``, then a
-lease at ``<path>/leases``; held once at most ``permits`` leases exist, and the internal mutex is released
-at once. ``abandon`` deletes whatever the attempt created, even a grant whose reply never reached the caller
+The semaphore is Curator's ``InterProcessSemaphoreV2``: take the internal mutex at ``<path>/locks``, then, once
+``want`` more leases fit in the stored capacity, create them at ``<path>/leases`` in one multi request
+(``semaphore.py``), and release the internal mutex at once. ``abandon`` deletes whatever the attempt created, even a grant whose reply never reached the caller
 (F10; ``cleanup.py``).
 
 kazoo is threaded: each blocking step runs in a worker thread (``rt.offload``) and watches wake the
@@ -37,6 +37,7 @@ from kazoo.protocol.states import EventType, WatchedEvent
 
 from .... import _rt_async as rt
 from ...._async.backend import AsyncAttempt
+from ...._core import arbiter
 from ...._core.timing import monotonic
 from ...._core.types import Claim, Grant, Mode
 from ...._errors import BackendError
@@ -78,7 +79,8 @@ class Attempt(AsyncAttempt):
         if claim.value is not None:
             self._data = layout.latch_data(claim.value)
         else:
-            self._data = layout.node_data(claim.owner, claim.mode, claim.permits or 1)
+            # a semaphore's nodes (its internal-mutex node, its leases) carry the permits it wants (inspect)
+            self._data = layout.node_data(claim.owner, claim.mode, claim.want)
         self._traces = Traces(
             claim.token,
             claim.name,
@@ -136,6 +138,9 @@ class Attempt(AsyncAttempt):
             await b.abandons(self.claim.token, self, monotonic() + b.cleanup.budget)
         except TimeoutError:  # no turn within the clean-up's budget: deleted in the background instead
             b.cleanup.put_off(self._traces.leftovers())
+            return
+        if self._semaphore:  # the last one gone (holder or waiter) takes the stored capacity with it
+            await b.sweep(self.claim.name)
 
     # -- called from kazoo's threads -------------------------------------------------------------------
     @on_event_thread
@@ -271,25 +276,30 @@ class Attempt(AsyncAttempt):
         return ours, there
 
     def _lease_step(self) -> Grant | None:
-        """Semaphore, holding the internal mutex: take a lease, wait until at most ``permits`` leases exist."""
-        nodes = self.backend.nodes
+        """Semaphore, holding the internal mutex: once ``want`` more leases fit in the capacity, create them
+        all in one multi request (``semaphore.py``); until then keep the mutex and wait for a lease to go or
+        the capacity to change (Curator's holder of the mutex waits the same way, its one lease made)."""
+        sems = self.backend.semaphores
         lease = self._traces.lease
-        if lease.name is None:
-            nodes.create(lease, self._data)
-        leases = layout.contenders(nodes.children(lease.parent, watch=self.wake))
-        if lease.name not in leases:  # lost with the session: make a new one
-            lease.renew()
-            return None
-        if len(leases) > (self.claim.permits or 1):
-            return Grant(False)
+        fence = sems.find(lease) if lease.created and lease.name is None else None  # a lost reply's multi
+        if fence is None:
+            state = sems.state(self.path, watch=self.wake)
+            stored = state.stored(self._traces.node.czxid)
+            terms = arbiter.terms(self.claim, stored)  # ConfigError: it does not fit what is stored
+            if len(state.leases) + self.claim.want > terms.capacity:
+                return Grant(False)
+            fence = sems.take(self.path, lease, self.claim.want, self._data, state, terms, stored is None)
+            if fence is None:  # the capacity changed since the read: read again
+                return None
         node = self._traces.node
-        nodes.delete(node.path)  # Curator releases the internal mutex once leased
+        self.backend.nodes.delete(node.path)  # Curator releases the internal mutex once leased
         node.reset()
-        return self._grant(lease.path, lease.czxid)
+        return self._grant(lease.path, fence, lease.paths[1:])
 
-    def _grant(self, path: str, czxid: int) -> Grant:
+    def _grant(self, path: str, czxid: int, others: list[str] | None = None) -> Grant:
         self._traces.granted = path
-        self.backend.holdings.hold(Held(self.claim.token, path, companion=self.claim.companion))
+        held = Held(self.claim.token, path, companion=self.claim.companion, keeps=list(others or ()))
+        self.backend.holdings.hold(held)
         return Grant(True, fence=czxid)
 
     @property
