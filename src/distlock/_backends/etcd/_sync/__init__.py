@@ -148,6 +148,8 @@ class Backend(SyncBackend):
 
     def _move(self, entry: Entry, lease: Lease) -> bool:
         """Put the held key on ``lease`` if it still has the holding's create revision; False if it has gone."""
+        if keys.mode_of(keys.lock_prefix(entry.name), entry.key) is Mode.SEMAPHORE:
+            return self._move_record(entry, lease)
         data = self.gw.call(
             "/v3/kv/txn",
             {
@@ -156,6 +158,24 @@ class Backend(SyncBackend):
             },
         )
         return bool(data.get("succeeded"))
+
+    def _move_record(self, entry: Entry, lease: Lease) -> bool:
+        """``_move`` of a semaphore holding: its record as it is now (a resize by ``set_permits`` rewrote the terms
+        in it, which every record must carry), put if nobody wrote it since the read; read again if somebody did."""
+        while True:
+            data = self.gw.call("/v3/kv/range", keys.range_op(entry.key, keys_only=False))
+            now = [kv for kv in data.get("kvs") or [] if int(kv.get("create_revision") or 0) == entry.rev]
+            if not now:
+                return False
+            value, mod = keys.unb64(now[0].get("value")), int(now[0].get("mod_revision") or 0)
+            moved = self.gw.call(
+                "/v3/kv/txn",
+                {"compare": [keys.create_is(entry.key, entry.rev), keys.mod_is(entry.key, mod)],
+                 "success": [keys.put_op(entry.key, value, lease.id)]},
+            )  # fmt: skip
+            if moved.get("succeeded"):
+                entry.value = value
+                return True
 
     # -- the backend interface ---------------------------------------------------------------------------
     def lease_end(self, claim: Claim) -> float | None:
@@ -289,6 +309,9 @@ class Backend(SyncBackend):
     def inspect(self, name: str) -> LockInfo | None:
         return admin.inspect(self.gw, self.leases, name)
 
+    def set_permits(self, name: str, permits: int) -> bool:
+        return admin.set_permits(self.gw, self.leases, name, permits)
+
     def proclaim(self, claim: Claim, value: str) -> bool:
         """Go's ``Election.Proclaim``: put the new value on the leader's key and lease, if the key still has
         the leadership's create revision (the term); the put keeps that revision."""
@@ -325,7 +348,7 @@ class Backend(SyncBackend):
             raise denied(exc, None, self.gw.username, f"watch the keys under {prefix!r}") from None
 
     def break_lock(self, name: str) -> bool:
-        _, holders, _ = admin.snapshot(self.gw, name)
+        _, holders, _, _ = admin.snapshot(self.gw, name)
         if not holders:
             return False
         try:
