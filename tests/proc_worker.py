@@ -5,6 +5,8 @@ Modes:
   latch URL NAME COUNT           -- create the latch NAME with COUNT, count down once, print "COUNTED <n>", then
                                     sleep until killed
   barrier URL NAME PARTIES TTL   -- print "ARRIVING", then wait at the barrier NAME (until killed)
+  semaphore URL NAME PERMITS WANT TTL -- take WANT permits of the semaphore NAME (capacity PERMITS), print
+                                    "ACQUIRED <fence>", then sleep until killed
   hold URL NAME TTL WORKDIR      -- acquire, print "ACQUIRED <fence>", wait until WORKDIR/stop exists, then print
                                     "LOST <0|1>" and "RELEASE <ok|LockLost|NotHeld>" and exit
 Lines go to stdout, flushed, so the test can follow along.
@@ -64,6 +66,15 @@ def latch(url: str, name: str, count: int) -> None:
         time.sleep(1)
 
 
+def semaphore(url: str, name: str, permits: int, want: int, ttl: float) -> None:
+    store = distlock.connect(url)
+    sem = store.semaphore(name, permits=permits, ttl=ttl)
+    assert sem.acquire(timeout=30, permits=want)
+    print(f"ACQUIRED {sem.fence}", flush=True)
+    while True:
+        time.sleep(1)
+
+
 def barrier(url: str, name: str, parties: int, ttl: float) -> None:
     store = distlock.connect(url)
     print("ARRIVING 1", flush=True)
@@ -76,6 +87,8 @@ if __name__ == "__main__":
         counter(args[0], args[1], int(args[2]), Path(args[3]), args[4])
     elif mode == "latch":
         latch(args[0], args[1], int(args[2]))
+    elif mode == "semaphore":
+        semaphore(args[0], args[1], int(args[2]), int(args[3]), float(args[4]))
     elif mode == "barrier":
         barrier(args[0], args[1], int(args[2]), float(args[3]))
     elif mode == "hold":

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from ..._core import arbiter
 from ..._core.timing import WAITER_TTL
-from ..._core.types import Claim, Grant, LockInfo
+from ..._core.types import Claim, Grant, LockInfo, Mode
 from ..._wakeup import WakeDir
 from . import queries as sql
 from .db import Db
@@ -55,14 +55,17 @@ class Ops:
             holders = sql.holders(conn, claim.name)
             ahead = arbiter.looks_ahead(claim.mode, claim.fair, claim.permits)
             queue = sql.queue_ahead(conn, claim.name, claim.token, ahead)  # only what the rule looks at
+            stored = sql.capacity(conn, claim.name) if claim.mode is Mode.SEMAPHORE else None
             # Every refused claim registers (a local write), so inspect() counts the non-fair waiters too; only
             # fair claims and writers are held back by the entries ahead of them (the grant rule, ``arbiter``).
-            decision = arbiter.decide(claim, holders, queue, now, register_all=True)
+            decision = arbiter.decide(claim, holders, queue, now, register_all=True, stored=stored)
             if not decision.grant and not decision.ours and self.local is not None and reclaim(conn, claim.name, self.local):
                 holders = sql.holders(conn, claim.name)
-                decision = arbiter.decide(claim, holders, queue, now, register_all=True)
+                decision = arbiter.decide(claim, holders, queue, now, register_all=True, stored=stored)
             if decision.ours:  # a retry after a lost reply: already ours
                 return Grant(True, fence=sql.fence_of(conn, claim.token))
+            if decision.store is not None:  # a semaphore's first live claim: its numbers
+                sql.store_capacity(conn, claim.name, decision.store)
             if decision.grant:
                 fence = sql.next_fence(conn, self.db.durable)
                 sql.insert_holder(conn, claim, fence, now, self.local.own() if self.local else None)
@@ -101,7 +104,10 @@ class Ops:
 
     def abandon(self, claim: Claim) -> None:
         def body(conn: sqlite3.Connection, now: float) -> int:
-            return sql.dequeue(conn, claim.token) + sql.delete_holder(conn, claim.token)
+            gone = sql.dequeue(conn, claim.token) + sql.delete_holder(conn, claim.token)
+            if claim.mode is Mode.SEMAPHORE:
+                sql.drop_unused_capacity(conn, claim.name, now)
+            return gone
 
         if self.db.tx(body):
             self.wake(claim.name)
@@ -109,6 +115,8 @@ class Ops:
     def release(self, claim: Claim) -> bool:
         def body(conn: sqlite3.Connection, now: float) -> bool:
             expires = sql.delete_holder_returning(conn, claim.token)
+            if claim.mode is Mode.SEMAPHORE:
+                sql.drop_unused_capacity(conn, claim.name, now)
             return expires is not None and expires > now
 
         ok = self.db.tx(body)
@@ -139,6 +147,17 @@ class Ops:
 
         return self.db.tx(body)
 
+    def set_permits(self, name: str, permits: int) -> bool:
+        """A semaphore's capacity in force, if it is in use; its waiters look again (a bigger one lets more in)."""
+
+        def body(conn: sqlite3.Connection, now: float) -> bool:
+            return sql.resize(conn, name, now, permits)
+
+        ok = self.db.tx(body)
+        if ok:
+            self.wake(name)
+        return ok
+
     def holds(self, claim: Claim) -> bool:
         conn, now = self.db.read()
         return sql.is_live(conn, claim.token, now)
@@ -147,11 +166,14 @@ class Ops:
         conn, now = self.db.read()
         rows = sql.live_rows(conn, names, prefix, now)
         waiting = sql.waiting_counts(conn, names, prefix, now)
-        return arbiter.lease_infos(((*r, None) for r in rows), lambda n: (waiting.get(n, 0), 0), now)
+        sizes = sql.capacities(conn, names, prefix)
+        return arbiter.lease_infos(rows, lambda n: waiting.get(n, (0, 0)), now, sizes.get)
 
     def break_lock(self, name: str) -> list[str]:
         def body(conn: sqlite3.Connection, now: float) -> list[str]:
-            return sql.delete_all(conn, name)
+            tokens = sql.delete_all(conn, name)
+            sql.drop_unused_capacity(conn, name, now)
+            return tokens
 
         tokens = self.db.tx(body)
         self.wake(name)

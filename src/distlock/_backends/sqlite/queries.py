@@ -4,8 +4,11 @@ Schema (created on first use, idempotent)::
 
     distlock_holders(token PK, name, owner, mode, fence, expires_at REAL unix seconds, acquired_at,
                      proc NULL,  -- the holder process (``procs.py``), NULL where it cannot be told
-                     revoke NULL)  -- a release request to this holder, "<id>|<reason>" (``ask``)
-    distlock_queue(seq INTEGER PK AUTOINCREMENT, token UNIQUE, name, mode, expires_at)   -- waiters
+                     revoke NULL,  -- a release request to this holder, "<id>|<reason>" (``ask``)
+                     permits NULL)  -- a semaphore holding's permits (NULL: 1)
+    distlock_queue(seq INTEGER PK AUTOINCREMENT, token UNIQUE, name, mode, expires_at,
+                   want NULL)  -- waiters; a semaphore claim's permits (NULL: 1)
+    distlock_semaphores(name PK, declared, capacity)  -- a semaphore's numbers while it is in use (``arbiter``)
     distlock_counter(id = 1, fence, reserved) -- the one fence counter of the store (every name)
     distlock_fences(name PK, fence)           -- 0.1.0's per-name fences: emptied at the upgrade; a trigger
                                                  refuses the inserts of 0.1.0 clients from then on
@@ -28,7 +31,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
-from ..._core.arbiter import Held, Queued
+from ..._core.arbiter import Capacity, Held, Queued
 from ..._core.types import Claim, Mode
 
 SCHEMA = """
@@ -52,6 +55,11 @@ CREATE TABLE IF NOT EXISTS distlock_queue (
     expires_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS distlock_queue_name ON distlock_queue(name, seq);
+CREATE TABLE IF NOT EXISTS distlock_semaphores (
+    name TEXT PRIMARY KEY,
+    declared INTEGER NOT NULL,
+    capacity INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS distlock_fences (
     name TEXT PRIMARY KEY,
     fence INTEGER NOT NULL
@@ -100,29 +108,24 @@ def create_schema(conn: sqlite3.Connection) -> None:
     try:
         for stmt in _statements(SCHEMA):
             conn.execute(stmt)
-        _add_proc_column(conn)
-        _add_revoke_column(conn)
+        _add_column(conn, "distlock_holders", "proc")
+        _add_column(conn, "distlock_holders", "revoke")
+        _add_column(conn, "distlock_holders", "permits", "INTEGER")
+        _add_column(conn, "distlock_queue", "want", "INTEGER")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
 
 
-def _add_proc_column(conn: sqlite3.Connection) -> None:
-    """A file made before holdings recorded their process gets the column (SQLite has no ``ADD COLUMN IF NOT
-    EXISTS``). Nullable, so the rows already there, and those of clients that predate it (their INSERT names
-    its columns), read NULL: never freed early."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(distlock_holders)")}
-    if "proc" not in columns:
-        conn.execute("ALTER TABLE distlock_holders ADD COLUMN proc TEXT")
-
-
-def _add_revoke_column(conn: sqlite3.Connection) -> None:
-    """A file made before release requests gets their column, as ``proc`` (nullable: a row of a client that
-    predates it has no request, and that client never reads one)."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(distlock_holders)")}
-    if "revoke" not in columns:
-        conn.execute("ALTER TABLE distlock_holders ADD COLUMN revoke TEXT")
+def _add_column(conn: sqlite3.Connection, table: str, column: str, kind: str = "TEXT") -> None:
+    """A file made before a column existed gets it (SQLite has no ``ADD COLUMN IF NOT EXISTS``). Each is
+    nullable, so the rows already there, and those of clients that predate it (their INSERT names its
+    columns), read NULL: ``proc`` NULL is never freed early, ``revoke`` NULL has no request, ``permits`` and
+    ``want`` NULL count one permit (all an older client's semaphore holding takes)."""
+    columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    if column not in columns:
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
 def _statements(script: str) -> list[str]:
@@ -145,8 +148,8 @@ def purge(conn: sqlite3.Connection, name: str, now: float) -> None:
 
 
 def holders(conn: sqlite3.Connection, name: str) -> list[Held]:
-    rows = conn.execute("SELECT token, mode, expires_at FROM distlock_holders WHERE name = ?", (name,))
-    return [Held(t, Mode(m), e) for t, m, e in rows]
+    rows = conn.execute("SELECT token, mode, expires_at, permits FROM distlock_holders WHERE name = ?", (name,))
+    return [Held(t, Mode(m), e, p or 1) for t, m, e, p in rows]
 
 
 def queue_ahead(conn: sqlite3.Connection, name: str, token: str, limit: int | None) -> list[Queued]:
@@ -154,17 +157,59 @@ def queue_ahead(conn: sqlite3.Connection, name: str, token: str, limit: int | No
     own entry (of all, if it has none), then that entry (``arbiter.looks_ahead``). A check then reads a few
     rows, not the whole queue: with 1,000 waiters, reading it all at every hand-off was most of its cost."""
     own = conn.execute(
-        "SELECT seq, mode, expires_at FROM distlock_queue WHERE token = ? AND name = ?", (token, name)
+        "SELECT seq, mode, expires_at, want FROM distlock_queue WHERE token = ? AND name = ?", (token, name)
     ).fetchone()
     bound = own[0] if own is not None else 2**63 - 1
     rows = conn.execute(
-        "SELECT token, mode, seq, expires_at FROM distlock_queue WHERE name = ? AND seq < ? ORDER BY seq LIMIT ?",
+        "SELECT token, mode, seq, expires_at, want FROM distlock_queue WHERE name = ? AND seq < ? ORDER BY seq "
+        "LIMIT ?",
         (name, bound, -1 if limit is None else limit),
     )
-    found = [Queued(t, Mode(m), s, e) for t, m, s, e in rows]
+    found = [Queued(t, Mode(m), s, e, w or 1) for t, m, s, e, w in rows]
     if own is not None:
-        found.append(Queued(token, Mode(own[1]), own[0], own[2]))
+        found.append(Queued(token, Mode(own[1]), own[0], own[2], own[3] or 1))
     return found
+
+
+def capacity(conn: sqlite3.Connection, name: str) -> Capacity | None:
+    """The numbers stored for the semaphore ``name`` (live or a crash's leftover: ``arbiter.decide`` tells)."""
+    row = conn.execute("SELECT declared, capacity FROM distlock_semaphores WHERE name = ?", (name,)).fetchone()
+    return None if row is None else Capacity(int(row[0]), int(row[1]))
+
+
+def store_capacity(conn: sqlite3.Connection, name: str, numbers: Capacity) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO distlock_semaphores(name, declared, capacity) VALUES (?, ?, ?)",
+        (name, numbers.declared, numbers.capacity),
+    )
+
+
+def resize(conn: sqlite3.Connection, name: str, now: float, permits: int) -> bool:
+    """``set_permits``: the capacity in force of ``name`` if a semaphore holder or waiter of it is live (its
+    declared number stays; a holding of an older client with no numbers stored takes ``permits`` as both)."""
+    if not _in_use(conn, name, now):
+        return False
+    conn.execute(
+        "INSERT INTO distlock_semaphores(name, declared, capacity) VALUES (?, ?, ?) "
+        "ON CONFLICT(name) DO UPDATE SET capacity = excluded.capacity",
+        (name, permits, permits),
+    )
+    return True
+
+
+def drop_unused_capacity(conn: sqlite3.Connection, name: str, now: float) -> None:
+    """After a release or an abandon: a semaphore's numbers go with its last live holder or waiter."""
+    if not _in_use(conn, name, now):
+        conn.execute("DELETE FROM distlock_semaphores WHERE name = ?", (name,))
+
+
+def _in_use(conn: sqlite3.Connection, name: str, now: float) -> bool:
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM distlock_holders WHERE name = ? AND mode = 'semaphore' AND expires_at > ?) "
+        "OR EXISTS (SELECT 1 FROM distlock_queue WHERE name = ? AND mode = 'semaphore' AND expires_at > ?)",
+        (name, now, name, now),
+    ).fetchone()
+    return bool(row[0])
 
 
 def fence_of(conn: sqlite3.Connection, token: str) -> int | None:
@@ -191,9 +236,9 @@ def next_fence(conn: sqlite3.Connection, durable: bool) -> int:
 
 def insert_holder(conn: sqlite3.Connection, claim: Claim, fence: int, now: float, proc: str | None) -> None:
     conn.execute(
-        "INSERT INTO distlock_holders(token, name, owner, mode, fence, expires_at, acquired_at, proc) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (claim.token, claim.name, claim.record, claim.mode.value, fence, now + claim.ttl, now, proc),
+        "INSERT INTO distlock_holders(token, name, owner, mode, fence, expires_at, acquired_at, proc, permits) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (claim.token, claim.name, claim.record, claim.mode.value, fence, now + claim.ttl, now, proc, _weight(claim)),
     )
 
 
@@ -211,10 +256,15 @@ def delete_of_proc(conn: sqlite3.Connection, name: str, proc: str) -> int:
 def enqueue(conn: sqlite3.Connection, claim: Claim, expires_at: float) -> None:
     """Join the queue, or refresh the deadline of the entry we already have (keeping our place)."""
     conn.execute(
-        "INSERT INTO distlock_queue(token, name, mode, expires_at) VALUES (?, ?, ?, ?) "
+        "INSERT INTO distlock_queue(token, name, mode, expires_at, want) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT(token) DO UPDATE SET expires_at = excluded.expires_at",
-        (claim.token, claim.name, claim.mode.value, expires_at),
+        (claim.token, claim.name, claim.mode.value, expires_at, _weight(claim)),
     )
+
+
+def _weight(claim: Claim) -> int | None:
+    """The permits column of a claim's rows: a semaphore's ``want``; NULL for every other mode."""
+    return claim.want if claim.mode is Mode.SEMAPHORE else None
 
 
 def refresh(conn: sqlite3.Connection, token: str, now: float, expires_at: float) -> bool:
@@ -290,21 +340,33 @@ def _where(names: Sequence[str] | None, prefix: str) -> tuple[str, list[object]]
 
 def live_rows(
     conn: sqlite3.Connection, names: Sequence[str] | None, prefix: str, now: float
-) -> list[tuple[str, str, str, int, float]]:
+) -> list[tuple[str, str, str, int, float, int | None]]:
     where, args = _where(names, prefix)
     rows = conn.execute(
-        f"SELECT name, owner, mode, fence, expires_at FROM distlock_holders WHERE {where} AND expires_at > ? "
-        "ORDER BY name, fence",
+        f"SELECT name, owner, mode, fence, expires_at, permits FROM distlock_holders WHERE {where} "
+        "AND expires_at > ? ORDER BY name, fence",
         (*args, now),
     )
-    return [(str(a), str(b), str(c), int(d), float(e)) for a, b, c, d, e in rows]
+    return [(str(a), str(b), str(c), int(d), float(e), None if p is None else int(p)) for a, b, c, d, e, p in rows]
 
 
-def waiting_counts(conn: sqlite3.Connection, names: Sequence[str] | None, prefix: str, now: float) -> dict[str, int]:
+def waiting_counts(
+    conn: sqlite3.Connection, names: Sequence[str] | None, prefix: str, now: float
+) -> dict[str, tuple[int, int]]:
+    """(live queue entries, the permits they want) per name."""
     where, args = _where(names, prefix)
     rows = conn.execute(
-        f"SELECT name, count(*) FROM distlock_queue WHERE {where} AND expires_at > ? GROUP BY name", (*args, now)
+        f"SELECT name, count(*), sum(coalesce(want, 1)) FROM distlock_queue WHERE {where} AND expires_at > ? "
+        "GROUP BY name",
+        (*args, now),
     )
+    return {str(n): (int(c), int(w)) for n, c, w in rows}
+
+
+def capacities(conn: sqlite3.Connection, names: Sequence[str] | None, prefix: str) -> dict[str, int]:
+    """The semaphores' capacities in force."""
+    where, args = _where(names, prefix)
+    rows = conn.execute(f"SELECT name, capacity FROM distlock_semaphores WHERE {where}", args)
     return {str(n): int(c) for n, c in rows}
 
 

@@ -83,6 +83,9 @@ class Backend(AsyncBackend):
         found = await call(self.db, self.ops.inspect, [name])
         return found[0] if found else None
 
+    async def set_permits(self, name: str, permits: int) -> bool:
+        return await call(self.db, self.ops.set_permits, name, permits)
+
     async def list(self, prefix: str) -> list[LockInfo]:
         return await call(self.db, self.ops.inspect, None, prefix)
 

@@ -84,6 +84,9 @@ class Backend(SyncBackend):
         found = call(self.db, self.ops.inspect, [name])
         return found[0] if found else None
 
+    def set_permits(self, name: str, permits: int) -> bool:
+        return call(self.db, self.ops.set_permits, name, permits)
+
     def list(self, prefix: str) -> list[LockInfo]:
         return call(self.db, self.ops.inspect, None, prefix)
 
