@@ -177,9 +177,9 @@ def terms_of(raw: bytes) -> Capacity | None:
     return Capacity(declared, cap)
 
 
-def resized(raw: bytes, capacity: int) -> bytes | None:
+def resized(raw: bytes, capacity: int, held: bool = False) -> bytes | None:
     """A semaphore contender's record with ``capacity`` in force (its other fields, a release request
-    included, kept); None if it is no distlock semaphore record."""
+    included, kept), marked ``held`` if asked; None if it is no distlock semaphore record."""
     body = _record(raw)
     terms = terms_of(raw)
     if body is None or terms is None:
@@ -187,7 +187,28 @@ def resized(raw: bytes, capacity: int) -> bytes | None:
     body.pop("cap", None)
     if capacity != terms.declared:
         body["cap"] = capacity
+    if held:
+        body["held"] = True
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+def marked_held(c: Contender) -> bool:
+    """Whether a shrink (``set_permits``) found this contender within the capacity before it: it holds (or, a
+    waiter that fitted but had not read yet, is granted at its next read), whatever the capacity now."""
+    body = _record(c.value)
+    return body is not None and body.get("held") is True
+
+
+def shrink_marks(queue: Sequence[Contender], capacity: int) -> set[bytes]:
+    """The keys a shrink from ``capacity`` marks held: the semaphore contenders that fit it, oldest first (the
+    holders and the ones a read would grant now), and those marked by an earlier shrink."""
+    out, used = set(), 0
+    for c in queue:
+        used += take_of(c) if c.mode is Mode.SEMAPHORE else capacity + 1
+        if c.mode is not Mode.SEMAPHORE or not (marked_held(c) or used <= capacity):
+            break
+        out.add(c.key)
+    return out
 
 
 def stored_terms(queue: Sequence[Contender]) -> tuple[Contender | None, Capacity | None]:
@@ -346,7 +367,7 @@ def holders(queue: Sequence[Contender], permits: int | None) -> list[Contender]:
         used = 0
         for c in queue:
             used += take_of(c) if c.mode is Mode.SEMAPHORE else (permits or 1) + 1
-            if out and used > (permits or 1):
+            if out and not (c.mode is Mode.SEMAPHORE and (marked_held(c) or used <= (permits or 1))):
                 break
             out.append(c)
         return out

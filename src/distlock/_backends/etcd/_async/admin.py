@@ -72,12 +72,17 @@ async def set_permits(gw: Gateway, leases: LeasePool, name: str, permits: int) -
     for _ in range(16):
         data = await _read(gw, name)
         rev = int(data["header"]["revision"])
-        sems = [c for c in keys.contenders(keys.lock_prefix(name), data.get("kvs") or []) if c.mode is Mode.SEMAPHORE]
+        queue = keys.contenders(keys.lock_prefix(name), data.get("kvs") or [])
+        sems = [c for c in queue if c.mode is Mode.SEMAPHORE]
         if not sems:
             return False
+        terms = keys.stored_terms(queue)[1]
+        # a shrink: the contenders within the capacity before it hold on (a holder is never revoked), so their
+        # records say so (``keys.marked_held``): nothing else on the server tells a holder from a waiter
+        held = keys.shrink_marks(queue, terms.capacity) if terms is not None and permits < terms.capacity else set()
         compare, puts = [keys.quiet_under(under, rev)], []
         for c in sems:
-            value = keys.resized(c.value, permits)
+            value = keys.resized(c.value, permits, c.key in held)
             if value is not None:
                 compare += keys.unchanged(c, c.mod)
                 puts.append(keys.put_op(c.key, value, c.lease))

@@ -134,9 +134,12 @@ class Attempt(SyncAttempt):
                 entry, header_rev, queue = self._enqueue()
         if self._sem:
             mine = next(c for c in queue if c.key == entry.key)
-            # our record carries the terms in force (every record does): a resize since may leave us too big
-            found = arbiter.terms(claim, keys.terms_of(mine.value))
-            decision = keys.decide(queue, entry.rev, claim.mode, found.capacity, claim.want)
+            if keys.marked_held(mine):  # a shrink found us within the capacity before it (``set_permits``)
+                decision = keys.Decision(True)
+            else:
+                # our record carries the terms in force (every record does): a resize since may leave us too big
+                found = arbiter.terms(claim, keys.terms_of(mine.value))
+                decision = keys.decide(queue, entry.rev, claim.mode, found.capacity, claim.want)
         else:
             decision = keys.decide(queue, entry.rev, claim.mode, 1)
         if not decision.acquired and claim.companion is not None and self._under_own_writer(queue):
