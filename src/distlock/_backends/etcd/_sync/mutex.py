@@ -121,7 +121,10 @@ class Attempt(SyncAttempt):
         started = monotonic()
         claim = self.claim
         if self._entry is None:
-            entry, header_rev, queue = self._enqueue()
+            queued = self._enqueue()
+            if queued is None:
+                return Grant(False)
+            entry, header_rev, queue = queued
         else:
             entry = self._entry
             data = self._reread(entry.rev)
@@ -131,7 +134,10 @@ class Attempt(SyncAttempt):
                 # Our own key is gone (lease revoked or expired while we waited): never act on the old
                 # place in the queue (etcd#11456); queue again at the back with a fresh lease.
                 self._drop()
-                entry, header_rev, queue = self._enqueue()
+                queued = self._enqueue()
+                if queued is None:
+                    return Grant(False)
+                entry, header_rev, queue = queued
         if self._sem:
             mine = next(c for c in queue if c.key == entry.key)
             if keys.marked_held(mine):  # a shrink found us within the capacity before it (``set_permits``)
@@ -205,10 +211,11 @@ class Attempt(SyncAttempt):
                 return data
         return gw.call("/v3/kv/range", body, op_timeout=self._budget())
 
-    def _enqueue(self) -> tuple[Entry, int, list[keys.Contender]]:
+    def _enqueue(self) -> tuple[Entry, int, list[keys.Contender]] | None:
         """Create our key (put-if-absent on our own lease) and read the queue, in one txn. A semaphore claim's
         record copies the semaphore's terms from a record it read, and the put is guarded by that record being
-        unchanged (``_sem_terms``): so every live record carries the terms in force (``docs/etcd.md``)."""
+        unchanged (``_sem_terms``): so every live record carries the terms in force (``docs/etcd.md``). None
+        (nothing written) when that record changed at every try until this try's time ran out."""
         claim = self.claim
         value = keys.key_value(claim.owner, claim.mode, claim.permits or 1, claim.value)
         queue_range = {"request_range": keys.prefix_range(self._prefix, keys_only=not self._sem)}
@@ -245,7 +252,9 @@ class Attempt(SyncAttempt):
             if data.get("succeeded") or keys.kvs_of((data.get("responses") or [{}])[0]):
                 break
             # a semaphore's terms changed since they were read (or it went from free to in use): nothing was
-            # written; again with the ones this read shows
+            # written; again with the ones this read shows, or at the next try
+            if monotonic() >= self._try_end:
+                return None
             try:
                 guard, value = self._sem_terms(keys.kvs_of(data["responses"][-1]), int(data["header"]["revision"]))
             except ConfigError:
