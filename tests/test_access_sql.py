@@ -145,16 +145,17 @@ def test_postgres_role_without_create_after_distlock_init(pg: ServerProc) -> Non
     one_line_without_secrets(err.value)
 
 
-def _queue_table_without(pg: ServerProc, column: str) -> tuple[str, str, str]:
-    """Tables made by the admin's ``distlock init`` under a fresh prefix, then the queue table's ``column``
-    dropped (as an earlier version made it), and a role with DML only: (prefix, admin's URL, the role's URL)."""
+def _tables_without(pg: ServerProc, *columns: tuple[str, str]) -> tuple[str, str, str]:
+    """Tables made by the admin's ``distlock init`` under a fresh prefix, then the ``columns`` (table, column)
+    dropped (as an earlier version made them), and a role with DML only: (prefix, admin's URL, the role's URL)."""
     prefix = f"t{uuid.uuid4().hex[:8]}"
     admin_url = pg_url(pg, pg_srv.USER, pg_srv.PASSWORD, f"table_prefix={prefix}")
     assert distlock_init(admin_url).returncode == 0
     user = pg_role(pg)
     conn = pg_srv.admin(pg, pg_srv.DATABASE)
     try:
-        conn.execute(f"ALTER TABLE {prefix}_queue DROP COLUMN {column}")
+        for table, column in columns:
+            conn.execute(f"ALTER TABLE {prefix}_{table} DROP COLUMN {column}")
         for grant in pg_grants(prefix, user):
             conn.execute(grant)
     finally:
@@ -171,7 +172,7 @@ def test_postgres_queue_table_from_an_earlier_version(
     ``reply`` (made before the stores' own NOTIFY channels: hand-overs are told on the shared channel). The
     store says so once and every lock kind still works; the admin's ``distlock init`` adds the column, and
     the next store uses it."""
-    prefix, admin_url, app = _queue_table_without(pg, column)
+    prefix, admin_url, app = _tables_without(pg, ("queue", column))
     with caplog.at_level("WARNING", logger="distlock"), distlock.connect(app) as store:
         assert not getattr(store._backend.ops, flag)  # type: ignore[attr-defined]
         assert any(f"no {column} column" in r.getMessage() for r in caplog.records), caplog.records
@@ -184,6 +185,33 @@ def test_postgres_queue_table_from_an_earlier_version(
     with caplog.at_level("WARNING", logger="distlock"), distlock.connect(app) as store:
         assert getattr(store._backend.ops, flag)  # type: ignore[attr-defined]
         assert not any(f"no {column} column" in r.getMessage() for r in caplog.records)
+
+
+def test_postgres_tables_from_before_weighted_semaphores_and_a_role_that_cannot_alter_them(
+    pg: ServerProc, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Lease tables without the semaphore columns and a role that may not add them: the store says so once and
+    refuses semaphores in one line (``UnsupportedFeature``), every other kind works; the admin's ``distlock
+    init`` adds the columns, and the next store takes weighted permits."""
+    from distlock._backends.sql.dialects import WEIGHT_COLUMNS
+
+    drops = [(table, column) for table, columns in WEIGHT_COLUMNS.items() for column in columns]
+    prefix, admin_url, app = _tables_without(pg, *drops)
+    with caplog.at_level("WARNING", logger="distlock"), distlock.connect(app) as store:
+        assert not store._backend.ops.weights  # type: ignore[attr-defined]
+        assert [r for r in caplog.records if "semaphores are refused" in r.getMessage()]
+        with pytest.raises(distlock.UnsupportedFeature) as err:
+            store.semaphore("sem", permits=2).acquire(timeout=5)
+        assert "distlock init" in one_line_without_secrets(err.value)
+        lock = store.lock("lock", ttl=5)
+        assert lock.acquire(timeout=5)
+        lock.release()
+    assert distlock_init(admin_url).returncode == 0
+    with distlock.connect(app) as store:
+        sem = store.semaphore("sem", permits=3, ttl=5)
+        assert sem.acquire(timeout=5, permits=2) and sem.hold_count == 2
+        sem.release()
+    assert pg_rows(pg, prefix) == 0
 
 
 def test_postgres_role_without_dml_is_refused_in_one_line_and_leaves_nothing(pg: ServerProc) -> None:

@@ -15,26 +15,17 @@ from time import monotonic
 import pytest
 
 import distlock
-from distlock import AcquireTimeout, ConfigError, UnsupportedFeature
-from distlock._core.types import Mode
+from distlock import AcquireTimeout, ConfigError
+from tests._async.test_conformance import refuses_semaphores
 from tests.concurrency_async import run_all, sleep
 from tests.latch_raw import left_of
 from tests.test_processes import read_line, spawn
 
 
-def no_semaphores(store: distlock.AsyncStore, name: str) -> bool:
-    """True (after checking the refusal) where the backend has no semaphores."""
-    if Mode.SEMAPHORE in store.capabilities.modes:
-        return False
-    with pytest.raises(UnsupportedFeature):
-        store.semaphore(name, permits=3)
-    return True
-
-
 async def test_semaphore_permits_are_taken_all_or_nothing_as_one_holding(
     async_store: distlock.AsyncStore, name: str
 ) -> None:
-    if no_semaphores(async_store, name):
+    if refuses_semaphores(async_store, name):
         return
     a = async_store.semaphore(name, permits=3, ttl=10)
     b = async_store.semaphore(name, permits=3, ttl=10)
@@ -68,7 +59,7 @@ async def test_semaphore_permits_are_taken_all_or_nothing_as_one_holding(
 async def test_semaphore_take_is_the_with_form_of_a_weighted_acquire(
     async_store: distlock.AsyncStore, name: str
 ) -> None:
-    if no_semaphores(async_store, name):
+    if refuses_semaphores(async_store, name):
         return
     sem = async_store.semaphore(name, permits=3, ttl=10)
     async with sem.take(2, timeout=5) as held:
@@ -85,7 +76,7 @@ async def test_semaphore_take_is_the_with_form_of_a_weighted_acquire(
 async def test_semaphore_a_big_request_is_not_starved_by_single_permits(
     async_store: distlock.AsyncStore, name: str
 ) -> None:
-    if no_semaphores(async_store, name):
+    if refuses_semaphores(async_store, name):
         return
     done = [False]
     granted: list[float] = []
@@ -110,14 +101,14 @@ async def test_semaphore_a_big_request_is_not_starved_by_single_permits(
         finally:
             done[0] = True
 
-    await run_all(small, small, small, big)
+    await run_all(small, small, small, small, big)  # four on three permits: one always waits
     assert granted and granted[0] < 30.0
 
 
 async def test_semaphore_declared_size_mismatch_and_bad_permits_are_config_errors(
     async_store: distlock.AsyncStore, name: str
 ) -> None:
-    if no_semaphores(async_store, name):
+    if refuses_semaphores(async_store, name):
         return
     with pytest.raises(ConfigError, match="no stored capacity yet: pass permits=N"):
         await async_store.semaphore(name, permits=None).acquire(timeout=5)  # free: nothing to follow, no wait
@@ -143,7 +134,7 @@ async def test_semaphore_declared_size_mismatch_and_bad_permits_are_config_error
 
 
 async def test_semaphore_set_permits_resizes_for_everyone(async_store: distlock.AsyncStore, name: str) -> None:
-    if no_semaphores(async_store, name):
+    if refuses_semaphores(async_store, name):
         return
     sems = [async_store.semaphore(name, permits=2, ttl=10) for _ in range(5)]
     assert not await sems[0].set_permits(4)  # free: nothing stored, the next first user decides
@@ -176,7 +167,7 @@ async def test_semaphore_set_permits_resizes_for_everyone(async_store: distlock.
 async def test_semaphore_leaves_nothing_on_the_server_once_nobody_uses_it(
     async_store: distlock.AsyncStore, backend_url: str, name: str
 ) -> None:
-    if no_semaphores(async_store, name):
+    if refuses_semaphores(async_store, name):
         return
     sem = async_store.semaphore(name, permits=2, ttl=10)
     assert await sem.acquire(permits=2)
@@ -194,7 +185,7 @@ async def test_semaphore_leaves_nothing_on_the_server_once_nobody_uses_it(
 async def test_semaphore_a_killed_holder_frees_all_its_permits(
     async_store: distlock.AsyncStore, backend_url: str, name: str
 ) -> None:
-    if no_semaphores(async_store, name):
+    if refuses_semaphores(async_store, name):
         return
     if async_store.scheme == "memory":
         pytest.skip("memory:// lives in one process")

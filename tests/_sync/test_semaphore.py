@@ -16,26 +16,17 @@ from time import monotonic
 import pytest
 
 import distlock
-from distlock import AcquireTimeout, ConfigError, UnsupportedFeature
-from distlock._core.types import Mode
+from distlock import AcquireTimeout, ConfigError
+from tests._sync.test_conformance import refuses_semaphores
 from tests.concurrency_sync import run_all, sleep
 from tests.latch_raw import left_of
 from tests.test_processes import read_line, spawn
 
 
-def no_semaphores(store: distlock.Store, name: str) -> bool:
-    """True (after checking the refusal) where the backend has no semaphores."""
-    if Mode.SEMAPHORE in store.capabilities.modes:
-        return False
-    with pytest.raises(UnsupportedFeature):
-        store.semaphore(name, permits=3)
-    return True
-
-
 def test_semaphore_permits_are_taken_all_or_nothing_as_one_holding(
     sync_store: distlock.Store, name: str
 ) -> None:
-    if no_semaphores(sync_store, name):
+    if refuses_semaphores(sync_store, name):
         return
     a = sync_store.semaphore(name, permits=3, ttl=10)
     b = sync_store.semaphore(name, permits=3, ttl=10)
@@ -69,7 +60,7 @@ def test_semaphore_permits_are_taken_all_or_nothing_as_one_holding(
 def test_semaphore_take_is_the_with_form_of_a_weighted_acquire(
     sync_store: distlock.Store, name: str
 ) -> None:
-    if no_semaphores(sync_store, name):
+    if refuses_semaphores(sync_store, name):
         return
     sem = sync_store.semaphore(name, permits=3, ttl=10)
     with sem.take(2, timeout=5) as held:
@@ -86,7 +77,7 @@ def test_semaphore_take_is_the_with_form_of_a_weighted_acquire(
 def test_semaphore_a_big_request_is_not_starved_by_single_permits(
     sync_store: distlock.Store, name: str
 ) -> None:
-    if no_semaphores(sync_store, name):
+    if refuses_semaphores(sync_store, name):
         return
     done = [False]
     granted: list[float] = []
@@ -111,14 +102,14 @@ def test_semaphore_a_big_request_is_not_starved_by_single_permits(
         finally:
             done[0] = True
 
-    run_all(small, small, small, big)
+    run_all(small, small, small, small, big)  # four on three permits: one always waits
     assert granted and granted[0] < 30.0
 
 
 def test_semaphore_declared_size_mismatch_and_bad_permits_are_config_errors(
     sync_store: distlock.Store, name: str
 ) -> None:
-    if no_semaphores(sync_store, name):
+    if refuses_semaphores(sync_store, name):
         return
     with pytest.raises(ConfigError, match="no stored capacity yet: pass permits=N"):
         sync_store.semaphore(name, permits=None).acquire(timeout=5)  # free: nothing to follow, no wait
@@ -144,7 +135,7 @@ def test_semaphore_declared_size_mismatch_and_bad_permits_are_config_errors(
 
 
 def test_semaphore_set_permits_resizes_for_everyone(sync_store: distlock.Store, name: str) -> None:
-    if no_semaphores(sync_store, name):
+    if refuses_semaphores(sync_store, name):
         return
     sems = [sync_store.semaphore(name, permits=2, ttl=10) for _ in range(5)]
     assert not sems[0].set_permits(4)  # free: nothing stored, the next first user decides
@@ -177,7 +168,7 @@ def test_semaphore_set_permits_resizes_for_everyone(sync_store: distlock.Store, 
 def test_semaphore_leaves_nothing_on_the_server_once_nobody_uses_it(
     sync_store: distlock.Store, backend_url: str, name: str
 ) -> None:
-    if no_semaphores(sync_store, name):
+    if refuses_semaphores(sync_store, name):
         return
     sem = sync_store.semaphore(name, permits=2, ttl=10)
     assert sem.acquire(permits=2)
@@ -195,7 +186,7 @@ def test_semaphore_leaves_nothing_on_the_server_once_nobody_uses_it(
 def test_semaphore_a_killed_holder_frees_all_its_permits(
     sync_store: distlock.Store, backend_url: str, name: str
 ) -> None:
-    if no_semaphores(sync_store, name):
+    if refuses_semaphores(sync_store, name):
         return
     if sync_store.scheme == "memory":
         pytest.skip("memory:// lives in one process")

@@ -4,6 +4,7 @@ or ask their holders to let go.
 ``--json`` layouts (stable; documented in docs/cli.md):
 
 * ``status``: ``{"name", "held": bool, "kind", "waiters", "holders": [{"owner", "fence", "mode", "ttl_left"}]}``
+  (a semaphore's also ``"permits", "taken", "waiting_permits"`` and each holder's ``"permits"``)
   (a holder's ``"client_name"`` too when its store has one)
 * ``list``: a JSON array of the same objects (``held`` is always true there); ``list --watch --json``
   prints one such array per line, each time the locks change (``watch``).

@@ -38,6 +38,13 @@ class Dialect:
 _SESSION_COLUMNS = "lock_key VARCHAR(64) NULL, owner VARCHAR(255) NULL, mode VARCHAR(16) NULL, conn_id BIGINT NULL"
 
 
+#: semaphores: a holding's permits, and the semaphore's declared and in-force capacities, copied into every live
+#: row of the name (``sql/lease.py``); NULL in every other row, and in an older client's (one permit, no numbers)
+WEIGHT_COLUMNS = {"holders": ("permits", "declared", "capacity"), "queue": ("want", "declared", "capacity")}
+_HOLDER_WEIGHTS = ", ".join(f"{c} INTEGER NULL" for c in WEIGHT_COLUMNS["holders"])
+_QUEUE_WEIGHTS = ", ".join(f"{c} INTEGER NULL" for c in WEIGHT_COLUMNS["queue"])
+
+
 def _mysql_schema(p: str) -> tuple[str, ...]:
     opts = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
     return (
@@ -46,10 +53,11 @@ def _mysql_schema(p: str) -> tuple[str, ...]:
         f"CREATE TABLE IF NOT EXISTS {p}_holders (token VARCHAR(64) NOT NULL PRIMARY KEY, "
         "name_key CHAR(64) NOT NULL, name TEXT NOT NULL, owner VARCHAR(255) NOT NULL, mode VARCHAR(16) NOT NULL, "
         f"fence BIGINT NOT NULL, expires_at DOUBLE NOT NULL, acquired_at DOUBLE NOT NULL, layout SMALLINT NOT NULL, "
-        f"asked TEXT NULL, KEY {p}_holders_name (name_key)) {opts}",
+        f"asked TEXT NULL, {_HOLDER_WEIGHTS}, KEY {p}_holders_name (name_key)) {opts}",
         f"CREATE TABLE IF NOT EXISTS {p}_queue (seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
         "token VARCHAR(64) NOT NULL UNIQUE, name_key CHAR(64) NOT NULL, name TEXT NOT NULL, "
-        f"mode VARCHAR(16) NOT NULL, expires_at DOUBLE NOT NULL, KEY {p}_queue_name (name_key, seq)) {opts}",
+        f"mode VARCHAR(16) NOT NULL, expires_at DOUBLE NOT NULL, {_QUEUE_WEIGHTS}, "
+        f"KEY {p}_queue_name (name_key, seq)) {opts}",
     )
 
 
@@ -60,12 +68,13 @@ def _pg_schema(p: str) -> tuple[str, ...]:
         f"CREATE TABLE IF NOT EXISTS {p}_holders (token VARCHAR(64) PRIMARY KEY, name_key CHAR(64) NOT NULL, "
         "name TEXT NOT NULL, owner TEXT NOT NULL, mode VARCHAR(16) NOT NULL, fence BIGINT NOT NULL, "
         "expires_at DOUBLE PRECISION NOT NULL, acquired_at DOUBLE PRECISION NOT NULL, layout SMALLINT NOT NULL, "
-        "asked TEXT NULL)",
+        f"asked TEXT NULL, {_HOLDER_WEIGHTS})",
         f"CREATE INDEX IF NOT EXISTS {p}_holders_name ON {p}_holders (name_key)",
         f"CREATE SEQUENCE IF NOT EXISTS {p}_fence_seq",
         f"CREATE TABLE IF NOT EXISTS {p}_queue (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
         "token VARCHAR(64) NOT NULL UNIQUE, name_key CHAR(64) NOT NULL, name TEXT NOT NULL, "
-        "mode VARCHAR(16) NOT NULL, expires_at DOUBLE PRECISION NOT NULL, owner TEXT NULL, reply TEXT NULL)",
+        "mode VARCHAR(16) NOT NULL, expires_at DOUBLE PRECISION NOT NULL, owner TEXT NULL, reply TEXT NULL, "
+        f"{_QUEUE_WEIGHTS})",
         f"CREATE INDEX IF NOT EXISTS {p}_queue_name ON {p}_queue (name_key, seq)",
     )
 

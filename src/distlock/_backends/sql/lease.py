@@ -23,17 +23,26 @@ Lease-table schema (created on first use, idempotent; ``distlock`` is the ``tabl
                                                                         mode's portable layout)
     distlock_holders(token PK, name_key, name, owner, mode, fence, expires_at DOUBLE, acquired_at DOUBLE,
                      layout SMALLINT NOT NULL,  -- no default: a 0.1.0 client's INSERT fails (mixed fleet)
-                     asked TEXT NULL)  -- a release request to this holder, "<id>|<reason>" (``ask``): the
+                     asked TEXT NULL,  -- a release request to this holder, "<id>|<reason>" (``ask``): the
                                           renewal reads it back; it goes with the row. Added at open to
                                           tables made before it (``schema.py``)
+                     permits, declared, capacity INTEGER NULL)  -- semaphores (below); added at open too
     distlock_queue  (seq auto PK, token UNIQUE, name_key, name, mode, expires_at DOUBLE,    -- waiters
-                     owner TEXT NULL)  -- PostgreSQL: the record a release's hand-over copies
+                     owner TEXT NULL,  -- PostgreSQL: the record a release's hand-over copies
+                     want, declared, capacity INTEGER NULL)  -- semaphores (below); added at open
     distlock_fence_seq                         -- SEQUENCE: every fence of every name (MySQL without
                                                   sequences: distlock_fence_ids, an AUTO_INCREMENT ticket)
 
 Fences come from one counter whose size does not grow with the names: drawn while the name's lock is
 held, so they are strictly increasing per name, across releases, restarts and ``break_lock``. Opening a
 store raises the sequence above every fence a 0.1.0 row recorded (``seed``), then deletes those rows.
+
+Semaphores: a holder row's ``permits`` is its holding's weight, a queue row's ``want`` the permits its claim
+asks for; and EVERY live row of a semaphore carries its two numbers (``arbiter.Capacity``: ``declared`` by its
+first user, ``capacity`` in force). A try copies them from the name's live rows into its own (or, on a free name,
+writes its own ``permits`` as both), and ``set_permits`` updates them in all the live rows, both under the name's
+lock, so the live rows always agree; and the numbers last exactly as long as the semaphore has a live holder or
+waiter, with no record of their own to clean up. NULL in every other row, and in an older client's (one permit).
 
 ``name_key`` is the hex SHA-256 of the UTF-8 name: names of any length are indexed without truncation.
 Times are seconds since the epoch read from the DATABASE's clock (never the client's), once per
@@ -63,10 +72,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Generator, Sequence
 
-from ..._core.arbiter import lease_infos, looks_ahead, should_queue
+from ..._core.arbiter import Capacity, lease_infos, looks_ahead, should_queue
 from ..._core.timing import WAITER_TTL, bound, monotonic
-from ..._core.types import Claim, LockInfo
-from .dialects import Dialect
+from ..._core.types import Claim, LockInfo, Mode
+from .dialects import WEIGHT_COLUMNS, Dialect
 from .names import HandOver, name_filter, name_key
 from .stmt import Result, Stmt, to_float, to_int
 
@@ -85,6 +94,28 @@ SWEEP_BATCH = 5000
 
 #: what a release answers: whether the holding was still live, and the hand-over it made, if any
 Released = tuple[bool, HandOver | None]
+
+#: the semaphore columns of a read where the table has none (``LeaseOps.weights`` off)
+NO_WEIGHTS = ", NULL, NULL, NULL"
+
+
+def numbers(rows: Sequence[Sequence[object]], now: float) -> Capacity | None:
+    """A semaphore's numbers, from the rows of a try's read (``kind, token, mode, expires_at, seq`` then the
+    semaphore columns, ``LeaseOps.weights_of``): those of any live holder or queue row that has them."""
+    for row in rows:
+        if to_int(row[0]) in (0, 1, 4) and row[7] is not None and to_float(row[3]) > now:
+            return Capacity(to_int(row[6]), to_int(row[7]))
+    return None
+
+
+def semaphore_numbers(claim: Claim, found: Capacity | None) -> tuple[int | None, int | None, int | None]:
+    """What a claim's new row carries in its semaphore columns: its weight and the numbers it copies (found
+    on the name's live rows, else its own declaration); NULLs for every other mode."""
+    if claim.mode is not Mode.SEMAPHORE:
+        return None, None, None
+    if found is None:
+        return claim.want, claim.permits, claim.permits
+    return claim.want, found.declared, found.capacity
 
 
 class LeaseOps:
@@ -121,6 +152,9 @@ class LeaseOps:
     #: the holders table has the ``asked`` column (release requests); False where the store's role could not
     #: add it to an older table (``schema.py``)
     asks = True
+    #: the tables have the semaphore columns (``dialects.WEIGHT_COLUMNS``); False where the store's role could not
+    #: add them to older tables (``schema.py``): then this store refuses semaphores
+    weights = True
     #: PostgreSQL: until this moment (monotonic) the statements wake nobody, because the server refused a
     #: NOTIFY (its notification queue is full: ``mute``)
     muted_until = float("-inf")
@@ -152,7 +186,23 @@ class LeaseOps:
     def queues(self, claim: Claim) -> bool:
         """Whether a refused try of ``claim`` joins (or refreshes) its queue entry: where the rule needs it
         (``should_queue``), and where a release may hand it the name."""
-        return should_queue(claim.mode, claim.fair) or self.takes_handover(claim)
+        return should_queue(claim.mode, claim.fair, claim.want) or self.takes_handover(claim)
+
+    def weights_of(self, table: str, alias: str = "") -> str:
+        """The semaphore columns a read of ``table``'s rows (``"holders"`` or ``"queue"``) appends to its own."""
+        if not self.weights:
+            return NO_WEIGHTS
+        a = f"{alias}." if alias else ""
+        return "".join(f", {a}{c}" for c in WEIGHT_COLUMNS[table])
+
+    def resize(self, table: str) -> str:
+        """``set_permits``: the UPDATE of ``table`` (holders or queue) that gives a semaphore's live rows a new
+        capacity in force, to run under the name's lock (arguments: the capacity twice, the name key); an older
+        client's rows, which have no numbers, get it as their declared one too."""
+        return (
+            f"UPDATE {self.p}_{table} SET capacity = %s, declared = COALESCE(declared, %s) "
+            f"WHERE name_key = %s AND mode = '{Mode.SEMAPHORE.value}' AND expires_at > {self.d.now}"
+        )
 
     def _notify(self, key: str) -> Generator[Stmt, Result, None]:
         for stmt in self._notify_stmt(key):  # noqa: UP028 (a list cannot take the driver's send())
@@ -178,8 +228,8 @@ class LeaseOps:
     def _queue_read(
         self, claim: Claim, key: str, t: str, tp: tuple[object, ...], expired: bool
     ) -> tuple[list[str], list[object]]:
-        """The queue rows of a try's read (``kind, token, mode, expires_at, seq`` with kind 1), as SELECTs to
-        join with UNION ALL, and their arguments; ``t``: the try's clock (SQL, with arguments ``tp``);
+        """The queue rows of a try's read (``kind, token, mode, expires_at, seq`` with kind 1, then the semaphore
+        columns, ``weights_of``), as SELECTs to join with UNION ALL, and their arguments; ``t``: the try's clock (SQL, with arguments ``tp``);
         ``expired``: also the expired rows the try is to delete (the whole queue's, or the claim's own).
 
         Only what the rule looks at (``looks_ahead``) where that is a number: the
@@ -189,16 +239,18 @@ class LeaseOps:
         p = self.p
         live = "" if expired else f" AND expires_at > {t}"
         k = looks_ahead(claim.mode, claim.fair, claim.permits)
-        own = f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE token = %s{live}"
+        w = self.weights_of("queue")
+        own = f"SELECT 1, token, mode, expires_at, seq{w} FROM {p}_queue WHERE token = %s{live}"
         if k == 0:  # the rule looks at no entry ahead (a claim that is not fair): its own entry only
             return [own], [claim.token, *(() if expired else tp)]
         if k is None:
-            return [f"SELECT 1, token, mode, expires_at, seq FROM {p}_queue WHERE name_key = %s{live}"], [
+            return [f"SELECT 1, token, mode, expires_at, seq{w} FROM {p}_queue WHERE name_key = %s{live}"], [
                 key,
                 *(() if expired else tp),
             ]
         ahead = (
-            f"(SELECT 1, q.token, q.mode, q.expires_at, q.seq FROM {p}_queue q WHERE q.name_key = %s AND "
+            f"(SELECT 1, q.token, q.mode, q.expires_at, q.seq{self.weights_of('queue', 'q')} FROM {p}_queue q "
+            "WHERE q.name_key = %s AND "
             f"q.expires_at > {t} AND q.token <> %s AND q.seq < COALESCE((SELECT m.seq FROM {p}_queue m "
             f"WHERE m.token = %s), 9223372036854775807) ORDER BY q.seq LIMIT {int(k)})"
         )
@@ -238,18 +290,24 @@ class LeaseOps:
         p = self.p
         now = yield from self.now()
         where, args = name_filter(names, prefix)
+        weights = self.weights_of("holders")
         r = yield Stmt(
-            f"SELECT name, owner, mode, fence, expires_at FROM {p}_holders WHERE {where} AND expires_at > %s "
-            "ORDER BY name, fence",
+            f"SELECT name, owner, mode, fence, expires_at{weights} FROM {p}_holders WHERE {where} "
+            "AND expires_at > %s ORDER BY name, fence",
             (*args, now),
         )
+        wanted = "SUM(COALESCE(want, 1))" if self.weights else "COUNT(*)"
         w = yield Stmt(
-            f"SELECT name_key, COUNT(*) FROM {p}_queue WHERE {where} AND expires_at > %s GROUP BY name_key",
+            f"SELECT name_key, COUNT(*), {wanted} FROM {p}_queue WHERE {where} AND expires_at > %s GROUP BY name_key",
             (*args, now),
         )
-        waiting = {str(k): to_int(c) for k, c in w.rows}
-        rows = ((str(n), str(o), str(m), to_int(f), to_float(e), None) for n, o, m, f, e in r.rows)
-        return lease_infos(rows, lambda n: (waiting.get(name_key(n), 0), 0), now)
+        waiting = {str(k): (to_int(c), to_int(n)) for k, c, n in w.rows}
+        sizes = {str(row[0]): to_int(row[7]) for row in r.rows if row[7] is not None}
+        rows = (
+            (str(n), str(o), str(m), to_int(f), to_float(e), None if x is None else to_int(x))
+            for n, o, m, f, e, x, _, _ in r.rows
+        )
+        return lease_infos(rows, lambda n: waiting.get(name_key(n), (0, 0)), now, sizes.get)
 
     def sweep(self, grace: float = SWEEP_GRACE, batch: int = SWEEP_BATCH) -> Generator[Stmt, Result, int]:
         """Remove what nobody will come back for: holder and queue rows expired for ``grace`` seconds

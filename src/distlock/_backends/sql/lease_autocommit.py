@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 
-from ..._core.arbiter import Held, Queued, decide, looks_ahead
+from ..._core.arbiter import Capacity, Held, Queued, decide, looks_ahead
 from ..._core.timing import WAITER_TTL
 from ..._core.types import Claim, Grant, Mode
-from .lease import LAYOUT, OWNER_CHARS, LeaseOps, Released
+from .lease import LAYOUT, NO_WEIGHTS, OWNER_CHARS, LeaseOps, Released, numbers
 from .names import HandOver, name_key
 from .stmt import Result, Stmt, batch, to_float, to_int
 
@@ -73,7 +73,7 @@ class AutocommitOps(LeaseOps):
 
     #: the clock every statement of a try compares with (PostgreSQL: the implicit transaction's start)
     NOW = "extract(epoch from now())::float8"
-    own_tx = frozenset({"acquire", "renew", "abandon", "break_lock", "keep"})
+    own_tx = frozenset({"acquire", "renew", "abandon", "break_lock", "keep", "set_permits"})
     #: off where the queue table has no ``owner`` column (an older table the store's role may not alter)
     handover = True
     #: queue rows carry the ``reply`` channel of their store: ``reply`` is the channel this store LISTENs on
@@ -85,27 +85,29 @@ class AutocommitOps(LeaseOps):
     def acquire(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant]:
         holders: Sequence[str] = ()
         ahead: Sequence[str] = ()
+        expect: Capacity | None = None  # a semaphore's numbers the second try expects (the first: a free name)
         for _ in range(2):
-            r = yield self._try(claim, key, holders, ahead)
+            r = yield self._try(claim, key, holders, ahead, expect)
             held: list[Held] = []
             queue: list[Queued] = []
             now, got = 0.0, 0
             wrote: float | None = None
-            for kind, token, mode, expires, extra in r.rows:
+            for kind, token, mode, expires, extra, weight, *_ in r.rows:
                 if kind == 2:
                     now, got = to_float(expires), to_int(extra)
                 elif kind == 0:
                     if str(token) == claim.token:  # granted now, or already (a retry after a lost reply)
                         return Grant(True, fence=to_int(extra))
-                    held.append(Held(str(token), Mode(str(mode)), to_float(expires)))
+                    held.append(Held(str(token), Mode(str(mode)), to_float(expires), to_int(weight or 1)))
                 elif kind in (1, 4):  # 4: our entry as this try wrote it (a hand-over echoes its deadline)
-                    queue.append(Queued(str(token), Mode(str(mode)), to_int(extra), to_float(expires)))
+                    queue.append(Queued(str(token), Mode(str(mode)), to_int(extra), to_float(expires), to_int(weight or 1)))
                     if kind == 4:
                         wrote = to_float(expires)
             if not got:  # the name's lock not granted within name_wait (a stuck transaction): busy
                 return Grant(False, retry_after=0.05)
             queue.sort(key=lambda q: q.seq)
-            decision = decide(claim, held, queue, now, register_all=False)
+            expect = numbers(r.rows, now) if claim.mode is Mode.SEMAPHORE else None
+            decision = decide(claim, held, queue, now, register_all=False, stored=expect)
             mine = next((q.seq for q in queue if q.token == claim.token), None)
             if not decision.grant:  # our place, if we queued: this store wakes its earliest waiter first
                 return Grant(False, retry_after=decision.retry_after, place=mine, queued_until=wrote)
@@ -113,7 +115,33 @@ class AutocommitOps(LeaseOps):
             ahead = [q.token for q in queue if q.token != claim.token and (mine is None or q.seq < mine)]
         return Grant(False, retry_after=0.0)  # the name keeps changing under us: the caller tries again
 
-    def _try(self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str]) -> Stmt:
+    def _semaphore_parts(
+        self, claim: Claim, key: str, expect: Capacity | None
+    ) -> tuple[list[str], list[object], str, list[object], str, list[object]]:
+        """A semaphore try's additions to ``_try``: the ``nums`` CTE (the numbers of the name's live rows) and its
+        arguments; the guard that they are still what the try expects (``expect``; None: a free name, which
+        a claim that declared no capacity cannot take) and its arguments; the columns and values a new row
+        adds (its weight, then the numbers it copies: those of the live rows, else its own declaration)."""
+        if claim.mode is not Mode.SEMAPHORE:
+            return [], [], "", [], "", []
+        p, t = self.p, self.NOW
+        live = f"name_key = %s AND expires_at > {t} AND capacity IS NOT NULL"
+        nums = [
+            f"nums AS (SELECT declared, capacity FROM {p}_holders WHERE {live} UNION ALL "
+            f"SELECT declared, capacity FROM {p}_queue WHERE {live} LIMIT 1)"
+        ]
+        if expect is None:
+            guard = " AND NOT EXISTS (SELECT 1 FROM nums)" + ("" if claim.permits is not None else " AND false")
+            gp: list[object] = []
+        else:
+            guard = " AND (SELECT declared FROM nums) = %s AND (SELECT capacity FROM nums) = %s"
+            gp = [expect.declared, expect.capacity]
+        values = ", %s, COALESCE((SELECT declared FROM nums), %s), COALESCE((SELECT capacity FROM nums), %s)"
+        return nums, [key, key], guard, gp, values, [claim.want, claim.permits, claim.permits]
+
+    def _try(
+        self, claim: Claim, key: str, holders: Sequence[str], ahead: Sequence[str], expect: Capacity | None = None
+    ) -> Stmt:
         """One try, one ``batch`` answered by a read of the name (rows of kind 0: holders with their fences,
         1: queue entries with their seq, 2: the clock and whether the name's lock was granted), as THREE
         statements in one transaction (the fewest the model allows: the lock alone and first, the DELETEs,
@@ -125,15 +153,18 @@ class AutocommitOps(LeaseOps):
         t = self.NOW
         live_h, guard, gp = try_guard(p, claim, key, holders, ahead, t)
         owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
+        nums, np_, sem_guard, sgp, sem_values, svp = self._semaphore_parts(claim, key, expect)
+        weighs = ", permits, declared, capacity" if sem_values else ""
         ctes = [
+            *nums,
             f"ins AS (INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, "
-            f"layout) SELECT %s, %s, %s, %s, %s, nextval('{p}_fence_seq'), {t} + %s, {t}, {LAYOUT} WHERE {guard} "
-            "RETURNING token, mode, expires_at, fence)",
+            f"layout{weighs}) SELECT %s, %s, %s, %s, %s, nextval('{p}_fence_seq'), {t} + %s, {t}, {LAYOUT}{sem_values} "
+            f"WHERE {guard}{sem_guard} RETURNING token, mode, expires_at, fence)",
             f"mine AS (SELECT 1 FROM ins UNION ALL SELECT 1 FROM {p}_holders WHERE token = %s)",
             f"dq AS (DELETE FROM {p}_queue WHERE token = %s AND EXISTS (SELECT 1 FROM mine))",
         ]
-        params: list[object] = [claim.token, key, claim.name, owner, claim.mode.value, claim.ttl, *gp]
-        params += [claim.token, claim.token]
+        params: list[object] = [*np_, claim.token, key, claim.name, owner, claim.mode.value, claim.ttl, *svp, *gp]
+        params += [*sgp, claim.token, claim.token]
         if self.handover:
             # A release may have granted us the name (our row, lease end = our queue deadline): CONFIRM it to
             # a full TTL from this try's clock, so the local lease counted from this try's send time cannot
@@ -143,8 +174,8 @@ class AutocommitOps(LeaseOps):
             ctes.append(f"ext AS (UPDATE {p}_holders SET expires_at = {t} + %s WHERE token = %s AND expires_at > {t})")
             params += [claim.ttl, claim.token]
         reads = [
-            f"SELECT 0, token, mode, expires_at, fence {live_h}",
-            "SELECT 0, token, mode, expires_at, fence FROM ins",
+            f"SELECT 0, token, mode, expires_at, fence{self.weights_of('holders')} {live_h}",
+            f"SELECT 0, token, mode, expires_at, fence{NO_WEIGHTS} FROM ins",
         ]
         rp: list[object] = [key]
         queue_reads, qp = self._queue_read(claim, key, t, (), expired=False)  # the stale ones are gone already
@@ -162,18 +193,21 @@ class AutocommitOps(LeaseOps):
             refresh = "expires_at = EXCLUDED.expires_at"
             if self.replies and hands:
                 cols, marks, refresh = cols + ", reply", marks + ", %s", refresh + ", reply = EXCLUDED.reply"
+            wants = ", want, declared, capacity" if sem_values else ""
             ctes.append(
-                f"iq AS (INSERT INTO {p}_queue ({cols}, expires_at) SELECT {marks}, {t} + {WAITER_TTL} "
-                f"WHERE NOT EXISTS (SELECT 1 FROM mine) ON CONFLICT (token) DO UPDATE SET {refresh} "
+                f"iq AS (INSERT INTO {p}_queue ({cols}, expires_at{wants}) SELECT {marks}, {t} + {WAITER_TTL}"
+                f"{sem_values} WHERE NOT EXISTS (SELECT 1 FROM mine) ON CONFLICT (token) DO UPDATE SET {refresh} "
                 "RETURNING token, mode, expires_at, seq)"
             )
             params += [claim.token, key, claim.name, claim.mode.value, *((owner,) if hands else ())]
             params += [reply] if self.replies and hands else []
-            reads.append("SELECT 4, token, mode, expires_at, seq FROM iq")  # 4: the deadline this try wrote
-        reads.append(f"SELECT 2, NULL, NULL, {t}, 1")
+            params += svp
+            reads.append(f"SELECT 4, token, mode, expires_at, seq{NO_WEIGHTS} FROM iq")  # 4: the deadline this try wrote
+        reads.append(f"SELECT 2, NULL, NULL, {t}, 1{NO_WEIGHTS}")
         if claim.value is not None and self.d.notify is not None:  # a new leader: its observers look again
             reads.append(
-                f"SELECT 3, NULL, NULL, 0, 0 FROM (SELECT {self._wake('%s, %s')} WHERE EXISTS (SELECT 1 FROM mine)) n"
+                f"SELECT 3, NULL, NULL, 0, 0{NO_WEIGHTS} FROM (SELECT {self._wake('%s, %s')} "
+                "WHERE EXISTS (SELECT 1 FROM mine)) n"
             )
             rp += [self.channel, key]
         lock = self._lock_name(key)
@@ -340,6 +374,21 @@ class AutocommitOps(LeaseOps):
             tuple(tokens),
         )
         return {str(row[0]): to_float(row[1]) for row in r.rows}
+
+    def set_permits(self, name: str, permits: int) -> Generator[Stmt, Result, bool | None]:
+        """A semaphore's capacity in force, in every live row of it (``LeaseOps.resize``), and the NOTIFY that
+        wakes its waiters: one Query, the name's lock first; whether it is in use."""
+        key = name_key(name)
+        lock = self._lock_name(key)
+        r = yield Stmt(
+            f"SELECT pg_advisory_xact_lock(%s, %s); WITH h AS ({self.resize('holders')} RETURNING 1), "
+            f"q AS ({self.resize('queue')} RETURNING 1), n AS (SELECT (SELECT COUNT(*) FROM h) + "
+            "(SELECT COUNT(*) FROM q) AS n) "
+            f"SELECT (SELECT n FROM n), (SELECT COUNT(*) FROM (SELECT {self._wake('%s, %s')} FROM n WHERE n.n > 0) w)",
+            (*lock.params, permits, permits, key, permits, permits, key, self.channel, key),
+            batch=1,
+        )
+        return to_int(r.rows[0][0]) > 0
 
     def break_lock(self, name: str) -> Generator[Stmt, Result, list[str]]:
         """One statement: the deletes and their NOTIFY commit together (a NOTIFY refused at COMMIT undoes the

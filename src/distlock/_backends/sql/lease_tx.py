@@ -13,10 +13,10 @@ import re
 from collections.abc import Generator, Sequence
 from dataclasses import replace
 
-from ..._core.arbiter import Held, Queued, decide
+from ..._core.arbiter import Capacity, Held, Queued, decide
 from ..._core.timing import WAITER_TTL
 from ..._core.types import Claim, Grant, Mode
-from .lease import LAYOUT, OWNER_CHARS, LeaseOps, Released
+from .lease import LAYOUT, NO_WEIGHTS, OWNER_CHARS, LeaseOps, Released, numbers, semaphore_numbers
 from .names import name_key
 from .stmt import Result, Stmt, chain, to_float, to_int
 
@@ -24,22 +24,41 @@ from .stmt import Result, Stmt, chain, to_float, to_int
 class TxOps(LeaseOps):
     """The lease mode's operations on MySQL/MariaDB, each a script for one transaction."""
 
-    def _insert_holder(self, claim: Claim, key: str, now: float) -> Stmt:
-        """Insert the holding with a fence from the store's one counter; the statement returns the fence."""
+    def _insert_holder(self, claim: Claim, key: str, now: float, found: Capacity | None = None) -> Stmt:
+        """Insert the holding with a fence from the store's one counter; the statement returns the fence. A
+        semaphore's row also carries its weight and the semaphore's numbers (``found``: those of its live rows)."""
         p = self.p
-        cols = f"INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, layout) "
+        sem = claim.mode is Mode.SEMAPHORE
+        extra, marks = (", permits, declared, capacity", ", %s, %s, %s") if sem else ("", "")
+        cols = (
+            f"INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, layout"
+            f"{extra}) "
+        )
         # an election's record must fit whole (the backend checks); a plain owner id is only informational
         owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
-        args = (claim.token, key, claim.name, owner, claim.mode.value, now + claim.ttl, now)
+        nums = semaphore_numbers(claim, found) if sem else ()
+        args = (claim.token, key, claim.name, owner, claim.mode.value, now + claim.ttl, now, *nums)
         if self.sequences:
             fence = f"NEXTVAL({p}_fence_seq)"
         else:  # MySQL without sequences: an AUTO_INCREMENT ticket, its row deleted at once (one statement batch)
             return Stmt(
                 f"INSERT INTO {p}_fence_ids () VALUES (); DELETE FROM {p}_fence_ids WHERE id = LAST_INSERT_ID(); "
-                f"{cols}VALUES (%s, %s, %s, %s, %s, LAST_INSERT_ID(), %s, %s, {LAYOUT}); SELECT LAST_INSERT_ID()",
+                f"{cols}VALUES (%s, %s, %s, %s, %s, LAST_INSERT_ID(), %s, %s, {LAYOUT}{marks}); SELECT LAST_INSERT_ID()",
                 args,
             )
-        return Stmt(f"{cols}VALUES (%s, %s, %s, %s, %s, {fence}, %s, %s, {LAYOUT}) RETURNING fence", args)
+        return Stmt(f"{cols}VALUES (%s, %s, %s, %s, %s, {fence}, %s, %s, {LAYOUT}{marks}) RETURNING fence", args)
+
+    def _join(self, claim: Claim, key: str, expires_at: float, found: Capacity | None) -> Stmt:
+        """Join the queue, or refresh the deadline of our entry; a semaphore's entry also carries its want and
+        the semaphore's numbers (as ``_insert_holder``'s row)."""
+        args = (claim.token, key, claim.name, claim.mode.value, expires_at)
+        if claim.mode is not Mode.SEMAPHORE:
+            return Stmt(self.d.enqueue, args)
+        return Stmt(
+            f"INSERT INTO {self.p}_queue (token, name_key, name, mode, expires_at, want, declared, capacity) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)",
+            (*args, *semaphore_numbers(claim, found)),
+        )
 
     def acquire(self, claim: Claim, key: str) -> Generator[Stmt, Result, Grant]:
         """One try: the name's lock, one read of
@@ -70,14 +89,15 @@ class TxOps(LeaseOps):
         # expired queue entries are read too (deleted below), except those a short read leaves to the sweep
         queue_reads, qp = self._queue_read(claim, key, "@distlock_now", (), expired=True)
         r = yield Stmt(
-            f"{lock_into}; SELECT 2, @distlock_locked, {'@distlock_bell_at' if after_bell else 'NULL'}, @distlock_now, 0 "
+            f"{lock_into}; SELECT 2, @distlock_locked, {'@distlock_bell_at' if after_bell else 'NULL'}, @distlock_now, 0"
+            f"{NO_WEIGHTS} UNION ALL "
+            f"SELECT 0, token, mode, expires_at, 0{self.weights_of('holders')} FROM {p}_holders WHERE name_key = %s "
             "UNION ALL "
-            f"SELECT 0, token, mode, expires_at, 0 FROM {p}_holders WHERE name_key = %s UNION ALL "
             + " UNION ALL ".join(queue_reads),
             (*lock.params, key, *qp),
         )
         # kind 2: the lock's answer and the clock; 0: a holder; 1: a queue entry (UNION ALL keeps no order)
-        _, locked, bell_at, clock, _ = next(row for row in r.rows if to_int(row[0]) == 2)
+        _, locked, bell_at, clock, *_ = next(row for row in r.rows if to_int(row[0]) == 2)
         if locked is None and after_bell:
             return None  # after a bell wait that did not ring: not tried
         if locked is None or to_int(locked) != 1:  # not granted within name_wait (a stuck transaction)
@@ -89,7 +109,7 @@ class TxOps(LeaseOps):
         holders: list[Held] = []
         queue: list[Queued] = []
         stale_holders = stale_waiters = 0
-        for kind, token, mode, expires, seq in r.rows:
+        for kind, token, mode, expires, seq, weight, *_ in r.rows:
             if kind == 2:
                 continue
             if to_float(expires) <= now:
@@ -98,10 +118,11 @@ class TxOps(LeaseOps):
                 else:
                     stale_waiters += 1
             elif kind == 0:
-                holders.append(Held(str(token), Mode(str(mode)), to_float(expires)))
+                holders.append(Held(str(token), Mode(str(mode)), to_float(expires), to_int(weight or 1)))
             else:
-                queue.append(Queued(str(token), Mode(str(mode)), to_int(seq), to_float(expires)))
+                queue.append(Queued(str(token), Mode(str(mode)), to_int(seq), to_float(expires), to_int(weight or 1)))
         queue.sort(key=lambda q: q.seq)
+        found = numbers(r.rows, now) if claim.mode is Mode.SEMAPHORE else None
         if stale_holders:
             # Waits for the row lock of a renewal in flight and re-evaluates on its committed row: a renewal
             # that committed meanwhile makes this delete fewer rows than we saw expired. Then our look at the
@@ -112,7 +133,7 @@ class TxOps(LeaseOps):
         # writes whose answer decides nothing go in the round trip of the statement after them
         stale = Stmt(f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= %s", (key, now))
         before = [stale] if stale_waiters else []
-        decision = decide(claim, holders, queue, now, register_all=False)
+        decision = decide(claim, holders, queue, now, register_all=False, stored=found)
         # a grant that keeps the bell: its COMMIT lets go of the name's lock only (a name lock is the
         # validated prefix and hex: safe as a literal)
         name_lock = str(lock.params[0])
@@ -129,12 +150,13 @@ class TxOps(LeaseOps):
             after = [Stmt(f"DELETE FROM {p}_queue WHERE token = %s", (claim.token,))] if queued else []
             if claim.value is not None:  # a new leader: its observers look again
                 after.extend(self._notify_stmt(key))
-            r = yield replace(chain(*before, self._insert_holder(claim, key, now), *after, last=True), commit=commit)
+            insert = self._insert_holder(claim, key, now, found)
+            r = yield replace(chain(*before, insert, *after, last=True), commit=commit)
             return Grant(True, fence=to_int(r.rows[0][0]), valid_for=valid_for)
         place = None
         if decision.enqueue:
             # our place, which this store's wake-ups go by (``Wakers.place``): read once, when we join
-            join = Stmt(self.d.enqueue, (claim.token, key, claim.name, claim.mode.value, now + WAITER_TTL))
+            join = self._join(claim, key, now + WAITER_TTL, found)
             r = yield chain(
                 *before, join, Stmt(f"SELECT seq FROM {p}_queue WHERE token = %s", (claim.token,)), last=True
             )
@@ -236,6 +258,23 @@ class TxOps(LeaseOps):
             last=True,
         )
         return {str(row[0]): to_float(row[1]) for row in r.rows}
+
+    def set_permits(self, name: str, permits: int) -> Generator[Stmt, Result, bool | None]:
+        """A semaphore's capacity in force, in every live row of it, under the name's lock (``LeaseOps.resize``);
+        whether it is in use (None: the name's lock was busy, nothing written)."""
+        p, key = self.p, name_key(name)
+        r = yield self._lock_name(key)
+        if r.rows[0][0] is None or to_int(r.rows[0][0]) != 1:
+            return None
+        for table in ("holders", "queue"):
+            yield Stmt(self.resize(table), (permits, permits, key))
+        live = f"name_key = %s AND mode = '{Mode.SEMAPHORE.value}' AND expires_at > {self.d.now}"
+        r = yield Stmt(
+            f"SELECT EXISTS (SELECT 1 FROM {p}_holders WHERE {live}) OR EXISTS (SELECT 1 FROM {p}_queue WHERE {live})",
+            (key, key),
+            last=True,
+        )
+        return bool(to_int(r.rows[0][0]))
 
     def break_lock(self, name: str) -> Generator[Stmt, Result, list[str]]:
         p = self.p

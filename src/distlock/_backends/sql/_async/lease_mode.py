@@ -215,7 +215,36 @@ class LeaseMode(SqlBase):
     # -- the backend interface -------------------------------------------------------------------------
     def attempt(self, claim: Claim) -> AsyncAttempt:
         self._check_record(claim.name, claim.record if claim.value is not None else None)
+        if claim.mode is Mode.SEMAPHORE:
+            self._check_weights(claim.name)
         return LeaseAttempt(self, claim)
+
+    def _needs(self, present: bool, missing: str, name: str) -> None:
+        """``UnsupportedFeature`` for a call that needs columns an older table lacks (``missing`` says which)
+        where this store's role could not add them at open (``schema.py``)."""
+        if not present:
+            raise UnsupportedFeature(
+                f"{missing} and this role could not add it: run `distlock init` as the tables' owner",
+                name=name,
+                backend=self.scheme,
+            )
+
+    def _check_weights(self, name: str) -> None:
+        missing = f"the tables {self.prefix}_holders and {self.prefix}_queue have no semaphore columns"
+        self._needs(self.ops.weights, missing, name)
+
+    async def set_permits(self, name: str, permits: int) -> bool:
+        self._check_weights(name)
+        key = sn.name_key(name)
+        for _ in range(3):  # the name's lock busy (MySQL: another acquire's transaction held it past name_wait)
+            ok: bool | None = await self._tx(
+                lambda: self.ops.set_permits(name, permits), tx=self._in_tx("set_permits")
+            )
+            if ok is not None:
+                if ok:
+                    self.wakers.wake(key)  # this store's waiters; other processes': PostgreSQL's NOTIFY, MySQL's poll
+                return ok
+        raise BackendError(f"the name's lock stayed busy ({self.describe()})", name=name, backend=self.scheme)
 
     def _check_record(self, name: str, record: str | None) -> None:
         if record is not None and self.dialect.name != "postgres" and len(record) > sq.OWNER_CHARS:
@@ -318,13 +347,7 @@ class LeaseMode(SqlBase):
         return infos
 
     async def request_release(self, name: str, reason: str) -> bool:
-        if not self.ops.asks:
-            raise UnsupportedFeature(
-                f"the table {self.prefix}_holders has no asked column and this role could not add it: run "
-                "`distlock init` as the tables' owner",
-                name=name,
-                backend=self.scheme,
-            )
+        self._needs(self.ops.asks, f"the table {self.prefix}_holders has no asked column", name)
         request = f"{ids.new_token()[:12]}|{reason}"
         asked: bool = await self._tx(lambda: self.ops.ask(name, request), tx=False)
         return asked

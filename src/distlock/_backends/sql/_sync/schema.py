@@ -40,6 +40,7 @@ def ensure_schema(b: SqlBase) -> None:
         found: st.Result = b._tx(lambda: st.single(st.Stmt(str(b.driver.existing_tables_sql))), tx=False)
         existing = {str(row[0]).lower() for row in found.rows}
     old_holders = old_queue = no_reply = no_asked = no_session_asked = False
+    unweighed: list[tuple[str, str]] = []  # (table, column) of the semaphore columns a table made before them lacks
     holders, queue, records = f"{b.prefix}_holders", f"{b.prefix}_queue", f"{b.prefix}_session_holders"
     # compared in lower case: PostgreSQL folds the unquoted names of a prefix with capitals to it
     held, queued, recorded = holders.lower(), queue.lower(), records.lower()
@@ -49,7 +50,7 @@ def ensure_schema(b: SqlBase) -> None:
                 st.Stmt(
                     "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = "
                     f"{b.driver.schema_sql} AND lower(table_name) IN (%s, %s, %s) "
-                    "AND column_name IN ('layout', 'owner', 'reply', 'asked')",
+                    "AND column_name IN ('layout', 'owner', 'reply', 'asked', 'permits', 'want', 'declared', 'capacity')",
                     (held, queued, recorded),
                 )
             ),
@@ -61,6 +62,10 @@ def ensure_schema(b: SqlBase) -> None:
         no_reply = b.ops.replies and queued in existing and (queued, "reply") not in found_cols
         no_asked = (held, "asked") not in found_cols
         no_session_asked = b.fast_session and recorded in existing and (recorded, "asked") not in found_cols
+        for table, there_ in ((holders, held), (queue, queued)):
+            if there_ in existing:
+                kind = "holders" if there_ == held else "queue"
+                unweighed += [(table, c) for c in sd.WEIGHT_COLUMNS[kind] if (there_, c) not in found_cols]
 
     def script() -> Generator[st.Stmt, st.Result, None]:
         there = existing
@@ -105,6 +110,12 @@ def ensure_schema(b: SqlBase) -> None:
         b, records, "asked", "request_release() is refused in session mode, and its holders hear of none"
     ):
         b.session_asks = False
+    for table, column in unweighed:
+        if not _add_queue_column(
+            b, table, column, "semaphores are refused in lease mode here", kind="INTEGER"
+        ):
+            b.ops.weights = False
+            break
     deadline = monotonic() + 2.0
     try:
         while monotonic() < deadline:  # the rows 0.1.0 left, one per name it ever locked
@@ -114,16 +125,18 @@ def ensure_schema(b: SqlBase) -> None:
         log.debug("sweep at open failed: %s", exc)
 
 
-def _add_queue_column(b: SqlBase, queue: str, column: str, without: str) -> bool:
+def _add_queue_column(b: SqlBase, queue: str, column: str, without: str, kind: str = "TEXT") -> bool:
     """Give a table of an earlier version a column this one writes: the queue's ``owner`` (PostgreSQL; made
     before the direct hand-over: the owner record a promoted holder row needs) or ``reply`` (made before the
     stores' own NOTIFY channels), the holders' ``asked`` (made before release requests; nullable, so an older
-    client's rows and INSERTs read no request). False where the store's role may not alter the table: the
-    store then goes on ``without`` what the column is for and says so once; an admin's ``distlock init`` adds
-    it."""
+    client's rows and INSERTs read no request), the semaphores' numbers of both (``dialects.WEIGHT_COLUMNS``,
+    made before weighted semaphores; nullable: an older client's row takes one permit and carries no numbers).
+    False where the store's role may not alter the table: the store then goes on ``without`` what the column
+    is for and says so once; an admin's ``distlock init`` adds it."""
     try:
         b._tx(
-            lambda: st.single(st.Stmt(f"ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS {column} TEXT NULL")), tx=False
+            lambda: st.single(st.Stmt(f"ALTER TABLE {queue} ADD COLUMN IF NOT EXISTS {column} {kind} NULL")),
+            tx=False,
         )
     except BackendError as exc:
         log.warning(
