@@ -78,6 +78,9 @@ class Backend(AsyncBackend):
         self._mutex = threading.Lock()
         self._entries: dict[str, Entry] = {}
         self._released: dict[str, None] = {}  # tokens released lately, oldest first
+        #: per semaphore name, the newest record with its terms this store read (``mutex.py``: a create copies the
+        #: terms from it, guarded by it being unchanged, without reading the queue first)
+        self._sem_seen: dict[str, keys.Contender] = {}
         #: waiters' keys to delete when they give up, together (``drop_key``)
         self._drops = _Drops(gw)
 
@@ -96,7 +99,7 @@ class Backend(AsyncBackend):
         self.leases.after_fork()
         self.waits.after_fork()
         self._mutex = threading.Lock()
-        self._entries, self._released = {}, {}
+        self._entries, self._released, self._sem_seen = {}, {}, {}
 
     def attempt(self, claim: Claim) -> Attempt:
         return Attempt(self, claim)
@@ -115,6 +118,17 @@ class Backend(AsyncBackend):
         """A granted key (``mutex.py``) becomes a holding of this store until it is released."""
         with self._mutex:
             self._entries[entry.token] = entry
+
+    def sem_seen(self, name: str, record: keys.Contender | None = None) -> keys.Contender | None:
+        """The record of the semaphore ``name`` a create may copy its terms from (``record``: remember this one,
+        the newest that carries them in a read; None: only look)."""
+        with self._mutex:
+            if record is not None:
+                self._sem_seen.pop(name, None)
+                self._sem_seen[name] = record
+                if len(self._sem_seen) > 1024:
+                    del self._sem_seen[next(iter(self._sem_seen))]
+            return self._sem_seen.get(name)
 
     def _entry(self, claim: Claim) -> Entry | None:
         with self._mutex:
@@ -199,6 +213,10 @@ class Backend(AsyncBackend):
             deleted = await self.gw.delete_if_created(entry.key, entry.rev, op_timeout=op_timeout)
         finally:
             self._forget(claim.token)
+            with self._mutex:  # a record about to go is no record to copy terms from
+                seen = self._sem_seen.get(entry.name)
+                if seen is not None and seen.key == entry.key:
+                    del self._sem_seen[entry.name]
         if deleted and not entry.keeps:
             self.leases.give_back(entry.lease)
             return True

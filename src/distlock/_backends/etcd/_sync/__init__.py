@@ -79,6 +79,9 @@ class Backend(SyncBackend):
         self._mutex = threading.Lock()
         self._entries: dict[str, Entry] = {}
         self._released: dict[str, None] = {}  # tokens released lately, oldest first
+        #: per semaphore name, the newest record with its terms this store read (``mutex.py``: a create copies the
+        #: terms from it, guarded by it being unchanged, without reading the queue first)
+        self._sem_seen: dict[str, keys.Contender] = {}
         #: waiters' keys to delete when they give up, together (``drop_key``)
         self._drops = _Drops(gw)
 
@@ -97,7 +100,7 @@ class Backend(SyncBackend):
         self.leases.after_fork()
         self.waits.after_fork()
         self._mutex = threading.Lock()
-        self._entries, self._released = {}, {}
+        self._entries, self._released, self._sem_seen = {}, {}, {}
 
     def attempt(self, claim: Claim) -> Attempt:
         return Attempt(self, claim)
@@ -116,6 +119,17 @@ class Backend(SyncBackend):
         """A granted key (``mutex.py``) becomes a holding of this store until it is released."""
         with self._mutex:
             self._entries[entry.token] = entry
+
+    def sem_seen(self, name: str, record: keys.Contender | None = None) -> keys.Contender | None:
+        """The record of the semaphore ``name`` a create may copy its terms from (``record``: remember this one,
+        the newest that carries them in a read; None: only look)."""
+        with self._mutex:
+            if record is not None:
+                self._sem_seen.pop(name, None)
+                self._sem_seen[name] = record
+                if len(self._sem_seen) > 1024:
+                    del self._sem_seen[next(iter(self._sem_seen))]
+            return self._sem_seen.get(name)
 
     def _entry(self, claim: Claim) -> Entry | None:
         with self._mutex:
@@ -200,6 +214,10 @@ class Backend(SyncBackend):
             deleted = self.gw.delete_if_created(entry.key, entry.rev, op_timeout=op_timeout)
         finally:
             self._forget(claim.token)
+            with self._mutex:  # a record about to go is no record to copy terms from
+                seen = self._sem_seen.get(entry.name)
+                if seen is not None and seen.key == entry.key:
+                    del self._sem_seen[entry.name]
         if deleted and not entry.keeps:
             self.leases.give_back(entry.lease)
             return True

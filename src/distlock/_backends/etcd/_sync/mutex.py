@@ -140,6 +140,9 @@ class Attempt(SyncAttempt):
                 entry, header_rev, queue = queued
         if self._sem:
             mine = next(c for c in queue if c.key == entry.key)
+            # another's record is likelier to outlive our holding (which a later create may then copy from)
+            others = [c for c in queue if c.key != entry.key]
+            self.backend.sem_seen(claim.name, keys.stored_terms(others)[0] or keys.stored_terms(queue)[0])
             if keys.marked_held(mine):  # a shrink found us within the capacity before it (``set_permits``)
                 decision = keys.Decision(True)
             else:
@@ -222,7 +225,12 @@ class Attempt(SyncAttempt):
         # Our put comes first in the txn, so our key is the newest: the tail read sees it and the one ahead.
         tail_range = {"request_range": keys.tail_range(self._prefix)} if self._tail else queue_range
         guard: list[dict[str, object]] = []
-        if self._sem:
+        seen = self.backend.sem_seen(claim.name) if self._sem else None
+        fits = None if seen is None else self._fits(keys.terms_of(seen.value))
+        if seen is not None and fits is not None:
+            # a record this store read lately: our create copies its terms if it is still there unchanged
+            guard, value = keys.unchanged(seen, seen.mod), fits
+        elif self._sem:
             if claim.permits is None:  # nothing of ours to write before the stored terms are known
                 data = self.backend.gw.call("/v3/kv/range", queue_range["request_range"], op_timeout=self._budget())
                 guard, value = self._sem_terms(data.get("kvs") or [], int(data["header"]["revision"]))
@@ -274,6 +282,16 @@ class Attempt(SyncAttempt):
         queue = self._queue(kvs) if data.get("succeeded") else keys.contenders(self._prefix, kvs)
         return entry, header_rev, queue
 
+    def _fits(self, terms: arbiter.Capacity | None) -> bytes | None:
+        """Our record under ``terms`` read lately (None if there are none, or they do not fit the claim: they
+        may be old, so a create must not fail on them)."""
+        if terms is None:
+            return None
+        try:
+            return self._sem_value(terms)
+        except ConfigError:
+            return None
+
     def _sem_value(self, terms: arbiter.Capacity | None) -> bytes:
         """Our semaphore record under the stored ``terms`` (None: the semaphore is free): ``ConfigError`` if the
         claim does not fit them (``arbiter.terms``)."""
@@ -289,6 +307,7 @@ class Attempt(SyncAttempt):
         source, terms = keys.stored_terms(queue)
         value = self._sem_value(terms)
         if source is not None:
+            self.backend.sem_seen(self.claim.name, source)
             return keys.unchanged(source, source.mod), value
         under = keys.sem_range(self.claim.name)
         if any(c.mode is Mode.SEMAPHORE for c in queue):
