@@ -14,7 +14,7 @@ from typing import Any
 
 from ...._core.types import HolderInfo, LockInfo, Mode
 from .. import keys
-from .gateway import Denied, Gateway, denied
+from .gateway import MAX_TXN_OPS, Denied, Gateway, denied
 from .leases import LeasePool
 
 
@@ -80,11 +80,18 @@ async def set_permits(gw: Gateway, leases: LeasePool, name: str, permits: int) -
         # a shrink: the contenders within the capacity before it hold on (a holder is never revoked), so their
         # records say so (``keys.marked_held``): nothing else on the server tells a holder from a waiter
         held = keys.shrink_marks(queue, terms.capacity) if terms is not None and permits < terms.capacity else set()
+        if len(sems) >= MAX_TXN_OPS:
+            raise gw.error(
+                f"set_permits: semaphore {name!r} has {len(sems)} contenders and one txn rewrites them all, which "
+                f"distlock keeps within {MAX_TXN_OPS} operations (etcd's --max-txn-ops): resize it when fewer wait"
+            )
+        # (a record's mod revision alone tells it is unchanged: one deleted compares as 0, one put again since,
+        # even on the same lease, as later than the read; and one compare per record is what etcd's limit allows)
         compare, puts = [keys.quiet_under(under, rev)], []
         for c in sems:
             value = keys.resized(c.value, permits, c.key in held)
             if value is not None:
-                compare += keys.unchanged(c, c.mod)
+                compare.append(keys.mod_is(c.key, c.mod))
                 puts.append(keys.put_op(c.key, value, c.lease))
         if not puts:
             return False  # contenders of another client (no terms in their keys): nothing of ours to resize
