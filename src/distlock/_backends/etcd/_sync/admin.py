@@ -11,12 +11,16 @@ not read.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ...._core.types import HolderInfo, LockInfo, Mode
+from ...._errors import BackendError
 from .. import keys
 from .gateway import MAX_TXN_OPS, Denied, Gateway, denied
 from .leases import LeasePool
+
+log = logging.getLogger("distlock")
 
 
 def _read(gw: Gateway, name: str) -> dict[str, Any]:
@@ -109,11 +113,14 @@ def set_permits(gw: Gateway, leases: LeasePool, name: str, permits: int) -> bool
 def _nudge(gw: Gateway, leases: LeasePool, name: str) -> None:
     """Wake the semaphore's waiters (they watch ``NAME/sem`` for a delete): put it on a short lease of its own,
     then revoke that lease, which deletes it. Best effort: a waiter also reads again at the end of its slice."""
-    lease = leases.take(1.0, fresh=True)
     try:
-        gw.call("/v3/kv/txn", {"compare": [], "success": [keys.put_op(keys.nudge_key(name), b"", lease.id)]})
-    finally:
-        leases.revoke(lease.id)
+        lease = leases.take(1.0, fresh=True)
+        try:
+            gw.call("/v3/kv/txn", {"success": [keys.put_op(keys.nudge_key(name), b"", lease.id)]})
+        finally:
+            leases.revoke(lease.id)
+    except (BackendError, Denied) as exc:  # the resize is made: the waiters see it at their next look anyway
+        log.debug("etcd: could not wake the waiters of %r after a resize: %s", name, exc)
 
 
 def list_held(gw: Gateway, leases: LeasePool, prefix: str) -> list[LockInfo]:
