@@ -113,8 +113,10 @@ if mode == 'semaphore' then
   end
   if not d or (declared and declared ~= d) or want > c then
     if myseq then
+      -- out of the queue, and its wake-up passed on: the one behind it may fit
       dequeue(member)
       tidy_terms()
+      wake_head()
     end
     return {2, d or -1, mark, counter(), c or -1}
   end
