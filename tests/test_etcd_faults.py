@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -426,6 +427,35 @@ def test_extend_beyond_the_lease_ttl_moves_the_key_to_a_longer_lease(etcd_url: s
         assert lock.owned() and lock.fence == fence == guard(lock).create_revision
         assert not store.lock(name).acquire(blocking=False)
         lock.release()
+        assert contenders(port, name) == []
+
+
+def test_a_semaphore_resize_is_in_every_record_and_outlives_the_records_it_wrote(etcd_url: str, name: str) -> None:
+    """set_permits writes the capacity into every contender's record; one that comes later copies it (its
+    create is guarded by the record it copied from being unchanged), so the resize stays while anyone uses the
+    semaphore, whoever leaves. A holding moved to a longer lease (extend) keeps its record as it is now."""
+    port = client_ports(etcd_url)[0]
+
+    def records() -> list[tuple[int, int | None, int]]:
+        out = [json.loads(base64.b64decode(str(kv["value"]))) for kv in contenders(port, name)]
+        return [(r["permits"], r.get("cap"), r.get("take", 1)) for r in out]
+
+    with distlock.connect(etcd_url) as store:
+        first = store.semaphore(name, permits=2, ttl=5)
+        later = store.semaphore(name, permits=None, ttl=5)
+        assert first.acquire() and later.acquire()
+        assert first.set_permits(4) and records() == [(2, 4, 1), (2, 4, 1)]
+        later.extend(8)  # past the lease's TTL: the key moves to a new lease, with the record as it is now
+        first.release()
+        third = store.semaphore(name, permits=None, ttl=5)
+        assert third.acquire(blocking=False, permits=2) and records() == [(2, 4, 1), (2, 4, 2)]
+        later.release()
+        info = store.inspect(name)
+        assert info is not None and (info.permits, info.taken) == (4, 2)
+        again = store.semaphore(name, permits=2, ttl=5)  # the first user's declared size, still
+        assert again.acquire(blocking=False, permits=2)
+        again.release()
+        third.release()
         assert contenders(port, name) == []
 
 

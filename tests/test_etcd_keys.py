@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from distlock._backends.etcd import keys as k
+from distlock._core.arbiter import Capacity
 from distlock._core.types import Mode
 
 
@@ -73,6 +74,36 @@ def test_decide_semaphore() -> None:
     assert not d.acquired and d.watch == (q[0], q[1])
     assert k.holders(q, 2) == q[:2]
     assert k.queue_kind(q) == "semaphore"
+
+
+def test_decide_weighted_semaphore_counts_takes_and_a_shrink_keeps_its_holders() -> None:
+    """Every record carries the semaphore's terms and its contender's take: a contender holds once the takes
+    of everyone ahead (holders and waiters: etcd's queue is FIFO) and its own fit the capacity in force; a
+    shrink marks those within the capacity before it, who keep holding (and are reported) above the new one."""
+    terms = Capacity(3, 3)
+
+    def sem(rev: int, take: int, held: bool = False) -> k.Contender:
+        value = k.sem_value("h:1:t", take, terms)
+        if held:
+            value = k.resized(value, 1, held=True) or b""
+        return k.Contender(k.lock_key("n", Mode.SEMAPHORE, rev), Mode.SEMAPHORE, rev, rev, value, rev)
+
+    q = [sem(1, 2), sem(2, 2), sem(3, 1)]
+    assert [k.take_of(x) for x in q] == [2, 2, 1] and k.terms_of(q[0].value) == terms
+    assert k.decide(q, 1, Mode.SEMAPHORE, 3, 2).acquired
+    d = k.decide(q, 2, Mode.SEMAPHORE, 3, 2)  # 2 + 2 > 3: waits for a delete of the one ahead
+    assert not d.acquired and d.watch == (q[0],)
+    assert not k.decide(q, 3, Mode.SEMAPHORE, 3, 1).acquired  # 1 free, but the big one ahead comes first
+    assert k.holders(q, 3) == q[:1] and k.holders(q, 4) == q[:2]
+    assert k.stored_terms(q) == (q[2], terms)
+    # a shrink from 4 to 1 marks the two within 4; the third is still a waiter, behind them
+    assert k.shrink_marks(q, 4) == {q[0].key, q[1].key}
+    shrunk = [sem(1, 2, held=True), sem(2, 2, held=True), sem(3, 1)]
+    assert k.terms_of(shrunk[0].value) == Capacity(3, 1) and k.marked_held(shrunk[1])
+    assert k.holders(shrunk, 1) == shrunk[:2] and not k.decide(shrunk, 3, Mode.SEMAPHORE, 1, 1).acquired
+    # a record of another client (no terms) and a contender of another kind ahead
+    assert k.terms_of(b"") is None and k.resized(b"", 2) is None
+    assert not k.decide([c(1), sem(2, 1)], 2, Mode.SEMAPHORE, 3, 1).acquired
 
 
 def test_split_key_for_list() -> None:

@@ -239,6 +239,33 @@ def test_permit_of_a_dead_holder_comes_back_after_its_ttl(store: distlock.Store,
     other.release()
 
 
+def test_semaphore_layout_its_terms_live_with_its_holders_and_a_leftover_counts_for_nothing(
+    store: distlock.Store, raw: redis.Redis, name: str
+) -> None:
+    """A holding of two permits is one member of {N}:p with its weight in its details; the semaphore's terms
+    ({N}:sem: declared, in force) expire no later than what keeps them (here the holding's lease) and go
+    with the last holder. Terms left behind by a crashed last holder (their PEXPIRE kept for a longer lease
+    that was released) are nobody's: the next first user declares anew, set_permits stores nothing."""
+    tag = "{" + name + "}"
+    sem = store.semaphore(name, permits=3, ttl=5)
+    assert sem.acquire(permits=2)
+    assert raw.zcard(tag + ":p") == 1 and raw.hgetall(tag + ":sem") == {b"d": b"3", b"c": b"3"}
+    assert raw.hvals(tag + ":i")[0].startswith(b"semaphore:2|")
+    assert 0 < raw.pttl(tag + ":sem") <= 5000
+    sem.release()
+    assert not raw.keys("*" + name + "*")
+    raw.hset(tag + ":sem", mapping={"d": "3", "c": "1"})
+    raw.pexpire(tag + ":sem", 60000)
+    assert not sem.set_permits(4) and not raw.exists(tag + ":sem")
+    raw.hset(tag + ":sem", mapping={"d": "3", "c": "1"})
+    raw.pexpire(tag + ":sem", 60000)
+    other = store.semaphore(name, permits=5, ttl=5)
+    assert other.acquire(blocking=False, permits=5)  # not "declared with permits=3"
+    assert raw.hgetall(tag + ":sem") == {b"d": b"5", b"c": b"5"}
+    other.release()
+    assert not raw.keys("*" + name + "*")
+
+
 # -- faults ----------------------------------------------------------------------------------------------
 def test_server_restart_while_held_sets_lost(own_server: ServerProc, name: str) -> None:
     """F4: a restart without persistence loses the key; the next renewal finds it gone -> lost. It lost the

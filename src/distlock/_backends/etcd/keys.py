@@ -50,6 +50,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..._core.arbiter import Capacity
 from ..._core.types import Mode
 
 MARKERS: dict[Mode, bytes] = {
@@ -128,14 +129,104 @@ def lock_key(name: str, mode: Mode, lease: int) -> bytes:
     return lock_prefix(name) + MARKERS[mode] + format(lease, "x").encode("ascii")
 
 
-def owner_value(owner: str, mode: Mode, permits: int) -> bytes:
-    return json.dumps({"owner": owner, "mode": mode.value, "permits": permits}, separators=(",", ":")).encode()
+def owner_value(owner: str, mode: Mode, permits: int, take: int = 1, capacity: int | None = None) -> bytes:
+    """The owner record. A semaphore contender's also carries the semaphore's terms (``permits``: the declared
+    capacity, ``cap``: the one in force where it differs) and the permits it takes (``take``, where more than 1)."""
+    body: dict[str, object] = {"owner": owner, "mode": mode.value, "permits": permits}
+    if take != 1:
+        body["take"] = take
+    if capacity is not None and capacity != permits:
+        body["cap"] = capacity
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def key_value(owner: str, mode: Mode, permits: int, value: str | None) -> bytes:
     """What a contender's key holds: an election candidate's value as it is (Go's ``Election``, read by
     ``etcdctl elect``), otherwise the owner record."""
     return owner_value(owner, mode, permits) if value is None else value.encode("utf-8")
+
+
+def sem_value(owner: str, take: int, terms: Capacity) -> bytes:
+    """A semaphore contender's record: its owner, the permits it takes and the semaphore's terms."""
+    return owner_value(owner, Mode.SEMAPHORE, terms.declared, take, terms.capacity)
+
+
+def _record(raw: bytes) -> dict[str, Any] | None:
+    try:
+        body = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) and "owner" in body else None
+
+
+def take_of(c: Contender) -> int:
+    """The permits a semaphore contender takes (1 where its record does not say: an older distlock's)."""
+    body = _record(c.value)
+    take = body.get("take", 1) if body is not None else 1
+    return take if isinstance(take, int) and take >= 1 else 1
+
+
+def terms_of(raw: bytes) -> Capacity | None:
+    """The semaphore's terms a contender's record carries (declared, in force), or None (not a distlock record)."""
+    body = _record(raw)
+    if body is None or body.get("mode") != Mode.SEMAPHORE.value:
+        return None
+    declared, cap = body.get("permits"), body.get("cap", body.get("permits"))
+    if not (isinstance(declared, int) and isinstance(cap, int) and declared >= 1 and cap >= 1):
+        return None
+    return Capacity(declared, cap)
+
+
+def resized(raw: bytes, capacity: int, held: bool = False) -> bytes | None:
+    """A semaphore contender's record with ``capacity`` in force (its other fields, a release request
+    included, kept), marked ``held`` if asked; None if it is no distlock semaphore record."""
+    body = _record(raw)
+    terms = terms_of(raw)
+    if body is None or terms is None:
+        return None
+    body.pop("cap", None)
+    if capacity != terms.declared:
+        body["cap"] = capacity
+    if held:
+        body["held"] = True
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def marked_held(c: Contender) -> bool:
+    """Whether a shrink (``set_permits``) found this contender within the capacity before it: it holds (or, a
+    waiter that fitted but had not read yet, is granted at its next read), whatever the capacity now."""
+    body = _record(c.value)
+    return body is not None and body.get("held") is True
+
+
+def shrink_marks(queue: Sequence[Contender], capacity: int) -> set[bytes]:
+    """The keys a shrink from ``capacity`` marks held: the semaphore contenders that fit it, oldest first (the
+    holders and the ones a read would grant now), and those marked by an earlier shrink."""
+    out, used = set(), 0
+    for c in queue:
+        used += take_of(c) if c.mode is Mode.SEMAPHORE else capacity + 1
+        if c.mode is not Mode.SEMAPHORE or not (marked_held(c) or used <= capacity):
+            break
+        out.add(c.key)
+    return out
+
+
+def stored_terms(queue: Sequence[Contender]) -> tuple[Contender | None, Capacity | None]:
+    """The terms of a semaphore in use and the contender they were read from (the newest that carries them:
+    every distlock semaphore record carries the ones in force, ``docs/etcd.md``), or (None, None)."""
+    for c in reversed(queue):
+        if c.mode is Mode.SEMAPHORE:
+            terms = terms_of(c.value)
+            if terms is not None:
+                return c, terms
+    return None, None
+
+
+def nudge_key(name: str) -> bytes:
+    """``NAME/sem``: put and deleted again (on a lease of its own) by ``set_permits``, so that the delete event
+    wakes the semaphore's waiters, who watch it along with the keys ahead of theirs. No contender's key (no
+    lease id after it) and no other name's (``NAME/sem`` is refused as a name)."""
+    return lock_prefix(name) + b"sem"
 
 
 def election_value(raw: bytes) -> str | None:
@@ -197,6 +288,7 @@ class Contender:
     rev: int  # create revision: queue order and fence
     lease: int
     value: bytes = b""  # the key's value (owner record, election value; empty for Go's Mutex, or keys-only)
+    mod: int = 0  # mod revision: the last write of the key (its create, a resize, a release request)
 
 
 def mode_of(prefix: bytes, key: bytes) -> Mode | None:
@@ -218,7 +310,8 @@ def contenders(prefix: bytes, kvs: Iterable[dict[str, Any]]) -> list[Contender]:
         mode = mode_of(prefix, key)
         if mode is not None:
             rev, lease = int(kv.get("create_revision") or 0), int(kv.get("lease") or 0)
-            out.append(Contender(key, mode, rev, lease, unb64(kv.get("value"))))
+            mod = int(kv.get("mod_revision") or 0)
+            out.append(Contender(key, mode, rev, lease, unb64(kv.get("value")), mod))
     out.sort(key=lambda c: c.rev)
     return out
 
@@ -246,11 +339,14 @@ class Decision:
     watch: tuple[Contender, ...] = ()  # contenders whose delete may let us in (empty when acquired)
 
 
-def decide(queue: Sequence[Contender], my_rev: int, mode: Mode, permits: int) -> Decision:
-    """The grant rule of the module docstring for the contender with create revision ``my_rev``."""
+def decide(queue: Sequence[Contender], my_rev: int, mode: Mode, permits: int, want: int = 1) -> Decision:
+    """The grant rule of the module docstring for the contender with create revision ``my_rev`` (a semaphore's:
+    ``permits`` = its capacity in force, ``want`` = the permits this contender takes)."""
     ahead = [c for c in queue if c.rev < my_rev]
     if mode is Mode.SEMAPHORE:
-        if len(ahead) < permits:
+        # every contender ahead counts with its take, holder or waiter (etcd's queue is always fair); one of
+        # another kind fills the semaphore
+        if sum(take_of(c) if c.mode is Mode.SEMAPHORE else permits for c in ahead) + want <= permits:
             return Decision(True)
         return Decision(False, tuple(ahead))
     if mode is Mode.READ:
@@ -261,12 +357,20 @@ def decide(queue: Sequence[Contender], my_rev: int, mode: Mode, permits: int) ->
 
 
 def holders(queue: Sequence[Contender], permits: int | None) -> list[Contender]:
-    """Who holds the name now, for ``inspect`` (``permits`` of a semaphore if known)."""
+    """Who holds the name now, for ``inspect`` (a semaphore's: the oldest contenders whose takes fit ``permits``,
+    its capacity in force if known; the first one always)."""
     if not queue:
         return []
     first = queue[0]
     if first.mode is Mode.SEMAPHORE:
-        return list(queue[: max(1, permits or 1)])
+        out: list[Contender] = []
+        used = 0
+        for c in queue:
+            used += take_of(c) if c.mode is Mode.SEMAPHORE else (permits or 1) + 1
+            if out and not (c.mode is Mode.SEMAPHORE and (marked_held(c) or used <= (permits or 1))):
+                break
+            out.append(c)
+        return out
     if first.mode is Mode.READ:
         out = []
         for c in queue:
@@ -334,6 +438,27 @@ def tail_contenders(prefix: bytes, kvs: Sequence[dict[str, Any]]) -> list[Conten
 def create_is(key: bytes, rev: int) -> dict[str, object]:
     """The compare ``CreateRevision(key) == rev`` (``rev=0``: the key does not exist)."""
     return {"key": b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": str(rev)}
+
+
+def sem_range(name: str) -> bytes:
+    """The prefix of a semaphore's contender keys, ``NAME/sem/``."""
+    return lock_prefix(name) + MARKERS[Mode.SEMAPHORE]
+
+
+def none_under(prefix: bytes) -> dict[str, object]:
+    """The compare "no key under ``prefix``" (an empty range compares as one key with create revision 0)."""
+    return {**create_is(prefix, 0), "range_end": b64(prefix_end(prefix))}
+
+
+def quiet_under(prefix: bytes, rev: int) -> dict[str, object]:
+    """The compare "no key under ``prefix`` was created or written after revision ``rev``"."""
+    return {"key": b64(prefix), "range_end": b64(prefix_end(prefix)), "target": "MOD", "result": "LESS",
+            "mod_revision": str(rev + 1)}  # fmt: skip
+
+
+def unchanged(c: Contender, mod: int) -> list[dict[str, object]]:
+    """The compares "``c``'s key is still there, as it was read (create revision, mod revision ``mod``)"."""
+    return [create_is(c.key, c.rev), mod_is(c.key, mod)]
 
 
 def put_op(key: bytes, value: bytes, lease: int) -> dict[str, object]:

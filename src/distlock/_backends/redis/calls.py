@@ -7,9 +7,10 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ..._core.arbiter import Capacity, terms
 from ..._core.types import Claim, Grant, HolderInfo, LockInfo, Mode, lock_kind
 from .keys import NKEYS, NODE_COUNTER, channel, keys
 from .lua import SHA
@@ -82,6 +83,8 @@ class Snapshot:
     details: dict[str, tuple[str, int, str]]  # token -> (mode, fence, owner record: owner id [0x1F value])
     waiters: int
     now: int
+    capacity: int | None = None  # a semaphore's capacity in force (its stored terms), None if none
+    wanted: int = 0  # the permits the semaphore's live waiters want
 
     def holders(self) -> list[tuple[str, HolderInfo]]:
         """(token, info) of every live holder; a foreign holder (redis-py Lock) shows owner '?'. An election
@@ -93,8 +96,10 @@ class Snapshot:
             out.append((self.holder, HolderInfo.of_record(owner, fence if fence >= 0 else None, mode, left)))
         for group, mode in ((self.readers, "read"), (self.permits, "semaphore")):
             for token, end in sorted(group.items(), key=lambda kv: kv[1]):
-                _, fence, owner = self.details.get(token, (mode, -1, "?"))
+                kind, fence, owner = self.details.get(token, (mode, -1, "?"))
                 info = HolderInfo.of_record(owner, fence if fence >= 0 else None, mode, (end - self.now) / 1000.0)
+                if mode == "semaphore":
+                    info = replace(info, permits=weight_of(kind))
                 out.append((token, info))
         return out
 
@@ -102,7 +107,14 @@ class Snapshot:
         hs = self.holders()
         if not hs:
             return None
-        return LockInfo(name, lock_kind(hs[0][1].mode), tuple(h for _, h in hs), self.waiters)
+        info = LockInfo(name, lock_kind(hs[0][1].mode), tuple(h for _, h in hs), self.waiters)
+        return info.weighed(self.capacity, self.wanted) if info.kind == "semaphore" else info
+
+
+def weight_of(kind: str) -> int:
+    """The permits of a semaphore holding, from the mode part of its details ("semaphore" or "semaphore:<n>")."""
+    _, _, n = kind.partition(":")
+    return int(n) if n.isdigit() else 1
 
 
 def _pairs(flat: list[object]) -> list[tuple[str, str]]:
@@ -110,7 +122,7 @@ def _pairs(flat: list[object]) -> list[tuple[str, str]]:
 
 
 def decode_inspect(reply: list[object]) -> Snapshot:
-    holder, pttl, readers, permits, details, waiters, now = reply
+    holder, pttl, readers, permits, details, waiters, now, stored, wanted = reply
     det: dict[str, tuple[str, int, str]] = {}
     for token, raw in _pairs(details):  # type: ignore[arg-type]
         mode, _, rest = raw.partition("|")
@@ -124,6 +136,8 @@ def decode_inspect(reply: list[object]) -> Snapshot:
         details=det,
         waiters=int(waiters),  # type: ignore[call-overload]
         now=int(now),  # type: ignore[call-overload]
+        capacity=int(stored[1]) if stored[1] else None,  # type: ignore[index]
+        wanted=int(wanted),  # type: ignore[call-overload]
     )
 
 
@@ -140,11 +154,17 @@ def renew_reply(reply: object) -> tuple[bool, tuple[str, str] | None]:
 REDLOCK = "@"
 
 
+def permits_arg(claim: Claim) -> str:
+    """ARGV[5] of ``acquire``: '<want>:<declared>' (the permits the claim takes; the capacity its user declared,
+    '' for none: the stored one governs)."""
+    return f"{claim.want}:{'' if claim.permits is None else claim.permits}"
+
+
 def acquire_args(
     token: str,
     mode: Mode,
     ttl: float,
-    permits: int,
+    permits: str,
     fair: bool,
     owner: str,
     queue_ttl: float,
@@ -162,7 +182,7 @@ def acquire_args(
         token,
         mode.value,
         str(ms(ttl)),
-        str(permits),
+        permits,
         "1" if fair else "0",
         owner,
         str(ms(queue_ttl) if queue_ttl > 0 else 0),
@@ -212,8 +232,18 @@ def handover_lease(ttl: float, queue_ttl: float) -> float:
     return min(ttl, queue_ttl)
 
 
-def grant_of(reply: Sequence[Any]) -> Grant:
-    """The grant of a single node's acquire reply ``{1, fence, ...}`` or ``{0, ms until a lease ends, ...}``."""
+#: the first element of an acquire reply whose semaphore claim does not fit the terms of the semaphore in use
+MISFIT = 2
+
+
+def grant_of(reply: Sequence[Any], claim: Claim | None = None) -> Grant:
+    """The grant of a single node's acquire reply ``{1, fence, ...}`` or ``{0, ms until a lease ends, ...}``; a
+    semaphore claim that does not fit the stored terms ``{2, declared, mark, counter, capacity}`` raises their
+    ``ConfigError`` (``arbiter.terms``)."""
+    if int(reply[0]) == MISFIT and claim is not None:
+        declared, capacity = int(reply[1]), int(reply[4])
+        terms(claim, Capacity(declared, capacity) if declared > 0 else None)
+        return Grant(False)  # (the same terms fit here: a try again reads them again)
     if int(reply[0]) == 1:
         fence = int(reply[1])
         return Grant(True, fence=fence if fence >= 0 else None)

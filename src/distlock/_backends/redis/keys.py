@@ -8,7 +8,8 @@ name is held or waited on: the last release (or lease end) removes them all::
                             The redis-py ``Lock(N)`` layout, so the two exclude each other (the wire layout docs/redis.md documents).
     {N}:r           zset    readers:        token -> lease end (ms, server clock)
     {N}:p           zset    semaphore:      token -> lease end (ms, server clock)
-    {N}:i           hash    holder details: token -> "mode|fence|owner" (for inspect and fences); the owner
+    {N}:i           hash    holder details: token -> "mode|fence|owner" (for inspect and fences; the mode of a
+                            semaphore holding of n > 1 permits is "semaphore:n", its weight); the owner
                             part is the claim's record: an election leader's has its value after the owner id
                             and a 0x1F byte (``Claim.record``), which ``proclaim`` rewrites in place.
                             A release request to a holder is the field "<token>!r" -> "revoke|-1|<id>|<reason>"
@@ -20,12 +21,17 @@ name is held or waited on: the last release (or lease end) removes them all::
                             waiter that takes a direct hand-over (the release grants it the name in the
                             same step, with a lease capped at its queue deadline): what the grant writes,
                             and the send stamp of the try that wrote it, which the grant's push echoes
-                            (docs/models/redis_handover.pml). Written and dropped with the waiter's entry
+                            (docs/models/redis_handover.pml); of a semaphore waiter that wants more than one
+                            permit, that number. Written and dropped with the waiter's entry
     {N}:qw          hash    reply channel:  "mode|token" -> the channel on which the waiter's store reads its
                             own wake-ups (``reply_channel``): a release pushes the first waiter's wake-up or
                             hand-over there, so it reaches that one store only. Written and dropped with the
                             waiter's entry; an entry without one (a waiter of an older version, or one whose
                             reply channel was not confirmed at its try) is woken on ``{N}:wake`` as before
+    {N}:sem         hash    a semaphore's terms while it is in use: d = the capacity its first user declared,
+                            c = the capacity in force (``set_permits`` changes it). Written by the grant or the
+                            queue entry of the claim that finds none, kept (PEXPIRE) at least as long as every
+                            semaphore holder's lease and waiter's deadline, deleted with the last of them
     {N}:fence       string  0.1.0 only (a per-name counter that never went away): read once, folded into the
                             fence counter below and deleted by the first script that meets it (upgrade)
     {N}:wake        channel wake-ups: a release publishes the token of the first waiter, "*" = all, or
@@ -83,7 +89,8 @@ default share the database), would be someone else's key: such names are refused
 ``fence_counter`` shaped like a name's key. A key of the name that holds another type (created by something
 else than distlock) is refused by every script before it writes anything (``DISTLOCK-WRONGTYPE``).
 
-Every script gets the same ten KEYS (the eight above in their order, then ``{N}:qa`` and ``{N}:qw``: ``keys``), and the wake-up channel
+Every script gets the same eleven KEYS (the eight above in their order, then ``{N}:qa``, ``{N}:qw`` and ``{N}:sem``:
+``keys``), and the wake-up channel
 (``channel``) as ``ARGV[1]``: ``lua/`` holds the scripts, ``calls.py`` packs the calls
 and decodes the replies.
 """
@@ -99,7 +106,7 @@ import re
 NODE_COUNTER = "distlock:fences"
 SLOTS = 16384
 #: how many KEYS every script gets (``keys``)
-NKEYS = 10
+NKEYS = 11
 #: the wake-up message of an election's observers: the leader or its value may have changed. Not a token (those
 #: are hex) and not "*" (that wakes every waiter), so a waiter's listener never takes it for its own turn.
 NOTICE = "!leader"
@@ -136,7 +143,7 @@ def slot_tag(slot: int) -> str:
 
 
 #: the suffixes of a name's keys after its hash tag (``{N}:r``, ...: ``keys``)
-SUFFIXES = ("r", "p", "i", "q", "qd", "fence", "qa", "qw")
+SUFFIXES = ("r", "p", "i", "q", "qd", "fence", "qa", "qw", "sem")
 #: the suffix of a name's count-down latch (``latch_key``): refused as a lock name's tail like the others
 LATCH_SUFFIX = "latch"
 #: the suffixes of a name's barrier records (``barrier_key``): refused as a lock name's tail too
@@ -200,6 +207,7 @@ def keys(name: str, cluster: bool = False, counter: str = NODE_COUNTER) -> list[
         counter_key(name, cluster, counter),
         tag + ":qa",
         tag + ":qw",
+        tag + ":sem",
     ]
 
 

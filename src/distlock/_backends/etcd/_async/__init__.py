@@ -78,6 +78,9 @@ class Backend(AsyncBackend):
         self._mutex = threading.Lock()
         self._entries: dict[str, Entry] = {}
         self._released: dict[str, None] = {}  # tokens released lately, oldest first
+        #: per semaphore name, the newest record with its terms this store read (``mutex.py``: a create copies the
+        #: terms from it, guarded by it being unchanged, without reading the queue first)
+        self._sem_seen: dict[str, keys.Contender] = {}
         #: waiters' keys to delete when they give up, together (``drop_key``)
         self._drops = _Drops(gw)
 
@@ -96,7 +99,7 @@ class Backend(AsyncBackend):
         self.leases.after_fork()
         self.waits.after_fork()
         self._mutex = threading.Lock()
-        self._entries, self._released = {}, {}
+        self._entries, self._released, self._sem_seen = {}, {}, {}
 
     def attempt(self, claim: Claim) -> Attempt:
         return Attempt(self, claim)
@@ -115,6 +118,17 @@ class Backend(AsyncBackend):
         """A granted key (``mutex.py``) becomes a holding of this store until it is released."""
         with self._mutex:
             self._entries[entry.token] = entry
+
+    def sem_seen(self, name: str, record: keys.Contender | None = None) -> keys.Contender | None:
+        """The record of the semaphore ``name`` a create may copy its terms from (``record``: remember this one,
+        the newest that carries them in a read; None: only look)."""
+        with self._mutex:
+            if record is not None:
+                self._sem_seen.pop(name, None)
+                self._sem_seen[name] = record
+                if len(self._sem_seen) > 1024:
+                    del self._sem_seen[next(iter(self._sem_seen))]
+            return self._sem_seen.get(name)
 
     def _entry(self, claim: Claim) -> Entry | None:
         with self._mutex:
@@ -154,6 +168,8 @@ class Backend(AsyncBackend):
 
     async def _move(self, entry: Entry, lease: Lease) -> bool:
         """Put the held key on ``lease`` if it still has the holding's create revision; False if it has gone."""
+        if keys.mode_of(keys.lock_prefix(entry.name), entry.key) is Mode.SEMAPHORE:
+            return await self._move_record(entry, lease)
         data = await self.gw.call(
             "/v3/kv/txn",
             {
@@ -162,6 +178,24 @@ class Backend(AsyncBackend):
             },
         )
         return bool(data.get("succeeded"))
+
+    async def _move_record(self, entry: Entry, lease: Lease) -> bool:
+        """``_move`` of a semaphore holding: its record as it is now (a resize by ``set_permits`` rewrote the terms
+        in it, which every record must carry), put if nobody wrote it since the read; read again if somebody did."""
+        while True:
+            data = await self.gw.call("/v3/kv/range", keys.range_op(entry.key, keys_only=False))
+            now = [kv for kv in data.get("kvs") or [] if int(kv.get("create_revision") or 0) == entry.rev]
+            if not now:
+                return False
+            value, mod = keys.unb64(now[0].get("value")), int(now[0].get("mod_revision") or 0)
+            moved = await self.gw.call(
+                "/v3/kv/txn",
+                {"compare": [keys.create_is(entry.key, entry.rev), keys.mod_is(entry.key, mod)],
+                 "success": [keys.put_op(entry.key, value, lease.id)]},
+            )  # fmt: skip
+            if moved.get("succeeded"):
+                entry.value = value
+                return True
 
     # -- the backend interface ---------------------------------------------------------------------------
     def lease_end(self, claim: Claim) -> float | None:
@@ -190,6 +224,10 @@ class Backend(AsyncBackend):
             deleted = await self.gw.delete_if_created(entry.key, entry.rev, op_timeout=op_timeout)
         finally:
             self._forget(claim.token)
+            with self._mutex:  # a record about to go is no record to copy terms from
+                seen = self._sem_seen.get(entry.name)
+                if seen is not None and seen.key == entry.key:
+                    del self._sem_seen[entry.name]
         if deleted and not entry.keeps:
             self.leases.give_back(entry.lease)
             return True
@@ -304,6 +342,9 @@ class Backend(AsyncBackend):
     async def inspect(self, name: str) -> LockInfo | None:
         return await admin.inspect(self.gw, self.leases, name)
 
+    async def set_permits(self, name: str, permits: int) -> bool:
+        return await admin.set_permits(self.gw, self.leases, name, permits)
+
     async def proclaim(self, claim: Claim, value: str) -> bool:
         """Go's ``Election.Proclaim``: put the new value on the leader's key and lease, if the key still has
         the leadership's create revision (the term); the put keeps that revision."""
@@ -340,7 +381,7 @@ class Backend(AsyncBackend):
             raise denied(exc, None, self.gw.username, f"watch the keys under {prefix!r}") from None
 
     async def break_lock(self, name: str) -> bool:
-        _, holders, _ = await admin.snapshot(self.gw, name)
+        _, holders, _, _ = await admin.snapshot(self.gw, name)
         if not holders:
             return False
         try:

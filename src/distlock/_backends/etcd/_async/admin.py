@@ -10,33 +10,44 @@ not read.
 
 from __future__ import annotations
 
-from ...._core.types import HolderInfo, LockInfo
+import logging
+from typing import Any
+
+from ...._core.types import HolderInfo, LockInfo, Mode
+from ...._errors import BackendError
 from .. import keys
-from .gateway import Denied, Gateway, denied
+from .gateway import MAX_TXN_OPS, Denied, Gateway, denied
 from .leases import LeasePool
 
+log = logging.getLogger("distlock")
 
-async def snapshot(gw: Gateway, name: str) -> tuple[list[keys.Contender], list[keys.Contender], dict[bytes, str]]:
-    """(queue, holders, key -> owner id) of one name: one range read of ``NAME/`` with the values."""
+
+async def _read(gw: Gateway, name: str) -> dict[str, Any]:
+    """One range read of ``NAME/`` with the values."""
     prefix = keys.lock_prefix(name)
     try:
-        data = await gw.call("/v3/kv/range", keys.prefix_range(prefix, keys_only=False))
+        return await gw.call("/v3/kv/range", keys.prefix_range(prefix, keys_only=False))
     except Denied as exc:
         raise denied(exc, name, gw.username, f"read {prefix.decode('utf-8', 'replace')!r}") from None
-    queue = keys.contenders(prefix, data.get("kvs") or [])
+
+
+async def snapshot(
+    gw: Gateway, name: str
+) -> tuple[list[keys.Contender], list[keys.Contender], dict[bytes, str], int | None]:
+    """(queue, holders, key -> owner id, a semaphore's capacity in force) of one name: one range read."""
+    queue = keys.contenders(keys.lock_prefix(name), (await _read(gw, name)).get("kvs") or [])
     owners: dict[bytes, str] = {}
-    permits: int | None = None
     for c in queue:
-        owner, n = keys.parse_owner(c.value) if c.value else (None, None)
+        owner, _ = keys.parse_owner(c.value) if c.value else (None, None)
         if owner is not None:
             owners[c.key] = owner
-        if c is queue[0]:
-            permits = n
-    return queue, keys.holders(queue, permits), owners
+    terms = keys.stored_terms(queue)[1]
+    capacity = None if terms is None else terms.capacity
+    return queue, keys.holders(queue, capacity), owners, capacity
 
 
 async def inspect(gw: Gateway, leases: LeasePool, name: str) -> LockInfo | None:
-    queue, holders, owners = await snapshot(gw, name)
+    queue, holders, owners, capacity = await snapshot(gw, name)
     if not holders:
         return None
     infos = []
@@ -45,8 +56,70 @@ async def inspect(gw: Gateway, leases: LeasePool, name: str) -> LockInfo | None:
         if h.lease:
             ttl_left = float(max(0, await leases.time_to_live(h.lease)))
         owner = owners.get(h.key) or f"unknown:lease:{h.lease:x}"
-        infos.append(HolderInfo(owner, h.rev, h.mode.value, ttl_left, keys.election_value(h.value)))
-    return LockInfo(name, keys.queue_kind(queue), tuple(infos), len(queue) - len(holders))
+        permits = keys.take_of(h) if h.mode is Mode.SEMAPHORE else None
+        infos.append(HolderInfo(owner, h.rev, h.mode.value, ttl_left, keys.election_value(h.value), permits=permits))
+    info = LockInfo(name, keys.queue_kind(queue), tuple(infos), len(queue) - len(holders))
+    if info.kind != "semaphore":
+        return info
+    held = {h.key for h in holders}
+    wanted = sum(keys.take_of(c) for c in queue if c.key not in held and c.mode is Mode.SEMAPHORE)
+    return info.weighed(capacity, wanted)
+
+
+async def set_permits(gw: Gateway, leases: LeasePool, name: str, permits: int) -> bool:
+    """Make ``permits`` the capacity in force of the semaphore ``name`` if it has a contender: one txn writes it
+    into every contender's record, guarded by each record being unchanged since the read and by no contender
+    having come since (its record would carry the old terms), again on a conflict; then the put and delete
+    of ``NAME/sem`` (on a lease of its own, so nothing stays if this process dies in between) wakes the
+    waiters. False, and nothing written, for a semaphore without a contender."""
+    under = keys.sem_range(name)
+    for _ in range(16):
+        data = await _read(gw, name)
+        rev = int(data["header"]["revision"])
+        queue = keys.contenders(keys.lock_prefix(name), data.get("kvs") or [])
+        sems = [c for c in queue if c.mode is Mode.SEMAPHORE]
+        if not sems:
+            return False
+        terms = keys.stored_terms(queue)[1]
+        # a shrink: the contenders within the capacity before it hold on (a holder is never revoked), so their
+        # records say so (``keys.marked_held``): nothing else on the server tells a holder from a waiter
+        held = keys.shrink_marks(queue, terms.capacity) if terms is not None and permits < terms.capacity else set()
+        if len(sems) >= MAX_TXN_OPS:
+            raise gw.error(
+                f"set_permits: semaphore {name!r} has {len(sems)} contenders and one txn rewrites them all, which "
+                f"distlock keeps within {MAX_TXN_OPS} operations (etcd's --max-txn-ops): resize it when fewer wait"
+            )
+        # (a record's mod revision alone tells it is unchanged: one deleted compares as 0, one put again since,
+        # even on the same lease, as later than the read; and one compare per record is what etcd's limit allows)
+        compare, puts = [keys.quiet_under(under, rev)], []
+        for c in sems:
+            value = keys.resized(c.value, permits, c.key in held)
+            if value is not None:
+                compare.append(keys.mod_is(c.key, c.mod))
+                puts.append(keys.put_op(c.key, value, c.lease))
+        if not puts:
+            return False  # contenders of another client (no terms in their keys): nothing of ours to resize
+        try:
+            done = await gw.call("/v3/kv/txn", {"compare": compare, "success": puts})
+        except Denied as exc:
+            raise denied(exc, name, gw.username, f"write keys under {name + '/'!r}") from None
+        if done.get("succeeded"):
+            await _nudge(gw, leases, name)
+            return True
+    raise gw.error(f"set_permits of {name!r}: its contenders kept changing; try again")
+
+
+async def _nudge(gw: Gateway, leases: LeasePool, name: str) -> None:
+    """Wake the semaphore's waiters (they watch ``NAME/sem`` for a delete): put it on a short lease of its own,
+    then revoke that lease, which deletes it. Best effort: a waiter also reads again at the end of its slice."""
+    try:
+        lease = await leases.take(1.0, fresh=True)
+        try:
+            await gw.call("/v3/kv/txn", {"success": [keys.put_op(keys.nudge_key(name), b"", lease.id)]})
+        finally:
+            await leases.revoke(lease.id)
+    except (BackendError, Denied) as exc:  # the resize is made: the waiters see it at their next look anyway
+        log.debug("etcd: could not wake the waiters of %r after a resize: %s", name, exc)
 
 
 async def list_held(gw: Gateway, leases: LeasePool, prefix: str) -> list[LockInfo]:
@@ -86,9 +159,9 @@ async def request_release(gw: Gateway, name: str, reason: str) -> bool:
         kvs = data.get("kvs") or []
         mods = {keys.unb64(kv.get("key")): int(kv.get("mod_revision") or 0) for kv in kvs}
         queue = keys.contenders(prefix, kvs)
-        permits = keys.parse_owner(queue[0].value)[1] if queue and queue[0].value else None
+        terms = keys.stored_terms(queue)[1]
         puts = []
-        for h in keys.holders(queue, permits):
+        for h in keys.holders(queue, None if terms is None else terms.capacity):
             value = keys.revoke_value(h.value, reason)
             if value is not None:
                 guard = [keys.mod_is(h.key, mods[h.key])]

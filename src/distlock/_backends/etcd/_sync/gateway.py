@@ -48,7 +48,7 @@ _PERMISSION_DENIED = 7
 #: per-try limit of the renewal requests (keepalive, key check): they must fail over well within a lease
 FAST_TRY = 0.5
 #: ops per txn (etcd refuses more than --max-txn-ops, 128 by default)
-_MAX_TXN_OPS = 100
+MAX_TXN_OPS = 100
 
 
 class Denied(BackendError):
@@ -228,8 +228,8 @@ class Gateway:
         """Run independent ops (ranges, deletes) in as few txns as etcd allows (``--max-txn-ops``, 128 by
         default); the responses in order."""
         out: list[Any] = []
-        for i in range(0, len(ops), _MAX_TXN_OPS):
-            data = self.call("/v3/kv/txn", {"success": list(ops[i : i + _MAX_TXN_OPS])}, try_timeout=try_timeout)
+        for i in range(0, len(ops), MAX_TXN_OPS):
+            data = self.call("/v3/kv/txn", {"success": list(ops[i : i + MAX_TXN_OPS])}, try_timeout=try_timeout)
             out.extend(data.get("responses") or [])
         return out
 
@@ -246,13 +246,13 @@ class Gateway:
     def delete_all_if_created(
         self, created: list[tuple[bytes, int]], op_timeout: float | None = None
     ) -> dict[bytes, bool]:
-        """``delete_if_created`` for many keys (key, create revision): one txn per ``_MAX_TXN_OPS`` of them,
+        """``delete_if_created`` for many keys (key, create revision): one txn per ``MAX_TXN_OPS`` of them,
         which deletes them all if every one still has its create revision; if one has not (gone, or a later
         key on the same lease), that txn's keys are deleted one by one. All within ``op_timeout``."""
         end = None if op_timeout is None else monotonic() + op_timeout
         out: dict[bytes, bool] = {}
-        for i in range(0, len(created), _MAX_TXN_OPS):
-            chunk = created[i : i + _MAX_TXN_OPS]
+        for i in range(0, len(created), MAX_TXN_OPS):
+            chunk = created[i : i + MAX_TXN_OPS]
             left = None if end is None else max(0.01, end - monotonic())
             data = self.call(
                 "/v3/kv/txn",

@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from .... import _rt_sync as rt
 from ...._sync.backend import SyncAttempt
+from ...._core import arbiter
 from ...._core.timing import monotonic
 from ...._core.types import Claim, Grant, Mode
-from ...._errors import BackendError
+from ...._errors import BackendError, ConfigError
 from .. import keys
 from .gateway import NOT_FOUND, Denied, denied
 from .http import Member
@@ -85,6 +86,8 @@ class Attempt(SyncAttempt):
         self._try_end = 0.0  # the current try's end: its start + the op timeout, or the deadline if sooner
         # a mutex or write claim waits for whatever is ahead: the tail of the queue up to its key is enough
         self._tail = claim.mode in (Mode.EXCLUSIVE, Mode.WRITE)
+        # a semaphore claim reads the records too: the permits each contender takes, the semaphore's terms
+        self._sem = claim.mode is Mode.SEMAPHORE
 
     def _budget(self) -> float:
         """How long the next call of this try may take: what is left of the try (at least a moment)."""
@@ -118,7 +121,10 @@ class Attempt(SyncAttempt):
         started = monotonic()
         claim = self.claim
         if self._entry is None:
-            entry, header_rev, queue = self._enqueue()
+            queued = self._enqueue()
+            if queued is None:
+                return Grant(False)
+            entry, header_rev, queue = queued
         else:
             entry = self._entry
             data = self._reread(entry.rev)
@@ -128,8 +134,23 @@ class Attempt(SyncAttempt):
                 # Our own key is gone (lease revoked or expired while we waited): never act on the old
                 # place in the queue (etcd#11456); queue again at the back with a fresh lease.
                 self._drop()
-                entry, header_rev, queue = self._enqueue()
-        decision = keys.decide(queue, entry.rev, claim.mode, claim.permits or 1)
+                queued = self._enqueue()
+                if queued is None:
+                    return Grant(False)
+                entry, header_rev, queue = queued
+        if self._sem:
+            mine = next(c for c in queue if c.key == entry.key)
+            # another's record is likelier to outlive our holding (which a later create may then copy from)
+            others = [c for c in queue if c.key != entry.key]
+            self.backend.sem_seen(claim.name, keys.stored_terms(others)[0] or keys.stored_terms(queue)[0])
+            if keys.marked_held(mine):  # a shrink found us within the capacity before it (``set_permits``)
+                decision = keys.Decision(True)
+            else:
+                # our record carries the terms in force (every record does): a resize since may leave us too big
+                found = arbiter.terms(claim, keys.terms_of(mine.value))
+                decision = keys.decide(queue, entry.rev, claim.mode, found.capacity, claim.want)
+        else:
+            decision = keys.decide(queue, entry.rev, claim.mode, 1)
         if not decision.acquired and claim.companion is not None and self._under_own_writer(queue):
             decision = keys.Decision(True)
         if decision.acquired:
@@ -163,6 +184,7 @@ class Attempt(SyncAttempt):
         followed by a read of the whole queue."""
         if not self._tail:
             return keys.contenders(self._prefix, kvs)
+        # (a tail read, below, is a mutex's or a writer's)
         queue = keys.tail_contenders(self._prefix, kvs)
         if queue is None:
             data = self.backend.gw.call(
@@ -183,7 +205,8 @@ class Attempt(SyncAttempt):
         """
         woke, self._woke = self._woke, None
         gw = self.backend.gw
-        body = keys.tail_range(self._prefix, rev) if self._tail else keys.prefix_range(self._prefix)
+        whole = keys.prefix_range(self._prefix, keys_only=not self._sem)
+        body = keys.tail_range(self._prefix, rev) if self._tail else whole
         if woke is not None:
             member, event_rev = woke
             data = gw.read_at(member, {**body, "serializable": True})
@@ -191,13 +214,28 @@ class Attempt(SyncAttempt):
                 return data
         return gw.call("/v3/kv/range", body, op_timeout=self._budget())
 
-    def _enqueue(self) -> tuple[Entry, int, list[keys.Contender]]:
-        """Create our key (put-if-absent on our own lease) and read the queue, in one txn."""
+    def _enqueue(self) -> tuple[Entry, int, list[keys.Contender]] | None:
+        """Create our key (put-if-absent on our own lease) and read the queue, in one txn. A semaphore claim's
+        record copies the semaphore's terms from a record it read, and the put is guarded by that record being
+        unchanged (``_sem_terms``): so every live record carries the terms in force (``docs/etcd.md``). None
+        (nothing written) when that record changed at every try until this try's time ran out."""
         claim = self.claim
         value = keys.key_value(claim.owner, claim.mode, claim.permits or 1, claim.value)
-        queue_range = {"request_range": keys.prefix_range(self._prefix)}
+        queue_range = {"request_range": keys.prefix_range(self._prefix, keys_only=not self._sem)}
         # Our put comes first in the txn, so our key is the newest: the tail read sees it and the one ahead.
         tail_range = {"request_range": keys.tail_range(self._prefix)} if self._tail else queue_range
+        guard: list[dict[str, object]] = []
+        seen = self.backend.sem_seen(claim.name) if self._sem else None
+        fits = None if seen is None else self._fits(keys.terms_of(seen.value))
+        if seen is not None and fits is not None:
+            # a record this store read lately: our create copies its terms if it is still there unchanged
+            guard, value = keys.unchanged(seen, seen.mod), fits
+        elif self._sem:
+            if claim.permits is None:  # nothing of ours to write before the stored terms are known
+                data = self.backend.gw.call("/v3/kv/range", queue_range["request_range"], op_timeout=self._budget())
+                guard, value = self._sem_terms(data.get("kvs") or [], int(data["header"]["revision"]))
+            else:  # a free semaphore takes our terms; one in use fails the guard and its read tells us its own
+                guard, value = [keys.none_under(keys.sem_range(claim.name))], self._sem_value(None)
         fresh = False
         while True:
             if self._lease is None:
@@ -207,7 +245,7 @@ class Attempt(SyncAttempt):
             data = self.backend.gw.call(
                 "/v3/kv/txn",
                 {
-                    "compare": [keys.create_is(key, 0)],
+                    "compare": [keys.create_is(key, 0), *guard],
                     "success": [keys.put_op(key, value, lease.id), tail_range],
                     # the key exists already: a retried create whose first reply was lost (F8); it is ours
                     "failure": [{"request_range": keys.range_op(key)}, queue_range],
@@ -215,10 +253,22 @@ class Attempt(SyncAttempt):
                 ok_codes=() if fresh else (NOT_FOUND,),
                 op_timeout=self._budget(),
             )
-            if int(data.get("code") or 0) != NOT_FOUND:
+            if int(data.get("code") or 0) == NOT_FOUND:
+                # "requested lease not found": a pooled lease revoked from outside; nothing was written
+                self._lease, fresh = None, True
+                continue
+            if data.get("succeeded") or keys.kvs_of((data.get("responses") or [{}])[0]):
                 break
-            # "requested lease not found": a pooled lease revoked from outside; nothing was written
-            self._lease, fresh = None, True
+            # a semaphore's terms changed since they were read (or it went from free to in use): nothing was
+            # written; again with the ones this read shows, or at the next try
+            if monotonic() >= self._try_end:
+                return None
+            try:
+                guard, value = self._sem_terms(keys.kvs_of(data["responses"][-1]), int(data["header"]["revision"]))
+            except ConfigError:
+                self.backend.leases.give_back(lease)  # unused: nothing was put on it
+                self._lease = None
+                raise
         header_rev = int(data["header"]["revision"])
         responses = data.get("responses") or []
         if data.get("succeeded"):
@@ -231,6 +281,38 @@ class Attempt(SyncAttempt):
         # the failure branch read the whole queue (keys newer than ours may exist there)
         queue = self._queue(kvs) if data.get("succeeded") else keys.contenders(self._prefix, kvs)
         return entry, header_rev, queue
+
+    def _fits(self, terms: arbiter.Capacity | None) -> bytes | None:
+        """Our record under ``terms`` read lately (None if there are none, or they do not fit the claim: they
+        may be old, so a create must not fail on them)."""
+        if terms is None:
+            return None
+        try:
+            return self._sem_value(terms)
+        except ConfigError:
+            return None
+
+    def _sem_value(self, terms: arbiter.Capacity | None) -> bytes:
+        """Our semaphore record under the stored ``terms`` (None: the semaphore is free): ``ConfigError`` if the
+        claim does not fit them (``arbiter.terms``)."""
+        claim = self.claim
+        return keys.sem_value(claim.owner, claim.want, arbiter.terms(claim, terms))
+
+    def _sem_terms(self, kvs: list[dict[str, Any]], rev: int) -> tuple[list[dict[str, object]], bytes]:
+        """From a read (at revision ``rev``) of the queue with its records: the guard of our create and our
+        record. The terms are those of the newest record that carries them, and the create puts ours only if
+        that record is unchanged; a semaphore with no contender takes ours if it still has none. Keys under
+        ``NAME/sem/`` whose values carry no terms (not distlock's): ours if nothing there is written since."""
+        queue = keys.contenders(self._prefix, kvs)
+        source, terms = keys.stored_terms(queue)
+        value = self._sem_value(terms)
+        if source is not None:
+            self.backend.sem_seen(self.claim.name, source)
+            return keys.unchanged(source, source.mod), value
+        under = keys.sem_range(self.claim.name)
+        if any(c.mode is Mode.SEMAPHORE for c in queue):
+            return [keys.quiet_under(under, rev)], value
+        return [keys.none_under(under)], value
 
     def wait(self, grant: Grant, timeout: float | None) -> None:
         # the store passes what is left of the acquire's timeout: later calls of this attempt stop there
@@ -264,6 +346,8 @@ class Attempt(SyncAttempt):
                 return
             # one watch stream per store and name, shared by its waiters (``waits.py``), not one per waiter
             targets = {c.key: c.rev for c in self._watch}
+            if self._sem:  # a resize (``set_permits``) deletes it to wake us: a larger capacity may let us in
+                targets[keys.nudge_key(self.claim.name)] = 0
             end = monotonic() + slice_
             self._woke = self.backend.waits.wait_delete(self._prefix, targets, self._since, slice_)
             # (a wait that returned early without a delete had its stream end: the next try reads again)

@@ -133,7 +133,7 @@ class Backend(AsyncBackend):
             claim.token,
             claim.mode,
             claim.ttl,
-            claim.permits or 1,
+            rc.permits_arg(claim),
             claim.fair,
             claim.record,
             WAITER_TTL,
@@ -145,7 +145,7 @@ class Backend(AsyncBackend):
         if not self.wait_replicas:
             reply = await node.script("acquire", claim.name, *args, timeout=node.budget(claim.ttl))
             node.fences.learn(claim.name, reply)
-            grant = rc.grant_of(reply)
+            grant = rc.grant_of(reply, claim)
             if grant.acquired:
                 self.releases.confirmed(claim, sent)
             return grant
@@ -153,7 +153,7 @@ class Backend(AsyncBackend):
             "acquire", [(claim.name, args)], self.wait_replicas, self.wait_timeout_ms, "acquire", None
         )
         node.fences.learn(claim.name, reply)
-        grant = rc.grant_of(reply)
+        grant = rc.grant_of(reply, claim)
         if grant.acquired:
             self.releases.confirmed(claim, sent)
         if grant.acquired and int(acks) < self.wait_replicas:
@@ -211,6 +211,10 @@ class Backend(AsyncBackend):
                 self.revoked(claim.token, *request)
             out.append(ok)
         return out
+
+    async def set_permits(self, name: str, permits: int) -> bool:
+        self.node.check_slot(name)
+        return int(await self.node.script("resize", name, str(permits))) == 1
 
     async def request_release(self, name: str, reason: str) -> bool:
         self.node.check_slot(name)

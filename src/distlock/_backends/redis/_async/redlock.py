@@ -136,7 +136,7 @@ class Backend(AsyncBackend):
                 claim.token,
                 claim.mode,
                 claim.ttl,
-                claim.permits or 1,
+                rc.permits_arg(claim),
                 False,
                 claim.record,
                 WAITER_TTL,

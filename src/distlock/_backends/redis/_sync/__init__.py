@@ -134,7 +134,7 @@ class Backend(SyncBackend):
             claim.token,
             claim.mode,
             claim.ttl,
-            claim.permits or 1,
+            rc.permits_arg(claim),
             claim.fair,
             claim.record,
             WAITER_TTL,
@@ -146,7 +146,7 @@ class Backend(SyncBackend):
         if not self.wait_replicas:
             reply = node.script("acquire", claim.name, *args, timeout=node.budget(claim.ttl))
             node.fences.learn(claim.name, reply)
-            grant = rc.grant_of(reply)
+            grant = rc.grant_of(reply, claim)
             if grant.acquired:
                 self.releases.confirmed(claim, sent)
             return grant
@@ -154,7 +154,7 @@ class Backend(SyncBackend):
             "acquire", [(claim.name, args)], self.wait_replicas, self.wait_timeout_ms, "acquire", None
         )
         node.fences.learn(claim.name, reply)
-        grant = rc.grant_of(reply)
+        grant = rc.grant_of(reply, claim)
         if grant.acquired:
             self.releases.confirmed(claim, sent)
         if grant.acquired and int(acks) < self.wait_replicas:
@@ -212,6 +212,10 @@ class Backend(SyncBackend):
                 self.revoked(claim.token, *request)
             out.append(ok)
         return out
+
+    def set_permits(self, name: str, permits: int) -> bool:
+        self.node.check_slot(name)
+        return int(self.node.script("resize", name, str(permits))) == 1
 
     def request_release(self, name: str, reason: str) -> bool:
         self.node.check_slot(name)

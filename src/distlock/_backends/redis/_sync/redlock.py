@@ -137,7 +137,7 @@ class Backend(SyncBackend):
                 claim.token,
                 claim.mode,
                 claim.ttl,
-                claim.permits or 1,
+                rc.permits_arg(claim),
                 False,
                 claim.record,
                 WAITER_TTL,

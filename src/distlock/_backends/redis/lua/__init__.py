@@ -1,7 +1,7 @@
 """The Lua scripts of the Redis backends (single node, Redis Cluster and each Redlock master), by name, and their
 SHA1s (what ``EVALSHA`` calls them by). No I/O here.
 
-Every script gets the same ten KEYS (the layout of ``keys.py``, in the order of
+Every script gets the same eleven KEYS (the layout of ``keys.py``, in the order of
 ``distlock._backends.redis.keys.keys``) and ``ARGV[1]`` = the wake-up channel, so the scripts are
 cluster-correct and share one prelude; each script's header names the rest of its ARGV and its reply.
 Times are the server's ``TIME`` in milliseconds, the same clock that runs ``PX``. The grant rule is the one
@@ -13,7 +13,7 @@ and what a server caches, so a change of one byte is a new script):
 
 * ``prelude.py``: the key-type guard and the helpers every script starts with (``PRELUDE``, ``WRONGTYPE``);
 * ``locks.py``: a holding's life (acquire, release with its hand-over, abandon, renew, holds, Redlock's
-  fence floor);
+  fence floor) and a semaphore's resize;
 * ``admin.py``: inspect, break, a release request and an election's proclaim.
 """
 
@@ -22,12 +22,12 @@ from __future__ import annotations
 import hashlib
 
 from .admin import BREAK, INSPECT, PROCLAIM, REQUEST
-from .locks import ABANDON, ACQUIRE, FENCE_FLOOR, HOLDS, RELEASE, RENEW
+from .locks import ABANDON, ACQUIRE, FENCE_FLOOR, HOLDS, RELEASE, RENEW, RESIZE
 from .prelude import WRONGTYPE
 
 __all__ = [
     "ABANDON", "ACQUIRE", "BREAK", "FENCE_FLOOR", "HOLDS", "INSPECT", "OLD_ACQUIRE_SHA", "PROCLAIM", "RELEASE",
-    "RENEW", "REQUEST", "SCRIPTS", "SHA", "WRONGTYPE",
+    "RENEW", "REQUEST", "RESIZE", "SCRIPTS", "SHA", "WRONGTYPE",
 ]  # fmt: skip
 
 #: the SHA1 of the acquire script of distlock 0.1.0 (per-name ``{N}:fence`` counters): if a server has it
@@ -46,6 +46,7 @@ SCRIPTS: dict[str, str] = {
     "fence_floor": FENCE_FLOOR,
     "proclaim": PROCLAIM,
     "request": REQUEST,
+    "resize": RESIZE,
 }
 
 SHA: dict[str, str] = {k: hashlib.sha1(v.encode()).hexdigest() for k, v in SCRIPTS.items()}

@@ -11,9 +11,14 @@ INSPECT = (
     PRELUDE
     + """
 -- ARGV: 1 channel.  Returns {exclusive holder value or '', its PTTL ms, readers {token, end, ...},
---   permits {token, end, ...}, details {token, "mode|fence|owner", ...}, live waiters, now ms}
+--   permits {token, end, ...}, details {token, "mode|fence|owner", ...}, live waiters, now ms,
+--   a semaphore's terms {declared, capacity} (false where none), the permits its live waiters want}
 tick()
 local holder = redis.call('GET', KEYS[1])
+local wanted = 0
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. now, '+inf')) do
+  if string.sub(m, 1, 10) == 'semaphore|' then wanted = wanted + tonumber(redis.call('HGET', KEYS[9], m) or '1') end
+end
 return {
   holder or '',
   redis.call('PTTL', KEYS[1]),
@@ -22,6 +27,8 @@ return {
   redis.call('HGETALL', KEYS[4]),
   redis.call('ZCOUNT', KEYS[6], '(' .. now, '+inf'),
   now,
+  redis.call('HMGET', KEYS[11], 'd', 'c'),
+  wanted,
 }
 """
 )
@@ -39,6 +46,8 @@ for _, set in ipairs({KEYS[2], KEYS[3]}) do
   for _, tk in ipairs(redis.call('ZRANGEBYSCORE', set, '(' .. now, '+inf')) do table.insert(out, tk) end
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+purge()
+tidy_terms()
 absorb()
 redis.call('PUBLISH', channel, '*')
 return out

@@ -1,7 +1,7 @@
 """The scripts of a holding's life on one Redis server, a Redis Cluster or a Redlock master: ``ACQUIRE`` (with its
 queue entry and the grant rule of ``distlock._core.arbiter``), ``RELEASE`` (with the direct hand-over to the first
-waiter), ``ABANDON``, ``RENEW``, ``HOLDS`` and Redlock's ``FENCE_FLOOR`` (the seeding of a master's fence
-counter). Each starts with the shared ``PRELUDE``; its header names its ARGV and its reply. No I/O here.
+waiter), ``ABANDON``, ``RENEW``, ``HOLDS``, Redlock's ``FENCE_FLOOR`` (the seeding of a master's fence
+counter) and a semaphore's ``RESIZE`` (``set_permits``). Each starts with the shared ``PRELUDE``; its header names its ARGV and its reply. No I/O here.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from .prelude import PRELUDE
 ACQUIRE = (
     PRELUDE
     + """
--- ARGV: 1 channel, 2 token, 3 mode, 4 ttl ms, 5 permits, 6 fair (0/1), 7 owner (the claim's record: an
+-- ARGV: 1 channel, 2 token, 3 mode, 4 ttl ms, 5 permits: a semaphore claim's '<want>:<declared>' (the permits it
+--         takes; the capacity its user declared, '' = none: follow the stored one), 6 fair (0/1), 7 owner (the claim's record: an
 --         election candidate's carries its value, and its grant wakes the name's observers),
 --       8 waiter entry ttl ms (0: do not queue on failure),
 --       9 marker: on a node the epoch this client saw ('' = none yet); on a Redlock master '@' + the run id
@@ -25,21 +26,26 @@ ACQUIRE = (
 --         else, and the read it leaves keeps writers out after the write's release (they need no reader)
 -- Returns {1, fence, mark, counter} when held (a retry after a lost reply, or the confirmation of a
 --         hand-over, gets the same fence back, and an exclusive lease runs `ttl` from this request),
---         {0, ms until the earliest holder's lease ends (-1 if unknown), mark, counter} otherwise;
+--         {0, ms until the earliest holder's lease ends (-1 if unknown), mark, counter} otherwise,
+--         {2, declared, mark, counter, capacity} when a semaphore claim does not fit the terms of the semaphore
+--         in use (-1, -1: none in use and the claim declared none): nothing written, its queue entry dropped
+--         (the client raises the ConfigError of distlock._core.arbiter.terms);
 -- mark = the node's epoch, or on a Redlock master '1' (seeded: its fence counts) / '0' (not seeded:
 -- fence -1, the client re-seeds it; its counter part is then at least the server clock in microseconds).
 -- A node whose counter is gone starts it again from the clock with a new epoch (bump), which tells the
 -- client that saw the old epoch that its counter was lost.
 local token, mode = ARGV[2], ARGV[3]
-local ttl, permits, fair, owner, qttl = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7], tonumber(ARGV[8])
-local want, stamp, reply, companion = ARGV[9], ARGV[10], ARGV[11] or '', ARGV[12] or ''
+local ttl, fair, owner, qttl = tonumber(ARGV[4]), ARGV[6] == '1', ARGV[7], tonumber(ARGV[8])
+local want, declared = string.match(ARGV[5], '^(%d+):(%d*)$')
+want, declared = tonumber(want or '1'), tonumber(declared or '')
+local marker, stamp, reply, companion = ARGV[9], ARGV[10], ARGV[11] or '', ARGV[12] or ''
 local exclusive = (mode == 'lock' or mode == 'write')
 local member = mode .. '|' .. token
 local mark = redis.call('HGET', KEYS[8], 'e')
 local seeded = true
-local redlock = string.sub(want, 1, 1) == '@'
+local redlock = string.sub(marker, 1, 1) == '@'
 if redlock then
-  seeded = (mark ~= false and want ~= '@' and mark == string.sub(want, 2))
+  seeded = (mark ~= false and marker ~= '@' and mark == string.sub(marker, 2))
   if seeded then mark = '1' else mark = '0' end
 elseif not mark then
   mark = token
@@ -91,13 +97,53 @@ if myseq then
 else
   ahead = redis.call('ZRANGE', KEYS[5], 0, -1)
 end
+-- a semaphore's terms (declared, capacity: distlock._core.arbiter.terms): the stored ones while it is in use
+-- (a live holder or waiter of the name); else the claim's own, written with its grant or queue entry. A record
+-- found with nobody live is a crash's leftover
+local cap, terms = 0, nil
+if mode == 'semaphore' then
+  local stored = redis.call('HMGET', KEYS[11], 'd', 'c')
+  local d, c = tonumber(stored[1]), tonumber(stored[2])
+  if d and c and not (holder or nread > 0 or nsem > 0 or redis.call('EXISTS', KEYS[5]) == 1) then
+    redis.call('DEL', KEYS[11])
+    d, c = nil, nil
+  end
+  if not (d and c) then
+    d, c, terms = declared, declared, declared
+  end
+  if not d or (declared and declared ~= d) or want > c then
+    if myseq then
+      -- out of the queue, and its wake-up passed on: the one behind it may fit
+      dequeue(member)
+      tidy_terms()
+      wake_head()
+    end
+    return {2, d or -1, mark, counter(), c or -1}
+  end
+  cap = c
+end
 local ok = (not holder)
 if exclusive then
   ok = ok and nread == 0 and nsem == 0 and not (fair and #ahead > 0)
 elseif mode == 'semaphore' then
-  local waiting = 0
-  if fair then waiting = #ahead end
-  ok = ok and nread == 0 and nsem + waiting < permits
+  -- used + want <= capacity, and no semaphore claim that could fit is waiting ahead: if fair, none whose wants
+  -- (with ours) do not fit beside the holders; else none that wants more than one permit (it is not starved)
+  local room = cap - used_permits() - want
+  ok = ok and nread == 0 and room >= 0
+  for _, m in ipairs(ahead) do
+    if not ok then break end
+    if string.sub(m, 1, 10) == 'semaphore|' then
+      local w = tonumber(redis.call('HGET', KEYS[9], m) or '1')
+      if w <= cap then
+        if fair then
+          room = room - w
+          ok = room >= 0
+        else
+          ok = w <= 1
+        end
+      end
+    end
+  end
 elseif companion ~= '' and holder == companion then
   ok = true
 else
@@ -130,7 +176,13 @@ if ok then
       end
     end
   end
-  redis.call('HSET', KEYS[4], token, mode .. '|' .. int(fence) .. '|' .. owner)
+  local kind = mode
+  if mode == 'semaphore' then
+    if want > 1 then kind = 'semaphore:' .. want end
+    if terms then redis.call('HSET', KEYS[11], 'd', terms, 'c', terms) end
+    keep_until(KEYS[11], expires)
+  end
+  redis.call('HSET', KEYS[4], token, kind .. '|' .. int(fence) .. '|' .. owner)
   keep_until(KEYS[4], expires)
   if myseq then dequeue(member) end
   -- a shared grant may let the next waiter in too: pass the wake-up on
@@ -149,8 +201,15 @@ if qttl > 0 then
   keep_until(KEYS[5], now + qttl)
   keep_until(KEYS[6], now + qttl)
   if exclusive and stamp ~= '' then
-    redis.call('HSET', KEYS[9], member, stamp .. '|' .. ttl .. '|' .. want .. '|' .. owner)
+    redis.call('HSET', KEYS[9], member, stamp .. '|' .. ttl .. '|' .. marker .. '|' .. owner)
     keep_until(KEYS[9], now + qttl)
+  elseif mode == 'semaphore' then
+    if want > 1 then
+      redis.call('HSET', KEYS[9], member, want)
+      keep_until(KEYS[9], now + qttl)
+    end
+    if terms then redis.call('HSET', KEYS[11], 'd', terms, 'c', terms) end
+    keep_until(KEYS[11], now + qttl)
   end
   if reply ~= '' then
     redis.call('HSET', KEYS[10], member, reply)
@@ -252,6 +311,7 @@ if ok == 1 and queued then
   purge()
   if not (exclusive and hand_over()) then wake_head() end
 end
+if mode == 'semaphore' then tidy_terms() end
 if ok == 1 and elected(record) then notice() end
 return ok
 """
@@ -280,6 +340,7 @@ else
   gone = gone + redis.call('ZREM', shared_set(mode), token)
 end
 redis.call('HDEL', KEYS[4], token, token .. '!r')
+if mode == 'semaphore' then tidy_terms() end
 absorb()
 if gone > 0 and not redis.call('GET', KEYS[1]) then wake_head() end
 return gone
@@ -300,10 +361,42 @@ if mode == 'lock' or mode == 'write' then
 else
   redis.call('ZADD', shared_set(mode), 'XX', now + ttl, token)
   keep_until(shared_set(mode), now + ttl)
+  if mode == 'semaphore' then keep_until(KEYS[11], now + ttl) end
 end
 keep_until(KEYS[4], now + ttl)
 local asked = redis.call('HGET', KEYS[4], token .. '!r')
 if asked then return asked end
+return 1
+"""
+)
+
+RESIZE = (
+    PRELUDE
+    + """
+-- ARGV: 1 channel, 2 capacity.  set_permits: make `capacity` the semaphore's capacity in force if it is in use
+-- (a live holder or waiter: its terms live as long as those), its declared one kept, and wake the first waiter
+-- (a larger capacity may let it in; its grant passes the wake-up on). Returns 1; 0 for a free name, with
+-- nothing written (a crash's leftover terms deleted). Holders above a smaller capacity keep their permits.
+purge()
+if not (redis.call('GET', KEYS[1]) or redis.call('ZCARD', KEYS[2]) > 0 or redis.call('ZCARD', KEYS[3]) > 0
+    or redis.call('EXISTS', KEYS[5]) == 1) then
+  redis.call('DEL', KEYS[11])
+  return 0
+end
+if redis.call('EXISTS', KEYS[11]) == 0 then
+  -- in use without terms (holders that wrote none): these become its terms, kept as long as they are
+  redis.call('HSET', KEYS[11], 'd', ARGV[2])
+  local last = now
+  for _, set in ipairs({KEYS[3], KEYS[6]}) do
+    local top = redis.call('ZRANGE', set, -1, -1, 'WITHSCORES')
+    if top[2] and tonumber(top[2]) > last then last = tonumber(top[2]) end
+  end
+  local p = redis.call('PTTL', KEYS[1])
+  if p > 0 and now + p > last then last = now + p end
+  redis.call('PEXPIRE', KEYS[11], math.max(1, last - now))
+end
+redis.call('HSET', KEYS[11], 'c', ARGV[2])
+wake_head()
 return 1
 """
 )

@@ -20,13 +20,13 @@ local channel = ARGV[1]
 -- keeps there was made by something else. Refuse the call then, with nothing written: Redis does not roll a
 -- script back, so a type error half-way would leave the writes made before it. One EXISTS counts the name's
 -- keys (`present`); the counter is looked at always; a free name's keys need nothing more (two commands: the
--- hot path of an acquire), a simply held name's key and details are looked at, and the other seven only if
+-- hot path of an acquire), a simply held name's key and details are looked at, and the other eight only if
 -- more keys exist than those two (four commands: the hot path of a release).
-local present = redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[10])
+local present = redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[10], KEYS[11])
 do
-  local shapes = {'string', 'zset', 'zset', 'hash', 'zset', 'zset', 'string', 'hash', 'hash', 'hash'}
+  local shapes = {'string', 'zset', 'zset', 'hash', 'zset', 'zset', 'string', 'hash', 'hash', 'hash', 'hash'}
   local order = {8}
-  if present > 0 then order = {8, 1, 4, 2, 3, 5, 6, 7, 9, 10} end
+  if present > 0 then order = {8, 1, 4, 2, 3, 5, 6, 7, 9, 10, 11} end
   local seen = 0
   for n, i in ipairs(order) do
     if n > 3 and seen >= present then break end
@@ -152,6 +152,24 @@ local function absorb()
     end
     redis.call('DEL', KEYS[7])
   end
+end
+
+-- the permits a semaphore holding takes: the mode part of its details is 'semaphore' (1) or 'semaphore:<n>'
+local function weight(token)
+  local inf = redis.call('HGET', KEYS[4], token)
+  return tonumber(inf and string.match(inf, '^semaphore:(%d+)|') or '1')
+end
+
+-- the permits taken of the semaphore: the sum over its live holders (purge ran)
+local function used_permits()
+  local used = 0
+  for _, tk in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do used = used + weight(tk) end
+  return used
+end
+
+-- a semaphore's terms ({N}:sem) go with its last holder and waiter: once neither is left (purge ran), delete them
+local function tidy_terms()
+  if redis.call('ZCARD', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[5]) == 0 then redis.call('DEL', KEYS[11]) end
 end
 
 -- is `token` a live holder in `mode`?
