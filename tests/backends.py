@@ -92,6 +92,8 @@ ROWS: tuple[Row, ...] = (
             "test_latch_a_waiter_is_woken_promptly_at_zero",
             "test_barrier_releases_every_party_of_two_stores_together",
             "test_double_barrier_enter_waits_for_all_and_leave_for_all_to_leave",
+            "test_semaphore_permits_are_taken_all_or_nothing_as_one_holding",
+            "test_semaphore_leaves_nothing_on_the_server_once_nobody_uses_it",
         ),
     ),
     Row(
@@ -105,6 +107,7 @@ ROWS: tuple[Row, ...] = (
             "test_a_store_under_python_w_error_warns_nothing",
             "test_latch_counts_down_from_many_owners_and_releases_every_waiter",
             "test_barrier_releases_every_party_of_two_stores_together",
+            "test_semaphore_leaves_nothing_on_the_server_once_nobody_uses_it",
         ),
     ),
     # a short session timeout: a crashed holder frees its locks within 4 s in the tests

@@ -30,16 +30,23 @@ async def test_semaphore_permits_are_taken_all_or_nothing_as_one_holding(
     a = async_store.semaphore(name, permits=3, ttl=10)
     b = async_store.semaphore(name, permits=3, ttl=10)
     fences: list[int] = []
+    looked: list[bool] = []  # the other owner has looked: the holder may release (no timing between the two)
+
+    async def until(flag: list[int] | list[bool]) -> None:
+        end = monotonic() + 30
+        while not flag and monotonic() < end:
+            await sleep(0.02)
+        assert flag
 
     async def holder() -> None:
         assert await a.acquire(permits=2)
         assert a.hold_count == 2 and a.fence is not None
         fences.append(a.fence)
-        await sleep(1.0)  # the other owner looks meanwhile
+        await until(looked)
         await a.release()  # both permits go with one release
 
     async def other() -> None:
-        await sleep(0.3)
+        await until(fences)
         assert not await b.acquire(timeout=0.3, permits=2)  # one is free: nothing of it is taken
         info = await async_store.inspect(name)
         assert info is not None and info.kind == "semaphore"
@@ -48,6 +55,7 @@ async def test_semaphore_permits_are_taken_all_or_nothing_as_one_holding(
         assert b.hold_count == 0
         assert await b.acquire(blocking=False)  # the one free permit
         await b.release()
+        looked.append(True)
         assert await b.acquire(timeout=30, permits=2)  # granted once the holder releases
         assert b.hold_count == 2 and b.fence is not None and b.fence > fences[0]
         await b.release()

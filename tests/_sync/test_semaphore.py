@@ -31,16 +31,23 @@ def test_semaphore_permits_are_taken_all_or_nothing_as_one_holding(
     a = sync_store.semaphore(name, permits=3, ttl=10)
     b = sync_store.semaphore(name, permits=3, ttl=10)
     fences: list[int] = []
+    looked: list[bool] = []  # the other owner has looked: the holder may release (no timing between the two)
+
+    def until(flag: list[int] | list[bool]) -> None:
+        end = monotonic() + 30
+        while not flag and monotonic() < end:
+            sleep(0.02)
+        assert flag
 
     def holder() -> None:
         assert a.acquire(permits=2)
         assert a.hold_count == 2 and a.fence is not None
         fences.append(a.fence)
-        sleep(1.0)  # the other owner looks meanwhile
+        until(looked)
         a.release()  # both permits go with one release
 
     def other() -> None:
-        sleep(0.3)
+        until(fences)
         assert not b.acquire(timeout=0.3, permits=2)  # one is free: nothing of it is taken
         info = sync_store.inspect(name)
         assert info is not None and info.kind == "semaphore"
@@ -49,6 +56,7 @@ def test_semaphore_permits_are_taken_all_or_nothing_as_one_holding(
         assert b.hold_count == 0
         assert b.acquire(blocking=False)  # the one free permit
         b.release()
+        looked.append(True)
         assert b.acquire(timeout=30, permits=2)  # granted once the holder releases
         assert b.hold_count == 2 and b.fence is not None and b.fence > fences[0]
         b.release()
