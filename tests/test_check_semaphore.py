@@ -4,11 +4,14 @@ capacity and a starved big request are caught; the histories a correct semaphore
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from distlock._errors import ConfigError
+from distlock.checker.config import CheckConfig, validate
 from distlock.checker.semaphore import analyse_semaphore, holdings, over_grants, starvation_bound
 from tests.test_check import check
 from tools.servers import postgres
@@ -130,3 +133,20 @@ def test_a_starved_big_request_is_a_liveness_failure() -> None:
                                run_end=20.0)  # fmt: skip
     assert report["big_requests"]["starved"] == 1 and report["liveness_failures"], report
     assert report["big_requests"]["longest_wait_s"] == round(bound + 1.0, 3)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "faults", "permits", "says"),
+    [
+        ("distlock", (), 3, "--permits is the capacity of --algorithm semaphore"),
+        ("distlock", ("resize",), None, "the resize fault resizes a semaphore"),
+        ("semaphore", ("fork",), 3, "has none (drop fork)"),
+        ("semaphore", (), 0, "--permits must be 1 or more"),
+    ],
+)
+def test_bad_semaphore_options_are_refused_in_one_line(
+    tmp_path: Path, algorithm: str, faults: tuple[str, ...], permits: int | None, says: str
+) -> None:
+    cfg = CheckConfig(f"sqlite:///{tmp_path}/l.db", algorithm=algorithm, faults=faults, permits=permits)
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        validate(cfg)

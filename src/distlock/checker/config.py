@@ -105,11 +105,11 @@ def _check_primitive(cfg: CheckConfig) -> None:
     threaded API only."""
     what = f"--algorithm {cfg.algorithm}"
     if "fork" in cfg.faults:
-        raise ConfigError(f"the fork fault forks lock holders; {what} holds no lock (drop fork)")
+        raise ConfigError(f"the fork fault forks holders of distlock's lock; {what} has none (drop fork)")
     if cfg.api != "sync":
         raise ConfigError(f"{what} drives the threaded API only (drop --api {cfg.api})")
     if cfg.sinks:
-        raise ConfigError(f"--sink writes under a lock's fence; {what} has none (drop --sink)")
+        raise ConfigError(f"--sink writes under distlock's lock and its fence; not under {what} (drop --sink)")
 
 
 def capacity(cfg: CheckConfig) -> int:
@@ -152,5 +152,6 @@ def effective_lease(url: str | None, ttl: float) -> float:
 
 
 def lease_of(cfg: CheckConfig) -> float:
-    """The lease of this run: ``effective_lease`` for distlock's own locks, the TTL for the baselines."""
-    return effective_lease(cfg.url, cfg.ttl) if cfg.algorithm in DISTLOCK_ALGORITHMS else cfg.ttl
+    """The lease of this run: ``effective_lease`` for distlock's own locks and semaphores, the TTL for the
+    baselines."""
+    return effective_lease(cfg.url, cfg.ttl) if cfg.algorithm in (*DISTLOCK_ALGORITHMS, SEMAPHORE) else cfg.ttl
