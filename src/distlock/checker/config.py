@@ -16,12 +16,18 @@ from .._errors import ConfigError
 from .broken import BROKEN
 from .gray import GRAY_FAULTS, link_hosts
 from .primitives import PRIMITIVES
+from .semaphore import DEFAULT_PERMITS, SEMAPHORE
 from .servers import SERVER_FAULTS, Spawned
 from .sinks import SINKS, WRITERS
 from .worker import DISTLOCK_ALGORITHMS
 
-FAULTS = ("kill", "pause", "server-restart", "leader-kill", "failover", "partition", "clock-skew", "fork", *GRAY_FAULTS)
-ALGORITHMS = (*DISTLOCK_ALGORITHMS, *PRIMITIVES, *BROKEN)
+FAULTS = (
+    "kill", "pause", "server-restart", "leader-kill", "failover", "partition", "clock-skew", "fork", "resize",
+    *GRAY_FAULTS,
+)  # fmt: skip
+ALGORITHMS = (*DISTLOCK_ALGORITHMS, *PRIMITIVES, SEMAPHORE, *BROKEN)
+#: the kinds whose workers use one of distlock's primitives other than its lock (no fenced resource, no sinks)
+PRIMITIVE_KINDS = (*PRIMITIVES, SEMAPHORE)
 #: which of distlock's APIs the workers drive
 APIS = ("sync", "async")
 
@@ -41,6 +47,7 @@ class CheckConfig:
     sinks: tuple[str, ...] = ()  # the data sinks each holding writes to (``--sink``)
     writers: tuple[str, ...] = WRITERS  # how it writes to them (``--writer``)
     sql_sink: str | None = None  # the sql sink's database: a URL, or postgres/mysql (started for the run)
+    permits: int | None = None  # ``--algorithm semaphore``: the capacity (None: DEFAULT_PERMITS)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -61,8 +68,14 @@ def validate(cfg: CheckConfig) -> None:
             raise ConfigError(f"the {f} fault needs --spawn (the checker only breaks servers it started)")
         if cfg.server.family not in SERVER_FAULTS[f]:
             raise ConfigError(f"the {f} fault needs --spawn {' or '.join(SERVER_FAULTS[f])}")
-    if cfg.algorithm in PRIMITIVES:
+    if cfg.algorithm in PRIMITIVE_KINDS:
         _check_primitive(cfg)
+    if cfg.permits is not None and cfg.algorithm != SEMAPHORE:
+        raise ConfigError(f"--permits is the capacity of --algorithm semaphore; not of {cfg.algorithm}")
+    if cfg.permits is not None and cfg.permits < 1:
+        raise ConfigError(f"--permits must be 1 or more, not {cfg.permits}")
+    if "resize" in cfg.faults and cfg.algorithm != SEMAPHORE:
+        raise ConfigError("the resize fault resizes a semaphore: use it with --algorithm semaphore")
     if "fork" in cfg.faults and cfg.algorithm not in DISTLOCK_ALGORITHMS:
         raise ConfigError(f"the fork fault forks holders of distlock's own lock; the {cfg.algorithm} baseline has none")
     if cfg.api not in APIS:
@@ -78,7 +91,7 @@ def validate(cfg: CheckConfig) -> None:
     url = cfg.url or ""
     if cfg.algorithm in BROKEN and BROKEN[cfg.algorithm][1] and not url.startswith(("redis://", "rediss://")):
         raise ConfigError(f"--algorithm {cfg.algorithm} needs a redis:// URL (or --spawn)")
-    if cfg.algorithm in (*DISTLOCK_ALGORITHMS, *PRIMITIVES) and url.startswith("memory:"):
+    if cfg.algorithm in (*DISTLOCK_ALGORITHMS, *PRIMITIVE_KINDS) and url.startswith("memory:"):
         raise ConfigError("memory:// is in-process only; the check runs several processes (use sqlite:// or a server)")
     gray = [f for f in cfg.faults if f in GRAY_FAULTS]
     if gray and gray_faults_skipped(cfg) is None:
@@ -88,14 +101,20 @@ def validate(cfg: CheckConfig) -> None:
 
 
 def _check_primitive(cfg: CheckConfig) -> None:
-    """A barrier or latch run: no fences, no holdings to fork or write with, the threaded API only."""
+    """A barrier, latch or semaphore run: no fenced resource, no lock holding to fork or write with, the
+    threaded API only."""
     what = f"--algorithm {cfg.algorithm}"
     if "fork" in cfg.faults:
-        raise ConfigError(f"the fork fault forks lock holders; {what} holds no lock (drop fork)")
+        raise ConfigError(f"the fork fault forks holders of distlock's lock; {what} has none (drop fork)")
     if cfg.api != "sync":
         raise ConfigError(f"{what} drives the threaded API only (drop --api {cfg.api})")
     if cfg.sinks:
-        raise ConfigError(f"--sink writes under a lock's fence; {what} has none (drop --sink)")
+        raise ConfigError(f"--sink writes under distlock's lock and its fence; not under {what} (drop --sink)")
+
+
+def capacity(cfg: CheckConfig) -> int:
+    """The semaphore's capacity in a semaphore run."""
+    return DEFAULT_PERMITS if cfg.permits is None else cfg.permits
 
 
 def gray_faults_skipped(cfg: CheckConfig) -> str | None:
@@ -133,5 +152,6 @@ def effective_lease(url: str | None, ttl: float) -> float:
 
 
 def lease_of(cfg: CheckConfig) -> float:
-    """The lease of this run: ``effective_lease`` for distlock's own locks, the TTL for the baselines."""
-    return effective_lease(cfg.url, cfg.ttl) if cfg.algorithm in DISTLOCK_ALGORITHMS else cfg.ttl
+    """The lease of this run: ``effective_lease`` for distlock's own locks and semaphores, the TTL for the
+    baselines."""
+    return effective_lease(cfg.url, cfg.ttl) if cfg.algorithm in (*DISTLOCK_ALGORITHMS, SEMAPHORE) else cfg.ttl

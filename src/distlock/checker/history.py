@@ -64,6 +64,23 @@ def percentiles(values: Sequence[float]) -> dict[str, float | None]:
     return {"p50": pick(0.50), "p99": pick(0.99), "max": round(s[-1] * 1000.0, 3)}
 
 
+def closing(
+    faults: Sequence[Fault], errors: Sequence[str], violations: list[str], liveness_failures: list[str]
+) -> dict[str, Any]:
+    """The keys every kind of report ends with: the faults injected and landed, the worker errors (five
+    samples), the verdict lists and ``ok``."""
+    counts = Counter(f["kind"] for f in faults)
+    landed = Counter(f["kind"] for f in faults if f.get("landed"))
+    return {
+        "faults": {k: {"injected": counts[k], "landed": landed[k]} for k in sorted(counts)},
+        "errors": len(errors),
+        "error_samples": list(errors[:5]),
+        "safety_violations": violations,
+        "liveness_failures": liveness_failures,
+        "ok": not violations and not liveness_failures,
+    }
+
+
 def overlaps(ops: Sequence[Op]) -> tuple[int, int]:
     """(overlapping pairs, overlapping pairs where neither holder was told it lost the lock)."""
     total = silent = 0
@@ -365,8 +382,6 @@ def analyse(
         )
     if not ops:
         violations.append("no acquisition completed: nothing was checked")
-    counts = Counter(f["kind"] for f in faults)
-    landed = Counter(f["kind"] for f in faults if f.get("landed"))
     return {
         "acquisitions": len(ops),
         "told_lost": sum(1 for o in ops if o["told"]),
@@ -392,13 +407,8 @@ def analyse(
             "max_unavailable_after_kill_s": None if max_kill_gap is None else round(max_kill_gap, 3),
             "max_unavailable_after_pause_s": None if not pause_gaps else round(max(pause_gaps), 3),
         },
-        "faults": {k: {"injected": counts[k], "landed": landed[k]} for k in sorted(counts)},
-        "errors": len(errors),
-        "error_samples": list(errors[:5]),
         **extra,
-        "safety_violations": violations,
-        "liveness_failures": liveness_failures,
-        "ok": not violations and not liveness_failures,
+        **closing(faults, errors, violations, liveness_failures),
     }
 
 
@@ -459,8 +469,6 @@ def analyse_primitive(
     released = [o for o in ops if o["released"]]
     if not released:
         violations.append("no wait was released: nothing was checked")
-    counts = Counter(f["kind"] for f in faults)
-    landed = Counter(f["kind"] for f in faults if f.get("landed"))
     return {
         "kind": kind,
         "size": size,
@@ -471,10 +479,5 @@ def analyse_primitive(
         "wait_ms": percentiles([o["t_done"] - o["t_start"] for o in released]),
         "early_releases": early,
         **extra,
-        "faults": {k: {"injected": counts[k], "landed": landed[k]} for k in sorted(counts)},
-        "errors": len(errors),
-        "error_samples": list(errors[:5]),
-        "safety_violations": violations,
-        "liveness_failures": [],
-        "ok": not violations,
+        **closing(faults, errors, violations, []),
     }

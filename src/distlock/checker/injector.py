@@ -30,6 +30,8 @@ its outcome:
   ``lost`` fires), then its proxies stop forwarding silently (``freeze``), drop the connections open now
   (``half-open``: it must reconnect), or forward every chunk ``lease / 3`` late each way (``slow``), for
   ``1.25 * lease + 0.3 s``. The told-late figure (``history.told_late``) judges what the holder was told.
+* ``resize`` -- (``--algorithm semaphore``) the semaphore's stored capacity shrinks to half (``set_permits``,
+  from this process) for one lease, then is set back (``semaphore.Resizer``).
 
 A fault "lands" when the target was still inside its critical section when the signal arrived (checked from
 the state it publishes in shared memory); faults that miss are retried and not counted.
@@ -47,9 +49,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .config import CheckConfig, lease_of
+from .config import CheckConfig, capacity, lease_of
 from .gray import GRAY_FAULTS, Links
 from .history import liveness_allowance
+from .semaphore import Resizer
 from .worker import DONE, FORK, FORKING, HOLD_SLEEP, HOLDING, LINGER
 
 #: how many killed workers may be replaced in one run (the shared state arrays are sized for them)
@@ -78,11 +81,14 @@ class Injector:
         spawn: Callable[[int], None],
         drain: Callable[[float], None],
         progress: Callable[[dict[str, Any]], None] | None,
+        name: str = "",
     ) -> None:
         self.cfg, self.procs, self.states, self.linger, self.links = cfg, procs, states, linger, links
         self.faults, self.spawn, self.drain, self.progress = faults, spawn, drain, progress
         self.lease = lease_of(cfg)
         self.pending: list[Step] = []
+        #: the ``resize`` fault's connection (``--algorithm semaphore``), opened at its first use
+        self.resizer = Resizer(cfg.url, name, capacity(cfg)) if "resize" in cfg.faults else None
 
     def run(self, started: float, end: float, ops: list[dict[str, Any]]) -> None:
         """Inject faults until ``end``, then end the current one (its pending steps), hearing reports throughout."""
@@ -101,7 +107,8 @@ class Injector:
             "failover": down_for + lease + 6.0,  # the promotion takes seconds, then the old master rejoins
             "partition": down_for + lease + 1.0,
             "clock-skew": lease / 2 + 2.0,  # the jump lands within 1 s; the resumed holder writes at once
-            "fork": max(5.0, 2.0 * cfg.ttl) + lease + 0.5,  # the holder waits for its children that long at most
+            "fork": max(5.0, 2.0 * cfg.ttl) + lease + 0.5,
+            "resize": lease + 1.0,  # the holder waits for its children that long at most
             **{k: gray_for + gray_linger + lease + 0.5 for k in GRAY_FAULTS},
         }
         next_at = started + min(0.3, cfg.seconds / 10)
@@ -137,6 +144,8 @@ class Injector:
                 with contextlib.suppress(Exception):
                     step()
             self.pending = []
+            if self.resizer is not None:
+                self.resizer.close()
 
     def inject(self, kind: str) -> float | None:
         """Start one fault; None if it could not land now (retried), else the pause before the next one."""
@@ -157,6 +166,8 @@ class Injector:
             self.pending = [(t + lease, undo)]
             self.faults.append({"kind": kind, "t": t, "worker": -1, "landed": True})
             return 0.0
+        if kind == "resize":
+            return self.inject_resize()
         if kind in GRAY_FAULTS:
             return self.inject_gray(kind)
         if kind == "fork":
@@ -199,6 +210,16 @@ class Injector:
                  "jump_s": skew_jump}
             )  # fmt: skip
             self.pending = [(jumped + skew_pause, self.resume(target))]
+        return 0.0
+
+    def inject_resize(self) -> float | None:
+        """The semaphore's capacity shrinks for one lease, then comes back (``semaphore.Resizer``)."""
+        assert self.resizer is not None
+        resizer = self.resizer
+        record: dict[str, Any] = {"kind": "resize", "t": time.monotonic(), "worker": -1}
+        resizer.shrink(record)
+        self.faults.append(record)
+        self.pending = [(record["t"] + self.lease, lambda: resizer.restore(record))]
         return 0.0
 
     def resume(self, index: int) -> Callable[[], None]:

@@ -29,12 +29,23 @@ from typing import Any
 from .._errors import ConfigError, LockError
 from .broken import BROKEN
 from .collect import Reports, Tally
-from .config import ALGORITHMS, APIS, FAULTS, CheckConfig, gray_faults_skipped, lease_of, validate
+from .config import (
+    ALGORITHMS,
+    APIS,
+    FAULTS,
+    PRIMITIVE_KINDS,
+    CheckConfig,
+    capacity,
+    gray_faults_skipped,
+    lease_of,
+    validate,
+)
 from .gray import GRAY_FAULTS, Links
 from .history import analyse, analyse_primitive
 from .injector import MAX_RESPAWNS, Injector
 from .primitives import PRIMITIVES, count, parties
 from .resource import FencedRegister, UnfencedSet
+from .semaphore import SEMAPHORE, analyse_semaphore
 from .servers import spawned
 from .sinks import SinkSpec, open_sink, sql_dialect
 from .worker import DISTLOCK_ALGORITHMS, Spec, run_worker
@@ -43,7 +54,7 @@ from .worker import DISTLOCK_ALGORITHMS, Spec, run_worker
 def _warm_up(cfg: CheckConfig, name: str) -> None:
     """Open the store once in this process and take the lock once: a bad URL or an unreachable server fails
     here in one line, and tables or scripts created on first use exist before eight processes race to."""
-    if cfg.algorithm not in (*DISTLOCK_ALGORITHMS, *PRIMITIVES):
+    if cfg.algorithm not in (*DISTLOCK_ALGORITHMS, *PRIMITIVE_KINDS):
         return
     from .._sync.store import connect
 
@@ -54,7 +65,12 @@ def _warm_up(cfg: CheckConfig, name: str) -> None:
         if cfg.algorithm == "latch":
             store.latch(f"{name}/warm-up", 1, linger=1.0).count_down()
             return
-        lock = store.lock(name, ttl=cfg.ttl)
+        # a backend without semaphores refuses here, in one line (UnsupportedFeature)
+        lock: Any = (
+            store.semaphore(name, permits=capacity(cfg), ttl=cfg.ttl)
+            if cfg.algorithm == SEMAPHORE
+            else store.lock(name, ttl=cfg.ttl)
+        )
         if lock.acquire(timeout=30.0):
             lock.release()
 
@@ -62,7 +78,7 @@ def _warm_up(cfg: CheckConfig, name: str) -> None:
 def _cleanup(cfg: CheckConfig, name: str, workdir: str, sinks: SinkSpec | None = None) -> None:
     _cleanup_sinks(sinks)
     with contextlib.suppress(Exception):
-        if cfg.algorithm in DISTLOCK_ALGORITHMS:
+        if cfg.algorithm in (*DISTLOCK_ALGORITHMS, SEMAPHORE):
             from .._sync.store import connect
 
             with connect(cfg.url) as store:
@@ -140,7 +156,16 @@ def run_check(cfg: CheckConfig, progress: Callable[[dict[str, Any]], None] | Non
         FencedRegister(Path(workdir) / "fenced.db").create()
         sinks = _sink_spec(cfg, workdir, tag, stack)
         spec = Spec(
-            cfg.url, cfg.algorithm, name, cfg.ttl, cfg.hold, workdir, api=cfg.api, sinks=sinks, workers=cfg.workers
+            cfg.url,
+            cfg.algorithm,
+            name,
+            cfg.ttl,
+            cfg.hold,
+            workdir,
+            api=cfg.api,
+            sinks=sinks,
+            workers=cfg.workers,
+            permits=capacity(cfg),
         )
         if cfg.server is not None:
             cfg.server.focus = name
@@ -196,7 +221,7 @@ def _run(
         started = time.monotonic()
         end.value = started + cfg.seconds
         go.set()
-        injector = Injector(cfg, procs, states, linger, links, tally.faults, spawn, drain, progress)
+        injector = Injector(cfg, procs, states, linger, links, tally.faults, spawn, drain, progress, name=spec.name)
         injector.run(started, end.value, tally.ops)
         # let the workers finish: each stops at ``end`` (an acquire gives up there)
         give_up = time.monotonic() + 30.0 + cfg.ttl
@@ -232,7 +257,10 @@ def _run(
         tally.write_history(cfg.history, final)
     lease = lease_of(cfg)
     sink_logs = _read_sinks(spec.sinks) if spec.sinks is not None else None
-    if cfg.algorithm in PRIMITIVES:
+    if cfg.algorithm == SEMAPHORE:
+        report = analyse_semaphore(tally.ops, tally.grants, tally.lost, tally.faults, cap=capacity(cfg), lease=lease,
+                                   seconds=cfg.seconds, run_end=run_end, errors=errors)  # fmt: skip
+    elif cfg.algorithm in PRIMITIVES:
         size = parties(cfg.workers) if cfg.algorithm == "barrier" else count(cfg.workers)
         report = analyse_primitive(cfg.algorithm, tally.ops, tally.steps, tally.faults, size=size, errors=errors)
     else:

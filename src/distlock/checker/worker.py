@@ -50,6 +50,7 @@ from .broken import BROKEN, CheckedLock
 from .history import FORKED_CHILD
 from .primitives import PRIMITIVES, linger_watch, run_primitive
 from .resource import FencedOutcome, FencedRegister, UnfencedSet
+from .semaphore import SEMAPHORE, run_semaphore
 from .sinks import SinkSpec
 from .writers import Writers
 
@@ -80,6 +81,7 @@ class Spec:
     api: str = "sync"  # or "async": distlock's lock through the asyncio API (AsyncDistlockLock)
     sinks: SinkSpec | None = None  # the data sinks each holding writes to (``--sink``), and their writers
     workers: int = 0  # how many workers run at once (a barrier's parties and a latch's count follow from it)
+    permits: int = 0  # ``--algorithm semaphore``: the semaphore's capacity
 
 
 #: an error report's text is cut to this many characters (see ``Events``)
@@ -248,7 +250,8 @@ def _child_op(index: int, spec: Spec, events: Events, n: int, fence: int | None,
 
 
 def _run_primitive_worker(index: int, spec: Spec, events: Events, states: Any, go: Any, end: Any, linger: Any) -> None:
-    """A barrier or latch worker (``primitives.py``): the same start, report and exit as a lock's."""
+    """A barrier, latch (``primitives.py``) or semaphore (``semaphore.py``) worker: the same start, report and
+    exit as a lock's."""
     from .._sync.store import connect
 
     try:
@@ -258,12 +261,18 @@ def _run_primitive_worker(index: int, spec: Spec, events: Events, states: Any, g
         states[index] = DONE
         events.put({"kind": "exit", "worker": index})
         return
-    stop = linger_watch(index, states, linger, HOLD_SLEEP, LINGER, STAY) if linger is not None else None
+    semaphore = spec.algorithm == SEMAPHORE  # its holders linger themselves, as a lock's do
+    stop = (
+        linger_watch(index, states, linger, HOLD_SLEEP, LINGER, STAY) if linger is not None and not semaphore else None
+    )
     events.put({"kind": "ready", "worker": index})
     go.wait()
     try:
-        run_primitive(spec.algorithm, index, store, spec.name, spec.ttl, spec.workers, events, states, end,
-                      HOLD_SLEEP, IDLE)  # fmt: skip
+        if semaphore:
+            run_semaphore(index, store, spec.name, spec.permits, spec.ttl, spec.hold, events, states, end, linger)
+        else:
+            run_primitive(spec.algorithm, index, store, spec.name, spec.ttl, spec.workers, events, states, end,
+                          HOLD_SLEEP, IDLE)  # fmt: skip
     finally:
         states[index] = DONE
         if stop is not None:
@@ -278,7 +287,7 @@ def run_worker(index: int, spec: Spec, conn: Any, states: Any, go: Any, end: Any
     events = Events(conn)
     # drivers warn on stderr when a paused worker wakes up to a dropped session: expected here, not news
     logging.basicConfig(level=logging.ERROR, format="distlock check worker: %(message)s")
-    if spec.algorithm in PRIMITIVES:
+    if spec.algorithm in (*PRIMITIVES, SEMAPHORE):
         _run_primitive_worker(index, spec, events, states, go, end, linger)
         return
     workdir = Path(spec.workdir)

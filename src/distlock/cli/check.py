@@ -116,6 +116,31 @@ def render_primitive(report: dict[str, Any]) -> Table:
     return table
 
 
+def render_semaphore(report: dict[str, Any]) -> Table:
+    """The closing table of a semaphore run (``--algorithm semaphore``)."""
+    table = Table(title=f"distlock check: semaphore on {report['url']}", title_justify="left")
+    for col, justify in (("measure", "left"), ("value", "right"), ("verdict", "left")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    table.add_row("permits (capacity)", str(report["size"]), "")
+    by = ", ".join(f"{n} x{k}" for k, n in report["granted_by_permits"].items()) or "none"
+    table.add_row("holdings granted (by permits)", f"{report['granted']} ({by})", "")
+    table.add_row("timed out / refused / told lost",
+                  f"{report['timed_out']} / {report['refused']} / {report['told_lost']}", "")  # fmt: skip
+    table.add_row("wait ms p50 / p99 / max", " / ".join(_ms(report["wait_ms"][k]) for k in ("p50", "p99", "max")), "")
+    faults = ", ".join(f"{k} {v['landed']}" for k, v in report["faults"].items()) or "none"
+    table.add_row("faults landed", faults, "")
+    table.add_row("most permits held at once (not told lost)", str(report["peak_permits"]), "")
+    table.add_row("over-grants", str(report["over_grants"]), _verdict(report["over_grants"] == 0))
+    table.add_row("holdings sharing a fence", str(report["shared_fences"]), _verdict(report["shared_fences"] == 0))
+    big = report["big_requests"]
+    longest = "-" if big["longest_wait_s"] is None else f"{big['longest_wait_s']:.2f}s of {big['run_s']:g}s"
+    table.add_row(f"longest wait for all {report['size']} permits ({big['granted']}/{big['asked']} granted)", longest,
+                  _verdict(big["starved"] == 0, f"ok (bound {big['bound_s']:g}s)"))  # fmt: skip
+    if report["errors"]:
+        table.add_row("worker errors", str(report["errors"]), report["error_samples"][0][:80])
+    return table
+
+
 def _choice(flag: str, choices: tuple[str, ...], default: str, help: str) -> Callable[[Any], Any]:
     """An option taking one of ``choices``, its default shown in ``--help``."""
     return click.option(flag, type=click.Choice(choices), default=default, show_default=True, help=help)
@@ -247,6 +272,12 @@ def _with_options(url: str, options: tuple[str, ...]) -> str:
     help="With --spawn redis/redlock/postgres: commits not kept or not waited for, so a server-restart forgets "
     "locks and fences (F4 in docs/safety.md).",
 )
+@click.option(
+    "--permits",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="With --algorithm semaphore: its capacity (default 3); requests take 1 to this many permits.",
+)
 @file_option("--json", "json_file", "Write the report as JSON ('-' for stdout).")
 @file_option("--history", "history", "Write every operation and fault as JSON lines (for your own analysis).")
 @click.pass_obj
@@ -267,6 +298,7 @@ def check(
     election: bool,
     spawn: str | None,
     volatile: bool,
+    permits: int | None,
     json_file: Path | None,
     history: Path | None,
 ) -> None:
@@ -304,6 +336,7 @@ def check(
             sinks=sink_list,
             writers=writer_list,
             sql_sink=sql_sink,
+            permits=permits,
             extra={"url": shown},
         )
         console.print(
@@ -319,7 +352,10 @@ def check(
             )
         if report.get("faults_skipped"):
             console.print(f"[yellow]note:[/] {report['faults_skipped']}")
-        console.print(render_primitive(report) if "kind" in report else render(report))
+        if report.get("kind") == "semaphore":
+            console.print(render_semaphore(report))
+        else:
+            console.print(render_primitive(report) if "kind" in report else render(report))
         if "sinks" in report:
             console.print(render_sinks(report))
             if report["at_risk"]:  # (no holding was lost: nothing to say)
