@@ -19,10 +19,12 @@ def test_primitive_passes_under_kill_and_pause(
     tmp_path: Path, kind: str, server: bool, request: pytest.FixtureRequest
 ) -> None:
     url = request.getfixturevalue("redis_url") if server else f"sqlite:///{tmp_path}/locks.db"
-    code, report, output = check(tmp_path, "--algorithm", kind, "--seconds", "5", "--faults", "kill,pause", url=url)
+    # room for one kill and one pause, each judged before the end (5 s let the pause miss on a busy machine)
+    code, report, output = check(tmp_path, "--algorithm", kind, "--seconds", "8", "--faults", "kill,pause", url=url)
     assert code == 0 and report["ok"] is True, output
     assert report["kind"] == kind and report["early_releases"] == 0
-    assert report["faults"]["kill"]["landed"] >= 1 and report["faults"]["pause"]["landed"] >= 1, report["faults"]
+    landed = {k: v["landed"] for k, v in report["faults"].items()}
+    assert landed.get("kill", 0) >= 1 and landed.get("pause", 0) >= 1, report["faults"]
     assert report["released"] >= 4, report
 
 

@@ -28,12 +28,13 @@ def test_semaphore_passes_under_kill_and_pause(tmp_path: Path, server: bool, req
     the capacity was reached, and that big requests were granted, so the rule was put to the test)."""
     url = request.getfixturevalue("postgres_url") if server else f"sqlite:///{tmp_path}/locks.db"
     code, report, output = check(
-        tmp_path, "--algorithm", "semaphore", "--permits", str(CAP), "--seconds", "5", "--faults", "kill,pause", url=url
+        tmp_path, "--algorithm", "semaphore", "--permits", str(CAP), "--seconds", "8", "--faults", "kill,pause", url=url
     )
     assert code == 0 and report["ok"] is True, output
     assert report["kind"] == "semaphore" and report["size"] == CAP
     assert report["over_grants"] == 0 and report["shared_fences"] == 0
-    assert report["faults"]["kill"]["landed"] >= 1 and report["faults"]["pause"]["landed"] >= 1, report["faults"]
+    landed = {k: v["landed"] for k, v in report["faults"].items()}  # 8 s: room for both on a busy machine
+    assert landed.get("kill", 0) >= 1 and landed.get("pause", 0) >= 1, report["faults"]
     assert report["peak_permits"] == CAP, report  # the capacity was reached: the rule was exercised
     assert report["granted_by_permits"].get(str(CAP), 0) >= 3, report
     assert report["told_lost"] >= 1  # the paused holder was told when it resumed
