@@ -17,20 +17,35 @@ from .names import advisory_key, get_lock_name, name_filter, name_key
 from .stmt import Stmt, to_int
 
 # -- connection-bound (session) mode ---------------------------------------------------------------------
-# One round trip per acquire: take the lock and, only if it was taken, draw a fence and record this
-# connection as a holder, so inspect() can tell a live holder (the recorded connection still holds the
-# lock) from a stale record.
+# One round trip per acquire and one per release. Fences come from one global SEQUENCE ``<prefix>_fence_seq``
+# (PostgreSQL; MariaDB >= 10.5): it never goes down and survives restarts, so it increases per name too; it is
+# drawn in the acquire's statement only once the lock was granted. ``inspect`` shows a connection as ours
+# (owner, mode, name) from its holder record in ``<prefix>_session_holders``, keyed by connection id (an
+# UNLOGGED table on PostgreSQL, a non-transactional Aria table on MariaDB: no redo log on the lock path), and
+# only while that connection holds the record's lock.
 #
-# Fast layout (PostgreSQL; MariaDB >= 10.5): fences from one global SEQUENCE ``<prefix>_fence_seq`` (never
-# goes down, survives restarts: a global counter is increasing per name too), holder records in
-# ``<prefix>_session_holders`` keyed by connection id, an UNLOGGED table (PostgreSQL) / a non-transactional
-# Aria table (MariaDB): no redo log on the lock path; records of connection-bound locks need not survive a
-# restart, the locks do not either. One statement: ``INSERT/REPLACE ... SELECT ... WHERE <lock taken>
-# RETURNING fence``.
+# PostgreSQL: the fence of a holding is in its connection's ``application_name`` (``distlock|<fence>``, set by
+# the acquire's statement, put back to ``distlock`` by the release's; ``pg_stat_activity`` shows it to every
+# role), and the record is written only when what it says changes (another name, owner or mode on that
+# connection): a loop on one lock writes no row, its acquire is a bare SELECT. A record stays while its
+# connection lives (clean-up: connections that are gone).
+#
+# MariaDB has no per-connection value another session can read without performance_schema, so the record
+# carries the fence and is written by every acquire: ``REPLACE ... SELECT ... WHERE <lock taken> RETURNING``.
 #
 # Portable layout (MySQL without sequences or RETURNING): the fence row of ``<prefix>_fences`` is bumped and
 # carries the last holder's lock key, owner, mode and connection id; a multi-statement
 # (``GET_LOCK``; conditional upsert; ``SELECT LAST_INSERT_ID()``).
+
+#: PostgreSQL: what a pinned connection's ``application_name`` is while it holds nothing (the driver's), and
+#: what the fence of its holding follows while it holds one
+APP_NAME = "distlock"
+FENCE_MARK = APP_NAME + "|"
+#: SQL: the fence in the ``application_name`` of ``pg_stat_activity`` row ``a``, or NULL
+_APP_FENCE = (
+    f"CASE WHEN a.application_name ~ '^{APP_NAME}[|][0-9]{{1,19}}$' THEN substr(a.application_name, "
+    f"{len(FENCE_MARK) + 1})::bigint END"
+)
 
 
 def session_schema(dialect: Dialect, p: str, fast: bool) -> tuple[str, ...]:
@@ -66,17 +81,20 @@ _CACHE = 1024
 
 
 def session_acquire(
-    dialect: Dialect, p: str, claim: Claim, wait: float | None, idle_timeout: float | None, fast: bool
-) -> Stmt:
+    dialect: Dialect, p: str, claim: Claim, wait: float | None, idle_timeout: float | None, fast: bool,
+    recorded: bool = False,
+) -> Stmt:  # fmt: skip
     """Try (``wait=None``) or wait up to ``wait`` seconds for the lock; the answer is read by
-    ``session_acquired``. ``idle_timeout``: set the connection's idle timeout (the session lease) too."""
-    return _session_acquire(dialect, p, claim.name, claim.mode, claim.owner, wait, idle_timeout, fast)
+    ``session_acquired``. ``idle_timeout``: set the connection's idle timeout (the session lease) too.
+    ``recorded`` (PostgreSQL): the connection's holder record already names this claim's name, owner and
+    mode, so the statement writes no row."""
+    return _session_acquire(dialect, p, claim.name, claim.mode, claim.owner, wait, idle_timeout, fast, recorded)
 
 
 @lru_cache(maxsize=_CACHE)
 def _session_acquire(
     dialect: Dialect, p: str, name: str, mode: Mode, owner: str, wait: float | None, idle_timeout: float | None,
-    fast: bool,
+    fast: bool, recorded: bool,
 ) -> Stmt:  # fmt: skip
     key = session_lock_key(dialect, name)
     owner = owner[:255]
@@ -113,18 +131,30 @@ def _session_acquire(
     shared = "_shared" if mode is Mode.READ else ""
     ms = "0" if idle_timeout is None else str(max(1, math.ceil(idle_timeout * 1000)))
     if wait is None:
-        lock = f"pg_try_advisory_lock{shared}(%s::bigint) AS got"
+        lock = f"pg_try_advisory_lock{shared}(%s::bigint)"
         args: tuple[object, ...] = (ms, int(key))
     else:
-        lock = f"set_config('lock_timeout', %s, false) AS lt, (pg_advisory_lock{shared}(%s::bigint))::text = '' AS got"
+        # set_config(lock_timeout) is evaluated before the lock: a target list is computed in its order
+        lock = f"(pg_advisory_lock{shared}(%s::bigint))::text = ''"
         args = (ms, f"{max(1, int(wait * 1000))}ms", int(key))
+    lt = "" if wait is None else "set_config('lock_timeout', %s, false) AS lt, "
+    # the fence is drawn only once the lock is granted (a fence drawn before a wait could be passed by one
+    # drawn later by a holder that got in first), and shown as the connection's application_name
+    fence = f"set_config('application_name', '{FENCE_MARK}' || nextval('{p}_fence_seq'), false)"
+    if recorded:
+        return Stmt(
+            f"SELECT set_config('idle_session_timeout', %s, false) AS it, {lt}CASE WHEN {lock} THEN {fence} END, "
+            "pg_backend_pid()",
+            args,
+        )
     return Stmt(
-        f"WITH l AS (SELECT set_config('idle_session_timeout', %s, false) AS it, {lock}) "
+        f"WITH l AS (SELECT set_config('idle_session_timeout', %s, false) AS it, {lt}{lock} AS got), "
+        f"g AS (SELECT {fence} AS app FROM l WHERE l.got) "
         f"INSERT INTO {p}_session_holders AS h (conn_id, name_key, name, lock_key, owner, mode, fence) "
-        f"SELECT pg_backend_pid(), %s, %s, %s, %s, %s, nextval('{p}_fence_seq') FROM l WHERE l.got "
+        "SELECT pg_backend_pid(), %s, %s, %s, %s, %s, 0 FROM g "
         "ON CONFLICT (conn_id) DO UPDATE SET name_key = EXCLUDED.name_key, name = EXCLUDED.name, "
-        "lock_key = EXCLUDED.lock_key, owner = EXCLUDED.owner, mode = EXCLUDED.mode, fence = EXCLUDED.fence, "
-        "asked = NULL RETURNING h.fence, h.conn_id",
+        "lock_key = EXCLUDED.lock_key, owner = EXCLUDED.owner, mode = EXCLUDED.mode, fence = 0, "
+        "asked = NULL RETURNING (SELECT app FROM g), h.conn_id",
         (*args, nk, name, key, owner, mode.value),
     )
 
@@ -139,7 +169,12 @@ def session_acquired(
             return None
     if not sets or not sets[-1]:
         return None
-    fence, conn_id = sets[-1][0]
+    row = sets[-1][0]
+    fence, conn_id = row[-2], row[-1]
+    if fence is None:  # PostgreSQL's SELECT: the lock was not granted
+        return None
+    if isinstance(fence, str):  # PostgreSQL: the application_name the statement set
+        fence = fence[len(FENCE_MARK):]
     return to_int(fence), to_int(conn_id)
 
 
@@ -153,7 +188,12 @@ def _session_unlock(dialect: Dialect, name: str, mode: Mode) -> Stmt:
     if dialect.name == "mysql":
         return Stmt("SELECT RELEASE_LOCK(%s)", (key,))
     shared = "_shared" if mode is Mode.READ else ""
-    return Stmt(f"SELECT pg_advisory_unlock{shared}(%s::bigint)", (int(key),))
+    # the fence goes from the application_name with the lock: the connection's next grant, until its statement
+    # sets the new fence, shows none rather than this one
+    return Stmt(
+        f"SELECT pg_advisory_unlock{shared}(%s::bigint), set_config('application_name', '{APP_NAME}', false)",
+        (int(key),),
+    )
 
 
 def _pg_key_match(alias: str, key_sql: str) -> str:
@@ -205,11 +245,27 @@ def session_ask(dialect: Dialect, p: str, name: str, request: str) -> Stmt:
             "AND IS_USED_LOCK(lock_key) = conn_id",
             (request, name_key(name), key),
         )
+    # PostgreSQL's record outlives the holding (it is rewritten only when it changes): the request names the
+    # fence it was made to, and a later holding of the connection, with another fence, does not take it
     return Stmt(
-        f"UPDATE {p}_session_holders h SET asked = %s WHERE h.name_key = %s AND h.lock_key = %s AND EXISTS "
+        f"UPDATE {p}_session_holders h SET asked = ({_APP_FENCE})::text || '|' || %s FROM pg_stat_activity a "
+        f"WHERE a.pid = h.conn_id AND {_APP_FENCE} IS NOT NULL AND h.name_key = %s AND h.lock_key = %s AND EXISTS "
         f"(SELECT 1 FROM pg_locks l WHERE l.pid = h.conn_id AND {_pg_key_match('l', 'h.lock_key::bigint')})",
         (request, name_key(name), key),
     )
+
+
+def session_request(dialect: Dialect, asked: object, fence: int) -> str | None:
+    """The release request ("<id>|<reason>") a check read from its connection's record, if it was made to the
+    holding of ``fence`` (PostgreSQL's requests name the fence; MariaDB's record is rewritten by every
+    acquire)."""
+    if not asked:
+        return None
+    text = str(asked)
+    if dialect.name == "mysql":
+        return text
+    made_to, _, request = text.partition("|")
+    return request if made_to == str(fence) else None
 
 
 def session_holders(dialect: Dialect, p: str, names: Sequence[str] | None, prefix: str, fast: bool) -> Stmt:
@@ -223,17 +279,21 @@ def session_holders(dialect: Dialect, p: str, names: Sequence[str] | None, prefi
             "ORDER BY f.name",
             args,
         )
-    # every connection that holds the key: ours show their record, others (another application) their pid
+    # every connection that holds the key: ours show their record and the fence of their application_name
+    # (NULL for the moment between a grant and its statement's end), others (another application) their pid
     return Stmt(
-        "SELECT f.name, f.owner, f.mode, f.fence, f.conn_id, l.pid, l.mode "
+        f"SELECT f.name, f.owner, f.mode, {_APP_FENCE}, f.conn_id, l.pid, l.mode "
         f"FROM {table} f JOIN pg_locks l ON {_pg_key_match('l', 'f.lock_key::bigint')} "
+        "LEFT JOIN pg_stat_activity a ON a.pid = l.pid AND a.pid = f.conn_id "
         f"WHERE {where} ORDER BY f.name, l.pid",
         args,
     )
 
 
 def session_cleanup(dialect: Dialect, p: str, fast: bool) -> Stmt | None:
-    """Delete holder records of connections that no longer hold their lock (run at open and close)."""
+    """Delete holder records that no longer say anything (run at open and close): MariaDB's of connections
+    that no longer hold their lock, PostgreSQL's of connections that are gone (a live one's record stays
+    between its holdings: its next acquire of the same name, owner and mode writes none)."""
     if not fast:
         return None
     if dialect.name == "mysql":
@@ -244,8 +304,8 @@ def session_cleanup(dialect: Dialect, p: str, fast: bool) -> Stmt | None:
             "(SELECT ID FROM information_schema.PROCESSLIST))"
         )
     return Stmt(
-        f"DELETE FROM {p}_session_holders h WHERE NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = h.conn_id "
-        f"AND {_pg_key_match('l', 'h.lock_key::bigint')})"
+        f"DELETE FROM {p}_session_holders h WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a "
+        "WHERE a.pid = h.conn_id)"
     )
 
 
