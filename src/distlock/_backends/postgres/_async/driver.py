@@ -395,7 +395,9 @@ class PgDriver(SqlDriver):
                 pass
 
     # -- single statements on a dedicated connection (session mode) -------------------------------------------------------------------
-    async def session_call(self, conn: Any, stmt: st.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
+    async def session_call(
+        self, conn: Any, stmt: st.Stmt, wait: float = 0.0, ok: bool = False
+    ) -> list[list[tuple[Any, ...]]]:
         return await pg.guarded(conn, self.store._deadline(wait), self._session_drive, conn, stmt)
 
     async def _session_drive(self, conn: Any, stmt: st.Stmt) -> list[list[tuple[Any, ...]]]:

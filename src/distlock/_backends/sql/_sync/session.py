@@ -128,12 +128,17 @@ class SessionMode(SqlBase):
 
     def _acquire_call(self, conn: Any, claim: Claim, wait: float | None, change: float | None) -> Sets:
         record = (claim.name, claim.owner, claim.mode)
-        recorded = self.dialect.name == "postgres" and self._records.get(conn) == record
+        recorded = self.fast_session and self._records.get(conn) == record
         stmt = ss.session_acquire(self.dialect, self.prefix, claim, wait, change, self.fast_session, recorded)
-        sets = self.driver.session_call(conn, stmt, wait or 0.0)
-        if not recorded and self.dialect.name == "postgres" and sets and sets[-1]:  # granted: the record is written
+        sets = self.driver.session_call(conn, stmt, wait or 0.0, ok=True)
+        # written: MariaDB's in front of the lock, whether granted or not; PostgreSQL's with a grant only
+        if not recorded and self.fast_session and (self.dialect.name == "mysql" or (sets and sets[-1])):
             self._records[conn] = record
         return sets
+
+    def _acquired(self, conn: Any, sets: Sets) -> tuple[int, int] | None:
+        """(fence, connection id) of a grant from ``_acquire_call``'s answer, or None."""
+        return ss.session_acquired(self.dialect, sets, self.fast_session, self.driver.connection_id(conn))
 
     def _unlock_stmt(self, claim: Claim) -> st.Stmt:
         return ss.session_unlock(self.dialect, claim)
@@ -187,7 +192,7 @@ class SessionMode(SqlBase):
             if self._db_error(exc):
                 raise self._error("database error", exc) from exc
             raise
-        return ss.session_acquired(self.dialect, sets, self.fast_session)
+        return self._acquired(conn, sets)
 
     def _pin(self, conn: Any, claim: Claim, conn_id: int, fence: int) -> None:
         with self._mutex:
@@ -210,6 +215,8 @@ class SessionMode(SqlBase):
         pinned.ttl = ttl
         held = bool(sets and sets[-1] and sets[-1][0][0])
         if held and len(sets[-1][0]) > 1:
+            if sets[-1][0][1] is None:  # its record is gone: the connection's next acquire writes it again
+                self._records.pop(pinned.conn, None)
             request = self._request(sets[-1][0][1], pinned)
             if request is not None:  # the release request made to this holding
                 told(self, [pinned.claim], [(True, request)])
@@ -217,7 +224,7 @@ class SessionMode(SqlBase):
 
     def _request(self, asked: object, pinned: Pinned) -> str | None:
         """The release request a check read for ``pinned``'s holding, or None."""
-        return ss.session_request(self.dialect, asked, pinned.fence)
+        return ss.session_request(asked, pinned.fence)
 
     def _lose(self, claim: Claim, pinned: Pinned, why: str) -> None:
         """The lock lives and dies with its connection. Unpin it and tell the store now, whether or not it
