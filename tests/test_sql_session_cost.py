@@ -274,3 +274,21 @@ def test_a_record_deleted_by_an_older_store_is_written_again(db: str, base: str,
         assert info is not None and [h.fence for h in info.holders] == [lock.fence]
         assert ":connection:" not in info.holders[0].owner
         lock.release()
+
+
+def test_only_a_mariadb_session_store_makes_the_fence_table(mysql_url: str) -> None:
+    """A lease-mode store (an application that never uses session mode, whose user may lack CREATE on a
+    deployment made before this table) opens without making it; a session-mode store makes it."""
+    prefix, url = _url(mysql_url)
+    lease_url = url.replace("mode=session&", "")
+    admin = raw_conn("mysql", mysql_url)
+    exists = "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = %s"
+    try:
+        with distlock.connect(lease_url):
+            pass
+        assert one(admin, exists, f"{prefix}_session_fences") == 0
+        with distlock.connect(url):
+            pass
+        assert one(admin, exists, f"{prefix}_session_fences") == 1
+    finally:
+        admin.close()

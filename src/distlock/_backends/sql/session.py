@@ -68,13 +68,22 @@ def session_schema(dialect: Dialect, p: str, fast: bool) -> tuple[str, ...]:
             f"CREATE SEQUENCE IF NOT EXISTS {p}_fence_seq",
             f"CREATE TABLE IF NOT EXISTS {p}_session_holders ({cols}, KEY {p}_session_holders_name (name_key)) "
             "ENGINE=Aria TRANSACTIONAL=0 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
-            f"CREATE TABLE IF NOT EXISTS {p}_session_fences (conn_id BIGINT UNSIGNED NOT NULL PRIMARY KEY, "
-            "fence BIGINT NOT NULL) ENGINE=MEMORY",
         )
     return (
         f"CREATE SEQUENCE IF NOT EXISTS {p}_fence_seq",
         f"CREATE UNLOGGED TABLE IF NOT EXISTS {p}_session_holders ({cols})",
         f"CREATE INDEX IF NOT EXISTS {p}_session_holders_name ON {p}_session_holders (name_key)",
+    )
+
+
+def session_mode_schema(dialect: Dialect, p: str, fast: bool) -> tuple[str, ...]:
+    """What the session mode alone needs besides ``session_schema`` (made by session-mode stores only, so a
+    lease-mode store of an earlier deployment opens without CREATE): MariaDB's fence table."""
+    if dialect.name != "mysql" or not fast:
+        return ()
+    return (
+        f"CREATE TABLE IF NOT EXISTS {p}_session_fences (conn_id BIGINT UNSIGNED NOT NULL PRIMARY KEY, "
+        "fence BIGINT NOT NULL) ENGINE=MEMORY",
     )
 
 

@@ -38,7 +38,7 @@ class RowLockMode(SessionMode):
         super()._prepare()
 
     def _mode_schema(self) -> Sequence[str]:
-        return ss.row_schema(self.prefix)
+        return (*ss.row_schema(self.prefix), *super()._mode_schema())  # the clean-up reads the fence table
 
     def _acquire_call(self, conn: Any, claim: Claim, wait: float | None, change: float | None) -> Sets:
         stmt = ss.row_acquire(self.prefix, claim, wait, change)

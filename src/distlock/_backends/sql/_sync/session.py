@@ -123,6 +123,9 @@ class SessionMode(SqlBase):
         self._records = weakref.WeakKeyDictionary()
 
     # -- the statements (``rowlock.py`` gives others) --------------------------------------------------------
+    def _mode_schema(self) -> Sequence[str]:
+        return ss.session_mode_schema(self.dialect, self.prefix, self.fast_session)
+
     def _open_cleanup(self) -> st.Stmt | None:
         return ss.session_cleanup(self.dialect, self.prefix, self.fast_session)
 
