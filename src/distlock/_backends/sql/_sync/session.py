@@ -5,9 +5,10 @@ connection pinned to the holding.
 MySQL ``GET_LOCK`` or PostgreSQL advisory locks (the statements are in ``sql/session.py``; MySQL's
 row-lock variant is ``rowlock.py``). The server's idle timeout of the pinned connection is the lease: the
 renewer's check every ttl/3 keeps it alive, a holder that stops renewing (or dies) loses it, and a
-dropped connection is seen by the next renewal (``lost``). Fences come from the fence counter table, and
-a record per holding says who holds what (``inspect``); a connection holding a lock without a record of
-ours (another application's plain lock) shows as ``<db>:connection:<id>``.
+dropped connection is seen by the next renewal (``lost``). Fences come from the fence sequence (the fence
+counter table on MySQL without sequences), and a record per connection says who holds what (``inspect``),
+written only when it changes; a connection holding a lock without a record of ours (another application's
+plain lock) shows as ``<db>:connection:<id>``.
 """
 
 from __future__ import annotations
@@ -109,8 +110,8 @@ class SessionMode(SqlBase):
         self.capabilities = Capabilities(modes=self.driver.session_modes, fair=False, needs_renewal=True)
         self._pinned: dict[str, Pinned] = {}
         self._own_conn_ids: set[int] = set()  # connections this store has held locks on
-        #: PostgreSQL: what each connection's holder record says (name, owner, mode), once a grant wrote it;
-        #: an acquire that would write the same record writes none (``ss.session_acquire``'s ``recorded``)
+        #: what each connection's holder record says (name, owner, mode), once an acquire wrote it; an acquire
+        #: that would write the same record writes none (``ss.session_acquire``'s ``recorded``)
         self._records: weakref.WeakKeyDictionary[Any, tuple[str, str, Mode]] = weakref.WeakKeyDictionary()
 
     def after_fork(self) -> None:
@@ -332,7 +333,7 @@ class SessionMode(SqlBase):
                 continue
             n, h = str(name), int(holder)
             if conn_id is not None and int(conn_id) == h:
-                # no fence: granted a moment ago, its statement has not set it yet (PostgreSQL)
+                # no fence: granted a moment ago, its fence not written yet (``ss.session_holders``)
                 ours.setdefault(n, {})[h] = HolderInfo(str(owner), None if fence is None else int(fence), str(mode), None)
             else:
                 shared = str(holder_mode).lower().startswith("share")
