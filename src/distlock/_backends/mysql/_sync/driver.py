@@ -62,7 +62,7 @@ class Lead:
     rows: list[tuple[Any, ...]] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(eq=False)  # compared and hashed by identity: the session mode keys what it knows of each by it
 class MyConn:
     """A driver connection and the mutex that keeps two callers from using it at once (a session-mode
     holding's renewal and its release; a close while a call runs)."""
@@ -70,6 +70,7 @@ class MyConn:
     conn: my.Connection
     mutex: rt.Mutex = field(default_factory=rt.Mutex)
     wait_timeout: int | None = None  # session mode: the idle timeout last set on this connection
+    conn_id: int | None = None  # the server's CONNECTION_ID() of it
 
 
 class MyDriver(SqlDriver):
@@ -145,21 +146,25 @@ class MyDriver(SqlDriver):
             # time (the defaults, 30 s and 60 s, would let a silent link hold what the statement locked)
             wait = max(1, math.ceil(self.store.call_timeout))
             idle = self.idle_in_tx
-            my.call(
+            conn_id = my.call(
                 conn,
                 self.store._deadline(),
-                execute,
+                first_value,
                 conn,
                 "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; "
                 f"SET time_zone = '+00:00', innodb_lock_wait_timeout = {wait}, lock_wait_timeout = {wait}, "
-                f"net_read_timeout = {idle}, net_write_timeout = {idle}",
+                f"net_read_timeout = {idle}, net_write_timeout = {idle}; SELECT CONNECTION_ID()",
             )
         except pymysql.err.MySQLError as exc:
             if conn is not None:
                 my.cut(conn)  # a half-set-up connection is not kept (nor left to the garbage collector)
                 my.close(conn)
             raise self.store._error(f"cannot connect to {self.store.describe()}", exc) from exc
-        return MyConn(conn)
+        return MyConn(conn, conn_id=None if conn_id is None else int(conn_id))
+
+    def connection_id(self, conn: Any) -> int | None:
+        c: MyConn = conn
+        return c.conn_id
 
     def close(self, conn: Any) -> None:
         c: MyConn = conn
@@ -272,11 +277,15 @@ class MyDriver(SqlDriver):
         return sn.get_lock_refused(name)
 
     # -- single statements on a dedicated connection (session mode) -----------------------------------------
-    def session_call(self, conn: Any, stmt: st.Stmt, wait: float = 0.0) -> list[list[tuple[Any, ...]]]:
+    def session_call(
+        self, conn: Any, stmt: st.Stmt, wait: float = 0.0, ok: bool = False
+    ) -> list[list[tuple[Any, ...]]]:
         c: MyConn = conn
         with c.mutex:
             try:
-                return my.call(c.conn, self.store._deadline(wait), result_sets, c.conn, stmt.sql, stmt.params)
+                return my.call(
+                    c.conn, self.store._deadline(wait), result_sets, c.conn, stmt.sql, stmt.params, ok
+                )
             except pymysql.err.OperationalError as exc:
                 if self.broken(exc):
                     raise StaleConnection(str(exc)) from exc
@@ -293,16 +302,22 @@ def execute(conn: my.Connection, sql: str, params: Any = None) -> None:
     result_sets(conn, sql, params)
 
 
-def result_sets(conn: my.Connection, sql: str, params: Any = None) -> list[list[tuple[Any, ...]]]:
-    """Run ``sql`` (one or more statements): the rows of each answer that has rows."""
+def result_sets(
+    conn: my.Connection, sql: str, params: Any = None, ok: bool = False
+) -> list[list[tuple[Any, ...]]]:
+    """Run ``sql`` (one or more statements): the rows of each answer that has rows; with ``ok``, a last
+    statement without rows answers (rows changed, ``LAST_INSERT_ID``) as one more set."""
     sets: list[list[tuple[Any, ...]]] = []
     cur = my.cursor(conn)
     cur.execute(sql, params or None)
     while True:
-        if cur.description is not None:
+        rows = cur.description is not None
+        if rows:
             sets.append(list(cur.fetchall()))
         if not cur.nextset():
             break
+    if ok and not rows:
+        sets.append([(cur.rowcount, cur.lastrowid)])
     return sets
 
 

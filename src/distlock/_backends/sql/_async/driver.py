@@ -87,11 +87,16 @@ class SqlDriver:
         raise NotImplementedError
 
     # -- the session modes' calls on a pinned connection ----------------------------------------------------
-    async def session_call(self, conn: Any, stmt: st.Stmt, wait: float = 0.0) -> Sets:
+    async def session_call(self, conn: Any, stmt: st.Stmt, wait: float = 0.0, ok: bool = False) -> Sets:
         """Run one (MySQL: multi-) statement in autocommit; every result set. A connection that is gone
         raises StaleConnection; a lock wait that timed out on the server ends in an empty answer (not
-        acquired). Bounded by ``call_timeout`` plus ``wait`` (a server-side wait it makes on purpose)."""
+        acquired). Bounded by ``call_timeout`` plus ``wait`` (a server-side wait it makes on purpose).
+        ``ok`` (MySQL): a last statement without rows answers (rows changed, ``LAST_INSERT_ID``) as its set."""
         raise NotImplementedError
+
+    def connection_id(self, conn: Any) -> int | None:
+        """The server's id of ``conn``'s session where the driver keeps it (MySQL), else None."""
+        return None
 
     def timeout_change(self, conn: Any, ttl: float) -> float | None:
         """The idle timeout to set with the next statement on ``conn``, or None if it is already ``ttl``."""

@@ -18,7 +18,7 @@ from ...._url import StoreConfig
 from .. import session as ss
 from .. import stmt as st
 from .driver import Sets, SqlDriver
-from .session import SessionMode
+from .session import Pinned, SessionMode
 
 
 class RowLockMode(SessionMode):
@@ -37,7 +37,7 @@ class RowLockMode(SessionMode):
         await super()._prepare()
 
     def _mode_schema(self) -> Sequence[str]:
-        return ss.row_schema(self.prefix)
+        return (*ss.row_schema(self.prefix), *super()._mode_schema())  # the clean-up reads the fence table
 
     async def _acquire_call(self, conn: Any, claim: Claim, wait: float | None, change: float | None) -> Sets:
         stmt = ss.row_acquire(self.prefix, claim, wait, change)
@@ -46,6 +46,12 @@ class RowLockMode(SessionMode):
             await self.driver.session_call(conn, ss.row_create(self.prefix, claim.name))
             sets = await self.driver.session_call(conn, stmt, wait or 0.0)
         return sets
+
+    def _acquired(self, conn: Any, sets: Sets) -> tuple[int, int] | None:
+        return ss.row_acquired(sets)
+
+    def _request(self, asked: object, pinned: Pinned) -> str | None:
+        return str(asked) if asked else None  # a row-lock record is rewritten by every acquire
 
     def _unlock_stmt(self, claim: Claim) -> st.Stmt:
         return ss.row_unlock(self.prefix)

@@ -5,14 +5,16 @@ connection pinned to the holding.
 MySQL ``GET_LOCK`` or PostgreSQL advisory locks (the statements are in ``sql/session.py``; MySQL's
 row-lock variant is ``rowlock.py``). The server's idle timeout of the pinned connection is the lease: the
 renewer's check every ttl/3 keeps it alive, a holder that stops renewing (or dies) loses it, and a
-dropped connection is seen by the next renewal (``lost``). Fences come from the fence counter table, and
-a record per holding says who holds what (``inspect``); a connection holding a lock without a record of
-ours (another application's plain lock) shows as ``<db>:connection:<id>``.
+dropped connection is seen by the next renewal (``lost``). Fences come from the fence sequence (the fence
+counter table on MySQL without sequences), and a record per connection says who holds what (``inspect``),
+written only when it changes; a connection holding a lock without a record of ours (another application's
+plain lock) shows as ``<db>:connection:<id>``.
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +49,7 @@ class Pinned:
     claim: Claim
     conn_id: int
     ttl: float = 0.0
+    fence: int = 0
 
 
 class SessionAttempt(SyncAttempt):
@@ -78,7 +81,7 @@ class SessionAttempt(SyncAttempt):
             return Grant(False)
         fence, conn_id = self.taken
         conn, self.conn = self.conn, None
-        self.backend._pin(conn, self.claim, conn_id)
+        self.backend._pin(conn, self.claim, conn_id, fence)
         return Grant(True, fence=fence)
 
     def wait(self, grant: Grant, timeout: float | None) -> None:
@@ -107,6 +110,9 @@ class SessionMode(SqlBase):
         self.capabilities = Capabilities(modes=self.driver.session_modes, fair=False, needs_renewal=True)
         self._pinned: dict[str, Pinned] = {}
         self._own_conn_ids: set[int] = set()  # connections this store has held locks on
+        #: what each connection's holder record says (name, owner, mode), once an acquire wrote it; an acquire
+        #: that would write the same record writes none (``ss.session_acquire``'s ``recorded``)
+        self._records: weakref.WeakKeyDictionary[Any, tuple[str, str, Mode]] = weakref.WeakKeyDictionary()
 
     def after_fork(self) -> None:
         """The parent's holdings live on the sessions they are pinned to: the child must never unlock, check
@@ -115,14 +121,28 @@ class SessionMode(SqlBase):
         forks.abandon(self._pinned)
         self._pinned = {}
         self._own_conn_ids = set()
+        self._records = weakref.WeakKeyDictionary()
 
     # -- the statements (``rowlock.py`` gives others) --------------------------------------------------------
+    def _mode_schema(self) -> Sequence[str]:
+        return ss.session_mode_schema(self.dialect, self.prefix, self.fast_session)
+
     def _open_cleanup(self) -> st.Stmt | None:
         return ss.session_cleanup(self.dialect, self.prefix, self.fast_session)
 
     def _acquire_call(self, conn: Any, claim: Claim, wait: float | None, change: float | None) -> Sets:
-        stmt = ss.session_acquire(self.dialect, self.prefix, claim, wait, change, self.fast_session)
-        return self.driver.session_call(conn, stmt, wait or 0.0)
+        record = (claim.name, claim.owner, claim.mode)
+        recorded = self.fast_session and self._records.get(conn) == record
+        stmt = ss.session_acquire(self.dialect, self.prefix, claim, wait, change, self.fast_session, recorded)
+        sets = self.driver.session_call(conn, stmt, wait or 0.0, ok=True)
+        # written: MariaDB's in front of the lock, whether granted or not; PostgreSQL's with a grant only
+        if not recorded and self.fast_session and (self.dialect.name == "mysql" or (sets and sets[-1])):
+            self._records[conn] = record
+        return sets
+
+    def _acquired(self, conn: Any, sets: Sets) -> tuple[int, int] | None:
+        """(fence, connection id) of a grant from ``_acquire_call``'s answer, or None."""
+        return ss.session_acquired(self.dialect, sets, self.fast_session, self.driver.connection_id(conn))
 
     def _unlock_stmt(self, claim: Claim) -> st.Stmt:
         return ss.session_unlock(self.dialect, claim)
@@ -176,11 +196,11 @@ class SessionMode(SqlBase):
             if self._db_error(exc):
                 raise self._error("database error", exc) from exc
             raise
-        return ss.session_acquired(self.dialect, sets, self.fast_session)
+        return self._acquired(conn, sets)
 
-    def _pin(self, conn: Any, claim: Claim, conn_id: int) -> None:
+    def _pin(self, conn: Any, claim: Claim, conn_id: int, fence: int) -> None:
         with self._mutex:
-            self._pinned[claim.token] = Pinned(conn, claim, conn_id, ttl=claim.ttl)
+            self._pinned[claim.token] = Pinned(conn, claim, conn_id, ttl=claim.ttl, fence=fence)
             self._own_conn_ids.add(conn_id)
 
     def _unpin(self, token: str) -> Pinned | None:
@@ -198,9 +218,17 @@ class SessionMode(SqlBase):
             return False
         pinned.ttl = ttl
         held = bool(sets and sets[-1] and sets[-1][0][0])
-        if held and len(sets[-1][0]) > 1 and sets[-1][0][1]:  # the release request made to this holding
-            told(self, [pinned.claim], [(True, str(sets[-1][0][1]))])
+        if held and len(sets[-1][0]) > 1:
+            if sets[-1][0][1] is None:  # its record is gone: the connection's next acquire writes it again
+                self._records.pop(pinned.conn, None)
+            request = self._request(sets[-1][0][1], pinned)
+            if request is not None:  # the release request made to this holding
+                told(self, [pinned.claim], [(True, request)])
         return held
+
+    def _request(self, asked: object, pinned: Pinned) -> str | None:
+        """The release request a check read for ``pinned``'s holding, or None."""
+        return ss.session_request(asked, pinned.fence)
 
     def _lose(self, claim: Claim, pinned: Pinned, why: str) -> None:
         """The lock lives and dies with its connection. Unpin it and tell the store now, whether or not it
@@ -305,7 +333,8 @@ class SessionMode(SqlBase):
                 continue
             n, h = str(name), int(holder)
             if conn_id is not None and int(conn_id) == h:
-                ours.setdefault(n, {})[h] = HolderInfo(str(owner), int(fence), str(mode), None)
+                # no fence: granted a moment ago, its fence not written yet (``ss.session_holders``)
+                ours.setdefault(n, {})[h] = HolderInfo(str(owner), None if fence is None else int(fence), str(mode), None)
             else:
                 shared = str(holder_mode).lower().startswith("share")
                 label = f"{self.dialect.name}:connection:{h}"

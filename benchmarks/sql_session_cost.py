@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""distlock's SQL session mode against the raw server call, in alternated runs of one or more source trees.
+
+    .venv/bin/python benchmarks/sql_session_cost.py [--tree DIR ...] [--only mysql|postgres] [--seconds 3]
+                                                    [--rounds 2] [--mysql URL] [--postgres URL]
+
+Each run measures, in one process, the raw connection-bound lock (``GET_LOCK`` / ``RELEASE_LOCK``,
+``pg_advisory_lock`` / ``pg_advisory_unlock`` on one connection: ``sql_peers.py``'s raw rows) and distlock's
+``?mode=session`` lock in interleaved quarter-second slices (uncontended acquire + release), then the
+hand-off between two processes taking strict turns (3 ms holds) of each, one after the other: each figure of
+distlock is given as a ratio to the raw call's of the same run. With several ``--tree`` (a checkout's root
+with ``src/`` and ``benchmarks/``, e.g. ``git archive <commit> src benchmarks | tar -x -C /tmp/before``), the
+trees take turns run by run, so a busy machine disturbs them alike. Without URLs it starts a MariaDB and a
+PostgreSQL server (tools/servers/). What is measured is ``distlock bench``'s (docs/bench.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def one_run(db: str, url: str, seconds: float) -> str:
+    """In the tree this process imports: one run of raw vs session mode; a line of figures."""
+    from benchmarks import _measure, sql_peers
+
+    session, raw = (
+        (sql_peers.MysqlSession, sql_peers.RawGetLock) if db == "mysql" else (sql_peers.PgSession, sql_peers.RawAdvisory)
+    )
+    libs = [raw(url), session(url)]
+    try:
+        un = _measure.uncontended(libs, seconds)
+    finally:
+        for lib in libs:
+            lib.close()
+    hand_raw = _measure.handoff(raw, url, seconds)["latency_ms"]["p50"]
+    hand = _measure.handoff(session, url, seconds)["latency_ms"]["p50"]
+    r, s = un[0]["rate_per_s"], un[1]["rate_per_s"]
+    return (
+        f"uncontended raw {r:,.0f}/s, session {s:,.0f}/s = {s / r:.2f}x; hand-off p50 raw {hand_raw:.3f} ms, "
+        f"session {hand:.3f} ms = {hand / hand_raw:.2f}x; load {os.getloadavg()[0]:.1f}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tree", action="append", help="a source tree to measure (repeatable; default: this one)")
+    ap.add_argument("--only", choices=["mysql", "postgres"])
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--mysql", help="a MySQL/MariaDB URL to use instead of starting a server")
+    ap.add_argument("--postgres", help="a PostgreSQL URL to use instead of starting a server")
+    ap.add_argument("--run", nargs=2, metavar=("DB", "URL"), help=argparse.SUPPRESS)  # one run, in a child
+    args = ap.parse_args()
+    if args.run:
+        print(one_run(args.run[0], args.run[1], args.seconds), flush=True)
+        return
+    trees = [Path(t).resolve() for t in args.tree or [str(ROOT)]]
+    dbs = [args.only] if args.only else ["mysql", "postgres"]
+    sys.path.insert(0, str(ROOT))
+    with contextlib.ExitStack() as stack:
+        urls = {"mysql": args.mysql, "postgres": args.postgres}
+        for db in dbs:
+            if urls[db] is None:
+                from tools.servers import mysql as my_srv
+                from tools.servers import postgres as pg_srv
+
+                srv = stack.enter_context(my_srv.mariadb_server() if db == "mysql" else pg_srv.postgres_server())
+                urls[db] = srv.url
+        for n in range(args.rounds):
+            for db in dbs:
+                for tree in trees:
+                    # this script, importing distlock and the benchmark helpers from the tree
+                    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'src'}"}
+                    out = subprocess.run(
+                        [sys.executable, str(Path(__file__).resolve()), "--seconds",
+                         str(args.seconds), "--run", db, str(urls[db])],
+                        env=env, cwd=tree, capture_output=True, text=True, check=False,
+                    )  # fmt: skip
+                    line = out.stdout.strip() or f"failed: {out.stderr.strip().splitlines()[-1:]}"
+                    print(f"round {n + 1} {db} {tree}: {line}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
