@@ -296,18 +296,17 @@ def verdict(mode: Mode, ordered: list[str], ours: str, own_writer: str | None = 
     return standard_verdict(ordered, ours, 1)
 
 
-def scout_of(mode: Mode, ordered: list[str], ours: str, watched: str) -> str | None:
-    """The child that stands in the way of ``ours`` besides ``watched``: the one it would watch if ``watched``
-    were gone (the child just ahead of ``watched``; for a reader, the writer before ``watched``), None if
-    ``watched`` is the only child in the way (``ours`` is then next in line). ``ordered``: a listing in which
-    ``ours`` waits, watching ``watched``.
+def blocks_alone(mode: Mode, ordered: list[str], ours: str, watched: str) -> bool:
+    """Whether ``watched`` is the only child of ``ordered`` (a listing) that keeps ``ours`` from holding.
 
-    None means: once ``watched`` is gone ``ours`` holds without a new listing, since children only ever leave
-    the part of the queue ahead of ``ours`` (a new child gets a higher sequence; names are never reused), and
-    under either rule a child that leaves never turns a grant into a wait. A scout's deletion may make
-    ``watched`` the only one in the way: a look then makes ``ours`` next in line before ``watched`` leaves."""
-    found = verdict(mode, [c for c in ordered if c != watched], ours)
-    return None if found.acquired else found.watch
+    If so, once ``watched`` is gone ``ours`` holds without a new listing: children only ever leave the part of
+    the queue ahead of ``ours`` (a new child gets a higher sequence; names are never reused), and under either
+    rule a child that leaves never turns a grant into a wait."""
+    rest = [c for c in ordered if c != watched]
+    try:
+        return verdict(mode, rest, ours).acquired
+    except NodeGone:
+        return False
 
 
 def holders_of(mode_children: list[str]) -> tuple[list[str], int]:

@@ -128,26 +128,6 @@ class Nodes:
         theirs = w.send(w.client.get_async, ahead, watch=callback)
         return self._there(mine), self._there(theirs)
 
-    def list_and_recheck(
-        self,
-        parent: str,
-        own: str,
-        ahead: str,
-        callback: Callable[[WatchedEvent], None],
-        own_watch: Callable[[WatchedEvent], None],
-    ) -> tuple[list[str], bool, bool]:
-        """``children(parent)`` and ``recheck(own, ahead, callback, own_watch)``, the three requests back to back
-        on the session: one round trip."""
-        w = self._wire
-        listed = w.send(w.client.get_children_async, parent)
-        mine = w.send(w.client.get_async, own, watch=own_watch)
-        theirs = w.send(w.client.get_async, ahead, watch=callback)
-        try:
-            children: list[str] = w.get(listed)
-        except NoNodeError:
-            children = []
-        return children, self._there(mine), self._there(theirs)
-
     def _there(self, result: Any) -> bool:
         """Whether the node of an ``exists`` or ``get`` request exists, from its answer."""
         try:

@@ -86,10 +86,6 @@ class Attempt(AsyncAttempt):
             lease=Entry(f"{self.path}/{layout.SEM_LEASES}", layout.LEASE_MARK),
         )
         self._watching: str | None = None  # the child we watch, once we wait
-        # further back in the queue we watch the child ahead of the one just ahead of us (``scout_of``): the
-        # latter, once that one is gone, is likely the only one left in our way; the look of a listing (below)
-        self._behind: str | None = None
-        self._looked: tuple[str, int, bool, bool] | None = None
         # the watched child was the only one in our way at the listing we decided on: once it is gone, we hold
         self._alone = False
         # kazoo's event thread saw the watched child deleted (the watch fired for it, not a session event)
@@ -186,10 +182,7 @@ class Attempt(AsyncAttempt):
         for _ in range(MAX_PASSES):
             watching, self._watching = self._watching, None
             alone, self._alone = self._alone, False
-            behind, self._behind = self._behind, None
-            self._looked = None
             verdict: layout.Verdict | None = None
-            children: list[str] | None = None
             ordered: list[str] = []
             gone, self._gone = self._gone, None
             if node.name is None:  # queue up and look at the queue in one round trip
@@ -200,11 +193,7 @@ class Attempt(AsyncAttempt):
                     if not alone:
                         # Others were ahead of us at our listing: the listing below tells both what is ahead
                         # now and whether our own child is still there (F6), one round trip less per hand-off.
-                        if behind is not None:
-                            # We watched the child ahead of the one just ahead of us (``scout_of``): with it gone,
-                            # that one is likely the only one in our way now, and most often holds. The listing
-                            # goes with the look that makes us next in line (``_look``), in one round trip.
-                            children = self._list_and_look(node, f"{node.parent}/{behind}")
+                        pass
                     elif self._own_watch == (node.path, self.backend.epoch) and self._own_gone != node.path:
                         # It was the only one in our way (see below), and our own child is still there with no
                         # request: its watch was set before the one that fired, and ZooKeeper tells a session's
@@ -226,7 +215,7 @@ class Attempt(AsyncAttempt):
                         node.renew()
                         continue
                     if there:
-                        self._watching, self._alone, self._behind = watching, alone, behind
+                        self._watching, self._alone = watching, alone
                         return Grant(False)
                     if alone:
                         # Nothing can have come ahead of our child since that listing (a new child gets a
@@ -234,12 +223,11 @@ class Attempt(AsyncAttempt):
                         # way is gone: the listing would say we hold. With a thousand waiters, this skips a
                         # listing of a thousand children at each hand-off (Curator lists again).
                         verdict = layout.Verdict(True)
-                if verdict is None and children is None:
+                if verdict is None:
                     children = nodes.children(node.parent)
             name = node.name
             assert name is not None
             if verdict is None:
-                assert children is not None
                 try:
                     ordered = layout.sort_children(layout.contenders(children))
                     verdict = layout.verdict(self._order, ordered, name, self._own_writer)
@@ -249,28 +237,16 @@ class Attempt(AsyncAttempt):
             if not verdict.acquired:
                 assert verdict.watch is not None
                 ahead = f"{node.parent}/{verdict.watch}"
-                watch = verdict.watch
-                scout = layout.scout_of(self._order, ordered, name, watch)
-                alone = scout is None
+                alone = layout.blocks_alone(self._order, ordered, name, verdict.watch)
                 if alone:  # next in line: watch our own child too, so its turn needs no request (above)
                     ours, there = self._look(node, ahead, alone)
                     if not ours:  # our child vanished (session expired, admin): queue again, fresh name
                         node.renew()
                         continue
                 else:
-                    assert scout is not None
-                    if not self._semaphore:  # (the semaphore's internal mutex watches the child ahead)
-                        # Further back, watch the child ahead of that one instead (see ``scout_of``): its
-                        # deletion (it held and released, most often) makes us list the queue while the child
-                        # just ahead holds, and become next in line, whose turn then needs no request. The
-                        # listing is off the hand-off's path: watching the child just ahead, the listing after
-                        # its deletion was the longest wait of a hand-off under contention after the server's
-                        # own write.
-                        watch = scout
-                    there = nodes.watch_exists(f"{node.parent}/{watch}", self.wake)
+                    there = nodes.watch_exists(ahead, self.wake)
                 if there:
-                    self._watching, self._alone = watch, alone
-                    self._behind = verdict.watch if watch != verdict.watch else None
+                    self._watching, self._alone = verdict.watch, alone
                     return Grant(False)
                 continue  # the child to watch is already gone: look again
             if not self._semaphore:
@@ -287,27 +263,12 @@ class Attempt(AsyncAttempt):
         watching ``ahead``. Next in line (``alone``) our own child is watched too, and once ``ahead`` is found
         there that watch is recorded with the connection epoch read before the requests went out (a change
         while they do counts), which the next-in-line rule compares."""
-        looked, self._looked = self._looked, None
-        if looked is not None and alone and looked[0] == ahead:  # sent with the listing just made
-            _, epoch, ours, there = looked
-        else:
-            epoch = self.backend.epoch
-            own_watch = self.own_deleted if alone else None
-            ours, there = self.backend.nodes.recheck(node.path, ahead, self.wake, own_watch)
+        epoch = self.backend.epoch
+        own_watch = self.own_deleted if alone else None
+        ours, there = self.backend.nodes.recheck(node.path, ahead, self.wake, own_watch)
         if ours and there and alone:
             self._own_watch = (node.path, epoch)
         return ours, there
-
-    def _list_and_look(self, node: Entry, ahead: str) -> list[str]:
-        """List the queue and, in the same round trip, look as ``_look`` does next in line behind ``ahead``
-        (our own child and ``ahead``, both watched): a ``_look`` for ``ahead`` that follows this listing uses
-        these answers. Sent behind the listing, they show the queue no earlier than it does."""
-        epoch = self.backend.epoch
-        children, ours, there = self.backend.nodes.list_and_recheck(
-            node.parent, node.path, ahead, self.wake, self.own_deleted
-        )
-        self._looked = (ahead, epoch, ours, there)
-        return children
 
     def _lease_step(self) -> Grant | None:
         """Semaphore, holding the internal mutex: take a lease, wait until at most ``permits`` leases exist."""
