@@ -121,6 +121,9 @@ class Family:
     name: str
     start: Callable[[ExitStack, argparse.Namespace], str]
     libs: Sequence[type[Lib]]
+    #: servers that compile their code as it runs (a JVM): the first rows measured on a fresh one pay for it, so
+    #: the lock rows run once, unmeasured, before the rounds (``--warmup``)
+    warms_up: bool = False
 
 
 FAMILIES = {
@@ -130,7 +133,7 @@ FAMILIES = {
         Family("redis", _redis, [Distlock, redis_peers.RedisPy, redis_peers.PythonRedisLock]),
         Family("redlock", _redlock, [Distlock, redis_peers.Pottery]),
         Family("redis-cluster", _redis_cluster, [Distlock]),
-        Family("zookeeper", _zookeeper, zookeeper_peers.LIBS),
+        Family("zookeeper", _zookeeper, zookeeper_peers.LIBS, warms_up=True),
         Family("etcd", _etcd, etcd_peers.LIBS),
         Family("mysql", _mysql, sql_peers.MYSQL_LIBS),
         Family("postgres", _postgres, sql_peers.POSTGRES_LIBS),
@@ -173,6 +176,7 @@ def measure_family(
     keys: set[str] | None,
     skipped: list[str],
     pairs: int = 2,
+    warmup: float = 2.0,
 ) -> dict[str, Any]:
     load = _load()
     libs = _open(family, url, keys, skipped)
@@ -206,6 +210,14 @@ def measure_family(
         skipped.append(f"{family.name}: raw probe failed ({type(err).__name__}: {err})")
     # bare round trips (floors) exclude nobody: there is no hand-off or contention to measure
     locks = [(lib, row) for lib, row in zip(libs, rows, strict=True) if not lib.floor]
+    if family.warms_up and warmup > 0:
+        # A fresh ZooKeeper ensemble's JVMs compile the paths of a contended lock (many sessions, watch events) as
+        # they serve them: on a cold one, 8 processes of the row measured first made the servers spend 2-3x the CPU
+        # per acquisition of a warm one, and the next row found them warm (docs/bench.md, "ZooKeeper on a 3-node
+        # ensemble under contention").
+        for lib, row in locks:
+            _try(row, "warmup", lambda lib=lib: _measure.contention(type(lib), url, warmup, workers))
+            row.pop("warmup", None)
     for i in range(max(1, pairs)):
         for lib, row in locks if i % 2 == 0 else locks[::-1]:  # alternated: every other round in reverse
             for key, fn in (
@@ -324,7 +336,16 @@ def _run(args: argparse.Namespace, names: list[str], urls: dict[str, str], keys:
                 print(skipped[-1], file=sys.stderr)
                 continue
             doc["families"].append(
-                measure_family(family, url, args.seconds, args.workers, keys, skipped, getattr(args, "pairs", 2))
+                measure_family(
+                    family,
+                    url,
+                    args.seconds,
+                    args.workers,
+                    keys,
+                    skipped,
+                    getattr(args, "pairs", 2),
+                    getattr(args, "warmup", 2.0),
+                )
             )
     doc["host"]["load_avg"]["end"] = _load()
     return doc
@@ -424,6 +445,13 @@ def add_common_options(ap: argparse.ArgumentParser) -> None:
         type=int,
         default=2,
         help="alternated rounds of the hand-off and contention runs, every other one in reverse order (default 2)",
+    )
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="an unmeasured contention run of each row first, where the servers are JVMs (ZooKeeper; default 2)",
     )
     ap.add_argument(
         "--busy-cpus",

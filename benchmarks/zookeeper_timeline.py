@@ -2,7 +2,7 @@
 """Where a contended ZooKeeper hand-off goes: distlock and kazoo's ``Lock``, request by request.
 
     .venv/bin/python benchmarks/zookeeper_timeline.py [--hosts h1:p1,...] [--processes 8] [--seconds 3]
-                                                      [--rounds 2] [--size 3]
+                                                      [--rounds 2] [--size 3] [--warmup 2]
 
 ``--processes`` processes loop acquire + release on one lock, one library at a time, the libraries alternating
 round by round. Each process stamps (``time.monotonic``, one clock for every process on the host) every request
@@ -10,7 +10,9 @@ kazoo's connection thread sends, every answer and watch event it reads, and each
 those, each hand-off (holder H, next holder W): H's release called -> H's delete sent -> its answer, W's deletion
 event read -> the requests W sends before its acquire returns. Also: requests per acquisition by kind, the client
 CPU per acquisition (all processes) and, for an ensemble this script started, each server's CPU per acquisition
-(every client on the first server, as in ``zookeeper_peers.py``; its role is printed).
+(every client on the first server, as in ``zookeeper_peers.py``; its role is printed). Each library runs once,
+unmeasured, before the rounds (``--warmup``): on a fresh ensemble the first one measured would otherwise pay for
+the servers' JVMs compiling the contended paths.
 """
 
 from __future__ import annotations
@@ -186,6 +188,7 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=2, help="alternated rounds: distlock, kazoo; kazoo, distlock; ...")
+    ap.add_argument("--warmup", type=float, default=2.0, help="an unmeasured run of each library first (seconds)")
     args = ap.parse_args()
     from tools.servers.zookeeper import server_mode, zookeeper_ensemble
 
@@ -194,6 +197,8 @@ def main() -> None:
         pids = [n.proc.proc.pid for n in ens.nodes if n.proc and n.proc.proc] if ens else []
         host, _, port = first.rpartition(":")
         print(f"every client on {first} ({server_mode(int(port), host)}); load average {os.getloadavg()[0]:.2f}")
+        for lib in ("distlock", "kazoo") if args.warmup > 0 else ():  # a fresh JVM compiles as it serves
+            run(lib, first, args.processes, args.warmup, pids)
         for i in range(args.rounds):
             for lib in ("distlock", "kazoo") if i % 2 == 0 else ("kazoo", "distlock"):
                 show(lib, run(lib, first, args.processes, args.seconds, pids))
