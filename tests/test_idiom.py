@@ -270,7 +270,7 @@ TYPED = """
                 assert_type(both.fence, int)
             with store.election("typed/e") as leading:
                 assert_type(leading, distlock.Election)  # a lost leadership's term is None, inside the block too
-            return fence + semaphore.permits
+            return fence + (semaphore.permits or 0)  # None: the semaphore follows the stored capacity
 
 
     async def async_side(url: str) -> int:

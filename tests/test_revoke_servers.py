@@ -93,12 +93,14 @@ def test_zookeeper_a_request_writes_nothing_for_a_free_name_and_goes_with_the_no
             lock = store.lock(name)
             assert lock.acquire(timeout=5)
             assert store.request_release(name, "why") is True
+            zk.sync(path)  # this client's server may not have applied what the store's session wrote yet
             (child,) = zk.get_children(path)
             data, _ = zk.get(f"{path}/{child}")
             assert layout.revoke_reason(data) == "why"
             info = store.inspect(name)
             assert info is not None and not info.holders[0].owner.startswith("foreign:")  # owner kept
             lock.release()
+            zk.sync(path)
             assert zk.get_children(path) == [] if zk.exists(path) else True
     finally:
         zk.stop()

@@ -183,9 +183,14 @@ def test_ctrl_c_while_waiting_exits_130_and_sigterm_143(url: str) -> None:
     with distlock.connect(url) as store, store.lock("busy", ttl=30):
         for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
             proc = subprocess.Popen(
-                distlock_cmd(url, "run", "busy", "echo", "never"), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+                distlock_cmd(url, "run", "-v", "busy", "echo", "never"), stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )
-            time.sleep(1.0)  # let it start waiting (a signal before the handlers exist would kill it plainly)
+            # a signal before the command waits (still importing, on a busy machine) would kill it plainly: -v
+            # says when it waits
+            assert proc.stderr is not None
+            end = time.monotonic() + 60
+            while b"waiting for 'busy'" not in proc.stderr.readline() and time.monotonic() < end:
+                pass
             proc.send_signal(sig)
             out, err = proc.communicate(timeout=30)
             assert proc.returncode == code, err

@@ -51,9 +51,21 @@ async def test_election_candidates_lead_in_the_order_they_campaigned_one_at_a_ti
     assert await first.campaign("c0", timeout=5)
     leaders: list[tuple[str, int | None, float, float]] = []
 
+    async def queued(n: int) -> None:
+        """Until ``n`` candidates wait in line (where the backend counts its waiters; else a generous pause)."""
+        end = monotonic() + 20
+        while monotonic() < end:
+            info = await async_store.inspect(name)
+            if info is None or info.waiters is None:
+                await sleep(0.4 * n)
+                return
+            if info.waiters >= n:
+                return
+            await sleep(0.02)
+
     def candidate(i: int) -> Any:
         async def run() -> None:
-            await sleep(0.1 * i)  # campaign in the order 1, 2, 3
+            await queued(i - 1)  # campaign in the order 1, 2, 3 (a busy machine delays threads, not the line)
             el = async_store.election(name, ttl=10)
             assert await el.campaign(f"c{i}", timeout=20)
             began = monotonic()
@@ -66,7 +78,7 @@ async def test_election_candidates_lead_in_the_order_they_campaigned_one_at_a_ti
         return run
 
     async def first_resigns() -> None:
-        await sleep(0.6)  # every candidate is queued by now
+        await queued(3)  # every candidate is queued by now
         await first.resign()
 
     await run_all(candidate(1), candidate(2), candidate(3), first_resigns)

@@ -52,9 +52,21 @@ def test_election_candidates_lead_in_the_order_they_campaigned_one_at_a_time(
     assert first.campaign("c0", timeout=5)
     leaders: list[tuple[str, int | None, float, float]] = []
 
+    def queued(n: int) -> None:
+        """Until ``n`` candidates wait in line (where the backend counts its waiters; else a generous pause)."""
+        end = monotonic() + 20
+        while monotonic() < end:
+            info = sync_store.inspect(name)
+            if info is None or info.waiters is None:
+                sleep(0.4 * n)
+                return
+            if info.waiters >= n:
+                return
+            sleep(0.02)
+
     def candidate(i: int) -> Any:
         def run() -> None:
-            sleep(0.1 * i)  # campaign in the order 1, 2, 3
+            queued(i - 1)  # campaign in the order 1, 2, 3 (a busy machine delays threads, not the line)
             el = sync_store.election(name, ttl=10)
             assert el.campaign(f"c{i}", timeout=20)
             began = monotonic()
@@ -67,7 +79,7 @@ def test_election_candidates_lead_in_the_order_they_campaigned_one_at_a_time(
         return run
 
     def first_resigns() -> None:
-        sleep(0.6)  # every candidate is queued by now
+        queued(3)  # every candidate is queued by now
         first.resign()
 
     run_all(candidate(1), candidate(2), candidate(3), first_resigns)
