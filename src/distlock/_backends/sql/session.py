@@ -231,6 +231,42 @@ def _session_unlock(dialect: Dialect, name: str, mode: Mode) -> Stmt:
     )
 
 
+# -- a downgrade (PostgreSQL): the write holder's connection takes the shared lock too -------------------------
+# PostgreSQL grants a session that holds a key's exclusive advisory lock the shared one at once, even ahead of
+# sessions queued for the exclusive one (it would deadlock with them otherwise), and each is let go of by its
+# own unlock. The two holdings share the connection; its holder record and ``application_name`` speak for
+# the write while it lasts, then for the read.
+
+#: how long a downgrade's shared lock may wait: granted at once, so this bounds only a server that would not
+#: (and stays under the server's ``deadlock_timeout``, 1 s by default)
+DOWNGRADE_WAIT = 0.5
+
+
+def session_downgrade(dialect: Dialect, p: str, claim: Claim) -> Stmt:
+    """The shared lock of ``claim``'s name on the connection that holds its exclusive one, and the read's own
+    fence; the answer is read by ``session_acquired`` (no grant: the lock timeout's error, no rows)."""
+    key = int(session_lock_key(dialect, claim.name))
+    ms = f"{int(DOWNGRADE_WAIT * 1000)}ms"
+    return Stmt(
+        "SELECT set_config('lock_timeout', %s, true) AS lt, CASE WHEN (pg_advisory_lock_shared(%s::bigint))::text "
+        f"= '' THEN nextval('{p}_fence_seq') END, pg_backend_pid()",
+        (ms, key),
+    )
+
+
+def session_unlock_one(dialect: Dialect, p: str, claim: Claim, rest: Claim, rest_fence: int) -> Stmt:
+    """Let go of ``claim``'s lock alone while ``rest``, the other holding on its connection (a downgrade's
+    read and its write), stays held. The write's release hands the connection's record and fence to the read."""
+    key = int(session_lock_key(dialect, claim.name))
+    if claim.mode is Mode.READ:
+        return Stmt("SELECT pg_advisory_unlock_shared(%s::bigint)", (key,))
+    return Stmt(
+        f"WITH r AS (UPDATE {p}_session_holders SET mode = %s WHERE conn_id = pg_backend_pid() RETURNING 1) "
+        "SELECT pg_advisory_unlock(%s::bigint), set_config('application_name', %s, false), (SELECT count(*) FROM r)",
+        (rest.mode.value, key, f"{FENCE_MARK}{rest_fence}"),
+    )
+
+
 def _pg_key_match(alias: str, key_sql: str) -> str:
     return (
         f"{alias}.locktype = 'advisory' AND {alias}.granted AND {alias}.objsubid = 1 "
