@@ -82,13 +82,15 @@ def test_a_queued_writer_stays_out_until_the_downgrades_read_is_released(
         assert {(p, m) for p, m, g in locks_on(admin, name) if g} == {(pid, "ExclusiveLock"), (pid, "ShareLock")}
         info = store.inspect(name)
         assert info is not None
-        assert sorted((h.mode, h.fence) for h in info.holders) == [("read", None), ("write", write_fence)]
+        assert sorted((h.mode, h.fence) for h in info.holders) == [("read", read_fence), ("write", write_fence)]
         assert len({h.owner for h in info.holders}) == 1
+        assert other.check_fence(name, read_fence) and other.check_fence(name, write_fence)
 
         rw.write.release()  # downgraded: the read alone, on the same connection
         assert [(p, m) for p, m, g in locks_on(admin, name) if g] == [(pid, "ShareLock")]
         info = store.inspect(name)
         assert info is not None and [(h.mode, h.fence) for h in info.holders] == [("read", read_fence)]
+        assert not other.check_fence(name, write_fence)
         assert [i.name for i in store.list("")] == [name]
         time.sleep(TTL / 3 * 2 + 0.5)  # two renewals of the read alone
         assert not got.is_set(), "the writer got in beside the downgrade's read"
@@ -152,9 +154,14 @@ def test_both_releases_in_either_order_leave_the_connection_holding_nothing(
         assert rw.write.acquire(timeout=5)
         pid = holding_conn_id("postgres", admin, name)
         assert rw.read.acquire(blocking=False)
+        fences = {"write": rw.write.fence, "read": rw.read.fence}
         (rw.read if first == "read" else rw.write).release()
         left = "ExclusiveLock" if first == "read" else "ShareLock"
         assert [(p, m) for p, m, g in locks_on(admin, name) if g] == [(pid, left)]
+        rest = "write" if first == "read" else "read"
+        info = store.inspect(name)  # the holding left, with its own fence; none of the one released
+        assert info is not None and [(h.mode, h.fence) for h in info.holders] == [(rest, fences[rest])]
+        assert not store.check_fence(name, fences[first])
         (rw.write if first == "read" else rw.read).release()
         assert locks_on(admin, name) == []
         app = one(admin, "SELECT application_name FROM pg_stat_activity WHERE pid = %s", pid)

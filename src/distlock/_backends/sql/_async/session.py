@@ -409,8 +409,9 @@ class SessionMode(SqlBase):
             shared = str(holder_mode).lower().startswith("share")
             if conn_id is not None and int(conn_id) == h:
                 if mode == Mode.WRITE.value and shared:
-                    # a downgrade's read beside its write: the record and the fence speak for the write
-                    ours.setdefault(n, {})[h, True] = HolderInfo(str(owner), None, Mode.READ.value, None)
+                    # a downgrade's read beside its write: its fence is the record's (``ss.session_holders``)
+                    read = HolderInfo(str(owner), None if fence is None else int(fence), Mode.READ.value, None)
+                    ours.setdefault(n, {})[h, True] = read
                     continue
                 # no fence: granted a moment ago, its fence not written yet (``ss.session_holders``)
                 info = HolderInfo(str(owner), None if fence is None else int(fence), str(mode), None)
