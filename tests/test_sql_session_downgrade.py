@@ -85,6 +85,8 @@ def test_a_queued_writer_stays_out_until_the_downgrades_read_is_released(
         assert sorted((h.mode, h.fence) for h in info.holders) == [("read", read_fence), ("write", write_fence)]
         assert len({h.owner for h in info.holders}) == 1
         assert other.check_fence(name, read_fence) and other.check_fence(name, write_fence)
+        assert other.request_release(name, "w")  # made to the write, whose fence the connection shows
+        assert rw.write.revoke_requested.wait(TTL / 3 + 2.5) and rw.write.revoke_reason == "w"
 
         rw.write.release()  # downgraded: the read alone, on the same connection
         assert [(p, m) for p, m, g in locks_on(admin, name) if g] == [(pid, "ShareLock")]
@@ -95,7 +97,9 @@ def test_a_queued_writer_stays_out_until_the_downgrades_read_is_released(
         time.sleep(TTL / 3 * 2 + 0.5)  # two renewals of the read alone
         assert not got.is_set(), "the writer got in beside the downgrade's read"
         assert rw.read.owned() and not rw.read.lost.is_set()
-        assert store.request_release(name, "yours")  # a request reaches the read, whose fence the record shows
+        assert not rw.read.revoke_requested.is_set()  # the write's request was not the read's
+        assert store.request_release(name, "r")  # now made to the read, whose fence the connection shows
+        assert rw.read.revoke_requested.wait(TTL / 3 + 2.5) and rw.read.revoke_reason == "r"
 
         rw.read.release()
         assert got.wait(30), "the queued writer must get in once the read is released"

@@ -8,7 +8,8 @@ renewer's check every ttl/3 keeps it alive, a holder that stops renewing (or die
 dropped connection is seen by the next renewal (``lost``). Fences come from the fence sequence (the fence
 counter table on MySQL without sequences), and a record per connection says who holds what (``inspect``),
 written only when it changes; a connection holding a lock without a record of ours (another application's
-plain lock) shows as ``<db>:connection:<id>``.
+plain lock) shows as ``<db>:connection:<id>``. PostgreSQL's downgrade takes the read on the write holding's
+own connection (``SessionMode._downgrade``): the two holdings share it until both are released.
 """
 
 from __future__ import annotations
