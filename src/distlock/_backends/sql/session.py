@@ -231,6 +231,51 @@ def _session_unlock(dialect: Dialect, name: str, mode: Mode) -> Stmt:
     )
 
 
+# -- a downgrade (PostgreSQL): the write holder's connection takes the shared lock too -------------------------
+# PostgreSQL grants a session that holds a key's exclusive advisory lock the shared one at once, even ahead of
+# sessions queued for the exclusive one (it would deadlock with them otherwise), and each is let go of by its
+# own unlock. The two holdings share the connection; its holder record and ``application_name`` speak for
+# the write while it lasts, then for the read. Meanwhile the read's fence is in the record's ``fence`` column
+# (otherwise 0 on PostgreSQL), which ``session_holders`` shows for the shared lock of a write's connection.
+
+#: how long a downgrade's shared lock may wait: granted at once, so this bounds only a server that would not
+#: (and stays under the server's ``deadlock_timeout``, 1 s by default)
+DOWNGRADE_WAIT = 0.5
+
+
+def session_downgrade(dialect: Dialect, p: str, claim: Claim) -> Stmt:
+    """The shared lock of ``claim``'s name on the connection that holds its exclusive one, and the read's own
+    fence, written into the connection's record; the answer is read by ``session_acquired`` (no grant: the
+    lock timeout's error, no rows)."""
+    key = int(session_lock_key(dialect, claim.name))
+    ms = f"{int(DOWNGRADE_WAIT * 1000)}ms"
+    return Stmt(
+        "WITH l AS (SELECT set_config('lock_timeout', %s, true) AS lt, CASE WHEN "
+        f"(pg_advisory_lock_shared(%s::bigint))::text = '' THEN nextval('{p}_fence_seq') END AS f), "
+        f"r AS (UPDATE {p}_session_holders h SET fence = l.f FROM l WHERE h.conn_id = pg_backend_pid() "
+        "AND l.f IS NOT NULL RETURNING 1) SELECT l.f, pg_backend_pid() FROM l",
+        (ms, key),
+    )
+
+
+def session_unlock_one(dialect: Dialect, p: str, claim: Claim, rest: Claim, rest_fence: int) -> Stmt:
+    """Let go of ``claim``'s lock alone while ``rest``, the other holding on its connection (a downgrade's
+    read and its write), stays held. The write's release hands the connection's record and fence to the read."""
+    key = int(session_lock_key(dialect, claim.name))
+    if claim.mode is Mode.READ:
+        return Stmt(
+            f"WITH r AS (UPDATE {p}_session_holders SET fence = 0 WHERE conn_id = pg_backend_pid() RETURNING 1) "
+            "SELECT pg_advisory_unlock_shared(%s::bigint), (SELECT count(*) FROM r)",
+            (key,),
+        )
+    return Stmt(
+        f"WITH r AS (UPDATE {p}_session_holders SET mode = %s, fence = 0 WHERE conn_id = pg_backend_pid() "
+        "RETURNING 1) SELECT pg_advisory_unlock(%s::bigint), set_config('application_name', %s, false), "
+        "(SELECT count(*) FROM r)",
+        (rest.mode.value, key, f"{FENCE_MARK}{rest_fence}"),
+    )
+
+
 def _pg_key_match(alias: str, key_sql: str) -> str:
     return (
         f"{alias}.locktype = 'advisory' AND {alias}.granted AND {alias}.objsubid = 1 "
@@ -321,9 +366,11 @@ def session_holders(dialect: Dialect, p: str, names: Sequence[str] | None, prefi
             args,
         )
     # every connection that holds the key: ours show their record and the fence of their application_name
-    # (NULL for the moment between a grant and its statement's end), others (another application) their pid
+    # (NULL for the moment between a grant and its statement's end; a downgrade's read beside its write: the
+    # record's), others (another application) their pid
     return Stmt(
-        f"SELECT f.name, f.owner, f.mode, {_APP_FENCE}, f.conn_id, l.pid, l.mode "
+        f"SELECT f.name, f.owner, f.mode, CASE WHEN f.mode = 'write' AND l.mode = 'ShareLock' AND l.pid = f.conn_id "
+        f"THEN NULLIF(f.fence, 0) ELSE {_APP_FENCE} END, f.conn_id, l.pid, l.mode "
         f"FROM {table} f JOIN pg_locks l ON {_pg_key_match('l', 'f.lock_key::bigint')} "
         "LEFT JOIN pg_stat_activity a ON a.pid = l.pid AND a.pid = f.conn_id "
         f"WHERE {where} ORDER BY f.name, l.pid",

@@ -117,6 +117,8 @@ class PgDriver(SqlDriver):
 
     #: advisory locks have a shared mode: rwlocks in session mode
     session_modes = frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE})
+    #: the exclusive advisory lock's session may take the shared one at once, then let go of the exclusive one
+    session_downgrade = True
     make_dialect = staticmethod(sd.postgres)
     # tables, indexes and sequences of the current schema: once they exist, opening a store runs no DDL
     existing_tables_sql = (

@@ -55,6 +55,8 @@ class SqlDriver:
     kill_sql = ""
     #: modes the connection-bound lock can do on this database
     session_modes: frozenset[Mode] = frozenset({Mode.EXCLUSIVE})
+    #: session mode: a write holder's connection can take the read lock of its name too (a downgrade)
+    session_downgrade = False
     #: what sits between the store and the database, found at open: None (nothing), or a pooler's mode
     #: "session", "transaction" or "statement" (PostgreSQL's ``PgDriver`` looks)
     pooler: str | None = None

@@ -8,7 +8,8 @@ renewer's check every ttl/3 keeps it alive, a holder that stops renewing (or die
 dropped connection is seen by the next renewal (``lost``). Fences come from the fence sequence (the fence
 counter table on MySQL without sequences), and a record per connection says who holds what (``inspect``),
 written only when it changes; a connection holding a lock without a record of ours (another application's
-plain lock) shows as ``<db>:connection:<id>``.
+plain lock) shows as ``<db>:connection:<id>``. PostgreSQL's downgrade takes the read on the write holding's
+own connection (``SessionMode._downgrade``): the two holdings share it until both are released.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .... import _rt_sync as rt
@@ -50,6 +51,9 @@ class Pinned:
     conn_id: int
     ttl: float = 0.0
     fence: int = 0
+    #: the other holding on this connection (PostgreSQL: a downgrade's read and the write it was taken under):
+    #: the connection goes back or is closed only once both are let go of, and its loss loses both
+    mate: Pinned | None = field(default=None, repr=False, compare=False)
 
 
 class SessionAttempt(SyncAttempt):
@@ -59,9 +63,15 @@ class SessionAttempt(SyncAttempt):
         super().__init__(backend, claim)
         self.conn: Any = None
         self.taken: tuple[int, int] | None = None  # (fence, connection id) once the server granted it
+        #: a downgrade's read: the write holding whose connection takes it
+        self.under: Pinned | None = None
 
     def _go(self, wait: float | None) -> None:
         b = self.backend
+        self.under = b._downgrade_of(self.claim)
+        if self.under is not None:
+            self.taken = b._downgrade(self.under, self.claim)
+            return
         for attempt in range(2):
             if self.conn is None:
                 self.conn = b._borrow_dedicated()
@@ -80,6 +90,9 @@ class SessionAttempt(SyncAttempt):
         if self.taken is None:
             return Grant(False)
         fence, conn_id = self.taken
+        if self.under is not None:
+            self.backend._pin(self.under.conn, self.claim, conn_id, fence, mate=self.under)
+            return Grant(True, fence=fence)
         conn, self.conn = self.conn, None
         self.backend._pin(conn, self.claim, conn_id, fence)
         return Grant(True, fence=fence)
@@ -92,6 +105,11 @@ class SessionAttempt(SyncAttempt):
     def abandon(self) -> None:
         b = self.backend
         conn, self.conn = self.conn, None
+        with b._mutex:
+            pinned = b._pinned.get(self.claim.token)
+        if pinned is not None and pinned.mate is not None:  # a downgrade's read: the write keeps the connection
+            b._let_go(pinned)
+            return
         pinned = b._unpin(self.claim.token)
         closed = [c for c in (conn, None if pinned is None else pinned.conn) if c is not None]
         for c in closed:  # closing the connection drops whatever it holds or waits for ...
@@ -107,7 +125,9 @@ class SessionMode(SqlBase):
 
     def __init__(self, config: StoreConfig, driver: type[SqlDriver]) -> None:
         super().__init__(config, driver)
-        self.capabilities = Capabilities(modes=self.driver.session_modes, fair=False, needs_renewal=True)
+        self.capabilities = Capabilities(
+            modes=self.driver.session_modes, fair=False, needs_renewal=True, downgrade=self.driver.session_downgrade
+        )
         self._pinned: dict[str, Pinned] = {}
         self._own_conn_ids: set[int] = set()  # connections this store has held locks on
         #: what each connection's holder record says (name, owner, mode), once an acquire wrote it; an acquire
@@ -198,10 +218,38 @@ class SessionMode(SqlBase):
             raise
         return self._acquired(conn, sets)
 
-    def _pin(self, conn: Any, claim: Claim, conn_id: int, fence: int) -> None:
+    def _pin(self, conn: Any, claim: Claim, conn_id: int, fence: int, mate: Pinned | None = None) -> None:
         with self._mutex:
-            self._pinned[claim.token] = Pinned(conn, claim, conn_id, ttl=claim.ttl, fence=fence)
+            pinned = self._pinned[claim.token] = Pinned(conn, claim, conn_id, ttl=claim.ttl, fence=fence, mate=mate)
+            if mate is not None:
+                mate.mate = pinned
             self._own_conn_ids.add(conn_id)
+
+    def _downgrade_of(self, claim: Claim) -> Pinned | None:
+        """The live write holding of this store a downgrade's read (``Claim.companion``) is taken under, or None
+        (then the read is an ordinary claim: its write was let go of or lost meanwhile)."""
+        if claim.companion is None or not self.capabilities.downgrade:
+            return None
+        with self._mutex:
+            under = self._pinned.get(claim.companion)
+        if under is None or under.claim.mode is not Mode.WRITE or under.claim.name != claim.name or under.mate:
+            return None
+        return under
+
+    def _downgrade(self, under: Pinned, claim: Claim) -> tuple[int, int] | None:
+        """The read's shared lock on the connection of the write holding ``under`` (granted at once), and its
+        fence. A failure or cancellation leaves that connection in no known state: it is closed, and the write
+        is lost with it."""
+        try:
+            sets = self.driver.session_call(under.conn, ss.session_downgrade(self.dialect, self.prefix, claim),
+                                                  ss.DOWNGRADE_WAIT, ok=True)  # fmt: skip
+        except BaseException as exc:
+            self._drop(under, "its connection failed while it took the read lock (a downgrade)")
+            self._close_quietly(under.conn)
+            if isinstance(exc, Exception) and self._db_error(exc):
+                raise self._error("database error", exc) from exc
+            raise
+        return self._acquired(under.conn, sets)
 
     def _unpin(self, token: str) -> Pinned | None:
         with self._mutex:
@@ -221,9 +269,10 @@ class SessionMode(SqlBase):
         if held and len(sets[-1][0]) > 1:
             if sets[-1][0][1] is None:  # its record is gone: the connection's next acquire writes it again
                 self._records.pop(pinned.conn, None)
-            request = self._request(sets[-1][0][1], pinned)
-            if request is not None:  # the release request made to this holding
-                told(self, [pinned.claim], [(True, request)])
+            for p in (pinned, pinned.mate):  # the request names the fence it was made to: one of a pair's
+                request = None if p is None else self._request(sets[-1][0][1], p)
+                if p is not None and request is not None:  # the release request made to this holding
+                    told(self, [p.claim], [(True, request)])
         return held
 
     def _request(self, asked: object, pinned: Pinned) -> str | None:
@@ -235,6 +284,13 @@ class SessionMode(SqlBase):
         still waits for this renewal's answer (the sync renewer may have stopped waiting)."""
         if self._unpin(claim.token) is pinned and claim.token not in self._releasing:
             self.lost(claim.token, f"connection-bound lock lost: {why}")
+
+    def _drop(self, pinned: Pinned, why: str) -> None:
+        """``_lose`` the holding and the other one on its connection (a downgrade's pair), which is closed next."""
+        mate = pinned.mate
+        self._lose(pinned.claim, pinned, why)
+        if mate is not None:
+            self._lose(mate.claim, mate, why)
 
     def _kill(self, conn_ids: Sequence[int]) -> None:
         """Break: end the connections that hold a lock, from the server side."""
@@ -257,16 +313,33 @@ class SessionMode(SqlBase):
             pinned = self._pinned.get(claim.token)
         if pinned is None:
             return False
+        return self._let_go(pinned)
+
+    def _let_go(self, pinned: Pinned) -> bool:
+        """Unlock ``pinned``'s lock; its connection goes back once nothing else is held on it."""
+        claim, mate = pinned.claim, pinned.mate
+        if mate is None:
+            stmt = self._unlock_stmt(claim)
+        else:  # a downgrade's pair: this lock alone (the write's release hands the record to the read)
+            stmt = ss.session_unlock_one(self.dialect, self.prefix, claim, mate.claim, mate.fence)
         ok = False
         try:
-            sets = self.driver.session_call(pinned.conn, self._unlock_stmt(claim))
+            sets = self.driver.session_call(pinned.conn, stmt)
             ok = bool(sets and sets[-1] and sets[-1][0][0])
         except Exception as exc:  # a dead connection: the lock went with it
             if not self._db_error(exc):
                 raise
         finally:
             self._unpin(claim.token)
-        if ok:
+        if mate is not None and ok:
+            with self._mutex:
+                mate.mate = pinned.mate = None
+            if claim.mode is Mode.WRITE:
+                self._records[pinned.conn] = (mate.claim.name, mate.claim.owner, mate.claim.mode)
+        elif mate is not None:  # the connection is closed next, and the other holding goes with it
+            self._lose(mate.claim, mate, "its connection failed or lost the lock as the other one was released")
+            self._close_quietly(pinned.conn)
+        elif ok:
             self._give_back_dedicated(pinned.conn)
         else:
             self._close_quietly(pinned.conn)
@@ -274,6 +347,7 @@ class SessionMode(SqlBase):
 
     def renew(self, claims: Sequence[Claim]) -> list[bool]:
         out: list[bool] = []
+        checked: dict[int, bool] = {}  # a downgrade's pair shares its connection: one check serves both
         for claim in claims:
             with self._mutex:
                 pinned = self._pinned.get(claim.token)
@@ -282,16 +356,18 @@ class SessionMode(SqlBase):
                 out.append(True)
                 continue
             ok = False
-            if pinned is not None:
+            if pinned is not None and pinned.mate is not None and id(pinned.conn) in checked:
+                ok = checked[id(pinned.conn)]
+            elif pinned is not None:
                 try:
                     with Budget(CHECK_SHARE * claim.ttl):  # a silent pinned connection: this holding is lost
-                        ok = self._check(pinned, claim.ttl)
+                        ok = checked[id(pinned.conn)] = self._check(pinned, claim.ttl)
                 except BaseException:  # cancelled mid-check: the connection is closed, and the lock with it
-                    self._lose(claim, pinned, "its connection's check was cancelled")
+                    self._drop(pinned, "its connection's check was cancelled")
                     self._close_quietly(pinned.conn)
                     raise
             if not ok and pinned is not None and claim.token not in self._releasing:
-                self._lose(claim, pinned, "its connection failed, timed out or no longer holds the lock")
+                self._drop(pinned, "its connection failed, timed out or no longer holds the lock")
                 self._close_quietly(pinned.conn)
             out.append(ok or claim.token in self._releasing)
         return out
@@ -326,23 +402,30 @@ class SessionMode(SqlBase):
         """Live holders: records whose connection still holds the lock; a connection holding it without
         a record of its own (another application's plain lock) shows as ``<db>:connection:<id>``."""
         rows = self._holder_rows(names, prefix)
-        ours: dict[str, dict[int, HolderInfo]] = {}
+        ours: dict[str, dict[tuple[int, bool], HolderInfo]] = {}
         foreign: dict[str, dict[int, HolderInfo]] = {}
         for name, owner, mode, fence, conn_id, holder, holder_mode in rows:
             if holder is None:  # let go between the record's read and the server's answer: nobody holds it now
                 continue
             n, h = str(name), int(holder)
+            shared = str(holder_mode).lower().startswith("share")
             if conn_id is not None and int(conn_id) == h:
+                if mode == Mode.WRITE.value and shared:
+                    # a downgrade's read beside its write: its fence is the record's (``ss.session_holders``)
+                    read = HolderInfo(str(owner), None if fence is None else int(fence), Mode.READ.value, None)
+                    ours.setdefault(n, {})[h, True] = read
+                    continue
                 # no fence: granted a moment ago, its fence not written yet (``ss.session_holders``)
-                ours.setdefault(n, {})[h] = HolderInfo(str(owner), None if fence is None else int(fence), str(mode), None)
+                info = HolderInfo(str(owner), None if fence is None else int(fence), str(mode), None)
+                ours.setdefault(n, {})[h, False] = info
             else:
-                shared = str(holder_mode).lower().startswith("share")
                 label = f"{self.dialect.name}:connection:{h}"
                 foreign.setdefault(n, {})[h] = HolderInfo(label, None, "read" if shared else "lock", None)
         out = []
         for n in sorted(set(ours) | set(foreign)):
             mine = ours.get(n, {})
-            holders = [*mine.values(), *(v for k, v in foreign.get(n, {}).items() if k not in mine)]
+            pids = {k[0] for k in mine}
+            holders = [*mine.values(), *(v for k, v in foreign.get(n, {}).items() if k not in pids)]
             modes = {x.mode for x in holders}
             kind = lock_kind(Mode.READ) if modes & {"read", "write"} else "lock"
             out.append(LockInfo(n, kind, tuple(holders), None))
