@@ -33,6 +33,12 @@ def command(obj: dict[str, Any]) -> None:
         config = url_config(url)
         with connect(url):
             pass
+        if config.backend == "mysql" and "mode" not in config.params:
+            # MariaDB's session mode keeps its fences in a table of its own, which only session-mode stores
+            # create (a lease-mode store of an earlier deployment opens without CREATE): made here too, so one
+            # init serves both modes of the application's user
+            with connect(url + ("&" if "?" in url else "?") + "mode=session"):
+                pass
         if config.backend in _SQL:
             click.echo(f"distlock init: the tables of {config.redacted} are in place")
         else:
