@@ -120,3 +120,10 @@ def test_fenced_sinks_example_refuses_the_stale_holder_everywhere(redis_url: str
     r = _example("fenced_sinks.py", redis_url)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "refused by: ['sql', 'file', 'redis']" in r.stdout and "sql: 'fresh', file: 'fresh'" in r.stdout
+
+
+def test_fenced_http_example_answers_the_stale_caller_409_on_the_other_instance() -> None:
+    r = _example("fenced_http.py")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "through instance B: 200" in r.stdout and "through instance A: 409" in r.stdout
+    assert "stored report: 'fresh'" in r.stdout
