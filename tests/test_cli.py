@@ -187,3 +187,18 @@ def test_latch_and_barrier_commands_count_down_wait_and_time_out(url: str) -> No
         assert other.wait(30) == 0  # the timed-out arrival above was withdrawn: it released nobody
     bad = cli(url, "latch", "--count", "0", "x")
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, bad.stderr
+
+
+def test_status_shows_each_semaphore_holdings_permits(url: str) -> None:
+    # MODE says what each holding takes of the capacity in force: one weighted holding of 2, one of 1
+    with distlock.connect(url) as store:
+        big, small = store.semaphore("pool", permits=5, ttl=30), store.semaphore("pool", permits=5, ttl=30)
+        assert big.acquire(permits=2) and small.acquire()
+        r = cli(url, "status", "pool")
+        assert r.returncode == 0, r.stderr
+        modes = sorted(line.split()[4:8] for line in r.stdout.splitlines()[1:])
+        assert modes == [["1", "of", "5", "permits"], ["2", "of", "5", "permits"]], r.stdout
+        listed = cli(url, "list")
+        assert "2 of 5 permits" in listed.stdout and "1 of 5 permits" in listed.stdout, listed.stdout
+        big.release()
+        small.release()

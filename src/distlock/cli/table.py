@@ -1,6 +1,7 @@
 """The one table of held locks that ``status``, ``list`` and ``list --watch`` print (and ``_json``, their JSON).
 
-Columns: NAME KIND OWNER FENCE MODE LEFT WAITERS CLIENT, one row per holder (CLIENT: the holder's client name,
+Columns: NAME KIND OWNER FENCE MODE LEFT WAITERS CLIENT, one row per holder (MODE: a semaphore holding's
+permits, ``2 of 5 permits``; CLIENT: the holder's client name,
 ``-`` if it has none; last, so that the columns before it keep their places for scripts that cut them). Kept
 apart from ``watch`` so that the one-shot commands print the same table without importing rich and the terminal handling.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .._core.types import LockInfo, PrimitiveInfo
+from .._core.types import HolderInfo, LockInfo, PrimitiveInfo
 
 COLUMNS = ("NAME", "KIND", "OWNER", "FENCE", "MODE", "LEFT", "WAITERS", "CLIENT")
 #: the columns rich aligns to the right (numbers)
@@ -28,7 +29,17 @@ def rows(locks: Iterable[LockInfo], elapsed: float = 0.0) -> Iterator[tuple[str,
         for h in info.holders:
             left = "session" if h.ttl_left is None else f"{max(0.0, h.ttl_left - elapsed):.1f}"
             owner = h.owner if h.value is None else f"{h.owner} ({h.value})"
-            yield (info.name, info.kind, owner, str(h.fence), h.mode, left, waiters, h.client_name or "-")
+            yield (info.name, info.kind, owner, str(h.fence), _mode(info, h), left, waiters, h.client_name or "-")
+
+
+def _mode(info: LockInfo, holder: HolderInfo) -> str:
+    """A semaphore holding's MODE is what it takes: ``2 of 5 permits`` (its permits of the capacity in force;
+    ``2 permits`` where the backend does not say the capacity); any other holding's, its mode."""
+    if holder.permits is None:
+        return holder.mode
+    if info.permits is not None:
+        return f"{holder.permits} of {info.permits} permits"
+    return f"{holder.permits} permit" + ("" if holder.permits == 1 else "s")
 
 
 def plain(locks: Iterable[LockInfo]) -> str:
