@@ -52,7 +52,7 @@ from .. import calls as rc
 from . import barrier, latch
 from .attempt import Attempt
 from .node import Node, connect_node
-from .options import GIVEN_CLUSTER, cluster_option, driver_url, fence_counter, reject_unknown, timeouts
+from .options import GIVEN_CLUSTER, cluster_option, driver_url, fence_counter, reject_unknown, remap_option, timeouts
 from .releases import ReleaseLog, shorten_by_renewal
 from .watch import RedisWatch
 
@@ -78,6 +78,7 @@ class Backend(AsyncBackend):
             raise ConfigError("wait_timeout (ms) must be > 0", backend=config.scheme)
         connect_timeout, socket_timeout = timeouts(config)
         counter = fence_counter(config)
+        remap = remap_option(config)
         if wait_replicas:
             socket_timeout = max(socket_timeout, wait_timeout / 1000.0 + 1.0)
         url = driver_url(config)
@@ -86,14 +87,14 @@ class Backend(AsyncBackend):
         if client is not None and cluster:
             raise ConfigError(GIVEN_CLUSTER, backend=config.scheme)
         args = (url, config.scheme, config.password, connect_timeout, socket_timeout)
-        node = await connect_node(*args, "server", cluster=bool(cluster), counter=counter, given=client)
+        node = await connect_node(*args, "server", cluster=bool(cluster), counter=counter, given=client, remap=remap)
         try:
             await node.ping()
             if cluster is None and await node.is_cluster():  # auto: a cluster node was given as the seed
                 if client is not None:
                     raise ConfigError(GIVEN_CLUSTER, backend=config.scheme)
                 await node.aclose()
-                node = await connect_node(*args, "cluster", cluster=True, counter=counter)
+                node = await connect_node(*args, "cluster", cluster=True, counter=counter, remap=remap)
                 await node.ping()
         except BaseException:
             await node.aclose()

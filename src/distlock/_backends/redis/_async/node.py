@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from redis.crc import key_slot
-from redis.exceptions import NoPermissionError, NoScriptError, RedisError
+from redis.exceptions import NoPermissionError, NoScriptError, RedisClusterException, RedisError
 
 from ...._errors import BackendError, ConfigError
 from ...._url import scrub
@@ -32,6 +32,11 @@ from .sentinel import SwitchWatch, sentinel_pool
 from .wire import Restarted, Wire, read_run_id
 
 log = logging.getLogger("distlock")
+
+
+#: what a failed Redis call raises: redis-py's cluster client reports a cluster it cannot reach (every link
+#: silent or refused) as ``RedisClusterException``, which is not a ``RedisError``; both become BackendError
+FAILED = (RedisError, RedisClusterException)
 
 
 class Node:
@@ -81,7 +86,7 @@ class Node:
         client: Any = self.client
         try:
             await client.connection_pool.get_master_address()
-        except RedisError as exc:  # the next connection asks again
+        except FAILED as exc:  # the next connection asks again
             log.debug("Redis %s: master lookup after the switch failed: %s", self.label, exc)
         if self.wire is not None:
             await self.wire.moved()
@@ -151,7 +156,7 @@ class Node:
                 self.run_id = str(info.get("run_id")) if isinstance(info, dict) else None
             await check_server(self.client, self.label, self.scheme)
             await self.load()
-        except RedisError as exc:
+        except FAILED as exc:
             reason = await self.switches.why(exc) if self.switches is not None else None
             raise self.error(exc, "cannot connect", reason) from exc
 
@@ -183,7 +188,7 @@ class Node:
                 except NoScriptError:
                     await self.load()
                     return await drv.pipeline(self.client, commands)
-            except RedisError as exc:
+            except FAILED as exc:
                 raise self.error(exc, what) from exc
         return await self._own([packed_command(*(str(part) for part in c)) for c in commands], what, None)
 
@@ -210,7 +215,7 @@ class Node:
             except NoScriptError:
                 await self.load(timeout)
                 return await self._send(script, name, args, unsure, timeout)
-        except RedisError as exc:
+        except FAILED as exc:
             raise self.error(exc, script) from exc
 
     async def batch(
@@ -237,7 +242,7 @@ class Node:
             if any(isinstance(r, NoScriptError) for r in replies):
                 await self.load(timeout)
                 replies = await wire.call_many(packs, None, timeout)
-        except RedisError as exc:
+        except FAILED as exc:
             raise self.error(exc, what) from exc
         for r in replies:
             if isinstance(r, RedisError):
@@ -327,7 +332,7 @@ class Node:
                 n = rk.name_of_info_key(key, suffix)
                 if n is not None and n.startswith(prefix):
                     found.add(n)
-        except RedisError as exc:
+        except FAILED as exc:
             raise self.error(exc, "list") from exc
         return sorted(found)
 
@@ -362,6 +367,7 @@ async def connect_node(
     cluster: bool = False,
     counter: str = rk.NODE_COUNTER,
     given: object | None = None,
+    remap: options.Remap | None = None,
 ) -> Node:
     """A ``Node`` on a client made from ``url``, or (``given``: the caller's redis-py client or pool, see
     ``connect(client=...)``) on distlock's own client with the given one's connection parameters."""
@@ -378,10 +384,12 @@ async def connect_node(
     try:
         if cluster:
             client = await options.connect_cluster(
-                url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout
+                url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout, remap=remap
             )
         else:
-            client = options.connect(url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout)
+            client = options.connect(
+                url, socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout, remap=remap
+            )
     except (ValueError, TypeError) as exc:
         raise ConfigError(scrub(f"bad Redis URL option: {exc}", secret), backend=scheme) from None
     except RedisError as exc:

@@ -48,12 +48,16 @@ SENTINEL_TLS = "rediss+sentinel"
 SENTINEL_OPTIONS = ("sentinel_username", "sentinel_password")
 SENTINEL_FORM = "redis+sentinel://[user:pw@]s1:26379,s2:26379/<service>[/db]"
 
+#: URL option ``remap``: an address a cluster or the sentinels announce -> the address this client reaches it at
+Remap = dict[tuple[str, int], tuple[str, int]]
+REMAP_FORM = "remap=HOST:PORT=HOST:PORT[,HOST:PORT=HOST:PORT...] (announced address = the address to use)"
+
 
 def is_sentinel(scheme: str) -> bool:
     return scheme.lower() in (SENTINEL, SENTINEL_TLS)
 
 
-def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> drv.Client:
+def connect(url: str, max_connections: int = 4096, remap: Remap | None = None, **kwargs: Any) -> drv.Client:
     """A client for one server; one retry on a broken pooled connection, no backoff (bounded waits).
 
     A plain pool (a blocking pool costs ~15 us more per command); ``max_connections`` is far above
@@ -61,15 +65,28 @@ def connect(url: str, max_connections: int = 4096, **kwargs: Any) -> drv.Client:
     connections" (redis-py's own ``max_connections`` URL option overrides it).
     """
     if is_sentinel(url.split("://", 1)[0]):
-        return connect_sentinel(url, max_connections, **kwargs)
+        return connect_sentinel(url, max_connections, remap=remap or {}, **kwargs)
     retry = drv.Retry(NoBackoff(), 1)
     pool = drv.ConnectionPool.from_url(url, max_connections=max_connections, retry=retry, **kwargs)
     client: drv.Client = drv.Client.from_pool(pool)
     return client
 
 
+class RemappedSentinel(drv.Sentinel):
+    """redis-py's ``Sentinel`` whose master lookups answer the address this client reaches the master at
+    (``remap``): every connection to the master asks ``discover_master``, so all of them follow the map."""
+
+    def __init__(self, *args: Any, remap: Remap, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.remap = remap
+
+    async def discover_master(self, service_name: str) -> tuple[str, int]:
+        host, port = await super().discover_master(service_name)
+        return self.remap.get((host, int(port)), (host, port))
+
+
 def connect_sentinel(
-    url: str, max_connections: int, socket_connect_timeout: float, socket_timeout: float
+    url: str, max_connections: int, socket_connect_timeout: float, socket_timeout: float, remap: Remap
 ) -> drv.Client:
     """The master of a Sentinel-managed service: redis-py's ``Sentinel(...).master_for(service)`` with
     distlock's timeouts and retry on both the sentinels' and the master's connections, and TLS on both when
@@ -95,8 +112,7 @@ def connect_sentinel(
         sentinel_kwargs["username"] = opts["sentinel_username"]
     if opts.get("sentinel_password"):
         sentinel_kwargs["password"] = opts["sentinel_password"]
-    sentinel: Any = drv.Sentinel  # redis-py's Sentinel is untyped
-    manager = sentinel(config.hosts, sentinel_kwargs=sentinel_kwargs)
+    manager: Any = RemappedSentinel(config.hosts, sentinel_kwargs=sentinel_kwargs, remap=remap)  # (loosely typed)
     client: drv.Client = manager.master_for(
         service,
         redis_class=drv.Client,
@@ -129,7 +145,9 @@ def _int(what: str, raw: str) -> int:
     return value
 
 
-async def connect_cluster(url: str, max_connections: int = 4096, **kwargs: Any) -> drv.ClusterClient:
+async def connect_cluster(
+    url: str, max_connections: int = 4096, remap: Remap | None = None, **kwargs: Any
+) -> drv.ClusterClient:
     """A Redis Cluster client seeded by the URL's host (it discovers the other nodes and the slot map).
 
     redis-py follows ``MOVED``/``ASK`` redirections and re-reads the slot map; its retries on a node that
@@ -141,6 +159,7 @@ async def connect_cluster(url: str, max_connections: int = 4096, **kwargs: Any) 
             url,
             max_connections=max_connections,
             retry=drv.Retry(ExponentialBackoff(cap=0.2, base=0.02), 3),
+            address_remap=remapper(remap or {}),
             **kwargs,
         )
         await drv.initialize(client)
@@ -194,6 +213,39 @@ def fence_counter(config: StoreConfig) -> str:
     if bad is not None:
         raise ConfigError(bad, backend=config.scheme)
     return counter
+
+
+def remap_option(config: StoreConfig) -> Remap:
+    """URL option ``remap``: the addresses a Redis Cluster or the sentinels announce, each mapped to the address
+    this client reaches that server at (a NAT, a container's published port, a proxy). redis-py's cluster
+    client calls it ``address_remap``; an address not listed is used as announced."""
+    raw = config.pop("remap")
+    if raw is None:
+        return {}
+    remap: Remap = {}
+    for pair in filter(None, (p.strip() for p in raw.split(","))):
+        announced, eq, reached = pair.partition("=")
+        if not eq:
+            raise ConfigError(f"bad URL option remap: {pair!r} has no '=': {REMAP_FORM}", backend=config.scheme)
+        remap[_address(announced, config.scheme)] = _address(reached, config.scheme)
+    return remap
+
+
+def _address(text: str, scheme: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` -> (host, port)."""
+    host, colon, port = text.strip().rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"bad URL option remap: {text.strip()!r} is not HOST:PORT: {REMAP_FORM}", backend=scheme)
+    return host, int(port)
+
+
+def remapper(remap: Remap) -> Any:
+    """redis-py's ``address_remap`` callable for ``remap`` (None: no remapping). redis-py may call it again on
+    an address it already remapped (a redirect from a node reached through it): one not listed is kept."""
+    if not remap:
+        return None
+    return lambda address: remap.get((address[0], int(address[1])), address)
 
 
 def cluster_option(config: StoreConfig) -> bool | None:

@@ -139,10 +139,12 @@ class Wire:
             except Restarted:
                 await drv.disconnect(conn)
                 raise
-            except (RedisConnectionError, RedisTimeoutError, TimeoutError):
+            except (RedisConnectionError, RedisTimeoutError, TimeoutError) as exc:
                 await drv.disconnect(conn)
                 moved = epoch != self._epoch
                 if attempt and not moved:
+                    if isinstance(exc, TimeoutError):  # the connect's bound (not redis-py's): a Redis error too
+                        raise RedisTimeoutError("no answer to the connect and handshake in time") from exc
                     raise
                 if sent and unsure is not None:
                     unsure.append(True)
