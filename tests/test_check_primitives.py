@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from distlock.checker.history import analyse_primitive, early_barrier_releases, early_latch_releases
+from distlock.checker.primitive_analysis import analyse_primitive, early_barrier_releases, early_latch_releases
 from tests.test_check import check, needs_redis_server
 
 

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 import distlock
-from distlock.checker.history import analyse, at_risk_figures, sink_figures, stale_writes
+from distlock.checker.history import analyse
+from distlock.checker.sink_analysis import at_risk_figures, sink_figures, stale_writes
 from tests.test_check import check
 from tools.servers.redis import redis_binary
 

@@ -16,9 +16,10 @@ from . import fencing
 from ._async.barrier import AsyncBarrier, AsyncDoubleBarrier
 from ._async.election import AsyncElection
 from ._async.latch import AsyncLatch
-from ._async.locks import AsyncLock, AsyncReadWriteLock, AsyncSemaphore
+from ._async.locks import AsyncLock, AsyncReadWriteLock
 from ._async.multilock import AsyncMultiLock
 from ._async.once import AsyncOnce, AsyncRan
+from ._async.semaphore import AsyncSemaphore
 from ._async.store import AsyncStore, connect_async
 from ._core.types import HolderInfo, LeaderInfo, LockInfo
 from ._errors import (
@@ -35,9 +36,10 @@ from ._errors import (
 from ._sync.barrier import Barrier, DoubleBarrier
 from ._sync.election import Election
 from ._sync.latch import Latch
-from ._sync.locks import Lock, ReadWriteLock, Semaphore
+from ._sync.locks import Lock, ReadWriteLock
 from ._sync.multilock import MultiLock
 from ._sync.once import Once, Ran
+from ._sync.semaphore import Semaphore
 from ._sync.store import Store, connect
 from .guards import etcd_guard
 

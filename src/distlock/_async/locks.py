@@ -1,4 +1,5 @@
-"""The lock objects users hold: lock, rlock, read/write halves of an rwlock, semaphore, multilock.
+"""The lock objects users hold: lock, rlock and the read-write pair (the semaphore, a lock whose holdings take
+permits, is in ``semaphore.py``; the multilock in ``multilock.py``).
 
 One object may be shared by many threads (sync) or tasks (async); each *owner* (the thread or task that
 called ``acquire``) has its own holding with its own token, fence and lost event. So two threads sharing
@@ -16,11 +17,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from .. import _idiom_async as idiom
 from .. import _rt_async as rt
 from .._core import forks, ids
-from .._core.arbiter import too_many_message
 from .._core.text import seconds
 from .._core.timing import Deadline
 from .._core.types import Claim, Mode
-from .._core.validate import check_capacity, check_max_hold, check_permits, check_timeout, check_ttl
+from .._core.validate import check_capacity, check_max_hold, check_timeout, check_ttl
 from .._errors import AcquireTimeout, ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
 from .clock import Holding
 from .held import LeaseView, LostCallback, RevokeCallback, RiskCallback
@@ -368,69 +368,6 @@ class AsyncLock(_Acquirable["AsyncHeldLock"], LeaseView):
             return [h for mine in self._by_owner().values() for h in mine]
 
 
-class AsyncSemaphore(AsyncLock):
-    """A counting semaphore: holdings of one or more permits each, at most its capacity in all.
-
-    ``acquire(permits=n)`` takes ``n`` permits all or nothing, as one holding (one lease, one fence, one
-    ``release()``); one owner may hold several holdings. The capacity is kept on the server while the
-    semaphore is in use: ``permits`` is the capacity this user declares (it must match the first user's), or
-    None to follow the stored one; ``set_permits`` changes it for everyone.
-    """
-
-    if TYPE_CHECKING:
-
-        async def __aenter__(self) -> AsyncHeldSemaphore: ...
-
-    async def acquire(self, blocking: bool = True, timeout: float | None = None, *, permits: int = 1) -> bool:
-        """Take ``permits`` permits at once, all or nothing, as one holding; True on success, False if not granted
-        in time (``blocking=False``: one attempt). ``ConfigError`` at once when ``permits`` is not an int >= 1 or
-        exceeds the capacity (it could never be granted), or when this object's declared capacity differs from
-        the one the semaphore was declared with."""
-        scheme = self._acquirer.scheme
-        want = check_permits(permits, name=self.name, backend=scheme)
-        if self.permits is not None and want > self.permits:
-            raise ConfigError(too_many_message(self.name, want, self.permits), backend=scheme)
-        return await self._acquire(self._wait_of(blocking, timeout), want)
-
-    def take(self, permits: int = 1, timeout: float | None = None) -> _Take:
-        """``async with sem.take(2, timeout=5):``: acquire ``permits`` permits within ``timeout`` (None: the
-        object's ``timeout``) or raise ``AcquireTimeout``; release them when the block ends. ``take()`` with no
-        arguments is ``async with sem:``."""
-        scheme = self._acquirer.scheme
-        want = check_permits(permits, name=self.name, backend=scheme)
-        wait = self.timeout if timeout is None else check_timeout(timeout, name=self.name, backend=scheme)
-        return _Take(self, want, wait)
-
-    async def set_permits(self, permits: int) -> bool:
-        """Make ``permits`` the capacity in force for every user of this semaphore: later grants count against it;
-        holders above a smaller one keep their permits until they release (nobody is revoked). True if the
-        semaphore is in use (a holder or a waiter); False, and nothing stored, if it is free: then the next
-        first user's ``permits`` decides."""
-        n = check_permits(permits, name=self.name, backend=self._acquirer.scheme)
-        return await self._acquirer.set_permits(self.name, n)
-
-
-class _Take(_Scoped["AsyncHeldSemaphore"]):
-    """What ``sem.take(n, timeout)`` returns: a ``with`` block holding ``n`` permits of ``sem``."""
-
-    def __init__(self, sem: AsyncSemaphore, want: int, timeout: float | None) -> None:
-        self.sem = sem
-        self.want = want
-        self.name = sem.name
-        self.timeout = timeout
-        self._acquirer = sem._acquirer
-
-    async def _take(self) -> bool:
-        return await self.sem.acquire(timeout=self.timeout, permits=self.want)
-
-    async def _give_back(self) -> None:
-        await self.sem._give_back()
-
-    async def __aenter__(self) -> AsyncHeldSemaphore:
-        await super().__aenter__()
-        return self.sem  # type: ignore[return-value]  # the semaphore, typed as held while the block runs
-
-
 class AsyncReadWriteLock:
     """``rw.read`` and ``rw.write`` are lock objects on one name: many readers or one writer.
 
@@ -458,5 +395,3 @@ if TYPE_CHECKING:
     class AsyncHeldLock(AsyncLock):
         @property
         def fence(self) -> int: ...
-
-    class AsyncHeldSemaphore(AsyncSemaphore, AsyncHeldLock): ...

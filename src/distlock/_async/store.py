@@ -37,9 +37,10 @@ from .election import AsyncElection, check_elections, leader, observe
 from .held import LostCallback
 from .latch import AsyncLatch
 from .listing import Snapshot, snapshots
-from .locks import AsyncLock, AsyncReadWriteLock, AsyncSemaphore
+from .locks import AsyncLock, AsyncReadWriteLock
 from .multilock import AsyncMultiLock
 from .once import AsyncOnce, at_most_once
+from .semaphore import AsyncSemaphore
 
 log = logging.getLogger("distlock")
 

@@ -38,9 +38,10 @@ from .election import Election, check_elections, leader, observe
 from .held import LostCallback
 from .latch import Latch
 from .listing import Snapshot, snapshots
-from .locks import Lock, ReadWriteLock, Semaphore
+from .locks import Lock, ReadWriteLock
 from .multilock import MultiLock
 from .once import Once, at_most_once
+from .semaphore import Semaphore
 
 log = logging.getLogger("distlock")
 

@@ -10,6 +10,8 @@ Layout (one concept per module):
 * ``broken`` -- known-broken locks (the seed documents' wrong examples) that the checker must catch.
 * ``worker`` -- the worker process loop.
 * ``history`` -- pure analysis of the recorded history: overlaps, fences, told late, liveness, verdicts.
+* ``sink_analysis`` -- pure analysis of a ``--sink`` run: stale writes per sink and writer, at_risk before lost.
+* ``primitive_analysis`` -- pure analysis of a barrier or latch run: waits released early, counts reported twice.
 * ``config`` -- what a check runs (``CheckConfig``), its validation, the lease it implies.
 * ``runner`` -- one check: starts the workers, hands them to the injector, stops them, builds the report.
 * ``injector`` -- the faults (kill -9, SIGSTOP past the TTL, server and gray link faults) and their timing.

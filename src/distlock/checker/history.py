@@ -27,9 +27,9 @@ The verdicts, and why each is or is not a safety violation for a *correct* lease
 * **stale writes accepted by a data sink** (``--sink``; must be 0 for the ``fenced`` and ``scoped`` writers): a
   write the resource accepted after it had accepted an access with a higher fence (a newer holder had started
   on it). The ``unfenced`` writer's are expected under pause, reported and not judged: they show the checker
-  sees a stale write when one lands (``sink_figures``).
+  sees a stale write when one lands (``sink_analysis.sink_figures``).
 * **at_risk before lost** (``--sink``; judged under ``freeze`` and ``half-open``): a holding whose renewals stop
-  coming back is told ``at_risk`` before ``lost``; how long before is reported per fault (``at_risk_figures``).
+  coming back is told ``at_risk`` before ``lost``; how long before is reported per fault (``sink_analysis.at_risk_figures``).
   Not judged under ``pause``: the stopped process's two timers fire together when it resumes.
 * **liveness**: after a holder is killed, the lock must become available again within the TTL (plus slack for
   polling and process start-up): ``allowed = 2 * ttl + 1 s``. A lock without a TTL never recovers.
@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import bisect
 import math
-import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from .sink_analysis import at_risk_figures, sink_figures
 
 Op = dict[str, Any]
 Fault = dict[str, Any]
@@ -196,129 +197,6 @@ def told_late(
     }
 
 
-#: the faults after which a lost holding must have been told ``at_risk`` first: its renewals stopped coming back
-#: while it ran (a paused process fires both timers at once when it resumes: not judged)
-RISK_JUDGED = ("freeze", "half-open")
-
-
-def _holdings(ops: Sequence[Op], grants: Sequence[Op]) -> dict[str, tuple[int, float, float]]:
-    """op id -> (worker, t_acq, t_end): the end is the release call, or never for a holding never reported."""
-    out = {g["op"]: (int(g["worker"]), float(g["t_acq"]), math.inf) for g in grants}
-    out.update({o["op"]: (int(o["worker"]), float(o["t_acq"]), float(o["t_rel"])) for o in ops})
-    return out
-
-
-def fault_of(holding: tuple[int, float, float] | None, faults: Sequence[Fault]) -> str:
-    """The kind of the landed fault that hit this holding's worker while it held the lock, else "none"."""
-    if holding is not None:
-        worker, start, end = holding
-        for f in faults:
-            if f.get("landed") and f.get("worker") == worker and start <= f["t"] <= end:
-                return str(f["kind"])
-    return "none"
-
-
-def stale_writes(accepted: Sequence[Op]) -> list[Op]:
-    """The writes among one resource's accepted accesses (in the order it accepted them) that it accepted after
-    an access with a higher fence: a newer holder had started on the resource."""
-    best: int | None = None
-    stale = []
-    for rec in accepted:
-        fence = rec.get("fence")
-        if fence is None:
-            continue
-        if rec["kind"] == "write" and best is not None and int(fence) < best:
-            stale.append(rec)
-        best = int(fence) if best is None else max(best, int(fence))
-    return stale
-
-
-def sink_figures(
-    logs: Mapping[str, Mapping[str, Sequence[Op]]],
-    ops: Sequence[Op],
-    grants: Sequence[Op] = (),
-    lost: dict[str, float] | None = None,
-    faults: Sequence[Fault] = (),
-) -> dict[str, Any]:
-    """Per sink and writer (``logs[sink][writer]``: what the resource accepted, in order): the writes tried, the
-    stale writes accepted, the writes refused (by the resource's fence check or the writer's lease), and the
-    same per fault that hit the holding (``by_fault``). ``after_lost``: accepted writes sent after the holder's
-    ``lost`` had fired (reported, not judged: a fenced write that lands before any newer holder is harmless)."""
-    lost = lost or {}
-    holdings = _holdings(ops, grants)
-    out: dict[str, Any] = {}
-    for sink, writers in logs.items():
-        out[sink] = {}
-        for writer, accepted in writers.items():
-            key = f"{sink}/{writer}"
-            figures: dict[str, Any] = {"writes": 0, "accepted": 0, "stale_accepted": 0, "stale_refused": 0,
-                                       "errors": 0, "after_lost": 0, "by_fault": {}}  # fmt: skip
-
-            def count(fault: str, what: str, fig: dict[str, Any] = figures) -> None:
-                fig[what] += 1
-                per = fig["by_fault"].setdefault(fault, {"writes": 0, "stale_accepted": 0, "stale_refused": 0})
-                if what in per:
-                    per[what] += 1
-
-            for o in ops:
-                outcome = o.get("sinks", {}).get(key)
-                if outcome is None or outcome == "n/a":
-                    continue
-                fault = fault_of(holdings.get(o["op"]), faults)
-                count(fault, "writes")
-                if outcome == "refused":
-                    count(fault, "stale_refused")
-                elif outcome != "accepted":
-                    count(fault, "errors")
-            for rec in stale_writes(accepted):
-                count(fault_of(holdings.get(rec["op"]), faults), "stale_accepted")
-            writes = [r for r in accepted if r["kind"] == "write"]
-            figures["accepted"] = len(writes)
-            figures["after_lost"] = sum(1 for r in writes if r["op"] in lost and r["t"] > lost[r["op"]])
-            out[sink][writer] = figures
-    return out
-
-
-def at_risk_figures(
-    ops: Sequence[Op],
-    grants: Sequence[Op],
-    lost: dict[str, float],
-    at_risk: Mapping[str, Sequence[float]],
-    faults: Sequence[Fault],
-) -> dict[str, Any]:
-    """Per fault that hit the holding ("none": lost without one): the holdings lost while their holder relied on
-    them, how many were told ``at_risk`` before ``lost``, only after it, or never, and how long before ``lost`` the
-    last ``at_risk`` before it came (min and median, ms; a holding can be at risk, renewed, and at risk again).
-    ``in_release``: holdings lost only once ``release()`` had been called (a release whose answer never came),
-    not judged: nobody relied on them any more."""
-    holdings = _holdings(ops, grants)
-    groups: dict[str, dict[str, Any]] = {}
-    leads: dict[str, list[float]] = {}
-    for op_id, t_lost in lost.items():
-        holding = holdings.get(op_id)
-        fault = fault_of(holding, faults)
-        g = groups.setdefault(fault, {"lost": 0, "before": 0, "after": 0, "never": 0, "in_release": 0})
-        if holding is not None and t_lost > holding[2]:
-            g["in_release"] += 1  # lost once release() had been called: the holder no longer relied on it
-            continue
-        g["lost"] += 1
-        times = at_risk.get(op_id, ())
-        first = max((t for t in times if t <= t_lost), default=None)
-        if first is not None:
-            g["before"] += 1
-            leads.setdefault(fault, []).append(t_lost - first)
-        elif times:
-            g["after"] += 1
-        else:
-            g["never"] += 1
-    for fault, g in groups.items():
-        got = sorted(leads.get(fault, []))
-        g["min_ms"] = round(got[0] * 1000, 1) if got else None
-        g["median_ms"] = round(statistics.median(got) * 1000, 1) if got else None
-        g["judged"] = fault in RISK_JUDGED
-    return dict(sorted(groups.items()))
-
-
 def analyse(
     ops: Sequence[Op],
     faults: Sequence[Fault],
@@ -409,75 +287,4 @@ def analyse(
         },
         **extra,
         **closing(faults, errors, violations, liveness_failures),
-    }
-
-
-# -- barriers and latches (``--algorithm barrier`` / ``latch``: checker/primitives.py) -------------------------
-def early_barrier_releases(arrivals: Sequence[Op], ops: Sequence[Op], parties: int) -> int:
-    """Waits released before a trip could have counted ``parties`` arrivals for each generation released so far.
-
-    Every released wait belongs to a tripped generation of ``parties`` arrivals, and a wait's arrival counts in
-    one generation at most (a withdrawn one, whose wait returned False, in none). So when the k-th release in
-    time order returned, at least ``parties * ceil(k / parties)`` arrivals whose wait did not return False must
-    have started (``arrivals``: sent before each wait called, so a killed or paused participant's is there)."""
-    withdrawn = {o["op"] for o in ops if o["released"] is False}
-    counted = sorted(a["t"] for a in arrivals if a["op"] not in withdrawn)
-    early = 0
-    released = sorted((o["t_done"] for o in ops if o["released"]), key=float)
-    for k, t in enumerate(released, start=1):
-        if bisect.bisect_right(counted, t) < parties * math.ceil(k / parties):
-            early += 1
-    return early
-
-
-def early_latch_releases(downs: Sequence[Op], ops: Sequence[Op], count: int) -> int:
-    """Waits released before ``count`` count-downs of their round had started (``downs``: sent before each
-    ``count_down`` is called, so a killed worker's is there): a count cannot reach zero with fewer."""
-    starts: dict[int, list[float]] = {}
-    for d in downs:
-        starts.setdefault(d["round"], []).append(d["t"])
-    for times in starts.values():
-        times.sort()
-    return sum(1 for o in ops if o["released"] and bisect.bisect_right(starts.get(o["round"], []), o["t_done"]) < count)
-
-
-def repeated_counts(ops: Sequence[Op]) -> int:
-    """Count-downs that reported a count above zero another count-down of the same round reported too: each
-    step takes exactly one off, so each value above zero is reported once."""
-    seen = Counter((o["round"], o["left"]) for o in ops if isinstance(o.get("left"), int) and o["left"] > 0)
-    return sum(n - 1 for n in seen.values())
-
-
-def analyse_primitive(
-    kind: str, ops: Sequence[Op], steps: Sequence[Op], faults: Sequence[Fault], *, size: int, errors: Sequence[str] = ()
-) -> dict[str, Any]:
-    """The report of a barrier (``size``: its parties) or latch (``size``: each round's count) run."""
-    violations: list[str] = []
-    extra: dict[str, Any] = {}
-    if kind == "barrier":
-        early = early_barrier_releases([s for s in steps if s["kind"] == "arrive"], ops, size)
-        if early:
-            violations.append(f"{early} wait(s) released before {size} participants could have arrived")
-    else:
-        early = early_latch_releases([s for s in steps if s["kind"] == "count"], ops, size)
-        repeated = repeated_counts(ops)
-        extra["repeated_counts"] = repeated
-        if early:
-            violations.append(f"{early} wait(s) released before {size} count-downs of their round had started")
-        if repeated:
-            violations.append(f"{repeated} count-down(s) reported a count another one of the round reported")
-    released = [o for o in ops if o["released"]]
-    if not released:
-        violations.append("no wait was released: nothing was checked")
-    return {
-        "kind": kind,
-        "size": size,
-        "operations": len(ops),
-        "released": len(released),
-        "timed_out": sum(1 for o in ops if o["released"] is False),
-        "failed": sum(1 for o in ops if o["released"] is None),
-        "wait_ms": percentiles([o["t_done"] - o["t_start"] for o in released]),
-        "early_releases": early,
-        **extra,
-        **closing(faults, errors, violations, []),
     }

@@ -3,7 +3,7 @@
 A worker of these kinds does not lock: it waits on the primitive, and sends each step the moment it starts,
 before the call, so that a step of a worker killed or paused in its call is in the history all the same (a
 killed participant's arrival still counts until its lease runs out; a killed worker's count-down may have
-been applied). The judgement is ``history.analyse_primitive``'s.
+been applied). The judgement is ``primitive_analysis.analyse_primitive``'s.
 
 * ``barrier``: every worker waits on one barrier of ``parties(workers)`` parties, again and again; each wait
   is bounded (``wait_timeout``), so a generation short of live participants ends in withdrawn arrivals

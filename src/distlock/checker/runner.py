@@ -5,7 +5,8 @@ acquisition in this process, so a bad URL fails in one line), runs ``_run`` and 
 afterwards, bounded. ``_run`` owns the worker processes from start to kill: it starts them (each with its
 own report pipe and, for gray link faults, its own proxied URL), hands them to the ``injector.Injector``
 for the length of the run, waits a bounded time for them to finish, stops what is left, then writes the history
-(``--history``) and assembles the report: the run's settings in front of ``history.analyse``'s verdicts.
+(``--history``) and assembles the report: the run's settings in front of ``history.analyse``'s verdicts
+(``primitive_analysis.analyse_primitive``'s for a barrier or latch).
 
 Where the rest lives: the settings and their validation in ``config``, the faults and their timing in
 ``injector``, the report pipes and the tally of what was heard in ``collect``.
@@ -41,8 +42,9 @@ from .config import (
     validate,
 )
 from .gray import GRAY_FAULTS, Links
-from .history import analyse, analyse_primitive
+from .history import analyse
 from .injector import MAX_RESPAWNS, Injector
+from .primitive_analysis import analyse_primitive
 from .primitives import PRIMITIVES, count, parties
 from .resource import FencedRegister, UnfencedSet
 from .semaphore import SEMAPHORE, analyse_semaphore

@@ -19,7 +19,7 @@ Every resource records each access it *accepted*, in the order it accepted them,
 operation, the holding's fence (for every writer, fenced or not: the record is the checker's, not the
 writer's) and the writer's monotonic time. A write is *stale* when the resource had already accepted an
 access with a higher fence: a newer holder had started on the resource (its read), so the write lands on
-data a newer holder relies on. ``history.sink_figures`` counts them.
+data a newer holder relies on. ``sink_analysis.sink_figures`` counts them.
 
 * **sql** -- the SQLite file of the run by default; the PostgreSQL or MariaDB/MySQL server itself when that is
   the backend under test. One transaction per access: the fence check (fenced writer), a per-resource counter
