@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 
 from distlock._errors import ConfigError
-from distlock.checker.gray import WorkerLinks, link_hosts, proxied_url
+from distlock.checker.gray import WorkerLinks, data_nodes, link_hosts, proxied_url
 from distlock.checker.history import analyse, told_late
 from tests.test_check import check
 from tools.servers.redis import redis_binary
+from tools.servers.redis_cluster import RedisCluster
+from tools.servers.redis_sentinel import SentinelDeployment
 
 needs_redis_server = pytest.mark.skipif(redis_binary() is None, reason="redis-server is not installed")
 
@@ -84,7 +86,43 @@ def test_worker_links_put_a_proxy_in_front_of_each_host(redis_url: str) -> None:
         links.close()
 
 
+def test_a_sentinel_url_gets_a_proxy_for_each_data_node_it_announces(
+    redis_sentinel_servers: SentinelDeployment,
+) -> None:
+    d = redis_sentinel_servers
+    nodes = data_nodes(d.url)
+    assert sorted(p for _, p in nodes) == sorted([d.master.port, d.replica.port]), nodes
+    links = WorkerLinks(d.url, nodes)
+    try:
+        assert len(links.proxies) == len(d.sentinels) + 2
+        data_proxies = links.proxies[len(d.sentinels) :]
+        for (host, port), proxy in zip(nodes, data_proxies, strict=True):
+            assert f"{host}:{port}=127.0.0.1:{proxy.port}" in links.url
+    finally:
+        links.close()
+
+
+def test_a_cluster_url_gets_a_proxy_for_every_node_and_a_plain_server_none(
+    redis_cluster_servers: RedisCluster, redis_url: str
+) -> None:
+    nodes = data_nodes(redis_cluster_servers.url)
+    assert sorted(p for _, p in nodes) == sorted(n.port for n in redis_cluster_servers.nodes)
+    assert data_nodes(redis_url) == [] and data_nodes("redlock://127.0.0.1:1,127.0.0.1:2") == []
+
+
 # -- runs ----------------------------------------------------------------------------------------------------
+def test_freeze_on_sentinel_silences_the_link_to_the_master_too(
+    tmp_path: Path, redis_sentinel_servers: SentinelDeployment
+) -> None:
+    # before the data nodes had proxies of their own, only the links to the sentinels froze: the holder kept
+    # renewing on the master and no holding was ever lost under a gray fault on Sentinel
+    url = redis_sentinel_servers.url
+    code, report, output = check(tmp_path, "--seconds", "6", "--faults", "freeze", url=url)
+    assert report["faults"]["freeze"]["landed"] >= 1, output
+    late = report["told_late"]
+    assert late["told"] >= 1 and late["late"] == 0, late
+    assert code == 0 and report["ok"], output
+
 @needs_redis_server
 def test_freeze_on_redis_reports_the_told_late_figure(tmp_path: Path) -> None:
     code, report, output = check(tmp_path, "--seconds", "5", "--spawn", "--faults", "freeze")

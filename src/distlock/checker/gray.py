@@ -9,12 +9,19 @@ the injector freezes, half-opens or slows the proxies of the worker it targets.
 ``proxied_url`` rewrites a store URL's host list to the proxies' addresses, for every scheme that has a
 network link; ``link_hosts`` says which addresses a URL connects to (and refuses the schemes that have
 none: sqlite, memory, redis over a unix socket).
+
+A Redis Cluster or Sentinel URL names only seeds or sentinels; the data nodes are announced by the deployment.
+``data_nodes`` asks it for every one (masters and replicas, once, before the run), each worker gets a proxy per
+data node too, and its URL maps the announced addresses to them (the store's ``remap`` option), so a fault
+breaks the worker's links to the master that holds its locks, not only to the sentinels or the seed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Sequence
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from .._errors import ConfigError
@@ -47,6 +54,37 @@ def link_hosts(url: str | None) -> list[tuple[str, int]]:
     return list(config.hosts)
 
 
+def data_nodes(url: str) -> list[tuple[str, int]]:
+    """The data nodes a Redis Cluster (its seed's ``CLUSTER NODES`` through redis-py's cluster client) or a
+    Sentinel-managed service (its master and replicas) announce; none for any other URL, or one that already
+    maps addresses itself (``remap``)."""
+    from redis.exceptions import RedisClusterException, RedisError
+
+    from .._backends.redis._sync import options as ro
+
+    config = parse_url(url)
+    if config.backend != "redis" or config.scheme == "unix" or "remap" in config.params:
+        return []
+    driver = ro.driver_url(config)
+    found: list[tuple[str, int]] = []
+    try:
+        if ro.is_sentinel(config.scheme):
+            client: Any = ro.connect(driver, socket_connect_timeout=5.0, socket_timeout=5.0)
+            pool = client.connection_pool
+            manager, service = pool.sentinel_manager, pool.service_name
+            found = [manager.discover_master(service), *manager.discover_slaves(service)]
+        else:
+            client = ro.connect(driver, socket_connect_timeout=5.0, socket_timeout=5.0)
+            if str(client.info("cluster").get("cluster_enabled")) == "1":
+                client.close()
+                client = ro.connect_cluster(driver, socket_connect_timeout=5.0, socket_timeout=5.0)
+                found = [(n.host, n.port) for n in client.get_nodes()]
+        client.close()
+    except (RedisError, RedisClusterException, OSError) as exc:
+        raise ConfigError(f"the gray link faults could not list the deployment's data nodes: {exc}") from None
+    return [(str(h), int(p)) for h, p in dict.fromkeys(found)]
+
+
 def _format(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
@@ -68,17 +106,25 @@ def proxied_url(url: str, addresses: list[tuple[str, int]]) -> str:
 
 
 class WorkerLinks:
-    """The proxies of one worker: one ``FaultProxy`` per server address of the URL."""
+    """The proxies of one worker: one ``FaultProxy`` per server address of the URL, and one per announced
+    data node (``nodes``: ``data_nodes``), which the worker's URL maps to them (``remap``)."""
 
-    def __init__(self, url: str) -> None:
-        self.proxies = [FaultProxy(h, p) for h, p in link_hosts(url)]
+    def __init__(self, url: str, nodes: Sequence[tuple[str, int]] = ()) -> None:
+        hosts = link_hosts(url)
+        self.proxies = [FaultProxy(h, p) for h, p in [*hosts, *nodes]]
         try:
             for p in self.proxies:
                 p.start()
         except BaseException:
             self.close()
             raise
-        self.url = proxied_url(url, [("127.0.0.1", p.port) for p in self.proxies])
+        self.url = proxied_url(url, [("127.0.0.1", p.port) for p in self.proxies[: len(hosts)]])
+        if nodes:
+            remap = ",".join(
+                f"{_format(h, port)}={_format('127.0.0.1', p.port)}"
+                for (h, port), p in zip(nodes, self.proxies[len(hosts) :], strict=True)
+            )
+            self.url += ("&" if "?" in self.url else "?") + "remap=" + remap
 
     def freeze(self) -> None:
         for p in self.proxies:
@@ -108,11 +154,12 @@ class Links:
     def __init__(self, url: str) -> None:
         link_hosts(url)  # refuse a URL without a link before anything starts
         self.base = url
+        self.nodes = data_nodes(url)
         self.by_worker: dict[int, WorkerLinks] = {}
         self.free: list[WorkerLinks] = []
 
     def url_for(self, worker: int) -> str:
-        links = self.free.pop() if self.free else WorkerLinks(self.base)
+        links = self.free.pop() if self.free else WorkerLinks(self.base, self.nodes)
         links.heal()
         self.by_worker[worker] = links
         return links.url
@@ -134,4 +181,4 @@ class Links:
         self.free.clear()
 
 
-__all__ = ["GRAY_FAULTS", "Links", "WorkerLinks", "link_hosts", "proxied_url"]
+__all__ = ["GRAY_FAULTS", "Links", "WorkerLinks", "data_nodes", "link_hosts", "proxied_url"]
