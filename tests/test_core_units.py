@@ -157,6 +157,7 @@ PURE_BACKEND_MODULES = [
     "_backends.redis.lua.latch",
     "_backends.redis.calls",
     "_backends.redis.waiters",
+    "_backends.redis.remap",
     "_backends.etcd.keys",
     "_backends.etcd.guard",
     "_backends.zookeeper.layout",

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 import distlock
-from distlock._backends.redis._async.options import remap_option, remapper
+from distlock._backends.redis.remap import remap_option, remapper
 from distlock._url import parse_url
 from distlock.checker.proxy import FaultProxy
 from tools.servers.proc import LOOPBACK

@@ -49,10 +49,11 @@ from ...._errors import BackendError, ConfigError
 from ...._given import given
 from ...._url import StoreConfig
 from .. import calls as rc
+from ..remap import remap_option
 from . import barrier, latch
 from .attempt import Attempt
 from .node import Node, connect_node
-from .options import GIVEN_CLUSTER, cluster_option, driver_url, fence_counter, reject_unknown, remap_option, timeouts
+from .options import GIVEN_CLUSTER, cluster_option, driver_url, fence_counter, reject_unknown, timeouts
 from .releases import ReleaseLog, shorten_by_renewal
 from .watch import RedisWatch
 

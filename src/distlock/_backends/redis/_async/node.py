@@ -24,6 +24,7 @@ from .. import _driver_async as drv
 from .. import keys as rk
 from .. import lua
 from ..calls import Snapshot, decode_inspect, packed_call, packed_command
+from ..remap import Remap
 from . import options
 from .fences import Markers, check_server
 from .listener import Listener
@@ -367,7 +368,7 @@ async def connect_node(
     cluster: bool = False,
     counter: str = rk.NODE_COUNTER,
     given: object | None = None,
-    remap: options.Remap | None = None,
+    remap: Remap | None = None,
 ) -> Node:
     """A ``Node`` on a client made from ``url``, or (``given``: the caller's redis-py client or pool, see
     ``connect(client=...)``) on distlock's own client with the given one's connection parameters."""

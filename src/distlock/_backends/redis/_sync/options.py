@@ -35,6 +35,7 @@ from ...._errors import ConfigError
 from ...._url import StoreConfig, parse_url
 from .. import _driver_sync as drv
 from .. import keys as rk
+from ..remap import Remap, remapper
 from ..tls import tls_options
 
 #: a cluster call on distlock's own connection that meets one of these goes through redis-py's routing
@@ -48,10 +49,6 @@ SENTINEL_TLS = "rediss+sentinel"
 #: URL options for the sentinels' own connections (the URL's userinfo is the master's)
 SENTINEL_OPTIONS = ("sentinel_username", "sentinel_password")
 SENTINEL_FORM = "redis+sentinel://[user:pw@]s1:26379,s2:26379/<service>[/db]"
-
-#: URL option ``remap``: an address a cluster or the sentinels announce -> the address this client reaches it at
-Remap = dict[tuple[str, int], tuple[str, int]]
-REMAP_FORM = "remap=HOST:PORT=HOST:PORT[,HOST:PORT=HOST:PORT...] (announced address = the address to use)"
 
 
 def is_sentinel(scheme: str) -> bool:
@@ -214,39 +211,6 @@ def fence_counter(config: StoreConfig) -> str:
     if bad is not None:
         raise ConfigError(bad, backend=config.scheme)
     return counter
-
-
-def remap_option(config: StoreConfig) -> Remap:
-    """URL option ``remap``: the addresses a Redis Cluster or the sentinels announce, each mapped to the address
-    this client reaches that server at (a NAT, a container's published port, a proxy). redis-py's cluster
-    client calls it ``address_remap``; an address not listed is used as announced."""
-    raw = config.pop("remap")
-    if raw is None:
-        return {}
-    remap: Remap = {}
-    for pair in filter(None, (p.strip() for p in raw.split(","))):
-        announced, eq, reached = pair.partition("=")
-        if not eq:
-            raise ConfigError(f"bad URL option remap: {pair!r} has no '=': {REMAP_FORM}", backend=config.scheme)
-        remap[_address(announced, config.scheme)] = _address(reached, config.scheme)
-    return remap
-
-
-def _address(text: str, scheme: str) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port`` -> (host, port)."""
-    host, colon, port = text.strip().rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"bad URL option remap: {text.strip()!r} is not HOST:PORT: {REMAP_FORM}", backend=scheme)
-    return host, int(port)
-
-
-def remapper(remap: Remap) -> Any:
-    """redis-py's ``address_remap`` callable for ``remap`` (None: no remapping). redis-py may call it again on
-    an address it already remapped (a redirect from a node reached through it): one not listed is kept."""
-    if not remap:
-        return None
-    return lambda address: remap.get((address[0], int(address[1])), address)
 
 
 def cluster_option(config: StoreConfig) -> bool | None:
