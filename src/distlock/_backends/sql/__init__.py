@@ -24,8 +24,8 @@ down to the statements:
 * ``watchdog.py``: the thread that ends a threaded PostgreSQL call at its deadline (no async code: one
   module for both sides);
 * the statements (pure: no I/O, as in ``_core/``): the lease tables (``lease.py``) and their two protocols
-  (``lease_tx.py``: MySQL/MariaDB, ``lease_autocommit.py``: PostgreSQL), the session mode (``session.py``),
-  the dialects (``dialects.py``), names and their keys (``names.py``), and the statement machinery
+  (``lease_tx.py``: MySQL/MariaDB, ``lease_autocommit.py``: PostgreSQL), the session mode (``session.py``)
+  and MySQL's row-lock variant of it (``rowlock.py``), the dialects (``dialects.py``), names and their keys (``names.py``), and the statement machinery
   (``stmt.py``: ``Stmt``, ``Result``, scripts).
 
 Shared with SQLite, outside the folder: the grant rule (``_core/arbiter.py``) and the wake-up registry
