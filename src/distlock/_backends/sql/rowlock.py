@@ -74,7 +74,8 @@ def row_check(idle_timeout: float | None, p: str | None = None) -> Stmt:
 
 
 def row_ask(p: str, name: str, request: str) -> Stmt:
-    """``session_ask`` for the row-lock variant: a holder record whose connection is inside a transaction now."""
+    """``session.py``'s ``session_ask`` for the row-lock variant: a holder record whose connection is inside a
+    transaction now."""
     return Stmt(
         f"UPDATE {p}_session_holders SET asked = %s WHERE name_key = %s AND lock_key = '{ROW_MARK}' "
         "AND conn_id IN (SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX)",
@@ -83,9 +84,9 @@ def row_ask(p: str, name: str, request: str) -> Stmt:
 
 
 def row_holders(p: str, names: Sequence[str] | None, prefix: str) -> Stmt:
-    """The columns of ``session_holders`` and whether the record's connection is inside a transaction now
-    (the holder keeps its transaction open until it releases; a connection's next acquire replaces its
-    record). Needs the PROCESS privilege to see other users' transactions."""
+    """The columns of ``session.py``'s ``session_holders`` and whether the record's connection is inside a
+    transaction now (the holder keeps its transaction open until it releases; a connection's next acquire
+    replaces its record). Needs the PROCESS privilege to see other users' transactions."""
     where, args = name_filter(names, prefix, "f")
     return Stmt(
         "SELECT f.name, f.owner, f.mode, f.fence, f.conn_id, f.conn_id, f.mode, "
