@@ -169,6 +169,8 @@ PURE_BACKEND_MODULES = [
     "_backends.sql.lease_tx",
     "_backends.sql.lease_autocommit",
     "_backends.sql.session",
+    "_backends.sql.rowlock",
+    "_backends.sql.lease_handover",
     "_backends.sql.latch",
     "_backends.redis.lua.barrier",
     "_backends.sql.barrier",

@@ -11,6 +11,8 @@ down to the statements:
     lock held in an open transaction;
   * ``session.py``: ``SessionMode``, ``mode=session``: the database's own lock on a connection pinned to the
     holding;
+  * ``session_admin.py``: ``SessionAdmin``, the session modes' ``inspect``, ``list``, ``break_lock`` and
+    ``request_release`` (every connection's holdings, not only the store's);
   * ``lease_mode.py``: ``LeaseMode``, ``mode=lease`` (default): holdings are rows of lease tables with an expiry;
     the dialects add their protocol and push (``PgLeaseMode``, ``MyLeaseMode``);
   * ``lease_attempt.py``: ``LeaseAttempt``, one lease-mode waiter's tries, waits and clean-up;
@@ -24,9 +26,10 @@ down to the statements:
 * ``watchdog.py``: the thread that ends a threaded PostgreSQL call at its deadline (no async code: one
   module for both sides);
 * the statements (pure: no I/O, as in ``_core/``): the lease tables (``lease.py``) and their two protocols
-  (``lease_tx.py``: MySQL/MariaDB, ``lease_autocommit.py``: PostgreSQL), the session mode (``session.py``),
-  the dialects (``dialects.py``), names and their keys (``names.py``), and the statement machinery
-  (``stmt.py``: ``Stmt``, ``Result``, scripts).
+  (``lease_tx.py``: MySQL/MariaDB, ``lease_autocommit.py``: PostgreSQL, whose hand-over release is
+  ``lease_handover.py``), the session mode (``session.py``) and MySQL's row-lock variant of it
+  (``rowlock.py``), the dialects (``dialects.py``), names and their keys (``names.py``), and the statement
+  machinery (``stmt.py``: ``Stmt``, ``Result``, scripts).
 
 Shared with SQLite, outside the folder: the grant rule (``_core/arbiter.py``) and the wake-up registry
 (``_wakeup.py``).

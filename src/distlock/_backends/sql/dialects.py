@@ -1,7 +1,7 @@
 """The SQL text that differs between MySQL/MariaDB and PostgreSQL: each dialect's lease tables and primitives.
 
-No I/O. The statements of each mode are in ``lease.py`` (lease tables) and ``session.py``
-(connection-bound locks); what they need to know of the database they find here.
+No I/O. The statements of each mode are in ``lease.py`` (lease tables), ``session.py`` (connection-bound
+locks) and ``rowlock.py`` (MySQL's row locks); what they need to know of the database they find here.
 """
 
 from __future__ import annotations

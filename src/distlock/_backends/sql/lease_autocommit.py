@@ -4,7 +4,8 @@ No I/O. No BEGIN is ever sent (PgBouncer's statement pooling refuses it): every 
 one simple-protocol Query of several statements that runs as ONE implicit transaction. The acquire is the
 protocol of ``docs/models/sql_lease_statement.pml`` (``-DONE_CLOCK -DBLIND``), the release's direct
 hand-over that of ``docs/models/sql_lease_handover.pml`` (HANDOVER with ONE_STATEMENT_RELEASE, TRUST, STAMP,
-KEEP). Renewals are one autocommit UPDATE per TTL, ``RETURNING`` the tokens still live.
+KEEP; its statement is in ``lease_handover.py``). Renewals are one autocommit UPDATE per TTL, ``RETURNING``
+the tokens still live.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from ..._core.arbiter import Capacity, Held, Queued, decide, looks_ahead
 from ..._core.timing import WAITER_TTL
 from ..._core.types import Claim, Grant, Mode
 from .lease import LAYOUT, NO_WEIGHTS, OWNER_CHARS, LeaseOps, Released, numbers
-from .names import HandOver, name_key
+from .lease_handover import release_stmt, released
+from .names import name_key
 from .stmt import Result, Stmt, batch, to_float, to_int
 
 
@@ -219,26 +221,9 @@ class AutocommitOps(LeaseOps):
         ], 2, name_wait=self.wait_for_name())  # fmt: skip
 
     def release(self, claim: Claim, key: str) -> Generator[Stmt, Result, Released]:
-        """The release as the direct hand-over: ONE autocommit statement, without the name's lock
-        (``docs/models/sql_lease_handover.pml``, HANDOVER with ONE_STATEMENT_RELEASE). It deletes our row and
-        the holder rows expired at its clock (expired queue entries are left to the tries and the sweep: the
-        promotion looks at live entries only, and deleting them cost O(waiters) per release), and if
-
-        * our row was still live at its clock (the DELETE finds the latest committed version: a try that took
-          the name over once our lease ran out deleted it first, and then nothing is promoted; while our row
-          is live no try can be granted, so no holder row can appear that this statement's snapshot misses),
-        * its snapshot shows no other live holder (readers), and the DELETE removed every row the snapshot
-          saw expired (a renewal that committed while the DELETE waited for its row lock keeps its row, as in
-          ``sql_lease_statement.pml``'s RECHECK_COUNT), and
-        * the first live queue entry is an exclusive claim that carries its owner record,
-
-        it deletes that entry and inserts a holder row for its waiter from what that DELETE returned (an
-        entry its waiter deleted meanwhile is promoted to nothing): fence drawn, lease end = the entry's
-        queue deadline, not a TTL (a waiter that died while queued holds no longer than its entry would have
-        blocked the queue, F12; ``PROMOTE_TTL`` fails). The NOTIFY names the waiter (``token_digest``),
-        its fence and that lease end, the stamp the waiter compares with the deadline its last refused try
-        wrote before it holds on the NOTIFY alone. One round trip, as the plain release was (a bigger statement:
-        about 0.27 ms against 0.15 ms on an idle connection of the project's VM). True if our row was live."""
+        """The release as the direct hand-over (``lease_handover.py``): ONE autocommit statement, without the
+        name's lock, that deletes our row and grants the name to the first queued exclusive claim where the
+        protocol allows. True if our row was live."""
         if not self.handover:  # a queue table without the owner column: the release only wakes the waiters
             r = yield Stmt(
                 f"WITH d AS (DELETE FROM {self.p}_holders WHERE token = %s RETURNING expires_at) "
@@ -246,50 +231,8 @@ class AutocommitOps(LeaseOps):
                 (claim.token, self.channel, key),
             )
             return bool(r.rows and r.rows[0][0]), None
-        p, t = self.p, self.NOW
-        others = f"FROM {p}_holders WHERE name_key = %s AND token <> %s"  # our own row is ``d``'s
-        channel = (
-            "CASE WHEN pr.digest IS NULL THEN %s ELSE COALESCE((SELECT reply FROM dq), %s) END"
-            if self.replies
-            else "%s"
-        )
-        payload = "%s || COALESCE('|' || pr.digest || '|' || pr.fence || '|' || pr.expires_at::text, '')"
-        r = yield Stmt(
-            f"WITH d AS (DELETE FROM {p}_holders WHERE token = %s RETURNING expires_at), "
-            f"seen AS (SELECT COUNT(*) AS n {others} AND expires_at <= {t}), "
-            f"del AS (DELETE {others} AND expires_at <= {t} RETURNING 1), "
-            f"hd AS (SELECT token FROM {p}_queue WHERE name_key = %s AND expires_at > {t} ORDER BY seq LIMIT 1), "
-            f"dq AS (DELETE FROM {p}_queue WHERE token = (SELECT token FROM hd) AND mode IN (%s, %s) "
-            f"AND owner IS NOT NULL AND (SELECT expires_at FROM d) > {t} "
-            f"AND NOT EXISTS (SELECT 1 {others} AND expires_at > {t}) "
-            "AND (SELECT COUNT(*) FROM del) = (SELECT n FROM seen) "
-            f"RETURNING token, name, mode, owner, expires_at{', reply' if self.replies else ''}), "
-            f"pr AS (INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, "
-            f"layout) SELECT token, %s, name, owner, mode, nextval('{p}_fence_seq'), expires_at, {t}, {LAYOUT} "
-            "FROM dq ON CONFLICT (token) DO NOTHING "
-            "RETURNING left(encode(sha256(convert_to(token, 'UTF8')), 'hex'), 32) AS digest, fence, expires_at) "
-            f"SELECT COALESCE((SELECT expires_at FROM d) > {t}, false), pr.digest, pr.fence, pr.expires_at, "
-            # a hand-over goes to the promoted waiter's store alone (its reply channel), a wake-up to every store
-            f"{self._wake(f'{channel}, {payload}')} FROM (SELECT 1) one LEFT JOIN pr ON true",
-            (
-                claim.token,
-                key,
-                claim.token,
-                key,
-                claim.token,
-                key,
-                Mode.EXCLUSIVE.value,
-                Mode.WRITE.value,
-                key,
-                claim.token,
-                key,
-                *((self.channel,) * (2 if self.replies else 1)),
-                key,
-            ),
-        )
-        live, digest_, fence, stamp, _ = r.rows[0]
-        handed = None if fence is None else HandOver(str(digest_), to_int(fence), to_float(stamp))
-        return bool(live), handed
+        r = yield release_stmt(self, claim, key, self.NOW)
+        return released(r.rows[0])
 
     def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
         """One Query: the name's lock first (an acquire of this claim still running on the server finishes

@@ -1,8 +1,8 @@
-"""SQL of the connection-bound (session) mode of MySQL/MariaDB and PostgreSQL, and of MySQL's row-lock variant.
+"""SQL of the connection-bound (session) mode of MySQL/MariaDB and PostgreSQL.
 
-No I/O: statements only (the backend classes are ``_async/session.py`` and ``rowlock.py``).
-The lease-table mode's statements are in ``lease*.py``, the statement machinery in ``stmt.py``; the
-dialects in ``dialects.py``.
+No I/O: statements only (the backend class is ``_async/session.py``). MySQL's row-lock variant has its
+own in ``rowlock.py`` (its holder records are this mode's table); the lease-table mode's statements are in
+``lease*.py``, the statement machinery in ``stmt.py``; the dialects in ``dialects.py``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from functools import lru_cache
 from ..._core.types import Claim, Mode
 from .dialects import Dialect
 from .names import BELL_PREFIX, advisory_key, get_lock_name, name_filter, name_key
+from .rowlock import ROW_MARK
 from .stmt import Stmt, to_int
 
 # -- connection-bound (session) mode ---------------------------------------------------------------------
@@ -398,85 +399,4 @@ def session_cleanup(dialect: Dialect, p: str, fast: bool) -> Stmt | None:
     return Stmt(
         f"DELETE FROM {p}_session_holders h WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a "
         "WHERE a.pid = h.conn_id)"
-    )
-
-
-# -- MySQL/MariaDB row-lock variant of the session mode (``session_lock=row``) -------------------------------
-# The seeds' ``SELECT ... FOR UPDATE``: the holder keeps a transaction open on its pinned connection with a
-# row lock on the name's row of ``<prefix>_rows`` (``LOCK IN SHARE MODE`` for rwlock readers); ROLLBACK
-# releases it, and so does the server when the connection ends (crash, kill, ``wait_timeout``). InnoDB
-# queues a new shared request behind a waiting exclusive one, so waiting writers are not starved.
-ROW_MARK = "row"
-
-
-def row_schema(p: str) -> tuple[str, ...]:
-    return (
-        f"CREATE TABLE IF NOT EXISTS {p}_rows (name_key CHAR(64) NOT NULL PRIMARY KEY, name TEXT NOT NULL) "
-        "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
-    )
-
-
-def row_acquire(p: str, claim: Claim, wait: float | None, idle_timeout: float | None) -> Stmt:
-    """One round trip: open the transaction, lock the name's row (``FOR UPDATE NOWAIT`` / ``WAIT n``), then
-    record the holder only if the row was locked. The last result set is empty when the name has no row
-    yet (create it with ``row_create`` and try again); a lock that was not granted is an error, which
-    the backend turns into "not acquired" after a ROLLBACK."""
-    prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
-    how = "LOCK IN SHARE MODE" if claim.mode is Mode.READ else "FOR UPDATE"
-    limit = "NOWAIT" if wait is None else f"WAIT {max(1, math.ceil(wait))}"
-    nk = name_key(claim.name)
-    return Stmt(
-        f"{prefix}SET @distlock_row = 0; START TRANSACTION; "
-        f"SELECT @distlock_row := 1 FROM {p}_rows WHERE name_key = %s {how} {limit}; "
-        f"REPLACE INTO {p}_session_holders (conn_id, name_key, name, lock_key, owner, mode, fence) "
-        f"SELECT CONNECTION_ID(), %s, %s, '{ROW_MARK}', %s, %s, NEXTVAL({p}_fence_seq) FROM DUAL "
-        "WHERE @distlock_row = 1 RETURNING fence, conn_id",
-        (nk, nk, claim.name, claim.owner[:255], claim.mode.value),
-    )
-
-
-def row_acquired(sets: Sequence[Sequence[tuple[object, ...]]]) -> tuple[int, int] | None:
-    """(fence, connection id) from the RETURNING of ``row_acquire``, or None if not taken."""
-    if not sets or not sets[-1]:
-        return None
-    fence, conn_id = sets[-1][0]
-    return to_int(fence), to_int(conn_id)
-
-
-def row_create(p: str, name: str) -> Stmt:
-    return Stmt(f"ROLLBACK; INSERT IGNORE INTO {p}_rows (name_key, name) VALUES (%s, %s)", (name_key(name), name))
-
-
-def row_unlock(p: str) -> Stmt:
-    """Answers whether the transaction (and so the row lock) was still there, then ends it."""
-    return Stmt("SELECT @@in_transaction; ROLLBACK")
-
-
-def row_check(idle_timeout: float | None, p: str | None = None) -> Stmt:
-    """Is the transaction (and so the row lock) still open; with ``p``, the release request made to this
-    connection's holding too (``row_ask``)."""
-    prefix = "" if idle_timeout is None else f"SET SESSION wait_timeout = {max(1, math.ceil(idle_timeout))}; "
-    asked = "" if p is None else f", (SELECT a.asked FROM {p}_session_holders a WHERE a.conn_id = CONNECTION_ID())"
-    return Stmt(f"{prefix}SELECT @@in_transaction{asked}")
-
-
-def row_ask(p: str, name: str, request: str) -> Stmt:
-    """``session_ask`` for the row-lock variant: a holder record whose connection is inside a transaction now."""
-    return Stmt(
-        f"UPDATE {p}_session_holders SET asked = %s WHERE name_key = %s AND lock_key = '{ROW_MARK}' "
-        "AND conn_id IN (SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX)",
-        (request, name_key(name)),
-    )
-
-
-def row_holders(p: str, names: Sequence[str] | None, prefix: str) -> Stmt:
-    """The columns of ``session_holders`` and whether the record's connection is inside a transaction now
-    (the holder keeps its transaction open until it releases; a connection's next acquire replaces its
-    record). Needs the PROCESS privilege to see other users' transactions."""
-    where, args = name_filter(names, prefix, "f")
-    return Stmt(
-        "SELECT f.name, f.owner, f.mode, f.fence, f.conn_id, f.conn_id, f.mode, "
-        "f.conn_id IN (SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX) "
-        f"FROM {p}_session_holders f WHERE {where} AND f.lock_key = '{ROW_MARK}' ORDER BY f.name, f.fence",
-        args,
     )

@@ -4,7 +4,7 @@
 The pinned connection keeps a transaction open holding ``SELECT ... FOR UPDATE`` (exclusive, writers) or
 ``LOCK IN SHARE MODE`` (readers) on the name's row of ``<prefix>_rows``, so a plain ``SELECT ... FOR UPDATE`` of
 another application on that row excludes the lock and the other way round. Everything but the statements
-is the session mode's (``session.py``); the statements are in ``sql/session.py`` (``row_*``).
+is the session mode's (``session.py``); the statements are in ``sql/rowlock.py``.
 Needs MariaDB >= 10.5 (sequences and ``RETURNING``).
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from ...._core.types import Capabilities, Claim, Mode
 from ...._errors import UnsupportedFeature
 from ...._url import StoreConfig
-from .. import session as ss
+from .. import rowlock as rs
 from .. import stmt as st
 from .driver import Sets, SqlDriver
 from .session import Pinned, SessionMode
@@ -38,33 +38,33 @@ class RowLockMode(SessionMode):
         super()._prepare()
 
     def _mode_schema(self) -> Sequence[str]:
-        return (*ss.row_schema(self.prefix), *super()._mode_schema())  # the clean-up reads the fence table
+        return (*rs.row_schema(self.prefix), *super()._mode_schema())  # the clean-up reads the fence table
 
     def _acquire_call(self, conn: Any, claim: Claim, wait: float | None, change: float | None) -> Sets:
-        stmt = ss.row_acquire(self.prefix, claim, wait, change)
+        stmt = rs.row_acquire(self.prefix, claim, wait, change)
         sets = self.driver.session_call(conn, stmt, wait or 0.0)
         if len(sets) == 2 and not sets[0]:  # the name has no row yet: create it, retry
-            self.driver.session_call(conn, ss.row_create(self.prefix, claim.name))
+            self.driver.session_call(conn, rs.row_create(self.prefix, claim.name))
             sets = self.driver.session_call(conn, stmt, wait or 0.0)
         return sets
 
     def _acquired(self, conn: Any, sets: Sets) -> tuple[int, int] | None:
-        return ss.row_acquired(sets)
+        return rs.row_acquired(sets)
 
     def _request(self, asked: object, pinned: Pinned) -> str | None:
         return str(asked) if asked else None  # a row-lock record is rewritten by every acquire
 
     def _unlock_stmt(self, claim: Claim) -> st.Stmt:
-        return ss.row_unlock(self.prefix)
+        return rs.row_unlock(self.prefix)
 
     def _check_stmt(self, claim: Claim, change: float | None) -> st.Stmt:
-        return ss.row_check(change, self.prefix if self._asked_in() is not None else None)
+        return rs.row_check(change, self.prefix if self._asked_in() is not None else None)
 
     def _ask_stmt(self, name: str, request: str) -> st.Stmt:
-        return ss.row_ask(self.prefix, name, request)
+        return rs.row_ask(self.prefix, name, request)
 
     def _holder_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
-        res: st.Result = self._tx(lambda: st.single(ss.row_holders(self.prefix, names, prefix)), tx=False)
+        res: st.Result = self._tx(lambda: st.single(rs.row_holders(self.prefix, names, prefix)), tx=False)
         # our own connections: the pinned map is exact (INNODB_TRX lags up to 0.1 s)
         with self._mutex:
             pinned_ids = {p.conn_id for p in self._pinned.values()}

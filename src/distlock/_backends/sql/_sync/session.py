@@ -8,8 +8,9 @@ renewer's check every ttl/3 keeps it alive, a holder that stops renewing (or die
 dropped connection is seen by the next renewal (``lost``). Fences come from the fence sequence (the fence
 counter table on MySQL without sequences), and a record per connection says who holds what (``inspect``),
 written only when it changes; a connection holding a lock without a record of ours (another application's
-plain lock) shows as ``<db>:connection:<id>``. PostgreSQL's downgrade takes the read on the write holding's
-own connection (``SessionMode._downgrade``): the two holdings share it until both are released.
+plain lock) shows as ``<db>:connection:<id>`` (inspect, list, break_lock and release requests are
+``session_admin.py``'s). PostgreSQL's downgrade takes the read on the write holding's own connection
+(``SessionMode._downgrade``): the two holdings share it until both are released.
 """
 
 from __future__ import annotations
@@ -22,15 +23,16 @@ from typing import Any
 
 from .... import _rt_sync as rt
 from ...._sync.backend import SyncAttempt, told
-from ...._core import forks, ids
+from ...._core import forks
 from ...._core.timing import Budget, monotonic
-from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, lock_kind
-from ...._errors import BackendError, UnsupportedFeature
+from ...._core.types import Capabilities, Claim, Grant, LockInfo, Mode
+from ...._errors import BackendError
 from ...._url import StoreConfig, scrub
 from .. import session as ss
 from .. import stmt as st
 from .base import CLEANUP_TIMEOUT, SqlBase
 from .driver import SESSION_WAIT_SLICE, Sets, SqlDriver, StaleConnection
+from .session_admin import SessionAdmin
 
 log = logging.getLogger("distlock")
 
@@ -133,6 +135,8 @@ class SessionMode(SqlBase):
         #: what each connection's holder record says (name, owner, mode), once an acquire wrote it; an acquire
         #: that would write the same record writes none (``ss.session_acquire``'s ``recorded``)
         self._records: weakref.WeakKeyDictionary[Any, tuple[str, str, Mode]] = weakref.WeakKeyDictionary()
+        #: inspect, list, break_lock and request_release: every connection's holdings, not only this store's
+        self.admin = SessionAdmin(self)
 
     def after_fork(self) -> None:
         """The parent's holdings live on the sessions they are pinned to: the child must never unlock, check
@@ -292,15 +296,6 @@ class SessionMode(SqlBase):
         if mate is not None:
             self._lose(mate.claim, mate, why)
 
-    def _kill(self, conn_ids: Sequence[int]) -> None:
-        """Break: end the connections that hold a lock, from the server side."""
-        for cid in conn_ids:
-            stmt = st.Stmt(self.driver.kill_sql, (int(cid),))
-            try:
-                self._tx(lambda stmt=stmt: st.single(stmt), tx=False)  # type: ignore[misc]
-            except BackendError as exc:
-                log.debug("could not end connection %s: %s", cid, exc)
-
     # -- the backend interface -------------------------------------------------------------------------
     def name_refused(self, name: str) -> str | None:
         return self.driver.lock_name_refused(name)
@@ -373,18 +368,7 @@ class SessionMode(SqlBase):
         return out
 
     def request_release(self, name: str, reason: str) -> bool:
-        """A release request into the holder record of each connection that holds ``name`` now; its next check
-        (every ttl/3) reads it back."""
-        if self._asked_in() is None:
-            raise UnsupportedFeature(
-                "release requests in session mode need the holder records of MariaDB >= 10.5 or PostgreSQL "
-                f"(and the asked column of {self.prefix}_session_holders): use mode=lease, the default",
-                name=name,
-                backend=self.scheme,
-            )
-        stmt = self._ask_stmt(name, f"{ids.new_token()[:12]}|{reason}")
-        r: st.Result = self._tx(lambda: st.single(stmt), tx=False)
-        return r.rowcount > 0
+        return self.admin.request_release(name, reason)
 
     def holds(self, claim: Claim) -> bool:
         with self._mutex:
@@ -398,64 +382,15 @@ class SessionMode(SqlBase):
                 raise
             return False
 
-    def _inspect(self, names: Sequence[str] | None, prefix: str) -> list[LockInfo]:
-        """Live holders: records whose connection still holds the lock; a connection holding it without
-        a record of its own (another application's plain lock) shows as ``<db>:connection:<id>``."""
-        rows = self._holder_rows(names, prefix)
-        ours: dict[str, dict[tuple[int, bool], HolderInfo]] = {}
-        foreign: dict[str, dict[int, HolderInfo]] = {}
-        for name, owner, mode, fence, conn_id, holder, holder_mode in rows:
-            if holder is None:  # let go between the record's read and the server's answer: nobody holds it now
-                continue
-            n, h = str(name), int(holder)
-            shared = str(holder_mode).lower().startswith("share")
-            if conn_id is not None and int(conn_id) == h:
-                if mode == Mode.WRITE.value and shared:
-                    # a downgrade's read beside its write: its fence is the record's (``ss.session_holders``)
-                    read = HolderInfo(str(owner), None if fence is None else int(fence), Mode.READ.value, None)
-                    ours.setdefault(n, {})[h, True] = read
-                    continue
-                # no fence: granted a moment ago, its fence not written yet (``ss.session_holders``)
-                info = HolderInfo(str(owner), None if fence is None else int(fence), str(mode), None)
-                ours.setdefault(n, {})[h, False] = info
-            else:
-                label = f"{self.dialect.name}:connection:{h}"
-                foreign.setdefault(n, {})[h] = HolderInfo(label, None, "read" if shared else "lock", None)
-        out = []
-        for n in sorted(set(ours) | set(foreign)):
-            mine = ours.get(n, {})
-            pids = {k[0] for k in mine}
-            holders = [*mine.values(), *(v for k, v in foreign.get(n, {}).items() if k not in pids)]
-            modes = {x.mode for x in holders}
-            kind = lock_kind(Mode.READ) if modes & {"read", "write"} else "lock"
-            out.append(LockInfo(n, kind, tuple(holders), None))
-        return out
-
     def inspect(self, name: str) -> LockInfo | None:
-        infos = self._inspect([name], "")
+        infos = self.admin.locks([name], "")
         return infos[0] if infos else None
 
     def list(self, prefix: str) -> list[LockInfo]:
-        return self._inspect(None, prefix)
+        return self.admin.locks(None, prefix)
 
     def break_lock(self, name: str) -> bool:
-        rows = self._holder_rows([name], "")
-        if not rows:
-            return False
-        holders = {int(row[5]) for row in rows if row[5] is not None}
-        with self._mutex:
-            mine = [t for t, p in self._pinned.items() if p.claim.name == name and p.conn_id in holders]
-        for token in mine:
-            pinned = self._unpin(token)
-            if pinned is not None:
-                self._close_quietly(pinned.conn)
-                self.lost(token, "broken by an admin (break_lock)")
-        self._kill(sorted(holders))
-        for _ in range(100):  # a terminated session lets go of its locks a moment later
-            if not self._holder_rows([name], ""):
-                break
-            rt.sleep(0.02)
-        return True
+        return self.admin.break_lock(name)
 
     def close(self) -> None:
         super().close()
