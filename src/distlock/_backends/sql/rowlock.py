@@ -61,8 +61,19 @@ def row_create(p: str, name: str) -> Stmt:
 
 
 def row_unlock(p: str) -> Stmt:
-    """Answers whether the transaction (and so the row lock) was still there, then ends it."""
-    return Stmt("SELECT @@in_transaction; ROLLBACK")
+    """Answers whether the transaction (and so the row lock) was still there, then ends it and deletes the
+    connection's row-lock record (its table is not transactional: the ROLLBACK leaves it), so a record stands
+    for a holding until its release or its connection's end."""
+    return Stmt(
+        f"SELECT @@in_transaction; ROLLBACK; "
+        f"DELETE FROM {p}_session_holders WHERE conn_id = CONNECTION_ID() AND lock_key = '{ROW_MARK}'"
+    )
+
+
+#: a row-lock record's connection is still there (the row lock ends with it; a release deletes the record).
+#: Not ``INNODB_TRX``: MariaDB refreshes that table's cache at most every 0.1 s, so a closed holder's record
+#: looked held and a new holder's looked free for that long
+_LIVE = "IN (SELECT ID FROM information_schema.PROCESSLIST)"
 
 
 def row_check(idle_timeout: float | None, p: str | None = None) -> Stmt:
@@ -74,23 +85,22 @@ def row_check(idle_timeout: float | None, p: str | None = None) -> Stmt:
 
 
 def row_ask(p: str, name: str, request: str) -> Stmt:
-    """``session.py``'s ``session_ask`` for the row-lock variant: a holder record whose connection is inside a
-    transaction now."""
+    """``session.py``'s ``session_ask`` for the row-lock variant: a holder record whose connection is there."""
     return Stmt(
         f"UPDATE {p}_session_holders SET asked = %s WHERE name_key = %s AND lock_key = '{ROW_MARK}' "
-        "AND conn_id IN (SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX)",
+        f"AND conn_id {_LIVE}",
         (request, name_key(name)),
     )
 
 
 def row_holders(p: str, names: Sequence[str] | None, prefix: str) -> Stmt:
-    """The columns of ``session.py``'s ``session_holders`` and whether the record's connection is inside a
-    transaction now (the holder keeps its transaction open until it releases; a connection's next acquire
-    replaces its record). Needs the PROCESS privilege to see other users' transactions."""
+    """The columns of ``session.py``'s ``session_holders`` and whether the record's connection is still there
+    (the holder keeps its transaction open until it releases, and the release deletes the record). Needs the
+    PROCESS privilege to see other users' connections."""
     where, args = name_filter(names, prefix, "f")
     return Stmt(
         "SELECT f.name, f.owner, f.mode, f.fence, f.conn_id, f.conn_id, f.mode, "
-        "f.conn_id IN (SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX) "
+        f"f.conn_id {_LIVE} "
         f"FROM {p}_session_holders f WHERE {where} AND f.lock_key = '{ROW_MARK}' ORDER BY f.name, f.fence",
         args,
     )

@@ -65,7 +65,7 @@ class RowLockMode(SessionMode):
 
     def _holder_rows(self, names: Sequence[str] | None, prefix: str) -> list[tuple[Any, ...]]:
         res: st.Result = self._tx(lambda: st.single(rs.row_holders(self.prefix, names, prefix)), tx=False)
-        # our own connections: the pinned map is exact (INNODB_TRX lags up to 0.1 s)
+        # our own connections: the pinned map is exact (a released record may be read before its DELETE lands)
         with self._mutex:
             pinned_ids = {p.conn_id for p in self._pinned.values()}
             own = set(self._own_conn_ids)
