@@ -3,7 +3,10 @@ over the JSON gateway. Driver: h11 (HTTP/1.1 framing); the rest is distlock's ow
 
 The folder splits as etcd's own client does, from the socket up:
 
-* ``keys.py``: the key layout and the grant rule (pure);
+* the pure modules (no I/O): ``keys.py`` the key layout and the parse of a range read into a name's queue
+  (it also re-exports the names of the four below, which it once held); ``records.py`` what a contender's key
+  holds (owner record, election value, release request); ``semaphore.py`` a semaphore's terms in those
+  records; ``rule.py`` the grant rule; ``ops.py`` the JSON gateway's request bodies (ranges, compares, puts);
 * ``guard.py``: ``EtcdGuard``, the ownership condition for your own transactions (Go's
   ``Mutex.IsOwner()``; no I/O, one class for both sides);
 * ``_driver_async.py`` / ``_driver_sync.py``: the hand-kept driver seam pair, a connection's open, send,
@@ -17,6 +20,8 @@ The folder splits as etcd's own client does, from the socket up:
     (Go's ``concurrency.Session``);
   * ``mutex.py``: one acquisition: the queue of keys, the grant, the wait for the predecessor, the clean-up
     (Go's ``concurrency.Mutex``);
+  * ``moves.py``: a held key's move onto another lease, its create revision kept (``extend`` past the
+    lease's TTL, ``shorten``, a downgraded write's key kept under its read's lease);
   * ``admin.py``: what ``inspect`` / ``list`` / ``break_lock`` read of everyone's keys;
   * ``waits.py``: the waiters' shared watch: one stream per store and name, whatever the number of waiters;
   * ``watch.py``: an election observer's watch on ``NAME/`` (``store.observe``), and ``list --watch``'s on

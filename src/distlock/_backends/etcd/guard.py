@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import keys
+from . import ops
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class EtcdGuard:
     create_revision: int
 
     def compare(self) -> dict[str, object]:
-        return keys.create_is(self.key, self.create_revision)
+        return ops.create_is(self.key, self.create_revision)
 
     def etcdctl(self) -> str:
         return f'c("{self.key.decode("utf-8", "backslashreplace")}") = "{self.create_revision}"'

@@ -1,4 +1,7 @@
-"""etcd key layout and the grant rule, with no I/O (the backend is ``_async/`` in this folder).
+"""etcd key layout, with no I/O (the backend is ``_async/`` in this folder): the keys of a name's contenders,
+latches and barriers, and the parse of a range read into the name's queue. Beside it, each in a module of its own:
+what a contender's key holds (``records.py``), a semaphore's terms in those records (``semaphore.py``), the
+grant rule over the queue (``rule.py``) and the JSON gateway's request bodies (``ops.py``).
 
 Layout (the one of etcd's Go ``concurrency.Mutex``, so ``etcdctl lock NAME`` interoperates):
 
@@ -22,11 +25,7 @@ Layout (the one of etcd's Go ``concurrency.Mutex``, so ``etcdctl lock NAME`` int
   the create revision. ``inspect`` reports a value that is not an owner record as the holder's ``value``
   (an empty one, as Go's Mutex writes, as none), with the owner ``unknown:lease:<hex>``.
 
-Grant rule, FIFO by create revision (``ahead`` = contenders of the name with a smaller revision):
-
-* lock / write: nobody ahead; wait for the delete of the last one ahead (the predecessor only).
-* read: no lock/write/semaphore contender ahead; wait for the last such one.
-* semaphore with ``permits`` N: fewer than N ahead; wait for the delete of any of those ahead.
+The grant rule over that queue (``rule.py``) is FIFO by create revision.
 
 Keys under ``NAME/`` that do not parse as one of the shapes above (for example ``NAME/x/<hex>`` of the
 lock ``NAME/x``) are someone else's and ignored.
@@ -43,15 +42,41 @@ NUL byte, which no name contains.
 
 from __future__ import annotations
 
-import base64
-import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from ..._core.arbiter import Capacity
 from ..._core.types import Mode
+from .ops import (
+    TAIL,
+    b64,
+    create_is,
+    delete_op,
+    kvs_of,
+    lease_ttl_seconds,
+    mod_is,
+    none_under,
+    prefix_end,
+    prefix_range,
+    put_op,
+    quiet_under,
+    range_op,
+    tail_range,
+    unb64,
+    unchanged,
+)
+from .records import (
+    Contender,
+    election_value,
+    key_value,
+    owner_value,
+    parse_owner,
+    revoke_reason,
+    revoke_value,
+    sem_value,
+)
+from .rule import Decision, decide, holders, queue_kind
+from .semaphore import marked_held, resized, shrink_marks, stored_terms, take_of, terms_of
 
 MARKERS: dict[Mode, bytes] = {
     Mode.EXCLUSIVE: b"",
@@ -59,31 +84,18 @@ MARKERS: dict[Mode, bytes] = {
     Mode.WRITE: b"write/",
     Mode.SEMAPHORE: b"sem/",
 }
+
+
 _HEX = re.compile(rb"[0-9a-f]{1,16}")
+
+
 #: after a marker also the decimal UnixNano ids of Go's recipes.RWMutex (``NAME/read/1700000000123456789``)
 _ID = re.compile(rb"[0-9a-f]{1,20}")
+
+
 _TAIL = re.compile(
     rb"^(?P<base>.+?)/(?:(?P<marker>read|write|sem)/(?P<id>[0-9a-f]{1,20})|(?P<hex>[0-9a-f]{1,16}))$", re.S
 )
-
-
-# -- encoding ------------------------------------------------------------------------------------------
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def unb64(text: object) -> bytes:
-    return base64.b64decode(str(text)) if text else b""
-
-
-def prefix_end(prefix: bytes) -> bytes:
-    """The smallest key greater than every key starting with ``prefix`` (etcd's ``GetPrefixRangeEnd``)."""
-    end = bytearray(prefix)
-    for i in range(len(end) - 1, -1, -1):
-        if end[i] < 0xFF:
-            end[i] += 1
-            return bytes(end[: i + 1])
-    return b"\x00"  # all 0xff: to the end of the keyspace
 
 
 #: the segments after a name that mark a contender's mode (``NAME/read/<id>``)
@@ -129,97 +141,9 @@ def lock_key(name: str, mode: Mode, lease: int) -> bytes:
     return lock_prefix(name) + MARKERS[mode] + format(lease, "x").encode("ascii")
 
 
-def owner_value(owner: str, mode: Mode, permits: int, take: int = 1, capacity: int | None = None) -> bytes:
-    """The owner record. A semaphore contender's also carries the semaphore's terms (``permits``: the declared
-    capacity, ``cap``: the one in force where it differs) and the permits it takes (``take``, where more than 1)."""
-    body: dict[str, object] = {"owner": owner, "mode": mode.value, "permits": permits}
-    if take != 1:
-        body["take"] = take
-    if capacity is not None and capacity != permits:
-        body["cap"] = capacity
-    return json.dumps(body, separators=(",", ":")).encode()
-
-
-def key_value(owner: str, mode: Mode, permits: int, value: str | None) -> bytes:
-    """What a contender's key holds: an election candidate's value as it is (Go's ``Election``, read by
-    ``etcdctl elect``), otherwise the owner record."""
-    return owner_value(owner, mode, permits) if value is None else value.encode("utf-8")
-
-
-def sem_value(owner: str, take: int, terms: Capacity) -> bytes:
-    """A semaphore contender's record: its owner, the permits it takes and the semaphore's terms."""
-    return owner_value(owner, Mode.SEMAPHORE, terms.declared, take, terms.capacity)
-
-
-def _record(raw: bytes) -> dict[str, Any] | None:
-    try:
-        body = json.loads(raw) if raw else None
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) and "owner" in body else None
-
-
-def take_of(c: Contender) -> int:
-    """The permits a semaphore contender takes (1 where its record does not say: an older distlock's)."""
-    body = _record(c.value)
-    take = body.get("take", 1) if body is not None else 1
-    return take if isinstance(take, int) and take >= 1 else 1
-
-
-def terms_of(raw: bytes) -> Capacity | None:
-    """The semaphore's terms a contender's record carries (declared, in force), or None (not a distlock record)."""
-    body = _record(raw)
-    if body is None or body.get("mode") != Mode.SEMAPHORE.value:
-        return None
-    declared, cap = body.get("permits"), body.get("cap", body.get("permits"))
-    if not (isinstance(declared, int) and isinstance(cap, int) and declared >= 1 and cap >= 1):
-        return None
-    return Capacity(declared, cap)
-
-
-def resized(raw: bytes, capacity: int, held: bool = False) -> bytes | None:
-    """A semaphore contender's record with ``capacity`` in force (its other fields, a release request
-    included, kept), marked ``held`` if asked; None if it is no distlock semaphore record."""
-    body = _record(raw)
-    terms = terms_of(raw)
-    if body is None or terms is None:
-        return None
-    body.pop("cap", None)
-    if capacity != terms.declared:
-        body["cap"] = capacity
-    if held:
-        body["held"] = True
-    return json.dumps(body, separators=(",", ":")).encode()
-
-
-def marked_held(c: Contender) -> bool:
-    """Whether a shrink (``set_permits``) found this contender within the capacity before it: it holds (or, a
-    waiter that fitted but had not read yet, is granted at its next read), whatever the capacity now."""
-    body = _record(c.value)
-    return body is not None and body.get("held") is True
-
-
-def shrink_marks(queue: Sequence[Contender], capacity: int) -> set[bytes]:
-    """The keys a shrink from ``capacity`` marks held: the semaphore contenders that fit it, oldest first (the
-    holders and the ones a read would grant now), and those marked by an earlier shrink."""
-    out, used = set(), 0
-    for c in queue:
-        used += take_of(c) if c.mode is Mode.SEMAPHORE else capacity + 1
-        if c.mode is not Mode.SEMAPHORE or not (marked_held(c) or used <= capacity):
-            break
-        out.add(c.key)
-    return out
-
-
-def stored_terms(queue: Sequence[Contender]) -> tuple[Contender | None, Capacity | None]:
-    """The terms of a semaphore in use and the contender they were read from (the newest that carries them:
-    every distlock semaphore record carries the ones in force, ``docs/etcd.md``), or (None, None)."""
-    for c in reversed(queue):
-        if c.mode is Mode.SEMAPHORE:
-            terms = terms_of(c.value)
-            if terms is not None:
-                return c, terms
-    return None, None
+def sem_range(name: str) -> bytes:
+    """The prefix of a semaphore's contender keys, ``NAME/sem/``."""
+    return lock_prefix(name) + MARKERS[Mode.SEMAPHORE]
 
 
 def nudge_key(name: str) -> bytes:
@@ -227,68 +151,6 @@ def nudge_key(name: str) -> bytes:
     wakes the semaphore's waiters, who watch it along with the keys ahead of theirs. No contender's key (no
     lease id after it) and no other name's (``NAME/sem`` is refused as a name)."""
     return lock_prefix(name) + b"sem"
-
-
-def election_value(raw: bytes) -> str | None:
-    """The election value of a key's value: None for an owner record (a distlock lock) and for an empty value
-    (Go's ``Mutex``, ``etcdctl lock``); otherwise the bytes as text (undecodable bytes replaced)."""
-    if not raw or parse_owner(raw)[0] is not None:
-        return None
-    return raw.decode("utf-8", "replace")
-
-
-def parse_owner(raw: bytes) -> tuple[str | None, int | None]:
-    try:
-        data = json.loads(raw)
-        return str(data["owner"]), int(data["permits"])
-    except (ValueError, KeyError, TypeError):
-        return None, None
-
-
-# -- release requests ------------------------------------------------------------------------------------
-def revoke_value(raw: bytes, reason: str) -> bytes | None:
-    """A holder key's value with a release request in it: a distlock owner record with ``"revoke": reason``
-    added, an election candidate's value unchanged (the put's new mod revision is the request: no room for a
-    reason), or None for an empty value (Go's ``Mutex``, ``etcdctl lock``: nobody there reads a request)."""
-    if not raw:
-        return None
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and "owner" in body:
-        body["revoke"] = reason
-        return json.dumps(body, separators=(",", ":")).encode()
-    return raw
-
-
-def revoke_reason(raw: bytes) -> str | None:
-    """The reason of the release request a holder key's value carries (see ``revoke_value``): the owner
-    record's ``revoke``; "" for an election value (its change is the request); None if none."""
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        return "" if raw else None
-    if isinstance(body, dict) and "owner" in body:
-        reason = body.get("revoke")
-        return reason if isinstance(reason, str) else None
-    return "" if raw else None
-
-
-def mod_is(key: bytes, mod: int) -> dict[str, object]:
-    """The compare ``ModRevision(key) == mod``: nobody wrote the key since it was read."""
-    return {"key": b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": str(mod)}
-
-
-# -- contenders ----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Contender:
-    key: bytes
-    mode: Mode
-    rev: int  # create revision: queue order and fence
-    lease: int
-    value: bytes = b""  # the key's value (owner record, election value; empty for Go's Mutex, or keys-only)
-    mod: int = 0  # mod revision: the last write of the key (its create, a resize, a release request)
 
 
 def mode_of(prefix: bytes, key: bytes) -> Mode | None:
@@ -316,6 +178,16 @@ def contenders(prefix: bytes, kvs: Iterable[dict[str, Any]]) -> list[Contender]:
     return out
 
 
+def tail_contenders(prefix: bytes, kvs: Sequence[dict[str, Any]]) -> list[Contender] | None:
+    """The contenders of a ``tail_range`` answer, oldest first; None if it cannot be trusted alone: a full
+    answer with a key that is no contender (another lock's, nested under this name) may hide one further
+    ahead, so the caller reads the whole queue instead."""
+    found = contenders(prefix, kvs)
+    if len(kvs) >= TAIL and len(found) < len(kvs):
+        return None
+    return found
+
+
 def split_key(key: bytes) -> tuple[str, Mode] | None:
     """``NAME/[marker/]<hex>`` -> (NAME, mode), for ``list`` over arbitrary prefixes. Exact for every name
     ``name_refused`` accepts (a key under a refused name ``P/read`` reads as the read-write lock ``P``'s,
@@ -333,154 +205,12 @@ def split_key(key: bytes) -> tuple[str, Mode] | None:
         return None
 
 
-@dataclass(frozen=True)
-class Decision:
-    acquired: bool
-    watch: tuple[Contender, ...] = ()  # contenders whose delete may let us in (empty when acquired)
-
-
-def decide(queue: Sequence[Contender], my_rev: int, mode: Mode, permits: int, want: int = 1) -> Decision:
-    """The grant rule of the module docstring for the contender with create revision ``my_rev`` (a semaphore's:
-    ``permits`` = its capacity in force, ``want`` = the permits this contender takes)."""
-    ahead = [c for c in queue if c.rev < my_rev]
-    if mode is Mode.SEMAPHORE:
-        # every contender ahead counts with its take, holder or waiter (etcd's queue is always fair); one of
-        # another kind fills the semaphore
-        if sum(take_of(c) if c.mode is Mode.SEMAPHORE else permits for c in ahead) + want <= permits:
-            return Decision(True)
-        return Decision(False, tuple(ahead))
-    if mode is Mode.READ:
-        ahead = [c for c in ahead if c.mode is not Mode.READ]
-    if not ahead:
-        return Decision(True)
-    return Decision(False, (ahead[-1],))
-
-
-def holders(queue: Sequence[Contender], permits: int | None) -> list[Contender]:
-    """Who holds the name now, for ``inspect`` (a semaphore's: the oldest contenders whose takes fit ``permits``,
-    its capacity in force if known; the first one always)."""
-    if not queue:
-        return []
-    first = queue[0]
-    if first.mode is Mode.SEMAPHORE:
-        out: list[Contender] = []
-        used = 0
-        for c in queue:
-            used += take_of(c) if c.mode is Mode.SEMAPHORE else (permits or 1) + 1
-            if out and not (c.mode is Mode.SEMAPHORE and (marked_held(c) or used <= (permits or 1))):
-                break
-            out.append(c)
-        return out
-    if first.mode is Mode.READ:
-        out = []
-        for c in queue:
-            if c.mode is not Mode.READ:
-                break
-            out.append(c)
-        return out
-    return [first]
-
-
-def queue_kind(queue: Sequence[Contender]) -> str:
-    modes = {c.mode for c in queue}
-    if modes & {Mode.READ, Mode.WRITE}:
-        return "rwlock"
-    if Mode.SEMAPHORE in modes:
-        return "semaphore"
-    return "lock"
-
-
-# -- JSON gateway request bodies -----------------------------------------------------------------------
-def range_op(
-    key: bytes, end: bytes | None = None, *, keys_only: bool = True, by_create: bool = False
-) -> dict[str, object]:
-    op: dict[str, object] = {"key": b64(key)}
-    if end is not None:
-        op["range_end"] = b64(end)
-    if keys_only:
-        op["keys_only"] = True
-    if by_create:
-        op["sort_order"] = "ASCEND"
-        op["sort_target"] = "CREATE"
-    return op
-
-
-def prefix_range(prefix: bytes, *, keys_only: bool = True) -> dict[str, object]:
-    return range_op(prefix, prefix_end(prefix), keys_only=keys_only, by_create=True)
-
-
-#: how many keys a tail read asks for: ours and the one just ahead of it
-TAIL = 2
-
-
-def tail_range(prefix: bytes, upto: int | None = None) -> dict[str, object]:
-    """The newest ``TAIL`` keys under ``prefix`` by create revision, none newer than ``upto`` (ours): our key
-    and the one just ahead of it. What a mutex or write waiter needs of the queue (it waits for whatever is
-    ahead, and watches the nearest, as Go's ``Mutex`` does with ``WithLastCreate`` and ``WithMaxCreateRev``),
-    whatever the queue's length. Read through ``tail_contenders``."""
-    op = range_op(prefix, prefix_end(prefix))
-    op.update({"sort_order": "DESCEND", "sort_target": "CREATE", "limit": str(TAIL)})
-    if upto is not None:
-        op["max_create_revision"] = str(upto)
-    return op
-
-
-def tail_contenders(prefix: bytes, kvs: Sequence[dict[str, Any]]) -> list[Contender] | None:
-    """The contenders of a ``tail_range`` answer, oldest first; None if it cannot be trusted alone: a full
-    answer with a key that is no contender (another lock's, nested under this name) may hide one further
-    ahead, so the caller reads the whole queue instead."""
-    found = contenders(prefix, kvs)
-    if len(kvs) >= TAIL and len(found) < len(kvs):
-        return None
-    return found
-
-
-def create_is(key: bytes, rev: int) -> dict[str, object]:
-    """The compare ``CreateRevision(key) == rev`` (``rev=0``: the key does not exist)."""
-    return {"key": b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": str(rev)}
-
-
-def sem_range(name: str) -> bytes:
-    """The prefix of a semaphore's contender keys, ``NAME/sem/``."""
-    return lock_prefix(name) + MARKERS[Mode.SEMAPHORE]
-
-
-def none_under(prefix: bytes) -> dict[str, object]:
-    """The compare "no key under ``prefix``" (an empty range compares as one key with create revision 0)."""
-    return {**create_is(prefix, 0), "range_end": b64(prefix_end(prefix))}
-
-
-def quiet_under(prefix: bytes, rev: int) -> dict[str, object]:
-    """The compare "no key under ``prefix`` was created or written after revision ``rev``"."""
-    return {"key": b64(prefix), "range_end": b64(prefix_end(prefix)), "target": "MOD", "result": "LESS",
-            "mod_revision": str(rev + 1)}  # fmt: skip
-
-
-def unchanged(c: Contender, mod: int) -> list[dict[str, object]]:
-    """The compares "``c``'s key is still there, as it was read (create revision, mod revision ``mod``)"."""
-    return [create_is(c.key, c.rev), mod_is(c.key, mod)]
-
-
-def put_op(key: bytes, value: bytes, lease: int) -> dict[str, object]:
-    return {"request_put": {"key": b64(key), "value": b64(value), "lease": str(lease)}}
-
-
-def delete_op(key: bytes) -> dict[str, object]:
-    return {"request_delete_range": {"key": b64(key)}}
-
-
-def kvs_of(response: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ``kvs`` of a ``response_range`` inside a txn response, or of a plain range response."""
-    inner = response.get("response_range", response)
-    assert isinstance(inner, dict)
-    kvs = inner.get("kvs") or []
-    assert isinstance(kvs, list)
-    return kvs
-
-
-def lease_ttl_seconds(ttl: float, minimum: int = 1) -> int:
-    """A claim's TTL as the whole seconds etcd leases take: rounded up, never shorter than asked."""
-    whole = int(ttl)
-    if whole < ttl:
-        whole += 1
-    return max(minimum, whole)
+#: the layout, and the names of the modules beside it that this one held before they got modules of their own
+#: (``records.py``, ``semaphore.py``, ``rule.py``, ``ops.py``): importable from here as before
+__all__ = ["BARRIER_PREFIXES", "LATCH_PREFIX", "MARKERS", "MARKER_SEGMENTS", "TAIL", "Contender", "Decision",
+    "b64", "barrier_key", "contenders", "create_is", "decide", "delete_op", "election_value", "holders",
+    "key_value", "kvs_of", "latch_key", "lease_ttl_seconds", "lock_key", "lock_prefix", "marked_held", "mod_is",
+    "mode_of", "name_refused", "none_under", "nudge_key", "owner_value", "parse_owner", "prefix_end",
+    "prefix_range", "put_op", "queue_kind", "quiet_under", "range_op", "resized", "revoke_reason", "revoke_value",
+    "sem_range", "sem_value", "shrink_marks", "split_key", "stored_terms", "tail_contenders", "tail_range",
+    "take_of", "terms_of", "unb64", "unchanged"]  # fmt: skip

@@ -24,5 +24,7 @@ steps in a worker thread (``rt.offload``). The folder, from the lock down to the
 * ``wire.py``: every request: time-stamped, bounded, errors translated;
 * ``handler.py``: the kazoo handler of the clients distlock opens (a cheaper ``select``, waiters woken on the
   event thread);
-* ``layout.py``: Curator's node names and order, and the grant rule (pure).
+* ``layout.py``: Curator's node names and order, and the grant rule (pure; it also re-exports the names of
+  ``records.py``, which it once held);
+* ``records.py``: what the nodes hold: owner records, a semaphore's capacity, release requests (pure).
 """

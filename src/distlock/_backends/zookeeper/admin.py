@@ -16,7 +16,7 @@ from __future__ import annotations
 from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
 
 from ..._core.types import HolderInfo, LockInfo, Mode
-from . import layout
+from . import layout, records
 from .holdings import Holdings
 from .nodes import Nodes
 from .wire import Wire
@@ -81,7 +81,7 @@ class Admin:
         leases = self._sorted_leases(self._nodes.children(leases_path))
         lockers = queued(self._nodes.children(locks_path))
         try:
-            capacity = layout.count_of(w.get(count)[0])
+            capacity = records.count_of(w.get(count)[0])
         except NoNodeError:
             capacity = None  # a Curator semaphore of a fixed size (or an older distlock): not stored
         reads = [(c, w.send(w.client.get_async, f"{leases_path}/{c}")) for c in leases]
@@ -96,17 +96,17 @@ class Admin:
         waiting: int | None = 0
         for child, result in zip(lockers, wants, strict=True):
             try:
-                want = layout.parse_data(w.get(result)[0], child)[1]
+                want = records.parse_data(w.get(result)[0], child)[1]
             except NoNodeError:
                 continue
             waiting = None if want is None or waiting is None else waiting + want
         if capacity is not None and len(found) > capacity and lockers and found:
             # Curator's holder of the internal mutex makes its lease first, then waits for room: the newest
             # lease, past the capacity, while the mutex is held, is that waiter's (distlock's never waits)
-            if layout.parse_data(found[-1][1], found[-1][0])[1] is None:
+            if records.parse_data(found[-1][1], found[-1][0])[1] is None:
                 found.pop()
                 waiting = None
-        holdings = layout.semaphore_holders(
+        holdings = records.semaphore_holders(
             [c for c, _, _ in found], [d for _, d, _ in found], [z for _, _, z in found]
         )
         holders = tuple(
@@ -131,10 +131,10 @@ class Admin:
                 continue
             fence = int(stat.czxid)
             if layout.is_latch(child):  # an election candidate (ours or Curator's LeaderLatch): data = the value
-                owner, value = layout.latch_holder(data, child)
+                owner, value = records.latch_holder(data, child)
                 out.append((HolderInfo(owner, fence, layout.mode_of_child(child), None, value), None))
                 continue
-            owner, permits = layout.parse_data(data, child)
+            owner, permits = records.parse_data(data, child)
             out.append((HolderInfo(owner, fence, layout.mode_of_child(child), None), permits))
         return out
 

@@ -4,7 +4,7 @@ A holding is the node that grants the lock (a mutex/read/write child, or a semap
 its claim's token. It is reported lost (``AsyncBackend.lost``, once) when the node is deleted by anyone
 else (a watch on it, armed only once it has lived ``WATCH_AFTER``, so short holds never pay the request),
 when the session is gone or may be (``lose_all``, from the session's events) or when an admin broke it.
-The same watch tells a release request (``layout.revoke_reason``: ours, or Curator's ``__REVOKE__``): each
+The same watch tells a release request (``records.revoke_reason``: ours, or Curator's ``__REVOKE__``): each
 change of the node's data re-arms it with a read of the data, and a request found there is told
 (``AsyncBackend.revoked``) with the node's version as its identity. A request made before the watch is armed
 is read by the arming read itself, so a holding hears of a request at most ``WATCH_AFTER`` after its grant.
@@ -22,7 +22,7 @@ from kazoo.exceptions import KazooException, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from ..._errors import LockError
-from . import layout
+from . import layout, records
 from .nodes import Nodes
 from .wire import Wire
 
@@ -132,7 +132,7 @@ class Holdings:
     def _read(self, held: Held, data: bytes | None, version: int) -> None:
         """The holding's node as its watch read it: a release request in it is told."""
         if not layout.is_latch(held.path.rpartition("/")[2]):  # the node's own name (a lock name may hold "latch-")
-            reason = layout.revoke_reason(data)
+            reason = records.revoke_reason(data)
             if reason is not None:
                 self._revoked(held, version, reason)
             return

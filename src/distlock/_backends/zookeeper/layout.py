@@ -1,4 +1,5 @@
-"""ZooKeeper wire layout, shared with Apache Curator's lock recipes. Pure logic: no I/O.
+"""ZooKeeper wire layout, shared with Apache Curator's lock recipes: the nodes' paths, their order and the grant
+rule. Pure logic: no I/O. What the nodes hold (owner records, a capacity, release requests) is ``records.py``.
 
 Names -> znode paths
     A lock name maps to ``<root>/<name>`` (root ``/distlock`` by default); a name starting with ``/`` is an
@@ -34,14 +35,9 @@ A semaphore's capacity (Curator's ``SharedCount``, which ``InterProcessSemaphore
     (so the leases share one czxid: the fence), by the holder of the internal mutex once ``n`` more fit.
 
 Release requests (``Store.request_release``; Curator's ``Revoker``)
-    Curator asks a holder to let go by setting its node's data to ``__REVOKE__``; a holder that made its lock
-    revocable watches its own node and runs its listener when it reads exactly those bytes. A distlock holder
-    reads them as a request too (no reason: Curator's wire has no place for one). distlock's own request keeps
-    the owner record of a distlock node and adds the reason to it (``"revoke": reason``), and sets
-    ``__REVOKE__`` on any other node (Curator's), so that a revocable Curator holder's listener fires. An
-    election leader's node holds only its value, so a request there rewrites the same bytes: the new version
-    is the request (without a reason), told apart from the leader's own ``proclaim`` by the version that
-    proclaim got back.
+    A request is written into the holder node's data (``records.py`` says how it reads); ``revoke_data`` here
+    picks what it writes by the node's kind: an election leader's value unchanged, a distlock owner record with
+    the reason, Curator's ``__REVOKE__`` on any other lock node, nothing on another client's semaphore lease.
 
 Names kept apart (``name_refused``)
     Two names never share a path (above), and every reader counts only contender-shaped children of its own
@@ -58,6 +54,17 @@ import re
 from dataclasses import dataclass
 
 from ..._core.types import Mode
+from .records import (
+    REVOKE_MESSAGE,
+    count_bytes,
+    count_of,
+    latch_data,
+    latch_holder,
+    node_data,
+    parse_data,
+    revoke_reason,
+    semaphore_holders,
+)
 
 DEFAULT_ROOT = "/distlock"
 PROTECTED = "_c_"
@@ -361,91 +368,13 @@ def mode_of_child(child: str) -> str:
     return Mode.EXCLUSIVE.value
 
 
-# -- node data -----------------------------------------------------------------------------------------
-def node_data(owner: str, mode: Mode, permits: int = 1) -> bytes:
-    """What our children carry: who created them (for inspect). Curator stores its IP address instead."""
-    body: dict[str, object] = {"owner": owner, "mode": mode.value}
-    if mode is Mode.SEMAPHORE:
-        body["permits"] = permits
-    return json.dumps(body, separators=(",", ":")).encode()
-
-
-def latch_data(value: str) -> bytes:
-    """An election candidate's node data: its value, as Curator stores a LeaderLatch participant id."""
-    return value.encode("utf-8")
-
-
-def latch_holder(data: bytes | None, child: str) -> tuple[str, str]:
-    """(owner, value) of a LeaderLatch node. The node holds only the value (Curator's participant id), so
-    the owner is unknown whoever created it; ``unknown:`` owners read as None in ``LeaderInfo``."""
-    return f"unknown:{child}", (data or b"").decode("utf-8", errors="replace")
-
-
-def parse_data(data: bytes | None, child: str) -> tuple[str, int | None]:
-    """(owner, permits) from a child's data; a foreign child (Curator) gets ``foreign:<data>:<child>``."""
-    try:
-        body = json.loads(data or b"")
-        if isinstance(body, dict) and isinstance(body.get("owner"), str):
-            permits = body.get("permits")
-            return body["owner"], permits if isinstance(permits, int) else None
-    except (ValueError, UnicodeDecodeError):
-        pass
-    text = (data or b"").decode("utf-8", errors="replace")[:64] or "?"
-    return f"foreign:{text}:{child}", None
-
-
 # -- a semaphore's capacity ---------------------------------------------------------------------------------
 def count_path(path: str) -> str:
     """The node of the capacity in force of the semaphore at ``path`` (Curator's SharedCount)."""
     return f"{path}/{SEM_COUNT}"
 
 
-def count_bytes(n: int) -> bytes:
-    """A capacity as Curator's SharedCount stores it: a 4-byte big-endian (signed) int."""
-    return n.to_bytes(4, "big", signed=True)
-
-
-def count_of(data: bytes | None) -> int | None:
-    """The capacity in ``data`` (Curator reads the first 4 bytes), or None if it holds none (empty: no
-    declared size stored on the semaphore's node)."""
-    if not data or len(data) < 4:
-        return None
-    return int.from_bytes(data[:4], "big", signed=True)
-
-
-def semaphore_holders(leases: list[str], data: list[bytes | None], czxids: list[int]) -> list[tuple[str, int, int]]:
-    """The holdings among a semaphore's leases (in sequence order, with each one's data and czxid): (owner,
-    fence, permits) each, in order. A distlock holding is the leases one multi request created: they share its
-    czxid. Every other lease has a czxid of its own: Curator creates the leases of an ``acquire(qty)`` one by
-    one, and nothing on its wire ties them together, so each counts as a holding of one permit."""
-    owners: dict[int, str] = {}
-    sizes: dict[int, int] = {}
-    for child, body, czxid in zip(leases, data, czxids, strict=True):
-        owners.setdefault(czxid, parse_data(body, child)[0])
-        sizes[czxid] = sizes.get(czxid, 0) + 1
-    return [(owner, czxid, sizes[czxid]) for czxid, owner in owners.items()]
-
-
 # -- release requests ----------------------------------------------------------------------------------------
-#: Curator's revocation message (``LockInternals.REVOKE_MESSAGE``), compared byte for byte
-REVOKE_MESSAGE = b"__REVOKE__"
-
-
-def revoke_reason(data: bytes | None) -> str | None:
-    """The reason of the release request a lock node's data carries ("" for Curator's, which has none), or
-    None if it carries none."""
-    if data == REVOKE_MESSAGE:
-        return ""
-    if not data or not data.startswith(b"{"):
-        return None
-    try:
-        body = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    reason = body.get("revoke") if isinstance(body, dict) else None
-    return reason if isinstance(reason, str) else None
-
-
 def revoke_data(data: bytes | None, child: str, reason: str) -> bytes | None:
     """A holder node's data with a release request in it: an election leader's value unchanged (the new
     version is the request), a distlock owner record with ``"revoke": reason`` added, and Curator's
@@ -463,3 +392,14 @@ def revoke_data(data: bytes | None, child: str, reason: str) -> bytes | None:
     if LEASE_MARK in child:
         return None
     return REVOKE_MESSAGE
+
+
+#: the layout, and what the nodes hold (``records.py``), which this module held before it got a module of its own:
+#: importable from here as before
+__all__ = ["DEFAULT_ROOT", "LATCH_MARK", "LEASE_MARK", "MARK_OF_MODE", "MUTEX_MARK", "PROTECTED", "QUEUE_MARKS",
+    "READ_MARK", "REVOKE_MESSAGE", "SEM_COUNT", "SEM_LEASES", "SEM_LOCKS", "WRITE_MARK", "NodeGone", "Verdict",
+    "blocks_alone", "check_root", "child_prefix", "contenders", "count_bytes", "count_of", "count_path",
+    "find_own", "holders_of", "is_contender", "is_latch", "latch_data", "latch_holder", "lock_path", "mark_of",
+    "mode_of_child", "name_of", "name_of_escaped", "name_refused", "node_data", "parse_data", "protected_prefix",
+    "read_verdict", "revoke_data", "revoke_reason", "semaphore_holders", "sort_children", "sort_key",
+    "standard_verdict", "verdict"]  # fmt: skip

@@ -38,7 +38,7 @@ from kazoo.protocol.states import WatchedEvent
 from ..._core import arbiter
 from ..._core.types import Mode
 from ..._errors import BackendError, LockError
-from . import layout
+from . import layout, records
 from .cleanup import Leftover
 from .nodes import Entry, Nodes
 from .wire import Wire
@@ -106,9 +106,9 @@ class Semaphores:
         except NoNodeError:
             children, parent = [], None
         return State(
-            layout.count_of(data) if stat is not None else None,
+            records.count_of(data) if stat is not None else None,
             -1 if stat is None else int(stat.version),
-            layout.count_of(own_data),
+            records.count_of(own_data),
             layout.contenders(children),
             0 if parent is None else int(parent.pzxid),
             -1 if own_stat is None else int(own_stat.version),
@@ -129,12 +129,12 @@ class Semaphores:
         for _ in range(MAX_PASSES):
             multi = w.client.transaction()
             if state.capacity is None:
-                multi.create(count, layout.count_bytes(terms.capacity), acl=self._acl)
+                multi.create(count, records.count_bytes(terms.capacity), acl=self._acl)
             elif write:
-                multi.set_data(count, layout.count_bytes(terms.capacity), state.version)
+                multi.set_data(count, records.count_bytes(terms.capacity), state.version)
             else:
                 multi.check(count, state.version)
-            multi.set_data(path, layout.count_bytes(terms.declared), state.own_version)
+            multi.set_data(path, records.count_bytes(terms.declared), state.own_version)
             prefix = f"{leases}/{layout.child_prefix(entry.uid, entry.mark)}"
             for _ in range(n):
                 multi.create(prefix, data, acl=self._acl, ephemeral=True, sequence=True)
@@ -233,7 +233,7 @@ class Semaphores:
         """Queue ``entry`` on the internal mutex; alone there (so holding it) with no lease, send the multi
         that deletes the capacity, the declared size and ``entry`` (its answer to read), else None."""
         w = self._wire
-        queue = self._nodes.create_and_list(entry, layout.node_data("distlock:sweep", Mode.SEMAPHORE, 0))
+        queue = self._nodes.create_and_list(entry, records.node_data("distlock:sweep", Mode.SEMAPHORE, 0))
         if layout.contenders(queue) != [entry.name]:
             return None  # someone queued: the semaphore is theirs
         leases = w.send(w.client.get_children_async, f"{path}/{layout.SEM_LEASES}")
@@ -271,7 +271,7 @@ class Semaphores:
                 self.sweep(path)  # what a holder that died left: the next first user declares the size
                 return False
             try:
-                w.get(w.send(w.client.set_async, layout.count_path(path), layout.count_bytes(n), int(stat.version)))
+                w.get(w.send(w.client.set_async, layout.count_path(path), records.count_bytes(n), int(stat.version)))
                 return True
             except NoNodeError:
                 return False

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...._core.types import HolderInfo, LockInfo, Mode
 from ...._errors import BackendError
-from .. import keys
+from .. import keys, ops, records, rule, semaphore
 from .gateway import MAX_TXN_OPS, Denied, Gateway, denied
 from .leases import LeasePool
 
@@ -26,24 +26,24 @@ async def _read(gw: Gateway, name: str) -> dict[str, Any]:
     """One range read of ``NAME/`` with the values."""
     prefix = keys.lock_prefix(name)
     try:
-        return await gw.call("/v3/kv/range", keys.prefix_range(prefix, keys_only=False))
+        return await gw.call("/v3/kv/range", ops.prefix_range(prefix, keys_only=False))
     except Denied as exc:
         raise denied(exc, name, gw.username, f"read {prefix.decode('utf-8', 'replace')!r}") from None
 
 
 async def snapshot(
     gw: Gateway, name: str
-) -> tuple[list[keys.Contender], list[keys.Contender], dict[bytes, str], int | None]:
+) -> tuple[list[records.Contender], list[records.Contender], dict[bytes, str], int | None]:
     """(queue, holders, key -> owner id, a semaphore's capacity in force) of one name: one range read."""
     queue = keys.contenders(keys.lock_prefix(name), (await _read(gw, name)).get("kvs") or [])
     owners: dict[bytes, str] = {}
     for c in queue:
-        owner, _ = keys.parse_owner(c.value) if c.value else (None, None)
+        owner, _ = records.parse_owner(c.value) if c.value else (None, None)
         if owner is not None:
             owners[c.key] = owner
-    terms = keys.stored_terms(queue)[1]
+    terms = semaphore.stored_terms(queue)[1]
     capacity = None if terms is None else terms.capacity
-    return queue, keys.holders(queue, capacity), owners, capacity
+    return queue, rule.holders(queue, capacity), owners, capacity
 
 
 async def inspect(gw: Gateway, leases: LeasePool, name: str) -> LockInfo | None:
@@ -56,13 +56,13 @@ async def inspect(gw: Gateway, leases: LeasePool, name: str) -> LockInfo | None:
         if h.lease:
             ttl_left = float(max(0, await leases.time_to_live(h.lease)))
         owner = owners.get(h.key) or f"unknown:lease:{h.lease:x}"
-        permits = keys.take_of(h) if h.mode is Mode.SEMAPHORE else None
-        infos.append(HolderInfo(owner, h.rev, h.mode.value, ttl_left, keys.election_value(h.value), permits=permits))
-    info = LockInfo(name, keys.queue_kind(queue), tuple(infos), len(queue) - len(holders))
+        permits = semaphore.take_of(h) if h.mode is Mode.SEMAPHORE else None
+        infos.append(HolderInfo(owner, h.rev, h.mode.value, ttl_left, records.election_value(h.value), permits=permits))
+    info = LockInfo(name, rule.queue_kind(queue), tuple(infos), len(queue) - len(holders))
     if info.kind != "semaphore":
         return info
     held = {h.key for h in holders}
-    wanted = sum(keys.take_of(c) for c in queue if c.key not in held and c.mode is Mode.SEMAPHORE)
+    wanted = sum(semaphore.take_of(c) for c in queue if c.key not in held and c.mode is Mode.SEMAPHORE)
     return info.weighed(capacity, wanted)
 
 
@@ -80,10 +80,12 @@ async def set_permits(gw: Gateway, leases: LeasePool, name: str, permits: int) -
         sems = [c for c in queue if c.mode is Mode.SEMAPHORE]
         if not sems:
             return False
-        terms = keys.stored_terms(queue)[1]
+        terms = semaphore.stored_terms(queue)[1]
         # a shrink: the contenders within the capacity before it hold on (a holder is never revoked), so their
-        # records say so (``keys.marked_held``): nothing else on the server tells a holder from a waiter
-        held = keys.shrink_marks(queue, terms.capacity) if terms is not None and permits < terms.capacity else set()
+        # records say so (``semaphore.marked_held``): nothing else on the server tells a holder from a waiter
+        held = (
+            semaphore.shrink_marks(queue, terms.capacity) if terms is not None and permits < terms.capacity else set()
+        )
         if len(sems) >= MAX_TXN_OPS:
             raise gw.error(
                 f"set_permits: semaphore {name!r} has {len(sems)} contenders and one txn rewrites them all, which "
@@ -91,12 +93,12 @@ async def set_permits(gw: Gateway, leases: LeasePool, name: str, permits: int) -
             )
         # (a record's mod revision alone tells it is unchanged: one deleted compares as 0, one put again since,
         # even on the same lease, as later than the read; and one compare per record is what etcd's limit allows)
-        compare, puts = [keys.quiet_under(under, rev)], []
+        compare, puts = [ops.quiet_under(under, rev)], []
         for c in sems:
-            value = keys.resized(c.value, permits, c.key in held)
+            value = semaphore.resized(c.value, permits, c.key in held)
             if value is not None:
-                compare.append(keys.mod_is(c.key, c.mod))
-                puts.append(keys.put_op(c.key, value, c.lease))
+                compare.append(ops.mod_is(c.key, c.mod))
+                puts.append(ops.put_op(c.key, value, c.lease))
         if not puts:
             return False  # contenders of another client (no terms in their keys): nothing of ours to resize
         try:
@@ -115,7 +117,7 @@ async def _nudge(gw: Gateway, leases: LeasePool, name: str) -> None:
     try:
         lease = await leases.take(1.0, fresh=True)
         try:
-            await gw.call("/v3/kv/txn", {"success": [keys.put_op(keys.nudge_key(name), b"", lease.id)]})
+            await gw.call("/v3/kv/txn", {"success": [ops.put_op(keys.nudge_key(name), b"", lease.id)]})
         finally:
             await leases.revoke(lease.id)
     except (BackendError, Denied) as exc:  # the resize is made: the waiters see it at their next look anyway
@@ -125,7 +127,7 @@ async def _nudge(gw: Gateway, leases: LeasePool, name: str) -> None:
 async def list_held(gw: Gateway, leases: LeasePool, prefix: str) -> list[LockInfo]:
     """Every held lock whose name starts with ``prefix``: one range read of the names, then each inspected."""
     start = prefix.encode("utf-8")
-    op = keys.range_op(start or b"\x01", keys.prefix_end(start) if start else b"\x00")
+    op = ops.range_op(start or b"\x01", ops.prefix_end(start) if start else b"\x00")
     try:
         data = await gw.call("/v3/kv/range", op)
     except Denied as exc:
@@ -134,7 +136,7 @@ async def list_held(gw: Gateway, leases: LeasePool, prefix: str) -> list[LockInf
     for kv in data.get("kvs") or []:
         if not int(kv.get("lease") or 0):
             continue
-        parsed = keys.split_key(keys.unb64(kv.get("key")))
+        parsed = keys.split_key(ops.unb64(kv.get("key")))
         if parsed is not None and parsed[0].startswith(prefix):
             names.add(parsed[0])
     out = []
@@ -146,26 +148,26 @@ async def list_held(gw: Gateway, leases: LeasePool, prefix: str) -> list[LockInf
 
 
 async def request_release(gw: Gateway, name: str, reason: str) -> bool:
-    """Put a release request into each distlock holder's key (``keys.revoke_value``), on the holder's own
+    """Put a release request into each distlock holder's key (``records.revoke_value``), on the holder's own
     lease, if nobody wrote the key since it was read (a leader's proclaim is never overwritten with an
     older value); True if there was a holder to ask."""
     prefix = keys.lock_prefix(name)
     asked = False
     for _ in range(3):  # a holder's key written between the read and the put is read again
         try:
-            data = await gw.call("/v3/kv/range", keys.prefix_range(prefix, keys_only=False))
+            data = await gw.call("/v3/kv/range", ops.prefix_range(prefix, keys_only=False))
         except Denied as exc:
             raise denied(exc, name, gw.username, f"read {prefix.decode('utf-8', 'replace')!r}") from None
         kvs = data.get("kvs") or []
-        mods = {keys.unb64(kv.get("key")): int(kv.get("mod_revision") or 0) for kv in kvs}
+        mods = {ops.unb64(kv.get("key")): int(kv.get("mod_revision") or 0) for kv in kvs}
         queue = keys.contenders(prefix, kvs)
-        terms = keys.stored_terms(queue)[1]
+        terms = semaphore.stored_terms(queue)[1]
         puts = []
-        for h in keys.holders(queue, None if terms is None else terms.capacity):
-            value = keys.revoke_value(h.value, reason)
+        for h in rule.holders(queue, None if terms is None else terms.capacity):
+            value = records.revoke_value(h.value, reason)
             if value is not None:
-                guard = [keys.mod_is(h.key, mods[h.key])]
-                puts.append({"compare": guard, "success": [keys.put_op(h.key, value, h.lease)]})
+                guard = [ops.mod_is(h.key, mods[h.key])]
+                puts.append({"compare": guard, "success": [ops.put_op(h.key, value, h.lease)]})
         if not puts:
             return asked
         try:

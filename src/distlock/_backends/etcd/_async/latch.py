@@ -21,22 +21,22 @@ from typing import Any
 
 from ...._async.backend import AsyncWatch
 from ...._core.latch import LatchState, recent_after
-from .. import keys
+from .. import keys, ops
 from .gateway import Denied, Gateway, denied
 from .watch import Watch
 
 
 def _guard(key: bytes, target: str, rev: int) -> dict[str, object]:
     field = "create_revision" if target == "CREATE" else "mod_revision"
-    return {"key": keys.b64(key), "target": target, "result": "EQUAL", field: str(rev)}
+    return {"key": ops.b64(key), "target": target, "result": "EQUAL", field: str(rev)}
 
 
 async def _read(gw: Gateway, key: bytes) -> tuple[dict[str, Any], int] | None:
-    data = await gw.call("/v3/kv/range", keys.range_op(key, keys_only=False))
-    kvs = keys.kvs_of(data)
+    data = await gw.call("/v3/kv/range", ops.range_op(key, keys_only=False))
+    kvs = ops.kvs_of(data)
     if not kvs:
         return None
-    return dict(json.loads(keys.unb64(kvs[0].get("value")))), int(kvs[0].get("mod_revision") or 0)
+    return dict(json.loads(ops.unb64(kvs[0].get("value")))), int(kvs[0].get("mod_revision") or 0)
 
 
 def _state(record: dict[str, Any]) -> LatchState:
@@ -46,15 +46,15 @@ def _state(record: dict[str, Any]) -> LatchState:
 async def listing(gw: Gateway, prefix: str) -> list[tuple[str, int, int]]:
     """Every latch whose name starts with ``prefix`` (name, initial, count), its done marker while it lasts."""
     start = keys.LATCH_PREFIX + prefix.encode("utf-8")
-    data = await gw.call("/v3/kv/range", keys.range_op(start, keys.prefix_end(start), keys_only=False))
+    data = await gw.call("/v3/kv/range", ops.range_op(start, ops.prefix_end(start), keys_only=False))
     out = []
-    for kv in keys.kvs_of(data):
+    for kv in ops.kvs_of(data):
         try:
-            record = json.loads(keys.unb64(kv.get("value")))
+            record = json.loads(ops.unb64(kv.get("value")))
             state = _state(record)
         except (ValueError, KeyError, TypeError):
             continue  # not distlock's
-        name = keys.unb64(kv.get("key"))[len(keys.LATCH_PREFIX) : -1].decode("utf-8", "replace")
+        name = ops.unb64(kv.get("key"))[len(keys.LATCH_PREFIX) : -1].decode("utf-8", "replace")
         out.append((name, state.initial, state.count))
     return out
 
@@ -69,7 +69,7 @@ async def open_latch(gw: Gateway, name: str, count: int | None, round_id: str) -
             if count is None:
                 return None
             record = {"round": round_id, "initial": count, "count": count, "recent": []}
-            put = keys.put_op(key, json.dumps(record).encode(), 0)
+            put = ops.put_op(key, json.dumps(record).encode(), 0)
             data = await gw.call("/v3/kv/txn", {"compare": [_guard(key, "CREATE", 0)], "success": [put]})
             if data.get("succeeded"):
                 return _state(record)
@@ -94,9 +94,9 @@ async def count_down(gw: Gateway, name: str, round_id: str, step: str, linger: f
             record["recent"] = recent_after(" ".join(record.get("recent", [])), step).split()
             lease = 0
             if left == 1:
-                granted = await gw.call("/v3/lease/grant", {"TTL": str(keys.lease_ttl_seconds(linger))})
+                granted = await gw.call("/v3/lease/grant", {"TTL": str(ops.lease_ttl_seconds(linger))})
                 lease = int(granted["ID"])
-            put = keys.put_op(key, json.dumps(record).encode(), lease)
+            put = ops.put_op(key, json.dumps(record).encode(), lease)
             data = await gw.call("/v3/kv/txn", {"compare": [_guard(key, "MOD", rev)], "success": [put]})
             if data.get("succeeded"):
                 return left - 1

@@ -2,7 +2,8 @@
 ``key.go``), as one ``Attempt`` per acquisition; the ownership condition (``EtcdGuard``, Go's ``Mutex.IsOwner()``) is
 ``guard.py`` in the folder above, one class for both sides.
 
-Key layout and grant rule are pure and live in ``distlock._backends.etcd.keys``. In short, a contender is the
+Key layout, records and grant rule are pure and live in the folder above (``keys.py``, ``records.py``,
+``semaphore.py``, ``rule.py``; the request bodies in ``ops.py``). In short, a contender is the
 key ``NAME/<lease hex>`` (its owner record as the value) on its own lease (``leases.py``); the smallest
 create revision holds; a waiter watches only the key just ahead of it; the fence is the create revision of
 the holder's key. So an ``etcdctl lock NAME`` or a Go ``concurrency.Mutex`` on the same name and a distlock
@@ -11,7 +12,7 @@ as the key's value instead of the owner record: Go's ``concurrency.Election`` an
 campaign is this queue too.
 
 One try creates the key and reads the queue in one txn (the uncontended path is one request after the
-lease). A mutex or write claim reads only the tail of the queue up to its own key (``keys.tail_range``:
+lease). A mutex or write claim reads only the tail of the queue up to its own key (``ops.tail_range``:
 its key and the one just ahead), as Go's ``Mutex`` does, so neither the create nor a wake-up grows with the
 number of waiters; read claims and semaphores, whose rule looks further ahead, read the whole queue.
 After every wake-up the waiter re-reads the queue and requires its own key to still be there
@@ -33,7 +34,7 @@ from ...._core import arbiter
 from ...._core.timing import monotonic
 from ...._core.types import Claim, Grant, Mode
 from ...._errors import BackendError, ConfigError
-from .. import keys
+from .. import keys, ops, records, rule, semaphore
 from .gateway import NOT_FOUND, Denied, denied
 from .http import Member
 from .leases import Lease
@@ -76,7 +77,7 @@ class Attempt(AsyncAttempt):
         self._prefix = keys.lock_prefix(claim.name)
         self._lease: Lease | None = None
         self._entry: Entry | None = None
-        self._watch: tuple[keys.Contender, ...] = ()
+        self._watch: tuple[records.Contender, ...] = ()
         self._since = 0
         self._woke: tuple[Member, int] | None = None  # where and at which revision the watch saw the delete
         self._quiet = False  # the last wait ran its whole slice and its watch saw no delete
@@ -141,17 +142,17 @@ class Attempt(AsyncAttempt):
             mine = next(c for c in queue if c.key == entry.key)
             # another's record is likelier to outlive our holding (which a later create may then copy from)
             others = [c for c in queue if c.key != entry.key]
-            self.backend.sem_seen(claim.name, keys.stored_terms(others)[0] or keys.stored_terms(queue)[0])
-            if keys.marked_held(mine):  # a shrink found us within the capacity before it (``set_permits``)
-                decision = keys.Decision(True)
+            self.backend.sem_seen(claim.name, semaphore.stored_terms(others)[0] or semaphore.stored_terms(queue)[0])
+            if semaphore.marked_held(mine):  # a shrink found us within the capacity before it (``set_permits``)
+                decision = rule.Decision(True)
             else:
                 # our record carries the terms in force (every record does): a resize since may leave us too big
-                found = arbiter.terms(claim, keys.terms_of(mine.value))
-                decision = keys.decide(queue, entry.rev, claim.mode, found.capacity, claim.want)
+                found = arbiter.terms(claim, semaphore.terms_of(mine.value))
+                decision = rule.decide(queue, entry.rev, claim.mode, found.capacity, claim.want)
         else:
-            decision = keys.decide(queue, entry.rev, claim.mode, 1)
+            decision = rule.decide(queue, entry.rev, claim.mode, 1)
         if not decision.acquired and claim.companion is not None and await self._under_own_writer(queue):
-            decision = keys.Decision(True)
+            decision = rule.Decision(True)
         if decision.acquired:
             entry.token = claim.token
             entry.companion = claim.companion
@@ -164,7 +165,7 @@ class Attempt(AsyncAttempt):
         self._since = header_rev + 1
         return Grant(False)
 
-    async def _under_own_writer(self, queue: list[keys.Contender]) -> bool:
+    async def _under_own_writer(self, queue: list[records.Contender]) -> bool:
         """A downgrade: whether this owner's write holding (``claim.companion``) is still in the queue, read after
         our key was put (a tail read may not reach back to it: then the whole queue). It holds the name then,
         so our read may hold too, at once, whoever waits behind it."""
@@ -172,13 +173,11 @@ class Attempt(AsyncAttempt):
         if own is None:
             return False
         if not any(c.key == own.key and c.rev == own.rev for c in queue):
-            data = await self.backend.gw.call(
-                "/v3/kv/range", keys.prefix_range(self._prefix), op_timeout=self._budget()
-            )
+            data = await self.backend.gw.call("/v3/kv/range", ops.prefix_range(self._prefix), op_timeout=self._budget())
             queue = keys.contenders(self._prefix, data.get("kvs") or [])
         return any(c.key == own.key and c.rev == own.rev for c in queue)
 
-    async def _queue(self, kvs: list[dict[str, Any]]) -> list[keys.Contender]:
+    async def _queue(self, kvs: list[dict[str, Any]]) -> list[records.Contender]:
         """The contenders of a queue read; a tail read that cannot be trusted alone (``tail_contenders``) is
         followed by a read of the whole queue."""
         if not self._tail:
@@ -186,9 +185,7 @@ class Attempt(AsyncAttempt):
         # (a tail read, below, is a mutex's or a writer's)
         queue = keys.tail_contenders(self._prefix, kvs)
         if queue is None:
-            data = await self.backend.gw.call(
-                "/v3/kv/range", keys.prefix_range(self._prefix), op_timeout=self._budget()
-            )
+            data = await self.backend.gw.call("/v3/kv/range", ops.prefix_range(self._prefix), op_timeout=self._budget())
             queue = keys.contenders(self._prefix, data.get("kvs") or [])
         return queue
 
@@ -204,8 +201,8 @@ class Attempt(AsyncAttempt):
         """
         woke, self._woke = self._woke, None
         gw = self.backend.gw
-        whole = keys.prefix_range(self._prefix, keys_only=not self._sem)
-        body = keys.tail_range(self._prefix, rev) if self._tail else whole
+        whole = ops.prefix_range(self._prefix, keys_only=not self._sem)
+        body = ops.tail_range(self._prefix, rev) if self._tail else whole
         if woke is not None:
             member, event_rev = woke
             data = await gw.read_at(member, {**body, "serializable": True})
@@ -213,28 +210,30 @@ class Attempt(AsyncAttempt):
                 return data
         return await gw.call("/v3/kv/range", body, op_timeout=self._budget())
 
-    async def _enqueue(self) -> tuple[Entry, int, list[keys.Contender]] | None:
+    async def _enqueue(self) -> tuple[Entry, int, list[records.Contender]] | None:
         """Create our key (put-if-absent on our own lease) and read the queue, in one txn. A semaphore claim's
         record copies the semaphore's terms from a record it read, and the put is guarded by that record being
         unchanged (``_sem_terms``): so every live record carries the terms in force (``docs/etcd.md``). None
         (nothing written) when that record changed at every try until this try's time ran out."""
         claim = self.claim
-        value = keys.key_value(claim.owner, claim.mode, claim.permits or 1, claim.value)
-        queue_range = {"request_range": keys.prefix_range(self._prefix, keys_only=not self._sem)}
+        value = records.key_value(claim.owner, claim.mode, claim.permits or 1, claim.value)
+        queue_range = {"request_range": ops.prefix_range(self._prefix, keys_only=not self._sem)}
         # Our put comes first in the txn, so our key is the newest: the tail read sees it and the one ahead.
-        tail_range = {"request_range": keys.tail_range(self._prefix)} if self._tail else queue_range
+        tail_range = {"request_range": ops.tail_range(self._prefix)} if self._tail else queue_range
         guard: list[dict[str, object]] = []
         seen = self.backend.sem_seen(claim.name) if self._sem else None
-        fits = None if seen is None else self._fits(keys.terms_of(seen.value))
+        fits = None if seen is None else semaphore.fitting_record(claim, semaphore.terms_of(seen.value))
         if seen is not None and fits is not None:
             # a record this store read lately: our create copies its terms if it is still there unchanged
-            guard, value = keys.unchanged(seen, seen.mod), fits
+            guard, value = ops.unchanged(seen, seen.mod), fits
         elif self._sem:
             if claim.permits is None:  # nothing of ours to write before the stored terms are known
-                data = await self.backend.gw.call("/v3/kv/range", queue_range["request_range"], op_timeout=self._budget())
+                data = await self.backend.gw.call(
+                    "/v3/kv/range", queue_range["request_range"], op_timeout=self._budget()
+                )
                 guard, value = self._sem_terms(data.get("kvs") or [], int(data["header"]["revision"]))
             else:  # a free semaphore takes our terms; one in use fails the guard and its read tells us its own
-                guard, value = [keys.none_under(keys.sem_range(claim.name))], self._sem_value(None)
+                guard, value = [ops.none_under(keys.sem_range(claim.name))], semaphore.claim_record(claim, None)
         fresh = False
         while True:
             if self._lease is None:
@@ -244,10 +243,10 @@ class Attempt(AsyncAttempt):
             data = await self.backend.gw.call(
                 "/v3/kv/txn",
                 {
-                    "compare": [keys.create_is(key, 0), *guard],
-                    "success": [keys.put_op(key, value, lease.id), tail_range],
+                    "compare": [ops.create_is(key, 0), *guard],
+                    "success": [ops.put_op(key, value, lease.id), tail_range],
                     # the key exists already: a retried create whose first reply was lost (F8); it is ours
-                    "failure": [{"request_range": keys.range_op(key)}, queue_range],
+                    "failure": [{"request_range": ops.range_op(key)}, queue_range],
                 },
                 ok_codes=() if fresh else (NOT_FOUND,),
                 op_timeout=self._budget(),
@@ -256,14 +255,14 @@ class Attempt(AsyncAttempt):
                 # "requested lease not found": a pooled lease revoked from outside; nothing was written
                 self._lease, fresh = None, True
                 continue
-            if data.get("succeeded") or keys.kvs_of((data.get("responses") or [{}])[0]):
+            if data.get("succeeded") or ops.kvs_of((data.get("responses") or [{}])[0]):
                 break
             # a semaphore's terms changed since they were read (or it went from free to in use): nothing was
             # written; again with the ones this read shows, or at the next try
             if monotonic() >= self._try_end:
                 return None
             try:
-                guard, value = self._sem_terms(keys.kvs_of(data["responses"][-1]), int(data["header"]["revision"]))
+                guard, value = self._sem_terms(ops.kvs_of(data["responses"][-1]), int(data["header"]["revision"]))
             except ConfigError:
                 self.backend.leases.give_back(lease)  # unused: nothing was put on it
                 self._lease = None
@@ -273,29 +272,13 @@ class Attempt(AsyncAttempt):
         if data.get("succeeded"):
             rev = header_rev
         else:
-            rev = int(keys.kvs_of(responses[0])[0]["create_revision"])
+            rev = int(ops.kvs_of(responses[0])[0]["create_revision"])
         entry = Entry(claim.name, key, rev, lease, value)
         self._entry = entry
-        kvs = keys.kvs_of(responses[-1])
+        kvs = ops.kvs_of(responses[-1])
         # the failure branch read the whole queue (keys newer than ours may exist there)
         queue = await self._queue(kvs) if data.get("succeeded") else keys.contenders(self._prefix, kvs)
         return entry, header_rev, queue
-
-    def _fits(self, terms: arbiter.Capacity | None) -> bytes | None:
-        """Our record under ``terms`` read lately (None if there are none, or they do not fit the claim: they
-        may be old, so a create must not fail on them)."""
-        if terms is None:
-            return None
-        try:
-            return self._sem_value(terms)
-        except ConfigError:
-            return None
-
-    def _sem_value(self, terms: arbiter.Capacity | None) -> bytes:
-        """Our semaphore record under the stored ``terms`` (None: the semaphore is free): ``ConfigError`` if the
-        claim does not fit them (``arbiter.terms``)."""
-        claim = self.claim
-        return keys.sem_value(claim.owner, claim.want, arbiter.terms(claim, terms))
 
     def _sem_terms(self, kvs: list[dict[str, Any]], rev: int) -> tuple[list[dict[str, object]], bytes]:
         """From a read (at revision ``rev``) of the queue with its records: the guard of our create and our
@@ -303,15 +286,15 @@ class Attempt(AsyncAttempt):
         that record is unchanged; a semaphore with no contender takes ours if it still has none. Keys under
         ``NAME/sem/`` whose values carry no terms (not distlock's): ours if nothing there is written since."""
         queue = keys.contenders(self._prefix, kvs)
-        source, terms = keys.stored_terms(queue)
-        value = self._sem_value(terms)
+        source, terms = semaphore.stored_terms(queue)
+        value = semaphore.claim_record(self.claim, terms)
         if source is not None:
             self.backend.sem_seen(self.claim.name, source)
-            return keys.unchanged(source, source.mod), value
+            return ops.unchanged(source, source.mod), value
         under = keys.sem_range(self.claim.name)
         if any(c.mode is Mode.SEMAPHORE for c in queue):
-            return [keys.quiet_under(under, rev)], value
-        return [keys.none_under(under)], value
+            return [ops.quiet_under(under, rev)], value
+        return [ops.none_under(under)], value
 
     async def wait(self, grant: Grant, timeout: float | None) -> None:
         # the store passes what is left of the acquire's timeout: later calls of this attempt stop there

@@ -23,7 +23,7 @@ from .... import _rt_async as rt
 from ...._core import forks
 from ...._core.timing import monotonic
 from ...._errors import BackendError
-from .. import keys
+from .. import ops
 from .gateway import Gateway
 from .http import Member
 from .watch import Watch
@@ -97,7 +97,7 @@ class Waits:
         deadline = monotonic() + timeout
         feed = await self._feed(prefix)
         if feed is None:  # no shared stream could be made now: a stream of this wait's own
-            return await self._gw.watch_delete(prefix, keys.prefix_end(prefix), since, targets, timeout)
+            return await self._gw.watch_delete(prefix, ops.prefix_end(prefix), since, targets, timeout)
         waker = rt.Waker()
         with self._state:
             for key in targets:
@@ -171,7 +171,7 @@ class Waits:
                         if ev.get("type") == "DELETE":
                             kv = ev.get("kv") or {}
                             rev = max(header, int(kv.get("mod_revision") or 0))
-                            wake += feed.record(keys.unb64(kv.get("key")), rev)
+                            wake += feed.record(ops.unb64(kv.get("key")), rev)
                 for w in wake:
                     w.notify()
         finally:
@@ -186,9 +186,9 @@ class Waits:
 
     async def _any_gone(self, prefix: bytes, targets: dict[bytes, int]) -> bool:
         """Whether one of ``targets`` is no longer there with its create revision (one read)."""
-        body = keys.prefix_range(prefix) if len(targets) > 1 else keys.range_op(next(iter(targets)))
+        body = ops.prefix_range(prefix) if len(targets) > 1 else ops.range_op(next(iter(targets)))
         data = await self._gw.call("/v3/kv/range", body)
-        present = {(keys.unb64(kv.get("key")), int(kv.get("create_revision") or 0)) for kv in data.get("kvs") or []}
+        present = {(ops.unb64(kv.get("key")), int(kv.get("create_revision") or 0)) for kv in data.get("kvs") or []}
         return any((k, rev) not in present for k, rev in targets.items())
 
     async def aclose(self) -> None:

@@ -2,8 +2,8 @@
 """etcd v3 backend (``etcd://h1:2379,h2:2379``, ``etcds://`` for TLS): the layout of etcd's Go Mutex.
 
 Here: ``Backend``, the store's view: the holdings of this store (token -> key), release, renewal and the key
-check that goes with it, ``extend`` past a lease's TTL, an election leader's ``proclaim``, and ``guard``. The
-rest of the folder is mapped in ``distlock/_backends/etcd/__init__.py`` (docs/etcd.md has the whole design).
+check that goes with it, ``extend`` past a lease's TTL and ``shorten`` (the key's move to another lease is
+``moves.py``), an election leader's ``proclaim``, and ``guard``. The rest of the folder is mapped in ``distlock/_backends/etcd/__init__.py`` (docs/etcd.md has the whole design).
 
 The store's renewer keeps all held leases alive with one keepalive stream request per tick (a batch of
 lease ids), plus one read-only txn that checks the keys are still there (an admin ``etcdctl del`` is seen).
@@ -26,11 +26,12 @@ from ...._core.timing import monotonic
 from ...._core.types import Capabilities, Claim, LockInfo, Mode, PrimitiveInfo, primitive_infos
 from ...._errors import BackendError, NotHeld, UnsupportedFeature
 from ...._url import StoreConfig
-from .. import keys
+from .. import keys, ops, records
 from ..guard import EtcdGuard
 from . import admin, barrier, latch
 from .gateway import FAST_TRY, Denied, Gateway, denied
-from .leases import Lease, LeasePool
+from .leases import LeasePool
+from .moves import Moves
 from .mutex import Attempt, Entry
 from .waits import Waits
 from .watch import PrefixWatch, Watch
@@ -76,12 +77,13 @@ class Backend(SyncBackend):
         self.gw = gw
         self.leases = LeasePool(gw)
         self.waits = Waits(gw)
+        self.moves = Moves(gw, self.leases)
         self._mutex = threading.Lock()
         self._entries: dict[str, Entry] = {}
         self._released: dict[str, None] = {}  # tokens released lately, oldest first
         #: per semaphore name, the newest record with its terms this store read (``mutex.py``: a create copies the
         #: terms from it, guarded by it being unchanged, without reading the queue first)
-        self._sem_seen: dict[str, keys.Contender] = {}
+        self._sem_seen: dict[str, records.Contender] = {}
         #: waiters' keys to delete when they give up, together (``drop_key``)
         self._drops = _Drops(gw)
 
@@ -120,7 +122,7 @@ class Backend(SyncBackend):
         with self._mutex:
             self._entries[entry.token] = entry
 
-    def sem_seen(self, name: str, record: keys.Contender | None = None) -> keys.Contender | None:
+    def sem_seen(self, name: str, record: records.Contender | None = None) -> records.Contender | None:
         """The record of the semaphore ``name`` a create may copy its terms from (``record``: remember this one,
         the newest that carries them in a read; None: only look)."""
         with self._mutex:
@@ -153,50 +155,6 @@ class Backend(SyncBackend):
                 if e.name == name and e.rev == fence:
                     return EtcdGuard(e.key, e.rev)
         raise NotHeld("no current holding with this fence", name=name, backend=self.scheme)
-
-    def _relet(self, entry: Entry, ttl: float) -> None:
-        """Move a held key to a new, longer lease (``extend(ttl=...)`` beyond the lease's TTL).
-
-        A put on an existing key keeps its create revision, so the fence and the queue place stay.
-        """
-        new = self.leases.take(ttl)
-        old = entry.lease
-        if self._move(entry, new):
-            entry.lease = new
-            self.leases.revoke(old.id)
-        else:
-            self.leases.revoke(new.id)
-
-    def _move(self, entry: Entry, lease: Lease) -> bool:
-        """Put the held key on ``lease`` if it still has the holding's create revision; False if it has gone."""
-        if keys.mode_of(keys.lock_prefix(entry.name), entry.key) is Mode.SEMAPHORE:
-            return self._move_record(entry, lease)
-        data = self.gw.call(
-            "/v3/kv/txn",
-            {
-                "compare": [keys.create_is(entry.key, entry.rev)],
-                "success": [keys.put_op(entry.key, entry.value, lease.id)],
-            },
-        )
-        return bool(data.get("succeeded"))
-
-    def _move_record(self, entry: Entry, lease: Lease) -> bool:
-        """``_move`` of a semaphore holding: its record as it is now (a resize by ``set_permits`` rewrote the terms
-        in it, which every record must carry), put if nobody wrote it since the read; read again if somebody did."""
-        while True:
-            data = self.gw.call("/v3/kv/range", keys.range_op(entry.key, keys_only=False))
-            now = [kv for kv in data.get("kvs") or [] if int(kv.get("create_revision") or 0) == entry.rev]
-            if not now:
-                return False
-            value, mod = keys.unb64(now[0].get("value")), int(now[0].get("mod_revision") or 0)
-            moved = self.gw.call(
-                "/v3/kv/txn",
-                {"compare": [keys.create_is(entry.key, entry.rev), keys.mod_is(entry.key, mod)],
-                 "success": [keys.put_op(entry.key, value, lease.id)]},
-            )  # fmt: skip
-            if moved.get("succeeded"):
-                entry.value = value
-                return True
 
     # -- the backend interface ---------------------------------------------------------------------------
     def lease_end(self, claim: Claim) -> float | None:
@@ -250,7 +208,7 @@ class Backend(SyncBackend):
         it (ahead of the read) would hold once it went, the read notwithstanding: under the queue's order a
         later key never holds, and this read does."""
         try:
-            moved = self._move(entry, under.lease)
+            moved = self.moves.move(entry, under.lease)
         finally:
             self._forget(entry.token)
         if moved:
@@ -265,20 +223,20 @@ class Backend(SyncBackend):
             released = [c.token in self._released for c in claims]
         entries = [self._entry(c) for c in claims]
         for c, e in zip(claims, entries, strict=True):
-            if e is not None and keys.lease_ttl_seconds(c.ttl) > e.lease.ttl:
-                self._relet(e, c.ttl)
+            if e is not None and ops.lease_ttl_seconds(c.ttl) > e.lease.ttl:
+                self.moves.relet(e, c.ttl)
         live = [e for e in entries if e is not None]
         if not live:
             return released
         sent, ttls = self.leases.renew(e.lease for e in live)
         # a downgrade's read is held only while the write key it stands on is there (``_under``)
         unders = [u for e in live if (u := self._under(e)) is not None]
-        checks = [{"request_range": keys.range_op(e.key)} for e in [*live, *unders]]
+        checks = [{"request_range": ops.range_op(e.key)} for e in [*live, *unders]]
         present: set[tuple[bytes, int]] = set()
         written: dict[bytes, int] = {}
         for r in self.gw.txn_each(checks, try_timeout=FAST_TRY):
-            for kv in keys.kvs_of(r):
-                key = keys.unb64(kv.get("key"))
+            for kv in ops.kvs_of(r):
+                key = ops.unb64(kv.get("key"))
                 present.add((key, int(kv.get("create_revision") or 0)))
                 written[key] = int(kv.get("mod_revision") or 0)
         asked = [e for e in live if written.get(e.key, 0) > max(e.rev, e.mod) and (e.key, e.rev) in present]
@@ -301,14 +259,14 @@ class Backend(SyncBackend):
 
     def _asked(self, entries: Sequence[Entry]) -> None:
         """Holders whose key someone else wrote: read the values, and tell each release request found there."""
-        reads = [{"request_range": keys.range_op(e.key, keys_only=False)} for e in entries]
+        reads = [{"request_range": ops.range_op(e.key, keys_only=False)} for e in entries]
         for e, r in zip(entries, self.gw.txn_each(reads, try_timeout=FAST_TRY), strict=True):
-            for kv in keys.kvs_of(r):
+            for kv in ops.kvs_of(r):
                 if int(kv.get("create_revision") or 0) != e.rev:
                     continue
                 mod = int(kv.get("mod_revision") or 0)
                 e.mod = max(e.mod, mod)
-                reason = keys.revoke_reason(keys.unb64(kv.get("value")))
+                reason = records.revoke_reason(ops.unb64(kv.get("value")))
                 if reason is not None:
                     self.revoked(e.token, f"m{mod}", reason)
 
@@ -316,28 +274,16 @@ class Backend(SyncBackend):
         return admin.request_release(self.gw, name, reason)
 
     def shorten(self, claim: Claim, ttl: float) -> bool:
-        """A lease's TTL is fixed when it is granted: grant a fresh one of ``ttl`` (whole seconds, rounded up;
-        the server raises it to its minimum), move the key to it with a put guarded by the key's create
-        revision (the fence, the queue place and the Go layout stay), and revoke the old lease. The new lease
-        is nobody's to keep alive, so the key goes when it runs out."""
+        """The holding's key onto a fresh lease of ``ttl`` that nobody keeps alive (``Moves.shorten``)."""
         with self._mutex:
             entry = self._entries.pop(claim.token, None)
-        if entry is None:
-            return False
-        new = self.leases.take(ttl, fresh=True)
-        # on an error the outcome is unknown: both leases are left to run out (nobody keeps them alive), as
-        # revoking either could delete the key before its time
-        moved = self._move(entry, new)
-        self.leases.revoke(entry.lease.id)  # its key moved to the new lease, or is gone
-        if not moved:
-            self.leases.revoke(new.id)
-        return moved
+        return False if entry is None else self.moves.shorten(entry, ttl)
 
     def holds(self, claim: Claim) -> bool:
         entry = self._entry(claim)
         if entry is None:
             return False
-        data = self.gw.call("/v3/kv/range", keys.range_op(entry.key))
+        data = self.gw.call("/v3/kv/range", ops.range_op(entry.key))
         return any(int(kv.get("create_revision") or 0) == entry.rev for kv in data.get("kvs") or [])
 
     def inspect(self, name: str) -> LockInfo | None:
@@ -353,14 +299,14 @@ class Backend(SyncBackend):
         if entry is None:
             return False
         raw = value.encode("utf-8")
-        # what a later move to a longer lease (``_relet``) writes; set first, so it never writes the old value
+        # what a later move to a longer lease (``Moves.relet``) writes; set first, so it never writes the old value
         entry.value = raw
         try:
             data = self.gw.call(
                 "/v3/kv/txn",
                 {
-                    "compare": [keys.create_is(entry.key, entry.rev)],
-                    "success": [keys.put_op(entry.key, raw, entry.lease.id)],
+                    "compare": [ops.create_is(entry.key, entry.rev)],
+                    "success": [ops.put_op(entry.key, raw, entry.lease.id)],
                 },
             )
         except Denied as exc:
@@ -386,7 +332,7 @@ class Backend(SyncBackend):
         if not holders:
             return False
         try:
-            self.gw.txn_each([keys.delete_op(h.key) for h in holders])
+            self.gw.txn_each([ops.delete_op(h.key) for h in holders])
         except Denied as exc:
             raise denied(exc, name, self.gw.username, f"delete keys under {name + '/'!r}") from None
         broken = {(h.key, h.rev) for h in holders}

@@ -15,25 +15,25 @@ from __future__ import annotations
 from ...._core import barrier
 from ...._core.timing import wall_ms
 from ...._core.types import PrimitiveInfo
-from .. import keys
+from .. import keys, ops
 from .gateway import Denied, Gateway, denied
 
 
 def _guard(key: bytes, rev: int) -> dict[str, object]:
     if rev == 0:
-        return keys.create_is(key, 0)
-    return {"key": keys.b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": str(rev)}
+        return ops.create_is(key, 0)
+    return {"key": ops.b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": str(rev)}
 
 
 def read(gw: Gateway, kind: str, name: str) -> tuple[bytes | None, object]:
     key = keys.barrier_key(kind, name)
     try:
-        kvs = keys.kvs_of(gw.call("/v3/kv/range", keys.range_op(key, keys_only=False)))
+        kvs = ops.kvs_of(gw.call("/v3/kv/range", ops.range_op(key, keys_only=False)))
     except Denied as exc:
         raise denied(exc, name, gw.username, f"read and write {key!r}") from None
     if not kvs:
         return None, 0
-    return keys.unb64(kvs[0].get("value")), int(kvs[0].get("mod_revision") or 0)
+    return ops.unb64(kvs[0].get("value")), int(kvs[0].get("mod_revision") or 0)
 
 
 def cas(gw: Gateway, kind: str, name: str, version: object, data: str | None) -> bool:
@@ -44,7 +44,7 @@ def cas(gw: Gateway, kind: str, name: str, version: object, data: str | None) ->
     try:
         if rev == 0:
             sweep(gw, kind)
-        op = keys.delete_op(key) if data is None else keys.put_op(key, data.encode(), 0)
+        op = ops.delete_op(key) if data is None else ops.put_op(key, data.encode(), 0)
         reply = gw.call("/v3/kv/txn", {"compare": [_guard(key, rev)], "success": [op]})
     except Denied as exc:
         raise denied(exc, name, gw.username, f"read and write {key!r}") from None
@@ -57,10 +57,10 @@ def listing(gw: Gateway, prefix: str) -> list[tuple[str, str, PrimitiveInfo | No
     now = wall_ms()
     for kind, kind_prefix in keys.BARRIER_PREFIXES.items():
         start = kind_prefix + prefix.encode("utf-8")
-        data = gw.call("/v3/kv/range", keys.range_op(start, keys.prefix_end(start), keys_only=False))
-        for kv in keys.kvs_of(data):
-            name = keys.unb64(kv.get("key"))[len(kind_prefix) : -1].decode("utf-8", "replace")
-            out.append((kind, name, barrier.summary(kind, name, keys.unb64(kv.get("value")), now)))
+        data = gw.call("/v3/kv/range", ops.range_op(start, ops.prefix_end(start), keys_only=False))
+        for kv in ops.kvs_of(data):
+            name = ops.unb64(kv.get("key"))[len(kind_prefix) : -1].decode("utf-8", "replace")
+            out.append((kind, name, barrier.summary(kind, name, ops.unb64(kv.get("value")), now)))
     return out
 
 
@@ -69,14 +69,12 @@ def sweep(gw: Gateway, kind: str) -> None:
     for each)."""
     prefix = keys.BARRIER_PREFIXES[kind]
     now = wall_ms()
-    for kv in keys.kvs_of(
-        gw.call("/v3/kv/range", keys.range_op(prefix, keys.prefix_end(prefix), keys_only=False))
-    ):
-        key = keys.unb64(kv.get("key"))
+    for kv in ops.kvs_of(gw.call("/v3/kv/range", ops.range_op(prefix, ops.prefix_end(prefix), keys_only=False))):
+        key = ops.unb64(kv.get("key"))
         try:
-            record = barrier.decode(keys.unb64(kv.get("value")))
+            record = barrier.decode(ops.unb64(kv.get("value")))
         except ValueError:
             continue
         if record is not None and barrier.spent(record, now):
             guard = _guard(key, int(kv.get("mod_revision") or 0))
-            gw.call("/v3/kv/txn", {"compare": [guard], "success": [keys.delete_op(key)]})
+            gw.call("/v3/kv/txn", {"compare": [guard], "success": [ops.delete_op(key)]})

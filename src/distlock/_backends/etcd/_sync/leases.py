@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from .... import _rt_sync as rt
 from ...._core.timing import lease_end, monotonic, renew_interval
 from ...._errors import BackendError
-from .. import keys
+from .. import ops
 from .gateway import FAST_TRY, NOT_FOUND, Gateway
 
 #: free leases kept per TTL for reuse
@@ -170,7 +170,7 @@ class LeasePool:
     # -- the pool ----------------------------------------------------------------------------------------
     def take(self, ttl: float, fresh: bool = False, op_timeout: float | None = None) -> Lease:
         """A lease for a new claim: a free one with enough left (refreshed if aged), else a new grant."""
-        want = keys.lease_ttl_seconds(ttl)
+        want = ops.lease_ttl_seconds(ttl)
         now = monotonic()
         enough = max(ttl * 2.0 / 3.0, 0.5)
         refresh: Lease | None = None

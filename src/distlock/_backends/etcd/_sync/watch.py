@@ -27,7 +27,7 @@ from ...._sync.backend import SyncPrefixWatch, SyncWatch
 from ...._core.text import seconds
 from ...._core.timing import monotonic
 from ...._errors import BackendError
-from .. import keys
+from .. import keys, ops
 from .gateway import Denied, Gateway
 from .http import Member, Stream
 
@@ -60,8 +60,8 @@ class Watch(SyncWatch):
         """Make the stream, trying the members in turn until the op timeout: return once etcd has answered
         ``created``, from when on every change of the range is sent down the stream."""
         gw = self._gw
-        start, end = (self._prefix, keys.prefix_end(self._prefix)) if self._prefix else (b"\x00", b"\x00")
-        create: dict[str, object] = {"key": keys.b64(start), "range_end": keys.b64(end)}  # empty: the whole keyspace
+        start, end = (self._prefix, ops.prefix_end(self._prefix)) if self._prefix else (b"\x00", b"\x00")
+        create: dict[str, object] = {"key": ops.b64(start), "range_end": ops.b64(end)}  # empty: the whole keyspace
         if self._deletes_only:
             create["filters"] = ["NOPUT"]
         body = json.dumps({"create_request": create}).encode()

@@ -47,7 +47,7 @@ from ...._core.types import Capabilities, Claim, LockInfo, Mode, PrimitiveInfo, 
 from ...._errors import BackendError, LockError
 from ...._given import given
 from ...._url import StoreConfig
-from .. import connect, layout
+from .. import connect, layout, records
 from ..admin import Admin
 from ..barrier import Barriers
 from ..cleanup import Cleanup
@@ -290,7 +290,7 @@ class Backend(AsyncBackend):
         return await self._call(lambda: self.admin.inspect(name), name=name)
 
     async def proclaim(self, claim: Claim, value: str) -> bool:
-        data = layout.latch_data(value)
+        data = records.latch_data(value)
         return await self._call(lambda: self.holdings.proclaim(claim.token, data), name=claim.name)
 
     async def watch(self, name: str) -> AsyncWatch:

@@ -48,7 +48,7 @@ from ...._core.types import Capabilities, Claim, LockInfo, Mode, PrimitiveInfo, 
 from ...._errors import BackendError, LockError
 from ...._given import given
 from ...._url import StoreConfig
-from .. import connect, layout
+from .. import connect, layout, records
 from ..admin import Admin
 from ..barrier import Barriers
 from ..cleanup import Cleanup
@@ -291,7 +291,7 @@ class Backend(SyncBackend):
         return self._call(lambda: self.admin.inspect(name), name=name)
 
     def proclaim(self, claim: Claim, value: str) -> bool:
-        data = layout.latch_data(value)
+        data = records.latch_data(value)
         return self._call(lambda: self.holdings.proclaim(claim.token, data), name=claim.name)
 
     def watch(self, name: str) -> SyncWatch:

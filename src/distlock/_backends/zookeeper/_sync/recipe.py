@@ -42,7 +42,7 @@ from ...._core import arbiter
 from ...._core.timing import monotonic
 from ...._core.types import Claim, Grant, Mode
 from ...._errors import BackendError
-from .. import layout
+from .. import layout, records
 from ..cleanup import Traces
 from ..handler import on_event_thread
 from ..holdings import Held
@@ -78,10 +78,10 @@ class Attempt(SyncAttempt):
         # An election candidate is a LeaderLatch node: it holds the value alone (what Curator's peers read as
         # the participant id), so the owner record has no place on it.
         if claim.value is not None:
-            self._data = layout.latch_data(claim.value)
+            self._data = records.latch_data(claim.value)
         else:
             # a semaphore's nodes (its internal-mutex node, its leases) carry the permits it wants (inspect)
-            self._data = layout.node_data(claim.owner, claim.mode, claim.want)
+            self._data = records.node_data(claim.owner, claim.mode, claim.want)
         self._traces = Traces(
             claim.token,
             claim.name,
