@@ -13,6 +13,7 @@ from distlock import ConfigError
 from distlock._core import arbiter, timing
 from distlock._core.arbiter import Held, Queued
 from distlock._core.types import Mode
+from distlock._core.validate import check_lease
 from distlock._url import parse_url, redact
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,6 +146,18 @@ def test_deadline_and_backoff_with_injected_clock() -> None:
     assert timing.wait_slice(None, 0.01, None, 1.0) == 0.01
     assert timing.wait_slice(0.5, 0.01, 0.001, 1.0) == 0.001
     assert timing.validity(10.0, 1.0) == pytest.approx(10.0 - 1.0 - 0.102)
+
+
+def test_the_lease_options_are_checked_lease_first_then_its_cap_then_the_timeout() -> None:
+    assert check_lease(30, None) == (30.0, None, None)
+    assert check_lease(2.5, 0, 60) == (2.5, 0.0, 60.0)
+    with pytest.raises(ConfigError, match=r"^ttl must be") as err:
+        check_lease(0, -1, 0, name="n", backend="memory")  # every one bad: the lease is named
+    assert "lock 'n'" in str(err.value)
+    with pytest.raises(ConfigError, match=r"^max_hold must be"):
+        check_lease(30, -1, 0)
+    with pytest.raises(ConfigError, match=r"^timeout must be"):
+        check_lease(30, -1)
 
 
 #: the pure modules of the backends' folders (``_backends/<name>/``): held to the same rule as ``_core``

@@ -15,24 +15,21 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 from ._core import timing
+from ._wrong_form import WrongForm
 
 
 # -- guiding the wrong form ---------------------------------------------------------------------------------
-class AsyncOnly:
+class AsyncOnly(WrongForm):
     """Base of the asyncio side's context managers: ``with`` (instead of ``async with``) fails with one line
-    that says which form to use, not Python's bare "does not support the context manager protocol". Hidden
-    from type checkers, which keep reporting ``with`` on these objects as the error it is."""
+    that says which form to use (``_wrong_form.py``)."""
+
+    _wrong_form = (
+        "`with` on {name}: use `async with` on an asyncio store and its locks (or distlock.connect() for a sync store)"
+    )
 
     if not TYPE_CHECKING:
-
-        def __enter__(self) -> NoReturn:
-            raise TypeError(
-                f"`with` on {type(self).__name__}: use `async with` on an asyncio store and its locks "
-                "(or distlock.connect() for a sync store)"
-            )
-
-        def __exit__(self, *exc: object) -> None:  # never reached: Python asks for it before __enter__
-            return None
+        __enter__ = WrongForm._refuse
+        __exit__ = WrongForm._unreached
 
 
 def blocks_event_loop() -> bool:

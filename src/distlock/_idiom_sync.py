@@ -12,25 +12,24 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._wrong_form import WrongForm
 
 
 # -- guiding the wrong form ---------------------------------------------------------------------------------
-class SyncOnly:
-    """Base of the sync side's context managers (the twin of the asyncio side's ``AsyncOnly``):
-    ``async with`` (instead of ``with``) fails with one line that says which form to use. Hidden from type
-    checkers, which keep reporting ``async with`` on these objects as the error it is."""
+class SyncOnly(WrongForm):
+    """Base of the sync side's context managers (the twin of the asyncio side's ``AsyncOnly``): ``async with``
+    (instead of ``with``) fails with one line that says which form to use (``_wrong_form.py``)."""
+
+    _wrong_form = (
+        "`async with` on a sync {name}: this is a sync store: use `with` "
+        "(or distlock.connect_async() for an asyncio store)"
+    )
 
     if not TYPE_CHECKING:
-
-        def __aenter__(self) -> NoReturn:
-            raise TypeError(
-                f"`async with` on a sync {type(self).__name__}: this is a sync store: use `with` "
-                "(or distlock.connect_async() for an asyncio store)"
-            )
-
-        def __aexit__(self, *exc: object) -> None:  # never reached: Python asks for it before __aenter__
-            return None
+        __aenter__ = WrongForm._refuse
+        __aexit__ = WrongForm._unreached
 
 
 _DISTLOCK = os.path.dirname(os.path.abspath(__file__)) + os.sep

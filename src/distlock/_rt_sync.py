@@ -53,10 +53,9 @@ def owner_label() -> str:
 
 
 class Waker:
-    """A wake-up flag that any thread may raise and one waiter consumes.
-
-    ``notify()`` is the wake-up itself; ``kick()`` only ends a wait early without one (the Redis listener
-    uses it to hand its read role to a waiting thread, which then reads the pub/sub connection itself)."""
+    """The threaded side's wake-up flag, with the contract of ``_rt_async.Waker`` (``notify`` wakes, ``kick``
+    only ends a wait); here a waiting thread takes the listener's read role, and a lock makes the flag's read
+    and reset one step."""
 
     def __init__(self) -> None:
         self._event = threading.Event()

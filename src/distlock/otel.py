@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from . import __version__, _events
 from ._async.store import AsyncStore
@@ -50,67 +50,92 @@ ERROR_TYPE = "error.type"  # OpenTelemetry's general attribute for what failed
 CLIENT_NAME = "distlock.client.name"  # the store's client_name (connect(..., client_name=...)), when it has one
 
 
+class _Instrument(NamedTuple):
+    """One instrument of the sink, as ``meter.create_<kind>`` gets it (docs/operations.md lists them)."""
+
+    kind: Literal["counter", "up_down_counter", "histogram"]
+    name: str
+    unit: str
+    description: str
+    buckets: tuple[float, ...] | None = None  # a histogram's advised bucket boundaries (seconds)
+
+    def create(self, meter: metrics.Meter) -> Any:
+        if self.kind == "histogram":
+            return meter.create_histogram(
+                self.name,
+                unit=self.unit,
+                description=self.description,
+                explicit_bucket_boundaries_advisory=self.buckets,
+            )
+        if self.kind == "up_down_counter":
+            return meter.create_up_down_counter(self.name, unit=self.unit, description=self.description)
+        return meter.create_counter(self.name, unit=self.unit, description=self.description)
+
+
+#: the sink's instruments by attribute name, in the order they are registered
+_INSTRUMENTS: dict[str, _Instrument] = {
+    "acquire_duration": _Instrument(
+        "histogram", "distlock.lock.acquire.duration", "s",
+        "How long acquire() waited, by outcome (acquired, timeout, error)", LOCK_SECONDS,
+    ),
+    "acquires": _Instrument(
+        "counter", "distlock.lock.acquires", "{acquire}",
+        "acquire() calls by outcome (acquired, timeout, error); a reentrant re-entry is not one",
+    ),
+    "hold_duration": _Instrument(
+        "histogram", "distlock.lock.hold.duration", "s",
+        "How long a lock was held, from its grant to its release or loss (outcome released or lost)", LOCK_SECONDS,
+    ),
+    "held": _Instrument("up_down_counter", "distlock.lock.held", "{lock}", "Locks (holdings) this process holds now"),
+    "losses": _Instrument("counter", "distlock.lock.losses", "{loss}", "Holdings lost before their release, by reason"),
+    "at_risk": _Instrument(
+        "counter", "distlock.lock.at_risk", "{warning}",
+        "Holdings found at risk: half their lease left with no renewal confirmed (lost comes next unless one is)",
+    ),
+    "revoke_requests": _Instrument(
+        "counter", "distlock.lock.revoke_requests", "{request}",
+        "Release requests (request_release, or Curator's Revoker) the holders of this process got",
+    ),
+    "renewals": _Instrument(
+        "counter", "distlock.lock.renewals", "{round_trip}",
+        "Renewal round trips (each renews every lease due, in one batch), by outcome (ok, error)",
+    ),
+    "count_downs": _Instrument(
+        "counter", "distlock.latch.count_downs", "{count_down}",
+        "Latch count-downs by outcome (zero: the count is at zero after it, counted: above)",
+    ),
+    "trips": _Instrument(
+        "counter", "distlock.barrier.trips", "{trip}",
+        "Barrier generations tripped, each counted once, by the process whose arrival made the parties",
+    ),
+    "renew_duration": _Instrument(
+        "histogram", "distlock.lock.renew.duration", "s",
+        "How long a renewal round trip took, by outcome (ok, error)", ROUND_TRIP_SECONDS,
+    ),
+}  # fmt: skip
+
+
 class _Instruments:
     """The sink (``_events.Sink``) that turns a store's events into metrics and acquire spans."""
+
+    # one attribute per row of ``_INSTRUMENTS``
+    acquire_duration: metrics.Histogram
+    acquires: metrics.Counter
+    hold_duration: metrics.Histogram
+    held: metrics.UpDownCounter
+    losses: metrics.Counter
+    at_risk: metrics.Counter
+    revoke_requests: metrics.Counter
+    renewals: metrics.Counter
+    count_downs: metrics.Counter
+    trips: metrics.Counter
+    renew_duration: metrics.Histogram
 
     def __init__(self, meter: metrics.Meter, tracer: trace.Tracer | None, lock_names: bool) -> None:
         self._tracer = tracer
         self._lock_names = lock_names
-        self.acquire_duration = meter.create_histogram(
-            "distlock.lock.acquire.duration",
-            unit="s",
-            description="How long acquire() waited, by outcome (acquired, timeout, error)",
-            explicit_bucket_boundaries_advisory=LOCK_SECONDS,
-        )
-        self.acquires = meter.create_counter(
-            "distlock.lock.acquires",
-            unit="{acquire}",
-            description="acquire() calls by outcome (acquired, timeout, error); a reentrant re-entry is not one",
-        )
-        self.hold_duration = meter.create_histogram(
-            "distlock.lock.hold.duration",
-            unit="s",
-            description="How long a lock was held, from its grant to its release or loss (outcome released or lost)",
-            explicit_bucket_boundaries_advisory=LOCK_SECONDS,
-        )
-        self.held = meter.create_up_down_counter(
-            "distlock.lock.held", unit="{lock}", description="Locks (holdings) this process holds now"
-        )
-        self.losses = meter.create_counter(
-            "distlock.lock.losses", unit="{loss}", description="Holdings lost before their release, by reason"
-        )
-        self.at_risk = meter.create_counter(
-            "distlock.lock.at_risk",
-            unit="{warning}",
-            description="Holdings found at risk: half their lease left with no renewal confirmed (lost comes next "
-            "unless one is)",
-        )
-        self.revoke_requests = meter.create_counter(
-            "distlock.lock.revoke_requests",
-            unit="{request}",
-            description="Release requests (request_release, or Curator's Revoker) the holders of this process got",
-        )
-        self.renewals = meter.create_counter(
-            "distlock.lock.renewals",
-            unit="{round_trip}",
-            description="Renewal round trips (each renews every lease due, in one batch), by outcome (ok, error)",
-        )
-        self.count_downs = meter.create_counter(
-            "distlock.latch.count_downs",
-            unit="{count_down}",
-            description="Latch count-downs by outcome (zero: the count is at zero after it, counted: above)",
-        )
-        self.trips = meter.create_counter(
-            "distlock.barrier.trips",
-            unit="{trip}",
-            description="Barrier generations tripped, each counted once, by the process whose arrival made the parties",
-        )
-        self.renew_duration = meter.create_histogram(
-            "distlock.lock.renew.duration",
-            unit="s",
-            description="How long a renewal round trip took, by outcome (ok, error)",
-            explicit_bucket_boundaries_advisory=ROUND_TRIP_SECONDS,
-        )
+        for attribute, instrument in _INSTRUMENTS.items():
+            setattr(self, attribute, instrument.create(meter))
 
     def _lock(self, f: Mapping[str, Any]) -> dict[str, Any]:
         attributes = {BACKEND: f["backend"], KIND: f["kind"]}

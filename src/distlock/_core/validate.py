@@ -77,6 +77,16 @@ def check_timeout(value: object, *, name: str | None = None, backend: str | None
     return f
 
 
+def check_lease(
+    ttl: object, timeout: object, max_hold: object = None, *, name: str | None = None, backend: str | None = None
+) -> tuple[float, float | None, float | None]:
+    """The lease options every lock kind and election candidate takes, checked in this order: the lease
+    (``ttl``), its cap (``max_hold``, None: none) and the acquire's ``timeout``. Returns (ttl, timeout, max_hold)."""
+    lease = check_ttl(ttl, name=name, backend=backend)
+    cap = check_max_hold(max_hold, name=name, backend=backend)
+    return lease, check_timeout(timeout, name=name, backend=backend), cap
+
+
 def check_permits(value: object, *, name: str | None = None, backend: str | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"permits must be an int, not {type(value).__name__}", name=name, backend=backend)
@@ -132,5 +142,7 @@ def check_reason(reason: object, *, name: str | None = None, backend: str | None
     try:
         reason.encode("utf-8")
     except UnicodeEncodeError:
-        raise ConfigError("a release reason is not valid UTF-8 text (lone surrogate)", name=name, backend=backend) from None
+        raise ConfigError(
+            "a release reason is not valid UTF-8 text (lone surrogate)", name=name, backend=backend
+        ) from None
     return reason

@@ -24,7 +24,7 @@ from .. import _rt_sync as rt
 from .._core import forks, ids
 from .._core.timing import Deadline
 from .._core.types import Claim, LeaderInfo, Mode
-from .._core.validate import check_timeout, check_ttl, check_value
+from .._core.validate import check_lease, check_timeout, check_value
 from .._errors import ConfigError, LockError, LockLost, NotHeld, UnsupportedFeature
 from . import leading
 from .clock import Holding
@@ -71,8 +71,7 @@ class Election(_Scoped["Election"], LeaseView):
     ) -> None:
         backend = store.scheme
         self.name = store._acquirer.check_name(name)
-        self.ttl = check_ttl(ttl, name=name, backend=backend)
-        self.timeout = check_timeout(timeout, name=name, backend=backend)
+        self.ttl, self.timeout, _ = check_lease(ttl, timeout, name=name, backend=backend)
         self._acquirer = store._acquirer
         check_elections(self._acquirer, self.name)
         # Candidates queue in the backend's FIFO where it has one. Redlock has none (five masters' queues can

@@ -8,6 +8,7 @@ Errors are one line on stderr; ``--debug`` shows the traceback.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import re
 import sys
@@ -53,6 +54,27 @@ def exit_code_for(err: BaseException) -> int:
 def file_option(flag: str, dest: str, help: str) -> Callable[[Any], Any]:
     """An option naming a file to write (``-`` for stdout where the command says so)."""
     return click.option(flag, dest, type=click.Path(dir_okay=False, path_type=Path), default=None, help=help)
+
+
+def json_option(what: str) -> Callable[[Any], Any]:
+    """``--json FILE``: write ``what`` as JSON to FILE, or with ``-`` to stdout (``json_to_stdout``)."""
+    return file_option("--json", "json_file", f"Write {what} as JSON ('-' for stdout).")
+
+
+def json_to_stdout(json_file: Path | None) -> bool:
+    """Does ``--json`` write to stdout? Then the command's tables go to stderr, out of the JSON's way."""
+    return json_file is not None and str(json_file) == "-"
+
+
+def write_json(json_file: Path | None, doc: Any, *, sort_keys: bool = False) -> None:
+    """Write ``doc`` where ``--json`` says (nowhere without it), indented."""
+    if json_file is None:
+        return
+    text = json.dumps(doc, indent=2, sort_keys=sort_keys)
+    if json_to_stdout(json_file):
+        click.echo(text)
+    else:
+        json_file.write_text(text + "\n")
 
 
 @contextmanager

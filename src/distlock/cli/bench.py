@@ -8,7 +8,6 @@ See docs/bench.md for the JSON layout. Exit codes: 0 measured; 1 a backend faile
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import platform
 import sys
@@ -22,7 +21,7 @@ from rich.table import Table
 from .._url import parse_url, redact
 from ..benchmark.measure import ASYNC_COST_TARGET, bench_url
 from ..checker.servers import FAMILIES, spawned
-from . import default_url, file_option, one_line_errors, url_config
+from . import default_url, file_option, json_option, json_to_stdout, one_line_errors, url_config, write_json
 
 
 def _n(v: float | None, unit: str = "") -> str:
@@ -135,7 +134,7 @@ def render_async(results: list[dict[str, Any]]) -> Table:
     show_default=True,
     help="asyncio tasks on one lock in the async contention run.",
 )
-@file_option("--json", "json_file", "Write results as JSON ('-' for stdout).")
+@json_option("results")
 @file_option("--plot", "plot_file", "Draw a PNG chart (needs python-distlock[plot]).")
 @click.pass_obj
 def bench(
@@ -150,7 +149,7 @@ def bench(
 ) -> None:
     """Measure each backend: uncontended, hand-off between processes, 8-way contention, vs its raw limit; and the
     same with the async API, plus N tasks on one lock."""
-    to_stderr = json_file is not None and str(json_file) == "-"
+    to_stderr = json_to_stdout(json_file)
     # a pipe or CI log has no width: rich would assume 80 columns and cut the two tables' headers
     console = Console(stderr=to_stderr, width=None if (sys.stderr if to_stderr else sys.stdout).isatty() else 140)
     with one_line_errors(obj["debug"]), contextlib.ExitStack() as stack:
@@ -184,12 +183,7 @@ def bench(
             },
             "backends": results,
         }
-        if json_file is not None:
-            text = json.dumps(doc, indent=2)
-            if str(json_file) == "-":
-                click.echo(text)
-            else:
-                json_file.write_text(text + "\n")
+        write_json(json_file, doc)
         if plot_file is not None:
             plot(results, plot_file)
             console.print(f"chart written to {plot_file}")

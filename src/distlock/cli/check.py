@@ -7,7 +7,6 @@ Exit codes: 0 every check passed; 1 a safety violation or a liveness failure (th
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from .._url import redact
 from ..checker.runner import ALGORITHMS, APIS, FAULTS, CheckConfig, run_check
 from ..checker.servers import FAMILIES, spawned
 from ..checker.sinks import SINKS, WRITERS
-from . import default_url, file_option, one_line_errors
+from . import default_url, file_option, json_option, json_to_stdout, one_line_errors, write_json
 
 
 def _ms(v: float | None) -> str:
@@ -278,7 +277,7 @@ def _with_options(url: str, options: tuple[str, ...]) -> str:
     default=None,
     help="With --algorithm semaphore: its capacity (default 3); requests take 1 to this many permits.",
 )
-@file_option("--json", "json_file", "Write the report as JSON ('-' for stdout).")
+@json_option("the report")
 @file_option("--history", "history", "Write every operation and fault as JSON lines (for your own analysis).")
 @click.pass_obj
 def check(
@@ -304,7 +303,7 @@ def check(
 ) -> None:
     """Torture a lock with N processes and faults; check fencing, exclusion and liveness. Exit 1 on a violation."""
     fault_list = tuple(f.strip() for f in faults.split(",") if f.strip())
-    console = Console(stderr=json_file is not None and str(json_file) == "-")
+    console = Console(stderr=json_to_stdout(json_file))
     with one_line_errors(obj["debug"]), contextlib.ExitStack() as stack:
         unknown = [f for f in fault_list if f not in FAULTS]
         if unknown:  # before any server is started
@@ -366,12 +365,7 @@ def check(
             console.print(f"[bold red]liveness failure:[/] {v}")
         if report["ok"]:
             console.print("[green]all checks passed[/]")
-        if json_file is not None:
-            text = json.dumps(report, indent=2, sort_keys=True)
-            if str(json_file) == "-":
-                click.echo(text)
-            else:
-                json_file.write_text(text + "\n")
+        write_json(json_file, report, sort_keys=True)
         if not report["ok"]:
             raise SystemExit(1)
 

@@ -12,7 +12,7 @@ barrier's arrival withdrawn, so it counted for nobody); 2 bad usage; 69 backend 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -38,6 +38,11 @@ def _wait_options(f: Any) -> Any:
     )(f)
 
 
+def _seconds_option(flag: str, default: float, help: str) -> Callable[[Any], Any]:
+    """An option of S seconds with its default shown (the latch's linger, the barrier's lease)."""
+    return click.option(flag, type=float, default=default, show_default=True, metavar="S", help=help)
+
+
 @contextlib.contextmanager
 def _opened(obj: dict[str, Any], name: str, timeout: float | None) -> Iterator[tuple[Store, Deadline]]:
     """The store within the wait's deadline (connecting counts), a stop signal raising ``Interrupted`` (128 + N),
@@ -59,10 +64,7 @@ def _opened(obj: dict[str, Any], name: str, timeout: float | None) -> Iterator[t
 @click.option("--down", is_flag=True, help="Count it down once; print the count after.")
 @click.option("--wait", "wait", is_flag=True, help="Block until the count is zero (after --down, if given).")
 @_wait_options
-@click.option(
-    "--linger", type=float, default=60.0, show_default=True, metavar="S",
-    help="How long the latch stays at zero for late arrivals, then nothing is left of it.",
-)  # fmt: skip
+@_seconds_option("--linger", 60.0, "How long the latch stays at zero for late arrivals, then nothing is left of it.")
 @click.argument("name")
 @click.pass_obj
 def latch(
@@ -89,10 +91,9 @@ def latch(
 @click.command(short_help="Arrive at the barrier NAME and wait until --parties arrived.")
 @click.option("--parties", type=int, required=True, metavar="N", help="How many participants the barrier waits for.")
 @_wait_options
-@click.option(
-    "--ttl", type=float, default=10.0, show_default=True, metavar="S",
-    help="The arrival's lease (renewed while waiting): a killed participant stops counting S after.",
-)  # fmt: skip
+@_seconds_option(
+    "--ttl", 10.0, "The arrival's lease (renewed while waiting): a killed participant stops counting S after."
+)
 @click.argument("name")
 @click.pass_obj
 def barrier(

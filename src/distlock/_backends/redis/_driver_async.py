@@ -12,25 +12,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as redis_driver
 from redis.asyncio.retry import Retry as Retry  # redis-py 8.2 warns at each connect given redis.retry's
 from redis.asyncio.sentinel import Sentinel as Sentinel
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
 
 from ... import _aconn
 from ..._core import timing
 from ..._core.text import seconds
+from ._driver_shared import BROKEN as BROKEN
+from ._driver_shared import Made as Made
 
 log = logging.getLogger("distlock")
-
-#: what a connection that broke or was closed under a read raises: redis-py's errors and the socket's, and from
-#: its parsers the socket they dropped (the pure-Python one: ValueError / AttributeError; hiredis's: TypeError,
-#: a socket of None)
-BROKEN = (RedisError, OSError, RuntimeError, ValueError, AttributeError, TypeError)
 
 Client = redis_driver.Redis
 ClusterClient = redis_driver.RedisCluster
@@ -54,9 +50,6 @@ def route(client: ClusterClient, key: str) -> tuple[str, Made]:
 #: redis-py's own retry of a connect, off on distlock's request path: ``Wire`` sends a failed request once
 #: more itself, and a connect retried inside that (its handshake's timeout included) doubled every bound
 ONCE = Retry(NoBackoff(), 0)
-
-#: how distlock's request path makes its connections to one server, and the bound of one request on them
-Made = tuple[Callable[[], Any], float | None]
 
 
 def made(cls: Any, kwargs: dict[str, Any]) -> Made:

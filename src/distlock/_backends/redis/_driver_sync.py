@@ -10,21 +10,18 @@ import contextlib
 import logging
 import select
 import socket
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import redis as redis_driver
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
 from redis.retry import Retry as Retry  # the retry policy of this client's connections (see the asyncio twin)
 from redis.sentinel import Sentinel as Sentinel
 
-log = logging.getLogger("distlock")
+from ._driver_shared import BROKEN as BROKEN
+from ._driver_shared import Made as Made
 
-#: what a connection that broke or was closed under a read raises: redis-py's errors and the socket's, and from
-#: its parsers the socket they dropped (the pure-Python one: ValueError / AttributeError; hiredis's: TypeError,
-#: a socket of None)
-BROKEN = (RedisError, OSError, RuntimeError, ValueError, AttributeError, TypeError)
+log = logging.getLogger("distlock")
 
 Client = redis_driver.Redis
 ClusterClient = redis_driver.RedisCluster
@@ -48,9 +45,6 @@ def route(client: ClusterClient, key: str) -> tuple[str, Made]:
 #: redis-py's own retry of a connect, off on distlock's request path: ``Wire`` sends a failed request once
 #: more itself, and a connect retried inside that (its handshake's timeout included) doubled every bound
 ONCE = Retry(NoBackoff(), 0)
-
-#: how distlock's request path makes its connections to one server, and the bound of one request on them
-Made = tuple[Callable[[], Any], float | None]
 
 
 def made(cls: Any, kwargs: dict[str, Any]) -> Made:

@@ -13,19 +13,11 @@ from ..._core.text import seconds
 from ._driver_async import recheck_cancel
 
 
-async def scatter(
-    wires: Sequence[Any],
-    packed: bytes | Sequence[bytes],
-    timeout: float,
-    fanout: Fanout,
-    expects: Sequence[str | None] | None = None,
-) -> list[Any]:
-    """The same pre-encoded request to several servers, concurrently, with one deadline. Each result is the
-    reply, or the exception (``TimeoutError`` if none came in time); a wire whose reply is still due when
-    the deadline passes is cancelled, and closes that connection."""
-    packs = [packed] * len(wires) if isinstance(packed, bytes) else list(packed)
-    exp = list(expects) if expects is not None else [None] * len(wires)
-    calls = [functools.partial(w.call, p, None, None, e) for w, p, e in zip(wires, packs, exp, strict=True)]
+async def scatter(requests: Sequence[tuple[Any, bytes, str | None]], timeout: float, fanout: Fanout) -> list[Any]:
+    """Pre-encoded requests, each ``(wire, packed, expect)``, one per server, concurrently with one deadline.
+    Each result is the reply, or the exception (``TimeoutError`` if none came in time); a wire whose reply is
+    still due when the deadline passes is cancelled, and closes that connection."""
+    calls = [functools.partial(w.call, p, None, None, e) for w, p, e in requests]
     out = await fanout.gather(calls, timeout)
     recheck_cancel()
     return out

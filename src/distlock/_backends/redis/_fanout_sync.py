@@ -34,20 +34,13 @@ def take_ready(wire: Any) -> Any:
     return None
 
 
-def scatter(
-    wires: Sequence[Any],
-    packed: bytes | Sequence[bytes],
-    timeout: float,
-    fanout: Fanout,
-    expects: Sequence[str | None] | None = None,
-) -> list[Any]:
-    """The same pre-encoded request to several servers, in parallel with one deadline. Each result is the
-    reply, or the exception (``TimeoutError`` if none came in time). Servers with an idle, connected and
-    quiet connection are served from this one thread (send to all, then read all: parallel on the wire, no
-    thread hand-offs); any other (it needs a connect, which may block) runs on the fan-out pool."""
+def scatter(requests: Sequence[tuple[Any, bytes, str | None]], timeout: float, fanout: Fanout) -> list[Any]:
+    """Pre-encoded requests, each ``(wire, packed, expect)``, one per server, in parallel with one deadline.
+    Each result is the reply, or the exception (``TimeoutError`` if none came in time). Servers with an idle,
+    connected and quiet connection are served from this one thread (send to all, then read all: parallel on
+    the wire, no thread hand-offs); any other (it needs a connect, which may block) runs on the fan-out pool."""
     deadline = time.monotonic() + timeout
-    packs = [packed] * len(wires) if isinstance(packed, bytes) else list(packed)
-    exp = list(expects) if expects is not None else [None] * len(wires)
+    wires = [w for w, _, _ in requests]
     out: list[Any] = [None] * len(wires)
     conns: list[Any] = [None] * len(wires)
     slow: list[int] = []
@@ -57,13 +50,13 @@ def scatter(
             slow.append(i)
             continue
         try:
-            conn.send_packed_command([packs[i]], check_health=False)
+            conn.send_packed_command([requests[i][1]], check_health=False)
             conns[i] = conn
         except (RedisError, OSError) as exc:
             out[i] = exc
             disconnect(conn)
     if slow:
-        runs = [lambda w=wires[i], p=packs[i], e=exp[i]: w.call(p, None, None, e) for i in slow]
+        runs = [lambda w=wires[i], p=requests[i][1], e=requests[i][2]: w.call(p, None, None, e) for i in slow]
         for i, r in zip(slow, fanout.gather(runs, max(0.0, deadline - time.monotonic())), strict=True):
             out[i] = r
     for i, conn in enumerate(conns):

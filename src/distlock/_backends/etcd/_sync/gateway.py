@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from .... import _rt_sync as rt
@@ -61,30 +62,20 @@ def denied(exc: Denied, name: str | None, user: str | None, what: str) -> Backen
     return BackendError(f"etcd: permission denied: {who} may not {what}", name=name, backend=exc.backend)
 
 
+@dataclass(eq=False, repr=False)  # no repr: it would show the password and the token
 class Gateway:
     """Requests to the JSON gateway with failover across endpoints, bounded time and token auth."""
 
-    def __init__(
-        self,
-        scheme: str,
-        bases: list[Member],
-        client: HTTPClient,
-        op_timeout: float,
-        connect_timeout: float,
-        try_timeout: float,
-        username: str | None,
-        password: str | None,
-    ) -> None:
-        self.scheme = scheme
-        self.try_timeout = try_timeout
-        self.bases = bases
-        self.client = client
-        self.op_timeout = op_timeout
-        self.connect_timeout = connect_timeout
-        self._username = username
-        self._password = password
-        self._token: str | None = None
-        self._current = 0
+    scheme: str
+    bases: list[Member]
+    client: HTTPClient
+    op_timeout: float
+    connect_timeout: float
+    try_timeout: float
+    _username: str | None
+    _password: str | None
+    _token: str | None = field(default=None, init=False)
+    _current: int = field(default=0, init=False)
 
     @classmethod
     def open(cls, config: StoreConfig) -> Gateway:

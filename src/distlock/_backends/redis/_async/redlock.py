@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ...._async.backend import AsyncBackend, AsyncWatch
+from ...._async.backend import AsyncWatch
 from ...._core import ids
 from ...._core.timing import WAITER_TTL, monotonic, validity
 from ...._core.types import Capabilities, Claim, Grant, HolderInfo, LockInfo, Mode, lock_kind
@@ -59,14 +59,14 @@ from .fences import Vote, plan
 from .masters import Masters
 from .node import Node, connect_node
 from .options import driver_url, fence_counter, reject_unknown
-from .releases import ReleaseLog, shorten_by_renewal
+from .releases import ReleaseLog, RenewCalls, RenewingBackend
 from .watch import RedisWatch
 
 #: the random delay before retrying after a split vote (nobody got a majority): desynchronises contenders
 SPLIT_RETRY = 0.01
 
 
-class Backend(AsyncBackend):
+class Backend(RenewingBackend):
     capabilities = Capabilities(
         modes=frozenset({Mode.EXCLUSIVE, Mode.READ, Mode.WRITE}),
         fair=False,
@@ -252,12 +252,10 @@ class Backend(AsyncBackend):
             raise self.masters.quorum_error(claim.name, "release", errors)
         return self.releases.released(claim.token, ones >= self.masters.quorum, gone)
 
-    async def renew(self, claims: Sequence[Claim]) -> list[bool]:
-        if not claims:
-            return []
-        calls = [(c.name, (c.token, c.mode.value, rc.ms(c.ttl))) for c in claims]
-        started = monotonic()
-        deadline = self.masters.deadline(min(c.ttl for c in claims))
+    async def renew_round(
+        self, claims: Sequence[Claim], calls: RenewCalls, shortest: float, started: float
+    ) -> list[bool]:
+        deadline = self.masters.deadline(shortest)
         results = await self.masters.each(lambda n: n.batch("renew", calls, "renew", deadline), deadline)
         self.masters.need_quorum(results, None, "renew")
         elapsed = monotonic() - started
@@ -270,7 +268,6 @@ class Backend(AsyncBackend):
                 self.revoked(c.token, *request)
             # the drift margin applies to a renewal as to an acquire: ttl - elapsed - drift must stay > 0
             out.append(votes >= self.masters.quorum and validity(c.ttl, elapsed) > 0)
-        self.releases.renewed(claims, out, started)
         return out
 
     async def proclaim(self, claim: Claim, value: str) -> bool:
@@ -291,9 +288,6 @@ class Backend(AsyncBackend):
         watch = RedisWatch([n.listener for n in self.masters.nodes], self.masters.quorum, name, self.masters.fan)
         await watch.arm()
         return watch
-
-    async def shorten(self, claim: Claim, ttl: float) -> bool:
-        return await shorten_by_renewal(self, self.releases, claim, ttl)
 
     async def holds(self, claim: Claim) -> bool:
         results = await self.masters.scatter(

@@ -1,6 +1,6 @@
 """What makes a release idempotent across retries (``ReleaseLog``), shared by the single-node and the Redlock
 backend: each keeps one, fed by its acquires (``confirmed``), its renewal batches (``renewed``) and its
-releases."""
+releases; and the renewals both backends make over it (``RenewingBackend``, their base)."""
 
 from __future__ import annotations
 
@@ -74,12 +74,37 @@ class ReleaseLog:
         self._unsure.discard(token)
 
 
-async def shorten_by_renewal(backend: AsyncBackend, releases: ReleaseLog, claim: Claim, ttl: float) -> bool:
-    """``shorten`` on Redis and Redlock: the renew script is the guarded step (our token only, PEXPIRE to ``ttl``
-    on each server's clock; Redlock: on a majority, and a master that missed it keeps the longer lease, which
-    keeps others out longer, never less). No release follows, so the token is forgotten here."""
-    try:
-        (ok,) = await backend.renew([replace(claim, ttl=ttl)])
-    finally:
-        releases.forget(claim.token)
-    return ok
+#: the renew script's calls of a batch: (name, (token, mode, lease in ms)) per claim
+RenewCalls = list[tuple[str, Sequence[str | int]]]
+
+
+class RenewingBackend(AsyncBackend):
+    """The base of the single-node and the Redlock backend: their ``renew`` and ``shorten``, over the
+    ``ReleaseLog`` each keeps (``releases``). A backend sends a batch its own way (``renew_round``)."""
+
+    releases: ReleaseLog
+
+    async def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        """The renew script's calls of ``claims``, sent by ``renew_round`` (timed from before the send: a lease
+        counts from then), and the outcome fed to ``releases``."""
+        if not claims:
+            return []
+        calls: RenewCalls = [(c.name, (c.token, c.mode.value, rc.ms(c.ttl))) for c in claims]
+        sent = monotonic()
+        out = await self.renew_round(claims, calls, min(c.ttl for c in claims), sent)
+        self.releases.renewed(claims, out, sent)
+        return out
+
+    async def renew_round(self, claims: Sequence[Claim], calls: RenewCalls, shortest: float, sent: float) -> list[bool]:
+        """One renewal batch's round trip(s): extended or not, per claim (``shortest``: the shortest lease)."""
+        raise NotImplementedError
+
+    async def shorten(self, claim: Claim, ttl: float) -> bool:
+        """The renew script is the guarded step (our token only, PEXPIRE to ``ttl`` on each server's clock;
+        Redlock: on a majority, and a master that missed it keeps the longer lease, which keeps others out
+        longer, never less). No release follows, so the token is forgotten here."""
+        try:
+            (ok,) = await self.renew([replace(claim, ttl=ttl)])
+        finally:
+            self.releases.forget(claim.token)
+        return ok

@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ...._sync.backend import SyncBackend, SyncWatch
+from ...._sync.backend import SyncWatch
 from ...._core import ids
 from ...._core.latch import LatchState
 from ...._core.timing import WAITER_TTL, monotonic
@@ -55,11 +55,11 @@ from . import barrier, latch
 from .attempt import Attempt
 from .node import Node, connect_node
 from .options import GIVEN_CLUSTER, cluster_option, driver_url, fence_counter, reject_unknown, timeouts
-from .releases import ReleaseLog, shorten_by_renewal
+from .releases import ReleaseLog, RenewCalls, RenewingBackend
 from .watch import RedisWatch
 
 
-class Backend(SyncBackend):
+class Backend(RenewingBackend):
     capabilities = Capabilities(modes=frozenset(Mode), fair=True, needs_renewal=True, elections=True, downgrade=True)
 
     def __init__(self, config: StoreConfig, node: Node, wait_replicas: int, wait_timeout_ms: int) -> None:
@@ -180,30 +180,23 @@ class Backend(SyncBackend):
             raise
         return self.releases.released(claim.token, int(reply) == 1, True, bool(unsure))
 
-    def renew(self, claims: Sequence[Claim]) -> list[bool]:
-        if not claims:
-            return []
-        calls = [(c.name, (c.token, c.mode.value, rc.ms(c.ttl))) for c in claims]
-        sent = monotonic()
-        budget = self.node.budget(min(c.ttl for c in claims))
+    def renew_round(self, claims: Sequence[Claim], calls: RenewCalls, shortest: float, sent: float) -> list[bool]:
+        budget = self.node.budget(shortest)
         if not self.wait_replicas:
-            out = self.told(claims, self.node.batch("renew", calls, "renew", budget))
-        else:
-            # A renewal the replicas have not acknowledged must not move the local lease end past the expiry a
-            # promoted replica would have: it counts as a renewal that failed to answer (tried again at the next
-            # tick; the local lease runs out, and `lost` fires, no later than the last acknowledged expiry).
-            replies, acks = self.node.replicated(
-                "renew", calls, self.wait_replicas, self.wait_timeout_ms, "renew", budget
+            return self.told(claims, self.node.batch("renew", calls, "renew", budget))
+        # A renewal the replicas have not acknowledged must not move the local lease end past the expiry a
+        # promoted replica would have: it counts as a renewal that failed to answer (tried again at the next
+        # tick; the local lease runs out, and `lost` fires, no later than the last acknowledged expiry).
+        replies, acks = self.node.replicated(
+            "renew", calls, self.wait_replicas, self.wait_timeout_ms, "renew", budget
+        )
+        if acks < self.wait_replicas:
+            raise BackendError(
+                f"only {acks} of {self.wait_replicas} replicas acknowledged the renewal within "
+                f"{self.wait_timeout_ms} ms (wait_replicas): the local lease is not extended",
+                backend=self.scheme,
             )
-            if acks < self.wait_replicas:
-                raise BackendError(
-                    f"only {acks} of {self.wait_replicas} replicas acknowledged the renewal within "
-                    f"{self.wait_timeout_ms} ms (wait_replicas): the local lease is not extended",
-                    backend=self.scheme,
-                )
-            out = self.told(claims, replies)
-        self.releases.renewed(claims, out, sent)
-        return out
+        return self.told(claims, replies)
 
     def told(self, claims: Sequence[Claim], replies: Sequence[object]) -> list[bool]:
         """The renewal replies as extended or not; a release request one of them carries is told."""
@@ -225,9 +218,6 @@ class Backend(SyncBackend):
 
     def holds(self, claim: Claim) -> bool:
         return int(self.node.script("holds", claim.name, claim.token, claim.mode.value)) == 1
-
-    def shorten(self, claim: Claim, ttl: float) -> bool:
-        return shorten_by_renewal(self, self.releases, claim, ttl)
 
     def proclaim(self, claim: Claim, value: str) -> bool:
         record = replace(claim, value=value).record

@@ -63,7 +63,10 @@ class Masters:
             packed: bytes | list[bytes] = rc.packed_call(script, name, *first, counter=self.counter)
         else:
             packed = [rc.packed_call(script, name, *a, counter=self.counter) for a in each]
-        results = fan.scatter([n.plain_wire for n in nodes], packed, timeout, self.fanout, expects)
+        packs = [packed] * len(nodes) if isinstance(packed, bytes) else packed
+        exp = list(expects) if expects is not None else [None] * len(nodes)
+        requests = [(n.plain_wire, p, e) for n, p, e in zip(nodes, packs, exp, strict=True)]
+        results = fan.scatter(requests, timeout, self.fanout)
         out: list[Any] = []
         for n, r, args in zip(nodes, results, each, strict=True):
             if isinstance(r, NoScriptError):

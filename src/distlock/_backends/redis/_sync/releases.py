@@ -1,7 +1,7 @@
 # GENERATED from src/distlock/_backends/redis/_async/releases.py by scripts/gen_sync.py: edit that file, not this one.
 """What makes a release idempotent across retries (``ReleaseLog``), shared by the single-node and the Redlock
 backend: each keeps one, fed by its acquires (``confirmed``), its renewal batches (``renewed``) and its
-releases."""
+releases; and the renewals both backends make over it (``RenewingBackend``, their base)."""
 
 from __future__ import annotations
 
@@ -75,12 +75,37 @@ class ReleaseLog:
         self._unsure.discard(token)
 
 
-def shorten_by_renewal(backend: SyncBackend, releases: ReleaseLog, claim: Claim, ttl: float) -> bool:
-    """``shorten`` on Redis and Redlock: the renew script is the guarded step (our token only, PEXPIRE to ``ttl``
-    on each server's clock; Redlock: on a majority, and a master that missed it keeps the longer lease, which
-    keeps others out longer, never less). No release follows, so the token is forgotten here."""
-    try:
-        (ok,) = backend.renew([replace(claim, ttl=ttl)])
-    finally:
-        releases.forget(claim.token)
-    return ok
+#: the renew script's calls of a batch: (name, (token, mode, lease in ms)) per claim
+RenewCalls = list[tuple[str, Sequence[str | int]]]
+
+
+class RenewingBackend(SyncBackend):
+    """The base of the single-node and the Redlock backend: their ``renew`` and ``shorten``, over the
+    ``ReleaseLog`` each keeps (``releases``). A backend sends a batch its own way (``renew_round``)."""
+
+    releases: ReleaseLog
+
+    def renew(self, claims: Sequence[Claim]) -> list[bool]:
+        """The renew script's calls of ``claims``, sent by ``renew_round`` (timed from before the send: a lease
+        counts from then), and the outcome fed to ``releases``."""
+        if not claims:
+            return []
+        calls: RenewCalls = [(c.name, (c.token, c.mode.value, rc.ms(c.ttl))) for c in claims]
+        sent = monotonic()
+        out = self.renew_round(claims, calls, min(c.ttl for c in claims), sent)
+        self.releases.renewed(claims, out, sent)
+        return out
+
+    def renew_round(self, claims: Sequence[Claim], calls: RenewCalls, shortest: float, sent: float) -> list[bool]:
+        """One renewal batch's round trip(s): extended or not, per claim (``shortest``: the shortest lease)."""
+        raise NotImplementedError
+
+    def shorten(self, claim: Claim, ttl: float) -> bool:
+        """The renew script is the guarded step (our token only, PEXPIRE to ``ttl`` on each server's clock;
+        Redlock: on a majority, and a master that missed it keeps the longer lease, which keeps others out
+        longer, never less). No release follows, so the token is forgotten here."""
+        try:
+            (ok,) = self.renew([replace(claim, ttl=ttl)])
+        finally:
+            self.releases.forget(claim.token)
+        return ok

@@ -8,18 +8,9 @@ writing (``DISTLOCK-WRONGTYPE``, as the lock scripts do).
 
 from __future__ import annotations
 
-from .prelude import WRONGTYPE
+from .prelude import one_key_guard
 
-_GUARD = (
-    """
-local t = redis.call('TYPE', KEYS[1])['ok']
-if t ~= 'none' and t ~= 'string' then
-  return redis.error_reply('"""
-    + WRONGTYPE
-    + """ the key ' .. KEYS[1] .. ' holds a ' .. t .. ' where distlock keeps a barrier (a string): something else than distlock made it; nothing was written (use another name, or remove that key)')
-end
-"""
-)
+_GUARD = one_key_guard("string", "a barrier (a string)")
 
 #: Reply: the record ('' when there is none).
 READ = _GUARD + "return redis.call('GET', KEYS[1]) or ''\n"

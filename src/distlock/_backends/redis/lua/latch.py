@@ -1,6 +1,7 @@
 """The two Lua scripts of a count-down latch (single node and Redis Cluster): each gets one key, the latch's
 ``{N}:latch`` hash (``keys.latch_key``), and runs by ``EVAL`` (a latch call is rare: no script cache to keep
-loaded). They share none of the lock scripts' prelude: they touch no key of a lock. No I/O here.
+loaded). They share none of the lock scripts' prelude (they touch no key of a lock), only the one-key type
+guard of ``prelude.py``. No I/O here.
 
 A key of the latch that holds another type than a hash was made by something else: both refuse it before
 writing (``DISTLOCK-WRONGTYPE``, as the lock scripts do).
@@ -11,18 +12,9 @@ from __future__ import annotations
 import hashlib
 
 from ...._core.latch import RECENT
-from .prelude import WRONGTYPE
+from .prelude import one_key_guard
 
-_GUARD = (
-    """
-local t = redis.call('TYPE', KEYS[1])['ok']
-if t ~= 'none' and t ~= 'hash' then
-  return redis.error_reply('"""
-    + WRONGTYPE
-    + """ the key ' .. KEYS[1] .. ' holds a ' .. t .. ' where distlock keeps a latch (a hash): something else than distlock made it; nothing was written (use another name, or remove that key)')
-end
-"""
-)
+_GUARD = one_key_guard("hash", "a latch (a hash)")
 
 #: ARGV: count ('' = only read), round id. Reply: {round, initial, count}, or nil when there is no latch.
 #: With a count, a missing latch is created with it first.

@@ -10,6 +10,27 @@ from ..keys import NOTICE
 #: the error every script raises, before it writes anything, when a key of the name holds another type
 WRONGTYPE = "DISTLOCK-WRONGTYPE"
 
+
+def one_key_guard(shape: str, keeps: str) -> str:
+    """The key-type guard of a script on one key (``KEYS[1]``) that distlock keeps as a Redis ``shape``
+    (``keeps``: what it is, e.g. "a latch (a hash)"): refused with ``WRONGTYPE`` before anything is written.
+    The barrier's and the latch's scripts start with it; ``t`` (the key's type) stays set for the rest."""
+    return (
+        """
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t ~= 'none' and t ~= '"""
+        + shape
+        + """' then
+  return redis.error_reply('"""
+        + WRONGTYPE
+        + """ the key ' .. KEYS[1] .. ' holds a ' .. t .. ' where distlock keeps """
+        + keeps
+        + """: something else than distlock made it; nothing was written (use another name, or remove that key)')
+end
+"""
+    )
+
+
 PRELUDE = (
     """
 local now = nil
@@ -33,7 +54,9 @@ do
     local t = redis.call('TYPE', KEYS[i])['ok']
     if t ~= 'none' then
       if t ~= shapes[i] then
-        return redis.error_reply('""" + WRONGTYPE + """ the key ' .. KEYS[i] .. ' holds a ' .. t .. ' where distlock keeps a ' .. shapes[i] .. ': something else than distlock made it; nothing was written (use another lock name, or remove that key)')
+        return redis.error_reply('"""
+    + WRONGTYPE
+    + """ the key ' .. KEYS[i] .. ' holds a ' .. t .. ' where distlock keeps a ' .. shapes[i] .. ': something else than distlock made it; nothing was written (use another lock name, or remove that key)')
       end
       if i ~= 8 then seen = seen + 1 end
     end
