@@ -13,6 +13,9 @@ not see) and deletes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
 
 from ..._core.types import HolderInfo, LockInfo, Mode
@@ -84,15 +87,8 @@ class Admin:
             capacity = records.count_of(w.get(count)[0])
         except NoNodeError:
             capacity = None  # a Curator semaphore of a fixed size (or an older distlock): not stored
-        reads = [(c, w.send(w.client.get_async, f"{leases_path}/{c}")) for c in leases]
         wants = [w.send(w.client.get_async, f"{locks_path}/{c}") for c in lockers]
-        found = []
-        for child, result in reads:
-            try:
-                data, stat = w.get(result)
-            except NoNodeError:
-                continue
-            found.append((child, data, int(stat.czxid)))
+        found = [(_child(p), data, int(stat.czxid)) for p, data, stat in self._existing(leases_path, leases)]
         waiting: int | None = 0
         for child, result in zip(lockers, wants, strict=True):
             try:
@@ -120,16 +116,26 @@ class Admin:
     def _sorted_leases(children: list[str]) -> list[str]:
         return sorted(queued(children), key=lambda c: layout.sort_key(c, (layout.LEASE_MARK,)))
 
-    def _holder_infos(self, parent: str, children: list[str]) -> list[tuple[HolderInfo, int | None]]:
+    def _existing(self, parent: str, children: Sequence[str]) -> list[tuple[str, bytes, Any]]:
+        """The data and stat of each node ``parent/child`` still there (``parent`` empty: ``children`` are whole
+        paths), read in one round trip: (path, data, stat), in order; a node deleted since the listing is left
+        out."""
         w = self._wire
-        results = [(c, w.send(w.client.get_async, f"{parent}/{c}")) for c in children]
-        out: list[tuple[HolderInfo, int | None]] = []
-        for child, result in results:
+        paths = [f"{parent}/{c}" if parent else c for c in children]
+        results = [(p, w.send(w.client.get_async, p)) for p in paths]
+        found = []
+        for path, result in results:
             try:
                 data, stat = w.get(result)
             except NoNodeError:
                 continue
-            fence = int(stat.czxid)
+            found.append((path, data, stat))
+        return found
+
+    def _holder_infos(self, parent: str, children: list[str]) -> list[tuple[HolderInfo, int | None]]:
+        out: list[tuple[HolderInfo, int | None]] = []
+        for path, data, stat in self._existing(parent, children):
+            child, fence = _child(path), int(stat.czxid)
             if layout.is_latch(child):  # an election candidate (ours or Curator's LeaderLatch): data = the value
                 owner, value = records.latch_holder(data, child)
                 out.append((HolderInfo(owner, fence, layout.mode_of_child(child), None, value), None))
@@ -191,18 +197,11 @@ class Admin:
         w = self._wire
         asked = False
         for _ in range(RELIST):  # a node whose data changed between the read and the write is read again
-            reads = [(p, w.send(w.client.get_async, p)) for p in paths]
             writes = []
-            for p, result in reads:
-                try:
-                    data, stat = w.get(result)
-                except NoNodeError:
-                    continue
-                child = p.rpartition("/")[2]
-                new = layout.revoke_data(data, child, reason)
-                if new is None:
-                    continue
-                writes.append((p, w.send(w.client.set_async, p, new, int(stat.version))))
+            for p, data, stat in self._existing("", paths):
+                new = layout.revoke_data(data, _child(p), reason)
+                if new is not None:
+                    writes.append((p, w.send(w.client.set_async, p, new, int(stat.version))))
             paths = []
             for p, result in writes:
                 try:
@@ -222,3 +221,7 @@ class Admin:
         deleted = [v for v in victims if self._nodes.delete(v)]
         self._holdings.lose_paths(deleted, "broken by an admin (break_lock)")
         return deleted
+
+
+def _child(path: str) -> str:
+    return path.rpartition("/")[2]
