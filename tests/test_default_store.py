@@ -230,11 +230,11 @@ def test_root_makes_a_directory_another_user_made_its_own(default_home: Path) ->
 
 
 def test_a_sockets_mode_is_never_set_through_a_link(tmp_path: Path) -> None:
-    from distlock import _hostdir
+    from distlock._backends.sqlite import hostdir
 
     target = tmp_path / "target"
     target.write_text("")
     os.chmod(target, 0o600)
     (tmp_path / "sock").symlink_to(target)
-    _hostdir.share_socket(tmp_path / "sock")
+    hostdir.share_socket(tmp_path / "sock")
     assert mode(target) == 0o600

@@ -25,11 +25,12 @@ import pytest
 
 import distlock
 from distlock._backends.sqlite._async import attempt as sqlite_attempt
+from distlock._backends.sqlite.wake import WakeDir
 from distlock._core import arbiter, ids
 from distlock._core.arbiter import Held, Queued
 from distlock._core.timing import WAITER_TTL
 from distlock._core.types import Claim, Mode
-from distlock._wakeup import WakeDir, Wakers
+from distlock._wakeup import Wakers
 
 WAITERS = 24
 

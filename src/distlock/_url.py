@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from . import _hostdir
+from ._backends.sqlite import hostdir
 from ._core.text import did_you_mean
 from ._errors import ConfigError
 from ._registry import ROWS
@@ -82,7 +82,7 @@ def default_store() -> tuple[str, str | None]:
         return env, None
     chosen = os.environ.get("DISTLOCK_HOME")
     home = Path(os.path.abspath(Path(chosen or HOST_HOME).expanduser()))  # not relative to where a process runs
-    problem = _hostdir.prepare(home, chosen=bool(chosen))
+    problem = hostdir.prepare(home, chosen=bool(chosen))
     if problem is None:
         return "sqlite:///" + str(home / "locks.db"), None
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")

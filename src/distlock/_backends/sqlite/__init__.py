@@ -22,5 +22,6 @@ The folder, from the lock down to the file (each module calls only those below i
 * ``queries.py``: the schema and one function per statement (the store-wide fence counter).
 
 Shared with the SQL backends, outside the folder: the grant rule (``_core/arbiter.py``) and the wake-up
-registry and sockets (``_wakeup.py``).
+registry (``_wakeup.py``). Here too: ``wake.py`` the wake-up sockets across processes, ``hostdir.py`` the
+host-wide default store's directory (every user writes it: created and checked with care).
 """

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ... import _hostdir
 from ..._core import forks
 from ..._errors import BackendError
+from . import hostdir
 from . import queries as sql
 from .process import Process
 
@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 def connect_file(path: Path, busy: float, shared: bool) -> sqlite3.Connection:
     """``shared``: a database every user writes (the host's default store), used only if its name is no
-    symbolic link (another user may have put one in its place, see ``_hostdir``). SQLite resolves the links of
+    symbolic link (another user may have put one in its place, see ``hostdir``). SQLite resolves the links of
     a name before it opens the file, and opens the result without following a link: so if the name it opened
     is the one given, no link led anywhere, and none can any more."""
     conn = sqlite3.connect(str(path), timeout=busy, check_same_thread=False, isolation_level=None)
@@ -76,7 +76,7 @@ class Db:
 
     @classmethod
     def open_file(cls, process: Process[Any], scheme: str, path: Path, busy: float) -> Db:
-        shared = _hostdir.world_writable(path)
+        shared = hostdir.world_writable(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = connect_file(path, busy, shared)

@@ -17,11 +17,11 @@ from typing import Any, Protocol
 from ..._core import arbiter
 from ..._core.timing import WAITER_TTL
 from ..._core.types import Claim, Grant, LockInfo, Mode
-from ..._wakeup import WakeDir
 from . import queries as sql
 from .db import Db
 from .process import Process
 from .reclaim import LOCAL, reclaim
+from .wake import WakeDir
 
 
 class Place(Protocol):

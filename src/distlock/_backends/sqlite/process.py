@@ -21,8 +21,9 @@ import weakref
 from typing import Generic, Protocol, TypeVar
 
 from ..._core import forks
-from ..._wakeup import WakeDir, Wakers, WakeSocket
+from ..._wakeup import Wakers
 from . import queries as sql
+from .wake import WakeDir, WakeSocket
 
 #: how long a fork waits for the SQLite work other threads have in flight (``Process.hold_for_fork``)
 FORK_WAIT = 1.0

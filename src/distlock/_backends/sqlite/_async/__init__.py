@@ -23,10 +23,10 @@ from ...._core import ids
 from ...._core.latch import LatchState
 from ...._core.types import Capabilities, Claim, LockInfo, Mode, PrimitiveInfo, primitive_infos
 from ...._url import StoreConfig
-from ...._wakeup import WakeDir
 from .. import barrier, latch
 from ..db import Db
 from ..ops import Ops
+from ..wake import WakeDir
 from .attempt import Attempt, Watch
 from .calls import call
 from .ears import PROCESS

@@ -2,16 +2,16 @@
 process-wide state (``PROCESS``) and one ``Ear`` per waiter or observer.
 
 Waiters in the same process are woken at once by the releaser (a process-wide registry of wakers per database
-and name, which wakes the earliest waiter only: see ``_wakeup.Wakers``). Across processes a datagram to each
-waiting process's socket of the name (``_wakeup.WakeDir``, shared by the process's waiters: ``process.Hub``).
+and name, which wakes the earliest waiter only: see ``distlock._wakeup.Wakers``). Across processes a datagram to each
+waiting process's socket of the name (``wake.WakeDir``, shared by the process's waiters: ``process.Hub``).
 """
 
 from __future__ import annotations
 
 from .... import _rt_async as rt
 from ...._core.timing import monotonic
-from ...._wakeup import WakeDir
 from ..process import Hub, Key, Process
+from ..wake import WakeDir
 
 
 class Ear:
