@@ -234,3 +234,34 @@ def test_lease_timeout_stops_the_block_before_another_client_is_granted(redis_ur
 
     last_step, granted = asyncio.run(main())
     assert last_step < granted
+
+
+def test_an_elections_lease_timeout_stops_the_leaders_block_before_another_candidate_leads(redis_url: str) -> None:
+    """The same for an election: a leader behind a frozen link has its block cancelled at the local lease end
+    (LockLost), before a candidate straight to the server becomes leader."""
+    host, port = distlock._url.parse_url(redis_url).hosts[0]
+    name = f"view-e-{uuid.uuid4().hex[:10]}"
+
+    async def main() -> tuple[float, float]:
+        with FaultProxy(host, port) as proxy:
+            async with distlock.connect_async(through(redis_url, [proxy])) as store, distlock.connect_async(
+                redis_url
+            ) as other:
+                leader = store.election(name, ttl=TTL)
+                last_step = 0.0
+                assert await leader.campaign("a", timeout=10)
+                proxy.freeze()
+                with pytest.raises(distlock.LockLost):
+                    async with leader.lease_timeout():
+                        while True:
+                            last_step = time.monotonic()
+                            await asyncio.sleep(0.01)
+                proxy.heal()
+                rival = other.election(name, ttl=TTL)
+                assert await rival.campaign("b", timeout=30)
+                elected = time.monotonic()
+                await rival.resign()
+                return last_step, elected
+
+    last_step, elected = asyncio.run(main())
+    assert last_step < elected
