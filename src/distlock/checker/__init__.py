@@ -7,8 +7,11 @@ Layout (one concept per module):
   the highest it has seen). Neither is protected by anything but the lock under test.
 * ``sinks`` -- the data sinks of ``--sink`` (SQL, a Redis key, a file) and their writers (unfenced, fenced with
   the ``fencing`` helpers, scoped by the local lease): each resource logs the accesses it accepted, in order.
+* ``writers`` -- how each holding of a worker accesses every sink, once per writer, and what each access came to.
 * ``broken`` -- known-broken locks (the seed documents' wrong examples) that the checker must catch.
-* ``worker`` -- the worker process loop.
+* ``worker`` -- the worker process loop; ``adapters`` the library's own lock as it drives it (sync and async API).
+* ``primitives`` -- the barrier and latch workloads (``--algorithm barrier`` / ``latch``), worker side.
+* ``semaphore`` -- the weighted semaphore workload (``--algorithm semaphore``), its resize fault and its analysis.
 * ``history`` -- pure analysis of the recorded history: overlaps, fences, told late, liveness, verdicts.
 * ``sink_analysis`` -- pure analysis of a ``--sink`` run: stale writes per sink and writer, at_risk before lost.
 * ``primitive_analysis`` -- pure analysis of a barrier or latch run: waits released early, counts reported twice.

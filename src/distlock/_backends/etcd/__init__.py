@@ -26,5 +26,7 @@ The folder splits as etcd's own client does, from the socket up:
   * ``waits.py``: the waiters' shared watch: one stream per store and name, whatever the number of waiters;
   * ``watch.py``: an election observer's watch on ``NAME/`` (``store.observe``), and ``list --watch``'s on
     a prefix;
+  * ``latch.py`` / ``barrier.py``: latches and barriers, one key each outside every lock's range, stepped by
+    compare-and-set transactions (a latch's waiters on a watch of its key);
   * ``__init__.py``: ``Backend``, the store's view of its holdings, and ``guard()``.
 """

@@ -22,14 +22,17 @@ down to the statements:
   * ``schema.py``: creating the tables at open (and the upgrade from 0.1.0's layout);
   * ``driver.py``: ``SqlDriver``, what a mode asks of a driver (connections, ``run`` of a script, session
     calls, error classification); ``PgDriver`` and ``MyDriver`` implement it;
+  * ``latch.py`` / ``barrier.py``: the latches and barriers of every mode: their table made at a store's
+    first call, one transaction per step;
 
 * ``watchdog.py``: the thread that ends a threaded PostgreSQL call at its deadline (no async code: one
   module for both sides);
 * the statements (pure: no I/O, as in ``_core/``): the lease tables (``lease.py``) and their two protocols
   (``lease_tx.py``: MySQL/MariaDB, ``lease_autocommit.py``: PostgreSQL, whose hand-over release is
   ``lease_handover.py``), the session mode (``session.py``) and MySQL's row-lock variant of it
-  (``rowlock.py``), the dialects (``dialects.py``), names and their keys (``names.py``), and the statement
-  machinery (``stmt.py``: ``Stmt``, ``Result``, scripts).
+  (``rowlock.py``), the latches' and barriers' tables (``latch.py``, ``barrier.py``), the dialects
+  (``dialects.py``), names and their keys (``names.py``), and the statement machinery (``stmt.py``: ``Stmt``,
+  ``Result``, scripts).
 
 Shared with SQLite, outside the folder: the grant rule (``_core/arbiter.py``) and the wake-up registry
 (``_wakeup.py``).

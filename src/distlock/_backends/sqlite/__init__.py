@@ -19,7 +19,8 @@ The folder, from the lock down to the file (each module calls only those below i
 * ``db.py``: a store's connection, its mutex, its transactions and errors, a forked child's own connection;
 * ``process.py``: one side's process-wide state: the waiters and wake sockets per name, the in-memory
   database, the fork hooks;
-* ``queries.py``: the schema and one function per statement (the store-wide fence counter).
+* ``queries.py``: the schema and one function per statement (the store-wide fence counter);
+* ``latch.py`` / ``barrier.py``: latches and barriers, each in a table of its own that no lock query reads.
 
 Shared with the SQL backends, outside the folder: the grant rule (``_core/arbiter.py``) and the wake-up
 registry (``_wakeup.py``). Here too: ``wake.py`` the wake-up sockets across processes, ``hostdir.py`` the

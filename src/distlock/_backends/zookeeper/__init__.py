@@ -10,6 +10,7 @@ steps in a worker thread (``rt.offload``). The folder, from the lock down to the
   * ``__init__.py``: ``Backend``, which composes the modules below and answers the backend contract;
   * ``recipe.py``: ``Attempt``, one try of Curator's lock recipe (mutex, read/write, semaphore) and its waits;
   * ``watch.py``: an election observer's watch: the children and the leader's data;
+  * ``dbarrier.py``: the double barrier (Curator's ``DistributedDoubleBarrier``): enter and leave, polled;
 
 * ``cleanup.py``: what a failed attempt leaves, deleted now or once the session answers again;
 * ``admin.py``: ``inspect`` / ``list`` / ``break_lock``: read and break locks from their nodes;
@@ -17,6 +18,8 @@ steps in a worker thread (``rt.offload``). The folder, from the lock down to the
   ``proclaim``;
 * ``semaphore.py``: a semaphore's stored capacity (Curator's ``SharedCount``) and weighted leases: the state,
   the all-or-nothing multi, the sweep of a free name, ``set_permits``;
+* ``latch.py`` / ``barrier.py``: latches and barriers, one znode each outside every lock's tree (a double
+  barrier's nodes are Curator's);
 * ``nodes.py``: node operations: protected create, watch, containers, delete;
 * ``session.py``: liveness from the last answer (``lease_end``, heartbeat thread) and kazoo's connection
   states;
