@@ -217,11 +217,13 @@ def test_a_bell_call_that_fails_does_not_stop_the_bell_worker(mysql_url: str, ca
 
 def _holder_releases_after(lock: Any, seconds: float) -> threading.Thread:
     """A thread that takes ``lock`` (the owner is the thread), holds it ``seconds`` and lets it go; returns once
-    it holds."""
+    it holds and its bell is taken (the bell worker takes it after acquire() returned: on a busy machine a short
+    holding could end before that, and its waiter then had no bell to wait on)."""
     held = threading.Event()
 
     def run() -> None:
         assert lock.acquire(timeout=5)
+        _drained(lock._acquirer.backend)
         held.set()
         time.sleep(seconds)
         lock.release()
