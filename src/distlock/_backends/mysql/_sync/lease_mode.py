@@ -22,7 +22,7 @@ import pymysql.err
 
 from .... import _rt_sync as rt
 from ...._core import forks
-from ...._core.timing import monotonic
+from ...._core.timing import Budget, monotonic
 from ...._core.types import Claim, Grant, Mode
 from ...._errors import BackendError
 from ...._url import StoreConfig
@@ -267,10 +267,10 @@ class MyLeaseMode(LeaseMode):
         except (pymysql.err.MySQLError, StaleConnection, RetryableError) as exc:
             # only a hint (and the try behind it is made again): fall back to re-checking
             log.debug("bell wait failed: %s", exc)
-            self._close_quietly(conn)
+            self._end_on_server(conn, attempt.claim)
             rang, tried = -1, None
         except BaseException:
-            self._close_quietly(conn)  # cancelled mid-wait: the connection's state is unknown
+            self._end_on_server(conn, attempt.claim)  # cancelled mid-wait: the connection's state is unknown
             raise
         else:
             attempt.settled = True
@@ -287,6 +287,23 @@ class MyLeaseMode(LeaseMode):
                 attempt.backoff.reset()
         else:
             attempt.backoff.reset()
+
+    def _end_on_server(self, conn: MyConn, claim: Claim) -> None:
+        """Close a bell wait's connection whose call did not come back. Where the server grants behind the
+        bell (``TxOps._server_grant``), the statements still run there after the client let go: when the
+        bell rings they would commit a holding nobody has, after the abandon that follows looked (the abandon
+        takes the name's lock, but the grant may not have reached it yet). So the server ends that
+        connection first (``KILL CONNECTION``: it runs no further statement of the batch, and one that
+        already holds the name's lock keeps it until it is gone, so the abandon's delete comes after)."""
+        conn_id = self.driver.connection_id(conn)
+        if conn_id is not None and _keeps_bell(claim) and self.ops.grants_on_server(claim, sn.name_key(claim.name)):
+            kill = st.Stmt(self.driver.kill_sql, (conn_id,))
+            try:
+                with Budget(self.cleanup_timeout):
+                    self._tx(lambda: st.single(kill), tx=False)
+            except Exception as exc:  # noqa: BLE001 - gone already (it ended with the connection), or unreachable
+                log.debug("could not end the bell wait's connection %s: %s", conn_id, exc)
+        self._close_quietly(conn)
 
     def close(self) -> None:
         super().close()
