@@ -290,10 +290,11 @@ def _session(backend: Any, conn: Any, name: str) -> tuple[bool, bool, int]:
         return bool(bell), bool(name_lock), int(idle)
 
 
-def test_the_servers_grant_keeps_only_the_bell_and_puts_the_idle_timeout_back(mysql_url: str) -> None:
-    """A grant made on the server behind the bell wait commits there and lets go of the name's lock, keeps the
-    bell for the new holder, and puts back the session's idle timeout (the connection holds the bell for as
-    long as the holding lasts: the cut one would end it, and the bell, after a few seconds)."""
+def test_the_servers_grant_keeps_only_the_bell_and_puts_the_idle_timeout_back(mysql_url: str, calls: list[str]) -> None:
+    """A grant made on the server behind the bell wait, in that one round trip, commits there and lets go of
+    the name's lock, keeps the bell for the new holder, and puts back the session's idle timeout (the
+    connection holds the bell for as long as the holding lasts: the cut one would end it, and the bell,
+    after a few seconds)."""
     name = f"server-grant-{uuid.uuid4().hex[:8]}"
     companion = sn.bell_name(sn.name_key(name))
     raw = _raw(mysql_url)
@@ -301,9 +302,12 @@ def test_the_servers_grant_keeps_only_the_bell_and_puts_the_idle_timeout_back(my
         backend, conn, claim = _waiter_conn(store, name)
         before = _session(backend, conn, name)[2]
         ringer = _ring_after(raw, companion, 0.2)
+        calls.clear()
         rang, tried = backend._bell_wait(conn, claim, 3.0)
+        sent = list(calls)
         ringer.join(5)
         assert rang == 1 and tried is not None and tried.acquired and tried.fence
+        assert len(sent) == 1, sent
         assert _session(backend, conn, name) == (True, False, before)  # the bell only, the session's own timeout
         info = store.inspect(name)
         assert info is not None and info.holders[0].fence == tried.fence
@@ -312,7 +316,9 @@ def test_the_servers_grant_keeps_only_the_bell_and_puts_the_idle_timeout_back(my
     raw.close()
 
 
-def test_a_fair_waiter_with_a_live_entry_ahead_is_refused_and_lets_everything_go(mysql_url: str) -> None:
+def test_a_fair_waiter_with_a_live_entry_ahead_is_refused_and_lets_everything_go(
+    mysql_url: str, calls: list[str]
+) -> None:
     """The server's grant is the arbiter's rule: a fair claim with a live queue entry ahead of it is refused
     even with no holder (the try goes on as any does: it reads, ``decide`` refuses as well and it queues),
     and the refusal lets go of the name's lock and the bell, as any refused try does. Once the entry ahead
@@ -338,9 +344,14 @@ def test_a_fair_waiter_with_a_live_entry_ahead_is_refused_and_lets_everything_go
         with raw.cursor() as cur:  # the waiter ahead leaves: our entry is first, the next server grant is ours
             cur.execute(f"DELETE FROM {backend.ops.p}_queue WHERE token LIKE 'ahead-%%' AND name = %s", (name,))
         ringer = _ring_after(raw, companion, 0.2)
+        calls.clear()
         rang, tried = backend._bell_wait(conn, claim, 3.0)
+        sent = list(calls)
         ringer.join(5)
         assert rang == 1 and tried is not None and tried.acquired
+        assert len(sent) == 1, sent  # its queue entry deleted in the same round trip
+        info = store.inspect(name)
+        assert info is not None and info.waiters == 0
         backend.driver.run(conn, backend.ops.release_ringing(claim, companion), False)
         backend._give_back_dedicated(conn)
     raw.close()
