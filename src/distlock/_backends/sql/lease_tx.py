@@ -223,7 +223,8 @@ class TxOps(LeaseOps):
             cp += [key, claim.token, claim.token]
         cols, first = self._holder_columns(claim, key)
         # the condition goes into a variable first: an INSERT whose SELECT reads its own table copies the rows
-        # through a temporary table (the fence is read back with LASTVAL). A claim that never queues (``queues``) has no entry to delete
+        # through a temporary table (the fence is read back with LASTVAL). A claim that never queues
+        # (``queues``) has no entry to delete
         queued = self.queues(claim)
         drop = f"DELETE FROM {p}_queue WHERE token = %s AND @distlock_free; " if queued else ""
         sql = (

@@ -285,7 +285,9 @@ class MyDriver(SqlDriver):
         c: MyConn = conn
         async with c.mutex:
             try:
-                return await my.call(c.conn, self.store._deadline(wait), result_sets, c.conn, stmt.sql, stmt.params, ok)
+                return await my.call(
+                    c.conn, self.store._deadline(wait), result_sets, c.conn, stmt.sql, stmt.params, ok
+                )
             except pymysql.err.OperationalError as exc:
                 if self.broken(exc):
                     raise StaleConnection(str(exc)) from exc

@@ -286,7 +286,9 @@ class MyDriver(SqlDriver):
         c: MyConn = conn
         with c.mutex:
             try:
-                return my.call(c.conn, self.store._deadline(wait), result_sets, c.conn, stmt.sql, stmt.params, ok)
+                return my.call(
+                    c.conn, self.store._deadline(wait), result_sets, c.conn, stmt.sql, stmt.params, ok
+                )
             except pymysql.err.OperationalError as exc:
                 if self.broken(exc):
                     raise StaleConnection(str(exc)) from exc
