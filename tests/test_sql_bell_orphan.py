@@ -43,7 +43,7 @@ def test_a_cancelled_bell_wait_behind_a_frozen_link_leaves_no_holding(mysql_url:
     host, port = distlock._url.parse_url(url).hosts[0]
     raw = raw_conn("mysql", url)
 
-    async def main() -> tuple[bool, Any, Any, bool]:
+    async def main() -> tuple[bool, Any, bool]:
         with FaultProxy(host, port) as proxy:
             direct = await distlock.connect_async(url)
             frozen = await distlock.connect_async(via(url, proxy))
@@ -61,7 +61,6 @@ def test_a_cancelled_bell_wait_behind_a_frozen_link_leaves_no_holding(mysql_url:
                     await asyncio.sleep(0.005)
                 proxy.freeze()
                 await holder.release()  # the bell rings: the server grants the frozen waiter
-                granted = await direct.inspect(name)
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, distlock.LockError):
                     await task
@@ -71,14 +70,14 @@ def test_a_cancelled_bell_wait_behind_a_frozen_link_leaves_no_holding(mysql_url:
                 left = await direct.inspect(name)
                 kept = await bystander.owned()
                 await bystander.release()
-                return granted is not None and orphan_before is not None, left, kept, True
+                return orphan_before is not None, left, kept
             finally:
                 proxy.heal()
                 await frozen.aclose()
                 await direct.aclose()
 
     try:
-        made, left, kept, _ = asyncio.run(asyncio.wait_for(main(), 120))
+        made, left, kept = asyncio.run(asyncio.wait_for(main(), 120))
     finally:
         raw.close()
     assert made, "the frozen waiter's grant did not run on the server (the scenario did not happen)"
