@@ -16,9 +16,11 @@ import time
 from typing import Any
 
 import distlock
+from distlock._backends.sql import names as sn
 from distlock.checker.proxy import FaultProxy
 from tests.test_sql_faults import one, raw_conn
 from tests.test_sql_gray import via, with_options
+from tests.waiting import until
 
 #: the stores' call bound (the frozen client's KILL and abandon each give up within it)
 CALL = 2
@@ -83,3 +85,23 @@ def test_a_cancelled_bell_wait_behind_a_frozen_link_leaves_no_holding(mysql_url:
     assert made, "the frozen waiter's grant did not run on the server (the scenario did not happen)"
     assert left is None, f"the cancelled attempt's holding survived the store's next call: {left}"
     assert kept, "another client's holding was touched"
+
+
+def test_the_late_kill_ends_only_a_bell_wait_of_that_name(mysql_url: str, name: str) -> None:
+    """A KILL made after the link came back names a connection id, which a restarted server gives out again:
+    it ends the connection only while that one waits on the name's bell or holds its bell or lock."""
+    key = sn.name_key(name)
+    bell = sn.bell_name(key)
+    with distlock.connect(mysql_url) as store:
+        backend: Any = store._backend
+        bystander = raw_conn("mysql", mysql_url)  # another client's connection, idle
+        ringer = raw_conn("mysql", mysql_url)  # holds the name's bell, as a bell wait granted it does
+        try:
+            assert one(ringer, "SELECT GET_LOCK(%s, 1)", bell) == 1
+            assert backend._kill(bystander.thread_id(), key)
+            assert one(bystander, "SELECT 1") == 1, "another client's connection was ended"
+            assert backend._kill(ringer.thread_id(), key)
+            assert until(lambda: one(bystander, "SELECT IS_USED_LOCK(%s)", bell) is None), "the bell's holder lives"
+        finally:
+            bystander.close()
+            ringer.close()

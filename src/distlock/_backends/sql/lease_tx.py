@@ -237,6 +237,20 @@ class TxOps(LeaseOps):
         )
         return sql, (*cp, *first, claim.ttl, *((claim.token,) if queued else ()))
 
+    def end_bell_wait(self, conn_id: int, key: str, bell: str) -> Stmt:
+        """MariaDB: end the connection ``conn_id`` of a bell wait on ``key`` whose call did not come back
+        (``_server_grant`` may still run there), only while it is that wait: running its statement (the bell
+        wait's, ``@distlock_rang``) or holding the name's bell or lock. A connection id is reused after a server
+        restart, and a KILL made later (the link was down) must not end another client's connection; at worst it
+        ends a connection of this name's bell or lock (a wake-up or a try made again). One statement (a
+        compound one): nothing runs between the check and the KILL."""
+        name_lock = str(self._lock_name(key).params[0])
+        return Stmt(
+            "BEGIN NOT ATOMIC IF IS_USED_LOCK(%s) = %s OR IS_USED_LOCK(%s) = %s OR EXISTS (SELECT 1 FROM "
+            "information_schema.PROCESSLIST WHERE ID = %s AND INFO LIKE %s) THEN KILL CONNECTION %s; END IF; END",
+            (bell, conn_id, name_lock, conn_id, conn_id, "%@distlock_rang%", conn_id),
+        )
+
     def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
         """Delete the claim's queue entry and holding. The name's lock first: an acquire of this claim that
         was cancelled in flight (its connection shut down) may still be running on the server, and holds

@@ -311,14 +311,15 @@ class MyLeaseMode(LeaseMode):
         claim = attempt.claim
         conn_id = self.driver.connection_id(conn)
         if conn_id is not None and _keeps_bell(claim) and self.ops.grants_on_server(claim, attempt.key):
-            if not self._kill(conn_id):
+            if not self._kill(conn_id, attempt.key):
                 with self._mutex:
                     self._unended[claim.token] = (conn_id, attempt)
         self._close_quietly(conn)
 
-    def _kill(self, conn_id: int) -> bool:
-        """``KILL CONNECTION``; whether the server answered (the connection is ended, or was gone)."""
-        kill = st.Stmt(self.driver.kill_sql, (conn_id,))
+    def _kill(self, conn_id: int, key: str) -> bool:
+        """``KILL CONNECTION`` of a bell wait's connection (``TxOps.end_bell_wait``: only while it is that
+        wait); whether the server answered (the connection is ended, or was gone)."""
+        kill = self.ops.end_bell_wait(conn_id, key, sn.bell_name(key))
         try:
             with Budget(self.cleanup_timeout):
                 super()._tx(lambda: st.single(kill), tx=False)
@@ -349,7 +350,7 @@ class MyLeaseMode(LeaseMode):
             todo = list(self._unended.items())
         try:
             for token, (conn_id, attempt) in todo:
-                if not self._kill(conn_id):
+                if not self._kill(conn_id, attempt.key):
                     return
                 if attempt.gave_up:
                     claim, key = attempt.claim, attempt.key
