@@ -8,7 +8,9 @@
    KILL as MariaDB does it: it sets the connection's killed flag and returns; the batch stops at the next check
    (between statements, or in a lock wait), so a statement it had begun still runs; its connection's end rolls
    back what is not committed and lets go of its named locks. An uncontended GET_LOCK may be granted to a killed
-   connection (no wait, no check).
+   connection (no wait, no check). The store's KILL is conditional (TxOps.end_bell_wait: only while the
+   connection runs the bell wait's statement or holds the name's bell or lock); the batch is in one of those
+   states in every step modelled here before it ends, so the KILL is modelled as always applying.
    Checked in every reachable state:
      orphan:  once W's clean-up is done, W has no committed holding (none appears later either)
    Variants (-D):
