@@ -234,10 +234,11 @@ def _holder_releases_after(lock: Any, seconds: float) -> threading.Thread:
     return t
 
 
-def test_a_woken_waiter_tries_in_its_bell_waits_round_trip(mysql_url: str, calls: list[str]) -> None:
-    """The waiter blocks in its bell wait; when the holder lets the bell go, the try's first round trip (the
-    name's lock and the read) is already on its way behind it, in the same multi-statement: the hand-off
-    costs the bell's round trip and the try's second (its writes and the COMMIT), not three."""
+def test_a_woken_waiter_is_granted_in_its_bell_waits_round_trip(mysql_url: str, calls: list[str]) -> None:
+    """The waiter blocks in its bell wait; when the holder lets the bell go, the try is already on its way
+    behind it, in the same multi-statement: the name's lock, the server's conditional grant (an exclusive
+    claim: no holder row) with its COMMIT, and the read. Nothing but the answer follows the wake-up (it was
+    a second round trip for the writes and the COMMIT, and three before that)."""
     name = f"fold-{uuid.uuid4().hex[:8]}"
     with distlock.connect(mysql_url) as a, distlock.connect(mysql_url) as b:
         assert b.inspect(name) is None  # the waiter's store open before counting
@@ -251,11 +252,138 @@ def test_a_woken_waiter_tries_in_its_bell_waits_round_trip(mysql_url: str, calls
     bells = [i for i, c in enumerate(sent) if "@distlock_rang" in c]
     assert bells, sent
     last = bells[-1]
-    assert "SELECT 2," in sent[last] and "GET_LOCK" in sent[last], "the try's lock and read ride on the bell"
-    after = sent[last + 1 :]
-    assert len(after) == 1 and "INSERT INTO" in after[0], after
-    # its COMMIT lets go of the name's lock only: the new holder keeps the bell it was granted
-    assert "COMMIT; DO RELEASE_LOCK('" in after[0] and "RELEASE_ALL_LOCKS" not in after[0], after
+    assert "GET_LOCK" in sent[last] and "_holders" in sent[last], "the try's lock and look ride on the bell"
+    assert "INSERT INTO" in sent[last] and "COMMIT" in sent[last], "and so do its grant and COMMIT"
+    assert sent[last + 1 :] == [], sent[last + 1 :]
+
+
+def _waiter_conn(store: Any, name: str, fair: bool = False) -> tuple[Any, Any, Claim]:
+    backend: Any = store._backend  # type: ignore[attr-defined]
+    claim = Claim(name, Mode.EXCLUSIVE, ids.new_token(), ids.owner_id("waiter"), ttl=10, fair=fair)
+    return backend, backend._borrow_dedicated(), claim
+
+
+def _ring_after(raw: Any, companion: str, seconds: float) -> threading.Thread:
+    """Hold the bell now, let it go ``seconds`` later (a holder's release) from another thread."""
+    with raw.cursor() as cur:
+        cur.execute("SELECT GET_LOCK(%s, 1)", (companion,))
+
+    def let_go() -> None:
+        time.sleep(seconds)
+        with raw.cursor() as cur:
+            cur.execute("SELECT RELEASE_LOCK(%s)", (companion,))
+
+    t = threading.Thread(target=let_go)
+    t.start()
+    return t
+
+
+def _session(backend: Any, conn: Any, name: str) -> tuple[bool, bool, int]:
+    """Read on the dedicated connection (a bell wait just ended): whether it holds the name's bell, whether it
+    holds the name's lock, and its idle timeout."""
+    key = sn.name_key(name)
+    with conn.conn.cursor() as cur:
+        cur.execute(
+            "SELECT COALESCE(IS_USED_LOCK(%s) = CONNECTION_ID(), 0), COALESCE(IS_USED_LOCK(%s) = CONNECTION_ID(), 0), "
+            "@@session.wait_timeout",
+            (sn.bell_name(key), f"{backend.ops.p}:{key}"[:64]),
+        )
+        bell, name_lock, idle = cur.fetchone()
+        return bool(bell), bool(name_lock), int(idle)
+
+
+def test_the_servers_grant_keeps_only_the_bell_and_puts_the_idle_timeout_back(mysql_url: str, calls: list[str]) -> None:
+    """A grant made on the server behind the bell wait, in that one round trip, commits there and lets go of
+    the name's lock, keeps the bell for the new holder, and puts back the session's idle timeout (the
+    connection holds the bell for as long as the holding lasts: the cut one would end it, and the bell,
+    after a few seconds)."""
+    name = f"server-grant-{uuid.uuid4().hex[:8]}"
+    companion = sn.bell_name(sn.name_key(name))
+    raw = _raw(mysql_url)
+    with distlock.connect(mysql_url) as store:
+        backend, conn, claim = _waiter_conn(store, name)
+        before = _session(backend, conn, name)[2]
+        ringer = _ring_after(raw, companion, 0.2)
+        calls.clear()
+        rang, tried = backend._bell_wait(conn, claim, 3.0)
+        sent = list(calls)
+        ringer.join(5)
+        assert rang == 1 and tried is not None and tried.acquired and tried.fence
+        assert len(sent) == 1, sent
+        assert _session(backend, conn, name) == (True, False, before)  # the bell only, the session's own timeout
+        info = store.inspect(name)
+        assert info is not None and info.holders[0].fence == tried.fence
+        backend.driver.run(conn, backend.ops.release_ringing(claim, companion), False)
+        backend._give_back_dedicated(conn)
+    raw.close()
+
+
+def test_a_fair_waiter_with_a_live_entry_ahead_is_refused_and_lets_everything_go(
+    mysql_url: str, calls: list[str]
+) -> None:
+    """The server's grant is the arbiter's rule: a fair claim with a live queue entry ahead of it is refused
+    even with no holder (the try goes on as any does: it reads, ``decide`` refuses as well and it queues),
+    and the refusal lets go of the name's lock and the bell, as any refused try does. Once the entry ahead
+    is gone, the server grants it."""
+    name = f"server-refuse-{uuid.uuid4().hex[:8]}"
+    companion = sn.bell_name(sn.name_key(name))
+    raw = _raw(mysql_url)
+    with distlock.connect(mysql_url) as store:
+        backend, conn, claim = _waiter_conn(store, name, fair=True)
+        with raw.cursor() as cur:  # a live queue entry of another waiter, ahead of anyone who joins later
+            cur.execute(
+                f"INSERT INTO {backend.ops.p}_queue (token, name_key, name, mode, expires_at) "
+                "VALUES (%s, %s, %s, %s, UNIX_TIMESTAMP(NOW(6)) + 30)",
+                ("ahead-" + uuid.uuid4().hex, sn.name_key(name), name, Mode.EXCLUSIVE.value),
+            )
+        before = _session(backend, conn, name)[2]
+        ringer = _ring_after(raw, companion, 0.2)
+        rang, tried = backend._bell_wait(conn, claim, 3.0)
+        ringer.join(5)
+        assert rang == 1 and tried is not None and not tried.acquired and tried.place is not None
+        assert store.inspect(name) is None  # nobody holds it
+        assert _session(backend, conn, name) == (False, False, before)
+        with raw.cursor() as cur:  # the waiter ahead leaves: our entry is first, the next server grant is ours
+            cur.execute(f"DELETE FROM {backend.ops.p}_queue WHERE token LIKE 'ahead-%%' AND name = %s", (name,))
+        ringer = _ring_after(raw, companion, 0.2)
+        calls.clear()
+        rang, tried = backend._bell_wait(conn, claim, 3.0)
+        sent = list(calls)
+        ringer.join(5)
+        assert rang == 1 and tried is not None and tried.acquired
+        assert len(sent) == 1, sent  # its queue entry deleted in the same round trip
+        info = store.inspect(name)
+        assert info is not None and info.waiters == 0
+        backend.driver.run(conn, backend.ops.release_ringing(claim, companion), False)
+        backend._give_back_dedicated(conn)
+    raw.close()
+
+
+def test_an_expired_holder_row_leaves_the_grant_to_the_try_in_python(mysql_url: str) -> None:
+    """The server grants only where the name has no holder row at all; an expired one (a crashed holder) is
+    deleted by the try in Python, under the renewal's row lock, which then grants: the same answer, one round
+    trip later."""
+    name = f"server-expired-{uuid.uuid4().hex[:8]}"
+    companion = sn.bell_name(sn.name_key(name))
+    raw = _raw(mysql_url)
+    with distlock.connect(mysql_url) as store:
+        dead = store.lock(name, ttl=10)
+        assert dead.acquire(timeout=5)
+        backend, conn, claim = _waiter_conn(store, name)
+        with raw.cursor() as cur:  # its lease ran out on the server (a holder that crashed)
+            cur.execute(f"UPDATE {backend.ops.p}_holders SET expires_at = expires_at - 60 WHERE name = %s", (name,))
+        ringer = _ring_after(raw, companion, 0.2)
+        rang, tried = backend._bell_wait(conn, claim, 3.0)
+        ringer.join(5)
+        assert rang == 1 and tried is not None and tried.acquired
+        info = store.inspect(name)
+        assert info is not None and [h.fence for h in info.holders] == [tried.fence]
+        assert _session(backend, conn, name)[:2] == (True, False)  # it keeps the bell
+        backend.driver.run(conn, backend.ops.release_ringing(claim, companion), False)
+        backend._give_back_dedicated(conn)
+        with contextlib.suppress(distlock.LockError):
+            dead.release()
+    raw.close()
 
 
 def _grant_behind_a_bell(mysql_url: str, name: str) -> tuple[float, float]:

@@ -79,6 +79,11 @@ def _pg_schema(p: str) -> tuple[str, ...]:
     )
 
 
+#: MySQL: the session's idle timeout as it was before a transaction cut it (``MyDriver._begin`` keeps it in
+#: ``@distlock_idle``)
+MYSQL_IDLE_BEFORE = "CAST(COALESCE(@distlock_idle, @@session.wait_timeout) AS UNSIGNED)"
+
+
 def mysql(prefix: str) -> Dialect:
     p = prefix
     return Dialect(

@@ -16,6 +16,7 @@ from dataclasses import replace
 from ..._core.arbiter import Capacity, Held, Queued, decide
 from ..._core.timing import WAITER_TTL
 from ..._core.types import Claim, Grant, Mode
+from .dialects import MYSQL_IDLE_BEFORE
 from .lease import LAYOUT, NO_WEIGHTS, OWNER_CHARS, LeaseOps, Released, numbers, semaphore_numbers
 from .names import name_key
 from .stmt import Result, Stmt, chain, to_float, to_int
@@ -24,20 +25,25 @@ from .stmt import Result, Stmt, chain, to_float, to_int
 class TxOps(LeaseOps):
     """The lease mode's operations on MySQL/MariaDB, each a script for one transaction."""
 
+    def _holder_columns(self, claim: Claim, key: str, extra: str = "") -> tuple[str, tuple[object, ...]]:
+        """The start of a holding's INSERT, and its first values (token, name key, name, owner, mode)."""
+        cols = (
+            f"INSERT INTO {self.p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, "
+            f"layout{extra}) "
+        )
+        # an election's record must fit whole (the backend checks); a plain owner id is only informational
+        owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
+        return cols, (claim.token, key, claim.name, owner, claim.mode.value)
+
     def _insert_holder(self, claim: Claim, key: str, now: float, found: Capacity | None = None) -> Stmt:
         """Insert the holding with a fence from the store's one counter; the statement returns the fence. A
         semaphore's row also carries its weight and the semaphore's numbers (``found``: those of its live rows)."""
         p = self.p
         sem = claim.mode is Mode.SEMAPHORE
         extra, marks = (", permits, declared, capacity", ", %s, %s, %s") if sem else ("", "")
-        cols = (
-            f"INSERT INTO {p}_holders (token, name_key, name, owner, mode, fence, expires_at, acquired_at, layout"
-            f"{extra}) "
-        )
-        # an election's record must fit whole (the backend checks); a plain owner id is only informational
-        owner = claim.record if claim.value is not None else claim.owner[:OWNER_CHARS]
+        cols, first = self._holder_columns(claim, key, extra)
         nums = semaphore_numbers(claim, found) if sem else ()
-        args = (claim.token, key, claim.name, owner, claim.mode.value, now + claim.ttl, now, *nums)
+        args = (*first, now + claim.ttl, now, *nums)
         if self.sequences:
             fence = f"NEXTVAL({p}_fence_seq)"
         else:  # MySQL without sequences: an AUTO_INCREMENT ticket, its row deleted at once (one statement batch)
@@ -88,16 +94,36 @@ class TxOps(LeaseOps):
         lock = self._lock_name(key)
         # expired queue entries are read too (deleted below), except those a short read leaves to the sweep
         queue_reads, qp = self._queue_read(claim, key, "@distlock_now", (), expired=True)
-        r = yield Stmt(
-            f"{lock_into}; SELECT 2, @distlock_locked, {'@distlock_bell_at' if after_bell else 'NULL'}, @distlock_now, 0"
+        # a grant that keeps the bell: its COMMIT lets go of the name's lock only (a name lock is the
+        # validated prefix and hex: safe as a literal)
+        name_lock = str(lock.params[0])
+        assert re.fullmatch(r"[A-Za-z0-9_:]+", name_lock), name_lock
+        fast = after_bell and keep_bell and self.grants_on_server(claim, key)
+        read = Stmt(
+            f"SELECT 2, @distlock_locked, {'@distlock_bell_at' if after_bell else 'NULL'}, @distlock_now, 0"
             f"{NO_WEIGHTS} UNION ALL "
             f"SELECT 0, token, mode, expires_at, 0{self.weights_of('holders')} FROM {p}_holders WHERE name_key = %s "
-            "UNION ALL "
-            + " UNION ALL ".join(queue_reads),
-            (*lock.params, key, *qp),
+            "UNION ALL " + " UNION ALL ".join(queue_reads),
+            (key, *qp),
         )
-        # kind 2: the lock's answer and the clock; 0: a holder; 1: a queue entry (UNION ALL keeps no order)
-        _, locked, bell_at, clock, *_ = next(row for row in r.rows if to_int(row[0]) == 2)
+        free: object = None  # the server's grant (``_server_grant``): 1 if it granted, and the fence
+        fence: object = None
+        if fast:
+            grant_sql, gp = self._server_grant(claim, key, name_lock)
+            r = yield Stmt(
+                f"{lock_into}; {grant_sql}; SELECT @distlock_locked, @distlock_bell_at, @distlock_now, "
+                f"@distlock_free, IF(@distlock_free, LASTVAL({p}_fence_seq), NULL)",
+                (*lock.params, *gp),
+                commits=True,
+            )
+            locked, bell_at, clock, free, fence = r.rows[0]
+            if locked is not None and to_int(locked) == 1 and to_int(free) != 1:
+                # refused on the server, the name's lock still held: the try goes on as any does, from its read
+                r = yield read
+        else:
+            r = yield replace(read, sql=f"{lock_into}; {read.sql}", params=(*lock.params, *read.params))
+            # kind 2: the lock's answer and the clock; 0: a holder; 1: a queue entry (UNION ALL keeps no order)
+            _, locked, bell_at, clock, *_ = next(row for row in r.rows if to_int(row[0]) == 2)
         if locked is None and after_bell:
             return None  # after a bell wait that did not ring: not tried
         if locked is None or to_int(locked) != 1:  # not granted within name_wait (a stuck transaction)
@@ -106,6 +132,8 @@ class TxOps(LeaseOps):
         # after a bell: the lease counts from this clock, which the server read this long after the bell wait
         # began, no earlier than the request was sent (``valid_for`` counts from that send)
         valid_for = claim.ttl + max(0.0, now - to_float(bell_at)) if after_bell else None
+        if free is not None and to_int(free) == 1:
+            return Grant(True, fence=to_int(fence), valid_for=valid_for)
         holders: list[Held] = []
         queue: list[Queued] = []
         stale_holders = stale_waiters = 0
@@ -134,10 +162,6 @@ class TxOps(LeaseOps):
         stale = Stmt(f"DELETE FROM {p}_queue WHERE name_key = %s AND expires_at <= %s", (key, now))
         before = [stale] if stale_waiters else []
         decision = decide(claim, holders, queue, now, register_all=False, stored=found)
-        # a grant that keeps the bell: its COMMIT lets go of the name's lock only (a name lock is the
-        # validated prefix and hex: safe as a literal)
-        name_lock = str(lock.params[0])
-        assert re.fullmatch(r"[A-Za-z0-9_:]+", name_lock), name_lock
         commit = f"COMMIT; DO RELEASE_LOCK('{name_lock}')" if keep_bell else None
         if decision.ours:
             r = yield replace(
@@ -161,9 +185,71 @@ class TxOps(LeaseOps):
                 *before, join, Stmt(f"SELECT seq FROM {p}_queue WHERE token = %s", (claim.token,)), last=True
             )
             place = to_int(r.rows[0][0]) if r.rows else None
-        elif before:
-            yield chain(*before, last=True)
+        elif before or fast:
+            # after the server's refusal (``_server_grant``) the name's lock and the bell are still held, and
+            # only the driver's end of a statement lets go of them
+            yield chain(*before, Stmt("DO 0"), last=True)
         return Grant(False, retry_after=decision.retry_after, place=place)
+
+    def grants_on_server(self, claim: Claim, key: str) -> bool:
+        """Whether a try behind a bell wait may be granted by the server in that very round trip
+        (``_server_grant``): an exclusive kind (its rule: no holder; if fair, nobody ahead), a fence from a
+        sequence (MariaDB), and nothing to notify. Other claims (readers, weighted semaphores, MySQL's
+        ticket fences) are decided in Python as every try is."""
+        return (
+            self.sequences
+            and claim.mode in (Mode.EXCLUSIVE, Mode.WRITE)
+            and claim.companion is None
+            and not self._notify_stmt(key)
+        )
+
+    def _server_grant(self, claim: Claim, key: str, name_lock: str) -> tuple[str, tuple[object, ...]]:
+        """The grant ``decide`` would make for an exclusive claim, as one conditional INSERT sent behind the
+        bell wait with the name's lock and the clock, so that only the answer follows the wake-up; then the
+        transaction's COMMIT. The condition is the arbiter's rule on a narrower view (docs/sql.md, "The
+        server's grant"): no holder row at all (an expired one is left to the try in Python, which deletes it
+        under the renewal's row lock) and, if fair, no live queue entry ahead of the claim's own live one (or
+        none live at all, when its own has run out). Granted: the name's lock goes, the bell stays (the new
+        holder's), the session's idle timeout is put back. Refused with the name's lock: both stay, and the try
+        goes on as any does (its read, then ``decide``) in a new transaction. Not locked: everything goes."""
+        p = self.p
+        cond, cp = f"NOT EXISTS (SELECT 1 FROM {p}_holders WHERE name_key = %s)", [key]
+        if claim.fair:
+            cond += (
+                f" AND NOT EXISTS (SELECT 1 FROM {p}_queue q WHERE q.name_key = %s AND q.expires_at > @distlock_now "
+                f"AND q.token <> %s AND q.seq < COALESCE((SELECT m.seq FROM {p}_queue m WHERE m.token = %s "
+                "AND m.expires_at > @distlock_now), 9223372036854775807))"
+            )
+            cp += [key, claim.token, claim.token]
+        cols, first = self._holder_columns(claim, key)
+        # the condition goes into a variable first: an INSERT whose SELECT reads its own table copies the rows
+        # through a temporary table (the fence is read back with LASTVAL). A claim that never queues
+        # (``queues``) has no entry to delete
+        queued = self.queues(claim)
+        drop = f"DELETE FROM {p}_queue WHERE token = %s AND @distlock_free; " if queued else ""
+        sql = (
+            f"SET @distlock_free = COALESCE(@distlock_locked = 1 AND {cond}, 0); "
+            f"{cols}SELECT %s, %s, %s, %s, %s, NEXTVAL({p}_fence_seq), @distlock_now + %s, @distlock_now, "
+            f"{LAYOUT} FROM DUAL WHERE @distlock_free; {drop}"
+            f"COMMIT; SET SESSION wait_timeout = CASE WHEN @distlock_free = 0 AND @distlock_locked = 1 "
+            f"THEN @@session.wait_timeout ELSE {MYSQL_IDLE_BEFORE} END, @distlock_let_go = CASE WHEN @distlock_free "
+            f"THEN RELEASE_LOCK('{name_lock}') WHEN @distlock_locked = 1 THEN 0 ELSE RELEASE_ALL_LOCKS() END"
+        )
+        return sql, (*cp, *first, claim.ttl, *((claim.token,) if queued else ()))
+
+    def end_bell_wait(self, conn_id: int, key: str, bell: str) -> Stmt:
+        """MariaDB: end the connection ``conn_id`` of a bell wait on ``key`` whose call did not come back
+        (``_server_grant`` may still run there), only while it is that wait: running its statement (the bell
+        wait's, ``@distlock_rang``) or holding the name's bell or lock. A connection id is reused after a server
+        restart, and a KILL made later (the link was down) must not end another client's connection; at worst it
+        ends a connection of this name's bell or lock (a wake-up or a try made again). One statement (a
+        compound one): nothing runs between the check and the KILL."""
+        name_lock = str(self._lock_name(key).params[0])
+        return Stmt(
+            "BEGIN NOT ATOMIC IF IS_USED_LOCK(%s) = %s OR IS_USED_LOCK(%s) = %s OR EXISTS (SELECT 1 FROM "
+            "information_schema.PROCESSLIST WHERE ID = %s AND INFO LIKE %s) THEN KILL CONNECTION %s; END IF; END",
+            (bell, conn_id, name_lock, conn_id, conn_id, "%@distlock_rang%", conn_id),
+        )
 
     def abandon(self, claim: Claim, key: str) -> Generator[Stmt, Result, bool]:
         """Delete the claim's queue entry and holding. The name's lock first: an acquire of this claim that

@@ -36,6 +36,10 @@ class Stmt:
     #: lock of the session; a grant behind a bell wait lets go of the name's only: the new holder keeps the
     #: bell, ``TxOps.acquire_after_bell``)
     commit: str | None = None
+    #: MySQL: the statement ends the transaction itself, with a COMMIT of its own inside ``sql`` (and puts
+    #: back what the driver's end would, as far as it lets go); a script that goes on after it has its next
+    #: statement open another transaction, ended as usual (``TxOps.acquire_after_bell``'s conditional grant)
+    commits: bool = False
 
 
 def chain(*stmts: Stmt, last: bool = False) -> Stmt:

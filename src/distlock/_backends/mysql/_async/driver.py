@@ -44,7 +44,7 @@ _TLS_ALIASES = {"tls": "ssl", "cafile": "ssl_ca", "certfile": "ssl_cert", "keyfi
 _COMMIT = "COMMIT; DO RELEASE_ALL_LOCKS()"
 #: sent after a transaction's end, in its round trip: the session's idle timeout as it was before BEGIN
 #: (``MyDriver._begin``)
-_IDLE_BACK = "SET SESSION wait_timeout = CAST(COALESCE(@distlock_idle, @@session.wait_timeout) AS UNSIGNED)"
+_IDLE_BACK = f"SET SESSION wait_timeout = {sd.MYSQL_IDLE_BEFORE}"
 #: client error codes of a connection that is gone
 _GONE_CODES = {2003, 2006, 2013, 2055, 1927, 4031}
 
@@ -207,12 +207,13 @@ class MyDriver(SqlDriver):
         # BEGIN goes in one round trip with the script's first statement (a multi-statement): every
         # transaction here is short, and its first round trip was BEGIN's alone (a tenth of a try)
         begin = self._begin if tx else ""
-        committed = False  # the COMMIT went with the script's last statement (``Stmt.last``)
+        ended = False  # the COMMIT went with the script's last statement (``Stmt.last``)
+        committed = False  # no transaction is open: ``ended``, or a statement that commits itself (``Stmt.commits``)
         try:
             try:
                 stmt = next(script)
                 while True:
-                    if committed:
+                    if ended:
                         raise RuntimeError("a script went on after its last statement")
                     own = own or stmt.batch is not None
                     # and the COMMIT with the last one, in the same round trip
@@ -222,7 +223,8 @@ class MyDriver(SqlDriver):
                         sql, params = f"{lead.sql}; {sql}", (*lead.params, *params)
                     try:
                         await cur.execute(sql, params or None)
-                        committed = bool(end)
+                        ended = bool(end)
+                        committed = ended or stmt.commits
                         if lead is not None and not started:  # past the lead's answers, keeping its rows
                             for _ in range(lead.count):
                                 if cur.description is not None:
@@ -230,7 +232,8 @@ class MyDriver(SqlDriver):
                                 await cur.nextset()
                         for _ in range(begin.count(";")):  # past BEGIN's answers, to the statement's own
                             await cur.nextset()
-                        begin = ""
+                        # after a statement that committed itself, a script that goes on opens another
+                        begin = self._begin if tx and stmt.commits and not ended else ""
                     except pymysql.err.MySQLError as exc:
                         if not started and self.broken(exc):
                             raise StaleConnection(str(exc)) from exc

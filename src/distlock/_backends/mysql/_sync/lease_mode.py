@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Generator, Sequence
+from functools import partial
+from typing import Any, TypeVar
 
 import pymysql.err
 
 from .... import _rt_sync as rt
 from ...._core import forks
-from ...._core.timing import monotonic
+from ...._core.timing import Budget, monotonic
 from ...._core.types import Claim, Grant, Mode
 from ...._errors import BackendError
 from ...._url import StoreConfig
@@ -36,6 +37,10 @@ from .. import _driver_sync as my
 from .driver import Lead, MyConn, MyDriver, first_value
 
 log = logging.getLogger("distlock")
+
+T = TypeVar("T")
+#: MySQL's answer to a KILL of a connection that is gone already
+_NO_SUCH_THREAD = 1094
 
 #: a call on the bell connection (a wake-up hint) gets at most this long
 BELL_TIMEOUT = 1.0
@@ -88,6 +93,11 @@ class MyLeaseMode(LeaseMode):
         #: holdings whose let-go is asked for and not yet made: a take of their bell still queued is skipped
         #: (set operations are atomic; the caller's thread adds, the bell worker removes)
         self._ending: set[str] = set()
+        #: bell waits whose grant may still run on the server, their connection not ended there
+        #: (``_end_on_server``): token -> that connection's id and the waiter's attempt; ended after the
+        #: store's next call the server answers (``_end_unended``)
+        self._unended: dict[str, tuple[int, LeaseAttempt]] = {}
+        self._ending_unended = False
 
     def after_fork(self) -> None:
         """The bell connection holds the companions of the parent's holdings, and the carried connections their
@@ -102,6 +112,7 @@ class MyLeaseMode(LeaseMode):
         self._bell_waker = None
         self._bell_worker = None
         self._ending = set()
+        self._unended = {}  # the parent's: the child must not end its connections
 
     # -- lease-mode wake-ups: the companion GET_LOCK ("bell") ------------------------------------------------
     def _ring(self, call: Callable[..., Any], *args: Any) -> None:
@@ -267,10 +278,10 @@ class MyLeaseMode(LeaseMode):
         except (pymysql.err.MySQLError, StaleConnection, RetryableError) as exc:
             # only a hint (and the try behind it is made again): fall back to re-checking
             log.debug("bell wait failed: %s", exc)
-            self._close_quietly(conn)
+            self._end_on_server(conn, attempt)
             rang, tried = -1, None
         except BaseException:
-            self._close_quietly(conn)  # cancelled mid-wait: the connection's state is unknown
+            self._end_on_server(conn, attempt)  # cancelled mid-wait: the connection's state is unknown
             raise
         else:
             attempt.settled = True
@@ -287,6 +298,74 @@ class MyLeaseMode(LeaseMode):
                 attempt.backoff.reset()
         else:
             attempt.backoff.reset()
+
+    def _end_on_server(self, conn: MyConn, attempt: LeaseAttempt) -> None:
+        """Close a bell wait's connection whose call did not come back. Where the server grants behind the
+        bell (``TxOps._server_grant``), the statements still run there after the client let go: when the
+        bell rings they would commit a holding nobody has, after the abandon that follows looked (the abandon
+        takes the name's lock, but the grant may not have reached it yet). So the server ends that
+        connection first (``KILL CONNECTION``: it runs no further statement of the batch, and one that
+        already holds the name's lock keeps it until it is gone, so the abandon's delete comes after). A
+        KILL that does not reach the server is made again after the store's next call that does
+        (``_end_unended``), with the abandon behind it."""
+        claim = attempt.claim
+        conn_id = self.driver.connection_id(conn)
+        if conn_id is not None and _keeps_bell(claim) and self.ops.grants_on_server(claim, attempt.key):
+            if not self._kill(conn_id, attempt.key):
+                with self._mutex:
+                    self._unended[claim.token] = (conn_id, attempt)
+        self._close_quietly(conn)
+
+    def _kill(self, conn_id: int, key: str) -> bool:
+        """``KILL CONNECTION`` of a bell wait's connection (``TxOps.end_bell_wait``: only while it is that
+        wait); whether the server answered (the connection is ended, or was gone)."""
+        kill = self.ops.end_bell_wait(conn_id, key, sn.bell_name(key))
+        try:
+            with Budget(self.cleanup_timeout):
+                super()._tx(lambda: st.single(kill), tx=False)
+        except BackendError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, pymysql.err.MySQLError) and cause.args and cause.args[0] == _NO_SUCH_THREAD:
+                return True  # gone already: it ended with its connection
+            log.debug("could not end the bell wait's connection %s: %s", conn_id, exc)
+            return False
+        return True
+
+    def _tx(self, make: Callable[[], Generator[st.Stmt, st.Result, T]], tx: bool = True) -> T:
+        result: T = super()._tx(make, tx)
+        if self._unended:  # the server answers again: end what a bell wait left running there
+            self._end_unended()  # cancelled: what is left stays for the next call
+        return result
+
+    def _end_unended(self) -> None:
+        """The bell waits ``_end_on_server`` could not end: each connection is ended now (``_kill``), then, if
+        its attempt gave up, the attempt's holding that a grant behind the bell committed meanwhile is
+        deleted by its token (``TxOps.abandon``, under the name's lock); an attempt still trying takes that
+        holding as its own (its next try finds it) or deletes it when it gives up. What the server does not
+        answer now stays for the next call; nothing is waited for past ``cleanup_timeout`` each."""
+        with self._mutex:
+            if self._ending_unended:
+                return
+            self._ending_unended = True
+            todo = list(self._unended.items())
+        try:
+            for token, (conn_id, attempt) in todo:
+                if not self._kill(conn_id, attempt.key):
+                    return
+                if attempt.gave_up:
+                    claim, key = attempt.claim, attempt.key
+                    try:
+                        with Budget(self.cleanup_timeout):
+                            done = super()._tx(partial(self.ops.abandon, claim, key), tx=self._in_tx("abandon"))
+                    except BackendError as exc:
+                        log.debug("could not delete what a bell wait left: %s", exc)
+                        return
+                    if done:
+                        self._released([token], key)
+                with self._mutex:
+                    self._unended.pop(token, None)
+        finally:
+            self._ending_unended = False
 
     def close(self) -> None:
         super().close()

@@ -52,6 +52,9 @@ class LeaseAttempt(AsyncAttempt):
         #: a try the last wait already made (MySQL: in its bell wait's round trip), and when it was sent: the
         #: next ``try_acquire`` answers with it instead of trying again
         self.pretried: tuple[Grant, float] | None = None
+        #: abandoned: the claim ended without the lock (what a try still running on the server commits for it
+        #: is deleted, MySQL's ``_end_unended``)
+        self.gave_up = False
 
     async def try_acquire(self) -> Grant:
         b = self.backend
@@ -167,6 +170,7 @@ class LeaseAttempt(AsyncAttempt):
         return self.placed and self.waker is not None and b._pushed() and b.wakers.head(self.key) is not self.waker
 
     async def abandon(self) -> None:
+        self.gave_up = True
         self._unwatch()
         b = self.backend
         with Budget(b.cleanup_timeout):  # then the connection is closed: the lease bounds what is left
