@@ -168,7 +168,7 @@ class AsyncAcquirer(HolderCalls):
     async def _in_line(self, claim: Claim, deadline: Deadline) -> Acquired | None:
         if not Lines.wanted(claim, deadline, self.capabilities):
             return await self._at_backend(claim, deadline)
-        won: Acquired | None = await self._lines.first(claim, deadline, lambda: self._at_backend(claim, deadline))
+        won: Acquired | None = await self._lines.first(claim, deadline, self._at_backend)
         return won
 
     async def _at_backend(self, claim: Claim, deadline: Deadline) -> Acquired | None:

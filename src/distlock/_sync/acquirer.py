@@ -169,7 +169,7 @@ class SyncAcquirer(HolderCalls):
     def _in_line(self, claim: Claim, deadline: Deadline) -> Acquired | None:
         if not Lines.wanted(claim, deadline, self.capabilities):
             return self._at_backend(claim, deadline)
-        won: Acquired | None = self._lines.first(claim, deadline, lambda: self._at_backend(claim, deadline))
+        won: Acquired | None = self._lines.first(claim, deadline, self._at_backend)
         return won
 
     def _at_backend(self, claim: Claim, deadline: Deadline) -> Acquired | None:

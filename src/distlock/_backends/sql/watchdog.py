@@ -32,7 +32,8 @@ T = TypeVar("T")
 
 class _Watchdog:
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # the condition's: taken directly by the calls (no Python-level __enter__)
+        self._cond = threading.Condition(self._lock)
         self._heap: list[tuple[float, int, int]] = []  # (deadline, ticket, fd)
         self._live: dict[int, int] = {}  # ticket -> fd, while the call runs
         self._fired: set[int] = set()
@@ -45,13 +46,14 @@ class _Watchdog:
     def after_fork(self) -> None:
         """A forked child has no watchdog thread and none of the parent's calls; its condition may have been
         held by the parent's thread at the fork."""
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._heap, self._live, self._fired = [], {}, set()
         self._thread = None
         self._until = math.inf
 
     def add(self, fd: int, deadline: float) -> int:
-        with self._cond:
+        with self._lock:
             heap = self._heap
             # the calls that ended (the previous one on this thread, as a rule) leave the top here rather than
             # when the thread wakes: the heap stays as small as the number of calls running, instead of one
@@ -70,7 +72,7 @@ class _Watchdog:
 
     def remove(self, ticket: int) -> bool:
         """Unregister; True if the deadline had fired (the socket was shut down)."""
-        with self._cond:
+        with self._lock:
             self._live.pop(ticket, None)
             if ticket in self._fired:
                 self._fired.discard(ticket)
