@@ -76,7 +76,8 @@ def cut(conn: Connection) -> None:
 
 
 def close(conn: Connection) -> None:
-    conn._read_timeout = conn._write_timeout = conn.distlock_timeout  # the goodbye waits for no one for ever
+    # the goodbye waits for no one for ever (a connection made elsewhere keeps the timeouts it has)
+    conn._read_timeout = conn._write_timeout = getattr(conn, "distlock_timeout", conn._write_timeout)
     try:
         conn.close()  # COM_QUIT, then the socket
     except (pymysql.err.Error, OSError):
