@@ -21,7 +21,9 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,6 +38,7 @@ def one_run(db: str, url: str, seconds: float) -> str:
     libs = [raw(url), session(url)]
     try:
         un = _measure.uncontended(libs, seconds)
+        cpu = client_cpu(libs, seconds)
     finally:
         for lib in libs:
             lib.close()
@@ -44,8 +47,27 @@ def one_run(db: str, url: str, seconds: float) -> str:
     r, s = un[0]["rate_per_s"], un[1]["rate_per_s"]
     return (
         f"uncontended raw {r:,.0f}/s, session {s:,.0f}/s = {s / r:.2f}x; hand-off p50 raw {hand_raw:.3f} ms, "
-        f"session {hand:.3f} ms = {hand / hand_raw:.2f}x; load {os.getloadavg()[0]:.1f}"
+        f"session {hand:.3f} ms = {hand / hand_raw:.2f}x; client CPU per pair raw {cpu[0]:.0f} us, session "
+        f"{cpu[1]:.0f} us; load {os.getloadavg()[0]:.1f}"
     )
+
+
+def client_cpu(libs: list[Any], seconds: float, batch: int = 200) -> list[float]:
+    """This process's CPU time (every thread of it: the lease clock's, a driver's watchdog) per uncontended
+    acquire + release of each library, in interleaved batches for ``seconds`` in all. Steadier than the rates
+    on a shared machine: a busy neighbour delays the pairs but spends none of this process's CPU."""
+    pairs = [lib.lock(f"cpu-{os.getpid()}-{i}") for i, lib in enumerate(libs)]
+    spent, done = [0.0] * len(pairs), [0] * len(pairs)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for i, (acquire, release) in enumerate(pairs):
+            t0 = time.process_time()
+            for _ in range(batch):
+                acquire()
+                release()
+            spent[i] += time.process_time() - t0
+            done[i] += batch
+    return [spent[i] / done[i] * 1e6 for i in range(len(pairs))]
 
 
 def main() -> None:

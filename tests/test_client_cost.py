@@ -95,3 +95,56 @@ def test_a_background_worker_is_alive_until_its_function_ends_and_never_in_a_for
         go.set()
         worker.join(5)
     assert not worker.alive()
+
+
+def test_tokens_are_fresh_128_bit_hex_and_never_handed_out_twice() -> None:
+    """``new_token`` draws its tokens from ``os.urandom`` in batches: each is 32 hex digits, and no two calls,
+    from any thread, get the same one (a batch's tokens are each handed out once)."""
+    import threading
+
+    got: list[str] = []
+
+    def draw() -> None:
+        got.extend(ids.new_token() for _ in range(3000))
+
+    threads = [threading.Thread(target=draw) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 12000 == len(set(got))
+    assert all(len(t) == 32 and int(t, 16) >= 0 for t in got)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_never_hands_out_its_parents_next_token() -> None:
+    """A child forked with tokens drawn ahead must not hand out the ones its parent hands out next: a token
+    authorises release and renewal, so two holders with one token could release each other's lock."""
+    ids.new_token()  # the batch is drawn: its rest is what the parent hands out next
+    child = _in_child(lambda: ",".join(ids.new_token() for _ in range(8)))
+    mine = [ids.new_token() for _ in range(8)]
+    assert not set(child.split(",")) & set(mine)
+
+
+def test_the_watchdog_keeps_only_running_calls_and_still_ends_a_late_one() -> None:
+    """The watchdog thread's heap holds the calls that run, not one entry per call of the last call_timeout (a
+    loop of calls left thousands, each push a walk through them); a call with an earlier deadline than the
+    thread's next wake-up still wakes it, and its socket is shut down at that deadline."""
+    import socket
+    import time
+
+    from distlock._backends.sql.watchdog import _Watchdog
+
+    dog = _Watchdog()
+    a, b = socket.socketpair()
+    try:
+        for _ in range(1000):  # a loop of calls, each with a far deadline (call_timeout), each ended in time
+            assert not dog.remove(dog.add(a.fileno(), time.monotonic() + 60))
+        assert len(dog._heap) <= 1
+        ticket = dog.add(a.fileno(), time.monotonic() + 0.2)  # earlier than the thread's wake-up
+        a.settimeout(10)
+        assert a.recv(1) == b""  # the socket was shut down: a blocked read ends
+        assert dog.remove(ticket)  # and the call is told it went past its deadline
+    finally:
+        a.close()
+        b.close()

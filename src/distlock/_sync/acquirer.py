@@ -48,6 +48,8 @@ class Acquired(NamedTuple):
     grant: Grant
     sent: float
     expires_at: float
+    #: when the grant was checked against its lease end (the holding's start: ``Holding.since``)
+    granted: float
 
     def holding(
         self,
@@ -73,6 +75,7 @@ class Acquired(NamedTuple):
             risk_callbacks=risk_callbacks,
             span=span,
             cap=math.inf if max_hold is None else self.sent + max_hold,
+            since=self.granted,
         )
 
 
@@ -151,6 +154,10 @@ class SyncAcquirer(HolderCalls):
             # that loop runs (the parent's thread is not in the child, and the parent's loop does not run there)
             self._forks = forks.generation()
             self._dispatcher = rt.Dispatcher()
+        if self.events.quiet():
+            # nobody listens (no sink, DEBUG off): no outcome to report, so none of its timing and fields (a
+            # sink added meanwhile sees the next acquire, as it would see no span of one already running)
+            return self._in_line(claim, deadline)
         with self.events.acquiring(claim) as acquiring:  # the one place an acquire's outcome is reported
             won = self._in_line(claim, deadline)
             if won is None:
@@ -162,7 +169,7 @@ class SyncAcquirer(HolderCalls):
     def _in_line(self, claim: Claim, deadline: Deadline) -> Acquired | None:
         if not Lines.wanted(claim, deadline, self.capabilities):
             return self._at_backend(claim, deadline)
-        won: Acquired | None = self._lines.first(claim, deadline, lambda: self._at_backend(claim, deadline))
+        won: Acquired | None = self._lines.first(claim, deadline, self._at_backend)
         return won
 
     def _at_backend(self, claim: Claim, deadline: Deadline) -> Acquired | None:
@@ -185,8 +192,9 @@ class SyncAcquirer(HolderCalls):
                     grant = (attempt.try_late() if late else attempt.try_acquire())
                     if grant.acquired:
                         end = self.clock.grant_end(claim, grant, sent)  # +inf where a session backs it
-                        if monotonic() < min(end, self.clock.session_deadline(claim)):
-                            return Acquired(claim, grant, sent, end)
+                        now = monotonic()
+                        if now < min(end, self.clock.session_deadline(claim)):
+                            return Acquired(claim, grant, sent, end, now)
                         log.warning("grant of %r arrived after its lease ended; trying again", claim.name)
                         _abandon(attempt)
                         claim = replace(claim, token=ids.new_token())
@@ -240,9 +248,11 @@ class SyncAcquirer(HolderCalls):
         return ok
 
     def _released(self, holding: Holding, ok: bool, ends: bool) -> None:
-        held_ms = self._ended(holding) if ends else None
-        if self.events.quiet():  # nobody listens: skip building the event (the holding is marked ended above)
+        if self.events.quiet():  # nobody listens: mark the holding ended, and build no event, read no clock
+            if ends:
+                self._end(holding)
             return
+        held_ms = self._ended(holding) if ends else None
         name = holding.claim.name
         self.events.debug(
             "release", "released %r, fence %s%s", name, holding.fence, "" if ok else " (it had been lost)",
@@ -253,11 +263,17 @@ class SyncAcquirer(HolderCalls):
     def _ended(self, holding: Holding) -> float | None:
         """How long ``holding`` was held (ms), the first time it ends (release or loss); None after that,
         so that a metric of locks held counts each holding down once."""
+        if not self._end(holding):
+            return None
+        return round((monotonic() - holding.since) * 1000.0, 3)
+
+    def _end(self, holding: Holding) -> bool:
+        """Mark ``holding`` ended; True the first time only."""
         with self._mutex:
             if holding.ended:
-                return None
+                return False
             holding.ended = True
-        return round((monotonic() - holding.since) * 1000.0, 3)
+        return True
 
     def lost_event(self, holding: Holding) -> rt.Event:
         """``holding``'s lost event, whose ``is_set()`` is true to the lease clock (``held.Clocked``)."""

@@ -44,9 +44,10 @@ class Lines:
             and not deadline.expired()
         )
 
-    def first(self, claim: Claim, deadline: Deadline, run: Callable[[], Any]) -> Any:
-        """``run()`` once ``claim`` is first in its line; None if the deadline passes before that. Leaving
-        (whichever way) lets the next one go."""
+    def first(self, claim: Claim, deadline: Deadline, run: Callable[[Claim, Deadline], Any]) -> Any:
+        """``run(claim, deadline)`` once ``claim`` is first in its line; None if the deadline passes before that.
+        Leaving (whichever way) lets the next one go. (``run`` takes them rather than closing over them: no
+        closure made per acquire.)"""
         key = (claim.name, claim.mode)
         place: object
         with self._mutex:
@@ -63,7 +64,7 @@ class Lines:
                     if left is not None and left <= 0:
                         return None
                     place.wait(left)
-            return run()
+            return run(claim, deadline)
         finally:
             with self._mutex:
                 line = self._lines[key]

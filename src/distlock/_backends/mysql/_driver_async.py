@@ -9,8 +9,8 @@ session-mode acquire + release 1.9 times as slow as the sync one), and a waiter 
 classification serves both sides.
 
 The twins differ in how a call is bounded: here by the connection's timer, which aborts its transport at the
-deadline (``_aconn.py``; a late answer is never read as the next call's), there by PyMySQL's socket timeouts.
-Either way a call cut short fails with the error of a lost connection, which the backend throws away.
+deadline (``_aconn.py``; a late answer is never read as the next call's), there by the watchdog thread,
+which shuts the socket down (``sql/watchdog.py``). Either way a call cut short fails with the error of a lost connection, which the backend throws away.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ Connection = Any  # aiomysql.Connection (aiomysql ships no type information)
 Cursor = Any
 T = TypeVar("T")
 
-#: the client error of a connection lost mid-call (what PyMySQL raises when its socket timeout fires)
+#: the client error of a connection lost mid-call (what PyMySQL raises when a read finds the link gone)
 _LOST = 2013
 
 

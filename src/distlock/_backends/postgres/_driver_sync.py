@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from ..sql.watchdog import WATCHDOG, timed_out
+from ..sql.watchdog import WATCHDOG, Fired, timed_out
 
 Connection = psycopg.Connection[Any]
 Cursor = psycopg.Cursor[Any]
@@ -63,19 +63,13 @@ def guarded(conn: Connection, deadline: float | None, fn: Callable[..., T], *arg
     fd = _fd(conn)
     if deadline is None or fd < 0:
         return fn(*args)
-    ticket = WATCHDOG.add(fd, deadline)  # (not a context manager: a generator's frames cost per call)
     try:
-        result = fn(*args)
-    except BaseException as exc:
-        if not WATCHDOG.remove(ticket) or not isinstance(exc, Exception):
-            raise
-    else:
-        if not WATCHDOG.remove(ticket):
-            return result
-    # The watchdog shut the socket down: the call failed on it, or its answer had come just before. Either
-    # way a call past its deadline fails, and its connection must not serve again (the next call on it would
-    # fail instead, and be reported as a database error).
-    raise timed_out()
+        return WATCHDOG.within(fd, deadline, fn, *args)
+    except Fired:
+        # the call failed on it, or its answer had come just before: either way a call past its deadline fails,
+        # and its connection must not serve again (the next call on it would fail instead, and be reported as
+        # a database error)
+        raise timed_out() from None
 
 
 def client_cursor(conn: Connection) -> ClientCursor:
