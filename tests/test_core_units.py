@@ -189,6 +189,7 @@ PURE_BACKEND_MODULES = [
     "_backends.sql.session",
     "_backends.sql.rowlock",
     "_backends.sql.lease_handover",
+    "_backends.sql.lease_bell",
     "_backends.sql.latch",
     "_backends.redis.lua.barrier",
     "_backends.sql.barrier",

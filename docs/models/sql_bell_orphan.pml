@@ -1,4 +1,4 @@
-/* MariaDB lease mode: the server's grant behind a bell wait that its client gave up on (TxOps._server_grant,
+/* MariaDB lease mode: the server's grant behind a bell wait that its client gave up on (lease_bell.server_grant,
    MyLeaseMode._end_on_server / _end_unended).
    The waiter W sent its bell wait with the grant behind it, then gave up (cancelled, its link frozen): the batch
    still runs on the server, one statement after another: the bell's GET_LOCK, the name's GET_LOCK, the

@@ -28,7 +28,7 @@ down to the statements:
 * ``watchdog.py``: the thread that ends a threaded PostgreSQL call at its deadline (no async code: one
   module for both sides);
 * the statements (pure: no I/O, as in ``_core/``): the lease tables (``lease.py``) and their two protocols
-  (``lease_tx.py``: MySQL/MariaDB, ``lease_autocommit.py``: PostgreSQL, whose hand-over release is
+  (``lease_tx.py``: MySQL/MariaDB, with MariaDB's grant behind the bell in ``lease_bell.py``; ``lease_autocommit.py``: PostgreSQL, whose hand-over release is
   ``lease_handover.py``), the session mode (``session.py``) and MySQL's row-lock variant of it
   (``rowlock.py``), the latches' and barriers' tables (``latch.py``, ``barrier.py``), the dialects
   (``dialects.py``), names and their keys (``names.py``), and the statement machinery (``stmt.py``: ``Stmt``,

@@ -301,7 +301,7 @@ class MyLeaseMode(LeaseMode):
 
     def _end_on_server(self, conn: MyConn, attempt: LeaseAttempt) -> None:
         """Close a bell wait's connection whose call did not come back. Where the server grants behind the
-        bell (``TxOps._server_grant``), the statements still run there after the client let go: when the
+        bell (``lease_bell.server_grant``), the statements still run there after the client let go: when the
         bell rings they would commit a holding nobody has, after the abandon that follows looked (the abandon
         takes the name's lock, but the grant may not have reached it yet). So the server ends that
         connection first (``KILL CONNECTION``: it runs no further statement of the batch, and one that
