@@ -270,10 +270,8 @@ class SyncAcquirer(HolderCalls):
     def _end(self, holding: Holding) -> bool:
         """Mark ``holding`` ended; True the first time only."""
         with self._mutex:
-            if holding.ended:
-                return False
-            holding.ended = True
-        return True
+            first, holding.ended = not holding.ended, True
+        return first
 
     def lost_event(self, holding: Holding) -> rt.Event:
         """``holding``'s lost event, whose ``is_set()`` is true to the lease clock (``held.Clocked``)."""
