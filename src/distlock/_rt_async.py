@@ -162,3 +162,4 @@ async def wait_readable(sock: socket.socket, timeout: float | None) -> bool:
 # -- a normal exit: nothing can be released (``_exits``) -----------------------------------------------------
 ExitHolder = _exits.Held
 hold_at_exit, drop_at_exit = _exits.ASYNC_EXIT.hold, _exits.ASYNC_EXIT.drop
+opened_at_exit, closed_at_exit = _exits.ASYNC_EXIT.opened, _exits.ASYNC_EXIT.closed

@@ -128,3 +128,4 @@ def wait_readable(sock: socket.socket, timeout: float | None) -> bool:
 # -- a normal exit: release what is still held (``_exits``) ------------------------------------------------
 ExitHolder = _exits.Closing
 hold_at_exit, drop_at_exit = _exits.SYNC_EXIT.hold, _exits.SYNC_EXIT.drop
+opened_at_exit, closed_at_exit = _exits.SYNC_EXIT.opened, _exits.SYNC_EXIT.closed

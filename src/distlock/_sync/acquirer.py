@@ -98,6 +98,7 @@ class SyncAcquirer(HolderCalls):
         self.events = events.Events(backend.scheme, client_name)
         # released at a normal exit (``rt``); at_risk reported by ``risk``
         self.clock = LeaseClock(backend, self.lose, self.events, self, risk=self.risk)
+        rt.opened_at_exit(self)  # the threaded side closes a store left open at exit
         self._mutex = threading.Lock()
         self._lines = Lines()  # blocking exclusive claims of this store wait here first (``lines.py``)
         self._dispatcher = rt.Dispatcher()
@@ -372,6 +373,11 @@ class SyncAcquirer(HolderCalls):
         a database that ends with the process."""
         return 0 if self.closed or self.backend.in_process else self.clock.count()
 
+    def _open_at_exit(self) -> bool:
+        """Whether the exit has this store to close (``_exits``): open, and not a database that ends with the
+        process (``memory://``: closed before the exit's hook runs)."""
+        return not (self.closed or self.backend.in_process)
+
     def close_at_exit(self) -> None:
         """A normal interpreter exit's release (``rt``): what is held, then the backend's connections too, so
         that no connection, and no driver thread watching one, is left to the interpreter's teardown (a crash
@@ -383,6 +389,7 @@ class SyncAcquirer(HolderCalls):
     def close(self) -> None:
         """Release everything still held and stop the lease clock (the store then closes the backend)."""
         self.closed = True
+        rt.closed_at_exit(self)
         for holding in self.clock.snapshot():
             ok = False
             try:
