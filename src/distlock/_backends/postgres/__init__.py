@@ -10,5 +10,6 @@ and the statements are the shared SQL layer's (``_backends/sql/``); this folder 
 
 * ``_driver_async.py`` / ``_driver_sync.py``: the hand-kept driver seam pair: a connection opened within a
   limit, and a call ended at its deadline (a timer of the connection on asyncio, the watchdog thread of
-  ``sql/watchdog.py`` on the threaded side).
+  ``sql/watchdog.py`` on the threaded side);
+* ``errors.py``: the driver error of a call ended at its deadline, for both seams.
 """

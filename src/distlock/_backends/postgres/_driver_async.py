@@ -14,7 +14,8 @@ import psycopg
 
 from ... import _aconn
 from ... import _rt_async as rt
-from ..sql.watchdog import WATCHDOG, timed_out
+from ..sql.watchdog import WATCHDOG
+from .errors import timed_out
 
 Connection = psycopg.AsyncConnection[Any]
 Cursor = psycopg.AsyncCursor[Any]

@@ -8,7 +8,8 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from ..sql.watchdog import WATCHDOG, Fired, timed_out
+from ..sql.watchdog import WATCHDOG, Fired
+from .errors import timed_out
 
 Connection = psycopg.Connection[Any]
 Cursor = psycopg.Cursor[Any]

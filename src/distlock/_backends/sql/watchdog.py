@@ -23,8 +23,6 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import psycopg
-
 from ..._core import forks
 
 T = TypeVar("T")
@@ -129,9 +127,3 @@ class Fired(Exception):
 
 
 WATCHDOG = _Watchdog()
-
-
-def timed_out() -> psycopg.OperationalError:
-    """The error of a call ended at its deadline: a driver error of a lost connection, which every caller already
-    handles (the connection is closed, never reused)."""
-    return psycopg.OperationalError("the database call timed out: its socket was shut down at the deadline")
