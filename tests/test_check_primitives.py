@@ -1,5 +1,6 @@
-"""``distlock check --algorithm barrier|latch``: barriers and latches under kill -9 and SIGSTOP, then the analysis
-that judges them, on hand-made histories (a release no trip or zero count can explain is caught)."""
+"""``distlock check --algorithm barrier|latch|double-barrier``: barriers, latches and double barriers under kill -9
+and SIGSTOP, then the analysis that judges them, on hand-made histories (a release no trip, zero count or
+departure can explain is caught)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from distlock.checker.primitive_analysis import analyse_primitive, early_barrier_releases, early_latch_releases
+from distlock.checker.primitive_analysis import (
+    analyse_primitive,
+    early_barrier_releases,
+    early_enters,
+    early_latch_releases,
+    early_leaves,
+)
 from tests.test_check import check, needs_redis_server
 
 
@@ -26,6 +33,24 @@ def test_primitive_passes_under_kill_and_pause(
     landed = {k: v["landed"] for k, v in report["faults"].items()}
     assert landed.get("kill", 0) >= 1 and landed.get("pause", 0) >= 1, report["faults"]
     assert report["released"] >= 4, report
+
+
+@pytest.mark.parametrize("server", [False, True], ids=["sqlite", "zookeeper"])
+def test_double_barrier_passes_under_kill_and_pause(
+    tmp_path: Path, server: bool, request: pytest.FixtureRequest
+) -> None:
+    # ZooKeeper runs Curator's own layout (session-bound members), SQLite the records every other backend shares
+    url = request.getfixturevalue("zookeeper_url") if server else f"sqlite:///{tmp_path}/locks.db"
+    code, report, output = check(
+        tmp_path, "--algorithm", "double-barrier", "--seconds", "8", "--faults", "kill,pause", url=url
+    )
+    assert code == 0 and report["ok"] is True, output
+    assert report["kind"] == "double-barrier" and report["size"] == 4, report
+    assert report["early_releases"] == 0 and report["early_leaves"] == 0, report
+    landed = {k: v["landed"] for k, v in report["faults"].items()}
+    assert landed.get("kill", 0) >= 1 and landed.get("pause", 0) >= 1, report["faults"]
+    assert report["completed"] > 0, report
+    assert report["operations"] == report["completed"] + report["timed_out"] + report["failed"], report
 
 
 def arrive(op: str, t: float) -> dict[str, object]:
@@ -55,3 +80,77 @@ def test_a_latch_release_before_the_count_reached_zero_is_caught() -> None:
     assert early_latch_releases(downs, [wait("z", 9.0, True, round=8, left=0)], 1) == 1  # no count-down at all
     twice = analyse_primitive("latch", [*ops, wait("c", 2.6, True, round=7, left=1)], downs, [], size=2)
     assert twice["repeated_counts"] == 1 and twice["ok"] is False
+
+
+def enter(op: str, t: float, number: int = 1) -> dict[str, object]:
+    return {"kind": "enter", "op": op, "round": number, "t": t}
+
+
+def leave(op: str, t: float, number: int = 1) -> dict[str, object]:
+    return {"kind": "leave", "op": op, "round": number, "t": t}
+
+
+def passed(
+    op: str, phase: str, t_done: float, released: bool | None, number: int = 1, t_start: float | None = None
+) -> dict[str, object]:
+    # an enter or leave that took 0.1 s unless told
+    return {
+        **wait(op, t_done, released, phase=phase, round=number),
+        "t_start": t_done - 0.1 if t_start is None else t_start,
+    }
+
+
+def test_a_double_barrier_enter_before_every_member_entered_is_caught() -> None:
+    enters = [enter("a", 1.0), enter("b", 2.0), enter("c", 1.5, number=2)]
+    ok = [passed("a", "enter", 2.1, True), passed("b", "enter", 2.1, True)]
+    assert early_enters(enters, ok, 2, run_out=1.0) == 0
+    assert early_enters(enters, [passed("a", "enter", 1.9, True), ok[1]], 2, run_out=1.0) == 1  # before b's entry
+    # c entered round 2 alone: a member of round 1 does not count for it
+    assert early_enters(enters, [*ok, passed("c", "enter", 2.5, True, number=2)], 2, run_out=1.0) == 1
+    # a withdrawn entry (its enter returned False) counts for nobody; a killed member's (no outcome) may
+    assert early_enters([*enters, enter("d", 1.2)], [*ok, passed("d", "enter", 1.6, False)], 3, run_out=1.0) == 2
+    assert early_enters([*enters, enter("d", 1.2)], ok, 3, run_out=1.0) == 0
+    # d paused in its call for longer than its place lasts: a trip may have counted it before the place went,
+    # and its enter returned False all the same (nothing of the trip was left to find)
+    stalled = passed("d", "enter", 4.5, False, t_start=1.2)
+    assert early_enters([*enters, enter("d", 1.2)], [*ok, stalled], 3, run_out=1.0) == 0
+
+
+def test_a_double_barrier_leave_before_every_member_left_is_caught() -> None:
+    enters = [enter("a", 1.0), enter("b", 1.1), enter("c", 1.2)]
+    entered = [passed(o, "enter", 1.3, True) for o in "abc"]
+    leaves = [leave("a", 2.0), leave("b", 2.1), leave("c", 2.2)]
+    done = [passed(o, "leave", 2.3, True) for o in "abc"]
+    assert early_leaves(enters, leaves, [*entered, *done], run_out=10.0) == 0
+    # a's leave released before c had started its own: c was still in
+    assert early_leaves(enters, leaves, [*entered, passed("a", "leave", 2.15, True), *done[1:]], run_out=10.0) == 1
+    # c was killed in its body (no leave, no outcome after its enter): it holds the others until it may have run out
+    killed = [*entered[:2], *done[:2]]
+    assert early_leaves(enters, leaves[:2], killed, run_out=10.0) == 2
+    assert early_leaves(enters, leaves[:2], killed, run_out=1.0) == 0
+    # a member whose enter timed out (withdrawn) or raised holds nobody's leave
+    for outcome in (False, None):
+        assert early_leaves(enters, leaves[:2], [*killed, passed("c", "enter", 1.9, outcome)], run_out=10.0) == 0
+    # ... but one whose enter returned False after a stall may have been counted by the trip: it holds them
+    stalled = passed("c", "enter", 12.0, False, t_start=1.2)
+    assert early_leaves(enters, leaves[:2], [*killed, stalled], run_out=10.0) == 2
+
+
+def test_the_double_barrier_report_fails_on_an_early_enter_or_leave() -> None:
+    enters = [enter("a", 1.0), enter("b", 2.0)]
+    leaves = [leave("a", 3.0), leave("b", 3.5)]
+    entered = [passed("a", "enter", 2.1, True), passed("b", "enter", 2.1, True)]
+    done = [passed("a", "leave", 3.6, True), passed("b", "leave", 3.6, True)]
+    steps = [*enters, *leaves]
+
+    def report(ops: list[dict[str, object]]) -> dict[str, object]:
+        return analyse_primitive("double-barrier", ops, steps, [], size=2, run_out=10.0)
+
+    good = report([*entered, *done])
+    assert good["ok"] is True and good["completed"] == 2 and good["operations"] == 2, good
+    early_in = report([passed("a", "enter", 1.5, True), entered[1], *done])
+    assert early_in["ok"] is False and early_in["early_releases"] == 1, early_in
+    early_out = report([*entered, passed("a", "leave", 3.2, True), done[1]])
+    assert early_out["ok"] is False and early_out["early_leaves"] == 1, early_out
+    timed_out = report([*entered, passed("a", "leave", 4.0, False)])  # b killed in its leave: no outcome
+    assert (timed_out["completed"], timed_out["timed_out"], timed_out["failed"]) == (0, 1, 1), timed_out

@@ -60,7 +60,7 @@ class Tally:
 
     ops: list[dict[str, Any]] = field(default_factory=list)
     grants: list[dict[str, Any]] = field(default_factory=list)
-    steps: list[dict[str, Any]] = field(default_factory=list)  # a barrier's arrivals, a latch's count-downs
+    steps: list[dict[str, Any]] = field(default_factory=list)  # arrivals, count-downs, entries and leaves
     lost: dict[str, float] = field(default_factory=dict)  # op id -> when its holder was first told
     at_risk: dict[str, list[float]] = field(default_factory=dict)  # op id -> each time its holding became at risk
     errors: list[str] = field(default_factory=list)
@@ -74,7 +74,7 @@ class Tally:
             self.ops.append(ev)
         elif kind == "grant":
             self.grants.append(ev)
-        elif kind in ("arrive", "count"):
+        elif kind in ("arrive", "count", "enter", "leave"):
             self.steps.append(ev)
         elif kind == "lost":
             self.lost.setdefault(ev["op"], ev["t"])

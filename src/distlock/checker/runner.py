@@ -6,7 +6,7 @@ afterwards, bounded. ``_run`` owns the worker processes from start to kill: it s
 own report pipe and, for gray link faults, its own proxied URL), hands them to the ``injector.Injector``
 for the length of the run, waits a bounded time for them to finish, stops what is left, then writes the history
 (``--history``) and assembles the report: the run's settings in front of ``history.analyse``'s verdicts
-(``primitive_analysis.analyse_primitive``'s for a barrier or latch).
+(``primitive_analysis.analyse_primitive``'s for a barrier, latch or double barrier).
 
 Where the rest lives: the settings and their validation in ``config``, the faults and their timing in
 ``injector``, the report pipes and the tally of what was heard in ``collect``.
@@ -45,7 +45,7 @@ from .gray import GRAY_FAULTS, Links
 from .history import analyse
 from .injector import MAX_RESPAWNS, Injector
 from .primitive_analysis import analyse_primitive
-from .primitives import PRIMITIVES, count, parties
+from .primitives import DOUBLE_BARRIER, PRIMITIVES, count, double_parties, parties, round_seconds
 from .resource import FencedRegister, UnfencedSet
 from .semaphore import SEMAPHORE, analyse_semaphore
 from .servers import spawned
@@ -66,6 +66,11 @@ def _warm_up(cfg: CheckConfig, name: str) -> None:
             return
         if cfg.algorithm == "latch":
             store.latch(f"{name}/warm-up", 1, linger=1.0).count_down()
+            return
+        if cfg.algorithm == DOUBLE_BARRIER:  # a backend without double barriers refuses here, in one line
+            gate = store.double_barrier(f"{name}/warm-up", 1, ttl=cfg.ttl, linger=1.0)
+            if gate.enter(timeout=30.0):
+                gate.leave(timeout=30.0)
             return
         # a backend without semaphores refuses here, in one line (UnsupportedFeature)
         lock: Any = (
@@ -263,8 +268,9 @@ def _run(
         report = analyse_semaphore(tally.ops, tally.grants, tally.lost, tally.faults, cap=capacity(cfg), lease=lease,
                                    seconds=cfg.seconds, run_end=run_end, errors=errors)  # fmt: skip
     elif cfg.algorithm in PRIMITIVES:
-        size = parties(cfg.workers) if cfg.algorithm == "barrier" else count(cfg.workers)
-        report = analyse_primitive(cfg.algorithm, tally.ops, tally.steps, tally.faults, size=size, errors=errors)
+        size = {"barrier": parties, "latch": count, DOUBLE_BARRIER: double_parties}[cfg.algorithm](cfg.workers)
+        report = analyse_primitive(cfg.algorithm, tally.ops, tally.steps, tally.faults, size=size, errors=errors,
+                                   run_out=round_seconds(cfg.ttl))  # fmt: skip
     else:
         report = _analyse_lock(tally, final, lease, run_end, errors, sink_logs)
     report_head: dict[str, Any] = {

@@ -93,20 +93,32 @@ def render(report: dict[str, Any]) -> Table:
 
 
 def render_primitive(report: dict[str, Any]) -> Table:
-    """The closing table of a barrier or latch run (``--algorithm barrier`` / ``latch``)."""
+    """The closing table of a barrier, latch or double barrier run (``--algorithm barrier`` / ``latch`` /
+    ``double-barrier``)."""
     kind = report["kind"]
+    double = kind == "double-barrier"
     table = Table(title=f"distlock check: {kind} on {report['url']}", title_justify="left")
     for col, justify in (("measure", "left"), ("value", "right"), ("verdict", "left")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    size = "parties" if kind == "barrier" else "count per round"
+    size = {"barrier": "parties", "latch": "count per round"}.get(kind, "members per round")
     table.add_row(size, str(report["size"]), "")
-    table.add_row("waits released / timed out / failed",
-                  f"{report['released']} / {report['timed_out']} / {report['failed']}", "")  # fmt: skip
-    table.add_row("wait ms p50 / p99 / max", " / ".join(_ms(report["wait_ms"][k]) for k in ("p50", "p99", "max")), "")
+    if double:
+        table.add_row("member rounds completed / timed out / failed",
+                      f"{report['completed']} / {report['timed_out']} / {report['failed']}", "")  # fmt: skip
+    else:
+        table.add_row("waits released / timed out / failed",
+                      f"{report['released']} / {report['timed_out']} / {report['failed']}", "")  # fmt: skip
+    for label, key in (("wait", "wait_ms"), ("leave", "leave_ms")) if double else (("wait", "wait_ms"),):
+        table.add_row(f"{label} ms p50 / p99 / max", " / ".join(_ms(report[key][k]) for k in ("p50", "p99", "max")), "")
     faults = ", ".join(f"{k} {v['landed']}" for k, v in report["faults"].items()) or "none"
     table.add_row("faults landed", faults, "")
-    early = "released before enough arrivals" if kind == "barrier" else "released before the count reached zero"
+    early = {"barrier": "released before enough arrivals", "latch": "released before the count reached zero"}.get(
+        kind, "entered before every member entered"
+    )
     table.add_row(early, str(report["early_releases"]), _verdict(report["early_releases"] == 0))
+    if double:
+        table.add_row("left before every member left or ran out", str(report["early_leaves"]),
+                      _verdict(report["early_leaves"] == 0))  # fmt: skip
     if kind == "latch":
         table.add_row("count-downs reporting a count twice", str(report["repeated_counts"]),
                       _verdict(report["repeated_counts"] == 0))  # fmt: skip
@@ -223,7 +235,8 @@ def _with_options(url: str, options: tuple[str, ...]) -> str:
     "--algorithm",
     ALGORITHMS,
     "distlock",
-    "distlock's lock, its leader election, a barrier or a latch, or a known-broken baseline the checker must catch.",
+    "distlock's lock, its leader election, a barrier, latch, double barrier or semaphore, or a known-broken baseline"
+    " the checker must catch.",
 )
 @_choice(
     "--api",
