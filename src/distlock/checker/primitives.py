@@ -16,8 +16,8 @@ been applied). The judgement is ``primitive_analysis.analyse_primitive``'s.
 * ``double-barrier``: time is cut into rounds as for the latch; in each round every worker enters the round's
   double barrier of ``double_parties(workers)`` members (all of them: one generation per round), runs a short
   body, and leaves, both bounded by the round's end. A worker started mid-round (a replacement of a killed one)
-  waits for the next round, so no round sees a member twice. Events: ``enter`` then its ``op`` (``phase``
-  ``enter``), ``leave`` then its ``op`` (``phase`` ``leave``).
+  waits for the next round, as does one whose call raised, so no round sees a member twice. Events: ``enter``
+  then its ``op`` (``phase`` ``enter``), ``leave`` then its ``op`` (``phase`` ``leave``).
 
 The injector sees a worker in its wait or its count-down as in its critical section (``HOLD_SLEEP``): ``kill``,
 ``pause`` and the server faults land there. A gray link fault asks the target to linger; the wait already
@@ -138,16 +138,18 @@ def _double_barrier_step(
     gate = store.double_barrier(f"{name}/round-{number}", double_parties(workers), ttl=ttl, linger=span)
     # entering may take half the round, leaving the rest: a member that missed the trip is out by the round's end
     enter_by = time.monotonic() + (round_end - time.monotonic()) / 2
-    entered = _recorded("enter", index, op_id, {"round": number, "phase": "enter"},
-                        lambda: gate.enter(timeout=max(0.05, enter_by - time.monotonic())),
-                        events, states, busy, idle)  # fmt: skip
-    if entered:
-        states[index] = busy  # the body is in the critical section too: kill and pause land there as well
-        time.sleep(BODY)
-        _recorded("leave", index, op_id, {"round": number, "phase": "leave"},
-                  lambda: gate.leave(timeout=max(0.05, round_end - time.monotonic())),
-                  events, states, busy, idle)  # fmt: skip
-    time.sleep(max(0.0, round_end - time.monotonic()))
+    try:
+        entered = _recorded("enter", index, op_id, {"round": number, "phase": "enter"},
+                            lambda: gate.enter(timeout=max(0.05, enter_by - time.monotonic())),
+                            events, states, busy, idle)  # fmt: skip
+        if entered:
+            states[index] = busy  # the body is in the critical section too: kill and pause land there as well
+            time.sleep(BODY)
+            _recorded("leave", index, op_id, {"round": number, "phase": "leave"},
+                      lambda: gate.leave(timeout=max(0.05, round_end - time.monotonic())),
+                      events, states, busy, idle)  # fmt: skip
+    finally:  # after an error too: a member enters each round once
+        time.sleep(max(0.0, round_end - time.monotonic()))
 
 
 def _latch_step(
