@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from distlock.checker.config import CheckConfig, member_place
 from distlock.checker.primitive_analysis import (
     analyse_primitive,
     early_barrier_releases,
@@ -154,3 +155,13 @@ def test_the_double_barrier_report_fails_on_an_early_enter_or_leave() -> None:
     assert early_out["ok"] is False and early_out["early_leaves"] == 1, early_out
     timed_out = report([*entered, passed("a", "leave", 4.0, False)])  # b killed in its leave: no outcome
     assert (timed_out["completed"], timed_out["timed_out"], timed_out["failed"]) == (0, 1, 1), timed_out
+
+
+def test_a_member_place_is_the_marker_linger_or_a_shorter_zookeeper_session() -> None:
+    # what early_leaves may assume a silent member's place lasts: never longer than it really does
+    def place(url: str, ttl: float) -> float:
+        return member_place(CheckConfig(url, algorithm="double-barrier", ttl=ttl))
+
+    assert place("sqlite:///x.db", 0.5) == 1.0 and place("sqlite:///x.db", 3.0) == 3.0  # the round, its linger
+    assert place("zookeeper://127.0.0.1:2181?session_timeout=4", 6.0) == 4.0
+    assert place("zookeeper://127.0.0.1:2181", 3.0) == 3.0  # a default session (10 s) outlasts the round

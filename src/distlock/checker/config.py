@@ -15,7 +15,7 @@ from typing import Any
 from .._errors import ConfigError
 from .broken import BROKEN
 from .gray import GRAY_FAULTS, link_hosts
-from .primitives import PRIMITIVES
+from .primitives import PRIMITIVES, round_seconds
 from .semaphore import DEFAULT_PERMITS, SEMAPHORE
 from .servers import SERVER_FAULTS, Spawned
 from .sinks import SINKS, WRITERS
@@ -137,18 +137,34 @@ def gray_faults_skipped(cfg: CheckConfig) -> str | None:
     return f"{', '.join(gray)} skipped: this store has no network link to break"
 
 
-def effective_lease(url: str | None, ttl: float) -> float:
-    """How long a dead or paused holder keeps the lock: the TTL, or ZooKeeper's session timeout (which is what
-    frees a ZooKeeper lock; the lock's ``ttl`` does not apply there)."""
+def zookeeper_session(url: str | None) -> float | None:
+    """The session timeout a ZooKeeper URL asks for (seconds; None: not ZooKeeper, or not a number)."""
     from .._url import parse_url
 
     config = parse_url(url)
-    if config.backend == "zookeeper":
-        try:
-            return max(ttl, float(config.params.get("session_timeout", "10")))
-        except ValueError:
-            return ttl
-    return ttl
+    if config.backend != "zookeeper":
+        return None
+    try:
+        return float(config.params.get("session_timeout", "10"))
+    except ValueError:
+        return None
+
+
+def effective_lease(url: str | None, ttl: float) -> float:
+    """How long a dead or paused holder keeps the lock: the TTL, or ZooKeeper's session timeout (which is what
+    frees a ZooKeeper lock; the lock's ``ttl`` does not apply there)."""
+    session = zookeeper_session(url)
+    return ttl if session is None else max(ttl, session)
+
+
+def member_place(cfg: CheckConfig) -> float:
+    """The least a double barrier member's place lasts after its entry started when nobody renews it
+    (``primitive_analysis.early_leaves``' ``run_out``): the tripped marker's ``linger``, the round's length; on
+    ZooKeeper a member's node lasts its session instead, so the session timeout when it is shorter (the server
+    may raise a short one to two ticks, which only lengthens it)."""
+    session = zookeeper_session(cfg.url)
+    linger = round_seconds(cfg.ttl)
+    return linger if session is None else min(linger, session)
 
 
 def lease_of(cfg: CheckConfig) -> float:

@@ -39,13 +39,14 @@ from .config import (
     capacity,
     gray_faults_skipped,
     lease_of,
+    member_place,
     validate,
 )
 from .gray import GRAY_FAULTS, Links
 from .history import analyse
 from .injector import MAX_RESPAWNS, Injector
 from .primitive_analysis import analyse_primitive
-from .primitives import DOUBLE_BARRIER, PRIMITIVES, count, double_parties, parties, round_seconds
+from .primitives import DOUBLE_BARRIER, PRIMITIVES, count, double_parties, parties
 from .resource import FencedRegister, UnfencedSet
 from .semaphore import SEMAPHORE, analyse_semaphore
 from .servers import spawned
@@ -270,7 +271,7 @@ def _run(
     elif cfg.algorithm in PRIMITIVES:
         size = {"barrier": parties, "latch": count, DOUBLE_BARRIER: double_parties}[cfg.algorithm](cfg.workers)
         report = analyse_primitive(cfg.algorithm, tally.ops, tally.steps, tally.faults, size=size, errors=errors,
-                                   run_out=round_seconds(cfg.ttl))  # fmt: skip
+                                   run_out=member_place(cfg))  # fmt: skip
     else:
         report = _analyse_lock(tally, final, lease, run_end, errors, sink_logs)
     report_head: dict[str, Any] = {
