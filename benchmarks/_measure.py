@@ -9,9 +9,13 @@ separate processes (spawned), which build their own ``Lib`` from a :class:`PeerL
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from distlock.benchmark import measure
@@ -112,3 +116,19 @@ class Distlock(Lib):
 
     def close(self) -> None:
         self.store.close()
+
+
+def alternate(script: str, trees: list[Path], jobs: list[tuple[str, list[str]]], rounds: int) -> None:
+    """Run ``script`` (a path) once per round, job and tree, in a child that imports distlock and the benchmark
+    helpers from the tree (a checkout's root with ``src/`` and ``benchmarks/``), and print the child's line.
+    A job is a label and the script's arguments. The trees take turns run by run, so a busy machine disturbs
+    them alike."""
+    for n in range(rounds):
+        for label, argv in jobs:
+            for tree in trees:
+                env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'src'}"}
+                out = subprocess.run(
+                    [sys.executable, script, *argv], env=env, cwd=tree, capture_output=True, text=True, check=False
+                )
+                line = out.stdout.strip() or f"failed: {out.stderr.strip().splitlines()[-1:]}"
+                print(f"round {n + 1} {label} {tree}: {line}", flush=True)

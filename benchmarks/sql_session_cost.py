@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -95,18 +94,10 @@ def main() -> None:
 
                 srv = stack.enter_context(my_srv.mariadb_server() if db == "mysql" else pg_srv.postgres_server())
                 urls[db] = srv.url
-        for n in range(args.rounds):
-            for db in dbs:
-                for tree in trees:
-                    # this script, importing distlock and the benchmark helpers from the tree
-                    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'src'}"}
-                    out = subprocess.run(
-                        [sys.executable, str(Path(__file__).resolve()), "--seconds",
-                         str(args.seconds), "--run", db, str(urls[db])],
-                        env=env, cwd=tree, capture_output=True, text=True, check=False,
-                    )  # fmt: skip
-                    line = out.stdout.strip() or f"failed: {out.stderr.strip().splitlines()[-1:]}"
-                    print(f"round {n + 1} {db} {tree}: {line}", flush=True)
+        from benchmarks import _measure
+
+        jobs = [(db, ["--seconds", str(args.seconds), "--run", db, str(urls[db])]) for db in dbs]
+        _measure.alternate(str(Path(__file__).resolve()), trees, jobs, args.rounds)
 
 
 if __name__ == "__main__":

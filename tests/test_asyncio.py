@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import distlock
-from distlock import LockError, NotHeld
+from distlock import LockError, NotHeld, _steps
 from distlock._core.types import Mode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -322,3 +322,28 @@ async def test_barrier_a_wait_cancelled_while_its_arrival_is_in_flight_leaves_no
         blocker.close()
     assert left_of(async_store, backend_url, name) == []
     assert not await async_store.barrier(name, 2).wait(timeout=0.3)
+
+
+async def test_postgres_release_runs_its_driver_call_in_the_release_s_own_task(
+    postgres_session_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PostgreSQL release is one shielded task with its driver call awaited inside it: a shield of the call's
+    own (a task and two loop turns more) would guard against a cancellation the release's task already keeps
+    away. The acquire's call keeps its shield: a cancelled acquire ends the call by shutting its socket."""
+    made: list[str] = []
+
+    class Counted(_steps._Unstoppable):  # type: ignore[type-arg]
+        def __init__(self, coro: Any, on_cancel: Any) -> None:
+            made.append(coro.__qualname__)
+            super().__init__(coro, on_cancel)
+
+    async with await distlock.connect_async(postgres_session_url) as store:
+        lock = store.lock("asyncio/pg-release-tasks", ttl=10)
+        assert await lock.acquire(timeout=10)
+        await lock.release()  # warm: the connection is open and pinned, as in a loop of pairs
+        monkeypatch.setattr(_steps, "_Unstoppable", Counted)
+        assert await lock.acquire(timeout=10)
+        assert len(made) == 1, made  # the statement's own shield
+        made.clear()
+        await lock.release()
+        assert made == ["AsyncLock._release_holding"], made

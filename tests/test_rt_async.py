@@ -56,6 +56,15 @@ async def test_shielded_costs_one_loop_turn_over_its_work() -> None:
         assert await _turns_of(lambda: rt.shielded(one_turn())) == 3
 
 
+async def test_in_shielded_step_is_true_inside_shielded_work_only() -> None:
+    async def where() -> bool:
+        return rt.in_shielded_step()
+
+    assert not rt.in_shielded_step()
+    assert not await asyncio.ensure_future(where())  # a task, but one the caller's cancellation reaches
+    assert await rt.shielded(where())
+
+
 async def test_shielded_finishes_the_work_then_raises_the_cancellation() -> None:
     gate = asyncio.Event()
     finished: list[str] = []

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from . import _exits
+from ._steps import in_shielded_step as in_shielded_step
 from ._steps import offload as offload
 from ._steps import shielded as shielded
 from ._workers_async import Background as Background

@@ -139,6 +139,15 @@ class _Unstoppable(asyncio.Task[T]):
         return False
 
 
+def in_shielded_step() -> bool:
+    """Whether the running code is a ``shielded`` step's (its task is one of those ``shielded`` makes): a
+    cancellation of the caller does not reach it, only the step's own timeouts do. A driver call made there
+    that no timeout of the step surrounds needs no shield of its own: ``guarded`` of
+    ``_backends/postgres/_driver_async.py`` (whose calls are bounded by the connection's timer, and whose one
+    ``asyncio.timeout`` is around connecting) awaits it directly, a task and two loop turns less per release."""
+    return isinstance(asyncio.current_task(), _Unstoppable)
+
+
 async def shielded(aw: Coroutine[Any, Any, T], on_cancel: Callable[[], object] | None = None) -> T:
     """Await ``aw`` to completion even if the caller is cancelled meanwhile, then re-raise the cancellation.
 

@@ -51,13 +51,20 @@ async def guarded(conn: Connection, deadline: float | None, fn: Callable[..., Co
     The deadline is kept by one timer of the connection on the event loop (``_aconn.CallBound``; the
     threaded twin uses the watchdog thread of ``sql/watchdog.py``, since a blocked thread cannot run a timer):
     no lock, heap entry or thread wake-up per call. It shuts the socket down only while a call is in flight,
-    and looks the descriptor up then, from the open connection."""
-    fd = _fd(conn)
-    kill = (lambda: WATCHDOG.kill(fd)) if fd >= 0 else None
+    and looks the descriptor up then, from the open connection.
+
+    A call made inside a shielded step (a release, an abandon: ``rt.shielded``) is awaited directly: that
+    step's task already keeps the caller's cancellation away from it, until the whole step has ended, and
+    a task of its own would only add two loop turns (a PostgreSQL session-mode release: 6 -> 4)."""
+    if rt.in_shielded_step():
+        call = fn(*args)
+    else:
+        fd = _fd(conn)
+        call = rt.shielded(fn(*args), (lambda: WATCHDOG.kill(fd)) if fd >= 0 else None)
     if deadline is None:
-        return await rt.shielded(fn(*args), kill)
+        return await call
     try:
-        return await _aconn.bound_of(conn, _cut).run(deadline, rt.shielded(fn(*args), kill))
+        return await _aconn.bound_of(conn, _cut).run(deadline, call)
     except _aconn.Expired:
         raise timed_out() from None
 
