@@ -203,65 +203,51 @@ def test_lease_timeout_is_for_asyncio_and_needs_the_lock_held(url: str) -> None:
             lock.lease_timeout()
 
 
-def test_lease_timeout_stops_the_block_before_another_client_is_granted(redis_url: str) -> None:
-    """A holder behind a frozen link: its block is cancelled at the local lease end, before another client
-    (straight to the server) can take the lock. The block's last step is stamped, so is the other's grant."""
+async def _take(
+    store: distlock.AsyncStore, kind: str, name: str, value: str
+) -> distlock.AsyncLock | distlock.AsyncElection:
+    """A lock taken, or an election won, on ``store``."""
+    if kind == "lock":
+        lock = store.lock(name, ttl=TTL)
+        assert await lock.acquire(timeout=30)
+        return lock
+    election = store.election(name, ttl=TTL)
+    assert await election.campaign(value, timeout=30)
+    return election
+
+
+@pytest.mark.parametrize("kind", ["lock", "election"])
+def test_lease_timeout_stops_the_block_before_another_client_is_granted(redis_url: str, kind: str) -> None:
+    """A holder (or leader) behind a frozen link: its block is cancelled at the local lease end (LockLost),
+    before another client (straight to the server) can take the lock or lead. The block's last step is
+    stamped, so is the other's grant."""
     host, port = distlock._url.parse_url(redis_url).hosts[0]
-    name = f"view-{uuid.uuid4().hex[:10]}"
+    name = f"view-{kind}-{uuid.uuid4().hex[:10]}"
 
     async def main() -> tuple[float, float]:
         with FaultProxy(host, port) as proxy:
             async with distlock.connect_async(through(redis_url, [proxy])) as store, distlock.connect_async(
                 redis_url
             ) as other:
-                lock = store.lock(name, ttl=TTL)
+                held = await _take(store, kind, name, "a")
                 last_step = 0.0
-                assert await lock.acquire(timeout=10)
                 proxy.freeze()
                 with pytest.raises(distlock.LockLost):
-                    async with lock.lease_timeout():
+                    async with held.lease_timeout():
                         while True:
                             last_step = time.monotonic()  # a side effect, as often as the loop allows
                             await asyncio.sleep(0.01)
                 proxy.heal()
-                taker = other.lock(name, ttl=TTL)
-                assert await taker.acquire(timeout=30)
+                taker = await _take(other, kind, name, "b")
                 granted = time.monotonic()
-                await taker.release()
-                with pytest.raises(distlock.LockError):
-                    await lock.release()
+                if isinstance(taker, distlock.AsyncElection):
+                    await taker.resign()
+                else:
+                    await taker.release()
+                    assert isinstance(held, distlock.AsyncLock)
+                    with pytest.raises(distlock.LockError):
+                        await held.release()
                 return last_step, granted
 
     last_step, granted = asyncio.run(main())
     assert last_step < granted
-
-
-def test_an_elections_lease_timeout_stops_the_leaders_block_before_another_candidate_leads(redis_url: str) -> None:
-    """The same for an election: a leader behind a frozen link has its block cancelled at the local lease end
-    (LockLost), before a candidate straight to the server becomes leader."""
-    host, port = distlock._url.parse_url(redis_url).hosts[0]
-    name = f"view-e-{uuid.uuid4().hex[:10]}"
-
-    async def main() -> tuple[float, float]:
-        with FaultProxy(host, port) as proxy:
-            async with distlock.connect_async(through(redis_url, [proxy])) as store, distlock.connect_async(
-                redis_url
-            ) as other:
-                leader = store.election(name, ttl=TTL)
-                last_step = 0.0
-                assert await leader.campaign("a", timeout=10)
-                proxy.freeze()
-                with pytest.raises(distlock.LockLost):
-                    async with leader.lease_timeout():
-                        while True:
-                            last_step = time.monotonic()
-                            await asyncio.sleep(0.01)
-                proxy.heal()
-                rival = other.election(name, ttl=TTL)
-                assert await rival.campaign("b", timeout=30)
-                elected = time.monotonic()
-                await rival.resign()
-                return last_step, elected
-
-    last_step, elected = asyncio.run(main())
-    assert last_step < elected
