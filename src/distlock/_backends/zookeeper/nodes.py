@@ -232,7 +232,15 @@ class Nodes:
         return Create2(f"{self._wire.client.chroot or ''}{parent}/{prefix}", data, self._acl, _EPHEMERAL_SEQUENTIAL)
 
     def make_parents(self, path: str) -> None:
-        """Create ``path`` and its missing ancestors as container nodes (persistent on servers before 3.5)."""
+        """Create ``path`` and its missing ancestors as container nodes (persistent on servers before 3.5).
+        An ancestor deleted between its create and its child's (the last user of a barrier or semaphore removes
+        the emptied nodes) fails the child's create with NoNode: the creates are sent again."""
+        for _ in range(3):
+            try:
+                self.parents_made(self.send_parents(path))
+                return
+            except NoNodeError:
+                continue
         self.parents_made(self.send_parents(path))
 
     def send_parents(self, path: str) -> list[tuple[str, Any]]:
