@@ -156,3 +156,18 @@ def test_a_failing_read_of_the_holder_leaves_it_out_and_never_ends_the_wait() ->
         time.sleep(feedback.VERBOSE_DELAY + 0.5)  # the body (the acquire) runs on, unaware
     assert out.getvalue().startswith("distlock: waiting for 'busy' ("), out.getvalue()
     assert "held by" not in out.getvalue() and out.getvalue().endswith("of 10s)\n"), out.getvalue()
+
+
+@pytest.mark.parametrize("bad", [42, 4.2, True, b"web-1"])
+def test_a_client_name_that_is_no_str_is_refused_not_turned_into_text(bad: object) -> None:
+    with pytest.raises(ConfigError, match=rf"^client_name must be a str, not {type(bad).__name__}"):
+        distlock.connect("memory://", client_name=bad)
+
+
+def test_keyword_options_given_as_none_are_not_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DISTLOCK_CLIENT_NAME", raising=False)
+    with distlock.connect("memory://", client_name=None) as store:
+        assert store.client_name is None  # not the text "None"
+    monkeypatch.setenv("DISTLOCK_CLIENT_NAME", "cron-host-3")
+    with distlock.connect("memory://?client_name=web-2", client_name=None) as store:
+        assert store.client_name == "web-2"  # None overrides nothing

@@ -94,6 +94,16 @@ def test_unknown_option_rejected_and_password_hidden() -> None:
     assert redact("mysql://u:p%40ss@h/db") == "mysql://u:***@h/db"
 
 
+def test_keyword_options_none_is_not_given_and_names_must_be_text() -> None:
+    cfg = parse_url("mysql://h/db?table_prefix=app", {"table_prefix": None, "client_name": None})
+    assert cfg.params["table_prefix"] == "app" and "client_name" not in cfg.params  # not the text "None"
+    assert parse_url("mysql://h/db", {"connect_timeout": 2.5, "tls": True}).params == {
+        "connect_timeout": "2.5", "tls": "true"
+    }  # numbers and flags still become their text
+    with pytest.raises(ConfigError, match="^table_prefix must be a str, not int"):
+        parse_url("mysql://h/db", {"table_prefix": 42})
+
+
 def test_default_url_is_the_host_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("DISTLOCK_URL", raising=False)
     monkeypatch.setenv("DISTLOCK_HOME", str(tmp_path / "host"))

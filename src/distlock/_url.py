@@ -174,6 +174,10 @@ class StoreConfig:
         raise ConfigError(f"unknown {kind} for {self.backend}: {listed}", backend=self.scheme)
 
 
+#: keyword options that are names, not numbers: a non-str value is refused rather than turned into its text
+TEXT_ONLY = frozenset({"client_name", "table_prefix"})
+
+
 def parse_url(url: str | None, options: dict[str, object] | None = None) -> StoreConfig:
     """Parse a store URL (``None`` -> ``default_url``); keyword ``options`` override query parameters."""
     if url is None:
@@ -197,6 +201,10 @@ def parse_url(url: str | None, options: dict[str, object] | None = None) -> Stor
     except ValueError as exc:  # e.g. an unclosed "[" of an IPv6 host
         raise ConfigError(f"malformed {scheme}:// URL ({exc}): {redact(url)!r}", backend=scheme) from None
     for key, value in (options or {}).items():
+        if value is None:  # a keyword given as None is not given (``client_name=os.environ.get(...)``), not "None"
+            continue
+        if key in TEXT_ONLY and not isinstance(value, str):  # 42 would pass as the text "42"
+            raise ConfigError(f"{key} must be a str, not {type(value).__name__}", backend=backend)
         params[key] = str(value).lower() if isinstance(value, bool) else str(value)
 
     netloc = parts.netloc
