@@ -100,7 +100,7 @@ def test_keyword_options_none_is_not_given_and_names_must_be_text() -> None:
     assert parse_url("mysql://h/db", {"connect_timeout": 2.5, "tls": True}).params == {
         "connect_timeout": "2.5", "tls": "true"
     }  # numbers and flags still become their text
-    with pytest.raises(ConfigError, match="^table_prefix must be a str, not int"):
+    with pytest.raises(ConfigError, match=r"^table_prefix must be a str, not int"):
         parse_url("mysql://h/db", {"table_prefix": 42})
 
 
