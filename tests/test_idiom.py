@@ -270,6 +270,12 @@ TYPED = """
                 assert_type(both.fence, int)
             with store.election("typed/e") as leading:
                 assert_type(leading, distlock.Election)  # a lost leadership's term is None, inside the block too
+
+            @store.at_most_once("typed/job", at_most=5)
+            def job(n: int) -> int:
+                return n * 2
+
+            assert_type(job(3), int | None)  # None: another process ran it (the decorator says so to mypy)
             return fence + (semaphore.permits or 0)  # None: the semaphore follows the stored capacity
 
 
@@ -283,6 +289,12 @@ TYPED = """
                 assert_type(both.fence, int)
             async with store.election("typed/e") as leading:
                 assert_type(leading, distlock.AsyncElection)
+
+            @store.at_most_once("typed/ajob", at_most=5)
+            async def ajob(n: int) -> str:
+                return str(n)
+
+            assert_type(await ajob(1), str | None)
         opened = await distlock.connect_async(url)
         assert_type(opened, distlock.AsyncStore)
         async with opened:

@@ -15,7 +15,7 @@ import logging
 import socket
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeAlias, TypeVar
 
 from . import _exits
 from ._steps import in_shielded_step as in_shielded_step
@@ -25,6 +25,11 @@ from ._workers_async import Background as Background
 from ._workers_async import Dispatcher as Dispatcher
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
+#: a function the caller hands the lock layer to run (``at_most_once``): a coroutine function on this side, a
+#: plain function on the threaded one (``_rt_sync.Job``), so one signature types both
+Job: TypeAlias = Callable[P, Awaitable[R]]
 
 log = logging.getLogger("distlock")
 

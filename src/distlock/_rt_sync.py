@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeAlias, TypeVar
 
 from . import _exits
 from ._core.text import seconds
@@ -16,6 +16,10 @@ from ._workers_sync import Background as Background
 from ._workers_sync import Dispatcher as Dispatcher
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
+#: a function the caller hands the lock layer to run (``at_most_once``): ``_rt_async.Job``'s threaded twin
+Job: TypeAlias = Callable[P, R]
 
 log = logging.getLogger("distlock")
 

@@ -21,9 +21,8 @@ import inspect as _inspect
 import logging
 import math
 import threading
-from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from .. import _idiom_async as idiom
 from .. import _rt_async as rt
@@ -41,7 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("distlock")
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def check_at_least(at_least: float, at_most: float, *, name: str, backend: str) -> float:
@@ -172,17 +172,17 @@ class AsyncOnce(idiom.AsyncOnly):
             raise LockLost(f"lost while the job ran: {holding.lost_reason}", name=self.name, backend=core.scheme)
 
 
-def at_most_once(once: AsyncOnce, fn: F) -> F:
+def at_most_once(once: AsyncOnce, fn: rt.Job[P, R]) -> rt.Job[P, R | None]:
     """``@store.at_most_once(...)``: run ``fn`` inside ``once``; its result when it ran, None when skipped."""
     if rt.IS_ASYNC and not _inspect.iscoroutinefunction(fn):
         raise ConfigError("the async store's at_most_once() decorates async functions", backend=once._store.scheme)
 
     @functools.wraps(fn)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | None:
         async with once as ran:
             if ran:
                 return await fn(*args, **kwargs)
         return None
 
     wrapper.once = once  # type: ignore[attr-defined]
-    return wrapper  # type: ignore[return-value]
+    return wrapper

@@ -18,7 +18,7 @@ import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, ParamSpec, Self, TypeVar
 
 from .. import _idiom_async as idiom
 from .. import _rt_async as rt
@@ -45,6 +45,8 @@ from .semaphore import AsyncSemaphore
 log = logging.getLogger("distlock")
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _synchronized(
@@ -311,11 +313,15 @@ class AsyncStore(idiom.AsyncOnly):
 
     def at_most_once(
         self, name: str, at_most: float = 600.0, at_least: float = 0.0, *, keep_alive: bool = False
-    ) -> Callable[[F], F]:
+    ) -> Callable[[rt.Job[P, R]], rt.Job[P, R | None]]:
         """Decorator: run the function inside ``once``; its result when it ran, None when it was skipped.
         With the async store, decorate ``async def`` functions."""
         once = self.once(name, at_most=at_most, at_least=at_least, keep_alive=keep_alive)
-        return functools.partial(at_most_once, once)
+
+        def decorate(fn: rt.Job[P, R]) -> rt.Job[P, R | None]:
+            return at_most_once(once, fn)
+
+        return decorate
 
     def election(
         self, name: str, ttl: float = 30.0, timeout: float | None = None, on_lost: LostCallback | None = None

@@ -22,9 +22,8 @@ import inspect as _inspect
 import logging
 import math
 import threading
-from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from .. import _idiom_sync as idiom
 from .. import _rt_sync as rt
@@ -42,7 +41,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("distlock")
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def check_at_least(at_least: float, at_most: float, *, name: str, backend: str) -> float:
@@ -173,17 +173,17 @@ class Once(idiom.SyncOnly):
             raise LockLost(f"lost while the job ran: {holding.lost_reason}", name=self.name, backend=core.scheme)
 
 
-def at_most_once(once: Once, fn: F) -> F:
+def at_most_once(once: Once, fn: rt.Job[P, R]) -> rt.Job[P, R | None]:
     """``@store.at_most_once(...)``: run ``fn`` inside ``once``; its result when it ran, None when skipped."""
     if rt.IS_ASYNC and not _inspect.iscoroutinefunction(fn):
         raise ConfigError("the async store's at_most_once() decorates async functions", backend=once._store.scheme)
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | None:
         with once as ran:
             if ran:
                 return fn(*args, **kwargs)
         return None
 
     wrapper.once = once  # type: ignore[attr-defined]
-    return wrapper  # type: ignore[return-value]
+    return wrapper
