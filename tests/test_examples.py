@@ -211,7 +211,7 @@ def python_blocks(path: Path) -> Iterator[tuple[int, str, bool]]:
     """Each ``python`` fenced block of a Markdown file: the line its code starts on, the code, and whether the last
     non-blank line before its fence marks it as not type-checked."""
     text = path.read_text()
-    for m in re.finditer(r"^( *)```python\n(.*?)^\1```", text, re.M | re.S):
+    for m in re.finditer(r"^( *)```python(?: [^\n]*)?\n(.*?)^\1```", text, re.M | re.S):
         before = text[: m.start()].rstrip("\n").rpartition("\n")[2]
         yield text.count("\n", 0, m.start(2)) + 1, textwrap.dedent(m.group(2)), bool(NOT_CHECKED.search(before))
 
