@@ -58,6 +58,8 @@ RENAMES = {
     "AsyncNativeDoubleBarrier": "NativeDoubleBarrier",
     "AsyncOnce": "Once",
     "AsyncRan": "Ran",
+    "AsyncRanJob": "RanJob",
+    "AsyncRanSkip": "RanSkip",
     "AsyncHeldLock": "HeldLock",
     "AsyncHeldSemaphore": "HeldSemaphore",
     "AsyncHeldMultiLock": "HeldMultiLock",

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,42 +79,176 @@ def test_async_web_example_charges_once_and_fences_out_the_frozen_instances_writ
     assert f"order 7 row: paid, charge ch_2_500, fence {fence_b}" in r.stdout  # B's write stands
 
 
-# What the README's snippets take as given (``...`` stands for the reader's own code).
-README_GIVEN = """\
+# What the Python blocks of the README and docs/*.md take as given: ``...`` stands for the reader's own code. Every
+# block is checked as a module of its own: this header, its file's givens (GIVEN), then the block.
+GIVEN_HEADER = """\
 # mypy: disable-error-code="empty-body"
 from __future__ import annotations
 
-import sqlite3
-import threading
+import asyncio
 
 import distlock
 
+"""
+STORE = """\
 store: distlock.Store
+url: str
+"""
+CHARGE = """\
+customer: str
+
+
+def charge(customer: str, *, fence: int) -> None: ...
+async def charge_async(customer: str, *, fence: int) -> None: ...
+"""
+BATCHES = """\
+import logging
+from collections.abc import Iterator
+
+log: logging.Logger
+
+
+def batches() -> Iterator[bytes]: ...
+"""
+README = """\
+import sqlite3
+import threading
+
 db: sqlite3.Connection
 
 
 def run_scheduler(term: int | None, stop: threading.Event) -> None: ...
-
-
 """
+ELECTION = """\
+import threading
 
 
-def test_every_example_and_the_readmes_python_type_check_with_mypy_strict(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text()
-    blocks = [textwrap.dedent(code) for _, code in re.findall(r"^( *)```python\n(.*?)^\1```", readme, re.M | re.S)]
-    assert len(blocks) >= 3
-    snippets = []
-    for i, code in enumerate(blocks):
-        snippets.append(tmp_path / f"readme_{i}.py")
-        snippets[-1].write_text(README_GIVEN + code)
+def run_one_round(term: int | None) -> None: ...
+def serve(term: int | None, stop: threading.Event) -> None: ...
+"""
+EXAMPLES = """\
+import sqlite3
+import urllib.request
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import redis
+
+from distlock import fencing
+from distlock._sync.locks import HeldLock  # what ``with store.lock(...) as lock`` gives: its fence is an int
+
+lock: HeldLock
+db: sqlite3.Connection
+redis_client: redis.Redis
+value: str
+me: str
+body: bytes
+jobs: list[str]
+TTL = 30.0
+WAIT = 5.0
+
+
+class Ledger:
+    def record(self, term: int | None, text: str) -> bool: ...
+
+
+ledger: Ledger
+
+
+def work() -> str: ...
+def report_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]: ...
+def already_paid(order_id: int) -> bool: ...
+def charge_card(order_id: int, amount: int) -> str: ...
+def mark_paid(order_id: int, charge: str, *, fence: int) -> bool: ...
+async def charge_and_write(order_id: int, fence: int, lost: asyncio.Event) -> tuple[int, str]: ...
+def call_partner_api(job: str) -> None: ...
+"""
+GETTING_STARTED = """\
+import sqlite3
+
+import redis
+
+conn: sqlite3.Connection
+redis_client: redis.Redis
+data: bytes
+fence: int
+
+
+def work() -> None: ...
+def process(batch: bytes) -> None: ...
+def export(batch: bytes) -> None: ...
+def call_payment_provider() -> None: ...
+async def call_payment_provider_async() -> None: ...
+"""
+OPERATIONS = """\
+def write(batch: bytes, *, fence: int) -> None: ...
+def charge(*, fence: int) -> None: ...
+"""
+REDIS = """\
+import redis
+
+client: redis.Redis
+new_value: str
+"""
+GIVEN = {
+    "README.md": (STORE, README),
+    "docs/election.md": (STORE, ELECTION),
+    "docs/etcd.md": (STORE,),
+    "docs/examples.md": (STORE, EXAMPLES),
+    "docs/getting-started.md": (STORE, CHARGE, BATCHES, GETTING_STARTED),
+    "docs/index.md": (CHARGE,),
+    "docs/operations.md": (STORE, BATCHES, OPERATIONS),
+    "docs/redis.md": (STORE, REDIS),
+    "docs/sql.md": ("def write_report(*, fence: int) -> None: ...\n",),
+    "docs/zookeeper.md": ("def do_work(*, fence: int) -> None: ...\n",),
+}
+# A block that is not meant to run (a signature, an error's text) says so right before its fence, visibly:
+NOT_CHECKED = re.compile(r"<!-- not type-checked: \S.*-->")
+MAX_NOT_CHECKED = 3  # so that excluding a block stays the exception
+
+
+def python_blocks(path: Path) -> Iterator[tuple[int, str, bool]]:
+    """Each ``python`` fenced block of a Markdown file: the line its code starts on, the code, and whether the last
+    non-blank line before its fence marks it as not type-checked."""
+    text = path.read_text()
+    for m in re.finditer(r"^( *)```python(?: [^\n]*)?\n(.*?)^\1```", text, re.M | re.S):
+        before = text[: m.start()].rstrip("\n").rpartition("\n")[2]
+        yield text.count("\n", 0, m.start(2)) + 1, textwrap.dedent(m.group(2)), bool(NOT_CHECKED.search(before))
+
+
+def test_every_example_and_every_python_block_of_the_readme_and_docs_type_check_with_mypy_strict(
+    tmp_path: Path,
+) -> None:
+    snippets: dict[str, tuple[str, int]] = {}  # snippet file -> (Markdown file, its line minus the snippet's)
+    skipped = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        name = str(doc.relative_to(ROOT))
+        prelude = "".join((GIVEN_HEADER, *GIVEN.get(name, ()), "\n"))
+        for line, code, not_checked in python_blocks(doc):
+            if not_checked:
+                skipped.append(f"{name}:{line}")
+                continue
+            module = re.sub(r"\W", "_", f"{doc.stem}_{line}")
+            (tmp_path / f"{module}.py").write_text(prelude + code)
+            snippets[f"{module}.py"] = (name, line - 1 - prelude.count("\n"))
+    assert len(snippets) >= 45 and sum(n == "README.md" for n, _ in snippets.values()) >= 3
+    assert set(GIVEN) <= {n for n, _ in snippets.values()}, "GIVEN names a file that has no checked block"
+    assert len(skipped) <= MAX_NOT_CHECKED, f"more blocks are marked not type-checked than before: {skipped}"
     examples = sorted((ROOT / "examples").glob("*.py"))
     assert len(examples) >= 6
     checked = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--cache-dir", str(tmp_path / "cache"),
-         *map(str, examples), *map(str, snippets)],
+         *map(str, examples), *snippets],
         capture_output=True, text=True, cwd=tmp_path, timeout=600,
     )  # fmt: skip
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+    def in_the_doc(m: re.Match[str]) -> str:  # a snippet's line as the Markdown file's (the prelude's: before it)
+        doc, offset = snippets[m.group(1)]
+        return f"{doc}:{int(m.group(2)) + offset}:"
+
+    report = re.sub(r"^(\S+\.py):(\d+):", lambda m: in_the_doc(m) if m.group(1) in snippets else m.group(0),
+                    checked.stdout, flags=re.M)  # fmt: skip
+    assert checked.returncode == 0, report + checked.stderr
 
 
 def test_fenced_sinks_example_refuses_the_stale_holder_everywhere(redis_url: str) -> None:

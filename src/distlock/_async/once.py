@@ -22,7 +22,7 @@ import logging
 import math
 import threading
 from types import TracebackType
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar
 
 from .. import _idiom_async as idiom
 from .. import _rt_async as rt
@@ -88,6 +88,21 @@ class AsyncRan:
         return f"<{type(self).__name__} {self.name!r} {'ran, fence ' + str(self.fence) if self else 'skipped'}>"
 
 
+if TYPE_CHECKING:
+    # What entering ``store.once(...)`` gives, for type checkers: ``if ran:`` tells a run from a skip as
+    # ``bool(ran)`` does at run time, so that inside it ``ran.fence`` is an ``int`` (a skip's is None).
+
+    class AsyncRanJob(AsyncRan):
+        fence: int
+
+        def __bool__(self) -> Literal[True]: ...
+
+    class AsyncRanSkip(AsyncRan):
+        fence: None
+
+        def __bool__(self) -> Literal[False]: ...
+
+
 class AsyncOnce(idiom.AsyncOnly):
     """``store.once(name, at_most, at_least)``: ``with`` (``async with``) gives a ``Ran``; the job runs if it is
     true.
@@ -112,7 +127,7 @@ class AsyncOnce(idiom.AsyncOnly):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} at_most={self.at_most:g} at_least={self.at_least:g}>"
 
-    async def __aenter__(self) -> AsyncRan:
+    async def __aenter__(self) -> AsyncRanJob | AsyncRanSkip:
         started = monotonic()
         # a lock object per entry: its holding is this entry's alone, whoever else enters the same object
         lock = AsyncLock(self._store, self.name, ttl=self.at_most, auto_renew=self.keep_alive)
@@ -120,7 +135,7 @@ class AsyncOnce(idiom.AsyncOnly):
         ran = AsyncRan(self.name, holding, started, lock.lost)  # a skip's lost: the idle event, never set
         with self._mutex:
             self._runs.setdefault(rt.owner_key(), []).append((ran, lock))
-        return ran
+        return ran  # type: ignore[return-value]  # a run or a skip, as its truth says
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -23,7 +23,7 @@ import logging
 import math
 import threading
 from types import TracebackType
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar
 
 from .. import _idiom_sync as idiom
 from .. import _rt_sync as rt
@@ -89,6 +89,21 @@ class Ran:
         return f"<{type(self).__name__} {self.name!r} {'ran, fence ' + str(self.fence) if self else 'skipped'}>"
 
 
+if TYPE_CHECKING:
+    # What entering ``store.once(...)`` gives, for type checkers: ``if ran:`` tells a run from a skip as
+    # ``bool(ran)`` does at run time, so that inside it ``ran.fence`` is an ``int`` (a skip's is None).
+
+    class RanJob(Ran):
+        fence: int
+
+        def __bool__(self) -> Literal[True]: ...
+
+    class RanSkip(Ran):
+        fence: None
+
+        def __bool__(self) -> Literal[False]: ...
+
+
 class Once(idiom.SyncOnly):
     """``store.once(name, at_most, at_least)``: ``with`` (``async with``) gives a ``Ran``; the job runs if it is
     true.
@@ -113,7 +128,7 @@ class Once(idiom.SyncOnly):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} at_most={self.at_most:g} at_least={self.at_least:g}>"
 
-    def __enter__(self) -> Ran:
+    def __enter__(self) -> RanJob | RanSkip:
         started = monotonic()
         # a lock object per entry: its holding is this entry's alone, whoever else enters the same object
         lock = Lock(self._store, self.name, ttl=self.at_most, auto_renew=self.keep_alive)
@@ -121,7 +136,7 @@ class Once(idiom.SyncOnly):
         ran = Ran(self.name, holding, started, lock.lost)  # a skip's lost: the idle event, never set
         with self._mutex:
             self._runs.setdefault(rt.owner_key(), []).append((ran, lock))
-        return ran
+        return ran  # type: ignore[return-value]  # a run or a skip, as its truth says
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
