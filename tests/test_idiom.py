@@ -276,6 +276,11 @@ TYPED = """
                 return n * 2
 
             assert_type(job(3), int | None)  # None: another process ran it (the decorator says so to mypy)
+            with store.once("typed/once", at_most=5) as ran:
+                if ran:
+                    assert_type(ran.fence, int)  # narrowed by the truth test: a job that runs has its fence
+                else:
+                    assert_type(ran.fence, None)
             return fence + (semaphore.permits or 0)  # None: the semaphore follows the stored capacity
 
 
