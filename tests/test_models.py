@@ -41,6 +41,10 @@ pytestmark = pytest.mark.skipif(
         ("sql_lease_statement.pml", [], "holds"),  # PostgreSQL's autocommit statements
         ("sql_lease_statement.pml", ["-DNO_GUARD"], "VIOLATED"),
         ("sql_lease_handover.pml", [], "holds"),
+        ("sql_session_fence.pml", [], "holds"),  # MariaDB session mode: the fence others read is the holder's
+        ("sql_session_fence.pml", ["-DPG"], "holds"),  # PostgreSQL: the fence in application_name
+        ("sql_session_fence.pml", ["-DNO_CLEAR"], "VIOLATED"),  # a wait that does not clear the row first
+        ("sql_session_fence.pml", ["-DPG", "-DPG_NO_RESET"], "VIOLATED"),  # a release that keeps the app name
         ("zookeeper_own_watch.pml", [], "holds"),
         ("zookeeper_own_watch.pml", ["-DNO_OWN_GONE"], "VIOLATED"),
         ("zookeeper_semaphore.pml", [], "holds"),
