@@ -2,6 +2,7 @@
 """Where a MariaDB lease-mode hand-off goes: the bell hand-off rebuilt from bare statements, one part at a time.
 
     .venv/bin/python benchmarks/sql_handoff_parts.py [--rounds 4] [--seconds 3] [--mysql URL] [--only a,b,...]
+    .venv/bin/python benchmarks/sql_handoff_parts.py --check-slot     # slot's take-over, case by case (no timing)
 
 Two threads, each on its own PyMySQL connection, take strict turns (3 ms holds), as ``distlock bench``'s hand-off:
 the holder keeps the bell (a ``GET_LOCK``); the waiter sends its bell wait, with whatever rides on it, and the
@@ -329,12 +330,62 @@ def measure(url: str, variant: str, seconds: float) -> tuple[float, int, int]:
     return statistics.median(lat[1:]) * 1000 if len(lat) > 1 else float("nan"), refused[0], len(lat)
 
 
+def check_slot(url: str) -> None:
+    """``slot``'s take-over decided inside the duplicate key's row lock, on the server (no timing): a live row not
+    marked is left, a marked or expired one taken over; a take-over of an expired row behind a renewal not yet
+    committed waits for it and leaves the renewed row; one behind the release's clean-up not yet committed waits
+    and inserts. Raises on the first case that does not hold."""
+    a, b = _connect(url), _connect(url)
+    take = (f"SET @locked = 1, @now = {NOW}; " + VARIANTS["slot"][1].split("; ", 2)[2].format(next="new")).replace(
+        "SELECT ROW_COUNT(), RELEASE_LOCK('hp-name')", f"SELECT ROW_COUNT(), (SELECT token FROM {S})"
+    )
+
+    def case(what: str, expires: int, marked: bool, before: str | None, want: tuple[int, str]) -> None:
+        _run(
+            a,
+            f"DELETE FROM {S}; DELETE FROM {M}; INSERT INTO {S} VALUES ('k', 'old', NEXTVAL(hp_seq), {NOW} + {expires})",
+        )
+        if marked:
+            _run(a, f"INSERT INTO {M} VALUES ('old', 'k')")
+        got: list[Any] = []
+        if before is None:
+            got.append(_run(b, take))
+        else:  # another transaction holds the row: the take-over must wait for its COMMIT, then see its result
+            _run(a, f"BEGIN; {before}")
+            t = threading.Thread(target=lambda: got.append(_run(b, take)))
+            t.start()
+            time.sleep(0.5)
+            if not t.is_alive() or got:
+                raise AssertionError(f"{what}: the take-over did not wait for the row lock")
+            _run(a, "COMMIT" + (f"; DELETE FROM {M} WHERE token = 'old'" if marked else ""))
+            t.join(10)
+        if tuple(got[0]) != want:
+            raise AssertionError(f"{what}: (row count, token) {tuple(got[0])}, expected {want}")
+        print(f"slot: {what}: {want[0]} ({'taken over' if want[0] == 2 else 'inserted' if want[0] == 1 else 'left'})")
+
+    case("a live row, not marked", 60, False, None, (0, "old"))
+    case("a live row, marked", 60, True, None, (2, "new"))
+    case("an expired row", -1, False, None, (2, "new"))
+    renew = f"UPDATE {S} SET expires_at = {NOW} + 60 WHERE name_key = 'k' AND token = 'old'"
+    case("an expired row, a renewal in flight", -1, False, renew, (0, "old"))
+    case(
+        "a marked row, its clean-up in flight",
+        60,
+        True,
+        f"DELETE FROM {S} WHERE name_key = 'k' AND token = 'old'",
+        (1, "new"),
+    )
+    a.close()
+    b.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--mysql", help="a MariaDB URL to use instead of starting a server")
     ap.add_argument("--only", help="comma-separated variants (raw is always measured)")
+    ap.add_argument("--check-slot", action="store_true", help="check slot's take-over on the server, then stop")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from tools.servers.mysql import mariadb_server
@@ -357,6 +408,9 @@ def main() -> None:
         _run(c, f"CREATE TABLE IF NOT EXISTS {M} (token VARCHAR(64) PRIMARY KEY, name_key VARCHAR(64) NOT NULL, "
                 "KEY (name_key)) ENGINE=MEMORY")  # fmt: skip
         c.close()
+        if args.check_slot:
+            check_slot(url)
+            return
         names = ["raw", *(v for v in (args.only.split(",") if args.only else VARIANTS) if v != "raw")]
         for v in names:
             measure(url, v, 0.5)  # warm
