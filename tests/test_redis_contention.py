@@ -65,7 +65,13 @@ def run(algorithm: str, fault: str, url: str, name: str, workdir: Path) -> Outco
         wait_for(victim, role.upper())
         if fault == "pause":  # SIGSTOP the holder past its lease (GC pause, VM freeze: F1 in docs/safety.md)
             os.kill(victim.pid, signal.SIGSTOP)
+            before = value()
             time.sleep(TTL + 1.0)
+            # until the others took the lock and wrote: on a busy machine they may still be starting (then the
+            # resumed holder's stale write would overwrite nothing, and a broken lock would look sound)
+            moved_by = time.monotonic() + 30
+            while value() == before and time.monotonic() < moved_by:
+                time.sleep(0.05)
             os.kill(victim.pid, signal.SIGCONT)
             time.sleep(0.5)
         else:  # kill -9 the holder (inside the broken lock's window for "kill-in-window")
