@@ -234,7 +234,7 @@ class Attempt(AsyncAttempt):
             assert name is not None
             if verdict is None:
                 try:
-                    ordered = layout.sort_children(layout.contenders(children))
+                    ordered = layout.queue(children)
                     verdict = layout.verdict(self._order, ordered, name, self._own_writer)
                 except layout.NodeGone:  # our child vanished (session expired, admin): queue again, fresh name
                     node.renew()
