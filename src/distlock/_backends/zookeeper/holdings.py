@@ -2,7 +2,8 @@
 
 A holding is the node that grants the lock (a mutex/read/write child, or a semaphore lease), registered by
 its claim's token. It is reported lost (``AsyncBackend.lost``, once) when the node is deleted by anyone
-else (a watch on it, armed only once it has lived ``WATCH_AFTER``, so short holds never pay the request),
+else (a watch on it, armed by the store's sweeper thread in batches, at most ``WATCH_AFTER`` after the grant:
+a hold shorter than the wait for the next sweep never pays the request),
 when the session is gone or may be (``lose_all``, from the session's events) or when an admin broke it.
 The same watch tells a release request (``records.revoke_reason``: ours, or Curator's ``__REVOKE__``): each
 change of the node's data re-arms it with a read of the data, and a request found there is told
@@ -32,7 +33,8 @@ from .wire import Wire
 
 log = logging.getLogger("distlock")
 
-#: a holding gets its deletion watch once it has lived this long (short holds never pay the extra request)
+#: a holding gets its deletion watch at the first sweep after its grant, due this long after the first holding
+#: that found no sweep pending (most short holds never pay the extra request)
 WATCH_AFTER = 0.2
 
 
