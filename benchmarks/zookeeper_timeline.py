@@ -137,6 +137,10 @@ def _after(log: list[Event], t: float, kind: str, what: Any = None) -> Event | N
     return next((e for e in log if e[0] >= t and e[1] == kind and (what is None or e[2] == what)), None)
 
 
+def _last_before(log: list[Event], start: float, end: float, kind: str) -> Event | None:
+    return next((e for e in reversed(log) if start <= e[0] <= end and e[1] == kind), None)
+
+
 def analyse(logs: list[list[Event]], client_cpu: float, server_cpu: list[float]) -> dict[str, Any]:
     grants = sorted((e[0], i) for i, log in enumerate(logs) for e in log if e[1] == "G")
     n = len(grants)
@@ -156,6 +160,13 @@ def analyse(logs: list[list[Event]], client_cpu: float, server_cpu: list[float])
         spans["server: delete sent -> its answer"].append(answer[0] - sent[0])
         spans["server: delete sent -> next's deletion event"].append(event[0] - sent[0])
         spans["next: deletion event -> acquire returns"].append(t_next - event[0])
+        # the one listing of most hand-offs, split: the waiter's wake-up, the server's read, the client's grant
+        listing = _last_before(logs[w], event[0], t_next, "send")
+        listed = _last_before(logs[w], event[0], t_next, "reply")
+        if listing and listed and listing[2] == listed[2] == "GetChildren" and listing[0] <= listed[0]:
+            spans["next: event -> its last request sent"].append(listing[0] - event[0])
+            spans["next: ... sent -> answered (a listing)"].append(listed[0] - listing[0])
+            spans["next: ... answered -> acquire returns"].append(t_next - listed[0])
         wake_requests[tuple(e[2] for e in logs[w] if event[0] <= e[0] <= t_next and e[1] == "send")] += 1
     kinds = collections.Counter(e[2] for log in logs for e in log if e[1] == "send")
     return {

@@ -311,6 +311,28 @@ def test_a_forked_child_of_a_store_on_a_given_kazoo_client_is_told_to_connect_an
         zk.close()
 
 
+def test_a_forked_childs_zookeeper_holding_is_watched_by_a_sweeper_of_its_own(zookeeper_url: str, name: str) -> None:
+    """ZooKeeper: a holding's deletion watch is armed by a sweeper thread of the store, which a forked child
+    does not have (the parent's was waiting for a sweep due at the fork). A lock the child takes through the
+    inherited store is watched all the same once it has lived ``WATCH_AFTER``: its deletion by an admin is
+    told lost in the child."""
+    from distlock._backends.zookeeper.holdings import WATCH_AFTER
+
+    with distlock.connect(zookeeper_url) as store, store.lock(f"{name}/parent", ttl=30, timeout=10) as lock:
+
+        def child() -> None:
+            own = store.lock(f"{name}/child", ttl=30)
+            assert own.acquire(timeout=10)
+            time.sleep(5 * WATCH_AFTER)  # past the sweep that arms its watch
+            with distlock.connect(zookeeper_url) as admin:
+                assert admin.break_lock(f"{name}/child")
+            assert own.lost.wait(10), "the child's holding was never watched"
+            store.close()
+
+        assert _in_a_child(child) == 0
+        assert lock.owned() and not lock.lost.is_set()
+
+
 def test_a_forked_child_follows_a_sentinel_failover(tmp_path: Path, name: str) -> None:
     """Redis Sentinel: the store's watch of the sentinels' announcements is a thread (a task) of the parent's,
     not in a forked child. The child's copy starts its own: after a failover its next lock is taken on the

@@ -461,6 +461,34 @@ def test_break_from_another_client_sets_lost_via_the_holder_watch(single: ZkEnse
         assert b.lock(name).acquire(timeout=10)
 
 
+def test_holdings_watched_one_after_another_start_no_thread_per_grant(single: ZkEnsemble, name: str) -> None:
+    """A holding's deletion watch is armed by the store's one sweeper thread: a lock taken again and again,
+    each time held until its watch is armed (past ``WATCH_AFTER``), starts no thread on its grants once the
+    first ones are made (a thread started on the grant path costs about 0.1 ms there)."""
+    with distlock.connect(single.url) as store:
+        lock = store.lock(name)
+        backend = backend_of(lock)
+        seen: set[threading.Thread] = set()  # the objects, kept: an ident may be reused once its thread ends
+        started_late: list[str] = []
+        for i in range(6):
+            assert lock.acquire(timeout=10)
+            started = [t for t in threading.enumerate() if t not in seen]
+            seen.update(started)
+            if i >= 2:
+                started_late += [t.name for t in started]
+            assert until(lambda: _watched(backend, layout.lock_path(name)) == 1)  # the sweep is done
+            lock.release()
+            assert until(lambda: _watched(backend, layout.lock_path(name)) == 0)
+        assert started_late == []
+        assert lock.acquire(timeout=10)  # and the sweeper still arms the watch: a break is seen
+        with distlock.connect(single.url) as admin:
+            assert admin.break_lock(name)
+        assert lock.lost.wait(10)
+        sweeper = next(t for t in threading.enumerate() if t.name == "distlock-zk-sweeper" and t in seen)
+    sweeper.join(10)  # the store closed: its sweeper ended with it
+    assert not sweeper.is_alive()
+
+
 def test_digest_acl_protects_nodes(single: ZkEnsemble, name: str) -> None:
     root = f"/acl-{uuid.uuid4().hex[:8]}"
     with distlock.connect(f"zookeeper://alice:s3cret@{single.hosts}?root={root}") as store:

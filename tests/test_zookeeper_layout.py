@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from distlock._backends.zookeeper import layout as z
 from distlock._backends.zookeeper.semaphore import State
@@ -114,3 +116,20 @@ def test_semaphore_capacity_bytes_holdings_and_leftovers() -> None:
     assert free.stored(head=40) == arbiter.Capacity(3, 5)  # it waited while the last lease went
     assert State(capacity=4, version=0, declared=None, leases=[], changed=50).stored(60) == arbiter.Capacity(4, 4)
     assert State(capacity=None, version=-1, declared=3, leases=[], changed=0).stored(60) is None
+
+
+_MARKS = (z.MUTEX_MARK, z.READ_MARK, z.WRITE_MARK, z.LEASE_MARK, z.LATCH_MARK)
+_SEQ = st.one_of(st.from_regex(r"[0-9]{10}", fullmatch=True), st.from_regex(r"-[0-9]{9,10}", fullmatch=True))
+#: the middle of a protected name: free to hold markers, dashes, digits, anything
+_MIDDLE = st.lists(st.sampled_from([*_MARKS, "-", "a", "0", "_", "__", "lo", "ck-"]), max_size=6).map("".join)
+_CHILD = st.one_of(
+    st.builds(lambda middle, mark, seq: f"{z.PROTECTED}{middle}-{mark}{seq}", _MIDDLE, st.sampled_from(_MARKS), _SEQ),
+    st.builds(lambda mark, seq: f"{mark}{seq}", st.sampled_from(_MARKS), _SEQ),  # a client without protection
+    st.sampled_from([z.SEM_LOCKS, z.SEM_LEASES, "lock-123", "_c_x-lock-00000000001"]),
+    st.text(max_size=30),
+)
+
+
+@given(st.lists(_CHILD, max_size=12))
+def test_the_queue_in_one_pass_is_the_contenders_sorted(children: list[str]) -> None:
+    assert z.queue(children) == z.sort_children(z.contenders(children))

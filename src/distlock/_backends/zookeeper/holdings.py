@@ -2,7 +2,8 @@
 
 A holding is the node that grants the lock (a mutex/read/write child, or a semaphore lease), registered by
 its claim's token. It is reported lost (``AsyncBackend.lost``, once) when the node is deleted by anyone
-else (a watch on it, armed only once it has lived ``WATCH_AFTER``, so short holds never pay the request),
+else (a watch on it, armed by the store's sweeper thread in batches, at most ``WATCH_AFTER`` after the grant:
+a hold shorter than the wait for the next sweep never pays the request),
 when the session is gone or may be (``lose_all``, from the session's events) or when an admin broke it.
 The same watch tells a release request (``records.revoke_reason``: ours, or Curator's ``__REVOKE__``): each
 change of the node's data re-arms it with a read of the data, and a request found there is told
@@ -13,20 +14,27 @@ is read by the arming read itself, so a holding hears of a request at most ``WAT
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from time import monotonic
 from typing import Any
 
 from kazoo.exceptions import KazooException, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import EventType, WatchedEvent
 
+from ..._core import forks
 from ..._errors import LockError
 from . import layout, records
 from .nodes import Nodes
 from .wire import Wire
 
-#: a holding gets its deletion watch once it has lived this long (short holds never pay the extra request)
+log = logging.getLogger("distlock")
+
+#: a holding gets its deletion watch at the first sweep after its grant, due this long after the first holding
+#: that found no sweep pending (most short holds never pay the extra request)
 WATCH_AFTER = 0.2
 
 
@@ -61,42 +69,88 @@ class Holdings:
         self._nodes = nodes
         self._on_lost = on_lost
         self._on_revoke = on_revoke
-        self._mutex = threading.Lock()
+        self._mutex = threading.Lock()  # the sweeper's condition's too
+        self._swept = threading.Condition(self._mutex)
         self._held: dict[str, Held] = {}
         self._unwatched: list[Held] = []
-        self._sweep_timer: threading.Timer | None = None
+        #: when the pending sweep is due (None: none pending); the sweeper thread, started by the first holding
+        self._sweep_at: float | None = None
+        self._sweeper: threading.Thread | None = None
+        #: when the sweeper wakes next by itself (the end of its wait; +inf: not before a notify), under _mutex
+        self._wakes_at = math.inf
         self._closing = False
+        forks.track(self)
+
+    def after_fork(self) -> None:
+        """A forked child has no sweeper thread (the parent's may have held the mutex at the fork) and arms
+        nothing for the parent's holdings: the backend composes the child's own parts on its own session."""
+        self._mutex = threading.Lock()
+        self._swept = threading.Condition(self._mutex)
+        self._unwatched = []
+        self._sweep_at = None
+        self._sweeper = None
+        self._wakes_at = math.inf
 
     def hold(self, held: Held) -> None:
+        # On the grant path: a list append and, at most, a notify of the sweeper (none while it is waiting
+        # anyway for a time before the sweep is due); no thread started past the store's first holding.
         with self._mutex:
             self._held[held.token] = held
             self._unwatched.append(held)
-            if self._sweep_timer is not None or self._closing:
+            if self._sweep_at is not None or self._closing:
                 return
-            timer = self._sweep_timer = threading.Timer(WATCH_AFTER, self._sweep)
-        timer.daemon = True
-        timer.start()
+            due = self._sweep_at = monotonic() + WATCH_AFTER
+            if self._sweeper is None:
+                self._sweeper = threading.Thread(target=self._sweeping, name="distlock-zk-sweeper", daemon=True)
+                self._sweeper.start()
+            elif due < self._wakes_at:
+                self._swept.notify()
 
     def unhold(self, token: str) -> Held | None:
         with self._mutex:
             return self._held.pop(token, None)
 
     def close(self) -> None:
-        """The store closes: no more watches are armed."""
-        self._closing = True
+        """The store closes: no more watches are armed, the sweeper ends."""
         with self._mutex:
-            sweep, self._sweep_timer = self._sweep_timer, None
-        if sweep is not None:
-            sweep.cancel()
+            self._closing = True
+            self._unwatched = []
+            self._sweep_at = None
+            self._swept.notify()
 
-    def _sweep(self) -> None:
-        """Arm the deletion watch of every holding still held (batched: one timer per ``WATCH_AFTER``)."""
-        with self._mutex:
-            batch, self._unwatched = self._unwatched, []
-            self._sweep_timer = None
-            batch = [h for h in batch if self._held.get(h.token) is h]
-        for held in batch:
-            self._arm_watch(held)
+    def _sweeping(self) -> None:
+        """The sweeper thread: arm the deletion watch of every holding still held, batched (one sweep per
+        ``WATCH_AFTER``, due that long after the first holding that found none pending). Once a sweep is done
+        it waits one more ``WATCH_AFTER`` by itself before it waits for a notify: a holding granted meanwhile
+        is due after that, so a lock taken again and again never has to wake it."""
+        with self._swept:
+            idle = False
+            while not self._closing:
+                now = monotonic()
+                due = self._sweep_at
+                if due is None:
+                    self._wakes_at = math.inf if idle else now + WATCH_AFTER
+                    idle = True
+                elif due > now:
+                    self._wakes_at = due
+                else:
+                    batch, self._unwatched, self._sweep_at = self._unwatched, [], None
+                    batch = [h for h in batch if self._held.get(h.token) is h]
+                    self._mutex.release()
+                    try:
+                        for held in batch:
+                            if self._closing:
+                                break
+                            try:
+                                self._arm_watch(held)
+                            except Exception:  # the one thread that arms them all must go on
+                                log.exception("ZooKeeper: arming a holding's deletion watch failed")
+                    finally:
+                        self._mutex.acquire()
+                    idle = False
+                    continue
+                self._swept.wait(None if self._wakes_at == math.inf else self._wakes_at - now)
+            self._sweeper = None
 
     def _arm_watch(self, held: Held) -> None:
         """Watch our own holding node (no wait for the reply): its deletion by anyone else means lost."""

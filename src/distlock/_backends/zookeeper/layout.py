@@ -196,7 +196,7 @@ _CONTENDER = re.compile(
     + re.escape(PROTECTED)
     + ".*-)?(?:"
     + "|".join(re.escape(m) for m in (MUTEX_MARK, READ_MARK, WRITE_MARK, LEASE_MARK, LATCH_MARK))
-    + ")(?:[0-9]{10}|-[0-9]{9,10})",
+    + ")(?P<seq>[0-9]{10}|-[0-9]{9,10})",
     re.S,
 )
 
@@ -261,6 +261,38 @@ def _queue_key(child: str) -> str:
             _QUEUE_KEYS.clear()  # names of children long gone: start again (a dict op; safe across threads)
         key = _QUEUE_KEYS[child] = sort_key(child, QUEUE_MARKS)
     return key
+
+
+#: the sort keys of the queue children ``queue`` saw lately (contenders only: a name here is a contender)
+_CONTENDER_KEYS: dict[str, str] = {}
+
+
+def queue(children: list[str]) -> list[str]:
+    """``sort_children(contenders(children))`` in one pass, the listing of a lock's queue on the grant path: a
+    child seen lately is one dict lookup; a new one one match, which both tells a contender and reads its
+    sequence. A queue marker (not a lease's) directly before the sequence makes Curator's key the sequence
+    itself: no marker occurs within the digits, none overlaps the marker ending before them, so each strip
+    leaves that marker and what follows it."""
+    keys = _CONTENDER_KEYS
+    keyed: list[tuple[str, str]] = []
+    for child in children:
+        key = keys.get(child)
+        if key is None:
+            m = _CONTENDER.fullmatch(child)
+            if m is None:
+                continue
+            seq = m["seq"]
+            key = sort_key(child, QUEUE_MARKS) if child.endswith(LEASE_MARK + seq) else seq
+            if len(keys) >= _QUEUE_KEYS_MAX:
+                keys.clear()  # names of children long gone: start again (a dict op; safe across threads)
+            keys[child] = key
+        keyed.append((key, child))
+    keyed.sort(key=_first)
+    return [child for _, child in keyed]
+
+
+def _first(pair: tuple[str, str]) -> str:
+    return pair[0]
 
 
 def sort_children(children: list[str]) -> list[str]:
@@ -401,5 +433,5 @@ __all__ = ["DEFAULT_ROOT", "LATCH_MARK", "LEASE_MARK", "MARK_OF_MODE", "MUTEX_MA
     "blocks_alone", "check_root", "child_prefix", "contenders", "count_bytes", "count_of", "count_path",
     "find_own", "holders_of", "is_contender", "is_latch", "latch_data", "latch_holder", "lock_path", "mark_of",
     "mode_of_child", "name_of", "name_of_escaped", "name_refused", "node_data", "parse_data", "protected_prefix",
-    "read_verdict", "revoke_data", "revoke_reason", "semaphore_holders", "sort_children", "sort_key",
+    "queue", "read_verdict", "revoke_data", "revoke_reason", "semaphore_holders", "sort_children", "sort_key",
     "standard_verdict", "verdict"]  # fmt: skip

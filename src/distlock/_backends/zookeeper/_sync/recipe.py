@@ -82,11 +82,13 @@ class Attempt(SyncAttempt):
         else:
             # a semaphore's nodes (its internal-mutex node, its leases) carry the permits it wants (inspect)
             self._data = records.node_data(claim.owner, claim.mode, claim.want)
+        leases = f"{self.path}/{layout.SEM_LEASES}"
         self._traces = Traces(
             claim.token,
             claim.name,
             node=Entry(queue, mark),
-            lease=Entry(f"{self.path}/{layout.SEM_LEASES}", layout.LEASE_MARK),
+            # only a semaphore ever creates a lease: no UUID drawn for it otherwise (about 4 us an acquire)
+            lease=Entry(leases, layout.LEASE_MARK) if self._semaphore else Entry(leases, layout.LEASE_MARK, uid=""),
         )
         self._watching: str | None = None  # the child we watch, once we wait
         # the watched child was the only one in our way at the listing we decided on: once it is gone, we hold
@@ -235,7 +237,7 @@ class Attempt(SyncAttempt):
             assert name is not None
             if verdict is None:
                 try:
-                    ordered = layout.sort_children(layout.contenders(children))
+                    ordered = layout.queue(children)
                     verdict = layout.verdict(self._order, ordered, name, self._own_writer)
                 except layout.NodeGone:  # our child vanished (session expired, admin): queue again, fresh name
                     node.renew()
