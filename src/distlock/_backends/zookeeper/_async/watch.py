@@ -25,7 +25,6 @@ from .... import _rt_async as rt
 from ...._async.backend import AsyncWatch
 from ...._errors import LockError
 from .. import layout
-from ..admin import queued
 from ..handler import on_event_thread
 
 if TYPE_CHECKING:
@@ -62,7 +61,7 @@ class Watch(AsyncWatch):
             if w.get(w.send(w.client.exists_async, self._path, watch=self.wake)) is not None:
                 self.wake()  # created between the two requests: list it
             return
-        children = layout.sort_children(queued(listed))
+        children = layout.queue(listed)
         if children and not self._backend.nodes.watch_exists(f"{self._path}/{children[0]}", self.wake):
             self.wake()  # the leader left between the two requests: the child watch fired too; look again
 
