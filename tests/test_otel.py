@@ -146,7 +146,9 @@ def test_counts_durations_and_spans_match_what_was_done(url: str, name: str, tel
     assert outcomes == [("lock", "acquired"), ("semaphore", "acquired"), ("lock", "timeout")]
     assert spans[0].attributes["distlock.lock.fence"] == fence  # type: ignore[index]
     assert "distlock.lock.fence" not in spans[2].attributes  # type: ignore[operator]
-    assert spans[2].end_time - spans[2].start_time >= 0.2e9  # type: ignore[operator]
+    # the span covers the 0.2 s wait. Its times are OpenTelemetry's, from the wall clock, which NTP may slew
+    # against the monotonic one the timeout runs on (chrony: by up to 8.3%): a span ended early is ~0
+    assert spans[2].end_time - spans[2].start_time >= 0.15e9  # type: ignore[operator]
 
 
 def test_losses_are_counted_by_reason(url: str, name: str, telemetry: Telemetry) -> None:

@@ -105,3 +105,62 @@ def test_the_late_kill_ends_only_a_bell_wait_of_that_name(mysql_url: str, name: 
         finally:
             bystander.close()
             ringer.close()
+
+
+#: how long the proxy holds the cancelled waiter's bell wait on its way to the server: well inside the
+#: clean-up's budget (CLEANUP_TIMEOUT, 1 s), so the clean-up can see it arrive
+HELD = 0.4
+
+
+def _bell_waits(raw: Any) -> int:
+    """Connections running a bell wait on the server now."""
+    found = one(
+        raw,
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND INFO LIKE '%@distlock_rang%'",
+    )
+    return int(found)
+
+
+def test_a_bell_wait_cancelled_before_the_server_began_it_leaves_no_holding(mysql_url: str, name: str) -> None:
+    """The waiter is cancelled after it sent its bell wait and before the server began it (a busy server, a slow
+    link): the KILL that looks for the wait finds nothing to end, and the wait begins afterwards. Its clean-up
+    waits until that connection is gone before it deletes, so nothing the wait would grant outlives it."""
+    url = with_options(mysql_url, call_timeout=CALL)
+    host, port = distlock._url.parse_url(url).hosts[0]
+    raw = raw_conn("mysql", url)
+
+    async def main() -> tuple[int, Any]:
+        with FaultProxy(host, port) as proxy:
+            direct = await distlock.connect_async(url)
+            slow = await distlock.connect_async(via(url, proxy))
+            try:
+                assert await slow.inspect(name) is None  # its pool warm, its tables there
+                holder = direct.lock(name, ttl=60)
+                assert await holder.acquire()
+                await asyncio.sleep(0.5)  # the holder's bell taken (its store's bell worker)
+                held = proxy.delay_next(b"@distlock_rang", HELD)
+                task = asyncio.create_task(slow.lock(name, ttl=60).acquire(timeout=30))
+                deadline = time.monotonic() + 20
+                while not held.is_set():
+                    assert time.monotonic() < deadline, "the waiter never sent a bell wait"
+                    await asyncio.sleep(0.002)
+                since = time.monotonic()
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, distlock.LockError):
+                    await task
+                await asyncio.sleep(max(0.0, since + HELD + 0.3 - time.monotonic()))  # the proxy let it go
+                waits = _bell_waits(raw)  # a wait left running blocks on the holder's bell now
+                await holder.release()  # which would ring it: its grant would commit a holding nobody has
+                await asyncio.sleep(0.5)
+                return waits, await direct.inspect(name)
+            finally:
+                proxy.heal()
+                await slow.aclose()
+                await direct.aclose()
+
+    try:
+        waits, left = asyncio.run(asyncio.wait_for(main(), 120))
+    finally:
+        raw.close()
+    assert waits == 0, "the cancelled waiter's bell wait still runs on the server"
+    assert left is None, f"the cancelled attempt's holding survived its clean-up: {left}"

@@ -45,6 +45,10 @@ _NO_SUCH_THREAD = 1094
 BELL_TIMEOUT = 1.0
 #: a waiter that finds nobody ringing looks again this much later (see ``_bell_wait``)
 BELL_LATE = 0.001
+#: a cancelled bell wait's connection still on the server is looked at (and ended) again this much later,
+#: doubling up to KILL_AGAIN_MAX (``_kill``)
+KILL_AGAIN = 0.002
+KILL_AGAIN_MAX = 0.05
 #: the waiter's bell wait: -1 if nobody rings the name (looked at twice, BELL_LATE apart), else it waits for
 #: the companion (1: it rang; 0: timed out). Kept in ``@distlock_rang`` with the server's clock at its start
 #: (``@distlock_bell_at``) for the try sent behind it in the same round trip (``TxOps.acquire_after_bell``),
@@ -299,36 +303,48 @@ class MyLeaseMode(LeaseMode):
             attempt.backoff.reset()
 
     async def _end_on_server(self, conn: MyConn, attempt: LeaseAttempt) -> None:
-        """Close a bell wait's connection whose call did not come back. Where the server grants behind the
-        bell (``lease_bell.server_grant``), the statements still run there after the client let go: when the
-        bell rings they would commit a holding nobody has, after the abandon that follows looked (the abandon
-        takes the name's lock, but the grant may not have reached it yet). So the server ends that
-        connection first (``KILL CONNECTION``: it runs no further statement of the batch, and one that
-        already holds the name's lock keeps it until it is gone, so the abandon's delete comes after). A
-        KILL that does not reach the server is made again after the store's next call that does
+        """Close a bell wait's connection whose call did not come back, and see it gone on the server before
+        the abandon that follows looks. Where the server grants behind the bell (``lease_bell.server_grant``),
+        the statements still run there after the client let go: when the bell rings they would commit a
+        holding nobody has, after the abandon looked (the abandon takes the name's lock, but the grant may
+        not have reached it yet). So the server ends that connection (``KILL CONNECTION``: it runs no further
+        statement of the batch, and one that already holds the name's lock keeps it until it is gone, so the
+        abandon's delete comes after). A batch sent but not begun yet (a busy server; a link that holds it
+        back) is nothing a KILL finds: the connection is closed first, so it ends once that batch is done
+        or was never read, and the KILL is made again until it is gone (``_kill``). One the server does not
+        answer about within the clean-up's budget is ended after the store's next call that it answers
         (``_end_unended``), with the abandon behind it."""
         claim = attempt.claim
         conn_id = self.driver.connection_id(conn)
+        await self._close_quietly(conn)
         if conn_id is not None and _keeps_bell(claim) and self.ops.grants_on_server(claim, attempt.key):
-            if not await self._kill(conn_id, attempt.key):
+            if not await self._kill(conn_id, attempt.key, until_gone=True):  # not answered, or still there
                 with self._mutex:
                     self._unended[claim.token] = (conn_id, attempt)
-        await self._close_quietly(conn)
 
-    async def _kill(self, conn_id: int, key: str) -> bool:
+    async def _kill(self, conn_id: int, key: str, until_gone: bool = False) -> bool | None:
         """``KILL CONNECTION`` of a bell wait's connection (``TxOps.end_bell_wait``: only while it is that
-        wait); whether the server answered (the connection is ended, or was gone)."""
+        wait). True: the server answered (the connection is ended, or was gone); None: it did not. With
+        ``until_gone`` the KILL is made again, a little later each time, until no connection ``conn_id`` is
+        left, within the clean-up's budget: False if one still is then."""
         kill = self.ops.end_bell_wait(conn_id, key, sn.bell_name(key))
+        pause = KILL_AGAIN
         try:
-            with Budget(self.cleanup_timeout):
-                await super()._tx(lambda: st.single(kill), tx=False)
+            with Budget(self.cleanup_timeout) as budget:
+                while True:
+                    r: st.Result = await super()._tx(lambda: st.single(kill), tx=False)
+                    if not until_gone or not r.rows or not r.rows[0][0]:
+                        return True
+                    if monotonic() + pause >= (budget.end or 0.0):
+                        return False
+                    await rt.sleep(pause)
+                    pause = min(2 * pause, KILL_AGAIN_MAX)
         except BackendError as exc:
             cause = exc.__cause__
             if isinstance(cause, pymysql.err.MySQLError) and cause.args and cause.args[0] == _NO_SUCH_THREAD:
                 return True  # gone already: it ended with its connection
             log.debug("could not end the bell wait's connection %s: %s", conn_id, exc)
-            return False
-        return True
+            return None
 
     async def _tx(self, make: Callable[[], Generator[st.Stmt, st.Result, T]], tx: bool = True) -> T:
         result: T = await super()._tx(make, tx)
@@ -341,7 +357,9 @@ class MyLeaseMode(LeaseMode):
         its attempt gave up, the attempt's holding that a grant behind the bell committed meanwhile is
         deleted by its token (``TxOps.abandon``, under the name's lock); an attempt still trying takes that
         holding as its own (its next try finds it) or deletes it when it gives up. What the server does not
-        answer now stays for the next call; nothing is waited for past ``cleanup_timeout`` each."""
+        answer now stays for the next call; nothing is waited for past ``cleanup_timeout`` each. A connection
+        still there at the end of that budget (its batch reached the server later still) is abandoned all
+        the same: what it grants then lasts its lease (docs/sql.md)."""
         with self._mutex:
             if self._ending_unended:
                 return
@@ -349,7 +367,7 @@ class MyLeaseMode(LeaseMode):
             todo = list(self._unended.items())
         try:
             for token, (conn_id, attempt) in todo:
-                if not await self._kill(conn_id, attempt.key):
+                if await self._kill(conn_id, attempt.key, until_gone=True) is None:
                     return
                 if attempt.gave_up:
                     claim, key = attempt.claim, attempt.key
