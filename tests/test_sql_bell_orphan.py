@@ -18,6 +18,7 @@ from typing import Any
 import distlock
 from distlock._backends.sql import names as sn
 from distlock.checker.proxy import FaultProxy
+from tests.test_sql_cancel_in_flight import cancel_held_back, direct_and_slow
 from tests.test_sql_faults import one, raw_conn
 from tests.test_sql_gray import via, with_options
 from tests.waiting import until
@@ -107,12 +108,6 @@ def test_the_late_kill_ends_only_a_bell_wait_of_that_name(mysql_url: str, name: 
             ringer.close()
 
 
-#: how long the proxy holds the cancelled waiter's bell wait on its way to the server: far longer than the
-#: clean-up's first look takes, far shorter than the clean-up's budget the test gives it (CLEANUP)
-HELD = 0.2
-CLEANUP = 10.0
-
-
 def _bell_waits(raw: Any) -> int:
     """Connections running a bell wait on the server now."""
     found = one(
@@ -127,40 +122,18 @@ def test_a_bell_wait_cancelled_before_the_server_began_it_leaves_no_holding(mysq
     link): the KILL that looks for the wait finds nothing to end, and the wait begins afterwards. Its clean-up
     waits until that connection is gone before it deletes, so nothing the wait would grant outlives it."""
     url = with_options(mysql_url, call_timeout=CALL)
-    host, port = distlock._url.parse_url(url).hosts[0]
     raw = raw_conn("mysql", url)
 
     async def main() -> tuple[int, Any]:
-        with FaultProxy(host, port) as proxy:
-            direct = await distlock.connect_async(url)
-            slow = await distlock.connect_async(via(url, proxy))
-            try:
-                assert await slow.inspect(name) is None  # its pool warm, its tables there
-                # the clean-up sees the wait arrive however late a busy machine runs the proxy (its own budget,
-                # 1 s, is not what this test is about)
-                slow._acquirer.backend.cleanup_timeout = CLEANUP  # type: ignore[attr-defined]
-                holder = direct.lock(name, ttl=60)
-                assert await holder.acquire()
-                await asyncio.sleep(0.5)  # the holder's bell taken (its store's bell worker)
-                held = proxy.delay_next(b"@distlock_rang", HELD)
-                task = asyncio.create_task(slow.lock(name, ttl=60).acquire(timeout=30))
-                deadline = time.monotonic() + 20
-                while not held.is_set():
-                    assert time.monotonic() < deadline, "the waiter never sent a bell wait"
-                    await asyncio.sleep(0.002)
-                since = time.monotonic()
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, distlock.LockError):
-                    await task
-                await asyncio.sleep(max(0.0, since + HELD + 0.3 - time.monotonic()))  # the proxy let it go
-                waits = _bell_waits(raw)  # a wait left running blocks on the holder's bell now
-                await holder.release()  # which would ring it: its grant would commit a holding nobody has
-                await asyncio.sleep(0.5)
-                return waits, await direct.inspect(name)
-            finally:
-                proxy.heal()
-                await slow.aclose()
-                await direct.aclose()
+        async with direct_and_slow(url, name) as (proxy, direct, slow):
+            holder = direct.lock(name, ttl=60)
+            assert await holder.acquire()
+            await asyncio.sleep(0.5)  # the holder's bell taken (its store's bell worker)
+            await cancel_held_back(proxy, b"@distlock_rang", slow.lock(name, ttl=60).acquire(timeout=30))
+            waits = _bell_waits(raw)  # a wait left running blocks on the holder's bell now
+            await holder.release()  # which would ring it: its grant would commit a holding nobody has
+            await asyncio.sleep(0.5)
+            return waits, await direct.inspect(name)
 
     try:
         waits, left = asyncio.run(asyncio.wait_for(main(), 120))

@@ -80,6 +80,7 @@ class MyDriver(SqlDriver):
     schema_sql = "DATABASE()"
     existing_tables_sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()"
     kill_sql = "KILL CONNECTION %s"
+    gone_sql = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s"
 
     def __init__(self, store: SqlBase, config: StoreConfig) -> None:
         super().__init__(store, config)

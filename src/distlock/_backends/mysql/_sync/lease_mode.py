@@ -46,10 +46,6 @@ _NO_SUCH_THREAD = 1094
 BELL_TIMEOUT = 1.0
 #: a waiter that finds nobody ringing looks again this much later (see ``_bell_wait``)
 BELL_LATE = 0.001
-#: a cancelled bell wait's connection still on the server is looked at (and ended) again this much later,
-#: doubling up to KILL_AGAIN_MAX (``_kill``)
-KILL_AGAIN = 0.002
-KILL_AGAIN_MAX = 0.05
 #: the waiter's bell wait: -1 if nobody rings the name (looked at twice, BELL_LATE apart), else it waits for
 #: the companion (1: it rang; 0: timed out). Kept in ``@distlock_rang`` with the server's clock at its start
 #: (``@distlock_bell_at``) for the try sent behind it in the same round trip (``TxOps.acquire_after_bell``),
@@ -326,29 +322,26 @@ class MyLeaseMode(LeaseMode):
     def _kill(self, conn_id: int, key: str, until_gone: bool = False) -> bool | None:
         """``KILL CONNECTION`` of a bell wait's connection (``TxOps.end_bell_wait``: only while it is that
         wait). True: the server answered (the connection is ended, or was gone); None: it did not. With
-        ``until_gone`` the KILL is made again, a little later each time, until no connection ``conn_id`` is
-        left, within the clean-up's budget: False if one still is then."""
+        ``until_gone`` the KILL is made again until no connection ``conn_id`` is left (``until_gone``):
+        False if one still is at the end of the clean-up's budget."""
         kill = self.ops.end_bell_wait(conn_id, key, sn.bell_name(key))
-        pause = KILL_AGAIN
+        if until_gone:
+            return self.until_gone(kill)
         try:
-            with Budget(self.cleanup_timeout) as budget:
-                while True:
-                    r: st.Result = super()._tx(lambda: st.single(kill), tx=False)
-                    if not until_gone or not r.rows or not r.rows[0][0]:
-                        return True
-                    if monotonic() + pause >= (budget.end or 0.0):
-                        return False
-                    rt.sleep(pause)
-                    pause = min(2 * pause, KILL_AGAIN_MAX)
+            with Budget(self.cleanup_timeout):
+                super()._tx(lambda: st.single(kill), tx=False)
         except BackendError as exc:
             cause = exc.__cause__
             if isinstance(cause, pymysql.err.MySQLError) and cause.args and cause.args[0] == _NO_SUCH_THREAD:
                 return True  # gone already: it ended with its connection
             log.debug("could not end the bell wait's connection %s: %s", conn_id, exc)
             return None
+        return True
 
-    def _tx(self, make: Callable[[], Generator[st.Stmt, st.Result, T]], tx: bool = True) -> T:
-        result: T = super()._tx(make, tx)
+    def _tx(
+        self, make: Callable[[], Generator[st.Stmt, st.Result, T]], tx: bool = True, cut: list[int] | None = None
+    ) -> T:
+        result: T = super()._tx(make, tx, cut)
         if self._unended:  # the server answers again: end what a bell wait left running there
             self._end_unended()  # cancelled: what is left stays for the next call
         return result

@@ -126,6 +126,7 @@ class PgDriver(SqlDriver):
     )
     schema_guard_sql = "SELECT pg_advisory_xact_lock(%s)"
     kill_sql = "SELECT pg_terminate_backend(%s)"
+    gone_sql = "SELECT count(*) FROM pg_stat_activity WHERE pid = %s"
 
     def __init__(self, store: SqlBase, config: StoreConfig) -> None:
         pool = given(config)
@@ -162,6 +163,8 @@ class PgDriver(SqlDriver):
         self._begin = "BEGIN"
         #: the statements each direct connection keeps prepared for its tries (``query.run_prepared``): SQL -> name
         self._prepared: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+        #: each connection's server process, as it greeted us (kept: a closed connection no longer says)
+        self._pids: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         if from_pool:
             if config.password is None:
                 self._kwargs["password"] = from_pool.get("password")
@@ -195,6 +198,7 @@ class PgDriver(SqlDriver):
                 raise self.store._error(f"cannot connect to {self.store.describe()}", exc) from exc
             if not self._options_ok or self.pooler is not None:
                 conn.prepare_threshold = None
+            self._pids[conn] = conn.info.backend_pid  # from the greeting: no round trip
             return conn
         raise AssertionError("unreachable")
 
@@ -224,6 +228,10 @@ class PgDriver(SqlDriver):
             "clients after each transaction (the lock would be stranded or shared); use mode=lease, which works "
             "through it, or connect to PostgreSQL directly"
         )
+
+    def connection_id(self, conn: Any) -> int | None:
+        # through a pooler, the greeting's process id is the pooler's cancel key, no server process
+        return None if self.pooler is not None or not self._options_ok else self._pids.get(conn)
 
     async def _pid(self, conn: Any) -> int:
         cur = await pg.guarded(conn, self.store._deadline(), conn.execute, "SELECT pg_backend_pid()")

@@ -18,6 +18,7 @@ from ...._core.timing import (
     WAITER_TTL,
     Backoff,
     Budget,
+    budget_end,
     drift_margin,
     lease_end,
     monotonic,
@@ -25,6 +26,7 @@ from ...._core.timing import (
 )
 from ...._core.types import Claim, Grant, Mode
 from .. import names as sn
+from .. import stmt as st
 
 if TYPE_CHECKING:
     from .lease_mode import LeaseMode
@@ -55,6 +57,9 @@ class LeaseAttempt(AsyncAttempt):
         #: abandoned: the claim ended without the lock (what a try still running on the server commits for it
         #: is deleted, MySQL's ``_end_unended``)
         self.gave_up = False
+        #: the server's ids of the connections a try of ours was let go of on (cancelled, or its link lost):
+        #: what it sent may still run there, and the abandon waits for them to end (``SqlBase.until_gone``)
+        self.cut: list[int] = []
 
     async def try_acquire(self) -> Grant:
         b = self.backend
@@ -81,7 +86,7 @@ class LeaseAttempt(AsyncAttempt):
         else:
             self.settled = False  # until the try is answered, it may still run on the server (see abandon)
             sent = monotonic()
-            grant = await b._tx(lambda: b.ops.acquire(self.claim, self.key), tx=b._in_tx("acquire"))
+            grant = await b._tx(lambda: b.ops.acquire(self.claim, self.key), tx=b._in_tx("acquire"), cut=self.cut)
             self.settled = True
         if grant.acquired:
             await self._granted()
@@ -173,6 +178,14 @@ class LeaseAttempt(AsyncAttempt):
         self.gave_up = True
         self._unwatch()
         b = self.backend
+        if not self.settled and self.cut and b.driver.gone_sql:
+            # a try let go of mid-call may reach the server after the abandon looked, and grant then: the
+            # abandon waits for its connection to end there first, for at most half of what the clean-up
+            # has left (the abandon needs the rest)
+            end = budget_end()
+            share = b.cleanup_timeout if end is None else (end - monotonic()) / 2
+            for cid in self.cut:
+                await b.until_gone(st.Stmt(b.driver.gone_sql, (cid,)), share)
         with Budget(b.cleanup_timeout):  # then the connection is closed: the lease bounds what is left
             if self.settled:
                 done = await b.abandon_settled(self.claim, self.key)

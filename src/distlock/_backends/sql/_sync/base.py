@@ -49,6 +49,10 @@ CALL_TIMEOUT = 5.0
 #: the clean-up after a failed or cancelled acquire (``abandon``) gets at most this long, then its
 #: connection is closed and the lease bounds what is left on the server
 CLEANUP_TIMEOUT = 1.0
+#: a connection let go of mid-call that is still on the server is looked at again this much later, doubling
+#: up to GONE_AGAIN_MAX (``SqlBase.until_gone``)
+GONE_AGAIN = 0.002
+GONE_AGAIN_MAX = 0.05
 #: a renewal round trip gets at most this share of the shortest TTL in its batch (lease mode: then one more
 #: try on a fresh connection, so a half-open pooled connection costs one try, not the holdings)
 RENEW_SHARE = 0.25
@@ -252,9 +256,13 @@ class SqlBase(SyncBackend):
         except Exception as exc:  # noqa: BLE001 - closing a dead connection
             log.debug("closing a connection failed: %s", exc)
 
-    def _tx(self, make: Callable[[], Generator[st.Stmt, st.Result, T]], tx: bool = True) -> T:
+    def _tx(
+        self, make: Callable[[], Generator[st.Stmt, st.Result, T]], tx: bool = True, cut: list[int] | None = None
+    ) -> T:
         """Run the script ``make()`` in one transaction on a pooled connection, retrying deadlocks. The whole
-        of it (connects and retries included) ends within ``call_timeout`` or the context's Budget."""
+        of it (connects and retries included) ends within ``call_timeout`` or the context's Budget. ``cut``:
+        the server's ids of the connections let go of mid-call (cancelled, or lost) are added to it: what
+        they sent may still run there (``until_gone``)."""
         with Budget(self.call_timeout) as budget:
             for attempt in range(8):
                 if budget.end is not None and monotonic() >= budget.end:
@@ -269,6 +277,10 @@ class SqlBase(SyncBackend):
                     rt.sleep(0.001 * (attempt + 1))
                     continue
                 except BaseException as exc:
+                    if cut is not None and (not self._db_error(exc) or self.driver.broken(exc)):
+                        cid = self.driver.connection_id(conn)
+                        if cid is not None:
+                            cut.append(cid)
                     if self._db_error(exc):
                         if self.driver.broken(exc):
                             self._discard(conn)
@@ -281,6 +293,28 @@ class SqlBase(SyncBackend):
                 self._give_back(conn)
                 return result
         raise AssertionError("unreachable")
+
+    def until_gone(self, look: st.Stmt, within: float | None = None) -> bool | None:
+        """Make ``look`` (a statement answering how many server connections are still there: ``gone_sql``,
+        or MySQL's conditional KILL of a bell wait with it) again, a little later each time, until it answers
+        0, within the clean-up's budget. A call the client let go of mid-way (cancelled, or its link lost)
+        may not have begun on the server yet: only once its connection has ended there is nothing of it
+        left to run, and a clean-up that looks before then misses what it commits. ``within``: a shorter
+        budget. True: gone; False: still there at the end of the budget; None: the server did not answer."""
+        pause = GONE_AGAIN
+        try:
+            with Budget(self.cleanup_timeout if within is None else min(within, self.cleanup_timeout)) as budget:
+                while True:
+                    r: st.Result = SqlBase._tx(self, lambda: st.single(look), tx=False)
+                    if not r.rows or not r.rows[0][0]:
+                        return True
+                    if monotonic() + pause >= (budget.end or 0.0):
+                        return False
+                    rt.sleep(pause)
+                    pause = min(2 * pause, GONE_AGAIN_MAX)
+        except BackendError as exc:
+            log.debug("could not see whether a connection let go of mid-call has ended: %s", exc)
+            return None
 
     # -- dedicated connections: calls that block on the server on purpose --------------------------------
     def _borrow_dedicated(self) -> Any:

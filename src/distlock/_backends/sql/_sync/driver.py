@@ -53,6 +53,9 @@ class SqlDriver:
     schema_guard_sql: str | None = None
     #: session mode: ends a connection from the server side (``break_lock``), its id as the one parameter
     kill_sql = ""
+    #: how many server connections have the id given (``connection_id``) as the one parameter: 0 once a
+    #: connection the client let go of mid-call has ended there (``SqlBase.until_gone``)
+    gone_sql = ""
     #: modes the connection-bound lock can do on this database
     session_modes: frozenset[Mode] = frozenset({Mode.EXCLUSIVE})
     #: session mode: a write holder's connection can take the read lock of its name too (a downgrade)
@@ -98,7 +101,8 @@ class SqlDriver:
         raise NotImplementedError
 
     def connection_id(self, conn: Any) -> int | None:
-        """The server's id of ``conn``'s session where the driver keeps it (MySQL), else None."""
+        """The server's id of ``conn``'s session where the driver knows it, else None (through a pooler the
+        client's connection names no server session)."""
         return None
 
     def timeout_change(self, conn: Any, ttl: float) -> float | None:
