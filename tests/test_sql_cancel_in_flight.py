@@ -33,8 +33,8 @@ CLEANUP = 10.0
 async def direct_and_slow(
     url: str, name: str
 ) -> AsyncIterator[tuple[FaultProxy, distlock.AsyncStore, distlock.AsyncStore]]:
-    """A store straight to the server, and one through a loopback proxy: its pool warm, its tables there, and
-    its clean-up given CLEANUP, to see a call arrive however late a busy machine runs the proxy (its own
+    """A store straight to the server, and one through a loopback proxy: its connections warm, and (SQL) its
+    clean-up given CLEANUP, to see a call arrive however late a busy machine runs the proxy (its own
     budget, 1 s, is not what these tests are about)."""
     host, port = distlock._url.parse_url(url).hosts[0]
     with FaultProxy(host, port) as proxy:
@@ -42,7 +42,9 @@ async def direct_and_slow(
         slow = await distlock.connect_async(via(url, proxy))
         try:
             assert await slow.inspect(name) is None
-            slow._acquirer.backend.cleanup_timeout = CLEANUP  # type: ignore[attr-defined]
+            backend: Any = slow._acquirer.backend
+            if hasattr(backend, "cleanup_timeout"):  # a SQL store's
+                backend.cleanup_timeout = CLEANUP
             yield proxy, direct, slow
         finally:
             proxy.heal()

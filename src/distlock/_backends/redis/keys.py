@@ -2,7 +2,8 @@
 
 Keys of one lock name ``N`` (all but the first carry the hash tag ``{N}``, so when ``N`` itself has no
 braces every key hashes to the same Redis Cluster slot as ``N``). Every one of them exists only while the
-name is held or waited on: the last release (or lease end) removes them all::
+name is held or waited on (and ``{N}:qd`` for a few seconds more, while a cut mark lasts): the last release
+(or lease end) removes them all::
 
     N               string  the exclusive holder (lock / rwlock.write): value = token, PX = lease.
                             The redis-py ``Lock(N)`` layout, so the two exclude each other (the wire layout docs/redis.md documents).
@@ -16,7 +17,10 @@ name is held or waited on: the last release (or lease end) removes them all::
                             (no token ends in "!r"), which the holder's renewal returns and its release deletes
     {N}:q           zset    waiters:        "mode|token" -> arrival sequence (FIFO order)
     {N}:qd          zset    waiter leases:  "mode|token" -> deadline (ms); a waiter that stops
-                            refreshing its entry drops out (F12 in docs/safety.md)
+                            refreshing its entry drops out (F12 in docs/safety.md). Also "gone|token" ->
+                            the end of a cut mark: the abandon of an acquire whose try was let go of
+                            mid-call (cancelled, its link lost) keeps it a few seconds, and that try,
+                            should it reach the server later, grants and queues nothing
     {N}:qa          hash    hand-over:      "mode|token" -> "stamp|ttl ms|marker|owner" of an exclusive
                             waiter that takes a direct hand-over (the release grants it the name in the
                             same step, with a lease capped at its queue deadline): what the grant writes,

@@ -27,6 +27,7 @@ from .. import lua
 
 if TYPE_CHECKING:
     from . import Backend
+    from .node import Node
     from .redlock import Backend as RedlockBackend
 
 #: the longest a waiter sleeps between re-checks when no hint says otherwise (refreshes its entry)
@@ -42,6 +43,15 @@ GATHER = 0.003
 #: Redlock: consecutive tries in which fewer than a majority of masters answered in time before QuorumError
 #: (a master that refuses connections counts at once; one that is slow may just be overloaded)
 MAX_SILENT_TRIES = 5
+#: the shortest a cut mark lasts (``cut_mark_ms``), seconds
+CUT_MARK = 2.0
+
+
+def cut_mark_ms(node: Node) -> int:
+    """How long the abandon of a claim whose try was let go of mid-call keeps it marked on ``node`` (``ABANDON``):
+    as long as the client waits for any answer (a try that reaches the server later than that is not
+    refused), at least CUT_MARK seconds."""
+    return int(1000 * max(CUT_MARK, node.socket_timeout))
 
 
 class Attempt(AsyncAttempt):
@@ -63,6 +73,9 @@ class Attempt(AsyncAttempt):
         # while every try was refused up front for a key of another type (nothing written, and the abandon
         # would be refused the same way)
         self._wrote = False
+        #: the last try was let go of before its answer (cancelled, its link lost): it may still reach the
+        #: server, and the abandon marks the claim for that (``cut_mark_ms``)
+        self._cut = False
         self._gen: int | None = None  # the subscription generation our last try ran under
         self._down_since: float | None = None  # Sentinel: when tries began to find no master
 
@@ -81,14 +94,16 @@ class Attempt(AsyncAttempt):
         # registered under a live subscription: a release may push our wake-up to this store alone
         reply = "" if self._gen is None else listener.reply(self._channel)
         wrote, self._wrote = self._wrote, True
+        self._cut = True
         try:
             grant = await self.backend.try_once(self.claim, reply)
         except BackendError as err:
             if lua.WRONGTYPE in str(err):
-                self._wrote = wrote
+                self._wrote, self._cut = wrote, False
             if not self._through_failover(err):
                 raise
             return Grant(False, retry_after=FAILOVER_POLL)
+        self._cut = False
         self._down_since = None
         if grant.acquired:
             await self._unwatch()
@@ -124,7 +139,8 @@ class Attempt(AsyncAttempt):
         await self._unwatch()
         self.backend.forget(self.claim.token)
         if self._wrote:
-            await self.backend.node.script("abandon", self.claim.name, self.claim.token, self.claim.mode.value)
+            c, node = self.claim, self.backend.node
+            await node.script("abandon", c.name, c.token, c.mode.value, cut_mark_ms(node) if self._cut else 0)
 
     async def _unwatch(self) -> None:
         if self._waker is not None:
@@ -171,6 +187,7 @@ class RedlockAttempt(AsyncAttempt):
         self._gens: list[int | None] = []
         self._silent = 0
         self._handed = Handed(len(backend.masters.nodes))
+        self._cut = False  # as the single-node attempt's: a try may still reach a master that did not answer
 
     async def try_acquire(self) -> Grant:
         nodes = self.backend.masters.nodes
@@ -189,7 +206,9 @@ class RedlockAttempt(AsyncAttempt):
             "" if self._waker is None or g is None else n.listener.reply(self._channel)
             for n, g in zip(nodes, self._gens, strict=True)
         ]
+        self._cut = True
         grant, errors = await self.backend.try_once(self.claim, self._handed, replies)
+        self._cut = errors is not None
         self._silent = 0 if errors is None else self._silent + 1
         if errors is not None and self._silent >= MAX_SILENT_TRIES:
             raise self.backend.masters.quorum_error(self.claim.name, "acquire", errors)
@@ -243,7 +262,10 @@ class RedlockAttempt(AsyncAttempt):
         await self._unwatch()
         c = self.claim
         self.backend.releases.forget(c.token)
-        await self.backend.masters.each(lambda n: n.script("abandon", c.name, c.token, c.mode.value))
+        cut = self._cut
+        await self.backend.masters.each(
+            lambda n: n.script("abandon", c.name, c.token, c.mode.value, cut_mark_ms(n) if cut else 0)
+        )
 
     async def _unwatch(self) -> None:
         if self._waker is not None:

@@ -15,9 +15,10 @@ INSPECT = (
 --   a semaphore's terms {declared, capacity} (false where none), the permits its live waiters want}
 tick()
 local holder = redis.call('GET', KEYS[1])
-local wanted = 0
+local wanted, waiting = 0, 0
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. now, '+inf')) do
   if string.sub(m, 1, 10) == 'semaphore|' then wanted = wanted + tonumber(redis.call('HGET', KEYS[9], m) or '1') end
+  if string.sub(m, 1, 5) ~= 'gone|' then waiting = waiting + 1 end  -- an abandoned try's cut mark: no waiter
 end
 return {
   holder or '',
@@ -25,7 +26,7 @@ return {
   redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES'),
   redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf', 'WITHSCORES'),
   redis.call('HGETALL', KEYS[4]),
-  redis.call('ZCOUNT', KEYS[6], '(' .. now, '+inf'),
+  waiting,
   now,
   redis.call('HMGET', KEYS[11], 'd', 'c'),
   wanted,

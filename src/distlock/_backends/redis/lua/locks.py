@@ -78,6 +78,9 @@ end
 absorb()
 tick()
 purge()
+-- this try reached the server after its client gave up on it and cleaned up (ABANDON's cut mark): it grants
+-- and queues nothing
+if redis.call('ZSCORE', KEYS[6], 'gone|' .. token) then return {0, -1, mark, counter()} end
 if holds(token, mode) then
   if exclusive then
     -- the try that finds a hand-over (or its own lost grant) confirms it: the lease runs from this request,
@@ -320,12 +323,19 @@ return ok
 ABANDON = (
     PRELUDE
     + """
--- ARGV: 1 channel, 2 token, 3 mode.  Remove every trace of a failed or cancelled acquire: the queue
--- entry, and a holding whose reply was lost (F10 in docs/safety.md). Passes a wake-up on if the name is free.
+-- ARGV: 1 channel, 2 token, 3 mode, 4 (optional) cut mark ms.  Remove every trace of a failed or cancelled
+-- acquire: the queue entry, and a holding whose reply was lost (F10 in docs/safety.md). Passes a wake-up on if
+-- the name is free. A cut mark (> 0: a try of the claim was let go of mid-call, and may reach the server after
+-- this) keeps 'gone|<token>' in the waiter leases for that long, so that such a try grants nothing.
 local token, mode = ARGV[2], ARGV[3]
 local member = mode .. '|' .. token
 local record = redis.call('HGET', KEYS[4], token)
 purge()
+local cut = tonumber(ARGV[4] or '0')
+if cut > 0 then
+  redis.call('ZADD', KEYS[6], now + cut, 'gone|' .. token)
+  keep_until(KEYS[6], now + cut)
+end
 local gone = redis.call('ZREM', KEYS[5], member)
 redis.call('ZREM', KEYS[6], member)
 redis.call('HDEL', KEYS[9], member)
