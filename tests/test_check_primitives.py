@@ -129,6 +129,13 @@ def test_a_double_barrier_leave_before_every_member_left_is_caught() -> None:
     killed = [*entered[:2], *done[:2]]
     assert early_leaves(enters, leaves[:2], killed, run_out=10.0) == 2
     assert early_leaves(enters, leaves[:2], killed, run_out=1.0) == 0
+    # c's place ends in whole milliseconds of the wall clock (a marker's end), the history is on the monotonic
+    # one: a leave released within the drift margin of c's place's end is none too early, one before it is
+    def released_at(t: float) -> list[dict[str, object]]:
+        return [*entered[:2], *(passed(o, "leave", t, True) for o in "ab")]
+
+    assert early_leaves(enters, leaves[:2], released_at(1.2 + 1.0 - 0.001), run_out=1.0) == 0
+    assert early_leaves(enters, leaves[:2], released_at(1.2 + 1.0 - 0.05), run_out=1.0) == 2
     # a member whose enter timed out (withdrawn) or raised holds nobody's leave
     for outcome in (False, None):
         assert early_leaves(enters, leaves[:2], [*killed, passed("c", "enter", 1.9, outcome)], run_out=10.0) == 0

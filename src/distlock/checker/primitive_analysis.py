@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from .._core.timing import drift_margin
 from .history import Fault, Op, closing, percentiles
 
 
@@ -87,9 +88,13 @@ def early_leaves(enters: Sequence[Op], leaves: Sequence[Op], ops: Sequence[Op], 
     paused member's, with no outcome, counts. It holds the others' leaves until its own leave starts
     (``leaves``: sent before each ``leave`` is called), or ``run_out`` seconds after its entry started: a
     member's place cannot end sooner (the tripped marker lingers that long after a trip, which comes after
-    every entry; a ZooKeeper member's node lasts its session, at least its timeout after the entry was made)."""
+    every entry; a ZooKeeper member's node lasts its session, at least its timeout after the entry was made).
+    Places end by a clock other than the one the history is on (the marker's end is whole milliseconds of the
+    wall clock; a session's, the server's): one that ends within the drift margin of ``run_out``
+    (``timing.drift_margin``, as for a lease) is no early leave."""
     out = {o["op"] for o in ops if o.get("phase") == "enter" and (o["released"] is None or _withdrawn(o, run_out))}
     left = {s["op"]: s["t"] for s in leaves}
+    run_out -= drift_margin(run_out)
     early = 0
     released = _rounds([o for o in ops if o.get("phase") == "leave" and o["released"]])
     for number, entries in _rounds(enters).items():
