@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any
 
 import pytest
@@ -52,14 +52,18 @@ async def direct_and_slow(
             await direct.aclose()
 
 
-async def cancel_held_back(proxy: FaultProxy, pattern: bytes, acquire: Coroutine[Any, Any, bool]) -> None:
-    """Run ``acquire`` while ``proxy`` holds back its next bytes that contain ``pattern`` for HELD seconds; cancel
-    it once those were sent, and return once its clean-up is over and the proxy has let them go."""
-    held = proxy.delay_next(pattern, HELD)
+async def cancel_held_back(
+    proxy: FaultProxy | Sequence[FaultProxy], pattern: bytes, acquire: Coroutine[Any, Any, bool]
+) -> None:
+    """Run ``acquire`` while ``proxy`` (or each of several: Redlock's masters) holds back its next bytes that
+    contain ``pattern`` for HELD seconds; cancel it once those were sent everywhere, and return once its
+    clean-up is over and the proxies have let them go."""
+    proxies = [proxy] if isinstance(proxy, FaultProxy) else list(proxy)
+    held = [p.delay_next(pattern, HELD) for p in proxies]
     task = asyncio.create_task(acquire)
     deadline = time.monotonic() + 20
-    while not held.is_set():
-        assert time.monotonic() < deadline, f"the acquire never sent {pattern!r}"
+    while not all(h.is_set() for h in held):
+        assert time.monotonic() < deadline, f"the acquire never sent {pattern!r} (everywhere)"
         await asyncio.sleep(0.002)
     since = time.monotonic()
     task.cancel()
