@@ -293,16 +293,16 @@ class SqlBase(AsyncBackend):
                 return result
         raise AssertionError("unreachable")
 
-    async def until_gone(self, look: st.Stmt, within: float | None = None) -> bool | None:
+    async def until_gone(self, look: st.Stmt) -> bool | None:
         """Make ``look`` (a statement answering how many server connections are still there: ``gone_sql``,
         or MySQL's conditional KILL of a bell wait with it) again, a little later each time, until it answers
         0, within the clean-up's budget. A call the client let go of mid-way (cancelled, or its link lost)
         may not have begun on the server yet: only once its connection has ended there is nothing of it
-        left to run, and a clean-up that looks before then misses what it commits. ``within``: a shorter
-        budget. True: gone; False: still there at the end of the budget; None: the server did not answer."""
+        left to run, and a clean-up that looks before then misses what it commits. True: gone; False: still
+        there at the end of the budget (the context's, where sooner); None: the server did not answer."""
         pause = GONE_AGAIN
         try:
-            with Budget(self.cleanup_timeout if within is None else min(within, self.cleanup_timeout)) as budget:
+            with Budget(self.cleanup_timeout) as budget:
                 while True:
                     r: st.Result = await SqlBase._tx(self, lambda: st.single(look), tx=False)
                     if not r.rows or not r.rows[0][0]:

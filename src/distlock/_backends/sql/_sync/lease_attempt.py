@@ -184,9 +184,9 @@ class LeaseAttempt(SyncAttempt):
             # abandon waits for its connection to end there first, for at most half of what the clean-up
             # has left (the abandon needs the rest)
             end = budget_end()
-            share = b.cleanup_timeout if end is None else (end - monotonic()) / 2
-            for cid in self.cut:
-                b.until_gone(st.Stmt(b.driver.gone_sql, (cid,)), share)
+            with Budget(b.cleanup_timeout if end is None else (end - monotonic()) / 2):
+                for cid in self.cut:
+                    b.until_gone(st.Stmt(b.driver.gone_sql, (cid,)))
         with Budget(b.cleanup_timeout):  # then the connection is closed: the lease bounds what is left
             if self.settled:
                 done = b.abandon_settled(self.claim, self.key)
