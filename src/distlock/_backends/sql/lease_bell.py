@@ -70,12 +70,10 @@ def end_bell_wait(ops: TxOps, conn_id: int, key: str, bell: str) -> Stmt:
     wait's, ``@distlock_rang``) or holding the name's bell or lock. A connection id is reused after a server
     restart, and a KILL made later (the link was down) must not end another client's connection; at worst it
     ends a connection of this name's bell or lock (a wake-up or a try made again). One statement (a
-    compound one): nothing runs between the check and the KILL. Answers whether a connection ``conn_id`` is
-    still there (a killed one stays until it has rolled back; one whose batch has not begun is not ended)."""
+    compound one): nothing runs between the check and the KILL."""
     name_lock = str(ops._lock_name(key).params[0])
     return Stmt(
         "BEGIN NOT ATOMIC IF IS_USED_LOCK(%s) = %s OR IS_USED_LOCK(%s) = %s OR EXISTS (SELECT 1 FROM "
-        "information_schema.PROCESSLIST WHERE ID = %s AND INFO LIKE %s) THEN KILL CONNECTION %s; END IF; END; "
-        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s",
-        (bell, conn_id, name_lock, conn_id, conn_id, "%@distlock_rang%", conn_id, conn_id),
+        "information_schema.PROCESSLIST WHERE ID = %s AND INFO LIKE %s) THEN KILL CONNECTION %s; END IF; END",
+        (bell, conn_id, name_lock, conn_id, conn_id, "%@distlock_rang%", conn_id),
     )

@@ -321,11 +321,12 @@ class MyLeaseMode(LeaseMode):
     async def _kill(self, conn_id: int, key: str, until_gone: bool = False) -> bool | None:
         """``KILL CONNECTION`` of a bell wait's connection (``TxOps.end_bell_wait``: only while it is that
         wait). True: the server answered (the connection is ended, or was gone); None: it did not. With
-        ``until_gone`` the KILL is made again until no connection ``conn_id`` is left (``until_gone``):
-        False if one still is at the end of the clean-up's budget."""
+        ``until_gone`` the KILL is made again, with the driver's count of connections ``conn_id`` in its round
+        trip, until none is left (``until_gone``; a killed one stays until it has rolled back, one whose batch
+        has not begun is not ended): False if one still is at the end of the clean-up's budget."""
         kill = self.ops.end_bell_wait(conn_id, key, sn.bell_name(key))
         if until_gone:
-            return await self.until_gone(kill)
+            return await self.until_gone(st.Stmt(f"{kill.sql}; {self.driver.gone_sql}", (*kill.params, conn_id)))
         try:
             with Budget(self.cleanup_timeout):
                 await super()._tx(lambda: st.single(kill), tx=False)

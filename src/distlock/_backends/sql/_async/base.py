@@ -304,6 +304,7 @@ class SqlBase(AsyncBackend):
         try:
             with Budget(self.cleanup_timeout) as budget:
                 while True:
+                    # SqlBase's own: a mode's override may itself clean up after its calls (MySQL's bell waits)
                     r: st.Result = await SqlBase._tx(self, lambda: st.single(look), tx=False)
                     if not r.rows or not r.rows[0][0]:
                         return True
