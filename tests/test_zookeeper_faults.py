@@ -417,6 +417,59 @@ def test_after_a_dropped_connection_the_next_in_line_still_holds_with_no_request
         proxy.close()
 
 
+def test_inspect_reads_again_behind_a_new_sync_when_the_connection_dropped_after_its_sync(
+    single: ZkEnsemble, name: str
+) -> None:
+    """``inspect`` (and so ``leader``) sends a ``sync`` before its reads so that they see what another client's
+    server already granted. A sync serves only the reads its own connection carries: when the connection
+    drops right after the sync went out, kazoo sends the reads on the next connection (on an ensemble perhaps
+    to a server that is behind). The reads that answer must then follow a sync on that new connection (before,
+    they went out alone)."""
+    node = single.nodes[0]
+    proxy = FaultProxy(node.host, node.client_port).start()
+    try:
+        with distlock.connect(single.url) as a, distlock.connect(f"zookeeper://127.0.0.1:{proxy.port}") as b:
+            holder = a.lock(name)
+            assert holder.acquire(timeout=10)
+            backend = b._acquirer.backend
+            b.inspect(name + "-warm")  # the store's session is up before the requests are watched
+            client = backend.wire.client
+            real, path = client._call, layout.lock_path(name)
+            drops: list[str] = []  # kazoo's connection states other than CONNECTED, as its listeners hear them
+            queued: list[tuple[str, int]] = []  # (request type, drops heard when it was queued)
+
+            def listen(state: str) -> None:
+                if state != "CONNECTED":
+                    drops.append(state)
+
+            def call(request: Any, result: Any) -> Any:
+                if not str(getattr(request, "path", "")).startswith(path):
+                    return real(request, result)
+                queued.append((type(request).__name__, len(drops)))
+                out = real(request, result)
+                if len(queued) == 1:  # the first sync is queued: drop the connection before the reads go
+                    assert proxy.cut() == 1
+                    assert until(lambda: bool(drops))
+                return out
+
+            client.add_listener(listen)
+            client._call = call
+            try:
+                info = b.inspect(name)
+            finally:
+                del client._call
+                client.remove_listener(listen)
+            assert info is not None and info.holders[0].fence == holder.fence
+            first = queued[0][1]
+            assert queued[0][0] == "Sync", queued
+            after = [kind for kind, drops in queued if drops > first]  # queued once the drop was counted
+            listing = len(after) - 1 - after[::-1].index("GetChildren")  # the last listing: it answered
+            assert "Sync" in after[:listing], queued
+            holder.release()
+    finally:
+        proxy.close()
+
+
 def test_a_waiter_whose_own_child_was_deleted_queues_again_on_its_turn(single: ZkEnsemble, name: str) -> None:
     """F6 with the own-child watch: an admin deletes the next-in-line waiter's child and the holder's in one
     transaction, so the two deletion events come back to back (its own first). The waiter must not take the

@@ -13,10 +13,10 @@ not see) and deletes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
+from kazoo.exceptions import BadVersionError, ConnectionLoss, NoAuthError, NoNodeError
 
 from ..._core.types import HolderInfo, LockInfo, Mode
 from . import layout, records
@@ -26,6 +26,10 @@ from .wire import Wire
 
 #: listings of one ``inspect`` at most, when holders leave between a listing and the read of their data
 RELIST = 3
+#: syncs and reads of one ``inspect`` or ``list`` at most, when the connection drops between the two
+SYNC_TRIES = 3
+
+T = TypeVar("T")
 
 
 def queued(children: list[str]) -> list[str]:
@@ -45,16 +49,27 @@ class Admin:
 
     def inspect(self, name: str) -> LockInfo | None:
         path = layout.lock_path(name, self._root)
-        self._sync(path)
-        return self._inspect_path(path, name)
+        return self._after_sync(path, lambda: self._inspect_path(path, name))
 
-    def _sync(self, path: str) -> None:
-        """ZooKeeper's ``sync`` before the reads: a server answers a read from what it has applied, which can
-        be behind the leader (a grant another client's server already answered), and it answers this session's
-        reads after the sync, so they see at least what the leader had then. Sent with no wait: no round trip
-        of its own."""
+    def _after_sync(self, path: str, read: Callable[[], T]) -> T:
+        """``read()`` behind ZooKeeper's ``sync`` of ``path`` on the same connection.
+
+        A server answers a read from what it has applied, which can be behind the leader (a grant another
+        client's server already answered); it answers this session's reads after the sync, so they see at
+        least what the leader had then. The sync is sent with no wait (no round trip of its own), and it only
+        serves the reads its own connection carries: if kazoo's connection dropped between the two, the reads
+        went out on the next one, on an ensemble perhaps to a server that never saw the sync and is behind.
+        Then the sync and the reads are made again."""
         w = self._wire
-        w.send(w.client.sync_async, path).rawlink(w.on_reply)
+        for _ in range(SYNC_TRIES):
+            drops = w.drops
+            synced = w.send(w.client.sync_async, path)
+            synced.rawlink(w.on_reply)
+            out = read()
+            # The sync's answer (or its ConnectionLoss) came before the reads' answers.
+            if w.drops == drops and synced.successful():
+                return out
+        raise ConnectionLoss(f"the connection dropped around every read of {path} ({SYNC_TRIES} tries)")
 
     def _inspect_path(self, path: str, name: str) -> LockInfo | None:
         for _ in range(RELIST):
@@ -149,8 +164,10 @@ class Admin:
 
         Subtrees whose ACL does not let this client read them (another user's nodes under a shared root) are
         skipped: a store lists what its credentials can see."""
+        return self._after_sync(self._root, lambda: self._walk(prefix))
+
+    def _walk(self, prefix: str) -> list[LockInfo]:
         w = self._wire
-        self._sync(self._root)
         found: list[LockInfo] = []
         level = [self._root]
         while level:

@@ -180,6 +180,8 @@ class Session:
     # -- kazoo's connection states ---------------------------------------------------------------------
     def on_state(self, state: str) -> None:
         """kazoo's connection listener (its own thread; must not block)."""
+        if state != KazooState.CONNECTED:
+            self._wire.drops += 1  # before any request queued from now on can be answered (kazoo calls this first)
         if self._closing:
             return
         events = self._events
