@@ -166,7 +166,9 @@ def redis_sentinel_servers() -> Iterator[SentinelDeployment]:
 def zookeeper_ensemble_3() -> Iterator[ZkEnsemble]:
     if not available():
         pytest.skip("ZooKeeper is not installed (scripts/install_servers.sh installs it)")
-    with zookeeper_ensemble(3) as ens:
+    # 25 ticks (5 s) before a follower that lost the leader drops its clients (production's default is 10 s):
+    # shared by every worker, this ensemble runs on a loaded machine; its own fault tests use their own
+    with zookeeper_ensemble(3, sync_limit=25) as ens:
         yield ens
 
 

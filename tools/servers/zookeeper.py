@@ -96,6 +96,8 @@ class ZkEnsemble:
     extra_config: list[str] = field(default_factory=list)
     #: with :func:`partitionable_ensemble`: the link of the last node, which runs in a namespace of its own
     link: NetnsLink | None = None
+    #: ticks a follower may go without hearing the leader before it leaves the quorum (its clients with it)
+    sync_limit: int = 10
 
     @property
     def hosts(self) -> str:
@@ -109,7 +111,7 @@ class ZkEnsemble:
         lines = [
             f"tickTime={TICK_MS}",
             "initLimit=50",
-            "syncLimit=10",
+            f"syncLimit={self.sync_limit}",
             f"dataDir={node.dir / 'data'}",
             f"clientPort={node.client_port}",
             f"clientPortAddress={node.host}",
@@ -228,10 +230,15 @@ def make_ensemble(base: Path, size: int, link: NetnsLink | None = None) -> ZkEns
 
 
 @contextlib.contextmanager
-def zookeeper_ensemble(size: int = 3) -> Iterator[ZkEnsemble]:
-    """``size`` = 1: a standalone server; 3: a quorum on loopback. Stopped and removed afterwards."""
+def zookeeper_ensemble(size: int = 3, sync_limit: int = 10) -> Iterator[ZkEnsemble]:
+    """``size`` = 1: a standalone server; 3: a quorum on loopback. Stopped and removed afterwards.
+
+    ``sync_limit`` (ticks of 200 ms): how long a follower that has not heard the leader stays in the quorum.
+    10 (2 s) lets the fault tests see a lost leader soon; an ensemble that many tests share on a busy
+    machine wants more, or a follower starved of CPU for 2 s drops every client connected to it."""
     with workdir("zookeeper") as d:
         ens = make_ensemble(d, size)
+        ens.sync_limit = sync_limit
         try:
             ens.start()
             yield ens
