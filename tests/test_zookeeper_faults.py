@@ -470,6 +470,27 @@ def test_inspect_reads_again_behind_a_new_sync_when_the_connection_dropped_after
         proxy.close()
 
 
+def test_inspect_answers_while_kazoos_completion_thread_is_busy(single: ZkEnsemble, name: str) -> None:
+    """The check that ``inspect``'s reads came behind its sync reads the sync's result as kazoo's connection
+    thread settles it. kazoo's completion thread (where the callbacks of every request's result run, a user's
+    too on a shared client, and where ``sync_async`` settles the result it returns) can be busy meanwhile."""
+    with distlock.connect(single.url) as a, distlock.connect(single.url) as b:
+        holder = a.lock(name)
+        assert holder.acquire(timeout=10)
+        client = b._acquirer.backend.wire.client
+        busy = threading.Event()
+
+        def slow() -> None:
+            busy.set()
+            time.sleep(2.0)
+
+        client.handler.completion_queue.put(slow)
+        assert busy.wait(10)
+        info = b.inspect(name)  # before: the sync's result was still unsettled: "dropped around every read"
+        assert info is not None and info.holders[0].fence == holder.fence
+        holder.release()
+
+
 def test_a_waiter_whose_own_child_was_deleted_queues_again_on_its_turn(single: ZkEnsemble, name: str) -> None:
     """F6 with the own-child watch: an admin deletes the next-in-line waiter's child and the holder's in one
     transaction, so the two deletion events come back to back (its own first). The waiter must not take the

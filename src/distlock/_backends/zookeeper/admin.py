@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NoAuthError, NoNodeError
+from kazoo.protocol.serialization import Sync
 
 from ..._core.types import HolderInfo, LockInfo, Mode
 from . import layout, records
@@ -63,7 +64,9 @@ class Admin:
         w = self._wire
         for _ in range(SYNC_TRIES):
             drops = w.drops
-            synced = w.send(w.client.sync_async, path)
+            # Sent as a request object: kazoo's connection thread settles its result as it reads the answer,
+            # before the reads' answers (``sync_async`` settles the result it returns later, on another thread).
+            synced = w.call(Sync(f"{w.client.chroot or ''}{path}"))
             synced.rawlink(w.on_reply)
             out = read()
             # The sync's answer (or its ConnectionLoss) came before the reads' answers.
