@@ -181,7 +181,9 @@ class Session:
     def on_state(self, state: str) -> None:
         """kazoo's connection listener (its own thread; must not block)."""
         if state != KazooState.CONNECTED:
-            self._wire.drops += 1  # before any request queued from now on can be answered (kazoo calls this first)
+            # counted before anything sent on the next connection can be answered: kazoo calls its listeners
+            # from its connection thread before that thread connects again
+            self._wire.drops += 1
         if self._closing:
             return
         events = self._events
