@@ -417,14 +417,15 @@ def test_after_a_dropped_connection_the_next_in_line_still_holds_with_no_request
         proxy.close()
 
 
+@pytest.mark.parametrize("sync_answered", [False, True], ids=["sync-lost", "sync-answered"])
 def test_inspect_reads_again_behind_a_new_sync_when_the_connection_dropped_after_its_sync(
-    single: ZkEnsemble, name: str
+    single: ZkEnsemble, name: str, sync_answered: bool
 ) -> None:
     """``inspect`` (and so ``leader``) sends a ``sync`` before its reads so that they see what another client's
     server already granted. A sync serves only the reads its own connection carries: when the connection
     drops right after the sync went out, kazoo sends the reads on the next connection (on an ensemble perhaps
     to a server that is behind). The reads that answer must then follow a sync on that new connection (before,
-    they went out alone)."""
+    they went out alone). Whether the sync's answer came back before the drop or was lost with it."""
     node = single.nodes[0]
     proxy = FaultProxy(node.host, node.client_port).start()
     try:
@@ -448,6 +449,9 @@ def test_inspect_reads_again_behind_a_new_sync_when_the_connection_dropped_after
                 queued.append((type(request).__name__, len(drops)))
                 out = real(request, result)
                 if len(queued) == 1:  # the first sync is queued: drop the connection before the reads go
+                    if sync_answered:
+                        result.wait(10)
+                        assert result.successful()
                     assert proxy.cut() == 1
                     assert until(lambda: bool(drops))
                 return out

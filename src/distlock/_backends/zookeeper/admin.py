@@ -42,8 +42,9 @@ def queued(children: list[str]) -> list[str]:
 class Admin:
     """The admin operations of one store."""
 
-    def __init__(self, wire: Wire, nodes: Nodes, holdings: Holdings, root: str) -> None:
+    def __init__(self, wire: Wire, nodes: Nodes, holdings: Holdings, root: str, epoch: Callable[[], int]) -> None:
         self._wire = wire
+        self._epoch = epoch  # the backend's count of connection changes
         self._nodes = nodes
         self._holdings = holdings
         self._root = root
@@ -63,14 +64,14 @@ class Admin:
         Then the sync and the reads are made again."""
         w = self._wire
         for _ in range(SYNC_TRIES):
-            drops = w.drops
+            epoch = self._epoch()
             # Sent as a request object: kazoo's connection thread settles its result as it reads the answer,
             # before the reads' answers (``sync_async`` settles the result it returns later, on another thread).
             synced = w.call(Sync(f"{w.client.chroot or ''}{path}"))
             synced.rawlink(w.on_reply)
             out = read()
             # The sync's answer (or its ConnectionLoss) came before the reads' answers.
-            if w.drops == drops and synced.successful():
+            if self._epoch() == epoch and synced.successful():
                 return out
         raise ConnectionLoss(f"the connection dropped around every read of {path} ({SYNC_TRIES} tries)")
 

@@ -180,10 +180,6 @@ class Session:
     # -- kazoo's connection states ---------------------------------------------------------------------
     def on_state(self, state: str) -> None:
         """kazoo's connection listener (its own thread; must not block)."""
-        if state != KazooState.CONNECTED:
-            # counted before anything sent on the next connection can be answered: kazoo calls its listeners
-            # from its connection thread before that thread connects again
-            self._wire.drops += 1
         if self._closing:
             return
         events = self._events

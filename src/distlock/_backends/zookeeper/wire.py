@@ -59,9 +59,6 @@ class Wire:
         # The moment the last request the server answered was queued. The connect request of the session
         # was sent after ``started``.
         self.confirmed = started
-        # How many times kazoo's connection dropped (the session's listener counts SUSPENDED and LOST): a
-        # request queued after a drop goes out on the next connection, on an ensemble maybe to another server.
-        self.drops = 0
         self._local = threading.local()  # per thread: the deadline and abort flag of the step it runs
 
     def session_id(self) -> int | None:

@@ -114,7 +114,8 @@ class Backend(AsyncBackend):
         self.root = opts.root
         self._opts = opts
         self._mutex = threading.Lock()
-        #: connection changes seen so far (``changed``)
+        #: connection changes seen so far (``changed``, from kazoo's listener: a drop is counted before its
+        #: connection thread connects again, so before anything sent on the next connection is answered)
         self.epoch = 0
         self._waiting: set[Wakes] = set()  # attempts and watches that look again on any change of the connection
         #: a forked child's copy: the session is the parent's, and the child's own is opened on first use
@@ -130,7 +131,7 @@ class Backend(AsyncBackend):
         self.cleanup = Cleanup(self.nodes, self.holdings, self._opts.op_timeout)
         self.semaphores = Semaphores(self.wire, self.nodes, link.acl, self.cleanup.put_off)
         self.abandons = _Abandons(self)
-        self.admin = Admin(self.wire, self.nodes, self.holdings, self.root)
+        self.admin = Admin(self.wire, self.nodes, self.holdings, self.root, lambda: self.epoch)
         self.latches = Latches(self.wire, self.nodes, self.root)
         self.barriers = Barriers(self.wire, self.nodes, self.root)
         opts = self._opts
